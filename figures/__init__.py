@@ -1,0 +1,1 @@
+"""asvi-rates `figures`: see ../shared/DESIGN.md."""

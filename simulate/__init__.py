@@ -1,0 +1,1 @@
+"""asvi-rates `simulate`: see ../shared/DESIGN.md."""

@@ -1,0 +1,68 @@
+"""asvi-rates ``theory``: every quantity of Bai, Song and Cheng, *Adaptive Variational
+Bayesian Inference for Sparse Deep Neural Network*, exact and evaluable.
+
+Each function accepts sympy symbols (returns an expression), numpy arrays (float64,
+vectorised) or numbers (mpmath at ``mpmath.mp.dps``).  Natural logarithms unless the paper
+says log2.  Depth convention: L hidden layers of width 12pN (``theory.network``).
+"""
+
+from .bounds import (
+    Lemma61,
+    eps_n,
+    eps_star_n,
+    lemma_6_1,
+    lemma_6_1_sparsity,
+    optimal_structure,
+    r_n,
+    theorem_4_1_bound,
+    theorem_5_1_bound,
+    xi_bound,
+)
+from .conditions import condition_5_1, condition_5_2, condition_5_3
+from .exponents import (
+    METRICS,
+    corollary_6_1_rate,
+    corollary_6_2_rate,
+    corollary_6_3_rate,
+    corollary_6_4_rate,
+    derive_exponent,
+    log_factor_power,
+    predicted_exponent,
+)
+from .hellinger import hellinger_sq, hellinger_sq_pointwise, hellinger_sq_sup_bound
+from .network import lemma_width, num_edges
+from .priors import log_prior_N, log_prior_s
+from .qstar import q_star, q_star_log10
+
+__all__ = [
+    "METRICS",
+    "Lemma61",
+    "condition_5_1",
+    "condition_5_2",
+    "condition_5_3",
+    "corollary_6_1_rate",
+    "corollary_6_2_rate",
+    "corollary_6_3_rate",
+    "corollary_6_4_rate",
+    "derive_exponent",
+    "eps_n",
+    "eps_star_n",
+    "hellinger_sq",
+    "hellinger_sq_pointwise",
+    "hellinger_sq_sup_bound",
+    "lemma_6_1",
+    "lemma_6_1_sparsity",
+    "lemma_width",
+    "log_factor_power",
+    "log_prior_N",
+    "log_prior_s",
+    "num_edges",
+    "optimal_structure",
+    "predicted_exponent",
+    "q_star",
+    "q_star_log10",
+    "r_n",
+    "theorem_4_1_bound",
+    "theorem_5_1_bound",
+    "xi_bound",
+]

@@ -1,0 +1,287 @@
+"""Error terms and bounds of Sections 4-6: r_n, eps_n, xi_n, Lemma 6.1, Theorems 4.1 and 5.1.
+
+Natural logarithms throughout (the paper writes ``log`` for them).  Every function accepts
+sympy symbols (returns an expression), numpy arrays (vectorised float64) or numbers
+(an mpmath value at the working precision ``mpmath.mp.dps``); see ``theory._backend``.
+The depth convention (L = number of hidden layers of width 12pN) is in ``theory.network``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import mpmath
+import numpy as np
+
+from . import _validate as V
+from ._backend import is_symbolic, ops_for
+from .network import lemma_width, num_edges
+
+__all__ = [
+    "r_n",
+    "eps_n",
+    "eps_star_n",
+    "xi_bound",
+    "lemma_6_1",
+    "lemma_6_1_sparsity",
+    "Lemma61",
+    "theorem_4_1_bound",
+    "theorem_5_1_bound",
+    "optimal_structure",
+]
+
+
+def _check_structure(n, L, N, s, p):
+    V.real("n", n, gt=1, allowed="> 1")
+    V.positive_int("L", L)
+    V.positive_int("N", N)
+    V.positive_int("p", p)
+    V.positive_int("s", s)
+    V.check_le("s", s, num_edges(L, lemma_width(N, p), p), "the number of edges H(L, 12pN, p)")
+
+
+def r_n(n, L, N, s, p, B=2):
+    r"""Variational error of Lemma 4.1:
+
+    .. math:: r_n(L, N, s) = \frac{L s}{n}\log(12 B p N) + \frac{s}{n}\log\frac{n L}{s}.
+
+    ``B = B_0`` (slab half-width) under the uniform slab, ``B >= 2`` under the Gaussian slab;
+    the default B = 2 is the smallest value Lemma 4.1 allows for the Gaussian slab.
+    ``s`` must lie in 1..H with H the edge count of the width-12pN network.
+    """
+    _check_structure(n, L, N, s, p)
+    V.real("B", B, gt=0)
+    ops = ops_for(n, L, N, s, p, B)
+    n, L, N, s, p, B = ops.args(n, L, N, s, p, B)
+    return (L * s / n) * ops.log(12 * B * p * N) + (s / n) * ops.log(n * L / s)
+
+
+def _log_power(ops, n, delta):
+    return ops.log(n) ** delta
+
+
+def eps_n(n, L, N, s, p, M=1, delta=1):
+    r"""Estimation error of Lemma 4.2:
+
+    .. math:: \varepsilon_n = M \sqrt{\frac{s\log(nL/s) + L s \log(pN)}{n}}\,\log^\delta(n),
+
+    for any delta >= 1 and "some large constant M" (default 1: the lemma fixes no value).
+    Raises ``ValueError`` when the radicand is negative (s far above n L).
+    """
+    _check_structure(n, L, N, s, p)
+    V.real("M", M, gt=0)
+    V.real("delta", delta, ge=1, allowed=">= 1 (Lemma 4.2)")
+    ops = ops_for(n, L, N, s, p, M, delta)
+    n, L, N, s, p, M, delta = ops.args(n, L, N, s, p, M, delta)
+    rad = (s * ops.log(n * L / s) + L * s * ops.log(p * N)) / n
+    if ops.name != "sympy" and np.any(np.asarray(rad, dtype=float) < 0):
+        raise ValueError("eps_n: s log(nL/s) + L s log(pN) < 0; s is too large for this n and L")
+    return M * ops.sqrt(rad) * _log_power(ops, n, delta)
+
+
+def eps_star_n(n, L, N, s, M=1, delta=1):
+    r"""The adaptive estimation error of Section 5, as printed:
+
+    .. math:: \varepsilon_n^* = M'\sqrt{\frac{L s^*\log N^* + s^*\log(Ln/s^*)}{n}}\log^\delta n .
+
+    Note the printed ``log N*`` where Lemma 4.2 has ``log(p N)``; kept as printed (for p = 1
+    they agree).  No edge-count check: Section 5 takes (N*, s*) from the adaptive prior's
+    support.
+    """
+    V.real("n", n, gt=1, allowed="> 1")
+    V.positive_int("L", L)
+    V.positive_int("N", N)
+    V.positive_int("s", s)
+    V.real("M", M, gt=0)
+    V.real("delta", delta, ge=1, allowed=">= 1")
+    ops = ops_for(n, L, N, s, M, delta)
+    n, L, N, s, M, delta = ops.args(n, L, N, s, M, delta)
+    rad = (L * s * ops.log(N) + s * ops.log(L * n / s)) / n
+    if ops.name != "sympy" and np.any(np.asarray(rad, dtype=float) < 0):
+        raise ValueError("eps_star_n: L s log N + s log(Ln/s) < 0; s is too large for this n and L")
+    return M * ops.sqrt(rad) * _log_power(ops, n, delta)
+
+
+def xi_bound(n, N, p, alpha, holder_norm):
+    r"""Lemma 6.1's bound on the approximation error ``xi_n = inf ||f_theta - f_0||_inf^2``:
+
+    .. math:: \xi_n \le \Bigl[(2\|f_0\|_{\mathcal H}+1)\,3^{p+1}\frac{N}{n}
+              + \|f_0\|_{\mathcal H}\,2^\alpha N^{-\alpha/p}\Bigr]^2,
+
+    the square of eq. (eqsch1), valid when L and s follow Lemma 6.1's choices.
+    """
+    V.real("n", n, gt=1, allowed="> 1")
+    V.positive_int("N", N)
+    V.positive_int("p", p)
+    V.real("alpha", alpha, gt=0)
+    V.real("holder_norm", holder_norm, ge=0)
+    ops = ops_for(n, N, p, alpha, holder_norm)
+    n, N, p, alpha, H = ops.args(n, N, p, alpha, holder_norm)
+    return ((2 * H + 1) * 3 ** (p + 1) * N / n + H * 2**alpha * N ** (-alpha / p)) ** 2
+
+
+def lemma_6_1_sparsity(N, L, p, alpha):
+    """The sparsity bound of Lemma 6.1: ``94 p^2 (alpha+1)^(2p) N (L + ceil(log2 p))``."""
+    V.positive_int("N", N)
+    V.positive_int("L", L)
+    V.positive_int("p", p)
+    V.real("alpha", alpha, gt=0)
+    ops = ops_for(N, L, p, alpha)
+    clog2p = ops.ceil_log2(p)  # on the raw p: exact for any integer size
+    N, L, p, alpha = ops.args(N, L, p, alpha)
+    return 94 * p**2 * (alpha + 1) ** (2 * p) * N * (L + clog2p)
+
+
+@dataclass(frozen=True)
+class Lemma61:
+    """The network Lemma 6.1 prescribes (fields also readable as ``result["L"]``).
+
+    ``N_raw`` is the printed ``C_N floor(n^(p/(2a+p))/log n)`` before clamping, ``s_bound``
+    the printed sparsity bound, ``H`` the edge count of the width-``12pN`` network.
+    """
+
+    L: Any
+    N: Any
+    s: Any
+    width: Any
+    s_bound: Any
+    H: Any
+    N_raw: Any
+    N_clamped: bool
+    s_clamped: bool
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def lemma_6_1(n, p, alpha, C_N=1):
+    r"""The network choices of Lemma 6.1, eq. (choices):
+
+    .. math::
+        L = 8 + (\lfloor\log_2 n\rfloor + 5)(1 + \lceil\log_2 p\rceil),\quad
+        N = C_N\lfloor n^{p/(2\alpha+p)}/\log n\rfloor,\quad
+        s \le 94 p^2 (\alpha+1)^{2p} N (L + \lceil\log_2 p\rceil),
+
+    hidden width ``12 p N`` and L hidden layers (``theory.network``).
+
+    Choices where the lemma is silent:
+
+    * ``N = max(1, floor(C_N * floor(n^(p/(2 alpha+p)) / log n)))``: the floor makes N an
+      integer for non-integer C_N, and N is clamped to 1 (``N_clamped``) when the printed
+      value is 0 (small n or large alpha), since widths are positive.
+    * ``s = min(floor(s_bound), H)``: the lemma gives an upper bound on s; we take it (its
+      floor, for non-integer alpha), capped at the number of edges H (``s_clamped``), which
+      the bound exceeds for every practical n.
+    """
+    V.real("n", n, gt=1, allowed="> 1")
+    V.positive_int("p", p)
+    V.real("alpha", alpha, gt=0)
+    V.real("C_N", C_N, gt=0)
+    ops = ops_for(n, p, alpha, C_N)
+    flog2n, clog2p = ops.floor_log2(n), ops.ceil_log2(p)  # on the raw arguments: exact
+    n_, p_, a_, C_ = ops.args(n, p, alpha, C_N)
+    L = 8 + (flog2n + 5) * (1 + clog2p)
+    N_raw = ops.floor(C_ * ops.floor(n_ ** (p_ / (2 * a_ + p_)) / ops.log(n_)))
+    N = ops.maximum(1, N_raw)
+    width = 12 * p_ * N
+    s_bound = 94 * p_**2 * (a_ + 1) ** (2 * p_) * N * (L + clog2p)
+    H = num_edges(L, width, p_)
+    s = ops.minimum(ops.floor(s_bound), H)
+    if ops.name == "sympy":
+        return Lemma61(L, N, s, width, s_bound, H, N_raw, False, False)
+    to_int = int if ops.name == "mpmath" else (lambda x: x)
+    return Lemma61(
+        L=to_int(L),
+        N=to_int(N),
+        s=to_int(s),
+        width=to_int(width),
+        s_bound=s_bound,
+        H=to_int(H),
+        N_raw=to_int(N_raw),
+        N_clamped=bool(N_raw < 1),
+        s_clamped=bool(s_bound > H),
+    )
+
+
+def theorem_4_1_bound(n, L, N, s, p, xi, B=2, M=1, delta=1, C=1, C_prime=1):
+    r"""Right-hand side of Theorem 4.1, eq. (d2bound), split into its three terms:
+
+    .. math:: C\varepsilon_n^2 + 3C' r_n + 3C'\xi_n
+              \quad(\text{estimation} + \text{variational} + \text{approximation}).
+
+    The theorem asserts only the existence of C, C' (and M of Lemma 4.2); the defaults 1
+    give the bound's shape, not its level.  ``xi`` is the approximation error, e.g. from
+    :func:`xi_bound`.  Returns a dict with keys ``estimation``, ``variational``,
+    ``approximation`` and ``total``.
+    """
+    V.real("xi", xi, ge=0)
+    V.real("C", C, gt=0)
+    V.real("C_prime", C_prime, gt=0)
+    est = eps_n(n, L, N, s, p, M=M, delta=delta) ** 2
+    var = r_n(n, L, N, s, p, B=B)
+    ops = ops_for(est, var, xi, C, C_prime)
+    est, var, xi, C, Cp = ops.args(est, var, xi, C, C_prime)
+    terms = {"estimation": C * est, "variational": 3 * Cp * var, "approximation": 3 * Cp * xi}
+    terms["total"] = terms["estimation"] + terms["variational"] + terms["approximation"]
+    return terms
+
+
+def theorem_5_1_bound(n, L, N_star, s_star, p, xi_star, B=2, M=1, delta=1, C=1):
+    r"""Right-hand side of Theorem 5.1, eq. (d2bound+): ``C''[eps*_n^2 + r*_n + xi*_n]``.
+
+    ``eps*_n`` as printed in Section 5 (:func:`eps_star_n`), ``r*_n = r_n(L, N*, s*)``.
+    Returns a dict with the three terms and ``total``; C'' defaults to 1 (existence only).
+    """
+    V.real("xi_star", xi_star, ge=0)
+    V.real("C", C, gt=0)
+    est = eps_star_n(n, L, N_star, s_star, M=M, delta=delta) ** 2
+    var = r_n(n, L, N_star, s_star, p, B=B)
+    ops = ops_for(est, var, xi_star, C)
+    est, var, xi, C = ops.args(est, var, xi_star, C)
+    terms = {"estimation": C * est, "variational": C * var, "approximation": C * xi}
+    terms["total"] = terms["estimation"] + terms["variational"] + terms["approximation"]
+    return terms
+
+
+def optimal_structure(n, p, alpha, holder_norm=1, L=None, B=2, N_max=None):
+    r"""(N*, s*) = integer argmin of ``r_n + xi_n`` (Section 5), with xi_n replaced by its
+    Lemma 6.1 bound :func:`xi_bound`.
+
+    That bound holds once s reaches Lemma 6.1's sparsity for the given N, and r_n increases
+    in s, so for each N the minimising admissible s is ``s(N) = min(lemma_6_1_sparsity, H)``;
+    the search is then over N = 1..N_max (default ``min(floor(n), 10**6)``), vectorised in
+    float64 and re-evaluated in mpmath at the minimiser.  L defaults to Lemma 6.1's depth.
+    Returns a dict: ``N``, ``s``, ``L``, ``width``, ``r_n``, ``xi``, ``objective``.
+    """
+    for arg in (n, p, alpha, holder_norm, L, B, N_max):
+        if is_symbolic(arg):
+            raise ValueError("optimal_structure is a numeric search: pass numbers, not symbols")
+    V.real("n", n, gt=1, allowed="> 1")
+    V.positive_int("p", p)
+    V.real("alpha", alpha, gt=0)
+    if L is None:
+        L = lemma_6_1(n, p, alpha).L
+    V.positive_int("L", L)
+    if N_max is None:
+        N_max = int(min(mpmath.floor(n), 10**6))
+    V.positive_int("N_max", N_max)
+    Ns = np.arange(1, int(N_max) + 1, dtype=float)
+    s_N = np.minimum(lemma_6_1_sparsity(Ns, L, p, alpha), num_edges(L, lemma_width(Ns, p), p))
+    obj = r_n(float(n), L, Ns, s_N, p, B) + xi_bound(float(n), Ns, p, alpha, holder_norm)
+    k = int(np.argmin(obj))
+    N_star, s_star = int(Ns[k]), int(s_N[k])
+    r = r_n(n, L, N_star, s_star, p, B)
+    xi = xi_bound(n, N_star, p, alpha, holder_norm)
+    return {
+        "N": N_star,
+        "s": s_star,
+        "L": int(L),
+        "width": 12 * int(p) * N_star,
+        "r_n": r,
+        "xi": xi,
+        "objective": r + xi,
+    }

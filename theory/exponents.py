@@ -1,0 +1,163 @@
+"""Predicted contraction exponents, derived symbolically, and the rates of Corollaries 6.1-6.4.
+
+The exponent is *derived* (not typed in) by the balance argument of Sections 5-6: put
+``N = n^theta`` with L ~ log n and s proportional to N L (Lemma 6.1).  Then, dropping
+logarithms, the variational error r_n (Lemma 4.1) grows like ``n^(e_r(theta))`` and the
+approximation bound xi_n (Lemma 6.1) like ``n^(e_xi(theta))``; each exponent is computed by
+sympy as ``lim log(term)/log(n)`` of the actual formulas of ``theory.bounds`` (term by term,
+with L and log factors held as constants of zero power).  ``e_r`` increases and the
+``N^(-2 alpha/p)`` part of ``e_xi`` decreases in theta; the bound's exponent
+``max(e_r, e_xi)`` is smallest where they cross, and that crossing is solved for.  The
+result, ``-2 alpha/(2 alpha + p)``, is checked against the closed form in the tests.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sympy as sp
+
+from . import _validate as V
+from ._backend import ops_for
+from .bounds import r_n, xi_bound
+
+__all__ = [
+    "METRICS",
+    "derive_exponent",
+    "predicted_exponent",
+    "log_factor_power",
+    "corollary_6_1_rate",
+    "corollary_6_2_rate",
+    "corollary_6_3_rate",
+    "corollary_6_4_rate",
+]
+
+METRICS = ("d2", "d", "l2sq")
+
+_n = sp.Symbol("n", positive=True)
+_theta = sp.Symbol("theta", positive=True)
+_alpha = sp.Symbol("alpha", positive=True)
+_p = sp.Symbol("p", positive=True, integer=True)
+
+
+def _power(term) -> sp.Expr:
+    """Power of n of one product term: lim_{n->oo} log(term) / log(n)."""
+    return sp.simplify(sp.limit(sp.log(term) / sp.log(_n), _n, sp.oo))
+
+
+@lru_cache(maxsize=1)
+def derive_exponent():
+    """Derive ``(theta*, exponent of the d^2 bound)`` as sympy expressions in alpha, p.
+
+    Returns a dict with ``theta`` (N* = n^theta up to logs), ``e_r`` and ``e_xi`` (the term
+    exponents as functions of theta) and ``d2`` (the balanced exponent).
+    """
+    L, c, B, H = sp.symbols("L c B H", positive=True)
+    N = _n**_theta
+    s = c * N * L  # Lemma 6.1: s proportional to N (L + ceil log2 p), L ~ log n
+    r = r_n(_n, L, N, s, _p, B)
+    e_r = sp.Max(*[_power(t) for t in sp.Add.make_args(sp.expand(r))])
+    inner = sp.sqrt(xi_bound(_n, N, _p, _alpha, H))  # xi = (a N/n + b N^(-alpha/p))^2
+    inner_terms = sp.Add.make_args(sp.expand(sp.powdenest(inner, force=True)))
+    e_inner = [_power(t) for t in inner_terms]
+    decreasing = [e for e in e_inner if sp.diff(e, _theta).is_negative]
+    if len(decreasing) != 1 or not sp.diff(e_r, _theta).is_positive:
+        raise RuntimeError("balance argument failed: unexpected term exponents")
+    e_dec = 2 * decreasing[0]
+    theta = sp.solve(sp.Eq(e_r, e_dec), _theta)
+    if len(theta) != 1:
+        raise RuntimeError(f"balance argument failed: solutions {theta}")
+    theta = sp.simplify(theta[0])
+    d2 = sp.simplify(e_r.subs(_theta, theta))
+    # the other part of xi, (N/n)^2, must be of lower order at the balance point
+    for e in e_inner:
+        if e is not decreasing[0]:
+            gap = sp.simplify(2 * e.subs(_theta, theta) - d2)
+            if not gap.is_negative:
+                raise RuntimeError(f"balance argument failed: term of power {e} dominates")
+    e_xi = 2 * sp.Max(*e_inner)
+    return {"theta": theta, "e_r": e_r, "e_xi": e_xi, "d2": d2, "alpha": _alpha, "p": _p}
+
+
+def predicted_exponent(alpha, p, metric="d2"):
+    """Predicted exponent of n in the contraction rate of Corollaries 6.1/6.2.
+
+    ``metric``: ``"d2"`` (VB-posterior mean of the squared Hellinger distance, the left side
+    of Theorems 4.1 and 5.1), ``"l2sq"`` (squared L2: Theorem 7.1 bounds it at the same rate
+    as d^2), ``"d"`` (Hellinger distance: half the d^2 exponent).  The d^2 exponent is
+    :func:`derive_exponent`'s, ``-2 alpha/(2 alpha + p)``; logarithmic factors are excluded
+    (see :func:`log_factor_power`).
+    """
+    V.real("alpha", alpha, gt=0)
+    V.positive_int("p", p)
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    d = derive_exponent()
+    ops = ops_for(alpha, p)
+    expr = d["d2"] * (sp.Rational(1, 2) if metric == "d" else 1)
+    if ops.name == "sympy":
+        return expr.subs({_alpha: alpha, _p: p})
+    a, pp = ops.args(alpha, p)
+    return sp.lambdify((_alpha, _p), expr, "mpmath")(a, pp)
+
+
+def log_factor_power(metric="d2", delta=1):
+    """Power of log n multiplying n^exponent in Corollary 6.1's rate, eq. (postcon):
+    ``[n^(-a/(2a+p)) log^delta n]^2`` gives ``2 delta`` for d^2 and squared L2, ``delta`` for d.
+    The corollary says "some delta > 1"; the default 1 is its limiting value."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    V.real("delta", delta, ge=1, allowed=">= 1")
+    return delta if metric == "d" else 2 * delta
+
+
+def corollary_6_1_rate(n, alpha, p, delta=1):
+    r"""Corollary 6.1 (known alpha, Lemma 6.1 network), eq. (postcon), without the constant C'':
+
+    .. math:: \bigl[n^{-\alpha/(2\alpha+p)}\log^\delta n\bigr]^2 .
+    """
+    V.real("n", n, gt=1, allowed="> 1")
+    V.real("alpha", alpha, gt=0)
+    V.positive_int("p", p)
+    V.real("delta", delta, ge=1, allowed=">= 1")
+    ops = ops_for(n, alpha, p, delta)
+    n, alpha, p, delta = ops.args(n, alpha, p, delta)
+    return (n ** (-alpha / (2 * alpha + p)) * ops.log(n) ** delta) ** 2
+
+
+def corollary_6_2_rate(n, alpha, p, delta=1):
+    """Corollary 6.2 (unknown alpha, adaptive N and s): the same rate as Corollary 6.1."""
+    return corollary_6_1_rate(n, alpha, p, delta)
+
+
+def corollary_6_3_rate(n, L, N, s, p, delta=1):
+    r"""Corollary 6.3 (teacher-student, structure known: L = L_0, s >= s_0, 12pN >= widths),
+    eq. (postcon2), without C'':
+
+    .. math:: \frac{s\log(nL/s) + L s\log(pN)}{n}\log^{2\delta} n .
+    """
+    V.real("n", n, gt=1, allowed="> 1")
+    V.positive_int("L", L)
+    V.positive_int("N", N)
+    V.positive_int("s", s)
+    V.positive_int("p", p)
+    V.real("delta", delta, ge=1, allowed=">= 1")
+    ops = ops_for(n, L, N, s, p, delta)
+    n, L, N, s, p, delta = ops.args(n, L, N, s, p, delta)
+    return (s * ops.log(n * L / s) + L * s * ops.log(p * N)) / n * ops.log(n) ** (2 * delta)
+
+
+def corollary_6_4_rate(n, L0, s0, p, max_width0, delta=1):
+    r"""Corollary 6.4 (teacher-student, adaptive), eq. (postcon3), without C'':
+
+    .. math:: \frac{s_0\log(nL_0/s_0) + L_0 s_0\log(p\max_i p_{0,i})}{n}\log^{2\delta} n .
+    """
+    V.real("n", n, gt=1, allowed="> 1")
+    V.positive_int("L0", L0)
+    V.positive_int("s0", s0)
+    V.positive_int("p", p)
+    V.positive_int("max_width0", max_width0)
+    V.real("delta", delta, ge=1, allowed=">= 1")
+    ops = ops_for(n, L0, s0, p, max_width0, delta)
+    n, L0, s0, p, w, delta = ops.args(n, L0, s0, p, max_width0, delta)
+    return (s0 * ops.log(n * L0 / s0) + L0 * s0 * ops.log(p * w)) / n * ops.log(n) ** (2 * delta)

@@ -1,0 +1,47 @@
+"""Priors on the network structure, eq. (prior2) of Section 5 and eq. (adaprior) of the appendix."""
+
+from __future__ import annotations
+
+from . import _validate as V
+from ._backend import ops_for
+
+__all__ = ["log_prior_N", "log_prior_s"]
+
+
+def log_prior_N(N, lam):
+    r"""log pi(N) for the width multiplier, eq. (prior2):
+
+    .. math:: \pi(N) = \frac{\lambda^N}{(e^\lambda - 1) N!}, \qquad N \ge 1,
+
+    a Poisson(lambda) law conditioned on N >= 1, so it sums to one over N = 1, 2, ...
+    ``log(e^lam - 1)`` is evaluated as ``lam + log(1 - e^-lam)`` so large lam does not overflow.
+    Natural logarithm.
+    """
+    V.positive_int("N", N)
+    V.real("lam", lam, gt=0)
+    ops = ops_for(N, lam)
+    N, lam = ops.args(N, lam)
+    log_norm = lam + ops.log(1 - ops.exp(-lam))
+    return N * ops.log(lam) - log_norm - ops.loggamma(N + 1)
+
+
+def log_prior_s(s, lam_s, H=None):
+    r"""log pi(s) for the sparsity, eq. (prior2): ``pi(s) propto exp(-lam_s s)``, s >= 0.
+
+    Normalised over s = 0, 1, ... (a geometric law): ``log(1 - e^-lam_s) - lam_s s``.
+    With ``H`` given, the law is truncated to s <= H (the number of edges), as the support
+    ``s = 0 .. H_N`` of Section 5 requires: the normaliser becomes
+    ``(1 - e^-lam_s) / (1 - e^{-lam_s (H+1)})``.
+    """
+    V.positive_int("s", s, ge=0)
+    V.real("lam_s", lam_s, gt=0)
+    if H is not None:
+        V.positive_int("H", H)
+        V.check_le("s", s, H, "the number of edges H")
+    ops = ops_for(s, lam_s, *(() if H is None else (H,)))
+    s, lam_s = ops.args(s, lam_s)
+    out = ops.log(1 - ops.exp(-lam_s)) - lam_s * s
+    if H is not None:
+        (H,) = ops.args(H)
+        out = out - ops.log(1 - ops.exp(-lam_s * (H + 1)))
+    return out

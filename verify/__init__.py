@@ -1,0 +1,1 @@
+"""asvi-rates `verify`: see ../shared/DESIGN.md."""
