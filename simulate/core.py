@@ -45,14 +45,25 @@ every point has the same chance in every epoch, and no ragged batch changes the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 
 from . import rng as R
 
-__all__ = ["Hyper", "Layout", "State", "Batch", "Trainer", "init_state", "sample_theta", "kl_slab",
-           "kl_indicator", "neg_log_lik", "adam_update"]
+__all__ = [
+    "Hyper",
+    "Layout",
+    "State",
+    "Batch",
+    "Trainer",
+    "init_state",
+    "sample_theta",
+    "kl_slab",
+    "kl_indicator",
+    "neg_log_lik",
+    "adam_update",
+]
 
 _LOG2 = math.log(2.0)
 
@@ -82,7 +93,9 @@ class Hyper:
 
     def validate(self) -> None:
         if self.likelihood not in ("gaussian", "categorical"):
-            raise ValueError(f"likelihood must be 'gaussian' or 'categorical', got {self.likelihood!r}")
+            raise ValueError(
+                f"likelihood must be 'gaussian' or 'categorical', got {self.likelihood!r}"
+            )
         if self.slab not in ("gaussian", "uniform"):
             raise ValueError(f"slab must be 'gaussian' or 'uniform', got {self.slab!r}")
         if self.sampling not in ("iid", "permutation"):
@@ -147,6 +160,18 @@ class Layout:
                 m[e, bo : bo + real[l + 1]] = 1
         return m
 
+    def counters(self, device=None) -> torch.Tensor:
+        """``[1, P]`` int64 identity of each slot that does not depend on the padding:
+        weight (l, out j, in i) -> ``l 2^42 + j 2^21 + i``, bias (l, j) -> ``l 2^42 + 2^41 + j``.
+        Random numbers are hashed from it, so a width-8 model padded to 20 draws exactly
+        the noise it draws alone (widths below 2^20)."""
+        c = torch.zeros(self.P, dtype=torch.int64)
+        for l, (wo, bo, i, o) in enumerate(self.blocks):
+            jj, ii = torch.meshgrid(torch.arange(o), torch.arange(i), indexing="ij")
+            c[wo : wo + i * o] = (l << 42) + (jj.reshape(-1) << 21) + ii.reshape(-1)
+            c[bo : bo + o] = (l << 42) + (1 << 41) + torch.arange(o)
+        return c[None, :].to(device)
+
     def weight(self, theta: torch.Tensor, l: int) -> torch.Tensor:
         """Layer l's weights ``[B, out, in]`` (a view of ``theta [B, P]``)."""
         wo, _, i, o = self.blocks[l]
@@ -166,6 +191,51 @@ class Layout:
             if l < self.depth:
                 h = torch.relu(h)
         return h
+
+
+def nll_grad(out: torch.Tensor, y: torch.Tensor, hyper: Hyper) -> torch.Tensor:
+    """d(-log p(y | f)) / d out, ``[B, out_dim, m]`` (hand-derived; tested against autograd)."""
+    if hyper.likelihood == "gaussian":
+        return (out - y.unsqueeze(1)) / hyper.sigma**2
+    g = torch.softmax(out, dim=1)
+    g.scatter_add_(1, y.unsqueeze(1), torch.full_like(g[:, :1], -1.0))
+    return g
+
+
+def mlp_nll_and_grad(
+    layout: Layout, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor, hyper: Hyper, scale
+):
+    """Per-network summed negative log-likelihood ``[B]`` and its gradient with respect to
+    ``theta [B, P]``, by a hand-written backward pass through the batched ReLU network.
+
+    Equivalent to autograd (tested) but cheaper on CPU: bias-add and ReLU are done in
+    place, the ReLU backward masks the incoming gradient in place, and a width-1 output
+    layer back-propagates by broadcasting instead of an outer-product ``bmm``.  ``scale``
+    ([B] or scalar) multiplies the gradient (the ``n/(mK)`` of eq. (loss1)).
+    """
+    acts = [x]
+    h = x
+    for l in range(layout.depth + 1):
+        h = torch.bmm(layout.weight(theta, l), h).add_(layout.bias(theta, l).unsqueeze(-1))
+        if l < layout.depth:
+            h.relu_()
+        acts.append(h)
+    out = acts.pop()
+    nll = neg_log_lik(out, y, hyper).sum(-1)
+    g = nll_grad(out, y, hyper)
+    g.mul_(scale.reshape(-1, 1, 1) if torch.is_tensor(scale) else scale)
+    dtheta = torch.empty_like(theta)
+    for l in range(layout.depth, -1, -1):
+        wo, bo, i, o = layout.blocks[l]
+        a = acts[l]
+        dtheta[:, wo : wo + i * o] = torch.bmm(g, a.transpose(1, 2)).reshape(-1, i * o)
+        dtheta[:, bo : bo + o] = g.sum(-1)
+        if l == 0:
+            break
+        W = layout.weight(theta, l)
+        g = W.transpose(1, 2) * g if o == 1 else torch.bmm(W.transpose(1, 2), g)
+        g.masked_fill_(a <= 0, 0.0)
+    return nll, dtheta
 
 
 @dataclass
@@ -189,8 +259,7 @@ def init_state(layout: Layout, hyper: Hyper, seeds, device=None, dtype=torch.flo
     if seeds.numel() != layout.E:
         raise ValueError(f"need one seed per model ({layout.E}), got {seeds.numel()}")
     key = R.seed_key(seeds, R.STREAM_INIT)[:, None]
-    idx = torch.arange(layout.P, device=device)[None, :]
-    u = R.uniform(key, idx, 0, dtype)
+    u = R.uniform(key, layout.counters(device), 0, dtype)
     loc = (2 * u - 1) * hyper.init_mu
     if hyper.slab == "gaussian":
         scale_raw = torch.full_like(loc, math.log(math.expm1(hyper.init_sigma)))
@@ -203,7 +272,12 @@ def init_state(layout: Layout, hyper: Hyper, seeds, device=None, dtype=torch.flo
     var = torch.stack([loc, scale_raw, logit])
     E = layout.E
     return State(
-        var=var, m=torch.zeros_like(var), v=torch.zeros_like(var), step=0, epoch=-1, perm=None,
+        var=var,
+        m=torch.zeros_like(var),
+        v=torch.zeros_like(var),
+        step=0,
+        epoch=-1,
+        perm=None,
         failed=torch.zeros(E, dtype=torch.bool, device=device),
         failed_step=torch.full((E,), -1, dtype=torch.int64, device=device),
     )
@@ -271,8 +345,11 @@ def kl_indicator(var, hyper: Hyper, mask, H_per_model: torch.Tensor) -> torch.Te
     Hmax = int(H.max().item())
     pmf = _poisson_binomial_pmf(nu, mask, Hmax)
     t = torch.arange(Hmax + 1, device=nu.device, dtype=nu.dtype)
-    log_binom = torch.lgamma(H[:, None] + 1) - torch.lgamma(t + 1) - torch.lgamma(
-        (H[:, None] - t).clamp_min(0) + 1)
+    log_binom = (
+        torch.lgamma(H[:, None] + 1)
+        - torch.lgamma(t + 1)
+        - torch.lgamma((H[:, None] - t).clamp_min(0) + 1)
+    )
     log_binom = torch.where(t[None, :] <= H[:, None], log_binom, torch.zeros_like(log_binom))
     e_log_binom = (pmf * log_binom).sum(-1)
     ls = hyper.lambda_s
@@ -307,13 +384,17 @@ class Batch:
         return self.X.shape[1]
 
 
-def adam_update(var, m, v, grad, step_size, corr2, b1: float, b2: float, eps: float):
+def adam_update(var, m, v, grad, step_size, corr2, b1: float, b2: float, eps: float, alive=None):
     """One Adam step (Kingma & Ba), in place on ``var, m, v``; elementwise, so models stay
     independent.  ``step_size = lr / (1 - b1^t)`` and ``corr2 = 1 / (1 - b2^t)`` are tensors
-    so a compiled version is not re-specialised every step."""
+    so a compiled version is not re-specialised every step.  ``alive`` ([E] bool, optional)
+    freezes the other models entirely (their momentum would otherwise keep moving them)."""
     m.mul_(b1).add_(grad, alpha=1 - b1)
     v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
-    var.sub_(step_size * m / ((v * corr2).sqrt() + eps))
+    upd = step_size * m / ((v * corr2).sqrt() + eps)
+    if alive is not None:
+        upd = torch.where(alive[None, :, None], upd, torch.zeros_like(upd))
+    var.sub_(upd)
 
 
 class Trainer:
@@ -324,8 +405,16 @@ class Trainer:
     process); the eager path computes the same numbers and is what the tests use.
     """
 
-    def __init__(self, layout: Layout, hyper: Hyper, seeds, batch: Batch, device=None,
-                 dtype=torch.float32, compile: bool = False):
+    def __init__(
+        self,
+        layout: Layout,
+        hyper: Hyper,
+        seeds,
+        batch: Batch,
+        device=None,
+        dtype=torch.float32,
+        compile: bool = False,
+    ):
         hyper.validate()
         self.layout, self.hyper = layout, hyper
         self.device, self.dtype = device, dtype
@@ -352,7 +441,7 @@ class Trainer:
         self.key_eps = R.seed_key(self.seeds, R.STREAM_EPS)[:, None]
         self.key_g = R.seed_key(self.seeds, R.STREAM_GUMBEL)[:, None]
         self.key_perm = R.seed_key(self.seeds, R.STREAM_PERM)[:, None]
-        self.counter = torch.arange(layout.P, device=device)[None, :]
+        self.counter = layout.counters(device)
         self.n_counter = torch.arange(n, device=device)[None, :]
         self.m_counter = torch.arange(hyper.batch_size, device=device)[None, :]
         self.steps_per_epoch = n // hyper.batch_size
@@ -366,8 +455,9 @@ class Trainer:
     # ----------------------------------------------------------------- sampling
     def draw(self, var, offset, hard_only=False):
         """``theta [E, P]``: one network per model for noise offset ``offset``."""
-        return sample_theta(var, self.hyper, self.mask, self.key_eps, self.key_g, self.counter,
-                            offset, hard_only)
+        return sample_theta(
+            var, self.hyper, self.mask, self.key_eps, self.key_g, self.counter, offset, hard_only
+        )
 
     def gather(self, idx: torch.Tensor):
         """Feature-major inputs ``[E, p, m]`` and targets ``[E, m]`` for per-model indices
@@ -389,22 +479,21 @@ class Trainer:
         """
         h = self.hyper
         if h.sampling == "iid":
-            u = R.uniform(self.key_perm, self.m_counter, state.step * h.batch_size,
-                          torch.float64)
+            u = R.uniform(self.key_perm, self.m_counter, state.step * h.batch_size, torch.float64)
             idx = (u * self.n).to(torch.int64).clamp_max(self.n - 1)
             return self.gather(idx)
         epoch, b = divmod(state.step, self.steps_per_epoch)
         if state.perm is None or epoch != state.epoch:
-            keys = R.uniform(self.key_perm, self.n_counter, epoch * self.n, torch.float64)
+            keys = R.uniform(self.key_perm, self.n_counter, (1 << 40) + epoch, torch.float64)
             state.perm = torch.argsort(keys, dim=1)
             state.epoch = epoch
         return self.gather(state.perm[:, b * h.batch_size : (b + 1) * h.batch_size])
 
     # ----------------------------------------------------------------- losses
     def _loss_impl(self, var, xb, yb, step_t):
-        h, K, P = self.hyper, self.hyper.mc_samples, self.layout.P
+        h, K = self.hyper, self.hyper.mc_samples
         m = xb.shape[-1]
-        thetas = torch.cat([self.draw(var, (step_t * K + k) * P) for k in range(K)])
+        thetas = torch.cat([self.draw(var, step_t * K + k) for k in range(K)])
         out = self.layout.forward(thetas, xb.repeat(K, 1, 1) if K > 1 else xb)
         nll = neg_log_lik(out, yb.repeat(K, 1) if K > 1 else yb, h).sum(-1)
         L1 = nll.reshape(K, -1).mean(0) * (self.n / m)
@@ -420,23 +509,43 @@ class Trainer:
     def step(self) -> dict:
         """One Adam step for all models; returns the per-model terms (detached).
 
-        A model whose loss is not finite is marked failed at this step and frozen (its
-        gradient is zeroed from then on); its terms stay visible as the non-finite numbers
-        they are, and ``state.failed`` / ``state.failed_step`` record it.
+        The likelihood's gradient with respect to the sampled networks comes from the
+        hand-written backward (:func:`mlp_nll_and_grad`); autograd then carries it, with
+        L2 and L3, back to the variational parameters through the sampler.  A model whose
+        loss is not finite is marked failed at this step and frozen (its gradient zeroed
+        from then on); its terms stay visible as the non-finite numbers they are, and
+        ``state.failed`` / ``state.failed_step`` record it.
         """
         st, h = self.state, self.hyper
+        K, E = h.mc_samples, self.layout.E
         xb, yb = self.minibatch(st)
         var = st.var.detach().requires_grad_(True)
-        L1, L2, L3 = self.loss_terms(var, xb, yb, st.step)
-        total = L1 + L2 + L3
+        thetas = torch.cat([self.draw(var, st.step * K + k) for k in range(K)])
+        scale = self.n / (xb.shape[-1] * K)
+        with torch.no_grad():
+            nll, dtheta = mlp_nll_and_grad(
+                self.layout,
+                thetas.detach(),
+                xb.repeat(K, 1, 1) if K > 1 else xb,
+                yb.repeat(K, 1) if K > 1 else yb,
+                h,
+                scale,
+            )
+        L1 = nll.reshape(K, E).mean(0) * (self.n / xb.shape[-1])
+        L2 = kl_slab(var, h, self.mask)
+        L3 = kl_indicator(var, h, self.mask, self.H)
+        total = L1 + L2.detach() + L3.detach()
         newly = ~torch.isfinite(total) & ~st.failed
         if bool(newly.any()):
-            st.failed_step = torch.where(newly, torch.full_like(st.failed_step, st.step),
-                                         st.failed_step)
+            st.failed_step = torch.where(
+                newly, torch.full_like(st.failed_step, st.step), st.failed_step
+            )
             st.failed = st.failed | newly
         alive = ~st.failed
-        loss = torch.where(alive, total, torch.zeros_like(total)).sum()
-        (grad,) = torch.autograd.grad(loss, var)
+        kl = torch.where(alive, L2 + L3, torch.zeros_like(L2)).sum()
+        if not bool(alive.all()):
+            dtheta = torch.where(alive.repeat(K)[:, None], dtheta, torch.zeros_like(dtheta))
+        (grad,) = torch.autograd.grad([thetas, kl], var, grad_outputs=[dtheta, None])
         if not bool(alive.all()):
             grad = torch.where(alive[None, :, None], grad, torch.zeros_like(grad))
         b1, b2 = h.betas
@@ -445,7 +554,18 @@ class Trainer:
         step_size = torch.tensor(h.lr / (1 - b1**t), dtype=self.dtype, device=dev)
         corr2 = torch.tensor(1 / (1 - b2**t), dtype=self.dtype, device=dev)
         with torch.no_grad():
-            self._adam(st.var, st.m, st.v, grad, step_size, corr2, b1, b2, h.adam_eps)
+            self._adam(
+                st.var,
+                st.m,
+                st.v,
+                grad,
+                step_size,
+                corr2,
+                b1,
+                b2,
+                h.adam_eps,
+                None if bool(alive.all()) else alive,
+            )
         st.step += 1
         return {"L1": L1.detach(), "L2": L2.detach(), "L3": L3.detach(), "total": total.detach()}
 
@@ -456,7 +576,8 @@ class Trainer:
             terms = self.step()
             if record_every and (i % record_every == 0 or i == steps - 1):
                 self.state.history.append(
-                    {"step": self.state.step, **{k: v.tolist() for k, v in terms.items()}})
+                    {"step": self.state.step, **{k: v.tolist() for k, v in terms.items()}}
+                )
             if progress is not None:
                 progress(i + 1, steps)
         return self.state

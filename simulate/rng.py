@@ -7,27 +7,29 @@ very same noise, and a run is reproducible from its seeds alone, on any device.
 
 The hash is a 32-bit integer mixer (xor-shift / multiply rounds, in the style of
 "lowbias32"), computed in int64 with every product kept below 2^63 so nothing overflows.
-Uniforms carry 24 random bits and lie strictly inside (0, 1); normals are obtained by the
-inverse CDF ``sqrt(2) erfinv(2u - 1)`` (|eps| <= 5.4).  This is not a cryptographic
-generator; its uniformity and independence are checked in the tests.
+Uniforms carry 23 random bits and lie strictly inside (0, 1) in float32 and float64;
+normals are obtained by the inverse CDF ``sqrt(2) erfinv(2u - 1)`` (|eps| <= 5.3).
+This is not a cryptographic generator; its uniformity and independence are tested.
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["mix32", "uniform", "normal", "seed_key"]
+__all__ = ["mix32", "uniform", "normal", "seed_key", "bits_to_uniform"]
 
 _M32 = 0xFFFFFFFF
 _C1 = 0x7FEB352D
 _C2 = 0x5BD1E995
 _C3 = 0x2C1B3C6D
-_TWO24 = float(1 << 24)
+_TWO23 = float(1 << 23)
 
 STREAM_EPS = 1
 STREAM_GUMBEL = 2
 STREAM_PERM = 3
 STREAM_INIT = 4
+STREAM_EVAL_EPS = 5
+STREAM_EVAL_GUMBEL = 6
 
 
 def mix32(x: torch.Tensor) -> torch.Tensor:
@@ -48,19 +50,28 @@ def seed_key(seeds: torch.Tensor, stream: int) -> torch.Tensor:
     return mix32(mix32(s & _M32) ^ mix32((s >> 32) + stream * 0x9E3779B9))
 
 
-def _bits(key: torch.Tensor, counter: torch.Tensor, offset: int) -> torch.Tensor:
-    # key [E] (or broadcastable), counter int64 tensor; offset a python int (step, draw)
-    c = counter + offset
-    return mix32(mix32(c & _M32) ^ mix32(key ^ ((c >> 32) & _M32)))
+def _bits(key: torch.Tensor, counter: torch.Tensor, offset) -> torch.Tensor:
+    # key [E, 1] (32 bits), counter int64 tensor (element identity), offset a python int or
+    # 0-dim int64 tensor (step / draw): all three enter the hash separately, no collisions
+    # from adding them.
+    o = torch.as_tensor(offset, dtype=torch.int64, device=counter.device)
+    ko = mix32(key ^ mix32((o & _M32) ^ mix32(((o >> 32) & _M32) + 0x632BE5AB)))
+    return mix32(mix32(counter & _M32) ^ mix32(((counter >> 32) & _M32) ^ ko))
 
 
-def uniform(key, counter, offset: int, dtype=torch.float32) -> torch.Tensor:
+def uniform(key, counter, offset, dtype=torch.float32) -> torch.Tensor:
     """Uniforms in (0, 1) of ``counter``'s shape, keyed per model by ``key`` (broadcast)."""
-    h = _bits(key, counter, offset) >> 8
-    return (h.to(dtype) + 0.5) / _TWO24
+    return bits_to_uniform(_bits(key, counter, offset) >> 9, dtype)
 
 
-def normal(key, counter, offset: int, dtype=torch.float32) -> torch.Tensor:
+def bits_to_uniform(h: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
+    """23 random bits -> ``(h + 1/2) / 2^23``, exactly representable in float32, so the
+    result lies strictly inside (0, 1) in every dtype (24 bits would round up to 1.0 in
+    float32 and make ``erfinv`` infinite)."""
+    return (h.to(dtype) + 0.5) / _TWO23
+
+
+def normal(key, counter, offset, dtype=torch.float32) -> torch.Tensor:
     """Standard normals via the inverse CDF of :func:`uniform`."""
     u = uniform(key, counter, offset, dtype)
     return torch.erfinv(2 * u - 1) * (2.0**0.5)
