@@ -33,11 +33,11 @@ class Posterior:
         self.var = self.var.detach().to(self.eval_dtype)
         self.mask = self.layout.mask(self.var.device, self.eval_dtype)
         self.H = self.mask.sum(-1)
-        self._keys = (
-            R.seed_key(self.seeds, R.STREAM_EVAL_EPS)[:, None],
-            R.seed_key(self.seeds, R.STREAM_EVAL_GUMBEL)[:, None],
+        counter = self.layout.counters(self.var.device)
+        self._streams = tuple(
+            R.Stream(R.seed_key(self.seeds, s)[:, None], counter)
+            for s in (R.STREAM_EVAL_EPS, R.STREAM_EVAL_GUMBEL)
         )
-        self._counter = self.layout.counters(self.var.device)
 
     @property
     def E(self) -> int:
@@ -46,23 +46,14 @@ class Posterior:
     def draw(self, t: int) -> torch.Tensor:
         """Posterior draw number t of every model, ``[E, P]``: indicators exactly
         Bernoulli(nu) (module docstring of ``simulate.core``), slab values from the slab."""
-        return sample_theta(
-            self.var,
-            self.hyper,
-            self.mask,
-            self._keys[0],
-            self._keys[1],
-            self._counter,
-            t * self.layout.P,
-            hard_only=True,
-        )
+        return sample_theta(self.var, self.hyper, self.mask, *self._streams, t, hard_only=True)
 
     # ------------------------------------------------------------------ predictions
     def _x(self, X) -> torch.Tensor:
         X = torch.as_tensor(X, dtype=self.eval_dtype, device=self.var.device)
         if X.ndim != 2 or X.shape[1] != self.layout.p:
             raise ValueError(f"X must be (m, {self.layout.p}), got {tuple(X.shape)}")
-        return X.T.contiguous().unsqueeze(0).expand(self.E, -1, -1)
+        return X.unsqueeze(0).expand(self.E, -1, -1)
 
     def outputs(self, X, draws: int = 30) -> torch.Tensor:
         """Network outputs of ``draws`` posterior draws at shared inputs X (m, p):
@@ -133,7 +124,7 @@ class Posterior:
             for t in range(draws):
                 theta = self.draw(t)
                 for a in range(0, n, chunk):
-                    xb = X[d, a : a + chunk].transpose(1, 2)
+                    xb = X[d, a : a + chunk]
                     L1 += neg_log_lik(
                         self.layout.forward(theta, xb), y[d, a : a + chunk], self.hyper
                     ).sum(-1)

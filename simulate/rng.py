@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["mix32", "uniform", "normal", "seed_key", "bits_to_uniform"]
+__all__ = ["mix32", "uniform", "normal", "seed_key", "bits_to_uniform", "Stream"]
 
 _M32 = 0xFFFFFFFF
 _C1 = 0x7FEB352D
@@ -50,18 +50,52 @@ def seed_key(seeds: torch.Tensor, stream: int) -> torch.Tensor:
     return mix32(mix32(s & _M32) ^ mix32((s >> 32) + stream * 0x9E3779B9))
 
 
-def _bits(key: torch.Tensor, counter: torch.Tensor, offset) -> torch.Tensor:
-    # key [E, 1] (32 bits), counter int64 tensor (element identity), offset a python int or
-    # 0-dim int64 tensor (step / draw): all three enter the hash separately, no collisions
-    # from adding them.
-    o = torch.as_tensor(offset, dtype=torch.int64, device=counter.device)
-    ko = mix32(key ^ mix32((o & _M32) ^ mix32(((o >> 32) & _M32) + 0x632BE5AB)))
-    return mix32(mix32(counter & _M32) ^ mix32(((counter >> 32) & _M32) ^ ko))
+def _mix32_int(x: int) -> int:
+    """:func:`mix32` on a Python integer (for offsets: no tensor work per call)."""
+    x &= _M32
+    x ^= x >> 16
+    x = (x * _C1) & _M32
+    x ^= x >> 15
+    x = (x * _C2) & _M32
+    x ^= x >> 16
+    x = (x * _C3) & _M32
+    return x ^ (x >> 15)
+
+
+class Stream:
+    """Random numbers for a fixed (key, counter) grid, one fresh array per ``offset``.
+
+    The part of the hash that depends only on the key and the element identity is computed
+    once (``base``); each draw then costs two mixing rounds:
+    ``bits = mix32(mix32(base ^ a(offset)) ^ b(offset))`` with ``a, b`` mixes of the offset.
+    """
+
+    def __init__(self, key: torch.Tensor, counter: torch.Tensor):
+        self.base = mix32(mix32(counter & _M32) ^ mix32(((counter >> 32) & _M32) ^ key))
+
+    def bits(self, offset) -> torch.Tensor:
+        if torch.is_tensor(offset):
+            o = offset.to(torch.int64)
+            a = mix32((o & _M32) ^ 0x632BE5AB)
+            b = mix32(((o >> 32) & _M32) ^ a)
+        else:
+            o = int(offset)
+            a = _mix32_int((o & _M32) ^ 0x632BE5AB)
+            b = _mix32_int(((o >> 32) & _M32) ^ a)
+        return mix32(mix32(self.base ^ a) ^ b)
+
+    def uniform(self, offset, dtype=torch.float32) -> torch.Tensor:
+        """Uniforms strictly inside (0, 1), shape of ``base``."""
+        return bits_to_uniform(self.bits(offset) >> 9, dtype)
+
+    def normal(self, offset, dtype=torch.float32) -> torch.Tensor:
+        """Standard normals via the inverse CDF of :meth:`uniform`."""
+        return torch.erfinv(2 * self.uniform(offset, dtype) - 1) * (2.0**0.5)
 
 
 def uniform(key, counter, offset, dtype=torch.float32) -> torch.Tensor:
     """Uniforms in (0, 1) of ``counter``'s shape, keyed per model by ``key`` (broadcast)."""
-    return bits_to_uniform(_bits(key, counter, offset) >> 9, dtype)
+    return Stream(key, counter).uniform(offset, dtype)
 
 
 def bits_to_uniform(h: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
@@ -73,5 +107,4 @@ def bits_to_uniform(h: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
 
 def normal(key, counter, offset, dtype=torch.float32) -> torch.Tensor:
     """Standard normals via the inverse CDF of :func:`uniform`."""
-    u = uniform(key, counter, offset, dtype)
-    return torch.erfinv(2 * u - 1) * (2.0**0.5)
+    return Stream(key, counter).normal(offset, dtype)

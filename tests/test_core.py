@@ -98,14 +98,15 @@ def test_hand_backward_equals_autograd(likelihood):
     h = Hyper(likelihood=likelihood)
     g = torch.Generator().manual_seed(1)
     theta = torch.randn(3, lay.P, generator=g, dtype=torch.float64) * lay.mask(dtype=torch.float64)
-    x = torch.randn(3, 4, 50, generator=g, dtype=torch.float64)
+    x = torch.randn(3, 50, 4, generator=g, dtype=torch.float64)
+    x_aug = torch.cat([x, torch.ones(3, 50, 1, dtype=torch.float64)], dim=-1)
     y = (
         torch.randint(0, 3, (3, 50), generator=g)
         if classes
         else torch.randn(3, 50, generator=g, dtype=torch.float64)
     )
     scale = torch.tensor([1.0, 2.5, 7.0], dtype=torch.float64)
-    nll, dtheta = mlp_nll_and_grad(lay, theta, x, y, h, scale)
+    nll, dtheta = mlp_nll_and_grad(lay, theta, x_aug, y, h, scale)
     th = theta.clone().requires_grad_(True)
     from simulate.core import neg_log_lik
 
@@ -212,7 +213,7 @@ def test_straight_through_forward_hard_backward_relaxed():
     var.requires_grad_(True)
     keys = (R.seed_key(torch.tensor([9]), 1)[:, None], R.seed_key(torch.tensor([9]), 2)[:, None])
     ctr = lay.counters()
-    theta = sample_theta(var, h, mask, keys[0], keys[1], ctr, 0)
+    theta = sample_theta(var, h, mask, R.Stream(keys[0], ctr), R.Stream(keys[1], ctr), 0)
     # recompute the relaxation independently
     u = R.uniform(keys[1], ctr, 0, torch.float64)
     eps = R.normal(keys[0], ctr, 0, torch.float64)
@@ -238,20 +239,13 @@ def test_hard_indicator_is_exactly_bernoulli_nu():
     nu = np.array([0.1, 0.5, 0.8, 0.97])
     var = torch.zeros(3, 4, P, dtype=torch.float64)
     var[2] = torch.tensor(np.log(nu / (1 - nu)))[:, None]
-    keys = (R.seed_key(torch.arange(4), 1)[:, None], R.seed_key(torch.arange(4), 2)[:, None])
+    ctr = lay.counters()
+    streams = [R.Stream(R.seed_key(torch.arange(4), s)[:, None], ctr) for s in (1, 2)]
     T = 4000
     inc = np.zeros((4, P))
     for t in range(T):
-        th = sample_theta(
-            var,
-            Hyper(),
-            torch.ones(4, P, dtype=torch.float64),
-            keys[0],
-            keys[1],
-            lay.counters(),
-            t,
-            hard_only=True,
-        )
+        ones = torch.ones(4, P, dtype=torch.float64)
+        th = sample_theta(var, Hyper(), ones, *streams, t, hard_only=True)
         inc += (th != 0).numpy()
     freq = inc / T
     se = np.sqrt(nu * (1 - nu) / T)[:, None]

@@ -96,14 +96,19 @@ def test_select_width_rule():
 
 def test_posterior_summaries(teacher_data, svi_fit):
     t, _, _, Xt, _ = teacher_data
-    post = svi_fit.posterior_
-    d2 = post.hellinger_sq(t, Xt[:5000])
-    l2 = post.l2sq_mean(t, Xt[:5000])
+    post, X = svi_fit.posterior_, Xt[:5000]
+    d2 = post.hellinger_sq(t, X)
+    l2 = post.l2sq_mean(t, X)
     assert d2.shape == l2.shape == (1,)
-    # d^2 <= E[(f - f0)^2] / (8 sigma^2) since 1 - e^{-x} <= x, and small after a good fit
-    assert 0 < d2[0] < 0.02 and l2[0] < 0.1
-    # negative control: against a shifted truth the distance is large
-    assert post.hellinger_sq(lambda Z: t(Z) + 3.0, Xt[:5000])[0] > 0.5
+    # recomputed from the draws: E_q E_X [1 - exp(-(f - f0)^2 / 8 sigma^2)], 30 draws
+    diff = post.outputs(X, 30)[:, 0, 0, :].numpy() - t(X)[None, :]
+    assert d2[0] == pytest.approx(np.mean(1 - np.exp(-(diff**2) / 8)), rel=1e-12)
+    assert d2[0] <= np.mean(diff**2) / 8  # 1 - e^{-x} <= x
+    fhat = post.predict_mean(X, 30)[0].numpy()
+    assert l2[0] == pytest.approx(np.mean((fhat - t(X)) ** 2), rel=1e-12)
+    assert l2[0] < 0.1  # the fit of the previous test: posterior mean close to f0
+    # negative control: against a truth shifted by 3 sigma the distance is large
+    assert post.hellinger_sq(lambda Z: t(Z) + 3.0, X)[0] > 0.5
     e = post.edges()
     assert 0 < e["sum_nu"][0] <= e["H"][0] and 0 <= e["n_nu_gt_half"][0] <= e["H"][0]
 
