@@ -1,0 +1,101 @@
+"""``python -m simulate.bench [--json PATH]``: batched core against a per-model loop.
+
+For each E, the same E models (20-20-20-1 networks: p = 20, two hidden layers of width 20,
+one output; batch 1024; the same data, n = 10,000) are trained by one batched
+:class:`~simulate.core.Trainer` and by a Python loop over E single-model trainers, in the
+same process and interleaved (batched, loop, batched, loop, ...), and the median rate of
+each is reported as model-steps per second with their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+from ._alloc import tune_malloc
+from .core import Batch, Hyper, Layout, Trainer
+
+__all__ = ["run", "main"]
+
+
+def _data(n: int, p: int, seed: int = 0) -> Batch:
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(1, n, p))
+    y = np.sin(3 * X[..., 0]) + X[..., 1] + 0.5 * rng.standard_normal((1, n))
+    return Batch(torch.tensor(X, dtype=torch.float32), torch.tensor(y, dtype=torch.float32),
+                 torch.zeros(1, dtype=torch.int64))
+
+
+def _rate(step_fns, steps: int, models: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        for f in step_fns:
+            f()
+    return models * steps / (time.perf_counter() - t0)
+
+
+def run(Es=(1, 10, 100), steps: int = 20, repeats: int = 3, n: int = 10_000, p: int = 20,
+        width: int = 20, depth: int = 2, batch_size: int = 1024, compile: bool = False,
+        log=print) -> dict:
+    """Measure and return ``{E: {batched_model_steps_per_s, loop_model_steps_per_s, ratio}}``."""
+    data = _data(n, p)
+    hyper = Hyper(batch_size=batch_size)
+    one = Batch(data.X, data.y, torch.zeros(1, dtype=torch.int64))
+    out = {}
+    for E in Es:
+        batched = Trainer(Layout(p, depth, [width] * E), hyper, list(range(E)),
+                          Batch(data.X, data.y, torch.zeros(E, dtype=torch.int64)),
+                          compile=compile)
+        loop = [Trainer(Layout(p, depth, [width]), hyper, [e], one, compile=compile)
+                for e in range(E)]
+        for _ in range(3):  # warm-up (and compilation, if asked for)
+            batched.step()
+            for tr in loop:
+                tr.step()
+        b_rates, l_rates = [], []
+        for _ in range(repeats):
+            b_rates.append(_rate([batched.step], steps, E))
+            l_rates.append(_rate([tr.step for tr in loop], steps, E))
+        b, lo = statistics.median(b_rates), statistics.median(l_rates)
+        out[E] = {"batched_model_steps_per_s": b, "loop_model_steps_per_s": lo, "ratio": b / lo}
+        log(f"E = {E:4d}: batched {b:9.0f} model-steps/s   loop {lo:7.0f}   ratio {b / lo:6.1f}")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m simulate.bench", description=__doc__)
+    ap.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    ap.add_argument("--E", type=int, nargs="+", default=[1, 10, 100])
+    ap.add_argument("--steps", type=int, default=20, help="steps per timed repeat")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the Adam update")
+    ap.add_argument("--no-tune-malloc", action="store_true")
+    args = ap.parse_args(argv)
+    if any(e < 1 for e in args.E) or args.steps < 1 or args.repeats < 1:
+        print("error: E, steps and repeats must be >= 1", file=sys.stderr)
+        return 2
+    tuned = False if args.no_tune_malloc else tune_malloc()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"malloc tuned: {tuned}, {platform.processor() or platform.machine()}")
+    res = run(args.E, args.steps, args.repeats, compile=args.compile)
+    if args.json:
+        meta = {"torch": torch.__version__, "threads": torch.get_num_threads(),
+                "malloc_tuned": tuned, "network": "20-20-20-1", "batch_size": 1024,
+                "n": 10_000, "steps": args.steps, "repeats": args.repeats}
+        with open(args.json, "w") as fh:
+            json.dump({"meta": meta, **{str(k): v for k, v in res.items()}}, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
