@@ -29,8 +29,11 @@ def _data(n: int, p: int, seed: int = 0) -> Batch:
     rng = np.random.default_rng(seed)
     X = rng.uniform(-1, 1, size=(1, n, p))
     y = np.sin(3 * X[..., 0]) + X[..., 1] + 0.5 * rng.standard_normal((1, n))
-    return Batch(torch.tensor(X, dtype=torch.float32), torch.tensor(y, dtype=torch.float32),
-                 torch.zeros(1, dtype=torch.int64))
+    return Batch(
+        torch.tensor(X, dtype=torch.float32),
+        torch.tensor(y, dtype=torch.float32),
+        torch.zeros(1, dtype=torch.int64),
+    )
 
 
 def _rate(step_fns, steps: int, models: int) -> float:
@@ -41,20 +44,34 @@ def _rate(step_fns, steps: int, models: int) -> float:
     return models * steps / (time.perf_counter() - t0)
 
 
-def run(Es=(1, 10, 100), steps: int = 20, repeats: int = 3, n: int = 10_000, p: int = 20,
-        width: int = 20, depth: int = 2, batch_size: int = 1024, compile: bool = False,
-        log=print) -> dict:
+def run(
+    Es=(1, 10, 100),
+    steps: int = 20,
+    repeats: int = 3,
+    n: int = 10_000,
+    p: int = 20,
+    width: int = 20,
+    depth: int = 2,
+    batch_size: int = 1024,
+    compile: bool = False,
+    log=print,
+) -> dict:
     """Measure and return ``{E: {batched_model_steps_per_s, loop_model_steps_per_s, ratio}}``."""
     data = _data(n, p)
     hyper = Hyper(batch_size=batch_size)
     one = Batch(data.X, data.y, torch.zeros(1, dtype=torch.int64))
     out = {}
     for E in Es:
-        batched = Trainer(Layout(p, depth, [width] * E), hyper, list(range(E)),
-                          Batch(data.X, data.y, torch.zeros(E, dtype=torch.int64)),
-                          compile=compile)
-        loop = [Trainer(Layout(p, depth, [width]), hyper, [e], one, compile=compile)
-                for e in range(E)]
+        batched = Trainer(
+            Layout(p, depth, [width] * E),
+            hyper,
+            list(range(E)),
+            Batch(data.X, data.y, torch.zeros(E, dtype=torch.int64)),
+            compile=compile,
+        )
+        loop = [
+            Trainer(Layout(p, depth, [width]), hyper, [e], one, compile=compile) for e in range(E)
+        ]
         for _ in range(3):  # warm-up (and compilation, if asked for)
             batched.step()
             for tr in loop:
@@ -85,13 +102,22 @@ def main(argv=None) -> int:
     tuned = False if args.no_tune_malloc else tune_malloc()
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"malloc tuned: {tuned}, {platform.processor() or platform.machine()}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"malloc tuned: {tuned}, {platform.processor() or platform.machine()}"
+    )
     res = run(args.E, args.steps, args.repeats, compile=args.compile)
     if args.json:
-        meta = {"torch": torch.__version__, "threads": torch.get_num_threads(),
-                "malloc_tuned": tuned, "network": "20-20-20-1", "batch_size": 1024,
-                "n": 10_000, "steps": args.steps, "repeats": args.repeats}
+        meta = {
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "malloc_tuned": tuned,
+            "network": "20-20-20-1",
+            "batch_size": 1024,
+            "n": 10_000,
+            "steps": args.steps,
+            "repeats": args.repeats,
+        }
         with open(args.json, "w") as fh:
             json.dump({"meta": meta, **{str(k): v for k, v in res.items()}}, fh, indent=2)
     return 0

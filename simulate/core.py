@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 
@@ -219,7 +220,13 @@ def nll_grad(out: torch.Tensor, y: torch.Tensor, hyper: Hyper) -> torch.Tensor:
 
 
 def mlp_nll_and_grad(
-    layout: Layout, theta: torch.Tensor, x_aug: torch.Tensor, y: torch.Tensor, hyper: Hyper, scale
+    layout: Layout,
+    theta: torch.Tensor,
+    x_aug: torch.Tensor,
+    y: torch.Tensor,
+    hyper: Hyper,
+    scale,
+    functional: bool = False,
 ):
     """Per-network summed negative log-likelihood ``[B]`` and its gradient with respect to
     ``theta [B, P]``, by a hand-written backward pass through the batched ReLU network.
@@ -231,31 +238,37 @@ def mlp_nll_and_grad(
     backward is one fused ``threshold_backward``, and a width-1 output layer
     back-propagates by broadcasting instead of an outer-product ``bmm``.  ``scale`` ([B] or
     scalar) multiplies the gradient (the ``n/(mK)`` of eq. (loss1)).  The returned tensors
-    do not alias the cached buffers.
+    do not alias the cached buffers.  ``functional=True`` allocates instead of reusing
+    buffers and writes nothing in place, the form ``torch.compile`` traces.
     """
     B, m = theta.shape[0], x_aug.shape[1]
     ins = [x_aug.transpose(1, 2)]  # layer inputs [B, in + 1, m]
     pre = []  # hidden pre-activations
     for l in range(layout.depth):
         z = torch.bmm(layout.block(theta, l), ins[-1])
-        buf = layout.hidden_buffer(l, B, m, z)
-        torch.clamp_min(z, 0, out=buf[:, :-1, :])
+        if functional:
+            buf = torch.cat([torch.relu(z), torch.ones_like(z[:, :1])], dim=1)
+        else:
+            buf = layout.hidden_buffer(l, B, m, z)
+            torch.clamp_min(z, 0, out=buf[:, :-1, :])
         pre.append(z)
         ins.append(buf)
     out = torch.bmm(layout.block(theta, layout.depth), ins[-1])
     nll = neg_log_lik(out, y, hyper).sum(-1)
-    g = nll_grad(out, y, hyper)
-    g.mul_(scale.reshape(-1, 1, 1) if torch.is_tensor(scale) else scale)
-    dtheta = torch.empty_like(theta)
+    g = nll_grad(out, y, hyper) * (scale.reshape(-1, 1, 1) if torch.is_tensor(scale) else scale)
+    parts = []
     for l in range(layout.depth, -1, -1):
-        off, i, o = layout.blocks[l]
-        dtheta[:, off : off + o * (i + 1)] = torch.bmm(g, ins[l].transpose(1, 2)).view(B, -1)
+        _, i, o = layout.blocks[l]
+        parts.append(torch.bmm(g, ins[l].transpose(1, 2)).reshape(B, -1))
         if l == 0:
             break
         Wt = layout.weight(theta, l).transpose(1, 2).contiguous()  # small; a strided operand
         gp = Wt * g if o == 1 else torch.bmm(Wt, g)  # makes bmm 3x slower (measured)
-        g = torch.ops.aten.threshold_backward.grad_input(gp, pre[l - 1], 0, grad_input=gp)
-    return nll, dtheta
+        if functional:
+            g = torch.where(pre[l - 1] > 0, gp, torch.zeros_like(gp))
+        else:
+            g = torch.ops.aten.threshold_backward.grad_input(gp, pre[l - 1], 0, grad_input=gp)
+    return nll, torch.cat(parts[::-1], dim=1)
 
 
 @dataclass
@@ -421,9 +434,10 @@ def adam_update(var, m, v, grad, step_size, corr2, b1: float, b2: float, eps: fl
 class Trainer:
     """Trains E models at once: owns the layout, masks, keys, counters and the state.
 
-    ``compile=True`` runs the loss (sampling, forward, three terms) and the Adam update
-    through ``torch.compile`` (one-time cost of tens of seconds, cached by torch for the
-    process); the eager path computes the same numbers and is what the tests use.
+    ``compile=True`` runs the three pieces of a step (sampling with L2 and L3 and their
+    backward; the network's forward and hand-written backward; Adam) through
+    ``torch.compile`` (a one-time cost of tens of seconds, cached by torch on disk); the
+    eager path computes the same numbers up to float rounding and is what most tests use.
     """
 
     def __init__(
@@ -469,10 +483,15 @@ class Trainer:
         self.steps_per_epoch = n // hyper.batch_size
         self._buffers: dict = {}
         self.state = init_state(layout, hyper, self.seeds, device, dtype)
-        self._loss = self._loss_impl
+        self._sample_kl = self._sample_kl_impl
+        self._mlp = partial(mlp_nll_and_grad, layout, hyper=hyper)
         self._adam = adam_update
+        self.compiled = bool(compile)
         if compile:
-            self._loss = torch.compile(self._loss_impl, dynamic=False)
+            self._sample_kl = torch.compile(self._sample_kl_impl, dynamic=False)
+            self._mlp = torch.compile(
+                partial(mlp_nll_and_grad, layout, hyper=hyper, functional=True), dynamic=False
+            )
             self._adam = torch.compile(adam_update, dynamic=False)
 
     # ----------------------------------------------------------------- sampling
@@ -489,8 +508,10 @@ class Trainer:
         E, m = idx.shape
         key = ("gather", E, m)
         if key not in self._buffers:  # reused every step (see simulate._alloc)
-            self._buffers[key] = (self.X_aug.new_empty(E * m, self.X_aug.shape[1]),
-                                  self.y_flat.new_empty(E * m))
+            self._buffers[key] = (
+                self.X_aug.new_empty(E * m, self.X_aug.shape[1]),
+                self.y_flat.new_empty(E * m),
+            )
         xb, yb = self._buffers[key]
         torch.index_select(self.X_aug, 0, flat, out=xb)
         torch.index_select(self.y_flat, 0, flat, out=yb)
@@ -519,6 +540,15 @@ class Trainer:
         return self.gather(state.perm[:, b * h.batch_size : (b + 1) * h.batch_size])
 
     # ----------------------------------------------------------------- losses
+    def _sample_kl_impl(self, var, offsets):
+        """K networks per model ``[K*E, P]`` (draw k at offset ``offsets[k]``), L2 and L3."""
+        thetas = torch.cat([self.draw(var, offsets[k]) for k in range(self.hyper.mc_samples)])
+        return (
+            thetas,
+            kl_slab(var, self.hyper, self.mask),
+            kl_indicator(var, self.hyper, self.mask, self.H),
+        )
+
     def _loss_impl(self, var, xb, yb, step_t):
         h, K = self.hyper, self.hyper.mc_samples
         m = xb.shape[1]
@@ -533,7 +563,8 @@ class Trainer:
 
     def loss_terms(self, var, xb, yb, step: int):
         """Per-model (L1, L2, L3), each ``[E]``, for one minibatch and step ``step``'s noise."""
-        return self._loss(var, xb, yb, torch.tensor(step, dtype=torch.int64, device=var.device))
+        """Plain autograd reference for :meth:`step` (tests compare the two)."""
+        return self._loss_impl(var, xb, yb, step)
 
     # ----------------------------------------------------------------- step
     def step(self) -> dict:
@@ -550,20 +581,19 @@ class Trainer:
         K, E = h.mc_samples, self.layout.E
         xb, yb = self.minibatch(st)
         var = st.var.detach().requires_grad_(True)
-        thetas = torch.cat([self.draw(var, st.step * K + k) for k in range(K)])
-        scale = self.n / (xb.shape[1] * K)
+        offsets = [st.step * K + k for k in range(K)]
+        if self.compiled:  # tensors, so the compiled graph is not specialised per step
+            offsets = torch.tensor(offsets, dtype=torch.int64, device=var.device)
+        thetas, L2, L3 = self._sample_kl(var, offsets)
+        m = xb.shape[1]
         with torch.no_grad():
-            nll, dtheta = mlp_nll_and_grad(
-                self.layout,
+            nll, dtheta = self._mlp(
                 thetas.detach(),
                 xb.repeat(K, 1, 1) if K > 1 else xb,
                 yb.repeat(K, 1) if K > 1 else yb,
-                h,
-                scale,
+                scale=self.n / (m * K),
             )
-        L1 = nll.reshape(K, E).mean(0) * (self.n / xb.shape[1])
-        L2 = kl_slab(var, h, self.mask)
-        L3 = kl_indicator(var, h, self.mask, self.H)
+        L1 = nll.reshape(K, E).mean(0) * (self.n / m)
         total = L1 + L2.detach() + L3.detach()
         newly = ~torch.isfinite(total) & ~st.failed
         if bool(newly.any()):

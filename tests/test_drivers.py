@@ -1,0 +1,87 @@
+"""Drivers around the core: benchmark, teacher network, compiled path."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from simulate import bench
+from simulate.core import Batch, Hyper, Layout, Trainer
+from simulate.truths import TeacherNetwork, make_regression_data
+
+
+def test_bench_reports_the_documented_keys(tmp_path):
+    res = bench.run(Es=(1, 3), steps=2, repeats=1, n=2048, log=lambda *_: None)
+    for E in (1, 3):
+        assert set(res[E]) == {"batched_model_steps_per_s", "loop_model_steps_per_s", "ratio"}
+        assert res[E]["ratio"] == pytest.approx(
+            res[E]["batched_model_steps_per_s"] / res[E]["loop_model_steps_per_s"]
+        )
+    out = tmp_path / "b.json"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "simulate.bench",
+            "--E",
+            "2",
+            "--steps",
+            "1",
+            "--repeats",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    assert set(data["2"]) == {"batched_model_steps_per_s", "loop_model_steps_per_s", "ratio"}
+    bad = subprocess.run(
+        [sys.executable, "-m", "simulate.bench", "--E", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2
+
+
+def test_teacher_network_matches_the_paper():
+    t = TeacherNetwork()  # 20-10-10-1, U(0.5, 1.5), half the edges zeroed
+    assert [W.shape for W in t.weights] == [(20, 10), (10, 10), (10, 1)]
+    nz = np.concatenate([np.r_[W.ravel(), b] for W, b in zip(t.weights, t.biases, strict=True)])
+    assert nz.size == 331
+    nonzero = nz[nz != 0]
+    assert nonzero.min() >= 0.5 and nonzero.max() <= 1.5
+    # the zeroed fraction over many teachers is 1/2 (binomial, 5 SE)
+    frac = np.mean([TeacherNetwork(seed=s).n_edges / 331 for s in range(40)])
+    assert abs(frac - 0.5) < 5 * np.sqrt(0.25 / (331 * 40))
+    X, y = make_regression_data(t, 1000, 20, 1.0, seed=0)
+    assert X.shape == (1000, 20) and np.all(np.abs(X) <= 1)
+    assert np.std(y - t(X)) == pytest.approx(1.0, abs=0.1)
+    wide = TeacherNetwork(p=30, p_active=20, seed=0)  # irrelevant inputs do nothing
+    X30 = np.random.default_rng(0).uniform(-1, 1, (50, 30))
+    X30b = X30.copy()
+    X30b[:, 20:] = 0
+    np.testing.assert_array_equal(wide(X30), wide(X30b))
+
+
+@pytest.mark.slow
+def test_compiled_step_matches_eager():
+    """torch.compile path: same numbers as eager up to float rounding (compiles ~30 s)."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(1, 512, 3, generator=g, dtype=torch.float64) * 2 - 1
+    y = X[..., 0] + 0.1 * torch.randn(1, 512, generator=g, dtype=torch.float64)
+    batch = Batch(X, y, torch.zeros(2, dtype=torch.int64))
+    h = Hyper(batch_size=64)
+    a = Trainer(Layout(3, 2, [3, 5]), h, [1, 2], batch, dtype=torch.float64)
+    b = Trainer(Layout(3, 2, [3, 5]), h, [1, 2], batch, dtype=torch.float64, compile=True)
+    for _ in range(3):
+        ta, tb = a.step(), b.step()
+        np.testing.assert_allclose(ta["total"].numpy(), tb["total"].numpy(), rtol=1e-9)
+    np.testing.assert_allclose(a.state.var.numpy(), b.state.var.numpy(), rtol=1e-7, atol=1e-10)
