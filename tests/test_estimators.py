@@ -170,3 +170,18 @@ def test_all_models_failing_raises():
     y = X[:, 0] * 1e30  # the Gaussian log-likelihood overflows float32
     with pytest.raises(FloatingPointError, match="non-finite"):
         SVIRegressor(width=2, batch_size=100, epochs=1).fit(X, y)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_path_matches_cpu(teacher_data):
+    _, X, y, Xt, _ = teacher_data
+    kw = {"width": 4, "batch_size": 256, "epochs": 2, "seed": 0, "dtype": torch.float64}
+    cpu = SVIRegressor(device="cpu", **kw).fit(X, y)
+    gpu = SVIRegressor(device="cuda", **kw).fit(X, y)
+    np.testing.assert_allclose(gpu.predict(Xt[:100]), cpu.predict(Xt[:100]), rtol=1e-6)
+
+
+def test_float64_estimator_runs(teacher_data):
+    _, X, y, Xt, _ = teacher_data
+    m = SVIRegressor(width=3, batch_size=256, epochs=1, dtype=torch.float64).fit(X, y)
+    assert m.posterior_.var.dtype == torch.float64 and m.predict(Xt[:5]).shape == (5,)
