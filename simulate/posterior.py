@@ -85,14 +85,24 @@ class Posterior:
             "H": self.H.cpu().numpy(),
         }
 
+    def hellinger_draws(self, f0, X, draws: int = 30) -> np.ndarray:
+        """``[draws, E]``: squared Hellinger distance ``d^2(P_theta_t, P_0)`` of each posterior
+        draw, averaged over the sample X of inputs (``theory.hellinger_sq_pointwise``)."""
+        x = self._x(X)
+        truth = np.asarray(f0(np.asarray(X)), dtype=float).reshape(1, -1)
+        out = np.empty((draws, self.E))
+        with torch.no_grad():
+            for t in range(draws):
+                f = self.layout.forward(self.draw(t), x)[:, 0, :].cpu().numpy()
+                d2 = hellinger_sq_pointwise(f - truth, self.hyper.sigma)
+                out[t] = np.asarray(d2, dtype=float).mean(-1)
+        return out
+
     def hellinger_sq(self, f0, X, draws: int = 30) -> np.ndarray:
         """VB-posterior mean of the squared Hellinger distance (left side of Theorem 4.1),
         per model: Monte Carlo over ``draws`` posterior draws and the sample X of inputs
-        (e.g. a large U([-1,1]^p) sample); the formula is ``theory.hellinger_sq_pointwise``."""
-        f = self.outputs(X, draws)[:, :, 0, :].cpu().numpy()  # [T, E, m]
-        truth = np.asarray(f0(np.asarray(X)), dtype=float).reshape(1, 1, -1)
-        d2 = hellinger_sq_pointwise(f - truth, self.hyper.sigma)
-        return np.asarray(d2, dtype=float).mean(axis=(0, 2))
+        (e.g. a large U([-1,1]^p) sample)."""
+        return self.hellinger_draws(f0, X, draws).mean(0)
 
     def l2sq_mean(self, f0, X, draws: int = 30) -> np.ndarray:
         """Squared L2 error of the posterior-mean predictor, ``E_X (fhat - f0)^2``, per model."""

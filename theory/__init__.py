@@ -28,10 +28,11 @@ from .exponents import (
     derive_exponent,
     log_factor_power,
     predicted_exponent,
+    teacher_exponent,
 )
 from .hellinger import hellinger_sq, hellinger_sq_pointwise, hellinger_sq_sup_bound
 from .network import lemma_width, num_edges
-from .priors import log_prior_N, log_prior_s
+from .priors import lambda_s_rule, log_prior_N, log_prior_s
 from .qstar import q_star, q_star_log10
 
 __all__ = [
@@ -59,6 +60,8 @@ __all__ = [
     "num_edges",
     "optimal_structure",
     "predicted_exponent",
+    "teacher_exponent",
+    "lambda_s_rule",
     "q_star",
     "q_star_log10",
     "r_n",

@@ -25,6 +25,7 @@ __all__ = [
     "METRICS",
     "derive_exponent",
     "predicted_exponent",
+    "teacher_exponent",
     "log_factor_power",
     "corollary_6_1_rate",
     "corollary_6_2_rate",
@@ -161,3 +162,20 @@ def corollary_6_4_rate(n, L0, s0, p, max_width0, delta=1):
     ops = ops_for(n, L0, s0, p, max_width0, delta)
     n, L0, s0, p, w, delta = ops.args(n, L0, s0, p, max_width0, delta)
     return (s0 * ops.log(n * L0 / s0) + L0 * s0 * ops.log(p * w)) / n * ops.log(n) ** (2 * delta)
+
+
+@lru_cache(maxsize=1)
+def _teacher_d2_exponent():
+    L0, s0, p, w = sp.symbols("L0 s0 p w", positive=True)
+    rate = corollary_6_4_rate(_n, L0, s0, p, w, delta=1)
+    return sp.Max(*[_power(t) for t in sp.Add.make_args(sp.expand(rate))])
+
+
+def teacher_exponent(metric="d2"):
+    """Predicted exponent of n for a teacher-network truth (Corollaries 6.3/6.4): the power
+    of n in eq. (postcon3), derived by sympy (-1 for d^2 and squared L2, the parametric
+    rate, -1/2 for d), logarithmic factors ``log^{2 delta} n`` excluded."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    e = _teacher_d2_exponent()
+    return e / 2 if metric == "d" else e

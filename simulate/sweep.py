@@ -1,0 +1,530 @@
+"""Growing-n sweeps: ``python -m simulate.sweep`` (flags or ``--config FILE.json``).
+
+The grid is truth x n x replicate, and each cell trains ASVI over the candidate widths.
+Design (every choice recorded in each record's ``config``):
+
+* **Nested data** (common random numbers): replicate r of a truth draws one dataset of the
+  largest n from its own seed; the cell at n uses its first n points.  Slopes across n are
+  then not blurred by independent datasets, and the bootstrap resamples whole replicates.
+* **Budget growing with n**: ``steps = ceil(epochs * n / batch_size)``, i.e. a fixed number
+  of passes over the data; a fixed step count under-trains the largest n and flattens the
+  slope (measured in a prototype: -0.36 against a predicted -0.50).
+* **Theory-tied quantities**: ``lambda_s = a L log n`` (``theory.lambda_s_rule``; L = weight
+  layers) unless fixed by ``--lambda-s``; the width prior ``pi(N)`` with ``lam``.  The depth
+  is fixed (two hidden layers by default) rather than Lemma 6.1's ``L ~ log n`` (22 hidden
+  layers at n = 500 for p = 1), which cannot be trained at these sizes: a stated deviation.
+* **Jobs**: the cells of one (truth, n) and one block of ``replicate_block`` replicates are
+  trained together (E = replicates in the block x widths, one batched program).  Jobs are
+  fixed by the configuration, not by what is already done, so a resumed sweep repeats
+  exactly the computations of an uninterrupted one and writes identical records (the core's
+  noise depends only on each model's seed, see ``simulate.rng``).
+* **Records**: one JSON line per cell, appended with a single ``write`` on an ``O_APPEND``
+  descriptor and flushed to disk; a re-run skips the cells already recorded.  A final line
+  without its newline (a crash inside a write) is ignored on reading and cut off before the
+  next append; any other unreadable line, or a record of another schema, stops the sweep
+  with an error that names the line, and nothing is written.
+* **Scale-out**: ``--scheduler ADDRESS`` sends jobs to an existing Dask cluster
+  (``distributed.Client``); results come back to this process, which alone writes records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from theory import lambda_s_rule, predicted_exponent, teacher_exponent
+
+from ._alloc import tune_malloc
+from .core import Batch, Hyper, Layout, Trainer
+from .posterior import Posterior, select_width
+from .progress import Progress
+from .truths import HolderFunction, TeacherNetwork
+
+__all__ = [
+    "TruthSpec",
+    "SweepConfig",
+    "run_sweep",
+    "read_records",
+    "RecordsError",
+    "SCHEMA",
+    "parse_truths",
+    "main",
+]
+
+SCHEMA = "asvi-rates/sweep-record/1"
+
+
+class RecordsError(ValueError):
+    """A records file that is not (entirely) ours."""
+
+
+@dataclass(frozen=True)
+class TruthSpec:
+    """A ground truth: ``holder`` (exact smoothness alpha in p dimensions) or ``teacher``
+    (the paper's 20-10-10-1 network; p > 20 adds irrelevant inputs, p < 20 uses p inputs)."""
+
+    kind: str
+    p: int = 1
+    alpha: float | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.kind not in ("holder", "teacher"):
+            raise ValueError(f"unknown truth {self.kind!r}: use 'holder' or 'teacher'")
+        if not (isinstance(self.p, int) and self.p >= 1):
+            raise ValueError(f"p must be an integer >= 1, got {self.p!r}")
+        if self.kind == "holder":
+            if self.alpha is None or not math.isfinite(self.alpha) or self.alpha <= 0:
+                raise ValueError(f"a holder truth needs alpha > 0, got {self.alpha!r}")
+
+    @property
+    def key(self) -> str:
+        if self.kind == "holder":
+            return f"holder-a{self.alpha:g}-p{self.p}-s{self.seed}"
+        return f"teacher-p{self.p}-s{self.seed}"
+
+    def build(self, n_max: int):
+        if self.kind == "holder":
+            return HolderFunction(self.alpha, self.p, n_max=n_max, seed=self.seed)
+        return TeacherNetwork(p=self.p, seed=self.seed, p_active=min(self.p, 20))
+
+    def predicted(self, metric: str) -> float:
+        """Predicted exponent of n (theory): Corollary 6.1/6.2 or 6.3/6.4."""
+        if self.kind == "holder":
+            return float(predicted_exponent(self.alpha, self.p, metric))
+        return float(teacher_exponent(metric))
+
+
+@dataclass
+class SweepConfig:
+    truths: list
+    ns: list
+    replicates: int = 3
+    widths: list = field(default_factory=lambda: [4, 8, 16, 32])
+    depth: int = 2
+    epochs: float = 100.0
+    batch_size: int = 128
+    lr: float = 5e-3
+    sigma: float = 1.0
+    sigma_0: float = 0.8
+    lambda_s: float | None = None  # None: theory's a L log n
+    lambda_s_a: float = 0.1
+    lam: float = 10.0
+    n_test: int = 20_000
+    draws: int = 30
+    elbo_draws: int = 10
+    seed: int = 0
+    replicate_block: int = 3
+
+    def validate(self) -> None:
+        if not self.truths:
+            raise ValueError("no truth given")
+        for t in self.truths:
+            if not isinstance(t, TruthSpec):
+                raise ValueError(f"truths must be TruthSpec, got {t!r}")
+        ns = [int(n) for n in self.ns]
+        if len(ns) < 3:
+            raise ValueError(f"need at least 3 sample sizes to fit a slope, got {len(ns)}")
+        if sorted(set(ns)) != ns:
+            raise ValueError(f"sample sizes must be distinct and increasing, got {ns}")
+        if ns[0] < 2:
+            raise ValueError("every n must be >= 2")
+        if self.replicates < 1 or self.replicate_block < 1:
+            raise ValueError("replicates and replicate_block must be >= 1")
+        if not self.widths or any(int(w) < 1 for w in self.widths):
+            raise ValueError(f"widths must be a non-empty list of integers >= 1: {self.widths}")
+        if self.epochs <= 0 or self.batch_size < 1 or self.depth < 1:
+            raise ValueError("epochs, batch_size and depth must be positive")
+        if self.elbo_draws < 10:
+            raise ValueError("elbo_draws must be >= 10")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["truths"] = [asdict(t) for t in self.truths]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SweepConfig:
+        d = dict(d)
+        d["truths"] = [TruthSpec(**t) for t in d["truths"]]
+        return cls(**d)
+
+
+def _seed(*parts) -> int:
+    """A stable 63-bit seed from any printable parts (not Python's salted hash)."""
+    h = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(h[:8], "little") >> 1
+
+
+def _versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        own = version("asvi-rates")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        own = "unknown"
+    return {
+        "asvi-rates": own,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
+
+
+@dataclass(frozen=True)
+class Job:
+    """Cells trained together: one truth, one n, a block of replicates, every width."""
+
+    truth: TruthSpec
+    n: int
+    replicates: tuple
+    config: dict
+
+    def cells(self):
+        return [(self.truth.key, self.n, r) for r in self.replicates]
+
+
+def jobs_for(cfg: SweepConfig) -> list[Job]:
+    """Every job of the sweep, in a fixed order (truth, n ascending, replicate block)."""
+    out = []
+    for t in cfg.truths:
+        for n in cfg.ns:
+            for b in range(0, cfg.replicates, cfg.replicate_block):
+                reps = tuple(range(b, min(b + cfg.replicate_block, cfg.replicates)))
+                out.append(Job(t, int(n), reps, cfg.to_dict()))
+    return out
+
+
+def _cell_lambda_s(cfg: SweepConfig, n: int) -> float:
+    if cfg.lambda_s is not None:
+        return float(cfg.lambda_s)
+    return float(lambda_s_rule(n, cfg.depth + 1, cfg.lambda_s_a))
+
+
+def run_job(job: Job) -> list[dict]:
+    """Train one job and return its records (pure: no file access; runs on Dask workers)."""
+    cfg = SweepConfig.from_dict(job.config)
+    t0 = time.perf_counter()
+    n_max = max(cfg.ns)
+    f0 = job.truth.build(n_max)
+    p = job.truth.p
+    W = [int(w) for w in cfg.widths]
+    X_all, y_all, data_seeds = [], [], []
+    for r in job.replicates:
+        ds = _seed(cfg.seed, job.truth.key, "data", r)
+        rng = np.random.default_rng(ds)
+        X = rng.uniform(-1, 1, size=(n_max, p))
+        noise = rng.standard_normal(n_max)
+        X_all.append(X[: job.n])
+        y_all.append(f0(X[: job.n]) + cfg.sigma * noise[: job.n])
+        data_seeds.append(ds)
+    R = len(job.replicates)
+    lam_s = _cell_lambda_s(cfg, job.n)
+    hyper = Hyper(
+        sigma=cfg.sigma,
+        sigma_0=cfg.sigma_0,
+        lambda_s=lam_s,
+        lam=cfg.lam,
+        batch_size=min(cfg.batch_size, job.n),
+        lr=cfg.lr,
+    )
+    widths = W * R
+    model_seeds = [
+        _seed(cfg.seed, job.truth.key, job.n, r, "model", w) for r in job.replicates for w in W
+    ]
+    data_index = torch.tensor([i for i in range(R) for _ in W], dtype=torch.int64)
+    batch = Batch(
+        torch.tensor(np.stack(X_all), dtype=torch.float32),
+        torch.tensor(np.stack(y_all), dtype=torch.float32),
+        data_index,
+    )
+    tr = Trainer(Layout(p, cfg.depth, widths), hyper, model_seeds, batch)
+    steps = math.ceil(cfg.epochs * job.n / hyper.batch_size)
+    tr.fit(steps)
+    train_s = time.perf_counter() - t0
+    post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
+    test_seed = _seed(cfg.seed, job.truth.key, "test")
+    Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, p))
+    d2_draws = post.hellinger_draws(f0, Xt, cfg.draws)  # [T, E]
+    d2 = d2_draws.mean(0)
+    d = np.sqrt(d2_draws).mean(0)
+    l2 = post.l2sq_mean(f0, Xt, cfg.draws)
+    el = post.elbo(batch.X, batch.y, data_index, draws=cfg.elbo_draws)
+    edges = post.edges()
+    failed = tr.state.failed.cpu().numpy()
+    eval_s = time.perf_counter() - t0 - train_s
+    records = []
+    for i, r in enumerate(job.replicates):
+        sl = slice(i * len(W), (i + 1) * len(W))
+        sel = select_width(el["elbo"][sl], W, cfg.lam, failed=failed[sl])
+        k = sel["index"]
+        records.append(
+            {
+                "schema": SCHEMA,
+                "cell": {"truth": job.truth.key, "n": job.n, "replicate": r},
+                "truth": {**asdict(job.truth), **f0_describe(f0)},
+                "config": {
+                    "widths": W,
+                    "depth": cfg.depth,
+                    "epochs": cfg.epochs,
+                    "steps": steps,
+                    "batch_size": hyper.batch_size,
+                    "lr": cfg.lr,
+                    "sigma": cfg.sigma,
+                    "sigma_0": cfg.sigma_0,
+                    "lambda_s": lam_s,
+                    "lam": cfg.lam,
+                    "n_test": cfg.n_test,
+                    "draws": cfg.draws,
+                    "elbo_draws": cfg.elbo_draws,
+                    "seed": cfg.seed,
+                },
+                "seeds": {"data": data_seeds[i], "models": model_seeds[sl], "test": test_seed},
+                "selected_width": sel["width"],
+                "metrics": {"d2": float(d2[sl][k]), "d": float(d[sl][k]), "l2sq": float(l2[sl][k])},
+                "per_width": {
+                    "elbo": el["elbo"][sl].tolist(),
+                    "penalized_elbo": sel["penalized"].tolist(),
+                    "L1": el["L1"][sl].tolist(),
+                    "L2": el["L2"][sl].tolist(),
+                    "L3": el["L3"][sl].tolist(),
+                    "d2": d2[sl].tolist(),
+                    "d": d[sl].tolist(),
+                    "l2sq": l2[sl].tolist(),
+                    "edges_sum_nu": edges["sum_nu"][sl].tolist(),
+                    "failed": failed[sl].tolist(),
+                },
+                "timing": {"job_train_s": train_s, "job_eval_s": eval_s, "job_models": len(widths)},
+                "versions": _versions(),
+            }
+        )
+    return records
+
+
+def f0_describe(f0) -> dict:
+    if hasattr(f0, "describe"):
+        return f0.describe()
+    return {"n_edges": getattr(f0, "n_edges", None)}
+
+
+# --------------------------------------------------------------------------- records file
+def read_records(path) -> list[dict]:
+    """All records of a JSON-lines file (missing file: none).  Raises :class:`RecordsError`
+    naming the line for anything unreadable or foreign; a last line without its newline
+    (an interrupted append) is skipped with a warning on stderr."""
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as fh:
+        data = fh.read()
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the file ends with a newline
+    if tail:
+        print(
+            f"warning: {path}: ignoring an incomplete last line ({len(tail)} bytes)",
+            file=sys.stderr,
+        )
+    out = []
+    for i, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise RecordsError(f"{path}, line {i}: not JSON ({exc})") from exc
+        if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
+            raise RecordsError(
+                f"{path}, line {i}: not an asvi-rates sweep record (schema {SCHEMA!r} expected)"
+            )
+        for key in ("cell", "metrics", "selected_width", "truth"):
+            if key not in rec:
+                raise RecordsError(f"{path}, line {i}: record lacks {key!r}")
+        out.append(rec)
+    return out
+
+
+def _append(path, records) -> None:
+    """Append records, one ``write`` per line on an O_APPEND descriptor, then fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        for rec in records:
+            os.write(fd, (json.dumps(rec, sort_keys=True) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _drop_incomplete_tail(path) -> None:
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    with open(path, "rb+") as fh:
+        data = fh.read()
+        if not data.endswith(b"\n"):
+            fh.truncate(data.rfind(b"\n") + 1)
+
+
+def run_sweep(
+    cfg: SweepConfig,
+    out_path,
+    scheduler: str | None = None,
+    progress=True,
+    log=print,
+    max_jobs: int | None = None,
+) -> list[dict]:
+    """Run every unfinished job of ``cfg`` and append its records to ``out_path``; returns
+    all records of the sweep's cells.  ``max_jobs`` stops after that many jobs (tests use
+    it to simulate a killed sweep)."""
+    cfg.validate()
+    existing = read_records(out_path)  # raises before anything is written
+    done = {(r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) for r in existing}
+    todo = [j for j in jobs_for(cfg) if not all(c in done for c in j.cells())]
+    if max_jobs is not None:
+        todo = todo[:max_jobs]
+    _drop_incomplete_tail(out_path)
+    total = len(todo)
+    log(f"sweep: {len(done)} cells recorded, {total} jobs to run -> {out_path}")
+    bar = Progress("sweep") if progress and total else None
+
+    def write(recs):
+        new = [
+            r
+            for r in recs
+            if (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) not in done
+        ]
+        _append(out_path, new)
+        done.update((r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) for r in new)
+
+    if scheduler:
+        from distributed import Client, as_completed
+
+        with Client(scheduler) as client:
+            futures = [client.submit(run_job, j, pure=False) for j in todo]
+            for i, fut in enumerate(as_completed(futures), 1):
+                write(fut.result())
+                if bar:
+                    bar(i, total)
+    else:
+        for i, job in enumerate(todo, 1):
+            write(run_job(job))
+            if bar:
+                bar(i, total)
+    keys = {(c[0], c[1], c[2]) for j in jobs_for(cfg) for c in j.cells()}
+    return [
+        r
+        for r in read_records(out_path)
+        if (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) in keys
+    ]
+
+
+# --------------------------------------------------------------------------- command line
+def parse_truths(argv: list[str]):
+    """Split ``--truth KIND [--alpha A] [--p P] [--truth-seed S]`` groups (several allowed)
+    from the rest of the arguments; returns (truths, rest)."""
+    truths, rest, cur = [], [], None
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--truth", "--alpha", "--p", "--truth-seed"):
+            if i + 1 >= len(argv):
+                raise ValueError(f"{a} needs a value")
+            v = argv[i + 1]
+            if a == "--truth":
+                if cur is not None:
+                    truths.append(cur)
+                cur = {"kind": v}
+            else:
+                if cur is None:
+                    raise ValueError(f"{a} must follow a --truth")
+                try:
+                    cur[{"--alpha": "alpha", "--p": "p", "--truth-seed": "seed"}[a]] = (
+                        float(v) if a == "--alpha" else int(v)
+                    )
+                except ValueError as exc:
+                    raise ValueError(f"{a} {v!r} is not a number") from exc
+            i += 2
+            continue
+        rest.append(a)
+        i += 1
+    if cur is not None:
+        truths.append(cur)
+    return [TruthSpec(**t) for t in truths], rest
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m simulate.sweep",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Truths: --truth holder --alpha A --p P | --truth teacher --p P (repeatable).",
+    )
+    ap.add_argument("--config", help="JSON file with the SweepConfig fields")
+    ap.add_argument("--out", default="results/records.jsonl", help="records file (JSON lines)")
+    ap.add_argument("--n", type=int, nargs="+", help="sample sizes (at least 3)")
+    ap.add_argument("--replicates", type=int)
+    ap.add_argument("--widths", type=int, nargs="+")
+    ap.add_argument("--epochs", type=float)
+    ap.add_argument("--batch-size", type=int)
+    ap.add_argument("--lambda-s", type=float, help="fixed lambda_s (default: a L log n)")
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--scheduler", help="address of an existing Dask scheduler")
+    return ap
+
+
+def config_from_args(truths, args) -> SweepConfig:
+    base = {}
+    if args.config:
+        with open(args.config) as fh:
+            base = json.load(fh)
+        base["truths"] = [TruthSpec(**t) for t in base.get("truths", [])]
+    if truths:
+        base["truths"] = truths
+    for name, key in (
+        ("n", "ns"),
+        ("replicates", "replicates"),
+        ("widths", "widths"),
+        ("epochs", "epochs"),
+        ("batch_size", "batch_size"),
+        ("lambda_s", "lambda_s"),
+        ("seed", "seed"),
+    ):
+        v = getattr(args, name)
+        if v is not None:
+            base[key] = v
+    if "ns" not in base:
+        raise ValueError("give the sample sizes with --n (or in --config)")
+    base.setdefault("truths", [])
+    return SweepConfig(**base)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        truths, rest = parse_truths(argv)
+        args = build_parser().parse_args(rest)
+        cfg = config_from_args(truths, args)
+        cfg.validate()
+    except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tune_malloc()
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    try:
+        recs = run_sweep(cfg, args.out, scheduler=args.scheduler)
+    except RecordsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(recs)} records in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
