@@ -201,6 +201,7 @@ def plot_results(results: list[dict], out_dir: str) -> list[str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     paths = []
     os.makedirs(out_dir, exist_ok=True)
@@ -224,8 +225,19 @@ def plot_results(results: list[dict], out_dir: str) -> list[str]:
                 "C3--",
                 label=f"predicted {r['predicted']:.3f}",
             )
+            band = y0 * (grid / x0) ** r["band"][0], y0 * (grid / x0) ** r["band"][1]
+            ax.fill_between(
+                grid,
+                np.minimum(*band),
+                np.maximum(*band),
+                color="C3",
+                alpha=0.12,
+                label="theorem band (log factor)",
+            )
             ax.set_xscale("log")
             ax.set_yscale("log")
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.set_xlabel("n")
             ax.set_title(f"{r['metric']}: {r['verdict']}")
             ax.legend(fontsize=7)

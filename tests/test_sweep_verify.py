@@ -1,0 +1,175 @@
+"""Sweeps (resume, identical records, Dask) and python -m verify.rates end to end."""
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from simulate.sweep import RecordsError, SweepConfig, TruthSpec, read_records, run_sweep
+
+TINY = dict(
+    ns=[64, 128, 256],
+    replicates=2,
+    widths=[2, 4],
+    epochs=4,
+    batch_size=32,
+    n_test=500,
+    draws=10,
+    replicate_block=1,
+)
+
+
+def cfg(**kw):
+    return SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5)], **{**TINY, **kw})
+
+
+def stable(records):
+    """Records without the fields that legitimately differ between runs (wall times)."""
+    out = []
+    for r in records:
+        r = dict(r)
+        r.pop("timing")
+        out.append(json.dumps(r, sort_keys=True))
+    return sorted(out)
+
+
+def quiet(*_):
+    pass
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    path = tmp_path_factory.mktemp("a") / "records.jsonl"
+    return run_sweep(cfg(), path, progress=False, log=quiet), path
+
+
+def test_sweep_writes_one_record_per_cell(uninterrupted):
+    recs, path = uninterrupted
+    cells = {(r["cell"]["n"], r["cell"]["replicate"]) for r in recs}
+    assert cells == {(n, q) for n in TINY["ns"] for q in range(2)} and len(recs) == 6
+    r = recs[0]
+    assert r["config"]["steps"] == -(-4 * r["cell"]["n"] // 32)  # budget grows with n
+    assert {"d2", "d", "l2sq"} <= set(r["metrics"]) and "versions" in r and "seeds" in r
+    assert len(r["per_width"]["elbo"]) == 2 and r["selected_width"] in (2, 4)
+
+
+def test_nested_data_across_n(uninterrupted):
+    recs, _ = uninterrupted
+    seeds = {(r["cell"]["replicate"], r["seeds"]["data"]) for r in recs}
+    assert len(seeds) == 2  # one data seed per replicate, shared by every n
+
+
+def test_killed_sweep_resumes_to_identical_records(uninterrupted, tmp_path):
+    recs_a, _ = uninterrupted
+    path = tmp_path / "b.jsonl"
+    run_sweep(cfg(), path, progress=False, log=quiet, max_jobs=2)  # "killed" after 2 jobs
+    assert len(read_records(path)) == 2
+    with open(path, "ab") as fh:  # and a crash in the middle of an append
+        fh.write(b'{"schema": "asvi-rates/sweep-rec')
+    recs_b = run_sweep(cfg(), path, progress=False, log=quiet)
+    assert stable(recs_b) == stable(recs_a)
+    assert len(read_records(path)) == 6  # nothing duplicated, the torn line is gone
+    again = run_sweep(cfg(), path, progress=False, log=quiet)  # a re-run trains nothing
+    assert stable(again) == stable(recs_a)
+
+
+def test_foreign_or_corrupt_file_is_refused_untouched(tmp_path):
+    for content in (b'{"hello": 1}\n', b"not json at all\n{}\n"):
+        path = tmp_path / "x.jsonl"
+        path.write_bytes(content)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        with pytest.raises(RecordsError, match="line 1"):
+            run_sweep(cfg(), path, progress=False, log=quiet)
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+
+
+def test_dask_local_cluster_gives_the_same_records(uninterrupted, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    recs_a, _ = uninterrupted
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
+        recs = run_sweep(
+            cfg(),
+            tmp_path / "d.jsonl",
+            scheduler=cluster.scheduler_address,
+            progress=False,
+            log=quiet,
+        )
+    assert stable(recs) == stable(recs_a)
+
+
+@pytest.mark.parametrize(
+    "bad", [{"ns": [64, 128]}, {"ns": [128, 64, 256]}, {"widths": []}, {"replicates": 0}]
+)
+def test_bad_sweep_config(bad, tmp_path):
+    with pytest.raises(ValueError):
+        run_sweep(cfg(**bad), tmp_path / "r.jsonl", progress=False, log=quiet)
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def run_cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "verify.rates", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_verify_rates_end_to_end_tiny_tier(tmp_path):
+    rec, rep, figs = tmp_path / "r.jsonl", tmp_path / "rep.json", tmp_path / "figs"
+    r = run_cli("--tier", "tiny", "--out", str(rec), "--json", str(rep), "--figures", str(figs))
+    assert r.returncode in (0, 1), r.stderr
+    assert "predicted" in r.stdout and "negative control" in r.stdout
+    report = json.loads(rep.read_text())
+    keys = {
+        "truth",
+        "alpha",
+        "p",
+        "metric",
+        "predicted",
+        "slope",
+        "ci_low",
+        "ci_high",
+        "corrected_slope",
+        "verdict",
+    }
+    assert {e["metric"] for e in report} == {"d2", "d", "l2sq"}
+    assert all(keys <= set(e) for e in report)
+    assert all(e["verdict"] in ("PASS", "FAIL") for e in report)
+    d2 = next(e for e in report if e["metric"] == "d2")
+    assert d2["predicted"] == pytest.approx(-0.5)
+    assert (figs / "holder-a0.5-p1-s0.png").stat().st_size > 0
+    # verifying the records again trains nothing and gives the same report
+    r2 = run_cli(
+        "--records", str(rec), "--json", str(tmp_path / "rep2.json"), "--figures", str(figs)
+    )
+    assert r2.returncode == r.returncode
+    assert json.loads((tmp_path / "rep2.json").read_text()) == report
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--truth", "sine"],
+        ["--truth", "holder", "--alpha", "-1"],
+        ["--truth", "holder", "--alpha", "0"],
+        ["--truth", "holder", "--alpha", "0.5", "--p", "0"],
+        ["--tier", "tiny", "--n", "100", "200"],
+        ["--alpha", "0.5"],
+        ["--records", "/nonexistent/records.jsonl"],
+    ],
+)
+def test_verify_rates_bad_input_exit_2(args):
+    r = run_cli(*args)
+    assert r.returncode == 2 and "error" in r.stderr
+
+
+def test_verify_rates_refuses_corrupt_records_untouched(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"schema": "something-else"}\n')
+    before = path.read_bytes()
+    r = run_cli("--records", str(path))
+    assert r.returncode == 2 and "not an asvi-rates sweep record" in r.stderr
+    r = run_cli("--tier", "tiny", "--out", str(path))  # would-be sweep target, also refused
+    assert r.returncode == 2 and path.read_bytes() == before
