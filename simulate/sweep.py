@@ -125,6 +125,8 @@ class SweepConfig:
     elbo_draws: int = 10
     seed: int = 0
     replicate_block: int = 3
+    init_nu: float = 0.99  # initial inclusion probability (simulate.core.Hyper)
+    init_sigma: float = 0.0025  # initial slab sd
 
     def validate(self) -> None:
         if not self.truths:
@@ -237,6 +239,8 @@ def run_job(job: Job) -> list[dict]:
         lam=cfg.lam,
         batch_size=min(cfg.batch_size, job.n),
         lr=cfg.lr,
+        init_nu=cfg.init_nu,
+        init_sigma=cfg.init_sigma,
     )
     widths = W * R
     model_seeds = [
@@ -288,6 +292,8 @@ def run_job(job: Job) -> list[dict]:
                     "draws": cfg.draws,
                     "elbo_draws": cfg.elbo_draws,
                     "seed": cfg.seed,
+                    "init_nu": cfg.init_nu,
+                    "init_sigma": cfg.init_sigma,
                 },
                 "seeds": {"data": data_seeds[i], "models": model_seeds[sl], "test": test_seed},
                 "selected_width": sel["width"],

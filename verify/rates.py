@@ -70,12 +70,12 @@ TIERS = {
             TruthSpec("teacher", p=20),
         ],
         "sweep": {
-            "ns": [250, 500, 1000, 2000, 4000, 8000, 16000, 32000],
-            "replicates": 8,
+            "ns": [250, 500, 1000, 2000, 4000, 8000, 16000],
+            "replicates": 6,
             "widths": [4, 8, 16, 32, 64],
             "epochs": 200,
             "batch_size": 128,
-            "replicate_block": 4,
+            "replicate_block": 3,
         },
     },
 }
