@@ -57,11 +57,13 @@ __all__ = [
     "read_records",
     "RecordsError",
     "SCHEMA",
+    "TRUTH_HELP",
     "parse_truths",
     "main",
 ]
 
 SCHEMA = "asvi-rates/sweep-record/1"
+TRUTH_HELP = "Truths: --truth holder --alpha A --p P | --truth teacher --p P (repeatable)."
 
 
 class RecordsError(ValueError):
@@ -470,7 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m simulate.sweep",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Truths: --truth holder --alpha A --p P | --truth teacher --p P (repeatable).",
+        epilog=TRUTH_HELP,
     )
     ap.add_argument("--config", help="JSON file with the SweepConfig fields")
     ap.add_argument("--out", default="results/records.jsonl", help="records file (JSON lines)")

@@ -26,7 +26,14 @@ import time
 
 import numpy as np
 
-from simulate.sweep import RecordsError, SweepConfig, TruthSpec, parse_truths, read_records
+from simulate.sweep import (
+    TRUTH_HELP,
+    RecordsError,
+    SweepConfig,
+    TruthSpec,
+    parse_truths,
+    read_records,
+)
 from theory import log_factor_power
 
 from .slopes import fit_slope, negative_control_exponent, verdict
@@ -255,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m verify.rates",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Truths: --truth holder --alpha A --p P | --truth teacher --p P (repeatable).",
+        epilog=TRUTH_HELP,
     )
     ap.add_argument("--tier", choices=sorted(TIERS), default="quick")
     ap.add_argument("--records", help="verify these existing records; train nothing")
