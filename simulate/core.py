@@ -51,6 +51,7 @@ from functools import partial
 import torch
 
 from . import rng as R
+from .families import FAMILIES, kl_dense_or_hs, sample_dense_or_hs
 
 __all__ = [
     "Hyper",
@@ -91,6 +92,9 @@ class Hyper:
     init_mu: float = 0.6  # mu ~ U(-init_mu, init_mu)
     init_sigma: float = 0.0025  # softplus(-6), the predecessor paper's code
     init_nu: float = 0.99
+    family: str = "spike_slab"  # or the baselines "dense", "horseshoe" (simulate.families)
+    hs_b0: float = 1.0  # horseshoe: unit-scale prior C+(0, b0)
+    hs_bg: float = 1e-5  # horseshoe: layer-scale prior C+(0, bg)
 
     def validate(self) -> None:
         if self.likelihood not in ("gaussian", "categorical"):
@@ -99,6 +103,8 @@ class Hyper:
             )
         if self.slab not in ("gaussian", "uniform"):
             raise ValueError(f"slab must be 'gaussian' or 'uniform', got {self.slab!r}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
         if self.sampling not in ("iid", "permutation"):
             raise ValueError(f"sampling must be 'iid' or 'permutation', got {self.sampling!r}")
         if self.l3 not in ("paper", "exact"):
@@ -126,9 +132,13 @@ class Layout:
     ``[out, in + 1]``: the weights, then the bias as the last column.  The forward pass
     appends a row of ones to each layer's input (``[B, in + 1, m]``), so one batched matrix
     product computes ``W h + b`` and one computes the gradient of both.
+
+    ``node_scales=True`` (the horseshoe family, ``simulate.families``) appends ``U`` slots
+    after the ``P_net`` network slots: one per unit of every layer (its scale tau), then one
+    per layer (the layer's global scale).  ``P = P_net + U``; networks use ``[:, :P_net]``.
     """
 
-    def __init__(self, p: int, depth: int, widths, out_dim: int = 1):
+    def __init__(self, p: int, depth: int, widths, out_dim: int = 1, node_scales: bool = False):
         widths = [int(w) for w in widths]
         if not widths:
             raise ValueError("widths must be a non-empty list of positive integers")
@@ -147,7 +157,10 @@ class Layout:
             i, o = self.dims[l], self.dims[l + 1]
             self.blocks.append((off, i, o))
             off += o * (i + 1)
-        self.P = off
+        self.P_net = off
+        self.node_scales = bool(node_scales)
+        self.units = sum(self.dims[1:]) if node_scales else 0  # tau slots
+        self.P = off + (self.units + self.depth + 1 if node_scales else 0)
         self._buffers: dict = {}
 
     def mask(self, device=None, dtype=torch.float32) -> torch.Tensor:
@@ -160,7 +173,29 @@ class Layout:
                 blk[: real[l + 1], : real[l]] = 1
                 blk[: real[l + 1], i] = 1  # biases of real units
                 m[e, off : off + o * (i + 1)] = blk.reshape(-1)
+            if self.node_scales:
+                u = self.P_net
+                for l in range(self.depth + 1):
+                    m[e, u : u + real[l + 1]] = 1
+                    u += self.dims[l + 1]
+                m[e, u:] = 1  # the layers' global scales
         return m
+
+    def node_index(self, device=None):
+        """For the horseshoe family: ``(slot_unit [P_net], unit_layer [units])``: the unit
+        (0..units-1) whose scale multiplies each weight slot, ``units`` for biases (no
+        scale); and the layer of each unit."""
+        slot_unit = torch.full((self.P_net,), self.units, dtype=torch.int64)
+        unit_layer = torch.empty(self.units, dtype=torch.int64)
+        u0 = 0
+        for l, (off, i, o) in enumerate(self.blocks):
+            units = u0 + torch.arange(o)
+            blk = units[:, None].expand(o, i + 1).clone()
+            blk[:, i] = self.units  # biases
+            slot_unit[off : off + o * (i + 1)] = blk.reshape(-1)
+            unit_layer[u0 : u0 + o] = l
+            u0 += o
+        return slot_unit.to(device), unit_layer.to(device)
 
     def counters(self, device=None) -> torch.Tensor:
         """``[1, P]`` int64 identity of each slot that does not depend on the padding:
@@ -173,6 +208,13 @@ class Layout:
             ids = (l << 42) + (jj << 21) + ii
             ids[:, i] = (l << 42) + (1 << 41) + torch.arange(o)
             c[off : off + o * (i + 1)] = ids.reshape(-1)
+        if self.node_scales:  # unit (l, j) -> 2^40 + l 2^21 + j; layer l -> 2^40 + 2^39 + l
+            u = self.P_net
+            for l in range(self.depth + 1):
+                o = self.dims[l + 1]
+                c[u : u + o] = (1 << 40) + (l << 21) + torch.arange(o)
+                u += o
+            c[u:] = (1 << 40) + (1 << 39) + torch.arange(self.depth + 1)
         return c[None, :].to(device)
 
     def block(self, theta: torch.Tensor, l: int) -> torch.Tensor:
@@ -294,8 +336,11 @@ def init_state(layout: Layout, hyper: Hyper, seeds, device=None, dtype=torch.flo
     key = R.seed_key(seeds, R.STREAM_INIT)[:, None]
     u = R.uniform(key, layout.counters(device), 0, dtype)
     loc = (2 * u - 1) * hyper.init_mu
-    if hyper.slab == "gaussian":
+    if hyper.family != "spike_slab" or hyper.slab == "gaussian":
         scale_raw = torch.full_like(loc, math.log(math.expm1(hyper.init_sigma)))
+        if layout.node_scales:  # horseshoe scales: log tau ~ N(0, 0.1^2), tau near 1
+            loc[:, layout.P_net :] = 0.0
+            scale_raw[:, layout.P_net :] = math.log(math.expm1(0.1))
     else:
         loc = torch.atanh(loc / hyper.B0)  # c = B0 tanh(a) = drawn centre
         c = hyper.B0 * torch.tanh(loc)
@@ -352,6 +397,23 @@ def kl_slab(var, hyper: Hyper, mask) -> torch.Tensor:
     else:
         kl = math.log(hyper.B0) - torch.log(scale)  # KL(U(c-h, c+h) || U(-B0, B0))
     return (nu * kl * mask).sum(-1)
+
+
+def draw_network(
+    var, hyper: Hyper, layout: Layout, mask, eps, gumbel, offset, hard_only=False, node_index=None
+):
+    """One network per model, ``[E, P_net]``, from the model's variational family."""
+    if hyper.family == "spike_slab":
+        return sample_theta(var, hyper, mask, eps, gumbel, offset, hard_only)
+    return sample_dense_or_hs(var, hyper, layout, mask, eps, offset, node_index)
+
+
+def kl_terms(var, hyper: Hyper, layout: Layout, mask, H, node_index=None):
+    """(L2, L3) per model for the model's family (L3 = 0 without indicators)."""
+    if hyper.family == "spike_slab":
+        return kl_slab(var, hyper, mask), kl_indicator(var, hyper, mask, H)
+    L2 = kl_dense_or_hs(var, hyper, layout, mask, node_index)
+    return L2, torch.zeros_like(L2)
 
 
 def _poisson_binomial_pmf(nu: torch.Tensor, mask: torch.Tensor, H: int) -> torch.Tensor:
@@ -472,8 +534,13 @@ class Trainer:
         self.y_flat = batch.y.to(device=device, dtype=ydt).reshape(-1)
         self.data_index = di
         self.seeds = torch.as_tensor(seeds, dtype=torch.int64, device=device).reshape(-1)
+        if layout.node_scales != (hyper.family == "horseshoe"):
+            raise ValueError(
+                "the horseshoe family needs Layout(..., node_scales=True), and only it"
+            )
         self.mask = layout.mask(device, dtype)
-        self.H = self.mask.sum(-1)
+        self.H = self.mask[:, : layout.P_net].sum(-1)
+        self.node_index = layout.node_index(device) if layout.node_scales else None
         counter = layout.counters(device)
         self.eps_stream = R.Stream(R.seed_key(self.seeds, R.STREAM_EPS)[:, None], counter)
         self.gumbel_stream = R.Stream(R.seed_key(self.seeds, R.STREAM_GUMBEL)[:, None], counter)
@@ -497,8 +564,16 @@ class Trainer:
     # ----------------------------------------------------------------- sampling
     def draw(self, var, offset, hard_only=False):
         """``theta [E, P]``: one network per model for noise offset ``offset``."""
-        return sample_theta(
-            var, self.hyper, self.mask, self.eps_stream, self.gumbel_stream, offset, hard_only
+        return draw_network(
+            var,
+            self.hyper,
+            self.layout,
+            self.mask,
+            self.eps_stream,
+            self.gumbel_stream,
+            offset,
+            hard_only,
+            self.node_index,
         )
 
     def gather(self, idx: torch.Tensor):
@@ -543,11 +618,7 @@ class Trainer:
     def _sample_kl_impl(self, var, offsets):
         """K networks per model ``[K*E, P]`` (draw k at offset ``offsets[k]``), L2 and L3."""
         thetas = torch.cat([self.draw(var, offsets[k]) for k in range(self.hyper.mc_samples)])
-        return (
-            thetas,
-            kl_slab(var, self.hyper, self.mask),
-            kl_indicator(var, self.hyper, self.mask, self.H),
-        )
+        return (thetas, *kl_terms(var, self.hyper, self.layout, self.mask, self.H, self.node_index))
 
     def _loss_impl(self, var, xb, yb, step_t):
         h, K = self.hyper, self.hyper.mc_samples
@@ -557,8 +628,7 @@ class Trainer:
         out = self.layout.forward(thetas, x.repeat(K, 1, 1) if K > 1 else x)
         nll = neg_log_lik(out, yb.repeat(K, 1) if K > 1 else yb, h).sum(-1)
         L1 = nll.reshape(K, -1).mean(0) * (self.n / m)
-        L2 = kl_slab(var, h, self.mask)
-        L3 = kl_indicator(var, h, self.mask, self.H)
+        L2, L3 = kl_terms(var, h, self.layout, self.mask, self.H, self.node_index)
         return L1, L2, L3
 
     def loss_terms(self, var, xb, yb, step: int):

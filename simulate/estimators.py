@@ -25,7 +25,15 @@ from .core import Batch, Hyper, Layout, Trainer
 from .posterior import Posterior, select_width
 from .progress import Progress
 
-__all__ = ["ASVIRegressor", "SVIRegressor", "ASVIClassifier", "SVIClassifier", "resolve_device"]
+__all__ = [
+    "ASVIRegressor",
+    "SVIRegressor",
+    "ASVIClassifier",
+    "SVIClassifier",
+    "DenseBNNRegressor",
+    "HSBNNRegressor",
+    "resolve_device",
+]
 
 PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)
 
@@ -71,6 +79,7 @@ def _store(obj, params: dict) -> None:
 
 class _Base:
     _likelihood = "gaussian"
+    _family = "spike_slab"
 
     # ---------------------------------------------------------- sklearn params
     @classmethod
@@ -110,6 +119,7 @@ class _Base:
             lr=float(self.lr),
             l3=self.l3,
             sampling=self.sampling,
+            family=self._family,
         )
 
     def _encode_y(self, y, n):
@@ -135,7 +145,9 @@ class _Base:
         hyper = self._hyper()
         hyper.validate()
         dev = resolve_device(self.device)
-        layout = Layout(p, int(self.depth), widths, out_dim)
+        layout = Layout(
+            p, int(self.depth), widths, out_dim, node_scales=self._family == "horseshoe"
+        )
         seeds = [int(self.seed) * 1000 + k for k in range(len(widths))]
         Xt = torch.as_tensor(X, dtype=self.dtype).unsqueeze(0)
         yt = torch.as_tensor(y_enc).unsqueeze(0)
@@ -370,3 +382,19 @@ class SVIClassifier(_ClassifierMixin, _Base):
 
     def _candidate_widths(self):
         return [self.width]
+
+
+class DenseBNNRegressor(SVIRegressor):
+    """Dense-BNN baseline (Bayes by Backprop): Gaussian mean-field over every weight and
+    bias with a ``N(0, sigma_0^2)`` prior (``simulate.families``); same parameters and
+    interface as :class:`SVIRegressor` (``lambda_s``, ``lam`` and ``l3`` are unused)."""
+
+    _family = "dense"
+
+
+class HSBNNRegressor(SVIRegressor):
+    """HS-BNN baseline: horseshoe prior on node pre-activations with a log-normal
+    variational family on the scales (``simulate.families``); same parameters and interface
+    as :class:`SVIRegressor` (``lambda_s``, ``lam`` and ``l3`` are unused)."""
+
+    _family = "horseshoe"

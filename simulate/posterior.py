@@ -16,7 +16,7 @@ import torch
 from theory import hellinger_sq_pointwise, log_prior_N
 
 from . import rng as R
-from .core import Hyper, Layout, kl_indicator, kl_slab, neg_log_lik, sample_theta, slab_params
+from .core import Hyper, Layout, draw_network, kl_terms, neg_log_lik, slab_params
 
 __all__ = ["Posterior", "select_width"]
 
@@ -32,7 +32,10 @@ class Posterior:
     def __post_init__(self):
         self.var = self.var.detach().to(self.eval_dtype)
         self.mask = self.layout.mask(self.var.device, self.eval_dtype)
-        self.H = self.mask.sum(-1)
+        self.H = self.mask[:, : self.layout.P_net].sum(-1)
+        self.node_index = (
+            self.layout.node_index(self.var.device) if self.layout.node_scales else None
+        )
         counter = self.layout.counters(self.var.device)
         self._streams = tuple(
             R.Stream(R.seed_key(self.seeds, s)[:, None], counter)
@@ -46,7 +49,16 @@ class Posterior:
     def draw(self, t: int) -> torch.Tensor:
         """Posterior draw number t of every model, ``[E, P]``: indicators exactly
         Bernoulli(nu) (module docstring of ``simulate.core``), slab values from the slab."""
-        return sample_theta(self.var, self.hyper, self.mask, *self._streams, t, hard_only=True)
+        return draw_network(
+            self.var,
+            self.hyper,
+            self.layout,
+            self.mask,
+            *self._streams,
+            t,
+            hard_only=True,
+            node_index=self.node_index,
+        )
 
     # ------------------------------------------------------------------ predictions
     def _x(self, X) -> torch.Tensor:
@@ -77,11 +89,16 @@ class Posterior:
 
     # ------------------------------------------------------------------ summaries
     def edges(self) -> dict:
-        """Posterior edge counts: ``sum_i nu_i`` and ``#{nu_i > 0.5}`` over real edges."""
-        nu = torch.sigmoid(self.var[2]) * self.mask
+        """Posterior edge counts: ``sum_i nu_i`` and ``#{nu_i > 0.5}`` over real edges (every
+        edge for the families without indicators: Dense-BNN and HS-BNN)."""
+        mask = self.mask[:, : self.layout.P_net]
+        if self.hyper.family == "spike_slab":
+            nu = torch.sigmoid(self.var[2]) * mask
+        else:
+            nu = mask.clone()
         return {
             "sum_nu": nu.sum(-1).cpu().numpy(),
-            "n_nu_gt_half": ((nu > 0.5) & (self.mask > 0)).sum(-1).cpu().numpy(),
+            "n_nu_gt_half": ((nu > 0.5) & (mask > 0)).sum(-1).cpu().numpy(),
             "H": self.H.cpu().numpy(),
         }
 
@@ -139,8 +156,7 @@ class Posterior:
                         self.layout.forward(theta, xb), y[d, a : a + chunk], self.hyper
                     ).sum(-1)
             L1 /= draws
-            L2 = kl_slab(self.var, self.hyper, self.mask)
-            L3 = kl_indicator(self.var, self.hyper, self.mask, self.H)
+            L2, L3 = kl_terms(self.var, self.hyper, self.layout, self.mask, self.H, self.node_index)
         terms = {"L1": L1, "L2": L2, "L3": L3}
         out = {k: v.cpu().numpy() for k, v in terms.items()}
         out["elbo"] = -(out["L1"] + out["L2"] + out["L3"])
