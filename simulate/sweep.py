@@ -48,6 +48,7 @@ from ._alloc import tune_malloc
 from .core import Batch, Hyper, Layout, Trainer
 from .posterior import Posterior, select_width
 from .progress import Progress
+from .records import RecordsError, append_jsonl, drop_incomplete_tail, read_jsonl
 from .truths import HolderFunction, TeacherNetwork
 
 __all__ = [
@@ -64,10 +65,6 @@ __all__ = [
 
 SCHEMA = "asvi-rates/sweep-record/1"
 TRUTH_HELP = "Truths: --truth holder --alpha A --p P | --truth teacher --p P (repeatable)."
-
-
-class RecordsError(ValueError):
-    """A records file that is not (entirely) ours."""
 
 
 @dataclass(frozen=True)
@@ -327,57 +324,8 @@ def f0_describe(f0) -> dict:
 
 # --------------------------------------------------------------------------- records file
 def read_records(path) -> list[dict]:
-    """All records of a JSON-lines file (missing file: none).  Raises :class:`RecordsError`
-    naming the line for anything unreadable or foreign; a last line without its newline
-    (an interrupted append) is skipped with a warning on stderr."""
-    if not os.path.exists(path):
-        return []
-    with open(path, "rb") as fh:
-        data = fh.read()
-    lines = data.split(b"\n")
-    tail = lines.pop()  # b"" when the file ends with a newline
-    if tail:
-        print(
-            f"warning: {path}: ignoring an incomplete last line ({len(tail)} bytes)",
-            file=sys.stderr,
-        )
-    out = []
-    for i, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            rec = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise RecordsError(f"{path}, line {i}: not JSON ({exc})") from exc
-        if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
-            raise RecordsError(
-                f"{path}, line {i}: not an asvi-rates sweep record (schema {SCHEMA!r} expected)"
-            )
-        for key in ("cell", "metrics", "selected_width", "truth"):
-            if key not in rec:
-                raise RecordsError(f"{path}, line {i}: record lacks {key!r}")
-        out.append(rec)
-    return out
-
-
-def _append(path, records) -> None:
-    """Append records, one ``write`` per line on an O_APPEND descriptor, then fsync."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        for rec in records:
-            os.write(fd, (json.dumps(rec, sort_keys=True) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _drop_incomplete_tail(path) -> None:
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
-        return
-    with open(path, "rb+") as fh:
-        data = fh.read()
-        if not data.endswith(b"\n"):
-            fh.truncate(data.rfind(b"\n") + 1)
+    """All sweep records of a JSON-lines file (``simulate.records.read_jsonl``)."""
+    return read_jsonl(path, SCHEMA, ("cell", "metrics", "selected_width", "truth"))
 
 
 def run_sweep(
@@ -397,7 +345,7 @@ def run_sweep(
     todo = [j for j in jobs_for(cfg) if not all(c in done for c in j.cells())]
     if max_jobs is not None:
         todo = todo[:max_jobs]
-    _drop_incomplete_tail(out_path)
+    drop_incomplete_tail(out_path)
     total = len(todo)
     log(f"sweep: {len(done)} cells recorded, {total} jobs to run -> {out_path}")
     bar = Progress("sweep") if progress and total else None
@@ -408,7 +356,7 @@ def run_sweep(
             for r in recs
             if (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) not in done
         ]
-        _append(out_path, new)
+        append_jsonl(out_path, new)
         done.update((r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) for r in new)
 
     if scheduler:

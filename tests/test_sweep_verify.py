@@ -170,6 +170,6 @@ def test_verify_rates_refuses_corrupt_records_untouched(tmp_path):
     path.write_bytes(b'{"schema": "something-else"}\n')
     before = path.read_bytes()
     r = run_cli("--records", str(path))
-    assert r.returncode == 2 and "not an asvi-rates sweep record" in r.stderr
+    assert r.returncode == 2 and "not an asvi-rates record" in r.stderr
     r = run_cli("--tier", "tiny", "--out", str(path))  # would-be sweep target, also refused
     assert r.returncode == 2 and path.read_bytes() == before
