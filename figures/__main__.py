@@ -1,0 +1,114 @@
+"""``python -m figures [--tier quick|paper|tiny] [--only NAME] [--recompute]``.
+
+Regenerates every figure and table from records, training only what is missing:
+
+* ``table1``  -- the paper's Table 1 (teacher network: SVI, HS-BNN, Dense-BNN per width, and
+  ASVI), text, CSV and LaTeX, the paper's values beside ours;
+* ``fig1b``   -- Figure 1(b): frequency of ASVI's selected width, for lambda = 1, 3, 10, 30;
+* ``rates``   -- log-log VB-posterior d^2 against n per truth, fit, interval, prediction;
+* ``tradeoff``-- Theorem 4.1's three terms against width beside measured d^2 per width.
+
+Tiers: ``quick`` (teacher: 3 replications x 100 epochs; rates from the quick verify tier),
+``paper`` (50 replications x 7000 epochs, as printed; rates from the full verify tier) and
+``tiny`` (smoke test).  Outputs (PNG, PDF, CSV, LaTeX, text) go to ``results/figures``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from simulate.records import RecordsError
+
+NAMES = ("table1", "fig1b", "rates", "tradeoff")
+VERIFY_TIER = {"tiny": "tiny", "quick": "quick", "paper": "full"}
+
+
+def _sweep_records(tier: str, path: str | None, recompute: bool):
+    from simulate.sweep import SweepConfig, read_records, run_sweep
+    from verify.rates import TIERS
+
+    vt = TIERS[VERIFY_TIER[tier]]
+    path = path or os.path.join("results", f"records-{VERIFY_TIER[tier]}.jsonl")
+    if recompute and os.path.exists(path):
+        os.remove(path)
+    cfg = SweepConfig(truths=vt["truths"], **vt["sweep"])
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    if os.path.exists(path):
+        recs = read_records(path)
+        have = {(r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) for r in recs}
+        if have:  # records given: use them as they are
+            return recs, path
+    return run_sweep(cfg, path), path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m figures",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--tier", choices=["tiny", "quick", "paper"], default="quick")
+    ap.add_argument("--only", choices=NAMES, action="append", help="one figure (repeatable)")
+    ap.add_argument("--recompute", action="store_true", help="discard records and retrain")
+    ap.add_argument("--out", default=os.path.join("results", "figures"))
+    ap.add_argument(
+        "--records",
+        help="sweep records for rates/tradeoff (default: the verify tier's records file)",
+    )
+    args = ap.parse_args(argv)
+    names = args.only or list(NAMES)
+    os.makedirs(args.out, exist_ok=True)
+    from simulate._alloc import tune_malloc
+
+    tune_malloc()
+    try:
+        if {"table1", "fig1b"} & set(names):
+            from .teacher import TIERS, figure_1b, run_teacher, table1
+
+            t0 = time.perf_counter()
+            recs = run_teacher(args.tier, args.out, args.recompute)
+            cfg = TIERS[args.tier]
+            print(
+                f"teacher records: {len(recs)} ({cfg['replicates']} replications x "
+                f"{cfg['epochs']} epochs), {time.perf_counter() - t0:.0f} s"
+            )
+            if "table1" in names:
+                print(table1(recs, args.out, args.tier)["text"])
+            if "fig1b" in names:
+                res = figure_1b(recs, args.out, args.tier)
+                for lam, f in res["frequencies"].items():
+                    print(f"fig1b lambda = {lam}: selected-width counts {f}")
+        if {"rates", "tradeoff"} & set(names):
+            t0 = time.perf_counter()
+            srecs, spath = _sweep_records(args.tier, args.records, args.recompute)
+            print(f"sweep records: {spath} ({len(srecs)}), {time.perf_counter() - t0:.0f} s")
+            if "rates" in names:
+                from .rates import rate_figure
+
+                res = rate_figure(srecs, args.out, args.tier)
+                for r in res["results"]:
+                    print(
+                        f"rates {r['truth']}: slope {r['slope']:.3f} "
+                        f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}], predicted "
+                        f"{r['predicted']:.3f}, {r['verdict']}"
+                    )
+            if "tradeoff" in names:
+                from .tradeoff import tradeoff_figure
+
+                res = tradeoff_figure(srecs, args.out, args.tier)
+                print(
+                    f"tradeoff: theory's best width {res['theory_argmin_width']:.0f}; "
+                    f"measured d^2 per width {res['widths']}: {res['measured']}"
+                )
+    except (RecordsError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"outputs in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

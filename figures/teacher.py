@@ -1,0 +1,305 @@
+"""The paper's teacher-network experiment: Table 1 and Figure 1(b).
+
+Setting (Section 8.1 and the appendix): one teacher 20-10-10-1 (weights U(0.5, 1.5), half
+set to zero), training sets of n = 10,000 points with noise sigma = 1 (one per replicate,
+test sets of fresh points), students of depth 2 and widths 2, 4, ..., 20; batch 1024, K = 1,
+Adam lr 5e-3, lambda_s = 3, lambda = 10, sigma_0 = 0.8.  Per replicate and width:
+SVI (spike-and-slab), HS-BNN and Dense-BNN (``simulate.families``); the ASVI row selects,
+per replicate, the SVI width with the largest penalised ELBO (eq. (13)), so it reuses the
+SVI fits: ASVI trains all candidate widths and keeps one.
+
+Records: one JSON line per (method, replicate) with every width's test RMSE, edge count and
+ELBO, in ``results/figures/teacher-TIER.jsonl``; existing records are reused (``--recompute``
+discards them).  Figure 1(b)'s re-selection for other lambda needs no training: the
+penalty ``log pi(N)`` is added to the recorded ELBOs.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import time
+
+import numpy as np
+import torch
+
+from simulate.core import Batch, Hyper, Layout, Trainer
+from simulate.posterior import Posterior, select_width
+from simulate.records import append_jsonl, drop_incomplete_tail, read_jsonl
+from simulate.truths import TeacherNetwork, make_regression_data
+
+from .paper_values import TABLE1_ASVI, TABLE1_EDGES, TABLE1_RMSE
+
+__all__ = ["TIERS", "METHODS", "run_teacher", "table1", "figure_1b"]
+
+SCHEMA = "asvi-rates/teacher-record/1"
+METHODS = {"SVI": "spike_slab", "HS-BNN": "horseshoe", "Dense-BNN": "dense"}
+PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)
+
+TIERS = {
+    # smoke tests
+    "tiny": {
+        "replicates": 2,
+        "epochs": 2,
+        "n": 2048,
+        "n_test": 2000,
+        "widths": (2, 4, 6),
+        "replicate_block": 2,
+    },
+    # minutes on the 2-core machine
+    "quick": {
+        "replicates": 3,
+        "epochs": 100,
+        "n": 10_000,
+        "n_test": 10_000,
+        "widths": PAPER_WIDTHS,
+        "replicate_block": 3,
+    },
+    # as printed: 50 replications of 7000 epochs (estimated 4-5 hours here, see README)
+    "paper": {
+        "replicates": 50,
+        "epochs": 7000,
+        "n": 10_000,
+        "n_test": 10_000,
+        "widths": PAPER_WIDTHS,
+        "replicate_block": 5,
+    },
+}
+
+
+def _train_block(method: str, reps, cfg: dict, teacher) -> list[dict]:
+    """Train every width of ``method`` for a block of replicates in one batched program."""
+    t0 = time.perf_counter()
+    widths = list(cfg["widths"])
+    family = METHODS[method]
+    X, y, Xt, yt = [], [], [], []
+    for r in reps:
+        a, b = make_regression_data(teacher, cfg["n"], 20, 1.0, seed=10_000 + r)
+        c, d = make_regression_data(teacher, cfg["n_test"], 20, 1.0, seed=20_000 + r)
+        X.append(a), y.append(b), Xt.append(c), yt.append(d)
+    R, W = len(reps), len(widths)
+    hyper = Hyper(family=family, batch_size=min(1024, cfg["n"]))
+    layout = Layout(20, 2, widths * R, node_scales=family == "horseshoe")
+    seeds = [
+        1_000_000 * (1 + list(METHODS).index(method)) + 100 * r + k for r in reps for k in range(W)
+    ]
+    data_index = torch.tensor([i for i in range(R) for _ in widths])
+    batch = Batch(
+        torch.tensor(np.stack(X), dtype=torch.float32),
+        torch.tensor(np.stack(y), dtype=torch.float32),
+        data_index,
+    )
+    tr = Trainer(layout, hyper, seeds, batch)
+    steps = math.ceil(cfg["epochs"] * cfg["n"] / hyper.batch_size)
+    tr.fit(steps)
+    post = Posterior(layout, hyper, tr.state.var, tr.seeds)
+    el = post.elbo(batch.X, batch.y, data_index, draws=10)
+    edges = post.edges()["sum_nu"]
+    out = []
+    for i, r in enumerate(reps):
+        sl = slice(i * W, (i + 1) * W)
+        pred = post.predict_mean(Xt[i], 30)[sl].cpu().numpy()
+        rmse = np.sqrt(((pred - yt[i][None, :]) ** 2).mean(1))
+        out.append(
+            {
+                "schema": SCHEMA,
+                "method": method,
+                "replicate": r,
+                "widths": widths,
+                "epochs": cfg["epochs"],
+                "steps": steps,
+                "n": cfg["n"],
+                "rmse": rmse.tolist(),
+                "edges": edges[sl].tolist(),
+                "elbo": el["elbo"][sl].tolist(),
+                "failed": tr.state.failed[sl].tolist(),
+                "train_s": time.perf_counter() - t0,
+            }
+        )
+    return out
+
+
+def run_teacher(tier: str, out_dir: str, recompute: bool = False, log=print) -> list[dict]:
+    """Train what the tier needs and is not yet recorded; return all its records."""
+    cfg = TIERS[tier]
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"teacher-{tier}.jsonl")
+    if recompute and os.path.exists(path):
+        os.remove(path)
+    recs = read_jsonl(path, SCHEMA, ("method", "replicate", "rmse", "elbo"))
+    done = {(r["method"], r["replicate"]) for r in recs}
+    teacher = TeacherNetwork(seed=0)
+    drop_incomplete_tail(path)
+    t0 = time.perf_counter()
+    for method in METHODS:
+        for b in range(0, cfg["replicates"], cfg["replicate_block"]):
+            reps = [r for r in range(b, min(b + cfg["replicate_block"], cfg["replicates"]))]
+            if all((method, r) in done for r in reps):
+                continue
+            new = [
+                x
+                for x in _train_block(method, reps, cfg, teacher)
+                if (method, x["replicate"]) not in done
+            ]
+            append_jsonl(path, new)
+            done.update((method, x["replicate"]) for x in new)
+            log(
+                f"  teacher {tier}: {method} replicates {reps[0]}-{reps[-1]} "
+                f"({time.perf_counter() - t0:.0f} s)"
+            )
+    recs = read_jsonl(path, SCHEMA, ("method", "replicate", "rmse", "elbo"))
+    return [r for r in recs if r["replicate"] < cfg["replicates"]]
+
+
+def _mean_se(a):
+    a = np.asarray(a, dtype=float)
+    return a.mean(0), (a.std(0, ddof=1) / np.sqrt(len(a)) if len(a) > 1 else np.nan * a[0])
+
+
+def asvi_selection(recs, lam: float = 10.0):
+    """Per replicate: (selected width, its RMSE, its edges), from the SVI records."""
+    out = []
+    for r in sorted((x for x in recs if x["method"] == "SVI"), key=lambda x: x["replicate"]):
+        sel = select_width(np.array(r["elbo"]), r["widths"], lam, failed=r["failed"])
+        k = sel["index"]
+        out.append((sel["width"], r["rmse"][k], r["edges"][k]))
+    return out
+
+
+def table1(recs, out_dir: str, tier: str) -> dict:
+    """Write Table 1 as text, CSV and LaTeX (ours beside the paper's); return its rows."""
+    widths = recs[0]["widths"]
+    rows = []
+    stats = {}
+    for m in METHODS:
+        mine = [r for r in recs if r["method"] == m]
+        stats[m] = (
+            _mean_se([r["rmse"] for r in mine]),
+            _mean_se([r["edges"] for r in mine]),
+            len(mine),
+        )
+    for j, w in enumerate(widths):
+        row = {"width": w}
+        for m in METHODS:
+            (rm, rs), (em, es), _ = stats[m]
+            row[f"{m} rmse"], row[f"{m} rmse se"] = rm[j], rs[j]
+            row[f"{m} edges"], row[f"{m} edges se"] = em[j], es[j]
+            pr, pe = TABLE1_RMSE[m].get(w), TABLE1_EDGES[m].get(w)
+            row[f"{m} rmse paper"] = pr[0] if pr else None
+            row[f"{m} edges paper"] = pe[0] if pe else None
+        rows.append(row)
+    sel = asvi_selection(recs)
+    a_rmse = _mean_se([s[1] for s in sel])
+    a_edges = _mean_se([s[2] for s in sel])
+    asvi = {"rmse": a_rmse, "edges": a_edges, "widths": [s[0] for s in sel]}
+    reps = stats["SVI"][2]
+    epochs = recs[0]["epochs"]
+    # text
+    head = (
+        f"{'width':>5s} "
+        + " ".join(f"{m + ' RMSE':>22s}" for m in METHODS)
+        + " "
+        + " ".join(f"{m + ' edges':>22s}" for m in METHODS)
+    )
+    lines = [
+        f"Table 1 (teacher network), tier {tier}: {reps} replications, {epochs} epochs; "
+        "ours +- SE (paper's value in brackets)",
+        head,
+    ]
+    for row in rows:
+        cells = [
+            f"{row[m + ' rmse']:7.3f}+-{row[m + ' rmse se']:5.3f} ({row[m + ' rmse paper']:.3f})"
+            for m in METHODS
+        ]
+        cells += [
+            f"{row[m + ' edges']:7.1f}+-{row[m + ' edges se']:5.1f} ({row[m + ' edges paper']:.1f})"
+            for m in METHODS
+        ]
+        lines.append(f"{row['width']:5d} " + " ".join(f"{c:>22s}" for c in cells))
+    lines.append(
+        f"ASVI  RMSE {a_rmse[0]:.3f}+-{a_rmse[1]:.3f} (paper {TABLE1_ASVI['rmse'][0]}"
+        f"+-{TABLE1_ASVI['rmse'][1]}), edges {a_edges[0]:.1f}+-{a_edges[1]:.1f} "
+        f"(paper {TABLE1_ASVI['edges'][0]}+-{TABLE1_ASVI['edges'][1]}); "
+        f"selected widths {asvi['widths']}"
+    )
+    text = "\n".join(lines)
+    with open(os.path.join(out_dir, f"table1-{tier}.txt"), "w") as fh:
+        fh.write(text + "\n")
+    with open(os.path.join(out_dir, f"table1-{tier}.csv"), "w", newline="") as fh:
+        wr = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        wr.writeheader()
+        wr.writerows(rows)
+        wr.writerow(
+            {
+                "width": "ASVI",
+                "SVI rmse": a_rmse[0],
+                "SVI rmse se": a_rmse[1],
+                "SVI edges": a_edges[0],
+                "SVI edges se": a_edges[1],
+                "SVI rmse paper": TABLE1_ASVI["rmse"][0],
+                "SVI edges paper": TABLE1_ASVI["edges"][0],
+            }
+        )
+    tex = [
+        r"\begin{tabular}{l" + "c" * 6 + "}",
+        r"\toprule",
+        r"Width & "
+        + " & ".join(f"{m} RMSE" for m in METHODS)
+        + " & "
+        + " & ".join(f"{m} edges" for m in METHODS)
+        + r" \\",
+        r"\midrule",
+    ]
+    for row in rows:
+        cells = [
+            f"{row[m + ' rmse']:.3f} $\\pm$ {row[m + ' rmse se']:.3f} "
+            f"({row[m + ' rmse paper']:.3f})"
+            for m in METHODS
+        ]
+        cells += [
+            f"{row[m + ' edges']:.1f} $\\pm$ {row[m + ' edges se']:.1f} "
+            f"({row[m + ' edges paper']:.1f})"
+            for m in METHODS
+        ]
+        tex.append(f"{row['width']} & " + " & ".join(cells) + r" \\")
+    tex += [
+        r"\midrule",
+        f"Adaptive & {a_rmse[0]:.3f} $\\pm$ {a_rmse[1]:.3f} "
+        f"({TABLE1_ASVI['rmse'][0]:.3f}) & & & {a_edges[0]:.1f} $\\pm$ {a_edges[1]:.1f} "
+        f"({TABLE1_ASVI['edges'][0]:.1f}) & & \\\\",
+        r"\bottomrule",
+        r"\end{tabular}",
+    ]
+    with open(os.path.join(out_dir, f"table1-{tier}.tex"), "w") as fh:
+        fh.write("\n".join(tex) + "\n")
+    return {"rows": rows, "asvi": asvi, "text": text, "replicates": reps, "epochs": epochs}
+
+
+def figure_1b(recs, out_dir: str, tier: str, lams=(1, 3, 10, 30)) -> dict:
+    """Frequency of the selected width over replications, for each lambda of the prior."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    widths = recs[0]["widths"]
+    freqs = {}
+    fig, axes = plt.subplots(1, len(lams), figsize=(3.2 * len(lams), 3.0), sharey=True)
+    for ax, lam in zip(np.atleast_1d(axes), lams, strict=True):
+        sel = [s[0] for s in asvi_selection(recs, lam)]
+        counts = [sel.count(w) for w in widths]
+        freqs[lam] = dict(zip(widths, counts, strict=True))
+        ax.bar([str(w) for w in widths], counts, color="C0")
+        ax.axvline(widths.index(10) if 10 in widths else 0, color="C3", ls="--", lw=1)
+        ax.set_title(f"lambda = {lam}" + (" (paper)" if lam == 10 else ""))
+        ax.set_xlabel("selected width")
+    np.atleast_1d(axes)[0].set_ylabel(f"count of {len(sel)} replications")
+    fig.suptitle("Figure 1(b): ASVI's selected width (true width 10, dashed)")
+    fig.tight_layout()
+    paths = []
+    for ext in ("png", "pdf"):
+        paths.append(os.path.join(out_dir, f"fig1b-{tier}.{ext}"))
+        fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    return {"frequencies": freqs, "paths": paths, "panels": len(lams)}

@@ -1,0 +1,85 @@
+"""Every figure command smoke-tested on tiny records (file written, non-empty, panels)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from figures.rates import rate_figure
+from figures.teacher import figure_1b, run_teacher, table1
+from figures.tradeoff import theory_terms, tradeoff_figure
+from simulate.sweep import SweepConfig, TruthSpec, run_sweep
+
+
+@pytest.fixture(scope="module")
+def teacher_recs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("teacher")
+    return run_teacher("tiny", str(out), log=lambda *_: None), out
+
+
+@pytest.fixture(scope="module")
+def sweep_recs(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sweep") / "r.jsonl"
+    cfg = SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5),
+                              TruthSpec("holder", p=1, alpha=1.5)],
+                      ns=[64, 128, 256], replicates=2, widths=[2, 4], epochs=3,
+                      batch_size=32, n_test=500, draws=10, replicate_block=2)
+    return run_sweep(cfg, path, progress=False, log=lambda *_: None)
+
+
+def nonempty(path):
+    with open(path, "rb") as fh:
+        return len(fh.read()) > 100
+
+
+def test_table1_files_and_rows(teacher_recs):
+    recs, out = teacher_recs
+    assert {r["method"] for r in recs} == {"SVI", "HS-BNN", "Dense-BNN"}
+    res = table1(recs, str(out), "tiny")
+    assert [row["width"] for row in res["rows"]] == [2, 4, 6]
+    assert res["rows"][0]["SVI rmse paper"] == 2.193  # the published value beside ours
+    for ext in ("txt", "csv", "tex"):
+        assert nonempty(out / f"table1-tiny.{ext}")
+    assert "ASVI" in res["text"] and len(res["asvi"]["widths"]) == 2
+    # Dense-BNN and HS-BNN count every edge, as in the paper's table
+    dense = next(r for r in recs if r["method"] == "Dense-BNN")
+    assert dense["edges"] == [51.0, 109.0, 175.0]
+
+
+def test_figure_1b_panels_and_counts(teacher_recs):
+    recs, out = teacher_recs
+    res = figure_1b(recs, str(out), "tiny")
+    assert res["panels"] == 4 and all(nonempty(p) for p in res["paths"])
+    assert all(sum(f.values()) == 2 for f in res["frequencies"].values())
+
+
+def test_rate_figure_one_panel_per_truth(sweep_recs, tmp_path):
+    res = rate_figure(sweep_recs, str(tmp_path), "t")
+    assert res["panels"] == 2 and all(nonempty(p) for p in res["paths"])
+
+
+def test_tradeoff_figure(sweep_recs, tmp_path):
+    res = tradeoff_figure(sweep_recs, str(tmp_path), "t")
+    assert res["panels"] == 2 and all(nonempty(p) for p in res["paths"])
+    assert set(res["measured"]) == {64, 128, 256} and res["widths"] == [2, 4]
+    t = theory_terms(10**4, 1, 0.5, 1.0, 3, N_max=50)
+    assert t["variational"][-1] > t["variational"][0]  # grows with width
+    assert t["approximation"][-1] < t["approximation"][0]  # shrinks with width
+
+
+def test_figures_cli_reuses_records(tmp_path, sweep_recs):
+    import json
+
+    rec = tmp_path / "r.jsonl"
+    rec.write_text("".join(json.dumps(r) + "\n" for r in sweep_recs))
+    r = subprocess.run([sys.executable, "-m", "figures", "--tier", "tiny", "--only", "rates",
+                        "--only", "tradeoff", "--out", str(tmp_path / "f"), "--records",
+                        str(rec)], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "f" / "rates-tiny.png").exists()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"x": 1}\n')
+    r = subprocess.run([sys.executable, "-m", "figures", "--tier", "tiny", "--only", "rates",
+                        "--records", str(bad), "--out", str(tmp_path / "g")],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 2 and bad.read_text() == '{"x": 1}\n'
