@@ -20,10 +20,17 @@ def teacher_recs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sweep_recs(tmp_path_factory):
     path = tmp_path_factory.mktemp("sweep") / "r.jsonl"
-    cfg = SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5),
-                              TruthSpec("holder", p=1, alpha=1.5)],
-                      ns=[64, 128, 256], replicates=2, widths=[2, 4], epochs=3,
-                      batch_size=32, n_test=500, draws=10, replicate_block=2)
+    cfg = SweepConfig(
+        truths=[TruthSpec("holder", p=1, alpha=0.5), TruthSpec("holder", p=1, alpha=1.5)],
+        ns=[64, 128, 256],
+        replicates=2,
+        widths=[2, 4],
+        epochs=3,
+        batch_size=32,
+        n_test=500,
+        draws=10,
+        replicate_block=2,
+    )
     return run_sweep(cfg, path, progress=False, log=lambda *_: None)
 
 
@@ -72,14 +79,46 @@ def test_figures_cli_reuses_records(tmp_path, sweep_recs):
 
     rec = tmp_path / "r.jsonl"
     rec.write_text("".join(json.dumps(r) + "\n" for r in sweep_recs))
-    r = subprocess.run([sys.executable, "-m", "figures", "--tier", "tiny", "--only", "rates",
-                        "--only", "tradeoff", "--out", str(tmp_path / "f"), "--records",
-                        str(rec)], capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "figures",
+            "--tier",
+            "tiny",
+            "--only",
+            "rates",
+            "--only",
+            "tradeoff",
+            "--out",
+            str(tmp_path / "f"),
+            "--records",
+            str(rec),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "f" / "rates-tiny.png").exists()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"x": 1}\n')
-    r = subprocess.run([sys.executable, "-m", "figures", "--tier", "tiny", "--only", "rates",
-                        "--records", str(bad), "--out", str(tmp_path / "g")],
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "figures",
+            "--tier",
+            "tiny",
+            "--only",
+            "rates",
+            "--records",
+            str(bad),
+            "--out",
+            str(tmp_path / "g"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 2 and bad.read_text() == '{"x": 1}\n'
