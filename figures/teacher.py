@@ -56,6 +56,15 @@ TIERS = {
         "widths": PAPER_WIDTHS,
         "replicate_block": 3,
     },
+    # between: enough epochs for the indicators to prune (about 25 minutes here)
+    "medium": {
+        "replicates": 3,
+        "epochs": 1000,
+        "n": 10_000,
+        "n_test": 10_000,
+        "widths": PAPER_WIDTHS,
+        "replicate_block": 3,
+    },
     # as printed: 50 replications of 7000 epochs (estimated 4-5 hours here, see README)
     "paper": {
         "replicates": 50,
