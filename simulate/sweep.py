@@ -343,10 +343,27 @@ def run_sweep(
     progress=True,
     log=print,
     max_jobs: int | None = None,
+    workers: int | None = None,
 ) -> list[dict]:
     """Run every unfinished job of ``cfg`` and append its records to ``out_path``; returns
-    all records of the sweep's cells.  ``max_jobs`` stops after that many jobs (tests use
-    it to simulate a killed sweep)."""
+    all records of the sweep's cells.  ``scheduler``: address of an existing Dask cluster;
+    ``workers``: start a local Dask cluster of that many single-threaded worker processes
+    for this sweep (two such processes beat one two-threaded process on the 2-core
+    machine).  ``max_jobs`` stops after that many jobs (tests simulate a killed sweep)."""
+    if scheduler and workers:
+        raise ValueError("give either a scheduler address or a number of local workers")
+    if workers:
+        from distributed import LocalCluster
+
+        one = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        with LocalCluster(
+            n_workers=int(workers),
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            env=one,
+        ) as cluster:
+            return run_sweep(cfg, out_path, cluster.scheduler_address, progress, log, max_jobs)
     cfg.validate()
     existing = read_records(out_path)  # raises before anything is written
     done = {(r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) for r in existing}
@@ -440,6 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--lambda-s", type=float, help="fixed lambda_s (default: a L log n)")
     ap.add_argument("--seed", type=int)
     ap.add_argument("--scheduler", help="address of an existing Dask scheduler")
+    ap.add_argument("--workers", type=int, help="start a local Dask cluster of N workers")
     return ap
 
 
@@ -482,7 +500,7 @@ def main(argv=None) -> int:
     tune_malloc()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     try:
-        recs = run_sweep(cfg, args.out, scheduler=args.scheduler)
+        recs = run_sweep(cfg, args.out, scheduler=args.scheduler, workers=args.workers)
     except RecordsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

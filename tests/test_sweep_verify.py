@@ -89,7 +89,7 @@ def test_dask_local_cluster_gives_the_same_records(uninterrupted, tmp_path):
     distributed = pytest.importorskip("distributed")
     recs_a, _ = uninterrupted
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
     ) as cluster:
         recs = run_sweep(
             cfg(),
@@ -173,3 +173,15 @@ def test_verify_rates_refuses_corrupt_records_untouched(tmp_path):
     assert r.returncode == 2 and "not an asvi-rates record" in r.stderr
     r = run_cli("--tier", "tiny", "--out", str(path))  # would-be sweep target, also refused
     assert r.returncode == 2 and path.read_bytes() == before
+
+
+# distributed's worker processes leave a listening socket to the garbage collector
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_local_workers_give_the_same_records(uninterrupted, tmp_path):
+    pytest.importorskip("distributed")
+    recs_a, _ = uninterrupted
+    recs = run_sweep(cfg(), tmp_path / "w.jsonl", workers=2, progress=False, log=quiet)
+    assert stable(recs) == stable(recs_a)
+    with pytest.raises(ValueError, match="either"):
+        run_sweep(cfg(), tmp_path / "x.jsonl", scheduler="tcp://127.0.0.1:1", workers=2)

@@ -275,6 +275,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--figures", metavar="DIR", help="figure folder (default results/verify-TIER)")
     ap.add_argument("--delta", type=float, default=1.0, help="log power delta (>= 1)")
     ap.add_argument("--scheduler", help="Dask scheduler address for the sweep")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        help="run the sweep on a local Dask cluster of N single-threaded workers",
+    )
     return ap
 
 
@@ -319,7 +324,7 @@ def main(argv=None) -> int:
 
         tune_malloc()
         os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
-        records = run_sweep(cfg, source, scheduler=args.scheduler)
+        records = run_sweep(cfg, source, scheduler=args.scheduler, workers=args.workers)
     try:
         results = analyse(records, truths or None, args.delta)
     except ValueError as exc:
