@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from verify.rates import analyse
+
+from ._io import save_figure
 
 __all__ = ["rate_figure"]
 
@@ -52,9 +52,5 @@ def rate_figure(records, out_dir: str, tag: str, metric: str = "d2") -> dict:
         ax.set_title(f"{r['truth']}: {r['verdict']}", fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    paths = []
-    for ext in ("png", "pdf"):
-        paths.append(os.path.join(out_dir, f"rates-{tag}.{ext}"))
-        fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths = save_figure(fig, out_dir, f"rates-{tag}")
     return {"paths": paths, "panels": len(res), "results": res}

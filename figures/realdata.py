@@ -24,7 +24,6 @@ selected width" is that same curve.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import time
@@ -37,6 +36,8 @@ from simulate.data import boston, concrete, mnist1d, standardize, uci_splits
 from simulate.posterior import Posterior, select_width
 from simulate.records import append_jsonl, drop_incomplete_tail, read_jsonl
 from theory import lambda_s_rule
+
+from ._io import save_figure, write_table
 
 __all__ = ["UCI_TIERS", "MNIST_TIERS", "run_uci", "uci_table", "run_mnist1d", "mnist_figure"]
 
@@ -217,12 +218,6 @@ def uci_table(recs, out_dir: str, tier: str) -> dict:
             f"{r['wall_s']:7.0f}"
         )
     text = "\n".join(lines)
-    with open(os.path.join(out_dir, f"uci-{tier}.txt"), "w") as fh:
-        fh.write(text + "\n")
-    with open(os.path.join(out_dir, f"uci-{tier}.csv"), "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
     tex = [
         r"\begin{tabular}{llcc}",
         r"\toprule",
@@ -235,8 +230,7 @@ def uci_table(recs, out_dir: str, tier: str) -> dict:
         for r in rows
     ]
     tex += [r"\bottomrule", r"\end{tabular}"]
-    with open(os.path.join(out_dir, f"uci-{tier}.tex"), "w") as fh:
-        fh.write("\n".join(tex) + "\n")
+    write_table(out_dir, f"uci-{tier}", text, rows, tex)
     return {"rows": rows, "text": text}
 
 
@@ -351,9 +345,5 @@ def mnist_figure(rec: dict, out_dir: str, tier: str) -> dict:
     )
     ax.legend(fontsize=7)
     fig.tight_layout()
-    paths = []
-    for ext in ("png", "pdf"):
-        paths.append(os.path.join(out_dir, f"mnist1d-{tier}.{ext}"))
-        fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths = save_figure(fig, out_dir, f"mnist1d-{tier}")
     return {"paths": paths, "panels": 1}

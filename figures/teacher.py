@@ -16,7 +16,6 @@ penalty ``log pi(N)`` is added to the recorded ELBOs.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import time
@@ -29,6 +28,7 @@ from simulate.posterior import Posterior, select_width
 from simulate.records import append_jsonl, drop_incomplete_tail, read_jsonl
 from simulate.truths import TeacherNetwork, make_regression_data
 
+from ._io import save_figure, write_table
 from .paper_values import TABLE1_ASVI, TABLE1_EDGES, TABLE1_RMSE
 
 __all__ = ["TIERS", "METHODS", "run_teacher", "table1", "figure_1b"]
@@ -233,23 +233,15 @@ def table1(recs, out_dir: str, tier: str) -> dict:
         f"selected widths {asvi['widths']}"
     )
     text = "\n".join(lines)
-    with open(os.path.join(out_dir, f"table1-{tier}.txt"), "w") as fh:
-        fh.write(text + "\n")
-    with open(os.path.join(out_dir, f"table1-{tier}.csv"), "w", newline="") as fh:
-        wr = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        wr.writeheader()
-        wr.writerows(rows)
-        wr.writerow(
-            {
-                "width": "ASVI",
-                "SVI rmse": a_rmse[0],
-                "SVI rmse se": a_rmse[1],
-                "SVI edges": a_edges[0],
-                "SVI edges se": a_edges[1],
-                "SVI rmse paper": TABLE1_ASVI["rmse"][0],
-                "SVI edges paper": TABLE1_ASVI["edges"][0],
-            }
-        )
+    asvi_row = {
+        "width": "ASVI",
+        "SVI rmse": a_rmse[0],
+        "SVI rmse se": a_rmse[1],
+        "SVI edges": a_edges[0],
+        "SVI edges se": a_edges[1],
+        "SVI rmse paper": TABLE1_ASVI["rmse"][0],
+        "SVI edges paper": TABLE1_ASVI["edges"][0],
+    }
     tex = [
         r"\begin{tabular}{l" + "c" * 6 + "}",
         r"\toprule",
@@ -280,8 +272,7 @@ def table1(recs, out_dir: str, tier: str) -> dict:
         r"\bottomrule",
         r"\end{tabular}",
     ]
-    with open(os.path.join(out_dir, f"table1-{tier}.tex"), "w") as fh:
-        fh.write("\n".join(tex) + "\n")
+    write_table(out_dir, f"table1-{tier}", text, [*rows, asvi_row], tex)
     return {"rows": rows, "asvi": asvi, "text": text, "replicates": reps, "epochs": epochs}
 
 
@@ -306,9 +297,5 @@ def figure_1b(recs, out_dir: str, tier: str, lams=(1, 3, 10, 30)) -> dict:
     np.atleast_1d(axes)[0].set_ylabel(f"count of {len(sel)} replications")
     fig.suptitle("Figure 1(b): ASVI's selected width (true width 10, dashed)")
     fig.tight_layout()
-    paths = []
-    for ext in ("png", "pdf"):
-        paths.append(os.path.join(out_dir, f"fig1b-{tier}.{ext}"))
-        fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths = save_figure(fig, out_dir, f"fig1b-{tier}")
     return {"frequencies": freqs, "paths": paths, "panels": len(lams)}

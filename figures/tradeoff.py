@@ -3,11 +3,11 @@ measured error against width of fixed-width SVI fits (sweep records, per width).
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from theory import eps_n, lemma_6_1_sparsity, lemma_width, num_edges, r_n, xi_bound
+
+from ._io import save_figure
 
 __all__ = ["theory_terms", "tradeoff_figure"]
 
@@ -67,11 +67,7 @@ def tradeoff_figure(records, out_dir: str, tag: str) -> dict:
     a2.set_title(f"measured, {key}", fontsize=9)
     a2.legend(fontsize=7)
     fig.tight_layout()
-    paths = []
-    for ext in ("png", "pdf"):
-        paths.append(os.path.join(out_dir, f"tradeoff-{tag}.{ext}"))
-        fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths = save_figure(fig, out_dir, f"tradeoff-{tag}")
     argmin = int(np.argmin(total))
     return {
         "paths": paths,
