@@ -37,9 +37,10 @@ Loss (eq. (el)), returned per model and per term:
   + E[log C(H, Gamma)] - log c_1`` with ``Gamma`` Poisson-binomial (its law computed exactly by
   a characteristic-function FFT) and ``c_1 = (1 - e^{-lambda_s}) / (1 - e^{-lambda_s (H+1)})``.
 
-Minibatches: every epoch each model draws its own permutation of its dataset and takes
-``floor(n / m)`` full minibatches of size m (the remainder of that permutation is skipped;
-every point has the same chance in every epoch, and no ragged batch changes the shapes).
+Minibatches (``Trainer.minibatch``): by default each model draws its m indices i.i.d. from
+its own dataset every step; optionally a fresh per-model permutation every epoch with
+``floor(n / m)`` full minibatches (the remainder skipped).  Either way no ragged batch changes
+the shapes.  The baselines' families (Dense-BNN, HS-BNN) are in ``simulate.families``.
 """
 
 from __future__ import annotations
