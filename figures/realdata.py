@@ -50,6 +50,7 @@ UCI_TIERS = {
     "tiny": {"splits": 2, "epochs": 3, "sigmas": (0.5,), "sigma0s": (1.0,)},
     "quick": {"splits": 20, "epochs": 500, "sigmas": (0.25, 0.5), "sigma0s": (0.5, 1.0)},
     "medium": {"splits": 20, "epochs": 500, "sigmas": (0.25, 0.5), "sigma0s": (0.5, 1.0)},
+    "long": {"splits": 20, "epochs": 500, "sigmas": (0.25, 0.5), "sigma0s": (0.5, 1.0)},
     "paper": {
         "splits": 20,
         "epochs": 2000,
@@ -61,6 +62,7 @@ MNIST_TIERS = {
     "tiny": {"widths": (8, 16), "epochs": 2, "eval_every": 1},
     "quick": {"widths": (32, 64, 128), "epochs": 60, "eval_every": 5},
     "medium": {"widths": (32, 64, 128), "epochs": 60, "eval_every": 5},
+    "long": {"widths": (32, 64, 128), "epochs": 60, "eval_every": 5},
     "paper": {"widths": (100, 200, 400), "epochs": 300, "eval_every": 10},
 }
 

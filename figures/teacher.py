@@ -65,7 +65,16 @@ TIERS = {
         "widths": PAPER_WIDTHS,
         "replicate_block": 3,
     },
-    # as printed: 50 replications of 7000 epochs (estimated 4-5 hours here, see README)
+    # 10 replications of 3000 epochs (about 35 minutes here)
+    "long": {
+        "replicates": 10,
+        "epochs": 3000,
+        "n": 10_000,
+        "n_test": 10_000,
+        "widths": PAPER_WIDTHS,
+        "replicate_block": 5,
+    },
+    # as printed: 50 replications of 7000 epochs (estimated 6-7 hours here)
     "paper": {
         "replicates": 50,
         "epochs": 7000,
