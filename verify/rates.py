@@ -43,7 +43,7 @@ __all__ = ["TIERS", "main", "analyse"]
 METRICS = ("d2", "d", "l2sq")
 
 # Each tier: sweep settings and default truths.  Measured on the 2-core machine: quick
-# 2.5 minutes (within the 10-minute budget); full about 40 minutes with ``--workers 2``
+# about 2 minutes (within the 10-minute budget); full about 40 minutes with ``--workers 2``
 # (a local Dask cluster of two single-threaded workers); ``tiny`` is the smoke test.
 TIERS = {
     "tiny": {
