@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from verify.rates import analyse
+from verify.rates import analyse, loglog_axes
 
 from ._io import save_figure
 
@@ -19,7 +19,6 @@ def rate_figure(records, out_dir: str, tag: str, metric: str = "d2") -> dict:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
     res = [r for r in analyse(records) if r["metric"] == metric]
     fig, axes = plt.subplots(1, len(res), figsize=(4.2 * len(res), 3.6), squeeze=False)
@@ -43,11 +42,7 @@ def rate_figure(records, out_dir: str, tag: str, metric: str = "d2") -> dict:
         ax.plot(grid, line(r["slope"]), "C0-", label=f"fit {r['slope']:.3f}")
         ax.plot(grid, line(r["predicted"]), "C3--", label=f"predicted {r['predicted']:.3f}")
         ax.errorbar(ns, mean, yerr=se, fmt="o", color="k", capsize=3, label="mean +- SE")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.set_xlabel("n")
+        loglog_axes(ax)
         ax.set_ylabel(f"VB posterior mean {metric}")
         ax.set_title(f"{r['truth']}: {r['verdict']}", fontsize=9)
         ax.legend(fontsize=7)

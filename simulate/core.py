@@ -673,11 +673,14 @@ class Trainer:
             )
             st.failed = st.failed | newly
         alive = ~st.failed
-        kl = torch.where(alive, L2 + L3, torch.zeros_like(L2)).sum()
-        if not bool(alive.all()):
+        everyone = not bool(st.failed.any())  # one check; the masking below only if needed
+        if everyone:
+            kl = (L2 + L3).sum()
+        else:
+            kl = torch.where(alive, L2 + L3, torch.zeros_like(L2)).sum()
             dtheta = torch.where(alive.repeat(K)[:, None], dtheta, torch.zeros_like(dtheta))
         (grad,) = torch.autograd.grad([thetas, kl], var, grad_outputs=[dtheta, None])
-        if not bool(alive.all()):
+        if not everyone:
             grad = torch.where(alive[None, :, None], grad, torch.zeros_like(grad))
         b1, b2 = h.betas
         t = st.step + 1
@@ -695,7 +698,7 @@ class Trainer:
                 b1,
                 b2,
                 h.adam_eps,
-                None if bool(alive.all()) else alive,
+                None if everyone else alive,
             )
         st.step += 1
         return {"L1": L1.detach(), "L2": L2.detach(), "L3": L3.detach(), "total": total.detach()}

@@ -16,7 +16,7 @@ import torch
 from theory import hellinger_sq_pointwise, log_prior_N
 
 from . import rng as R
-from .core import Hyper, Layout, draw_network, kl_terms, neg_log_lik, slab_params
+from .core import Hyper, Layout, draw_network, kl_terms, neg_log_lik
 
 __all__ = ["Posterior", "select_width"]
 
@@ -161,10 +161,6 @@ class Posterior:
         out = {k: v.cpu().numpy() for k, v in terms.items()}
         out["elbo"] = -(out["L1"] + out["L2"] + out["L3"])
         return out
-
-    def slab(self):
-        """(location, scale, nu) tensors ``[E, P]`` (padding included; see ``mask``)."""
-        return slab_params(self.var, self.hyper)
 
 
 def select_width(elbo: np.ndarray, widths, lam: float, failed=None) -> dict:

@@ -203,13 +203,23 @@ def format_results(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def loglog_axes(ax) -> None:
+    """Log-log axes against n without the cluttered minor tick labels."""
+    import matplotlib.ticker
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("n")
+
+
 def plot_results(results: list[dict], out_dir: str) -> list[str]:
     """One log-log figure per truth: data with SE bars, fitted line, predicted slope."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
     paths = []
     os.makedirs(out_dir, exist_ok=True)
@@ -242,11 +252,7 @@ def plot_results(results: list[dict], out_dir: str) -> list[str]:
                 alpha=0.12,
                 label="theorem band (log factor)",
             )
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-            ax.set_xlabel("n")
+            loglog_axes(ax)
             ax.set_title(f"{r['metric']}: {r['verdict']}")
             ax.legend(fontsize=7)
         fig.suptitle(key)
