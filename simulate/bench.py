@@ -36,11 +36,18 @@ def _data(n: int, p: int, seed: int = 0) -> Batch:
     )
 
 
-def _rate(step_fns, steps: int, models: int) -> float:
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _rate(step_fns, steps: int, models: int, device="cpu") -> float:
+    _sync(device)
     t0 = time.perf_counter()
     for _ in range(steps):
         for f in step_fns:
             f()
+    _sync(device)
     return models * steps / (time.perf_counter() - t0)
 
 
@@ -54,9 +61,16 @@ def run(
     depth: int = 2,
     batch_size: int = 1024,
     compile: bool = False,
+    device="cpu",
+    loop_max: int | None = None,
     log=print,
 ) -> dict:
-    """Measure and return ``{E: {batched_model_steps_per_s, loop_model_steps_per_s, ratio}}``."""
+    """Measure and return ``{E: {batched_model_steps_per_s, loop_model_steps_per_s, ratio}}``.
+
+    ``device="cuda"`` times both variants on the GPU (synchronising around each timed
+    block); the data then lives on the GPU too.  For ``E > loop_max`` only the batched core
+    is timed (the loop's rate and the ratio are then None): a loop over thousands of models
+    takes minutes and its per-model rate does not depend on E."""
     data = _data(n, p)
     hyper = Hyper(batch_size=batch_size)
     one = Batch(data.X, data.y, torch.zeros(1, dtype=torch.int64))
@@ -67,10 +81,13 @@ def run(
             hyper,
             list(range(E)),
             Batch(data.X, data.y, torch.zeros(E, dtype=torch.int64)),
+            device=device,
             compile=compile,
         )
+        timed_loop = loop_max is None or E <= loop_max
         loop = [
-            Trainer(Layout(p, depth, [width]), hyper, [e], one, compile=compile) for e in range(E)
+            Trainer(Layout(p, depth, [width]), hyper, [e], one, device=device, compile=compile)
+            for e in range(E if timed_loop else 0)
         ]
         for _ in range(3):  # warm-up (and compilation, if asked for)
             batched.step()
@@ -78,11 +95,15 @@ def run(
                 tr.step()
         b_rates, l_rates = [], []
         for _ in range(repeats):
-            b_rates.append(_rate([batched.step], steps, E))
-            l_rates.append(_rate([tr.step for tr in loop], steps, E))
-        b, lo = statistics.median(b_rates), statistics.median(l_rates)
-        out[E] = {"batched_model_steps_per_s": b, "loop_model_steps_per_s": lo, "ratio": b / lo}
-        log(f"E = {E:4d}: batched {b:9.0f} model-steps/s   loop {lo:7.0f}   ratio {b / lo:6.1f}")
+            b_rates.append(_rate([batched.step], steps, E, device))
+            if timed_loop:
+                l_rates.append(_rate([tr.step for tr in loop], steps, E, device))
+        b = statistics.median(b_rates)
+        lo = statistics.median(l_rates) if timed_loop else None
+        ratio = b / lo if timed_loop else None
+        out[E] = {"batched_model_steps_per_s": b, "loop_model_steps_per_s": lo, "ratio": ratio}
+        tail = f"loop {lo:7.0f}   ratio {ratio:6.1f}" if timed_loop else "loop (not timed)"
+        log(f"E = {E:5d}: batched {b:9.0f} model-steps/s   {tail}")
     return out
 
 
@@ -93,25 +114,48 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=20, help="steps per timed repeat")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    ap.add_argument("--compile", action="store_true", help="torch.compile the Adam update")
+    ap.add_argument(
+        "--compile", action="store_true", help="torch.compile the step (sampler, network, Adam)"
+    )
+    ap.add_argument(
+        "--loop-max", type=int, default=None, help="time the per-model loop only for E <= this"
+    )
     ap.add_argument("--no-tune-malloc", action="store_true")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     args = ap.parse_args(argv)
     if any(e < 1 for e in args.E) or args.steps < 1 or args.repeats < 1:
         print("error: E, steps and repeats must be >= 1", file=sys.stderr)
         return 2
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        print(
+            "error: --device cuda asked for but torch.cuda.is_available() is False", file=sys.stderr
+        )
+        return 2
     tuned = False if args.no_tune_malloc else tune_malloc()
     if args.threads:
         torch.set_num_threads(args.threads)
+    where = platform.processor() or platform.machine()
+    if torch.device(args.device).type == "cuda":
+        where = torch.cuda.get_device_name(args.device)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-        f"malloc tuned: {tuned}, {platform.processor() or platform.machine()}"
+        f"malloc tuned: {tuned}, {where}"
     )
-    res = run(args.E, args.steps, args.repeats, compile=args.compile)
+    res = run(
+        args.E,
+        args.steps,
+        args.repeats,
+        compile=args.compile,
+        device=args.device,
+        loop_max=args.loop_max,
+    )
     if args.json:
         meta = {
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
             "malloc_tuned": tuned,
+            "device": args.device,
+            "hardware": where,
             "network": "20-20-20-1",
             "batch_size": 1024,
             "n": 10_000,

@@ -268,6 +268,33 @@ def test_rng_uniformity_and_independence():
         assert 0 < float(v[0]) and float(v[1]) < 1
 
 
+def test_int32_hot_path_is_bit_identical_to_the_int64_reference():
+    # every 32-bit corner, random values, and lengths that hit the vector loops' scalar tails
+    x = torch.cat(
+        [
+            torch.tensor([0, 1, (1 << 31) - 1, 1 << 31, (1 << 32) - 1]),
+            torch.randint(0, 1 << 32, (4099,), generator=torch.Generator().manual_seed(0)),
+        ]
+    )
+    for k in (1, 7, 17, x.numel()):
+        ref = R.mix32(x[:k])
+        got = R.mix32_i32(R._to_i32(x[:k])).to(torch.int64) & 0xFFFFFFFF
+        assert torch.equal(ref, got)
+    # a whole draw: the int32 Stream against the int64 formula it replaced
+    key = R.seed_key(torch.tensor([3, 1 << 40]), R.STREAM_GUMBEL)[:, None]
+    ctr = torch.arange(1001)[None, :] + (5 << 42)
+    for off in (0, 12345, (1 << 33) + 7, torch.tensor(99)):
+        o = int(off)
+        base = R.mix32(R.mix32(ctr & 0xFFFFFFFF) ^ R.mix32(((ctr >> 32) & 0xFFFFFFFF) ^ key))
+        a = R.mix32(torch.tensor((o & 0xFFFFFFFF) ^ 0x632BE5AB))
+        b = R.mix32(((torch.tensor(o) >> 32) & 0xFFFFFFFF) ^ a)
+        ref = R.mix32(R.mix32(base ^ a) ^ b)
+        got = R.Stream(key, ctr).bits(off).to(torch.int64) & 0xFFFFFFFF
+        assert torch.equal(ref, got)
+        u = R.Stream(key, ctr).uniform(off, torch.float64)
+        assert torch.equal(u, R.bits_to_uniform(ref >> 9, torch.float64))
+
+
 def test_non_finite_loss_stops_that_model_only():
     h = Hyper(batch_size=64)
     tr = Trainer(Layout(3, 2, [3, 4]), h, [1, 2], make_batch(2), dtype=torch.float64)

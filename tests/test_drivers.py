@@ -14,7 +14,9 @@ from simulate.truths import TeacherNetwork, make_regression_data
 
 
 def test_bench_reports_the_documented_keys(tmp_path):
-    res = bench.run(Es=(1, 3), steps=2, repeats=1, n=2048, log=lambda *_: None)
+    res = bench.run(Es=(1, 3, 5), steps=2, repeats=1, n=2048, loop_max=3, log=lambda *_: None)
+    assert res[5]["loop_model_steps_per_s"] is None and res[5]["ratio"] is None
+    assert res[5]["batched_model_steps_per_s"] > 0
     for E in (1, 3):
         assert set(res[E]) == {"batched_model_steps_per_s", "loop_model_steps_per_s", "ratio"}
         assert res[E]["ratio"] == pytest.approx(
@@ -49,6 +51,23 @@ def test_bench_reports_the_documented_keys(tmp_path):
         check=False,
     )
     assert bad.returncode == 2
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")
+def test_bench_refuses_cuda_when_absent():
+    r = subprocess.run(
+        [sys.executable, "-m", "simulate.bench", "--E", "1", "--device", "cuda"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 2 and "cuda" in r.stderr
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_bench_runs_on_cuda():
+    res = bench.run(Es=(1, 4), steps=2, repeats=1, n=2048, device="cuda", log=lambda *_: None)
+    assert all(res[E]["batched_model_steps_per_s"] > 0 for E in (1, 4))
 
 
 def test_teacher_network_matches_the_paper():
