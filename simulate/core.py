@@ -4,7 +4,8 @@ E independent ReLU networks (depth L = number of hidden layers, as in ``theory.n
 possibly different widths, padded to the largest and masked) live in one parameter tensor
 ``var`` of shape ``[3, E, P]``: per weight and bias the slab location, the slab scale
 (unconstrained) and the inclusion logit.  One training step samples every model's network,
-computes the three loss terms per model, back-propagates once and applies one Adam update;
+computes the three loss terms per model, back-propagates once (by hand: no autograd graph
+for the default family, see :func:`spike_slab_step`) and applies one Adam update;
 models never interact, so model e behaves exactly as if trained alone (tested).
 
 Variational family (eq. (vbpost)): ``q(theta_i) = nu_i M(theta_i) + (1 - nu_i) delta_0``.
@@ -66,6 +67,7 @@ __all__ = [
     "kl_indicator",
     "neg_log_lik",
     "adam_update",
+    "spike_slab_step",
 ]
 
 _LOG2 = math.log(2.0)
@@ -494,13 +496,118 @@ def adam_update(var, m, v, grad, step_size, corr2, b1: float, b2: float, eps: fl
     var.sub_(upd)
 
 
+def spike_slab_step(
+    layout: Layout,
+    hyper: Hyper,
+    n: int,
+    var,
+    m,
+    v,
+    failed,
+    mask,
+    H,
+    xb,
+    yb,
+    eps,
+    u,
+    step_size,
+    corr2,
+    functional: bool = False,
+):
+    """One whole training step of the spike-and-slab family with the paper's L3, with every
+    gradient written by hand: no autograd graph, no host synchronisation, and under
+    ``torch.compile`` a single graph.  Returns ``(var, m, v, failed, L1, L2, L3)``.
+
+    ``eps [K, E, P]`` are the slab noises (standard normals for the Gaussian slab, uniforms
+    for the uniform slab) and ``u [K, E, P]`` the Gumbel-sigmoid uniforms of the K draws.
+    The chain rule through the sampler (module docstring): ``theta = gamma_st w mask`` gives
+    ``d theta / d w = gamma mask`` and ``d theta / d logit = w mask G (1 - G) / tau``;
+    ``w = mu + softplus(rho) eps`` (Gaussian) or ``w = c + h (2 u - 1)`` with
+    ``c = B0 tanh(a)``, ``h = (B0 - |c|) sigmoid(b)`` (uniform); L2 and L3 (eq. (loss2),
+    eq. (loss3) as printed) are differentiated in closed form, with ``dS / d logit =
+    nu (1 - nu) mask``.  Equal to autograd through :meth:`Trainer.loss_terms` (tested).
+
+    Failure handling as in :meth:`Trainer.step`: a model whose total is not finite joins
+    ``failed``; a failed model's gradient is zeroed and its parameters are not moved.
+    ``functional=True`` writes nothing in place (the form ``torch.compile`` traces); the
+    eager form updates ``var, m, v`` in place and returns them.
+    """
+    K, E = eps.shape[0], var.shape[1]
+    loc, raw, logit = var[0], var[1], var[2]
+    nu = torch.sigmoid(logit)
+    dnu = nu * (1 - nu) * mask
+    if hyper.slab == "gaussian":
+        scale = torch.nn.functional.softplus(raw)
+        dscale = torch.sigmoid(raw)  # d softplus / d raw
+        s0sq = hyper.sigma_0**2
+        kl = math.log(hyper.sigma_0) - torch.log(scale) + (scale**2 + loc**2) / (2 * s0sq) - 0.5
+        w = loc + scale * eps  # [K, E, P]
+        g_loc_kl = nu * loc / s0sq * mask
+        g_raw_kl = nu * (scale / s0sq - 1 / scale) * dscale * mask
+        dw_dloc, dw_draw = 1.0, eps * dscale
+    else:
+        B0 = hyper.B0
+        th = torch.tanh(loc)
+        c = B0 * th
+        dc = B0 * (1 - th * th)
+        sb = torch.sigmoid(raw)
+        room = B0 - c.abs()
+        scale = room * sb
+        dh_dloc = -torch.sign(c) * dc * sb
+        dh_draw = room * sb * (1 - sb)
+        kl = math.log(B0) - torch.log(scale)
+        r = 2 * eps - 1
+        w = c + scale * r
+        g_loc_kl = -nu / scale * dh_dloc * mask
+        g_raw_kl = -nu / scale * dh_draw * mask
+        dw_dloc, dw_draw = dc + r * dh_dloc, r * dh_draw
+    G = torch.sigmoid((logit + torch.log(u) - torch.log1p(-u)) / hyper.tau)
+    hard = (G > 0.5).to(var.dtype)
+    theta = (hard * w * mask).reshape(K * E, -1)
+    mb = xb.shape[1]
+    nll, dtheta = mlp_nll_and_grad(
+        layout,
+        theta,
+        xb.repeat(K, 1, 1) if K > 1 else xb,
+        yb.repeat(K, 1) if K > 1 else yb,
+        hyper,
+        scale=n / (mb * K),
+        functional=functional,
+    )
+    L1 = nll.reshape(K, E).mean(0) * (n / mb)
+    L2 = (nu * kl * mask).sum(-1)
+    S = (nu * mask).sum(-1)
+    L3 = -0.5 * torch.log(2 * math.pi * math.e * S * (H - S) / H) / _LOG2 + hyper.lambda_s * S
+    dL3_dS = -0.5 / _LOG2 * (1 / S - 1 / (H - S)) + hyper.lambda_s
+    failed = failed | ~torch.isfinite(L1 + L2 + L3)
+    gw = dtheta.reshape(K, E, -1) * mask  # d L1 / d w = d L1 / d theta * gamma (below)
+    g_loc = (gw * hard * dw_dloc).sum(0) + g_loc_kl
+    g_raw = (gw * hard * dw_draw).sum(0) + g_raw_kl
+    g_logit = (gw * w * G * (1 - G)).sum(0) / hyper.tau + (kl + dL3_dS[:, None]) * dnu
+    grad = torch.stack([g_loc, g_raw, g_logit])
+    alive = ~failed
+    grad = torch.where(alive[None, :, None], grad, torch.zeros_like(grad))
+    b1, b2 = hyper.betas
+    if functional:
+        m = b1 * m + (1 - b1) * grad
+        v = b2 * v + (1 - b2) * grad * grad
+        upd = step_size * m / ((v * corr2).sqrt() + hyper.adam_eps)
+        var = torch.where(alive[None, :, None], var - upd, var)
+    else:
+        adam_update(var, m, v, grad, step_size, corr2, b1, b2, hyper.adam_eps, alive)
+    return var, m, v, failed, L1, L2, L3
+
+
 class Trainer:
     """Trains E models at once: owns the layout, masks, keys, counters and the state.
 
-    ``compile=True`` runs the three pieces of a step (sampling with L2 and L3 and their
-    backward; the network's forward and hand-written backward; Adam) through
-    ``torch.compile`` (a one-time cost of tens of seconds, cached by torch on disk); the
-    eager path computes the same numbers up to float rounding and is what most tests use.
+    ``compile=True`` runs the step through ``torch.compile`` (a one-time cost of seconds to
+    tens of seconds, cached by torch on disk): for the spike-and-slab family with the
+    paper's L3, the whole hand-written :func:`spike_slab_step` as one graph (the random
+    numbers and the minibatch are drawn eagerly: compiled, the integer hashing ran slower);
+    otherwise its three pieces (sampling with L2 and L3 and their backward; the network's
+    forward and hand-written backward; Adam).  The eager path computes the same numbers up
+    to float rounding and is what most tests use.
     """
 
     def __init__(
@@ -555,7 +662,15 @@ class Trainer:
         self._mlp = partial(mlp_nll_and_grad, layout, hyper=hyper)
         self._adam = adam_update
         self.compiled = bool(compile)
-        if compile:
+        # the spike-and-slab family with the paper's L3 (the default) takes the hand-written
+        # step (spike_slab_step); the baselines' families and the exact L3 go through autograd
+        self.fused = hyper.family == "spike_slab" and hyper.l3 == "paper"
+        self._fused_step = partial(spike_slab_step, layout, hyper, n)
+        if compile and self.fused:
+            self._fused_step = torch.compile(
+                partial(spike_slab_step, layout, hyper, n, functional=True), dynamic=False
+            )
+        elif compile:
             self._sample_kl = torch.compile(self._sample_kl_impl, dynamic=False)
             self._mlp = torch.compile(
                 partial(mlp_nll_and_grad, layout, hyper=hyper, functional=True), dynamic=False
@@ -642,12 +757,44 @@ class Trainer:
         """One Adam step for all models; returns the per-model terms (detached).
 
         The likelihood's gradient with respect to the sampled networks comes from the
-        hand-written backward (:func:`mlp_nll_and_grad`); autograd then carries it, with
-        L2 and L3, back to the variational parameters through the sampler.  A model whose
-        loss is not finite is marked failed at this step and frozen (its gradient zeroed
-        from then on); its terms stay visible as the non-finite numbers they are, and
-        ``state.failed`` / ``state.failed_step`` record it.
+        hand-written backward (:func:`mlp_nll_and_grad`).  For the spike-and-slab family
+        with the paper's L3 the rest of the chain rule is hand-written too
+        (:func:`spike_slab_step`: one graph, no host synchronisation); otherwise autograd
+        carries it, with L2 and L3, back to the variational parameters through the
+        sampler.  A model whose loss is not finite is marked failed at this step and frozen
+        (its gradient zeroed from then on); its terms stay visible as the non-finite numbers
+        they are, and ``state.failed`` / ``state.failed_step`` record it.
         """
+        if self.fused:
+            return self._step_fused()
+        return self._step_autograd()
+
+    def _step_fused(self) -> dict:
+        st, h = self.state, self.hyper
+        K = h.mc_samples
+        xb, yb = self.minibatch(st)
+        slab_noise = self.eps_stream.normal if h.slab == "gaussian" else self.eps_stream.uniform
+        offsets = [st.step * K + k for k in range(K)]
+        eps = [slab_noise(o, self.dtype) for o in offsets]
+        u = [self.gumbel_stream.uniform(o, self.dtype) for o in offsets]
+        eps, u = (eps[0][None], u[0][None]) if K == 1 else (torch.stack(eps), torch.stack(u))
+        b1, b2 = h.betas
+        t = st.step + 1
+        dev = st.var.device
+        step_size = torch.tensor(h.lr / (1 - b1**t), dtype=self.dtype, device=dev)
+        corr2 = torch.tensor(1 / (1 - b2**t), dtype=self.dtype, device=dev)
+        var, m, v, failed, L1, L2, L3 = self._fused_step(
+            st.var, st.m, st.v, st.failed, self.mask, self.H, xb, yb, eps, u, step_size, corr2
+        )
+        newly = failed & ~st.failed
+        st.failed_step = torch.where(
+            newly, torch.full_like(st.failed_step, st.step), st.failed_step
+        )
+        st.var, st.m, st.v, st.failed = var, m, v, failed
+        st.step += 1
+        return {"L1": L1, "L2": L2, "L3": L3, "total": L1 + L2 + L3}
+
+    def _step_autograd(self) -> dict:
         st, h = self.state, self.hyper
         K, E = h.mc_samples, self.layout.E
         xb, yb = self.minibatch(st)

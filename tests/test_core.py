@@ -116,18 +116,39 @@ def test_hand_backward_equals_autograd(likelihood):
     np.testing.assert_allclose(dtheta.numpy(), gref.numpy(), rtol=1e-10, atol=1e-12)
 
 
-def test_training_step_matches_autograd_reference():
-    """The step's gradient (hand backward + autograd through the sampler) equals plain
-    autograd through loss_terms."""
-    h = Hyper(batch_size=100, mc_samples=3, lr=1e-3)
-    tr = Trainer(Layout(3, 2, [4, 6]), h, [1, 2], make_batch(2), dtype=torch.float64)
-    ref = Trainer(Layout(3, 2, [4, 6]), h, [1, 2], make_batch(2), dtype=torch.float64)
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},  # the hand-written step (spike_slab_step)
+        {"slab": "uniform"},  # the hand-written step, uniform slab
+        {"likelihood": "categorical"},
+        {"l3": "exact"},  # autograd through the sampler
+    ],
+)
+def test_training_step_matches_autograd_reference(kw):
+    """The step's gradient (hand-written, or hand backward + autograd through the sampler)
+    equals plain autograd through loss_terms, read off Adam's first moment after one step
+    (m = (1 - b1) g), for padded models of two widths and K = 3 draws."""
+    h = Hyper(batch_size=100, mc_samples=3, lr=1e-3, **kw)
+    classes = 3 if h.likelihood == "categorical" else None
+    out = classes or 1
+    tr = Trainer(
+        Layout(3, 2, [4, 6], out), h, [1, 2], make_batch(2, classes=classes), dtype=torch.float64
+    )
+    ref = Trainer(
+        Layout(3, 2, [4, 6], out), h, [1, 2], make_batch(2, classes=classes), dtype=torch.float64
+    )
+    assert tr.fused == (kw.get("l3", "paper") == "paper")
     xb, yb = ref.minibatch(ref.state)
     var = ref.state.var.clone().requires_grad_(True)
     L1, L2, L3 = ref.loss_terms(var, xb, yb, 0)
     (g,) = torch.autograd.grad((L1 + L2 + L3).sum(), var)
     terms = tr.step()
-    np.testing.assert_allclose(terms["L1"].numpy(), L1.detach().numpy(), rtol=1e-12)
+    for k, ref_k in zip(("L1", "L2", "L3"), (L1, L2, L3), strict=True):
+        np.testing.assert_allclose(terms[k].numpy(), ref_k.detach().numpy(), rtol=1e-12)
+    grad = tr.state.m / (1 - h.betas[0])
+    np.testing.assert_allclose(grad.numpy(), g.numpy(), rtol=1e-9, atol=1e-10)
+    assert (grad[:, tr.mask == 0] == 0).all()  # padding gets no gradient
     # first Adam step moves each parameter by -lr * g / (|g| + eps)
     step = (tr.state.var - ref.state.var).numpy()
     expect = (-h.lr * g / (g.abs() + h.adam_eps)).numpy()
