@@ -107,6 +107,48 @@ def run(
     return out
 
 
+def compare_paths(
+    E: int = 100,
+    steps: int = 20,
+    repeats: int = 7,
+    n: int = 10_000,
+    p: int = 20,
+    width: int = 20,
+    depth: int = 2,
+    batch_size: int = 1024,
+    compile: bool = False,
+    device="cpu",
+    log=print,
+) -> dict:
+    """Time the step's code paths on the same E models in one process, interleaved:
+    autograd through the sampler (``Trainer._step_autograd``, the baselines' path), the
+    hand-written step (``_step_fused``, the default family's), and with ``compile`` the
+    hand-written step compiled.  Returns ``{path: median model-steps/s}`` plus each path's
+    ratio to the autograd one (``"<path>/autograd"``)."""
+    data = _data(n, p)
+    batch = Batch(data.X, data.y, torch.zeros(E, dtype=torch.int64))
+
+    def trainer(c):
+        lay = Layout(p, depth, [width] * E)
+        return Trainer(lay, Hyper(batch_size=batch_size), list(range(E)), batch, device, compile=c)
+
+    paths = {"autograd": trainer(False)._step_autograd, "fused": trainer(False)._step_fused}
+    if compile:
+        paths["fused_compiled"] = trainer(True)._step_fused
+    for f in paths.values():
+        for _ in range(3):
+            f()
+    rates = {k: [] for k in paths}
+    for _ in range(repeats):
+        for k, f in paths.items():
+            rates[k].append(_rate([f], steps, E, device))
+    out = {k: statistics.median(v) for k, v in rates.items()}
+    for k in paths:
+        out[f"{k}/autograd"] = out[k] / out["autograd"]
+        log(f"E = {E}: {k:15s} {out[k]:9.0f} model-steps/s   x{out[k] / out['autograd']:.2f}")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m simulate.bench", description=__doc__)
     ap.add_argument("--json", metavar="PATH", help="write the results as JSON")
@@ -122,6 +164,12 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--no-tune-malloc", action="store_true")
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    ap.add_argument(
+        "--compare-paths",
+        action="store_true",
+        help="instead: time the step's autograd, hand-written (and with --compile, compiled) "
+        "paths at the largest E, interleaved",
+    )
     args = ap.parse_args(argv)
     if any(e < 1 for e in args.E) or args.steps < 1 or args.repeats < 1:
         print("error: E, steps and repeats must be >= 1", file=sys.stderr)
@@ -141,6 +189,14 @@ def main(argv=None) -> int:
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
         f"malloc tuned: {tuned}, {where}"
     )
+    if args.compare_paths:
+        res = compare_paths(
+            max(args.E), args.steps, args.repeats, compile=args.compile, device=args.device
+        )
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"E": max(args.E), "device": args.device, "where": where, **res}, fh)
+        return 0
     res = run(
         args.E,
         args.steps,

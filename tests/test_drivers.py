@@ -53,6 +53,12 @@ def test_bench_reports_the_documented_keys(tmp_path):
     assert bad.returncode == 2
 
 
+def test_bench_compares_the_step_paths():
+    res = bench.compare_paths(E=3, steps=2, repeats=1, n=2048, log=lambda *_: None)
+    assert set(res) == {"autograd", "fused", "autograd/autograd", "fused/autograd"}
+    assert res["fused/autograd"] == pytest.approx(res["fused"] / res["autograd"])
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")
 def test_bench_refuses_cuda_when_absent():
     r = subprocess.run(
