@@ -748,8 +748,8 @@ class Trainer:
         return L1, L2, L3
 
     def loss_terms(self, var, xb, yb, step: int):
-        """Per-model (L1, L2, L3), each ``[E]``, for one minibatch and step ``step``'s noise."""
-        """Plain autograd reference for :meth:`step` (tests compare the two)."""
+        """Per-model (L1, L2, L3), each ``[E]``, for one minibatch and step ``step``'s noise:
+        the plain-autograd reference for :meth:`step` (tests compare the two)."""
         return self._loss_impl(var, xb, yb, step)
 
     # ----------------------------------------------------------------- step
