@@ -36,6 +36,14 @@ def _data(n: int, p: int, seed: int = 0) -> Batch:
     )
 
 
+def _batched(data: Batch, E: int, p, depth, width, batch_size, device, compile) -> Trainer:
+    """One batched trainer of the E bench models (seeds 0..E-1, all on ``data``)."""
+    batch = Batch(data.X, data.y, torch.zeros(E, dtype=torch.int64))
+    hyper = Hyper(batch_size=batch_size)
+    lay = Layout(p, depth, [width] * E)
+    return Trainer(lay, hyper, list(range(E)), batch, device=device, compile=compile)
+
+
 def _sync(device) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
@@ -76,14 +84,7 @@ def run(
     one = Batch(data.X, data.y, torch.zeros(1, dtype=torch.int64))
     out = {}
     for E in Es:
-        batched = Trainer(
-            Layout(p, depth, [width] * E),
-            hyper,
-            list(range(E)),
-            Batch(data.X, data.y, torch.zeros(E, dtype=torch.int64)),
-            device=device,
-            compile=compile,
-        )
+        batched = _batched(data, E, p, depth, width, batch_size, device, compile)
         timed_loop = loop_max is None or E <= loop_max
         loop = [
             Trainer(Layout(p, depth, [width]), hyper, [e], one, device=device, compile=compile)
@@ -126,11 +127,9 @@ def compare_paths(
     hand-written step compiled.  Returns ``{path: median model-steps/s}`` plus each path's
     ratio to the autograd one (``"<path>/autograd"``)."""
     data = _data(n, p)
-    batch = Batch(data.X, data.y, torch.zeros(E, dtype=torch.int64))
 
     def trainer(c):
-        lay = Layout(p, depth, [width] * E)
-        return Trainer(lay, Hyper(batch_size=batch_size), list(range(E)), batch, device, compile=c)
+        return _batched(data, E, p, depth, width, batch_size, device, c)
 
     paths = {"autograd": trainer(False)._step_autograd, "fused": trainer(False)._step_fused}
     if compile:

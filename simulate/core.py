@@ -380,10 +380,7 @@ def sample_theta(var, hyper: Hyper, mask, eps: R.Stream, gumbel: R.Stream, offse
     ``gumbel`` are the models' random streams, ``offset`` the draw's number in them."""
     loc, scale, _ = slab_params(var, hyper)
     dtype = var.dtype
-    if hyper.slab == "gaussian":
-        w = loc + scale * eps.normal(offset, dtype)
-    else:
-        w = loc + scale * (2 * eps.uniform(offset, dtype) - 1)
+    w = loc + scale * slab_noise(hyper, eps, offset, dtype)
     u = gumbel.uniform(offset, dtype)
     G = torch.sigmoid((var[2] + torch.log(u) - torch.log1p(-u)) / hyper.tau)
     hard = (G > 0.5).to(dtype)
@@ -391,15 +388,32 @@ def sample_theta(var, hyper: Hyper, mask, eps: R.Stream, gumbel: R.Stream, offse
     return gamma * w * mask
 
 
+def slab_noise(hyper: Hyper, eps: R.Stream, offset, dtype) -> torch.Tensor:
+    """The slab's standardised noise: ``w = loc + scale * noise`` with standard normals
+    (Gaussian slab) or uniforms on (-1, 1) (uniform slab, ``w = c + h (2u - 1)``)."""
+    if hyper.slab == "gaussian":
+        return eps.normal(offset, dtype)
+    return 2 * eps.uniform(offset, dtype) - 1
+
+
+def kl_slab_edge(loc, scale, hyper: Hyper) -> torch.Tensor:
+    """``KL(slab_i || prior slab)`` per edge: eq. (loss2)'s Gaussian term, or
+    ``log(B0 / h)`` = KL(U(c-h, c+h) || U(-B0, B0)) for the uniform slab."""
+    if hyper.slab == "gaussian":
+        s0 = hyper.sigma_0
+        return math.log(s0) - torch.log(scale) + (scale**2 + loc**2) / (2 * s0**2) - 0.5
+    return math.log(hyper.B0) - torch.log(scale)
+
+
+def l3_paper(S: torch.Tensor, H: torch.Tensor, lambda_s: float) -> torch.Tensor:
+    """Eq. (loss3) as printed, log2 included: ``-0.5 log2(2 pi e S (H - S)/H) + lambda_s S``."""
+    return -0.5 * torch.log(2 * math.pi * math.e * S * (H - S) / H) / _LOG2 + lambda_s * S
+
+
 def kl_slab(var, hyper: Hyper, mask) -> torch.Tensor:
     """L2 per model: ``sum_i nu_i KL(slab_i || prior slab)`` over real edges (eq. (loss2))."""
     loc, scale, nu = slab_params(var, hyper)
-    if hyper.slab == "gaussian":
-        s0 = hyper.sigma_0
-        kl = math.log(s0) - torch.log(scale) + (scale**2 + loc**2) / (2 * s0**2) - 0.5
-    else:
-        kl = math.log(hyper.B0) - torch.log(scale)  # KL(U(c-h, c+h) || U(-B0, B0))
-    return (nu * kl * mask).sum(-1)
+    return (nu * kl_slab_edge(loc, scale, hyper) * mask).sum(-1)
 
 
 def draw_network(
@@ -438,7 +452,7 @@ def kl_indicator(var, hyper: Hyper, mask, H_per_model: torch.Tensor) -> torch.Te
     S = (nu * mask).sum(-1)
     H = H_per_model
     if hyper.l3 == "paper":
-        return -0.5 * torch.log(2 * math.pi * math.e * S * (H - S) / H) / _LOG2 + hyper.lambda_s * S
+        return l3_paper(S, H, hyper.lambda_s)
     # exact KL of the product-Bernoulli q(gamma) to pi(gamma | N)
     neg_ent = (mask * (nu * torch.log(nu) + (1 - nu) * torch.log1p(-nu))).sum(-1)
     Hmax = int(H.max().item())
@@ -518,11 +532,12 @@ def spike_slab_step(
     gradient written by hand: no autograd graph, no host synchronisation, and under
     ``torch.compile`` a single graph.  Returns ``(var, m, v, failed, L1, L2, L3)``.
 
-    ``eps [K, E, P]`` are the slab noises (standard normals for the Gaussian slab, uniforms
-    for the uniform slab) and ``u [K, E, P]`` the Gumbel-sigmoid uniforms of the K draws.
+    ``eps [K, E, P]`` are the slab noises (:func:`slab_noise`: standard normals for the
+    Gaussian slab, uniforms on (-1, 1) for the uniform slab) and ``u [K, E, P]`` the
+    Gumbel-sigmoid uniforms of the K draws.
     The chain rule through the sampler (module docstring): ``theta = gamma_st w mask`` gives
     ``d theta / d w = gamma mask`` and ``d theta / d logit = w mask G (1 - G) / tau``;
-    ``w = mu + softplus(rho) eps`` (Gaussian) or ``w = c + h (2 u - 1)`` with
+    ``w = mu + softplus(rho) eps`` (Gaussian) or ``w = c + h eps`` with
     ``c = B0 tanh(a)``, ``h = (B0 - |c|) sigmoid(b)`` (uniform); L2 and L3 (eq. (loss2),
     eq. (loss3) as printed) are differentiated in closed form, with ``dS / d logit =
     nu (1 - nu) mask``.  Equal to autograd through :meth:`Trainer.loss_terms` (tested).
@@ -540,11 +555,10 @@ def spike_slab_step(
         scale = torch.nn.functional.softplus(raw)
         dscale = torch.sigmoid(raw)  # d softplus / d raw
         s0sq = hyper.sigma_0**2
-        kl = math.log(hyper.sigma_0) - torch.log(scale) + (scale**2 + loc**2) / (2 * s0sq) - 0.5
         w = loc + scale * eps  # [K, E, P]
         g_loc_kl = nu * loc / s0sq * mask
         g_raw_kl = nu * (scale / s0sq - 1 / scale) * dscale * mask
-        dw_dloc, dw_draw = 1.0, eps * dscale
+        dw_dloc, dw_draw = None, eps * dscale  # dw / dloc = 1
     else:
         B0 = hyper.B0
         th = torch.tanh(loc)
@@ -555,12 +569,11 @@ def spike_slab_step(
         scale = room * sb
         dh_dloc = -torch.sign(c) * dc * sb
         dh_draw = room * sb * (1 - sb)
-        kl = math.log(B0) - torch.log(scale)
-        r = 2 * eps - 1
-        w = c + scale * r
+        w = c + scale * eps
         g_loc_kl = -nu / scale * dh_dloc * mask
         g_raw_kl = -nu / scale * dh_draw * mask
-        dw_dloc, dw_draw = dc + r * dh_dloc, r * dh_draw
+        dw_dloc, dw_draw = dc + eps * dh_dloc, eps * dh_draw
+    kl = kl_slab_edge(loc if hyper.slab == "gaussian" else c, scale, hyper)
     G = torch.sigmoid((logit + torch.log(u) - torch.log1p(-u)) / hyper.tau)
     hard = (G > 0.5).to(var.dtype)
     theta = (hard * w * mask).reshape(K * E, -1)
@@ -577,12 +590,13 @@ def spike_slab_step(
     L1 = nll.reshape(K, E).mean(0) * (n / mb)
     L2 = (nu * kl * mask).sum(-1)
     S = (nu * mask).sum(-1)
-    L3 = -0.5 * torch.log(2 * math.pi * math.e * S * (H - S) / H) / _LOG2 + hyper.lambda_s * S
+    L3 = l3_paper(S, H, hyper.lambda_s)
     dL3_dS = -0.5 / _LOG2 * (1 / S - 1 / (H - S)) + hyper.lambda_s
     failed = failed | ~torch.isfinite(L1 + L2 + L3)
     gw = dtheta.reshape(K, E, -1) * mask  # d L1 / d w = d L1 / d theta * gamma (below)
-    g_loc = (gw * hard * dw_dloc).sum(0) + g_loc_kl
-    g_raw = (gw * hard * dw_draw).sum(0) + g_raw_kl
+    gwh = gw * hard
+    g_loc = (gwh if dw_dloc is None else gwh * dw_dloc).sum(0) + g_loc_kl
+    g_raw = (gwh * dw_draw).sum(0) + g_raw_kl
     g_logit = (gw * w * G * (1 - G)).sum(0) / hyper.tau + (kl + dL3_dS[:, None]) * dnu
     grad = torch.stack([g_loc, g_raw, g_logit])
     alive = ~failed
@@ -769,20 +783,25 @@ class Trainer:
             return self._step_fused()
         return self._step_autograd()
 
+    def _adam_factors(self, t: int):
+        """Adam's bias corrections at step t as tensors (so a compiled step is not
+        re-specialised every step): ``lr / (1 - b1^t)`` and ``1 / (1 - b2^t)``."""
+        b1, b2 = self.hyper.betas
+        dev = self.state.var.device
+        return (
+            torch.tensor(self.hyper.lr / (1 - b1**t), dtype=self.dtype, device=dev),
+            torch.tensor(1 / (1 - b2**t), dtype=self.dtype, device=dev),
+        )
+
     def _step_fused(self) -> dict:
         st, h = self.state, self.hyper
         K = h.mc_samples
         xb, yb = self.minibatch(st)
-        slab_noise = self.eps_stream.normal if h.slab == "gaussian" else self.eps_stream.uniform
         offsets = [st.step * K + k for k in range(K)]
-        eps = [slab_noise(o, self.dtype) for o in offsets]
+        eps = [slab_noise(h, self.eps_stream, o, self.dtype) for o in offsets]
         u = [self.gumbel_stream.uniform(o, self.dtype) for o in offsets]
         eps, u = (eps[0][None], u[0][None]) if K == 1 else (torch.stack(eps), torch.stack(u))
-        b1, b2 = h.betas
-        t = st.step + 1
-        dev = st.var.device
-        step_size = torch.tensor(h.lr / (1 - b1**t), dtype=self.dtype, device=dev)
-        corr2 = torch.tensor(1 / (1 - b2**t), dtype=self.dtype, device=dev)
+        step_size, corr2 = self._adam_factors(st.step + 1)
         var, m, v, failed, L1, L2, L3 = self._fused_step(
             st.var, st.m, st.v, st.failed, self.mask, self.H, xb, yb, eps, u, step_size, corr2
         )
@@ -830,10 +849,7 @@ class Trainer:
         if not everyone:
             grad = torch.where(alive[None, :, None], grad, torch.zeros_like(grad))
         b1, b2 = h.betas
-        t = st.step + 1
-        dev = st.var.device
-        step_size = torch.tensor(h.lr / (1 - b1**t), dtype=self.dtype, device=dev)
-        corr2 = torch.tensor(1 / (1 - b2**t), dtype=self.dtype, device=dev)
+        step_size, corr2 = self._adam_factors(st.step + 1)
         with torch.no_grad():
             self._adam(
                 st.var,
