@@ -13,6 +13,12 @@ from simulate.core import Batch, Hyper, Layout, Trainer
 from simulate.truths import TeacherNetwork, make_regression_data
 
 
+def run_bench(*args):
+    """``python -m simulate.bench ARGS`` in a subprocess."""
+    cmd = [sys.executable, "-m", "simulate.bench", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+
 def test_bench_reports_the_documented_keys(tmp_path):
     res = bench.run(Es=(1, 3, 5), steps=2, repeats=1, n=2048, loop_max=3, log=lambda *_: None)
     assert res[5]["loop_model_steps_per_s"] is None and res[5]["ratio"] is None
@@ -23,33 +29,11 @@ def test_bench_reports_the_documented_keys(tmp_path):
             res[E]["batched_model_steps_per_s"] / res[E]["loop_model_steps_per_s"]
         )
     out = tmp_path / "b.json"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "simulate.bench",
-            "--E",
-            "2",
-            "--steps",
-            "1",
-            "--repeats",
-            "1",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    r = run_bench("--E", "2", "--steps", "1", "--repeats", "1", "--json", str(out))
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
     assert set(data["2"]) == {"batched_model_steps_per_s", "loop_model_steps_per_s", "ratio"}
-    bad = subprocess.run(
-        [sys.executable, "-m", "simulate.bench", "--E", "0"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    bad = run_bench("--E", "0")
     assert bad.returncode == 2
 
 
@@ -61,12 +45,7 @@ def test_bench_compares_the_step_paths():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")
 def test_bench_refuses_cuda_when_absent():
-    r = subprocess.run(
-        [sys.executable, "-m", "simulate.bench", "--E", "1", "--device", "cuda"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    r = run_bench("--E", "1", "--device", "cuda")
     assert r.returncode == 2 and "cuda" in r.stderr
 
 

@@ -34,6 +34,12 @@ def sweep_recs(tmp_path_factory):
     return run_sweep(cfg, path, progress=False, log=lambda *_: None)
 
 
+def run_figures(*args):
+    """``python -m figures --tier tiny ARGS`` in a subprocess."""
+    cmd = [sys.executable, "-m", "figures", "--tier", "tiny", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+
 def nonempty(path):
     with open(path, "rb") as fh:
         return len(fh.read()) > 100
@@ -79,46 +85,12 @@ def test_figures_cli_reuses_records(tmp_path, sweep_recs):
 
     rec = tmp_path / "r.jsonl"
     rec.write_text("".join(json.dumps(r) + "\n" for r in sweep_recs))
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "figures",
-            "--tier",
-            "tiny",
-            "--only",
-            "rates",
-            "--only",
-            "tradeoff",
-            "--out",
-            str(tmp_path / "f"),
-            "--records",
-            str(rec),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+    r = run_figures(
+        "--only", "rates", "--only", "tradeoff", "--out", str(tmp_path / "f"), "--records", str(rec)
     )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "f" / "rates-tiny.png").exists()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"x": 1}\n')
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "figures",
-            "--tier",
-            "tiny",
-            "--only",
-            "rates",
-            "--records",
-            str(bad),
-            "--out",
-            str(tmp_path / "g"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    r = run_figures("--only", "rates", "--records", str(bad), "--out", str(tmp_path / "g"))
     assert r.returncode == 2 and bad.read_text() == '{"x": 1}\n'
