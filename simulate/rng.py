@@ -20,7 +20,19 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["mix32", "mix32_i32", "uniform", "normal", "seed_key", "bits_to_uniform", "Stream"]
+__all__ = [
+    "mix32",
+    "mix32_i32",
+    "uniform",
+    "normal",
+    "seed_key",
+    "bits_to_uniform",
+    "bits_uniform",
+    "draw_bits",
+    "offset_words",
+    "uniform_to_normal",
+    "Stream",
+]
 
 _M32 = 0xFFFFFFFF
 _C1 = 0x7FEB352D
@@ -115,19 +127,45 @@ class Stream:
             b = _to_i32(mix32(((o >> 32) & _M32) ^ a))
             a = _to_i32(a)
         else:
-            o = int(offset)
-            a = _mix32_int((o & _M32) ^ 0x632BE5AB)
-            b = _i32(_mix32_int(((o >> 32) & _M32) ^ a))
-            a = _i32(a)
-        return mix32_i32(mix32_i32(self.base ^ a) ^ b)
+            a, b = offset_words(offset)
+        return draw_bits(self.base, a, b)
 
     def uniform(self, offset, dtype=torch.float32) -> torch.Tensor:
         """Uniforms strictly inside (0, 1), shape of ``base``."""
-        return bits_to_uniform((self.bits(offset) >> 9) & 0x7FFFFF, dtype)
+        return bits_uniform(self.bits(offset), dtype)
 
     def normal(self, offset, dtype=torch.float32) -> torch.Tensor:
         """Standard normals via the inverse CDF of :meth:`uniform`."""
-        return torch.erfinv(2 * self.uniform(offset, dtype) - 1) * (2.0**0.5)
+        return uniform_to_normal(self.uniform(offset, dtype))
+
+
+def offset_words(offset: int) -> tuple[int, int]:
+    """The two int32 words ``(a, b)`` that a draw number ``offset`` (a Python integer)
+    contributes to :meth:`Stream.bits`; computed on the host, no tensor work."""
+    o = int(offset)
+    a = _mix32_int((o & _M32) ^ 0x632BE5AB)
+    b = _i32(_mix32_int(((o >> 32) & _M32) ^ a))
+    return _i32(a), b
+
+
+def draw_bits(base: torch.Tensor, a, b) -> torch.Tensor:
+    """The per-draw rounds of :meth:`Stream.bits`: ``mix32(mix32(base ^ a) ^ b)`` in int32,
+    for a stream's ``base`` and the words of :func:`offset_words` (ints, or int32 tensors
+    that broadcast against ``base``: several draws at once, or a compiled graph that is
+    not specialised per draw)."""
+    return mix32_i32(mix32_i32(base ^ a) ^ b)
+
+
+def bits_uniform(bits: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
+    """:meth:`Stream.uniform` from :func:`draw_bits`' output (the top 23 of the 32 bits)."""
+    return bits_to_uniform((bits >> 9) & 0x7FFFFF, dtype)
+
+
+def uniform_to_normal(u: torch.Tensor) -> torch.Tensor:
+    """Standard normals by the inverse CDF, ``sqrt(2) erfinv(2u - 1)`` (kept out of
+    compiled graphs: inductor's CPU erfinv was 15x slower than eager's here and rounds
+    differently)."""
+    return torch.erfinv(2 * u - 1) * (2.0**0.5)
 
 
 def uniform(key, counter, offset, dtype=torch.float32) -> torch.Tensor:

@@ -15,6 +15,7 @@ from simulate.core import (
     Hyper,
     Layout,
     Trainer,
+    draw_step_inputs,
     kl_indicator,
     kl_slab,
     mlp_nll_and_grad,
@@ -314,6 +315,28 @@ def test_int32_hot_path_is_bit_identical_to_the_int64_reference():
         assert torch.equal(ref, got)
         u = R.Stream(key, ctr).uniform(off, torch.float64)
         assert torch.equal(u, R.bits_to_uniform(ref >> 9, torch.float64))
+
+
+@pytest.mark.parametrize("sampling", ["iid", "permutation"])
+def test_step_inputs_in_one_call_equal_the_streams_and_minibatch(sampling):
+    """draw_step_inputs (the form the compiled step uses) gives bit for bit the streams'
+    draws and Trainer.minibatch, for K = 2 draws, two datasets and padded widths; a wrong
+    draw word (offset off by one) must change every draw (negative control)."""
+    h = Hyper(batch_size=64, mc_samples=2, sampling=sampling)
+    tr = Trainer(Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2))
+    st = tr.state
+    st.step = 5
+    args = list(tr._input_args(st))
+    u_slab, u_gum, xb, yb = draw_step_inputs(*args, n=tr.n)
+    xb_ref, yb_ref = tr.minibatch(st)
+    assert torch.equal(xb, xb_ref) and torch.equal(yb, yb_ref)
+    for k in range(2):
+        assert torch.equal(u_slab[k], tr.eps_stream.uniform(5 * 2 + k))
+        assert torch.equal(u_gum[k], tr.gumbel_stream.uniform(5 * 2 + k))
+    args[3] = torch.tensor([R.offset_words(11), R.offset_words(12)], dtype=torch.int32)
+    u_off = draw_step_inputs(*args, n=tr.n)[0]
+    assert torch.equal(u_off[0], u_slab[1]) and not torch.equal(u_off[1], u_slab[1])
+    assert (u_off[0] != u_slab[0]).float().mean() > 0.99
 
 
 def test_non_finite_loss_stops_that_model_only():

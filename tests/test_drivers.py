@@ -82,10 +82,12 @@ def test_compiled_step_matches_eager():
     X = torch.rand(1, 512, 3, generator=g, dtype=torch.float64) * 2 - 1
     y = X[..., 0] + 0.1 * torch.randn(1, 512, generator=g, dtype=torch.float64)
     batch = Batch(X, y, torch.zeros(2, dtype=torch.int64))
-    h = Hyper(batch_size=64)
-    a = Trainer(Layout(3, 2, [3, 5]), h, [1, 2], batch, dtype=torch.float64)
-    b = Trainer(Layout(3, 2, [3, 5]), h, [1, 2], batch, dtype=torch.float64, compile=True)
-    for _ in range(3):
-        ta, tb = a.step(), b.step()
-        np.testing.assert_allclose(ta["total"].numpy(), tb["total"].numpy(), rtol=1e-9)
-    np.testing.assert_allclose(a.state.var.numpy(), b.state.var.numpy(), rtol=1e-7, atol=1e-10)
+    kinds = [{}, {"sampling": "permutation", "slab": "uniform", "mc_samples": 2}]
+    for kw in kinds:  # the compiled draw graph: iid and permutation minibatches, K = 1, 2
+        h = Hyper(batch_size=64, **kw)
+        a = Trainer(Layout(3, 2, [3, 5]), h, [1, 2], batch, dtype=torch.float64)
+        b = Trainer(Layout(3, 2, [3, 5]), h, [1, 2], batch, dtype=torch.float64, compile=True)
+        for _ in range(10):  # over one epoch (512 / 64 = 8 steps): a fresh permutation
+            ta, tb = a.step(), b.step()
+            np.testing.assert_allclose(ta["total"].numpy(), tb["total"].numpy(), rtol=1e-9)
+        np.testing.assert_allclose(a.state.var.numpy(), b.state.var.numpy(), rtol=1e-7, atol=1e-10)
