@@ -4,7 +4,12 @@ For each E, the same E models (20-20-20-1 networks: p = 20, two hidden layers of
 one output; batch 1024; the same data, n = 10,000) are trained by one batched
 :class:`~simulate.core.Trainer` and by a Python loop over E single-model trainers, in the
 same process and interleaved (batched, loop, batched, loop, ...), and the median rate of
-each is reported as model-steps per second with their ratio.
+each is reported as model-steps per second with their ratio.  The loop runs the core itself
+one model at a time (with ``--compile``, compiled too), so every speed-up of the core speeds
+it as well: its ratio measures what batching adds.  On the CPU a second loop over E
+:class:`~simulate.reference.ReferenceASVI` models (textbook per-model PyTorch: autograd,
+``torch.optim.Adam``, eager) gives ``textbook_ratio``: the core against the style of code it
+replaces.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import torch
 
 from ._alloc import tune_malloc
 from .core import Batch, Hyper, Layout, Trainer
+from .reference import ReferenceASVI
 
 __all__ = ["run", "main"]
 
@@ -73,12 +79,14 @@ def run(
     loop_max: int | None = None,
     log=print,
 ) -> dict:
-    """Measure and return ``{E: {batched_model_steps_per_s, loop_model_steps_per_s, ratio}}``.
+    """Measure and return ``{E: {batched_model_steps_per_s, loop_model_steps_per_s, ratio,
+    textbook_loop_model_steps_per_s, textbook_ratio}}`` (ratios: batched over loop).
 
-    ``device="cuda"`` times both variants on the GPU (synchronising around each timed
-    block); the data then lives on the GPU too.  For ``E > loop_max`` only the batched core
-    is timed (the loop's rate and the ratio are then None): a loop over thousands of models
-    takes minutes and its per-model rate does not depend on E."""
+    ``device="cuda"`` times the core's variants on the GPU (synchronising around each timed
+    block); the data then lives on the GPU too, and the textbook loop (CPU only) is not
+    timed.  For ``E > loop_max`` only the batched core is timed (the loops' rates and the
+    ratios are then None): a loop over thousands of models takes minutes and its per-model
+    rate does not depend on E."""
     data = _data(n, p)
     hyper = Hyper(batch_size=batch_size)
     one = Batch(data.X, data.y, torch.zeros(1, dtype=torch.int64))
@@ -90,20 +98,32 @@ def run(
             Trainer(Layout(p, depth, [width]), hyper, [e], one, device=device, compile=compile)
             for e in range(E if timed_loop else 0)
         ]
+        textbook = [
+            ReferenceASVI(p, depth, width, hyper, data.X[0], data.y[0], seed=e)
+            for e in range(E if timed_loop and torch.device(device).type == "cpu" else 0)
+        ]
         for _ in range(3):  # warm-up (and compilation, if asked for)
             batched.step()
-            for tr in loop:
+            for tr in loop + textbook:
                 tr.step()
-        b_rates, l_rates = [], []
+        rates = {"batched": [], "loop": [], "textbook": []}
         for _ in range(repeats):
-            b_rates.append(_rate([batched.step], steps, E, device))
-            if timed_loop:
-                l_rates.append(_rate([tr.step for tr in loop], steps, E, device))
-        b = statistics.median(b_rates)
-        lo = statistics.median(l_rates) if timed_loop else None
-        ratio = b / lo if timed_loop else None
-        out[E] = {"batched_model_steps_per_s": b, "loop_model_steps_per_s": lo, "ratio": ratio}
-        tail = f"loop {lo:7.0f}   ratio {ratio:6.1f}" if timed_loop else "loop (not timed)"
+            rates["batched"].append(_rate([batched.step], steps, E, device))
+            if loop:
+                rates["loop"].append(_rate([tr.step for tr in loop], steps, E, device))
+            if textbook:
+                rates["textbook"].append(_rate([tr.step for tr in textbook], steps, E))
+        b, lo, tb = (statistics.median(v) if v else None for v in rates.values())
+        out[E] = {
+            "batched_model_steps_per_s": b,
+            "loop_model_steps_per_s": lo,
+            "ratio": b / lo if lo else None,
+            "textbook_loop_model_steps_per_s": tb,
+            "textbook_ratio": b / tb if tb else None,
+        }
+        tail = f"loop {lo:7.0f}   ratio {b / lo:6.1f}" if lo else "loop (not timed)"
+        if tb:
+            tail += f"   textbook loop {tb:6.0f}   ratio {b / tb:6.1f}"
         log(f"E = {E:5d}: batched {b:9.0f} model-steps/s   {tail}")
     return out
 

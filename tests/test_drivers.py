@@ -21,18 +21,28 @@ def run_bench(*args):
 
 def test_bench_reports_the_documented_keys(tmp_path):
     res = bench.run(Es=(1, 3, 5), steps=2, repeats=1, n=2048, loop_max=3, log=lambda *_: None)
-    assert res[5]["loop_model_steps_per_s"] is None and res[5]["ratio"] is None
+    keys = {
+        "batched_model_steps_per_s",
+        "loop_model_steps_per_s",
+        "ratio",
+        "textbook_loop_model_steps_per_s",
+        "textbook_ratio",
+    }
+    assert set(res[5]) == keys
+    assert all(res[5][k] is None for k in keys - {"batched_model_steps_per_s"})
     assert res[5]["batched_model_steps_per_s"] > 0
     for E in (1, 3):
-        assert set(res[E]) == {"batched_model_steps_per_s", "loop_model_steps_per_s", "ratio"}
-        assert res[E]["ratio"] == pytest.approx(
-            res[E]["batched_model_steps_per_s"] / res[E]["loop_model_steps_per_s"]
+        assert set(res[E]) == keys
+        b = res[E]["batched_model_steps_per_s"]
+        assert res[E]["ratio"] == pytest.approx(b / res[E]["loop_model_steps_per_s"])
+        assert res[E]["textbook_ratio"] == pytest.approx(
+            b / res[E]["textbook_loop_model_steps_per_s"]
         )
     out = tmp_path / "b.json"
     r = run_bench("--E", "2", "--steps", "1", "--repeats", "1", "--json", str(out))
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
-    assert set(data["2"]) == {"batched_model_steps_per_s", "loop_model_steps_per_s", "ratio"}
+    assert set(data["2"]) == keys
     bad = run_bench("--E", "0")
     assert bad.returncode == 2
 
