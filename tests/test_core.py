@@ -15,6 +15,8 @@ from simulate.core import (
     Hyper,
     Layout,
     Trainer,
+    auto_chunk,
+    chunk_bounds,
     draw_step_inputs,
     kl_indicator,
     kl_slab,
@@ -326,7 +328,9 @@ def test_step_inputs_in_one_call_equal_the_streams_and_minibatch(sampling):
     tr = Trainer(Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2))
     st = tr.state
     st.step = 5
-    args = list(tr._input_args(st))
+    words, iid_words, idx = tr._draw_words(st)
+    streams = (tr.eps_stream, tr.gumbel_stream, tr.iid_stream)
+    args = [*(s.base for s in streams), words, iid_words, tr.X_aug, tr.y_flat, tr.data_index, idx]
     u_slab, u_gum, xb, yb = draw_step_inputs(*args, n=tr.n)
     xb_ref, yb_ref = tr.minibatch(st)
     assert torch.equal(xb, xb_ref) and torch.equal(yb, yb_ref)
@@ -337,6 +341,23 @@ def test_step_inputs_in_one_call_equal_the_streams_and_minibatch(sampling):
     u_off = draw_step_inputs(*args, n=tr.n)[0]
     assert torch.equal(u_off[0], u_slab[1]) and not torch.equal(u_off[1], u_slab[1])
     assert (u_off[0] != u_slab[0]).float().mean() > 0.99
+
+
+def test_chunks_cover_every_model_once_in_at_most_two_sizes():
+    for E in range(1, 60):
+        for chunk in (1, 2, 7, 25, 27, 100):
+            b = chunk_bounds(E, chunk)
+            sizes = np.diff(b)
+            assert b[0] == 0 and b[-1] == E and sizes.min() >= 1 and sizes.max() <= chunk
+            assert len(b) - 1 == -(-E // chunk) and sizes.max() - sizes.min() <= 1
+    assert chunk_bounds(100, 27) == [0, 25, 50, 75, 100]
+    # the cache rule: ~16 MiB of activations per call (docstring: 27 for the bench network)
+    assert auto_chunk(Layout(20, 2, [20] * 100), Hyper()) == 27
+    assert auto_chunk(Layout(20, 2, [20] * 10), Hyper()) == 10
+    assert auto_chunk(Layout(20, 2, [20] * 100), Hyper(mc_samples=3)) == 9
+    assert auto_chunk(Layout(784, 4, [2000] * 4), Hyper(batch_size=4096)) == 1
+    with pytest.raises(ValueError, match="chunk"):
+        Trainer(Layout(3, 1, [2]), Hyper(batch_size=64), [0], make_batch(1), chunk=0)
 
 
 def test_non_finite_loss_stops_that_model_only():

@@ -97,7 +97,15 @@ def test_compiled_step_matches_eager():
         h = Hyper(batch_size=64, **kw)
         a = Trainer(Layout(3, 2, [3, 5]), h, [1, 2], batch, dtype=torch.float64)
         b = Trainer(Layout(3, 2, [3, 5]), h, [1, 2], batch, dtype=torch.float64, compile=True)
+        c = Trainer(  # one compiled call per model (chunks of 1)
+            Layout(3, 2, [3, 5]), h, [1, 2], batch, dtype=torch.float64, compile=True, chunk=1
+        )
+        assert b.chunk == 2 and c.chunk == 1
         for _ in range(10):  # over one epoch (512 / 64 = 8 steps): a fresh permutation
-            ta, tb = a.step(), b.step()
+            ta, tb, tc = a.step(), b.step(), c.step()
             np.testing.assert_allclose(ta["total"].numpy(), tb["total"].numpy(), rtol=1e-9)
-        np.testing.assert_allclose(a.state.var.numpy(), b.state.var.numpy(), rtol=1e-7, atol=1e-10)
+            np.testing.assert_allclose(tc["total"].numpy(), tb["total"].numpy(), rtol=1e-12)
+        for t in (b, c):
+            np.testing.assert_allclose(
+                a.state.var.numpy(), t.state.var.numpy(), rtol=1e-7, atol=1e-10
+            )
