@@ -28,11 +28,14 @@ def run(
     n_test: int = 10_000,
     widths=PAPER_WIDTHS,
     progress: bool = True,
+    compile: bool = False,
 ) -> dict:
     teacher = TeacherNetwork(p=20, widths=(10, 10), seed=seed)
     X, y = make_regression_data(teacher, n, 20, 1.0, seed=10_000 + seed)
     Xt, yt = make_regression_data(teacher, n_test, 20, 1.0, seed=20_000 + seed)
-    model = ASVIRegressor(widths=widths, epochs=epochs, seed=seed, progress=progress).fit(X, y)
+    model = ASVIRegressor(
+        widths=widths, epochs=epochs, seed=seed, progress=progress, compile=compile
+    ).fit(X, y)
     k = model.selected_index_
     pred = model.predict(Xt)
     post = model.posterior_
@@ -42,6 +45,7 @@ def run(
         "seed": seed,
         "n": n,
         "steps": model.n_steps_,
+        "compiled": bool(compile),
         "fit_time_s": model.fit_time_s_,
         "teacher_edges": teacher.n_edges,
         "widths": list(model.widths_),
@@ -61,12 +65,15 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument(
+        "--compile", action="store_true", help="torch.compile the training step (same numbers)"
+    )
     args = ap.parse_args(argv)
     if args.epochs <= 0 or args.n < 1024:
         print("error: epochs must be > 0 and n >= 1024 (the batch size)", file=sys.stderr)
         return 2
     tune_malloc()
-    r = run(args.epochs, args.seed, args.n)
+    r = run(args.epochs, args.seed, args.n, compile=args.compile)
     print(
         f"teacher 20-10-10-1 ({r['teacher_edges']} non-zero edges), n = {r['n']}, "
         f"{r['epochs']} epochs = {r['steps']} steps, {r['fit_time_s']:.0f} s"
