@@ -696,9 +696,9 @@ class Trainer:
 
     ``compile=True`` runs the step through ``torch.compile`` (a one-time cost of seconds to
     tens of seconds, cached by torch on disk): for the spike-and-slab family with the
-    paper's L3, the whole hand-written :func:`spike_slab_step` as one graph (the random
-    numbers and the minibatch are drawn eagerly: compiled, the integer hashing ran slower);
-    otherwise its three pieces (sampling with L2 and L3 and their backward; the network's
+    paper's L3, the whole hand-written :func:`spike_slab_step` as one graph, its random
+    numbers and minibatch drawn by a second (:func:`draw_step_inputs`; only the normal
+    transform between the two runs eagerly); otherwise its three pieces (sampling with L2 and L3 and their backward; the network's
     forward and hand-written backward; Adam).  The eager path computes the same numbers up
     to float rounding and is what most tests use.
 
