@@ -42,12 +42,14 @@ def _data(n: int, p: int, seed: int = 0) -> Batch:
     )
 
 
-def _batched(data: Batch, E: int, p, depth, width, batch_size, device, compile) -> Trainer:
+def _batched(
+    data: Batch, E: int, p, depth, width, batch_size, device, compile, chunk=None
+) -> Trainer:
     """One batched trainer of the E bench models (seeds 0..E-1, all on ``data``)."""
     batch = Batch(data.X, data.y, torch.zeros(E, dtype=torch.int64))
     hyper = Hyper(batch_size=batch_size)
     lay = Layout(p, depth, [width] * E)
-    return Trainer(lay, hyper, list(range(E)), batch, device=device, compile=compile)
+    return Trainer(lay, hyper, list(range(E)), batch, device=device, compile=compile, chunk=chunk)
 
 
 def _sync(device) -> None:
@@ -144,16 +146,19 @@ def compare_paths(
     """Time the step's code paths on the same E models in one process, interleaved:
     autograd through the sampler (``Trainer._step_autograd``, the baselines' path), the
     hand-written step (``_step_fused``, the default family's), and with ``compile`` the
-    hand-written step compiled.  Returns ``{path: median model-steps/s}`` plus each path's
-    ratio to the autograd one (``"<path>/autograd"``)."""
+    hand-written step compiled, both in the trainer's default chunks of models
+    (``fused_compiled``) and as one call for all E models (``fused_compiled_one_call``).
+    Returns ``{path: median model-steps/s}`` plus each path's ratio to the autograd one
+    (``"<path>/autograd"``)."""
     data = _data(n, p)
 
-    def trainer(c):
-        return _batched(data, E, p, depth, width, batch_size, device, c)
+    def trainer(c, chunk=None):
+        return _batched(data, E, p, depth, width, batch_size, device, c, chunk)
 
     paths = {"autograd": trainer(False)._step_autograd, "fused": trainer(False)._step_fused}
     if compile:
         paths["fused_compiled"] = trainer(True)._step_fused
+        paths["fused_compiled_one_call"] = trainer(True, chunk=E)._step_fused
     for f in paths.values():
         for _ in range(3):
             f()
@@ -164,7 +169,7 @@ def compare_paths(
     out = {k: statistics.median(v) for k, v in rates.items()}
     for k in paths:
         out[f"{k}/autograd"] = out[k] / out["autograd"]
-        log(f"E = {E}: {k:15s} {out[k]:9.0f} model-steps/s   x{out[k] / out['autograd']:.2f}")
+        log(f"E = {E}: {k:23s} {out[k]:9.0f} model-steps/s   x{out[k] / out['autograd']:.2f}")
     return out
 
 

@@ -698,9 +698,11 @@ class Trainer:
     tens of seconds, cached by torch on disk): for the spike-and-slab family with the
     paper's L3, the whole hand-written :func:`spike_slab_step` as one graph, its random
     numbers and minibatch drawn by a second (:func:`draw_step_inputs`; only the normal
-    transform between the two runs eagerly); otherwise its three pieces (sampling with L2 and L3 and their backward; the network's
-    forward and hand-written backward; Adam).  The eager path computes the same numbers up
-    to float rounding and is what most tests use.
+    transform between the two runs eagerly: one graph for both, with ATen's erfinv as an
+    opaque op, was 10-20% slower, measured interleaved; why was not pinned down); otherwise
+    its three pieces (sampling with L2 and L3 and their backward; the network's forward and
+    hand-written backward; Adam).  The eager path computes the same numbers up to float
+    rounding and is what most tests use.
 
     ``chunk`` (compiled spike-and-slab step only): models per compiled call; the step runs
     the models in ``ceil(E / chunk)`` consecutive calls, which changes nothing but speed
