@@ -146,8 +146,9 @@ def compare_paths(
     """Time the step's code paths on the same E models in one process, interleaved:
     autograd through the sampler (``Trainer._step_autograd``, the baselines' path), the
     hand-written step (``_step_fused``, the default family's), and with ``compile`` the
-    hand-written step compiled, both in the trainer's default chunks of models
-    (``fused_compiled``) and as one call for all E models (``fused_compiled_one_call``).
+    hand-written step compiled, both as one call for all E models (``fused_compiled``, the
+    default) and in calls of 25 models (``fused_compiled_chunks_of_25``; see ``Trainer``'s
+    ``chunk``).
     Returns ``{path: median model-steps/s}`` plus each path's ratio to the autograd one
     (``"<path>/autograd"``)."""
     data = _data(n, p)
@@ -158,7 +159,7 @@ def compare_paths(
     paths = {"autograd": trainer(False)._step_autograd, "fused": trainer(False)._step_fused}
     if compile:
         paths["fused_compiled"] = trainer(True)._step_fused
-        paths["fused_compiled_one_call"] = trainer(True, chunk=E)._step_fused
+        paths["fused_compiled_chunks_of_25"] = trainer(True, chunk=25)._step_fused
     for f in paths.values():
         for _ in range(3):
             f()

@@ -665,23 +665,6 @@ def spike_slab_step(
 
 
 _RECOMPILE_LIMIT = 64
-_CHUNK_BYTES = 16 << 20
-
-
-def auto_chunk(layout: Layout, hyper: Hyper) -> int:
-    """Models per compiled call of the step on the CPU: as many as keep one call's
-    activations within ~16 MiB (half the 32 MiB L3 of the machine this was measured on).
-
-    Per model a step holds about ``4 K m (p + 1 + 3 L (Wmax + 1))`` bytes of float32
-    activations (inputs; per hidden layer pre-activation, output and gradient).  Past the
-    cache the step turns memory-bound: compiled, 20-20-20-1 networks, batch 1024, 2 cores,
-    model-steps/s were 11,400 / 12,800 / 13,200 / 13,100 / 11,900 / 10,400 for 10 / 20 /
-    25 / 34 / 50 / 100 models per call (one process, interleaved, medians of 5), and this
-    rule gives 27 (four calls of 25 for E = 100).  The eager step is overhead-bound
-    instead (4,400 at 10, 7,100 at 100), so it is never split."""
-    per_model = 4 * hyper.mc_samples * hyper.batch_size
-    per_model *= layout.p + 1 + 3 * layout.depth * (layout.Wmax + 1)
-    return max(1, min(layout.E, _CHUNK_BYTES // per_model))
 
 
 def chunk_bounds(E: int, chunk: int) -> list:
@@ -705,11 +688,17 @@ class Trainer:
     rounding and is what most tests use.
 
     ``chunk`` (compiled spike-and-slab step only): models per compiled call; the step runs
-    the models in ``ceil(E / chunk)`` consecutive calls, which changes nothing but speed
-    (models are independent; tested).  ``None`` picks :func:`auto_chunk` on the CPU (cache-
-    sized calls) and all models at once on a GPU.  Compiling raises dynamo's per-function
-    recompile limit to 64, process-wide: every trainer compiles the same functions, and
-    past the limit dynamo would silently run later trainers' new shapes eagerly.
+    the models in ``ceil(E / chunk)`` consecutive calls (:func:`chunk_bounds`), which
+    changes nothing but speed (models are independent; tested).  ``None`` (default): all
+    models in one call.  Cache-sized calls can pay on a CPU, but measured here they did not
+    reliably: at E = 100 (20-20-20-1, batch 1024, 2 cores), calls of 25 models against one
+    call of 100, interleaved in one process, came out 12-14% faster in some processes and
+    9-13% slower in others (paired medians over 40 alternations: 1.125 and 0.867; the same
+    comparison of one call against itself: 1.03); so the default does not split.
+    ``python -m simulate.bench --compare-paths --compile`` times both on a given machine.
+    Compiling raises dynamo's per-function recompile limit to 64, process-wide: every
+    trainer compiles the same functions, and past the default 8 dynamo would silently run
+    later trainers' new shapes eagerly.
     """
 
     def __init__(
@@ -776,8 +765,6 @@ class Trainer:
         if compile and self.fused:
             if chunk is not None:
                 self.chunk = min(int(chunk), layout.E)
-            elif torch.device(device or "cpu").type == "cpu":
-                self.chunk = auto_chunk(layout, hyper)
             # every Trainer compiles the same functions; dynamo's default of 8 graphs per
             # function would silently send later trainers (other shapes) back to eager
             cfg = torch._dynamo.config

@@ -15,7 +15,6 @@ from simulate.core import (
     Hyper,
     Layout,
     Trainer,
-    auto_chunk,
     chunk_bounds,
     draw_step_inputs,
     kl_indicator,
@@ -351,11 +350,6 @@ def test_chunks_cover_every_model_once_in_at_most_two_sizes():
             assert b[0] == 0 and b[-1] == E and sizes.min() >= 1 and sizes.max() <= chunk
             assert len(b) - 1 == -(-E // chunk) and sizes.max() - sizes.min() <= 1
     assert chunk_bounds(100, 27) == [0, 25, 50, 75, 100]
-    # the cache rule: ~16 MiB of activations per call (docstring: 27 for the bench network)
-    assert auto_chunk(Layout(20, 2, [20] * 100), Hyper()) == 27
-    assert auto_chunk(Layout(20, 2, [20] * 10), Hyper()) == 10
-    assert auto_chunk(Layout(20, 2, [20] * 100), Hyper(mc_samples=3)) == 9
-    assert auto_chunk(Layout(784, 4, [2000] * 4), Hyper(batch_size=4096)) == 1
     with pytest.raises(ValueError, match="chunk"):
         Trainer(Layout(3, 1, [2]), Hyper(batch_size=64), [0], make_batch(1), chunk=0)
 
