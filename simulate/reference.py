@@ -48,7 +48,7 @@ class ReferenceASVI:
         dims = [p] + [width] * depth + [1]
         raw0 = float(torch.log(torch.expm1(torch.tensor(hyper.init_sigma))))
         logit0 = float(torch.logit(torch.tensor(hyper.init_nu)))
-        self.layers = []  # per layer: (mu, rho, logit) for W [out, in] and for b [out]
+        self.layers = []  # two per layer: (mu, rho, logit) of W [out, in], then of b [out]
         for i, o in zip(dims[:-1], dims[1:], strict=True):
             for shape in ((o, i), (o,)):
                 mu = (torch.rand(shape, generator=self.gen, dtype=X.dtype) * 2 - 1) * hyper.init_mu
