@@ -30,6 +30,14 @@ from .reference import ReferenceASVI
 
 __all__ = ["run", "main"]
 
+# the bench network and data (module docstring), one place for run, compare_paths and the JSON
+N, P, WIDTH, DEPTH, BATCH = 10_000, 20, 20, 2, 1024
+
+
+def network_name(p: int = P, width: int = WIDTH, depth: int = DEPTH) -> str:
+    """``"20-20-20-1"``: input, hidden widths, output."""
+    return "-".join(str(d) for d in [p] + [width] * depth + [1])
+
 
 def _data(n: int, p: int, seed: int = 0) -> Batch:
     rng = np.random.default_rng(seed)
@@ -71,11 +79,11 @@ def run(
     Es=(1, 10, 100),
     steps: int = 20,
     repeats: int = 3,
-    n: int = 10_000,
-    p: int = 20,
-    width: int = 20,
-    depth: int = 2,
-    batch_size: int = 1024,
+    n: int = N,
+    p: int = P,
+    width: int = WIDTH,
+    depth: int = DEPTH,
+    batch_size: int = BATCH,
     compile: bool = False,
     device="cpu",
     loop_max: int | None = None,
@@ -134,11 +142,11 @@ def compare_paths(
     E: int = 100,
     steps: int = 20,
     repeats: int = 7,
-    n: int = 10_000,
-    p: int = 20,
-    width: int = 20,
-    depth: int = 2,
-    batch_size: int = 1024,
+    n: int = N,
+    p: int = P,
+    width: int = WIDTH,
+    depth: int = DEPTH,
+    batch_size: int = BATCH,
     compile: bool = False,
     device="cpu",
     log=print,
@@ -237,9 +245,9 @@ def main(argv=None) -> int:
             "malloc_tuned": tuned,
             "device": args.device,
             "hardware": where,
-            "network": "20-20-20-1",
-            "batch_size": 1024,
-            "n": 10_000,
+            "network": network_name(),
+            "batch_size": BATCH,
+            "n": N,
             "steps": args.steps,
             "repeats": args.repeats,
         }

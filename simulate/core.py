@@ -333,6 +333,16 @@ class State:
     history: list = field(default_factory=list)
 
 
+def inverse_softplus(x: float) -> float:
+    """The raw slab scale ``rho`` with ``softplus(rho) = x`` (the paper's ``sigma'``)."""
+    return math.log(math.expm1(x))
+
+
+def inclusion_logit(p: float) -> float:
+    """The inclusion logit of an inclusion probability ``p``: ``log(p / (1 - p))``."""
+    return math.log(p / (1 - p))
+
+
 def init_state(layout: Layout, hyper: Hyper, seeds, device=None, dtype=torch.float32) -> State:
     """Initial variational parameters of each model from its own seed (counter-based)."""
     seeds = torch.as_tensor(seeds, dtype=torch.int64, device=device).reshape(-1)
@@ -342,17 +352,16 @@ def init_state(layout: Layout, hyper: Hyper, seeds, device=None, dtype=torch.flo
     u = R.uniform(key, layout.counters(device), 0, dtype)
     loc = (2 * u - 1) * hyper.init_mu
     if hyper.family != "spike_slab" or hyper.slab == "gaussian":
-        scale_raw = torch.full_like(loc, math.log(math.expm1(hyper.init_sigma)))
+        scale_raw = torch.full_like(loc, inverse_softplus(hyper.init_sigma))
         if layout.node_scales:  # horseshoe scales: log tau ~ N(0, 0.1^2), tau near 1
             loc[:, layout.P_net :] = 0.0
-            scale_raw[:, layout.P_net :] = math.log(math.expm1(0.1))
+            scale_raw[:, layout.P_net :] = inverse_softplus(0.1)
     else:
         loc = torch.atanh(loc / hyper.B0)  # c = B0 tanh(a) = drawn centre
         c = hyper.B0 * torch.tanh(loc)
         frac = torch.clamp(hyper.init_sigma / (hyper.B0 - c.abs()), 1e-6, 1 - 1e-6)
         scale_raw = torch.log(frac / (1 - frac))  # h = (B0 - |c|) sigmoid(b)
-    logit = torch.full_like(loc, math.log(hyper.init_nu / (1 - hyper.init_nu)))
-    var = torch.stack([loc, scale_raw, logit])
+    var = torch.stack([loc, scale_raw, torch.full_like(loc, inclusion_logit(hyper.init_nu))])
     E = layout.E
     return State(
         var=var,

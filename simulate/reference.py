@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from .core import Hyper, kl_slab_edge, l3_paper, neg_log_lik
+from .core import Hyper, inclusion_logit, inverse_softplus, kl_slab_edge, l3_paper, neg_log_lik
 
 __all__ = ["ReferenceASVI"]
 
@@ -46,8 +46,7 @@ class ReferenceASVI:
         self.h, self.X, self.y = hyper, X, y
         self.gen = torch.Generator().manual_seed(int(seed))
         dims = [p] + [width] * depth + [1]
-        raw0 = float(torch.log(torch.expm1(torch.tensor(hyper.init_sigma))))
-        logit0 = float(torch.logit(torch.tensor(hyper.init_nu)))
+        raw0, logit0 = inverse_softplus(hyper.init_sigma), inclusion_logit(hyper.init_nu)
         self.layers = []  # two per layer: (mu, rho, logit) of W [out, in], then of b [out]
         for i, o in zip(dims[:-1], dims[1:], strict=True):
             for shape in ((o, i), (o,)):
