@@ -330,6 +330,7 @@ class State:
     perm: torch.Tensor | None  # [E, n] current epoch's permutation
     failed: torch.Tensor  # [E] bool: model stopped on a non-finite loss
     failed_step: torch.Tensor  # [E] int64, -1 if not failed
+    frozen: torch.Tensor  # [E] bool: model stopped by a stopping rule, parameters fixed
     history: list = field(default_factory=list)
 
 
@@ -372,6 +373,7 @@ def init_state(layout: Layout, hyper: Hyper, seeds, device=None, dtype=torch.flo
         perm=None,
         failed=torch.zeros(E, dtype=torch.bool, device=device),
         failed_step=torch.full((E,), -1, dtype=torch.int64, device=device),
+        frozen=torch.zeros(E, dtype=torch.bool, device=device),
     )
 
 
@@ -911,6 +913,7 @@ class Trainer:
         st, h = self.state, self.hyper
         K, E = h.mc_samples, self.layout.E
         step_size, corr2 = self._adam_factors(st.step + 1)
+        held = st.failed | st.frozen  # the step leaves these models' parameters alone
         if self._draw_inputs is None:
             offsets = [st.step * K + k for k in range(K)]
             xb, yb = self.minibatch(st)
@@ -918,7 +921,7 @@ class Trainer:
             u = [self.gumbel_stream.uniform(o, self.dtype) for o in offsets]
             eps, u = (eps[0][None], u[0][None]) if K == 1 else (torch.stack(eps), torch.stack(u))
             outs = self._fused_step(
-                st.var, st.m, st.v, st.failed, self.mask, self.H, xb, yb, eps, u, step_size, corr2
+                st.var, st.m, st.v, held, self.mask, self.H, xb, yb, eps, u, step_size, corr2
             )
         else:
             words, iid_words, idx = self._draw_words(st)
@@ -942,7 +945,7 @@ class Trainer:
                         st.var[:, part],
                         st.m[:, part],
                         st.v[:, part],
-                        st.failed[part],
+                        held[part],
                         self.mask[part],
                         self.H[part],
                         xb,
@@ -960,7 +963,8 @@ class Trainer:
                 else [torch.cat([p[i] for p in parts], dim=d) for i, d in enumerate(dims)]
             )
         var, m, v, failed, L1, L2, L3 = outs
-        newly = failed & ~st.failed
+        newly = failed & ~held
+        failed = st.failed | newly
         st.failed_step = torch.where(
             newly, torch.full_like(st.failed_step, st.step), st.failed_step
         )
@@ -987,14 +991,14 @@ class Trainer:
             )
         L1 = nll.reshape(K, E).mean(0) * (self.n / m)
         total = L1 + L2.detach() + L3.detach()
-        newly = ~torch.isfinite(total) & ~st.failed
+        newly = ~torch.isfinite(total) & ~st.failed & ~st.frozen
         if bool(newly.any()):
             st.failed_step = torch.where(
                 newly, torch.full_like(st.failed_step, st.step), st.failed_step
             )
             st.failed = st.failed | newly
-        alive = ~st.failed
-        everyone = not bool(st.failed.any())  # one check; the masking below only if needed
+        alive = ~(st.failed | st.frozen)
+        everyone = bool(alive.all())  # one check; the masking below only if needed
         if everyone:
             kl = (L2 + L3).sum()
         else:
@@ -1033,3 +1037,27 @@ class Trainer:
             if progress is not None:
                 progress(i + 1, steps)
         return self.state
+
+    def fit_until(self, rule, progress=None):
+        """Train each model until ``rule`` (:class:`simulate.stopping.StopRule`) stops it:
+        converged models are frozen (``state.frozen``) while the others go on; the run ends
+        when every model has converged or failed, or at ``rule.max_steps``.  Training
+        continues from the current state.  Returns the per-model summary of
+        :class:`simulate.stopping.Convergence` (``steps``, ``converged``, ``rel_change``).
+        A model stopped inside the batch ends exactly where it would trained alone (models
+        are independent and each decision uses only its own objective; tested)."""
+        from .stopping import Convergence
+
+        conv = Convergence(rule, self.layout.E, self.state.var.device)
+        conv.done |= self.state.failed.cpu() | self.state.frozen.cpu()
+        for i in range(rule.max_steps):
+            terms = self.step()
+            newly = conv.update(terms["total"], self.state.failed)
+            if newly is not None:
+                if bool(newly.any()):
+                    self.state.frozen = self.state.frozen | newly.to(self.state.frozen.device)
+                if bool(conv.done.all()):
+                    break
+            if progress is not None:
+                progress(i + 1, rule.max_steps)
+        return conv.summary()

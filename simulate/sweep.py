@@ -6,9 +6,21 @@ Design (every choice recorded in each record's ``config``):
 * **Nested data** (common random numbers): replicate r of a truth draws one dataset of the
   largest n from its own seed; the cell at n uses its first n points.  Slopes across n are
   then not blurred by independent datasets, and the bootstrap resamples whole replicates.
-* **Budget growing with n**: ``steps = ceil(epochs * n / batch_size)``, i.e. a fixed number
-  of passes over the data; a fixed step count under-trains the largest n and flattens the
-  slope (measured in a prototype: -0.36 against a predicted -0.50).
+* **Converged training** (``simulate.stopping``): every candidate trains until its own
+  objective stops improving (``StopRule``: relative improvement of 500-step window means
+  below ``stop_tol`` twice in a row) or until ``max_steps``; a stopped model is frozen.  The
+  ELBO of eq. (pelbo) is a maximum, so widths are compared at (near) their optima, not at a
+  fixed budget that leaves wide networks unpruned.  Each record carries, per candidate, the
+  steps used, converged or capped, and the last relative change.
+* **Candidate widths that grow with n** (``candidate_widths``): powers of two from
+  ``width_min`` up to the first power of two >= ``width_scale * sqrt(n)`` (capped at
+  ``width_max``), so the selection can be interior at every n; ``sqrt(n)`` is the predicted
+  growth ``n^(p/(2 alpha + p))`` of the width at alpha = p/2 and above it for smoother
+  truths.  A selection at the largest candidate is flagged in the record
+  (``selected_at_top``).  An explicit ``widths`` list fixes the set at every n.
+* **A classical reference on the same data** (``simulate.classical``): each cell also
+  fits piecewise polynomials with the bin count chosen by true error (Hoelder truths with
+  p <= 3); its metrics go into the record's ``reference``.
 * **Theory-tied quantities**: ``lambda_s = a L log n`` (``theory.lambda_s_rule``; L = weight
   layers) unless fixed by ``--lambda-s``; the width prior ``pi(N)`` with ``lam``.  The depth
   is fixed (two hidden layers by default) rather than Lemma 6.1's ``L ~ log n`` (22 hidden
@@ -37,7 +49,7 @@ import os
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -45,10 +57,12 @@ import torch
 from theory import lambda_s_rule, predicted_exponent, teacher_exponent
 
 from ._alloc import tune_malloc
+from .classical import oracle_piecewise
 from .core import Batch, Hyper, Layout, Trainer
 from .posterior import Posterior, select_width
 from .progress import Progress
 from .records import RecordsError, append_jsonl, drop_incomplete_tail, read_jsonl
+from .stopping import StopRule
 from .truths import HolderFunction, TeacherNetwork
 
 __all__ = [
@@ -60,11 +74,13 @@ __all__ = [
     "SCHEMA",
     "TRUTH_HELP",
     "group_widths",
+    "candidate_widths",
     "parse_truths",
     "main",
 ]
 
-SCHEMA = "asvi-rates/sweep-record/1"
+SCHEMA = "asvi-rates/sweep-record/2"
+REFERENCE_MAX_P = 3  # the classical reference is fitted for Hoelder truths up to this p
 TRUTH_HELP = "Truths: --truth holder --alpha A --p P | --truth teacher --p P (repeatable)."
 
 
@@ -110,9 +126,15 @@ class SweepConfig:
     truths: list
     ns: list
     replicates: int = 3
-    widths: list = field(default_factory=lambda: [4, 8, 16, 32])
+    widths: list | None = None  # None: candidate_widths(n, ...) grows with n
+    width_min: int = 2
+    width_scale: float = 1.0
+    width_max: int = 256
     depth: int = 2
-    epochs: float = 100.0
+    max_steps: int = 20_000  # simulate.stopping.StopRule
+    stop_window: int = 500
+    stop_tol: float = 5e-3
+    stop_patience: int = 2
     batch_size: int = 128
     lr: float = 5e-3
     sigma: float = 1.0
@@ -135,20 +157,40 @@ class SweepConfig:
             if not isinstance(t, TruthSpec):
                 raise ValueError(f"truths must be TruthSpec, got {t!r}")
         ns = [int(n) for n in self.ns]
-        if len(ns) < 3:
-            raise ValueError(f"need at least 3 sample sizes to fit a slope, got {len(ns)}")
+        if not ns:  # a slope needs three (verify.rates checks); a control may use fewer
+            raise ValueError("need at least one sample size")
         if sorted(set(ns)) != ns:
             raise ValueError(f"sample sizes must be distinct and increasing, got {ns}")
         if ns[0] < 2:
             raise ValueError("every n must be >= 2")
         if self.replicates < 1 or self.replicate_block < 1:
             raise ValueError("replicates and replicate_block must be >= 1")
-        if not self.widths or any(int(w) < 1 for w in self.widths):
+        if self.widths is not None and (not self.widths or any(int(w) < 1 for w in self.widths)):
             raise ValueError(f"widths must be a non-empty list of integers >= 1: {self.widths}")
-        if self.epochs <= 0 or self.batch_size < 1 or self.depth < 1:
-            raise ValueError("epochs, batch_size and depth must be positive")
+        if self.width_min < 1 or self.width_max < self.width_min:
+            raise ValueError("need 1 <= width_min <= width_max")
+        if not (math.isfinite(self.width_scale) and self.width_scale > 0):
+            raise ValueError(f"width_scale must be > 0, got {self.width_scale}")
+        if self.batch_size < 1 or self.depth < 1:
+            raise ValueError("batch_size and depth must be positive")
+        self.stop_rule.validate()
         if self.elbo_draws < 10:
             raise ValueError("elbo_draws must be >= 10")
+
+    @property
+    def stop_rule(self) -> StopRule:
+        return StopRule(
+            int(self.max_steps),
+            int(self.stop_window),
+            float(self.stop_tol),
+            int(self.stop_patience),
+        )
+
+    def widths_at(self, n: int) -> list[int]:
+        """The candidate widths of the cells at sample size n."""
+        if self.widths is not None:
+            return sorted({int(w) for w in self.widths})
+        return candidate_widths(n, self.width_min, self.width_scale, self.width_max)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -213,6 +255,21 @@ def _cell_lambda_s(cfg: SweepConfig, n: int) -> float:
     return float(lambda_s_rule(n, cfg.depth + 1, cfg.lambda_s_a))
 
 
+def candidate_widths(n: int, width_min: int = 2, scale: float = 1.0, width_max: int = 256):
+    """Powers of two from ``width_min`` (rounded up to one) to the first power of two
+    ``>= scale * sqrt(n)``, at most ``width_max`` and at least two candidates: for n = 250,
+    1000, 4000, 16000 and the defaults, tops 16, 32, 64, 128."""
+    lo = 1 << max(0, math.ceil(math.log2(width_min)))
+    top = 1 << max(0, math.ceil(math.log2(max(1.0, scale * math.sqrt(n)))))
+    top = min(max(top, 2 * lo), width_max)
+    out = []
+    w = lo
+    while w <= top:
+        out.append(w)
+        w *= 2
+    return out or [lo]
+
+
 def group_widths(widths, waste: float = 2.0) -> list[list[int]]:
     """Candidate widths to train in one padded program each: going down from the widest, a
     width joins the current group while the padded work ``count * max_width^2`` stays within
@@ -233,11 +290,12 @@ def group_widths(widths, waste: float = 2.0) -> list[list[int]]:
 def run_job(job: Job) -> list[dict]:
     """Train one job and return its records (pure: no file access; runs on Dask workers)."""
     cfg = SweepConfig.from_dict(job.config)
+    rule = cfg.stop_rule
     t0 = time.perf_counter()
     n_max = max(cfg.ns)
     f0 = job.truth.build(n_max)
     p = job.truth.p
-    W = [int(w) for w in cfg.widths]
+    W = cfg.widths_at(job.n)
     X_all, y_all, data_seeds = [], [], []
     for r in job.replicates:
         ds = _seed(cfg.seed, job.truth.key, "data", r)
@@ -267,15 +325,27 @@ def run_job(job: Job) -> list[dict]:
         torch.tensor(np.stack(y_all), dtype=torch.float32),
         torch.arange(R, dtype=torch.int64),
     )
-    steps = math.ceil(cfg.epochs * job.n / hyper.batch_size)
     test_seed = _seed(cfg.seed, job.truth.key, "test")
     Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, p))
     # Widths are trained in groups (``group_widths``): one batched program per group, its
-    # models padded to the group's widest.
+    # models padded to the group's widest, each model stopped by the rule on its own.
     train_s = 0.0
     cols = {
         k: np.empty((R, len(W)))
-        for k in ("d2", "d", "l2sq", "elbo", "L1", "L2", "L3", "edges", "failed")
+        for k in (
+            "d2",
+            "d",
+            "l2sq",
+            "elbo",
+            "L1",
+            "L2",
+            "L3",
+            "edges",
+            "failed",
+            "steps",
+            "converged",
+            "rel_change",
+        )
     }
     for group in group_widths(W):
         js = [W.index(w) for w in group]  # candidate positions trained together
@@ -287,7 +357,7 @@ def run_job(job: Job) -> list[dict]:
             [model_seeds[i * len(W) + j] for i, j in order],
             Batch(batch.X, batch.y, torch.tensor([i for i, _ in order], dtype=torch.int64)),
         )
-        tr.fit(steps)
+        conv = tr.fit_until(rule)
         train_s += time.perf_counter() - t1
         post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
         d2_draws = post.hellinger_draws(f0, Xt, cfg.draws)  # [T, models]
@@ -303,7 +373,18 @@ def run_job(job: Job) -> list[dict]:
                 cols[k][i, j] = el[k][e]
             cols["edges"][i, j] = edges[e]
             cols["failed"][i, j] = failed_g[e]
+            cols["steps"][i, j] = conv["steps"][e]
+            cols["converged"][i, j] = conv["converged"][e]
+            rc = conv["rel_change"][e]
+            cols["rel_change"][i, j] = np.nan if rc is None else rc
     failed = cols["failed"].astype(bool)
+    refs = [None] * R
+    if job.truth.kind == "holder" and p <= REFERENCE_MAX_P:
+        f0t = f0(Xt)
+        refs = [
+            oracle_piecewise(X_all[i], y_all[i], Xt, f0t, cfg.sigma, job.truth.alpha)
+            for i in range(R)
+        ]
     eval_s = time.perf_counter() - t0 - train_s
     records = []
     for i, r in enumerate(job.replicates):
@@ -318,8 +399,7 @@ def run_job(job: Job) -> list[dict]:
                 "config": {
                     "widths": W,
                     "depth": cfg.depth,
-                    "epochs": cfg.epochs,
-                    "steps": steps,
+                    "stop_rule": rule.to_dict(),
                     "batch_size": hyper.batch_size,
                     "lr": cfg.lr,
                     "sigma": cfg.sigma,
@@ -335,6 +415,7 @@ def run_job(job: Job) -> list[dict]:
                 },
                 "seeds": {"data": data_seeds[i], "models": model_seeds[sl], "test": test_seed},
                 "selected_width": sel["width"],
+                "selected_at_top": bool(k == len(W) - 1 and len(W) > 1),
                 "metrics": {m: float(cols[m][i, k]) for m in ("d2", "d", "l2sq")},
                 "per_width": {
                     **{
@@ -344,7 +425,13 @@ def run_job(job: Job) -> list[dict]:
                     "penalized_elbo": sel["penalized"].tolist(),
                     "edges_sum_nu": cols["edges"][i].tolist(),
                     "failed": failed[i].tolist(),
+                    "steps": [int(x) for x in cols["steps"][i]],
+                    "converged": [bool(x) for x in cols["converged"][i]],
+                    "rel_change": [
+                        None if np.isnan(x) else float(x) for x in cols["rel_change"][i]
+                    ],
                 },
+                "reference": refs[i],
                 "timing": {"job_train_s": train_s, "job_eval_s": eval_s, "job_models": R * len(W)},
                 "versions": _versions(),
             }
@@ -477,10 +564,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--config", help="JSON file with the SweepConfig fields")
     ap.add_argument("--out", default="results/records.jsonl", help="records file (JSON lines)")
-    ap.add_argument("--n", type=int, nargs="+", help="sample sizes (at least 3)")
+    ap.add_argument("--n", type=int, nargs="+", help="sample sizes (3 or more to fit a slope)")
     ap.add_argument("--replicates", type=int)
     ap.add_argument("--widths", type=int, nargs="+")
-    ap.add_argument("--epochs", type=float)
+    ap.add_argument("--max-steps", type=int, help="step cap of every candidate (stop rule)")
+    ap.add_argument("--stop-tol", type=float, help="relative-improvement tolerance (stop rule)")
     ap.add_argument("--batch-size", type=int)
     ap.add_argument("--lambda-s", type=float, help="fixed lambda_s (default: a L log n)")
     ap.add_argument("--seed", type=int)
@@ -501,7 +589,8 @@ def config_from_args(truths, args) -> SweepConfig:
         ("n", "ns"),
         ("replicates", "replicates"),
         ("widths", "widths"),
-        ("epochs", "epochs"),
+        ("max_steps", "max_steps"),
+        ("stop_tol", "stop_tol"),
         ("batch_size", "batch_size"),
         ("lambda_s", "lambda_s"),
         ("seed", "seed"),

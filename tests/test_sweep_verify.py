@@ -102,7 +102,7 @@ def test_dask_local_cluster_gives_the_same_records(uninterrupted, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "bad", [{"ns": [64, 128]}, {"ns": [128, 64, 256]}, {"widths": []}, {"replicates": 0}]
+    "bad", [{"ns": []}, {"ns": [128, 64, 256]}, {"widths": []}, {"replicates": 0}]
 )
 def test_bad_sweep_config(bad, tmp_path):
     with pytest.raises(ValueError):
