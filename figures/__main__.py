@@ -103,15 +103,19 @@ def main(argv=None) -> int:
                     print(
                         f"rates {r['truth']}: slope {r['slope']:.3f} "
                         f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}], predicted "
-                        f"{r['predicted']:.3f}, {r['verdict']}"
+                        f"{r['predicted']:.3f}, {r['verdict']}; {r['finding']}"
                     )
             if "tradeoff" in names:
                 from .tradeoff import tradeoff_figure
 
                 res = tradeoff_figure(srecs, args.out, args.tier)
                 print(
-                    f"tradeoff: theory's best width {res['theory_argmin_width']:.0f}; "
-                    f"measured d^2 per width {res['widths']}: {res['measured']}"
+                    f"tradeoff: theory's best width {res['theory_argmin_width']:.0f}; measured"
+                    " d^2 per width: "
+                    + "; ".join(
+                        f"n={n} {res['widths'][n]}: {[round(x, 4) for x in v]}"
+                        for n, v in res["measured"].items()
+                    )
                 )
         if "uci" in names:
             from .realdata import run_uci, uci_table

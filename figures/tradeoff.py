@@ -29,7 +29,8 @@ def theory_terms(n: int, p: int, alpha: float, holder_norm: float, L: int, N_max
 
 def tradeoff_figure(records, out_dir: str, tag: str) -> dict:
     """Left: theory's terms for the first Hoelder truth of the records at its largest n.
-    Right: measured VB-posterior d^2 of each fixed width (mean over replicates), per n."""
+    Right: measured VB-posterior d^2 of each candidate width (mean over replicates), per
+    n, over that n's candidates."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,7 +43,6 @@ def tradeoff_figure(records, out_dir: str, tag: str) -> dict:
     recs = [r for r in holder if r["cell"]["truth"] == key]
     t = recs[0]["truth"]
     ns = sorted({r["cell"]["n"] for r in recs})
-    widths = recs[0]["config"]["widths"]
     L = recs[0]["config"]["depth"] + 1
     terms = theory_terms(ns[-1], int(t["p"]), float(t["alpha"]), float(t["holder_norm"]), L)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.8))
@@ -55,11 +55,12 @@ def tradeoff_figure(records, out_dir: str, tag: str) -> dict:
     a1.set_xlabel("width 12pN")
     a1.set_title(f"theory, n = {ns[-1]}, depth L = {L} (constants 1)", fontsize=9)
     a1.legend(fontsize=7)
-    measured = {}
-    for n in ns:
-        rows = [r["per_width"]["d2"] for r in recs if r["cell"]["n"] == n]
-        measured[n] = np.mean(rows, axis=0)
-        a2.plot(widths, measured[n], "o-", label=f"n = {n}")
+    measured, widths = {}, {}
+    for n in ns:  # the candidate widths may grow with n
+        cell = [r for r in recs if r["cell"]["n"] == n]
+        widths[n] = cell[0]["config"]["widths"]
+        measured[n] = np.mean([r["per_width"]["d2"] for r in cell], axis=0)
+        a2.plot(widths[n], measured[n], "o-", label=f"n = {n}")
     a2.set_xscale("log", base=2)
     a2.set_yscale("log")
     a2.set_xlabel("width (fixed-width SVI)")

@@ -142,6 +142,7 @@ class SweepConfig:
     lambda_s: float | None = None  # None: theory's a L log n
     lambda_s_a: float = 0.1
     lam: float = 10.0
+    l3: str = "paper"  # "paper" (eq. (loss3) as printed) or "exact" (simulate.core)
     n_test: int = 20_000
     draws: int = 30
     elbo_draws: int = 10
@@ -173,6 +174,8 @@ class SweepConfig:
             raise ValueError(f"width_scale must be > 0, got {self.width_scale}")
         if self.batch_size < 1 or self.depth < 1:
             raise ValueError("batch_size and depth must be positive")
+        if self.l3 not in ("paper", "exact"):
+            raise ValueError(f"l3 must be 'paper' or 'exact', got {self.l3!r}")
         self.stop_rule.validate()
         if self.elbo_draws < 10:
             raise ValueError("elbo_draws must be >= 10")
@@ -316,6 +319,7 @@ def run_job(job: Job) -> list[dict]:
         lr=cfg.lr,
         init_nu=cfg.init_nu,
         init_sigma=cfg.init_sigma,
+        l3=cfg.l3,
     )
     model_seeds = [
         _seed(cfg.seed, job.truth.key, job.n, r, "model", w) for r in job.replicates for w in W
@@ -406,6 +410,7 @@ def run_job(job: Job) -> list[dict]:
                     "sigma_0": cfg.sigma_0,
                     "lambda_s": lam_s,
                     "lam": cfg.lam,
+                    "l3": cfg.l3,
                     "n_test": cfg.n_test,
                     "draws": cfg.draws,
                     "elbo_draws": cfg.elbo_draws,

@@ -25,7 +25,8 @@ def sweep_recs(tmp_path_factory):
         ns=[64, 128, 256],
         replicates=2,
         widths=[2, 4],
-        epochs=3,
+        max_steps=100,
+        stop_window=25,
         batch_size=32,
         n_test=500,
         draws=10,
@@ -66,15 +67,15 @@ def test_figure_1b_panels_and_counts(teacher_recs):
     assert all(sum(f.values()) == 2 for f in res["frequencies"].values())
 
 
-def test_rate_figure_one_panel_per_truth(sweep_recs, tmp_path):
-    res = rate_figure(sweep_recs, str(tmp_path), "t")
-    assert res["panels"] == 2 and all(nonempty(p) for p in res["paths"])
+def test_rate_figure_one_row_per_truth(sweep_recs, tmp_path):
+    res = rate_figure(sweep_recs, str(tmp_path), "t")  # 2 truths x (3 metrics + widths)
+    assert res["panels"] == 8 and all(nonempty(p) for p in res["paths"])
 
 
 def test_tradeoff_figure(sweep_recs, tmp_path):
     res = tradeoff_figure(sweep_recs, str(tmp_path), "t")
     assert res["panels"] == 2 and all(nonempty(p) for p in res["paths"])
-    assert set(res["measured"]) == {64, 128, 256} and res["widths"] == [2, 4]
+    assert set(res["measured"]) == {64, 128, 256} and res["widths"] == {n: [2, 4] for n in (64, 128, 256)}
     t = theory_terms(10**4, 1, 0.5, 1.0, 3, N_max=50)
     assert t["variational"][-1] > t["variational"][0]  # grows with width
     assert t["approximation"][-1] < t["approximation"][0]  # shrinks with width

@@ -91,6 +91,7 @@ TIERS = {
         "sweep": {
             "ns": [250, 630, 1600, 4000],
             "replicates": 4,
+            "width_scale": 0.5,  # candidates 2..8 at n = 250 up to 2..32 at n = 4000
             "batch_size": 128,
             "n_test": 10_000,
             "draws": 20,
