@@ -75,7 +75,8 @@ def test_rate_figure_one_row_per_truth(sweep_recs, tmp_path):
 def test_tradeoff_figure(sweep_recs, tmp_path):
     res = tradeoff_figure(sweep_recs, str(tmp_path), "t")
     assert res["panels"] == 2 and all(nonempty(p) for p in res["paths"])
-    assert set(res["measured"]) == {64, 128, 256} and res["widths"] == {n: [2, 4] for n in (64, 128, 256)}
+    assert set(res["measured"]) == {64, 128, 256}
+    assert res["widths"] == {n: [2, 4] for n in (64, 128, 256)}
     t = theory_terms(10**4, 1, 0.5, 1.0, 3, N_max=50)
     assert t["variational"][-1] > t["variational"][0]  # grows with width
     assert t["approximation"][-1] < t["approximation"][0]  # shrinks with width
