@@ -351,3 +351,36 @@ def test_budget_control_marks_cells_that_move():
     assert [c["limited"] for c in ctl["d2"]] == [True, False]
     res = analyse(base, control=moved)
     assert next(r for r in res if r["metric"] == "d2")["optimisation_limited"] is True
+
+
+def test_reselection_with_the_recorded_lambda_changes_nothing(tmp_path):
+    """``--lam`` on recorded sweeps re-selects from the recorded ELBOs: with the sweep's own
+    lambda it reproduces every selection; another lambda shifts each candidate's penalised
+    ELBO by exactly the change of its log prior, and selects the argmax."""
+    from simulate.sweep import SweepConfig, run_sweep
+    from theory import log_prior_N
+    from verify.rates import reselect
+
+    cfg = SweepConfig(
+        truths=[TruthSpec("holder", p=1, alpha=0.5)],
+        ns=[64, 128, 256],
+        replicates=1,
+        widths=[2, 4],
+        max_steps=40,
+        stop_window=20,
+        batch_size=32,
+        n_test=200,
+        draws=4,
+    )
+    recs = run_sweep(cfg, tmp_path / "r.jsonl", progress=False, log=lambda *_: None)
+    same = reselect(recs, cfg.lam)
+    for a, b in zip(recs, same, strict=True):
+        assert (a["selected_width"], a["metrics"]) == (b["selected_width"], b["metrics"])
+        assert a["per_width"]["penalized_elbo"] == pytest.approx(b["per_width"]["penalized_elbo"])
+    other = reselect(recs, 1e-3)
+    shift = [float(log_prior_N(w, 1e-3) - log_prior_N(w, cfg.lam)) for w in (2, 4)]
+    for a, b in zip(recs, other, strict=True):
+        pa, pb = a["per_width"]["penalized_elbo"], b["per_width"]["penalized_elbo"]
+        assert [y - x for x, y in zip(pa, pb, strict=True)] == pytest.approx(shift)
+        assert b["selected_width"] == (2, 4)[int(pb[1] > pb[0])]
+        assert b["metrics"]["d2"] == b["per_width"]["d2"][(2, 4).index(b["selected_width"])]

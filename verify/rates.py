@@ -67,8 +67,10 @@ __all__ = ["TIERS", "main", "analyse", "budget_control", "exit_status"]
 METRICS = ("d2", "d", "l2sq")
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
-# Each tier: sweep settings, default truths, and how many replicates the budget-doubling
-# control re-trains (at the smallest and the largest n).  Measured cost on the 2-core
+# Each tier: sweep settings, default truths, how many replicates the budget-doubling
+# control re-trains (at the smallest and the largest n), and the default number of local
+# single-threaded worker processes (two beat one two-threaded process on 2 cores: these
+# small networks are bound by per-step overhead, not arithmetic).  Measured cost on the 2-core
 # machine is in the README.  ``tiny`` is the smoke test (fixed widths, a few hundred steps).
 TIERS = {
     "tiny": {
@@ -98,6 +100,7 @@ TIERS = {
             "replicate_block": 4,
         },
         "control_replicates": 4,
+        "workers": 2,
     },
     "full": {
         "truths": [
@@ -115,6 +118,7 @@ TIERS = {
             "replicate_block": 4,
         },
         "control_replicates": 4,
+        "workers": 2,
     },
 }
 
@@ -556,6 +560,15 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-control", action="store_true", help="skip the budget-doubling control")
     ap.add_argument("--n", type=int, nargs="+", help="override the tier's sample sizes")
     ap.add_argument("--replicates", type=int, help="override the tier's replicates")
+    ap.add_argument("--depth", type=int, help="override the number of hidden layers (2)")
+    ap.add_argument("--l3", choices=("paper", "exact"), help="override the L3 term (paper)")
+    ap.add_argument("--lambda-s-a", type=float, help="override a in lambda_s = a L log n (0.1)")
+    ap.add_argument(
+        "--lam",
+        type=float,
+        help="the width prior's lambda (10); with --records the widths are re-selected from"
+        " the recorded ELBOs (the prior enters only the selection, eq. (13))",
+    )
     ap.add_argument("--json", metavar="PATH", help="write the report as JSON")
     ap.add_argument("--figures", metavar="DIR", help="figure folder (default results/verify-TIER)")
     ap.add_argument("--delta", type=float, default=1.0, help="log power delta (>= 1)")
@@ -566,9 +579,34 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--workers",
         type=int,
-        help="run the sweep on a local Dask cluster of N single-threaded workers",
+        help="run the sweeps on a local Dask cluster of N single-threaded workers; 0 runs"
+        " them in this process (default: the tier's, 2 for quick and full)",
     )
     return ap
+
+
+def reselect(records: list[dict], lam: float) -> list[dict]:
+    """The records with the width re-selected under the width prior's ``lam`` from their
+    recorded ELBOs (``simulate.posterior.select_width``, eq. (13)); ``lam`` enters nothing
+    else, so this equals a sweep run with it."""
+    from simulate.posterior import select_width
+
+    out = []
+    for r in records:
+        pw, W = r["per_width"], r["config"]["widths"]
+        sel = select_width(pw["elbo"], W, lam, failed=pw["failed"])
+        k = sel["index"]
+        out.append(
+            {
+                **r,
+                "config": {**r["config"], "lam": lam},
+                "selected_width": sel["width"],
+                "selected_at_top": bool(k == len(W) - 1 and len(W) > 1),
+                "metrics": {m: pw[m][k] for m in METRICS},
+                "per_width": {**pw, "penalized_elbo": sel["penalized"].tolist()},
+            }
+        )
+    return out
 
 
 def control_config(cfg: SweepConfig, replicates: int) -> SweepConfig:
@@ -646,8 +684,29 @@ def main(argv=None) -> int:
             raise ValueError(f"need at least 3 sample sizes, got {args.n}")
         if args.replicates is not None and args.replicates < 1:
             raise ValueError(f"--replicates must be >= 1, got {args.replicates}")
+        if args.workers is not None and args.workers < 0:
+            raise ValueError(f"--workers must be >= 0, got {args.workers}")
+        if args.lam is not None and not (np.isfinite(args.lam) and args.lam > 0):
+            raise ValueError(f"--lam must be a finite number > 0, got {args.lam}")
+        overrides = {
+            k: v
+            for k, v in (
+                ("ns", args.n),
+                ("replicates", args.replicates),
+                ("depth", args.depth),
+                ("l3", args.l3),
+                ("lambda_s_a", args.lambda_s_a),
+                ("lam", args.lam),
+            )
+            if v is not None
+        }
+        workers = tier.get("workers", 0) if args.workers is None else args.workers
         control_records: list[dict] = []
         if args.records:
+            if set(overrides) - {"lam"}:
+                raise ValueError(
+                    f"with --records only --lam applies (re-selection); got {sorted(overrides)}"
+                )
             if not os.path.exists(args.records):
                 raise ValueError(f"no records file {args.records}")
             records = read_records(args.records)
@@ -659,15 +718,11 @@ def main(argv=None) -> int:
                 raise ValueError(f"no control records file {cpath}")
             if not args.no_control and os.path.exists(cpath):
                 control_records = read_records(cpath)
+            if args.lam is not None:
+                records = reselect(records, args.lam)
+                control_records = reselect(control_records, args.lam)
         else:
-            cfg = SweepConfig(
-                truths=truths or tier["truths"],
-                **{
-                    **tier["sweep"],
-                    **({"ns": args.n} if args.n else {}),
-                    **({"replicates": args.replicates} if args.replicates else {}),
-                },
-            )
+            cfg = SweepConfig(truths=truths or tier["truths"], **{**tier["sweep"], **overrides})
             cfg.validate()
             source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
             cpath = args.control_records or _control_path(source)
@@ -686,11 +741,18 @@ def main(argv=None) -> int:
 
         tune_malloc()
         os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
-        records = run_sweep(cfg, source, scheduler=args.scheduler, workers=args.workers)
+        if workers and not args.scheduler:
+            try:
+                import distributed  # noqa: F401
+            except ImportError:
+                print("note: dask.distributed is not installed; running in this process")
+                workers = 0
+        par = {"scheduler": args.scheduler, "workers": None if args.scheduler else workers or None}
+        records = run_sweep(cfg, source, **par)
         if not args.no_control:
             print("budget-doubling control (smallest and largest n, 2x cap, tolerance / 2):")
             ccfg = control_config(cfg, tier["control_replicates"])
-            control_records = run_sweep(ccfg, cpath, scheduler=args.scheduler, workers=args.workers)
+            control_records = run_sweep(ccfg, cpath, **par)
     try:
         results = analyse(records, truths or None, args.delta, control_records)
     except ValueError as exc:
