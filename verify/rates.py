@@ -113,6 +113,7 @@ TIERS = {
         "sweep": {
             "ns": [500, 1000, 2000, 4000, 8000, 16000, 32000],
             "replicates": 4,
+            "width_scale": 0.5,  # candidates 2..16 at n = 500 up to 2..128 at n = 32000
             "width_max": 128,
             "batch_size": 128,
             "replicate_block": 4,
