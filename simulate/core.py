@@ -38,6 +38,11 @@ Loss (eq. (el)), returned per model and per term:
   + E[log C(H, Gamma)] - log c_1`` with ``Gamma`` Poisson-binomial (its law computed exactly by
   a characteristic-function FFT) and ``c_1 = (1 - e^{-lambda_s}) / (1 - e^{-lambda_s (H+1)})``.
 
+Stopping (``Trainer.fit_until``, rule in ``simulate.stopping``): each model trains until
+its own windowed objective stops improving; a stopped model is *frozen* (``state.frozen``):
+the step still computes it (the batch keeps its shape) but leaves its parameters alone,
+exactly as for a failed model.
+
 Minibatches (``Trainer.minibatch``): by default each model draws its m indices i.i.d. from
 its own dataset every step; optionally a fresh per-model permutation every epoch with
 ``floor(n / m)`` full minibatches (the remainder skipped).  Either way no ragged batch changes

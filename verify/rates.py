@@ -452,31 +452,16 @@ def draw_rate_panel(ax, r: dict) -> None:
         capsize=3,
         label=f"ASVI {r['slope']:.3f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]",
     )
-    ax.plot(
-        ns,
-        r["oracle_mean"],
-        "s--",
-        color="C2",
-        ms=4,
-        label=f"oracle-width SVI {r['oracle_slope']:.3f}",
-    )
-    ax.plot(
-        ns,
-        r["fixed_mean"],
-        "v:",
-        color="C1",
-        ms=4,
-        label=f"SVI width {r['fixed_width']} {r['fixed_slope']:.3f}",
-    )
+    curves = [
+        ("oracle_mean", "s--", "C2", f"oracle-width SVI {r['oracle_slope']:.3f}"),
+        ("fixed_mean", "v:", "C1", f"SVI width {r['fixed_width']} {r['fixed_slope']:.3f}"),
+    ]
     if r["reference_mean"] is not None:
-        ax.plot(
-            ns,
-            r["reference_mean"],
-            "D-",
-            color="C0",
-            ms=4,
-            label=f"classical (oracle bins) {r['reference_slope']:.3f}",
+        curves.append(
+            ("reference_mean", "D-", "C0", f"classical (oracle bins) {r['reference_slope']:.3f}")
         )
+    for key, fmt, color, label in curves:
+        ax.plot(ns, r[key], fmt, color=color, ms=4, label=label)
     band = y0 * (grid / x0) ** r["band"][0], y0 * (grid / x0) ** r["band"][1]
     ax.plot(grid, band[0], "C3--", label=f"predicted {r['predicted']:.3f}")
     ax.fill_between(
