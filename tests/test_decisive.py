@@ -267,7 +267,9 @@ def test_attainment_verdicts():
 
 
 # --------------------------------------------------------------------------- analysis
-def fake_records(asvi_exp, ref_exp, R=4, ns=(250, 1000, 4000, 16000), noise=0.03, seed=0):
+def fake_records(
+    asvi_exp, ref_exp, R=4, ns=(250, 1000, 4000, 16000), noise=0.03, seed=0, teacher_p=None
+):
     """Sweep-shaped records: per-width d2 where width 2 is a flat fixed-size curve, width 8
     follows ``asvi_exp``; ASVI selects width 8; the reference follows ``ref_exp``."""
     rng = np.random.default_rng(seed)
@@ -281,10 +283,16 @@ def fake_records(asvi_exp, ref_exp, R=4, ns=(250, 1000, 4000, 16000), noise=0.03
             per["l2sq"] = [8 * x for x in per["d2"]]
             ref = {"d2": 0.5 * n**ref_exp * e(), "bins": {m: 3 for m in ("d2", "d", "l2sq")}}
             ref["d"], ref["l2sq"] = math.sqrt(ref["d2"]), 8 * ref["d2"]
+            if teacher_p is not None:
+                truth = {"kind": "teacher", "p": teacher_p, "alpha": None, "seed": 0}
+                key, ref = f"teacher-p{teacher_p}-s0", None
+            else:
+                truth = {"kind": "holder", "p": 1, "alpha": 0.5, "seed": 0}
+                key = "holder-a0.5-p1-s0"
             recs.append(
                 {
-                    "cell": {"truth": "holder-a0.5-p1-s0", "n": n, "replicate": q},
-                    "truth": {"kind": "holder", "p": 1, "alpha": 0.5, "seed": 0},
+                    "cell": {"truth": key, "n": n, "replicate": q},
+                    "truth": truth,
                     "config": {"widths": [2, 8, 32], "lambda_s": 1.0},
                     "selected_width": 8,
                     "selected_at_top": False,
@@ -384,3 +392,26 @@ def test_reselection_with_the_recorded_lambda_changes_nothing(tmp_path):
         assert [y - x for x, y in zip(pa, pb, strict=True)] == pytest.approx(shift)
         assert b["selected_width"] == (2, 4)[int(pb[1] > pb[0])]
         assert b["metrics"]["d2"] == b["per_width"]["d2"][(2, 4).index(b["selected_width"])]
+
+
+def test_teacher_input_dimensions_are_compared():
+    """Corollary 6.3's check: teacher p = 200 beside p = 20, slopes and the ratio of the
+    means at the largest n; the holder truth takes no part; no classical reference."""
+    recs = (
+        fake_records(-0.5, 0, teacher_p=20, seed=1)
+        + fake_records(-0.4, 0, teacher_p=200, seed=2)
+        + fake_records(-0.5, -0.5)
+    )
+    res = analyse(recs)
+    d2 = {r["truth"]: r for r in res if r["metric"] == "d2"}
+    rows = d2["teacher-p200-s0"]["input_dimension"]
+    assert len(rows) == 1 and rows == d2["teacher-p20-s0"]["input_dimension"]
+    row = rows[0]
+    assert (row["p_small"], row["p_large"], row["n"]) == (20, 200, 16000)
+    assert row["ratio_large_to_small"] == pytest.approx(
+        d2["teacher-p200-s0"]["mean"][-1] / d2["teacher-p20-s0"]["mean"][-1]
+    )
+    assert row["ratio_large_to_small"] == pytest.approx(16000**0.1, rel=0.1)
+    assert "input_dimension" not in d2["holder-a0.5-p1-s0"]
+    assert d2["teacher-p20-s0"]["reference_slope"] is None
+    assert d2["teacher-p20-s0"]["attainment_verdict"] is None
