@@ -113,8 +113,8 @@ TIERS = {
         "sweep": {
             "ns": [500, 1000, 2000, 4000, 8000, 16000, 32000],
             "replicates": 4,
-            "width_scale": 0.5,  # candidates 2..16 at n = 500 up to 2..128 at n = 32000
-            "width_max": 128,
+            "width_scale": 0.5,  # candidates 2..16 at n = 500 up to 2..64 at n = 8000..32000
+            "width_max": 64,
             "batch_size": 128,
             "replicate_block": 4,
         },
