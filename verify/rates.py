@@ -792,7 +792,8 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"verify.rates: tier {args.tier}, records {source}, {time.perf_counter() - t0:.0f} s")
+    what = "recorded sweeps" if args.records else f"tier {args.tier}"
+    print(f"verify.rates: {what}, records {source}, {time.perf_counter() - t0:.0f} s")
     print(format_results(results))
     fig_dir = args.figures or os.path.join("results", f"verify-{args.tier}")
     paths = plot_results(results, fig_dir)
