@@ -1048,7 +1048,8 @@ class Trainer:
         converged models are frozen (``state.frozen``) while the others go on; the run ends
         when every model has converged or failed, or at ``rule.max_steps``.  Training
         continues from the current state.  Returns the per-model summary of
-        :class:`simulate.stopping.Convergence` (``steps``, ``converged``, ``rel_change``).
+        :class:`simulate.stopping.Convergence` (``steps``, ``converged``, ``rel_change``,
+        ``kl_change``).
         A model stopped inside the batch ends exactly where it would trained alone (models
         are independent and each decision uses only its own objective; tested)."""
         from .stopping import Convergence
@@ -1057,7 +1058,7 @@ class Trainer:
         conv.done |= self.state.failed.cpu() | self.state.frozen.cpu()
         for i in range(rule.max_steps):
             terms = self.step()
-            newly = conv.update(terms["total"], self.state.failed)
+            newly = conv.update(terms["total"], self.state.failed, terms["L2"] + terms["L3"])
             if newly is not None:
                 if bool(newly.any()):
                     self.state.frozen = self.state.frozen | newly.to(self.state.frozen.device)

@@ -7,11 +7,13 @@ Design (every choice recorded in each record's ``config``):
   largest n from its own seed; the cell at n uses its first n points.  Slopes across n are
   then not blurred by independent datasets, and the bootstrap resamples whole replicates.
 * **Converged training** (``simulate.stopping``): every candidate trains until its own
-  objective stops improving (``StopRule``: relative improvement of 500-step window means
-  below ``stop_tol`` twice in a row) or until ``max_steps``; a stopped model is frozen.  The
-  ELBO of eq. (pelbo) is a maximum, so widths are compared at (near) their optima, not at a
-  fixed budget that leaves wide networks unpruned.  Each record carries, per candidate, the
-  steps used, converged or capped, and the last relative change.
+  objective stops improving and its KL stops changing (``StopRule``: over 500-step window
+  means, relative improvement below ``stop_tol`` and KL change below
+  ``max(stop_tol KL, stop_kl_abs)``, twice in a row) or until ``max_steps``; a stopped
+  model is frozen.  The ELBO of eq. (pelbo) is a maximum, so widths are compared at (near)
+  their optima, not at a fixed budget that leaves wide networks unpruned.  Each record
+  carries, per candidate, the steps used, converged or capped, and the last relative
+  change of the objective and change of the KL.
 * **Candidate widths that grow with n** (``candidate_widths``): powers of two from
   ``width_min`` up to the first power of two >= ``width_scale * sqrt(n)`` (capped at
   ``width_max``), so the selection can be interior at every n; ``sqrt(n)`` is the predicted
@@ -135,6 +137,7 @@ class SweepConfig:
     stop_window: int = 500
     stop_tol: float = 5e-3
     stop_patience: int = 2
+    stop_kl_abs: float = 2.0
     batch_size: int = 128
     lr: float = 5e-3
     sigma: float = 1.0
@@ -349,6 +352,7 @@ def run_job(job: Job) -> list[dict]:
             "steps",
             "converged",
             "rel_change",
+            "kl_change",
         )
     }
     for group in group_widths(W):
@@ -379,8 +383,9 @@ def run_job(job: Job) -> list[dict]:
             cols["failed"][i, j] = failed_g[e]
             cols["steps"][i, j] = conv["steps"][e]
             cols["converged"][i, j] = conv["converged"][e]
-            rc = conv["rel_change"][e]
-            cols["rel_change"][i, j] = np.nan if rc is None else rc
+            for k in ("rel_change", "kl_change"):
+                x = conv[k][e]
+                cols[k][i, j] = np.nan if x is None else x
     failed = cols["failed"].astype(bool)
     refs = [None] * R
     if job.truth.kind == "holder" and p <= REFERENCE_MAX_P:
@@ -432,9 +437,10 @@ def run_job(job: Job) -> list[dict]:
                     "failed": failed[i].tolist(),
                     "steps": [int(x) for x in cols["steps"][i]],
                     "converged": [bool(x) for x in cols["converged"][i]],
-                    "rel_change": [
-                        None if np.isnan(x) else float(x) for x in cols["rel_change"][i]
-                    ],
+                    **{
+                        k: [None if np.isnan(x) else float(x) for x in cols[k][i]]
+                        for k in ("rel_change", "kl_change")
+                    },
                 },
                 "reference": refs[i],
                 "timing": {"job_train_s": train_s, "job_eval_s": eval_s, "job_models": R * len(W)},

@@ -32,11 +32,12 @@ def synthetic(exponent, log_power, R, noise, seed, ns=NS, C=0.3):
 
 
 # --------------------------------------------------------------------------- stopping rule
-def run_rule(curve, rule, E=1):
+def run_rule(curve, rule, E=1, kl=lambda t: np.array([50.0])):
     conv = Convergence(rule, E)
     failed = torch.zeros(E, dtype=torch.bool)
     for t in range(rule.max_steps):
-        newly = conv.update(torch.as_tensor(curve(t), dtype=torch.float64), failed)
+        total = torch.as_tensor(curve(t), dtype=torch.float64)
+        newly = conv.update(total, failed, torch.as_tensor(kl(t), dtype=torch.float64))
         if newly is not None and bool(conv.done.all()):
             break
     return conv
@@ -71,13 +72,29 @@ def test_stopping_rule_stops_within_its_tolerance():
     assert not bool(capped.converged[0]) and int(capped.steps[0]) == 3000
 
 
+def test_a_pruning_model_does_not_stop():
+    """The objective has levelled off (relative to its size) but the KL still falls by
+    10 nats a window, more than max(tol KL, kl_abs): not converged until the KL settles."""
+    rule = StopRule(max_steps=12_000, window=100, tol=1e-3, patience=2, kl_abs=2.0)
+
+    def kl(t):  # 1000 nats shed over 10,000 steps (10 a window), then constant at 200
+        return np.array([200.0 + max(0.0, 1000.0 - 0.1 * t)])
+
+    conv = run_rule(lambda t: 47_000.0 + kl(t), rule, kl=kl)
+    assert bool(conv.converged[0])
+    assert 10_000 < int(conv.steps[0]) <= 10_000 + 3 * rule.window
+    # the same objective without the KL test would have stopped within 300 steps
+    flat = run_rule(lambda t: 47_000.0 + kl(t), rule)
+    assert int(flat.steps[0]) <= 300 and float(conv.kl_change[0]) < 2.0
+
+
 def test_stop_rule_validation_and_doubling():
     with pytest.raises(ValueError, match="tol"):
         StopRule(tol=0).validate()
     with pytest.raises(ValueError, match="window"):
         StopRule(window=0).validate()
     d = StopRule(max_steps=100, tol=0.01).doubled()
-    assert (d.max_steps, d.tol, d.window) == (200, 0.005, 500)
+    assert (d.max_steps, d.tol, d.window, d.kl_abs) == (200, 0.005, 500, 1.0)
 
 
 def small_problem(E_widths, dtype=torch.float64, l3="paper"):

@@ -51,7 +51,13 @@ def test_sweep_writes_one_record_per_cell(uninterrupted):
     cells = {(r["cell"]["n"], r["cell"]["replicate"]) for r in recs}
     assert cells == {(n, q) for n in TINY["ns"] for q in range(2)} and len(recs) == 6
     r = recs[0]
-    assert r["config"]["stop_rule"] == {"max_steps": 60, "window": 20, "tol": 5e-3, "patience": 2}
+    assert r["config"]["stop_rule"] == {
+        "max_steps": 60,
+        "window": 20,
+        "tol": 5e-3,
+        "patience": 2,
+        "kl_abs": 2.0,
+    }
     pw = r["per_width"]
     assert all(1 <= s <= 60 for s in pw["steps"]) and len(pw["converged"]) == 2
     assert all(c is False for c, s in zip(pw["converged"], pw["steps"], strict=True) if s == 60)

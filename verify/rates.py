@@ -652,6 +652,7 @@ def control_config(cfg: SweepConfig, replicates: int) -> SweepConfig:
         replicates=min(replicates, cfg.replicates),
         max_steps=rule.max_steps,
         stop_tol=rule.tol,
+        stop_kl_abs=rule.kl_abs,
     )
 
 
