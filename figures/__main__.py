@@ -101,7 +101,7 @@ def main(argv=None) -> int:
                 res = rate_figure(srecs, args.out, args.tier)
                 for r in res["results"]:
                     print(
-                        f"rates {r['truth']}: slope {r['slope']:.3f} "
+                        f"rates {r['truth']} {r['metric']}: slope {r['slope']:.3f} "
                         f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}], predicted "
                         f"{r['predicted']:.3f}, {r['verdict']}; {r['finding']}"
                     )
