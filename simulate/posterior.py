@@ -3,7 +3,8 @@
 A :class:`Posterior` is a snapshot of E models' variational parameters (no optimiser
 state).  Its draws use their own counter-based streams (``rng.STREAM_EVAL_*``), so
 evaluating never disturbs training and is reproducible from the seeds.  Evaluations run in
-``eval_dtype`` (float64 by default: ELBOs are compared across widths, DESIGN.md).
+``eval_dtype`` (float64 by default: ELBOs, sums over all n points, are compared across
+widths).
 """
 
 from __future__ import annotations
