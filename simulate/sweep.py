@@ -190,6 +190,7 @@ class SweepConfig:
             int(self.stop_window),
             float(self.stop_tol),
             int(self.stop_patience),
+            float(self.stop_kl_abs),
         )
 
     def widths_at(self, n: int) -> list[int]:

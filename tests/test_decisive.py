@@ -88,6 +88,25 @@ def test_a_pruning_model_does_not_stop():
     assert int(flat.steps[0]) <= 300 and float(conv.kl_change[0]) < 2.0
 
 
+def test_sweep_config_carries_the_whole_rule_and_the_control_doubles_it():
+    from simulate.sweep import SweepConfig
+    from verify.rates import control_config
+
+    cfg = SweepConfig(
+        truths=[TruthSpec("holder", p=1, alpha=0.5)],
+        ns=[100, 200, 400],
+        max_steps=300,
+        stop_window=50,
+        stop_tol=0.02,
+        stop_patience=3,
+        stop_kl_abs=4.0,
+    )
+    assert cfg.stop_rule == StopRule(300, 50, 0.02, 3, 4.0)
+    ctl = control_config(cfg, replicates=2)
+    assert ctl.stop_rule == cfg.stop_rule.doubled() == StopRule(600, 50, 0.01, 3, 2.0)
+    assert ctl.ns == [100, 400] and ctl.replicates == 2
+
+
 def test_stop_rule_validation_and_doubling():
     with pytest.raises(ValueError, match="tol"):
         StopRule(tol=0).validate()
