@@ -77,6 +77,7 @@ __all__ = [
     "TRUTH_HELP",
     "group_widths",
     "candidate_widths",
+    "cell_selection",
     "parse_truths",
     "main",
 ]
@@ -399,8 +400,18 @@ def run_job(job: Job) -> list[dict]:
     records = []
     for i, r in enumerate(job.replicates):
         sl = slice(i * len(W), (i + 1) * len(W))
-        sel = select_width(cols["elbo"][i], W, cfg.lam, failed=failed[i])
-        k = sel["index"]
+        pw = {
+            **{k: cols[k][i].tolist() for k in ("elbo", "L1", "L2", "L3", "d2", "d", "l2sq")},
+            "edges_sum_nu": cols["edges"][i].tolist(),
+            "failed": failed[i].tolist(),
+            "steps": [int(x) for x in cols["steps"][i]],
+            "converged": [bool(x) for x in cols["converged"][i]],
+            **{
+                k: [None if np.isnan(x) else float(x) for x in cols[k][i]]
+                for k in ("rel_change", "kl_change")
+            },
+        }
+        sel = cell_selection(pw, W, cfg.lam)
         records.append(
             {
                 "schema": SCHEMA,
@@ -425,30 +436,29 @@ def run_job(job: Job) -> list[dict]:
                     "init_sigma": cfg.init_sigma,
                 },
                 "seeds": {"data": data_seeds[i], "models": model_seeds[sl], "test": test_seed},
-                "selected_width": sel["width"],
-                "selected_at_top": bool(k == len(W) - 1 and len(W) > 1),
-                "metrics": {m: float(cols[m][i, k]) for m in ("d2", "d", "l2sq")},
-                "per_width": {
-                    **{
-                        k: cols[k][i].tolist()
-                        for k in ("elbo", "L1", "L2", "L3", "d2", "d", "l2sq")
-                    },
-                    "penalized_elbo": sel["penalized"].tolist(),
-                    "edges_sum_nu": cols["edges"][i].tolist(),
-                    "failed": failed[i].tolist(),
-                    "steps": [int(x) for x in cols["steps"][i]],
-                    "converged": [bool(x) for x in cols["converged"][i]],
-                    **{
-                        k: [None if np.isnan(x) else float(x) for x in cols[k][i]]
-                        for k in ("rel_change", "kl_change")
-                    },
-                },
+                **{k: sel[k] for k in ("selected_width", "selected_at_top", "metrics")},
+                "per_width": {**pw, "penalized_elbo": sel["penalized_elbo"]},
                 "reference": refs[i],
                 "timing": {"job_train_s": train_s, "job_eval_s": eval_s, "job_models": R * len(W)},
                 "versions": _versions(),
             }
         )
     return records
+
+
+def cell_selection(per_width: dict, widths, lam: float) -> dict:
+    """ASVI's selection in one cell from its per-width ``elbo`` and ``failed`` (eq. (13),
+    ``posterior.select_width``): the record's ``selected_width``, ``selected_at_top``,
+    ``metrics`` (the selected candidate's) and the per-width ``penalized_elbo``.  One place
+    for the sweep and for ``verify.rates``' re-selection under another width prior."""
+    sel = select_width(per_width["elbo"], widths, lam, failed=per_width["failed"])
+    k = sel["index"]
+    return {
+        "selected_width": sel["width"],
+        "selected_at_top": bool(k == len(widths) - 1 and len(widths) > 1),
+        "metrics": {m: float(per_width[m][k]) for m in ("d2", "d", "l2sq")},
+        "penalized_elbo": sel["penalized"].tolist(),
+    }
 
 
 def f0_describe(f0) -> dict:

@@ -48,6 +48,7 @@ from simulate.sweep import (
     RecordsError,
     SweepConfig,
     TruthSpec,
+    cell_selection,
     parse_truths,
     read_records,
 )
@@ -620,23 +621,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def reselect(records: list[dict], lam: float) -> list[dict]:
     """The records with the width re-selected under the width prior's ``lam`` from their
-    recorded ELBOs (``simulate.posterior.select_width``, eq. (13)); ``lam`` enters nothing
+    recorded ELBOs (``simulate.sweep.cell_selection``, eq. (13)); ``lam`` enters nothing
     else, so this equals a sweep run with it."""
-    from simulate.posterior import select_width
-
     out = []
     for r in records:
-        pw, W = r["per_width"], r["config"]["widths"]
-        sel = select_width(pw["elbo"], W, lam, failed=pw["failed"])
-        k = sel["index"]
+        sel = cell_selection(r["per_width"], r["config"]["widths"], lam)
         out.append(
             {
                 **r,
                 "config": {**r["config"], "lam": lam},
-                "selected_width": sel["width"],
-                "selected_at_top": bool(k == len(W) - 1 and len(W) > 1),
-                "metrics": {m: pw[m][k] for m in METRICS},
-                "per_width": {**pw, "penalized_elbo": sel["penalized"].tolist()},
+                **{k: sel[k] for k in ("selected_width", "selected_at_top", "metrics")},
+                "per_width": {**r["per_width"], "penalized_elbo": sel["penalized_elbo"]},
             }
         )
     return out
