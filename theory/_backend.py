@@ -74,6 +74,7 @@ class Ops:
     ceil_log2: Callable
     log10: Callable
     loggamma: Callable
+    log1mexp: Callable  # log(1 - e^-x) for x > 0, accurate for tiny and for huge x
     minimum: Callable
     maximum: Callable
     pi: Any
@@ -95,6 +96,7 @@ SYMPY = Ops(
     ceil_log2=lambda x: sp.ceiling(sp.log(x, 2)),
     log10=lambda x: sp.log(x, 10),
     loggamma=sp.loggamma,
+    log1mexp=lambda x: sp.log(1 - sp.exp(-x)),
     minimum=sp.Min,
     maximum=sp.Max,
     pi=sp.pi,
@@ -113,6 +115,7 @@ MPMATH = Ops(
     ceil_log2=lambda x: mpmath.mpf(_mp_ceil_log2(x)),
     log10=mpmath.log10,
     loggamma=mpmath.loggamma,
+    log1mexp=lambda x: mpmath.log(-mpmath.expm1(-x)),
     minimum=min,
     maximum=max,
     pi=mpmath.pi,
@@ -134,6 +137,7 @@ NUMPY = Ops(
     ceil_log2=_np_ceil_log2,
     log10=np.log10,
     loggamma=lambda x: np.vectorize(math.lgamma, otypes=[float])(x),
+    log1mexp=lambda x: np.log(-np.expm1(-x)),
     minimum=np.minimum,
     maximum=np.maximum,
     pi=np.pi,

@@ -15,7 +15,7 @@ import sympy as sp
 
 from ._backend import is_symbolic
 
-__all__ = ["real", "positive_int", "check_le"]
+__all__ = ["real", "positive_int", "check_le", "scalars_only"]
 
 
 def _values(name: str, x) -> np.ndarray:
@@ -72,3 +72,15 @@ def check_le(name: str, x, bound, bound_desc: str) -> None:
         return
     if not np.all(np.asarray(_values(name, x).real) <= np.asarray(_values("bound", bound).real)):
         raise ValueError(f"{name} must be <= {bound_desc} = {bound}, got {x!r}")
+
+
+def scalars_only(func: str, **args) -> None:
+    """Reject numpy arrays (and lists) for functions that are not element-wise (searches and
+    predicates): one clear ``ValueError`` naming the argument, not numpy's "truth value of
+    an array is ambiguous"."""
+    for name, x in args.items():
+        if isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.ndim > 0):
+            raise ValueError(
+                f"{func} takes one number per argument, not an array ({name} = {x!r});"
+                " call it once per value"
+            )

@@ -193,7 +193,14 @@ def lemma_6_1(n, p, alpha, C_N=1):
     s = ops.minimum(ops.floor(s_bound), H)
     if ops.name == "sympy":
         return Lemma61(L, N, s, width, s_bound, H, N_raw, False, False)
-    to_int = int if ops.name == "mpmath" else (lambda x: x)
+    # numbers give Python ints and bools; arrays give arrays of the broadcast shape,
+    # element-wise (float for the sizes, bool for the flags)
+    if ops.name == "mpmath":
+        to_int, flag = int, bool
+    else:
+        shape = np.broadcast(*(np.asarray(x) for x in (n, p, alpha, C_N))).shape
+        to_int = lambda x: np.broadcast_to(np.asarray(x, dtype=float), shape).copy()  # noqa: E731
+        flag = lambda x: np.broadcast_to(np.asarray(x, dtype=bool), shape).copy()  # noqa: E731
     return Lemma61(
         L=to_int(L),
         N=to_int(N),
@@ -202,8 +209,8 @@ def lemma_6_1(n, p, alpha, C_N=1):
         s_bound=s_bound,
         H=to_int(H),
         N_raw=to_int(N_raw),
-        N_clamped=bool(N_raw < 1),
-        s_clamped=bool(s_bound > H),
+        N_clamped=flag(N_raw < 1),
+        s_clamped=flag(s_bound > H),
     )
 
 
@@ -260,6 +267,9 @@ def optimal_structure(n, p, alpha, holder_norm=1, L=None, B=2, N_max=None):
     for arg in (n, p, alpha, holder_norm, L, B, N_max):
         if is_symbolic(arg):
             raise ValueError("optimal_structure is a numeric search: pass numbers, not symbols")
+    V.scalars_only(
+        "optimal_structure", n=n, p=p, alpha=alpha, holder_norm=holder_norm, L=L, B=B, N_max=N_max
+    )
     V.real("n", n, gt=1, allowed="> 1")
     V.positive_int("p", p)
     V.real("alpha", alpha, gt=0)

@@ -32,6 +32,9 @@ def condition_5_1(seq, p, a=1):
     its growth exponent ``log(c_k/c_{k-1}) / log(n_k/n_{k-1})`` between the last two entries
     is ``< a`` (a <= 1; the condition asks for some a < 1).
     """
+    V.scalars_only("condition_5_1", p=p, a=a)
+    for entry in seq:
+        V.scalars_only("condition_5_1", **dict(zip(("n", "L", "N", "s"), entry, strict=False)))
     V.positive_int("p", p)
     V.real("a", a, gt=0)
     if a > 1:
@@ -55,6 +58,7 @@ def condition_5_1(seq, p, a=1):
 
 def condition_5_2(n, L, N, s, p, xi, B=2, ratio=10):
     """Condition 5.2, ``r*_n ≍ xi*_n``, read as ``1/ratio <= r_n / xi <= ratio``."""
+    V.scalars_only("condition_5_2", n=n, L=L, N=N, s=s, p=p, xi=xi, B=B, ratio=ratio)
     V.real("xi", xi, gt=0)
     V.real("ratio", ratio, ge=1)
     q = r_n(n, L, N, s, p, B) / mpmath.mpf(xi)
@@ -63,6 +67,7 @@ def condition_5_2(n, L, N, s, p, xi, B=2, ratio=10):
 
 def condition_5_3(L, N, s, p):
     """Condition 5.3, ``s* >= 12 p N* + L`` (no redundant width)."""
+    V.scalars_only("condition_5_3", L=L, N=N, s=s, p=p)
     V.positive_int("L", L)
     V.positive_int("N", N)
     V.positive_int("s", s)

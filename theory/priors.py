@@ -14,14 +14,15 @@ def log_prior_N(N, lam):
     .. math:: \pi(N) = \frac{\lambda^N}{(e^\lambda - 1) N!}, \qquad N \ge 1,
 
     a Poisson(lambda) law conditioned on N >= 1, so it sums to one over N = 1, 2, ...
-    ``log(e^lam - 1)`` is evaluated as ``lam + log(1 - e^-lam)`` so large lam does not overflow.
-    Natural logarithm.
+    ``log(e^lam - 1)`` is evaluated as ``lam + log(-expm1(-lam))`` (``Ops.log1mexp``): large
+    lam does not overflow and small lam keeps its precision (``1 - e^-lam`` rounds to 0 in
+    float64 below lam ~ 1e-16, which made the prior +inf).  Natural logarithm.
     """
     V.positive_int("N", N)
     V.real("lam", lam, gt=0)
     ops = ops_for(N, lam)
     N, lam = ops.args(N, lam)
-    log_norm = lam + ops.log(1 - ops.exp(-lam))
+    log_norm = lam + ops.log1mexp(lam)
     return N * ops.log(lam) - log_norm - ops.loggamma(N + 1)
 
 
@@ -40,10 +41,10 @@ def log_prior_s(s, lam_s, H=None):
         V.check_le("s", s, H, "the number of edges H")
     ops = ops_for(s, lam_s, *(() if H is None else (H,)))
     s, lam_s = ops.args(s, lam_s)
-    out = ops.log(1 - ops.exp(-lam_s)) - lam_s * s
+    out = ops.log1mexp(lam_s) - lam_s * s  # accurate for tiny and huge lam_s
     if H is not None:
         (H,) = ops.args(H)
-        out = out - ops.log(1 - ops.exp(-lam_s * (H + 1)))
+        out = out - ops.log1mexp(lam_s * (H + 1))
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from . import _validate as V
 from ._backend import ops_for
+from .network import lemma_width, num_edges
 
 __all__ = ["q_star_log10", "q_star"]
 
@@ -41,6 +42,7 @@ def _check(n, L, N, s, p, B, slab):
     V.positive_int("s", s)
     V.positive_int("p", p)
     V.real("B", B, ge=1, allowed=">= 1 (B_0 > 1 for the uniform slab, B >= 2 for the Gaussian)")
+    V.check_le("s", s, num_edges(L, lemma_width(N, p), p), "the number of edges H(L, 12pN, p)")
     if slab not in _SLABS:
         raise ValueError(f"slab must be one of {_SLABS}, got {slab!r}")
 
