@@ -335,8 +335,28 @@ class State:
     perm: torch.Tensor | None  # [E, n] current epoch's permutation
     failed: torch.Tensor  # [E] bool: model stopped on a non-finite loss
     failed_step: torch.Tensor  # [E] int64, -1 if not failed
+    failed_terms: torch.Tensor  # [E] int64 bit mask of the non-finite terms: 1 L1, 2 L2, 4 L3
     frozen: torch.Tensor  # [E] bool: model stopped by a stopping rule, parameters fixed
     history: list = field(default_factory=list)
+
+
+TERM_NAMES = ("L1", "L2", "L3")
+
+
+def mark_failed(st: State, newly: torch.Tensor, L1, L2, L3) -> None:
+    """Record the models that failed at this step (``newly``, [E] bool): ``failed``, the
+    step (``failed_step``) and which terms were not finite (``failed_terms``, a bit mask
+    over :data:`TERM_NAMES`, read by :func:`failed_term_names`)."""
+    code = sum((~torch.isfinite(t)).to(torch.int64) << i for i, t in enumerate((L1, L2, L3)))
+    st.failed_step = torch.where(newly, torch.full_like(st.failed_step, st.step), st.failed_step)
+    st.failed_terms = torch.where(newly, code, st.failed_terms)
+    st.failed = st.failed | newly
+
+
+def failed_term_names(code: int) -> str | None:
+    """``"L1+L3"`` for the bit mask of :func:`mark_failed`; None for 0 (not failed)."""
+    names = [name for i, name in enumerate(TERM_NAMES) if int(code) >> i & 1]
+    return "+".join(names) or None
 
 
 def inverse_softplus(x: float) -> float:
@@ -378,6 +398,7 @@ def init_state(layout: Layout, hyper: Hyper, seeds, device=None, dtype=torch.flo
         perm=None,
         failed=torch.zeros(E, dtype=torch.bool, device=device),
         failed_step=torch.full((E,), -1, dtype=torch.int64, device=device),
+        failed_terms=torch.zeros(E, dtype=torch.int64, device=device),
         frozen=torch.zeros(E, dtype=torch.bool, device=device),
     )
 
@@ -968,12 +989,8 @@ class Trainer:
                 else [torch.cat([p[i] for p in parts], dim=d) for i, d in enumerate(dims)]
             )
         var, m, v, failed, L1, L2, L3 = outs
-        newly = failed & ~held
-        failed = st.failed | newly
-        st.failed_step = torch.where(
-            newly, torch.full_like(st.failed_step, st.step), st.failed_step
-        )
-        st.var, st.m, st.v, st.failed = var, m, v, failed
+        mark_failed(st, failed & ~held, L1, L2, L3)
+        st.var, st.m, st.v = var, m, v
         st.step += 1
         return {"L1": L1, "L2": L2, "L3": L3, "total": L1 + L2 + L3}
 
@@ -998,10 +1015,7 @@ class Trainer:
         total = L1 + L2.detach() + L3.detach()
         newly = ~torch.isfinite(total) & ~st.failed & ~st.frozen
         if bool(newly.any()):
-            st.failed_step = torch.where(
-                newly, torch.full_like(st.failed_step, st.step), st.failed_step
-            )
-            st.failed = st.failed | newly
+            mark_failed(st, newly, L1, L2.detach(), L3.detach())
         alive = ~(st.failed | st.frozen)
         everyone = bool(alive.all())  # one check; the masking below only if needed
         if everyone:

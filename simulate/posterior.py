@@ -105,15 +105,18 @@ class Posterior:
 
     def hellinger_draws(self, f0, X, draws: int = 30) -> np.ndarray:
         """``[draws, E]``: squared Hellinger distance ``d^2(P_theta_t, P_0)`` of each posterior
-        draw, averaged over the sample X of inputs (``theory.hellinger_sq_pointwise``)."""
+        draw, averaged over the sample X of inputs (``theory.hellinger_sq_pointwise``).
+        A model whose draw is not finite everywhere (a diverged model) gets NaN there."""
         x = self._x(X)
         truth = np.asarray(f0(np.asarray(X)), dtype=float).reshape(1, -1)
-        out = np.empty((draws, self.E))
+        out = np.full((draws, self.E), np.nan)
         with torch.no_grad():
             for t in range(draws):
-                f = self.layout.forward(self.draw(t), x)[:, 0, :].cpu().numpy()
-                d2 = hellinger_sq_pointwise(f - truth, self.hyper.sigma)
-                out[t] = np.asarray(d2, dtype=float).mean(-1)
+                diff = self.layout.forward(self.draw(t), x)[:, 0, :].cpu().numpy() - truth
+                ok = np.isfinite(diff).all(-1)
+                if ok.any():
+                    d2 = hellinger_sq_pointwise(diff[ok], self.hyper.sigma)
+                    out[t, ok] = np.asarray(d2, dtype=float).mean(-1)
         return out
 
     def hellinger_sq(self, f0, X, draws: int = 30) -> np.ndarray:

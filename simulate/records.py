@@ -8,11 +8,22 @@ skipped with a warning and cut off before the next append.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
 import sys
 
-__all__ = ["RecordsError", "read_jsonl", "append_jsonl", "drop_incomplete_tail"]
+__all__ = [
+    "RecordsError",
+    "read_jsonl",
+    "append_jsonl",
+    "drop_incomplete_tail",
+    "exclusive_writer",
+    "check_output_file",
+    "check_output_dir",
+]
 
 
 class RecordsError(ValueError):
@@ -42,7 +53,15 @@ def read_jsonl(path, schema: str, required=()) -> list[dict]:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RecordsError(f"{path}, line {i}: not JSON ({exc})") from exc
         if not isinstance(rec, dict) or rec.get("schema") != schema:
-            raise RecordsError(f"{path}, line {i}: not an asvi-rates record of schema {schema!r}")
+            found = rec.get("schema") if isinstance(rec, dict) else None
+            hint = (
+                f" (it is {found!r}: written by another version; write a new file)"
+                if isinstance(found, str) and found.startswith("asvi-rates/")
+                else ""
+            )
+            raise RecordsError(
+                f"{path}, line {i}: not an asvi-rates record of schema {schema!r}{hint}"
+            )
         for key in required:
             if key not in rec:
                 raise RecordsError(f"{path}, line {i}: record lacks {key!r}")
@@ -69,3 +88,80 @@ def drop_incomplete_tail(path) -> None:
         data = fh.read()
         if not data.endswith(b"\n"):
             fh.truncate(data.rfind(b"\n") + 1)
+
+
+def check_output_file(path, what="output file") -> None:
+    """Raise ``ValueError`` (one line) unless ``path`` can be a file we write: not a
+    directory, and its folder exists or can be created (nothing is created here)."""
+    path = os.fspath(path)
+    if not path:
+        raise ValueError(f"{what}: empty path")
+    if os.path.isdir(path):
+        raise ValueError(f"{what} {path} is a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    probe = parent
+    while not os.path.exists(probe):  # the nearest existing ancestor must be a folder
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise ValueError(f"{what} {path}: {probe} is not a directory")
+    if os.path.exists(path):
+        if not os.access(path, os.W_OK):
+            raise ValueError(f"{what} {path} is not writable")
+    elif not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {path}: cannot create files in {probe}")
+
+
+def check_output_dir(path, what="output folder") -> None:
+    """Raise ``ValueError`` (one line) unless ``path`` is a folder or can be created as one
+    (not an existing file; its nearest existing ancestor a writable folder)."""
+    path = os.fspath(path)
+    if not path:
+        raise ValueError(f"{what}: empty path")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{what} {path} is an existing file, not a folder")
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise ValueError(f"{what} {path}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {path}: cannot write in {probe}")
+
+
+@contextlib.contextmanager
+def exclusive_writer(path):
+    """Hold an exclusive lock (``fcntl.flock``) on the sidecar ``PATH.lock`` while the body
+    runs: a second writer of the same records file fails at once with a
+    :class:`RecordsError` naming it, instead of appending the same cells twice.  Yields
+    whether ``path`` can be written: False when neither the file nor its folder is
+    writable (then no lock is needed -- nobody can write -- and a caller with nothing to
+    write may still read).  The lock file stays (empty): removing it would let a third
+    writer lock a fresh file while the second still holds the old one."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise RecordsError(f"records file {path} is a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise RecordsError(f"records file {path}: folder {parent} does not exist")
+    writable = os.access(path, os.W_OK) if os.path.exists(path) else os.access(parent, os.W_OK)
+    try:
+        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM) and not writable:
+            yield False
+            return
+        raise RecordsError(f"{path}: cannot create its lock file ({exc.strerror})") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RecordsError(
+                f"{path} is being written by another run (lock {path}.lock); wait for it or"
+                " give another output file"
+            ) from None
+        try:
+            yield writable
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -60,10 +60,17 @@ from theory import lambda_s_rule, predicted_exponent, teacher_exponent
 
 from ._alloc import tune_malloc
 from .classical import oracle_piecewise
-from .core import Batch, Hyper, Layout, Trainer
+from .core import Batch, Hyper, Layout, Trainer, failed_term_names
 from .posterior import Posterior, select_width
 from .progress import Progress
-from .records import RecordsError, append_jsonl, drop_incomplete_tail, read_jsonl
+from .records import (
+    RecordsError,
+    append_jsonl,
+    check_output_file,
+    drop_incomplete_tail,
+    exclusive_writer,
+    read_jsonl,
+)
 from .stopping import StopRule
 from .truths import HolderFunction, TeacherNetwork
 
@@ -78,11 +85,16 @@ __all__ = [
     "group_widths",
     "candidate_widths",
     "cell_selection",
+    "fingerprint",
+    "fingerprint_fields",
+    "one_configuration",
+    "records_path_for",
     "parse_truths",
     "main",
 ]
 
-SCHEMA = "asvi-rates/sweep-record/2"
+SCHEMA = "asvi-rates/sweep-record/3"
+SCHEDULER_TIMEOUT_S = 30  # an unreachable --scheduler is an error after this, not a hang
 REFERENCE_MAX_P = 3  # the classical reference is fitted for Hoelder truths up to this p
 TRUTH_HELP = "Truths: --truth holder --alpha A --p P | --truth teacher --p P (repeatable)."
 
@@ -102,9 +114,16 @@ class TruthSpec:
             raise ValueError(f"unknown truth {self.kind!r}: use 'holder' or 'teacher'")
         if not (isinstance(self.p, int) and self.p >= 1):
             raise ValueError(f"p must be an integer >= 1, got {self.p!r}")
+        if not (isinstance(self.seed, int) and 0 <= self.seed < 2**63):
+            raise ValueError(f"truth seed must be an integer in [0, 2^63), got {self.seed!r}")
         if self.kind == "holder":
-            if self.alpha is None or not math.isfinite(self.alpha) or self.alpha <= 0:
-                raise ValueError(f"a holder truth needs alpha > 0, got {self.alpha!r}")
+            a = self.alpha
+            if not (isinstance(a, (int, float)) and math.isfinite(a) and a > 0):
+                raise ValueError(f"a holder truth needs alpha > 0, got {a!r}")
+        elif self.alpha is not None:
+            raise ValueError(
+                f"a teacher truth has no alpha (its rate is Corollary 6.3's), got {self.alpha!r}"
+            )
 
     @property
     def key(self) -> str:
@@ -182,8 +201,38 @@ class SweepConfig:
         if self.l3 not in ("paper", "exact"):
             raise ValueError(f"l3 must be 'paper' or 'exact', got {self.l3!r}")
         self.stop_rule.validate()
+        for name in (
+            "replicates", "replicate_block", "depth", "max_steps", "batch_size", "n_test",
+            "draws", "elbo_draws", "width_min", "width_max",
+        ):  # fmt: skip
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
         if self.elbo_draws < 10:
             raise ValueError("elbo_draws must be >= 10")
+        for name in ("lr", "sigma", "sigma_0", "lam", "init_sigma", "lambda_s_a"):
+            v = getattr(self, name)
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or not (math.isfinite(v) and v > 0)
+            ):
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        if self.lambda_s is not None and not (
+            isinstance(self.lambda_s, (int, float)) and math.isfinite(self.lambda_s)
+            and self.lambda_s > 0
+        ):  # fmt: skip
+            raise ValueError(f"lambda_s must be a finite number > 0, got {self.lambda_s!r}")
+        if not (isinstance(self.init_nu, (int, float)) and 0 < self.init_nu < 1):
+            raise ValueError(f"init_nu must be in (0, 1), got {self.init_nu!r}")
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not (0 <= self.seed < 2**63)
+        ):
+            raise ValueError(f"seed must be an integer in [0, 2^63), got {self.seed!r}")
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"compile must be true or false, got {self.compile!r}")
 
     @property
     def stop_rule(self) -> StopRule:
@@ -352,6 +401,8 @@ def run_job(job: Job) -> list[dict]:
             "L3",
             "edges",
             "failed",
+            "failed_step",
+            "failed_terms",
             "steps",
             "converged",
             "rel_change",
@@ -377,6 +428,8 @@ def run_job(job: Job) -> list[dict]:
         el = post.elbo(batch.X, batch.y, [i for i, _ in order], draws=cfg.elbo_draws)
         edges = post.edges()["sum_nu"]
         failed_g = tr.state.failed.cpu().numpy()
+        failed_step_g = tr.state.failed_step.cpu().numpy()
+        failed_terms_g = tr.state.failed_terms.cpu().numpy()
         for e, (i, j) in enumerate(order):
             cols["d2"][i, j] = d2_draws[:, e].mean()
             cols["d"][i, j] = np.sqrt(d2_draws[:, e]).mean()
@@ -385,6 +438,8 @@ def run_job(job: Job) -> list[dict]:
                 cols[k][i, j] = el[k][e]
             cols["edges"][i, j] = edges[e]
             cols["failed"][i, j] = failed_g[e]
+            cols["failed_step"][i, j] = failed_step_g[e]
+            cols["failed_terms"][i, j] = failed_terms_g[e]
             cols["steps"][i, j] = conv["steps"][e]
             cols["converged"][i, j] = conv["converged"][e]
             for k in ("rel_change", "kl_change"):
@@ -399,6 +454,7 @@ def run_job(job: Job) -> list[dict]:
             for i in range(R)
         ]
     eval_s = time.perf_counter() - t0 - train_s
+    fields = fingerprint_fields(cfg)
     records = []
     for i, r in enumerate(job.replicates):
         sl = slice(i * len(W), (i + 1) * len(W))
@@ -406,6 +462,8 @@ def run_job(job: Job) -> list[dict]:
             **{k: cols[k][i].tolist() for k in ("elbo", "L1", "L2", "L3", "d2", "d", "l2sq")},
             "edges_sum_nu": cols["edges"][i].tolist(),
             "failed": failed[i].tolist(),
+            "failed_step": [None if x < 0 else int(x) for x in cols["failed_step"][i]],
+            "failed_term": [failed_term_names(x) for x in cols["failed_terms"][i]],
             "steps": [int(x) for x in cols["steps"][i]],
             "converged": [bool(x) for x in cols["converged"][i]],
             **{
@@ -417,6 +475,9 @@ def run_job(job: Job) -> list[dict]:
         records.append(
             {
                 "schema": SCHEMA,
+                "fingerprint": fingerprint(fields),
+                "fingerprint_fields": fields,
+                "failed": sel["failed"],
                 "cell": {"truth": job.truth.key, "n": job.n, "replicate": r},
                 "truth": {**asdict(job.truth), **f0_describe(f0)},
                 "config": {
@@ -451,12 +512,24 @@ def run_job(job: Job) -> list[dict]:
 
 def cell_selection(per_width: dict, widths, lam: float) -> dict:
     """ASVI's selection in one cell from its per-width ``elbo`` and ``failed`` (eq. (13),
-    ``posterior.select_width``): the record's ``selected_width``, ``selected_at_top``,
-    ``metrics`` (the selected candidate's) and the per-width ``penalized_elbo``.  One place
+    ``posterior.select_width``): the record's ``failed``, ``selected_width``,
+    ``selected_at_top``, ``metrics`` (the selected candidate's) and the per-width
+    ``penalized_elbo``.  A cell whose every candidate diverged is *failed*: no width, metrics
+    None (its per-width ``failed_step`` and ``failed_term`` say where and what).  One place
     for the sweep and for ``verify.rates``' re-selection under another width prior."""
-    sel = select_width(per_width["elbo"], widths, lam, failed=per_width["failed"])
+    try:
+        sel = select_width(per_width["elbo"], widths, lam, failed=per_width["failed"])
+    except FloatingPointError:  # every candidate diverged: a failed cell, recorded as such
+        return {
+            "failed": True,
+            "selected_width": None,
+            "selected_at_top": False,
+            "metrics": {m: None for m in ("d2", "d", "l2sq")},
+            "penalized_elbo": [None] * len(widths),
+        }
     k = sel["index"]
     return {
+        "failed": False,
         "selected_width": sel["width"],
         "selected_at_top": bool(k == len(widths) - 1 and len(widths) > 1),
         "metrics": {m: float(per_width[m][k]) for m in ("d2", "d", "l2sq")},
@@ -471,9 +544,111 @@ def f0_describe(f0) -> dict:
 
 
 # --------------------------------------------------------------------------- records file
+# Config fields that say only *which* cells a sweep holds, not what any cell's result is;
+# every other field (and the schema, the largest n and the package versions) goes into a
+# record's fingerprint.  The largest n counts: each replicate's data, and the Hoelder
+# truths, are drawn for it (nested data), so adding a larger n changes every cell.
+# ``replicate_block`` counts too: it changes which models share a batched program, and
+# with it the float rounding and the compiled shapes.
+_BOOKKEEPING = ("truths", "ns", "replicates")
+
+
+def fingerprint_fields(cfg: SweepConfig) -> dict:
+    """Everything besides the cell key (truth, n, replicate) that changes a cell's record:
+    the config less :data:`_BOOKKEEPING`, the largest n, the schema and the versions."""
+    d = {k: v for k, v in cfg.to_dict().items() if k not in _BOOKKEEPING}
+    d["n_max"] = max(int(n) for n in cfg.ns)
+    d["schema"] = SCHEMA
+    d["versions"] = _versions()
+    return json.loads(json.dumps(d, sort_keys=True))  # plain JSON types, as stored
+
+
+def fingerprint(fields: dict) -> str:
+    """16 hex digits of the SHA-256 of the canonical JSON of :func:`fingerprint_fields`."""
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _flat(d: dict, prefix="") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def fields_differing(a: dict, b: dict) -> str:
+    """``"lr 0.005 -> 0.01, seed 0 -> 7"``: the fields of two fingerprints that differ."""
+    fa, fb = _flat(a), _flat(b)
+    keys = sorted(set(fa) | set(fb))
+    parts = [
+        f"{k} {fa.get(k, '(absent)')} -> {fb.get(k, '(absent)')}"
+        for k in keys
+        if fa.get(k) != fb.get(k)
+    ]
+    return ", ".join(parts) or "no field (same fields, different hash)"
+
+
 def read_records(path) -> list[dict]:
     """All sweep records of a JSON-lines file (``simulate.records.read_jsonl``)."""
-    return read_jsonl(path, SCHEMA, ("cell", "metrics", "selected_width", "truth"))
+    return read_jsonl(
+        path, SCHEMA, ("cell", "metrics", "selected_width", "truth", "fingerprint", "failed")
+    )
+
+
+def one_configuration(records: list[dict], choose: str | None = None, source="records"):
+    """The records of one fingerprint: all of them when the file holds one; else those
+    whose fingerprint starts with ``choose``.  A file mixing fingerprints with no
+    ``choose`` (or a ``choose`` matching none or several) is a :class:`RecordsError` that
+    lists each fingerprint, its record count and how it differs from the first."""
+    fps: dict[str, list[dict]] = {}
+    for r in records:
+        fps.setdefault(r["fingerprint"], []).append(r)
+    if choose is not None:
+        hit = [fp for fp in fps if fp.startswith(choose)]
+        if len(hit) != 1:
+            raise RecordsError(
+                f"{source}: fingerprint {choose!r} matches {len(hit)} of {sorted(fps)}"
+            )
+        return fps[hit[0]]
+    if len(fps) <= 1:
+        return records
+    first = next(iter(fps.values()))[0]
+    desc = "; ".join(
+        f"{fp} ({len(rs)} records"
+        + (
+            ""
+            if rs[0] is first
+            else f", {fields_differing(first['fingerprint_fields'], rs[0]['fingerprint_fields'])}"
+        )
+        + ")"
+        for fp, rs in fps.items()
+    )
+    raise RecordsError(
+        f"{source} mixes {len(fps)} configurations: {desc}; choose one with --fingerprint"
+    )
+
+
+def records_path_for(cfg: SweepConfig, path: str, new_file: bool = False) -> str:
+    """The records file a sweep of ``cfg`` writes: ``path`` if it holds nothing or only
+    this configuration's records; with ``new_file``, otherwise ``STEM-FINGERPRINT.jsonl``
+    beside it (resumed if it exists).  Without ``new_file`` a file of another
+    configuration is a :class:`RecordsError` naming the fields that differ."""
+    fields = fingerprint_fields(cfg)
+    fp = fingerprint(fields)
+    other = next((r for r in read_records(path) if r["fingerprint"] != fp), None)
+    if other is None:
+        return path
+    if new_file:
+        stem, ext = os.path.splitext(path)
+        alt = f"{stem}-{fp}{ext or '.jsonl'}"
+        return records_path_for(cfg, alt) if alt != path else path
+    raise RecordsError(
+        f"{path} holds records of another configuration (fingerprint {other['fingerprint']},"
+        f" this one {fp}; {fields_differing(other['fingerprint_fields'], fields)});"
+        " give another --out, or --new-file to write beside it"
+    )
 
 
 def run_sweep(
@@ -492,6 +667,50 @@ def run_sweep(
     machine).  ``max_jobs`` stops after that many jobs (tests simulate a killed sweep)."""
     if scheduler and workers:
         raise ValueError("give either a scheduler address or a number of local workers")
+    if workers is not None and int(workers) < 0:
+        raise ValueError(f"workers must be >= 1 (or 0: in this process), got {workers}")
+    cfg.validate()
+    fp = fingerprint(fingerprint_fields(cfg))
+    with exclusive_writer(out_path) as writable:  # one sweep per records file, or exit 2
+        existing = read_records(out_path)  # raises before anything is written
+        foreign = next((r for r in existing if r["fingerprint"] != fp), None)
+        if foreign is not None:
+            records_path_for(cfg, out_path)  # raises, naming the differing fields
+        done = {(r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) for r in existing}
+        todo = [j for j in jobs_for(cfg) if not all(c in done for c in j.cells())]
+        if max_jobs is not None:
+            todo = todo[:max_jobs]
+        if todo and not writable:
+            raise RecordsError(f"{out_path}: cannot write there ({len(todo)} jobs to run)")
+        if todo:
+            drop_incomplete_tail(out_path)
+        total = len(todo)
+        log(f"sweep: {len(done)} cells recorded, {total} jobs to run -> {out_path}")
+        if todo:
+            _run_jobs(todo, out_path, done, scheduler, workers, progress)
+    keys = {(c[0], c[1], c[2]) for j in jobs_for(cfg) for c in j.cells()}
+    return [
+        r
+        for r in read_records(out_path)
+        if (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) in keys
+    ]
+
+
+def _run_jobs(todo, out_path, done, scheduler, workers, progress) -> None:
+    """Train ``todo`` (here, on a new local cluster of ``workers``, or on ``scheduler``) and
+    append each job's records as it arrives."""
+    total = len(todo)
+    bar = Progress("sweep") if progress else None
+
+    def write(recs):
+        new = [
+            r
+            for r in recs
+            if (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) not in done
+        ]
+        append_jsonl(out_path, new)
+        done.update((r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) for r in new)
+
     if workers:
         from distributed import LocalCluster
 
@@ -503,31 +722,11 @@ def run_sweep(
             dashboard_address=":0",
             env=one,
         ) as cluster:
-            return run_sweep(cfg, out_path, cluster.scheduler_address, progress, log, max_jobs)
-    cfg.validate()
-    existing = read_records(out_path)  # raises before anything is written
-    done = {(r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) for r in existing}
-    todo = [j for j in jobs_for(cfg) if not all(c in done for c in j.cells())]
-    if max_jobs is not None:
-        todo = todo[:max_jobs]
-    drop_incomplete_tail(out_path)
-    total = len(todo)
-    log(f"sweep: {len(done)} cells recorded, {total} jobs to run -> {out_path}")
-    bar = Progress("sweep") if progress and total else None
-
-    def write(recs):
-        new = [
-            r
-            for r in recs
-            if (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) not in done
-        ]
-        append_jsonl(out_path, new)
-        done.update((r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) for r in new)
-
+            return _run_jobs(todo, out_path, done, cluster.scheduler_address, None, progress)
     if scheduler:
         from distributed import Client, as_completed
 
-        with Client(scheduler) as client:
+        with Client(scheduler, timeout=SCHEDULER_TIMEOUT_S) as client:
             futures = [client.submit(run_job, j, pure=False) for j in todo]
             for i, fut in enumerate(as_completed(futures), 1):
                 write(fut.result())
@@ -538,12 +737,6 @@ def run_sweep(
             write(run_job(job))
             if bar:
                 bar(i, total)
-    keys = {(c[0], c[1], c[2]) for j in jobs_for(cfg) for c in j.cells()}
-    return [
-        r
-        for r in read_records(out_path)
-        if (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) in keys
-    ]
 
 
 # --------------------------------------------------------------------------- command line
@@ -606,6 +799,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--scheduler", help="address of an existing Dask scheduler")
     ap.add_argument("--workers", type=int, help="start a local Dask cluster of N workers")
+    ap.add_argument(
+        "--new-file",
+        action="store_true",
+        help="if --out holds another configuration's records, write OUT-FINGERPRINT.jsonl"
+        " beside it instead of stopping",
+    )
     return ap
 
 
@@ -644,17 +843,24 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(rest)
         cfg = config_from_args(truths, args)
         cfg.validate()
+        if args.workers is not None and args.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {args.workers}")
+        if args.scheduler and args.workers:
+            raise ValueError("give either --scheduler or --workers, not both")
+        check_output_file(args.out, "--out")
+        out = records_path_for(cfg, args.out, new_file=args.new_file)
     except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     tune_malloc()
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     try:
-        recs = run_sweep(cfg, args.out, scheduler=args.scheduler, workers=args.workers)
-    except RecordsError as exc:
+        recs = run_sweep(cfg, out, scheduler=args.scheduler, workers=args.workers)
+    except (RecordsError, OSError, TimeoutError) as exc:  # a lock held, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"{len(recs)} records in {args.out}")
+    failed = sum(bool(r["failed"]) for r in recs)
+    print(f"{len(recs)} records in {out}" + (f" ({failed} failed cells)" if failed else ""))
     return 0
 
 

@@ -330,6 +330,7 @@ def fake_records(
                     "cell": {"truth": key, "n": n, "replicate": q},
                     "truth": truth,
                     "config": {"widths": [2, 8, 32], "lambda_s": 1.0},
+                    "failed": False,
                     "selected_width": 8,
                     "selected_at_top": False,
                     "metrics": {m: per[m][1] for m in ("d2", "d", "l2sq")},

@@ -40,17 +40,21 @@ import json
 import os
 import sys
 import time
+import traceback
 
 import numpy as np
 
+from simulate.records import check_output_dir, check_output_file
 from simulate.sweep import (
     TRUTH_HELP,
     RecordsError,
     SweepConfig,
     TruthSpec,
     cell_selection,
+    one_configuration,
     parse_truths,
     read_records,
+    records_path_for,
 )
 from theory import log_factor_power
 
@@ -66,7 +70,7 @@ from .slopes import (
 __all__ = ["TIERS", "main", "analyse", "budget_control", "exit_status"]
 
 METRICS = ("d2", "d", "l2sq")
-EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_CRASH = 0, 1, 2, 3, 4
 
 # Each tier: sweep settings, default truths, how many replicates the budget-doubling
 # control re-trains (at the smallest and the largest n), and the default number of local
@@ -170,8 +174,16 @@ def analyse(
     for key in sorted(by_truth):
         if wanted is not None and key not in wanted:
             continue
-        recs = by_truth[key]
-        spec = _truth_of(recs[0])
+        spec = _truth_of(by_truth[key][0])
+        # a failed cell (every candidate diverged) has no metric: its replicate leaves
+        # every fit of this truth (slopes pair replicates across n), and the report says so
+        failed = sorted(
+            (r["cell"]["n"], r["cell"]["replicate"]) for r in by_truth[key] if r["failed"]
+        )
+        excluded = sorted({q for _, q in failed})
+        recs = [r for r in by_truth[key] if r["cell"]["replicate"] not in excluded]
+        if not recs:
+            raise ValueError(f"{key}: every replicate has a failed cell (n, replicate) {failed}")
         ns, table, complete, dropped = _cell_table(recs)
         if len(ns) < 3:
             raise ValueError(f"{key}: need at least 3 sample sizes, the records have {ns}")
@@ -226,6 +238,8 @@ def analyse(
                 "fixed_slope": fit_slope(ns, F).slope,
                 "replicates": complete,
                 "dropped_replicates": dropped,
+                "failed_cells": [list(c) for c in failed],
+                "excluded_replicates": excluded,
                 "selected_widths": widths.tolist(),
                 "selected_at_top": at_top,
                 "candidate_widths": [table[(complete[0], n)]["config"]["widths"] for n in ns],
@@ -328,7 +342,7 @@ def budget_control(records: list[dict], doubled: list[dict]) -> dict:
     pairs: dict[int, list] = {}
     for r in doubled:
         k = (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"])
-        if k in base:
+        if k in base and not (base[k]["failed"] or r["failed"]):  # failed cells: no metric
             pairs.setdefault(k[1], []).append((base[k], r))
     for metric in METRICS:
         rows = []
@@ -391,6 +405,12 @@ def format_results(results: list[dict]) -> str:
             )
             + f"; {100 * r0['converged_fraction']:.0f}% of candidate models converged)",
         ]
+        if r0["failed_cells"]:
+            lines.append(
+                f"   FAILED cells (every candidate diverged), (n, replicate): "
+                f"{', '.join(f'({n}, {q})' for n, q in r0['failed_cells'])};"
+                f" replicates {r0['excluded_replicates']} excluded from every fit"
+            )
         limited = {c["n"] for c in (r0["budget_control"] or []) if c["limited"]}
         lines.append(
             f"{'n':>7s} {'steps':>6s} {'cands':>9s} {'top':>3s} {'widths (selected)':>18s}  "
@@ -593,6 +613,18 @@ def build_parser() -> argparse.ArgumentParser:
         " with --records, used only if it exists)",
     )
     ap.add_argument("--no-control", action="store_true", help="skip the budget-doubling control")
+    ap.add_argument(
+        "--fingerprint",
+        metavar="PREFIX",
+        help="with --records: use the records of this configuration (a file that mixes"
+        " configurations is refused without it; the error lists them)",
+    )
+    ap.add_argument(
+        "--new-file",
+        action="store_true",
+        help="if the records file holds another configuration, write RECORDS-FINGERPRINT.jsonl"
+        " beside it instead of stopping",
+    )
     ap.add_argument("--n", type=int, nargs="+", help="override the tier's sample sizes")
     ap.add_argument("--replicates", type=int, help="override the tier's replicates")
     ap.add_argument("--depth", type=int, help="override the number of hidden layers (2)")
@@ -740,23 +772,33 @@ def main(argv=None) -> int:
             if v is not None
         }
         workers = tier.get("workers", 0) if args.workers is None else args.workers
+        if args.scheduler and args.workers:
+            raise ValueError("give either --scheduler or --workers, not both")
+        if args.json:
+            check_output_file(args.json, "--json")
+        check_output_dir(
+            args.figures or os.path.join("results", f"verify-{args.tier}"), "--figures"
+        )
+        if args.fingerprint and not args.records:
+            raise ValueError("--fingerprint chooses among the records of --records")
         control_records: list[dict] = []
+        cfg = ccfg = records = None
         if args.records:
             if set(overrides) - {"lam"}:
                 raise ValueError(
                     f"with --records only --lam applies (re-selection); got {sorted(overrides)}"
                 )
-            if not os.path.exists(args.records):
+            if os.path.isdir(args.records) or not os.path.exists(args.records):
                 raise ValueError(f"no records file {args.records}")
-            records = read_records(args.records)
+            records = one_configuration(read_records(args.records), args.fingerprint, args.records)
             if not records:
                 raise ValueError(f"{args.records} holds no records")
             source = args.records
             cpath = args.control_records or _control_path(source)
-            if args.control_records and not os.path.exists(cpath):
+            if args.control_records and not os.path.isfile(cpath):
                 raise ValueError(f"no control records file {cpath}")
-            if not args.no_control and os.path.exists(cpath):
-                control_records = read_records(cpath)
+            if not args.no_control and os.path.isfile(cpath):
+                control_records = one_configuration(read_records(cpath), source=cpath)
             if args.lam is not None:
                 records = reselect(records, args.lam)
                 control_records = reselect(control_records, args.lam)
@@ -764,15 +806,34 @@ def main(argv=None) -> int:
             cfg = SweepConfig(truths=truths or tier["truths"], **{**tier["sweep"], **overrides})
             cfg.validate()
             source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
+            check_output_file(source, "--out")
             cpath = args.control_records or _control_path(source)
-            read_records(source)  # a foreign or corrupt file stops us before any training
+            # a foreign, corrupt or other-configuration file stops us before any training
+            source = records_path_for(cfg, source, new_file=args.new_file)
             if not args.no_control:
-                read_records(cpath)
+                check_output_file(cpath, "--control-records")
+                ccfg = control_config(cfg, tier["control_replicates"])
+                cpath = records_path_for(ccfg, cpath, new_file=args.new_file)
     except (ValueError, RecordsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # argparse
         return EXIT_BAD_INPUT if exc.code else 0
+    try:
+        return _run(args, truths, workers, (cfg, ccfg), source, cpath, records, control_records)
+    except (RecordsError, OSError, TimeoutError) as exc:  # a held lock, an unreachable scheduler
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception:  # a crash is not a verdict: never exit 1 for it
+        traceback.print_exc()
+        print("verify.rates: crashed (exit 4): see the traceback above", file=sys.stderr)
+        return EXIT_CRASH
+
+
+def _run(args, truths, workers, cfg, source, cpath, records, control_records) -> int:
+    """Train (unless ``--records``), analyse, print, draw and write; returns the status.
+    ``cfg``: the sweep's and the control's configurations (None with ``--records``)."""
+    cfg, ccfg = cfg
     t0 = time.perf_counter()
     if not args.records:
         from simulate._alloc import tune_malloc
@@ -790,7 +851,6 @@ def main(argv=None) -> int:
         records = run_sweep(cfg, source, **par)
         if not args.no_control:
             print("budget-doubling control (smallest and largest n, 2x cap, tolerance / 2):")
-            ccfg = control_config(cfg, tier["control_replicates"])
             control_records = run_sweep(ccfg, cpath, **par)
     try:
         results = analyse(records, truths or None, args.delta, control_records)
@@ -804,6 +864,7 @@ def main(argv=None) -> int:
     paths = plot_results(results, fig_dir)
     print(f"\nfigures: {', '.join(paths)}")
     if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as fh:
             json.dump([{k: r.get(k) for k in REPORT_KEYS} for r in results], fh, indent=2)
     status = exit_status(results, args.strict)
