@@ -24,7 +24,7 @@ import os
 import sys
 import time
 
-from simulate.records import RecordsError
+from simulate.records import RecordsError, check_output_dir
 
 NAMES = ("table1", "fig1b", "rates", "tradeoff", "uci", "mnist1d")
 VERIFY_TIER = {
@@ -37,20 +37,20 @@ VERIFY_TIER = {
 
 
 def _sweep_records(tier: str, path: str | None, recompute: bool):
-    from simulate.sweep import SweepConfig, read_records, run_sweep
+    from simulate.sweep import SweepConfig, one_configuration, read_records, run_sweep
     from verify.rates import TIERS
 
     vt = TIERS[VERIFY_TIER[tier]]
-    path = path or os.path.join("results", f"records-{VERIFY_TIER[tier]}.jsonl")
+    if path is not None:  # records given: use them as they are (one configuration)
+        return one_configuration(read_records(path), source=path), path
+    path = os.path.join("results", f"records-{VERIFY_TIER[tier]}.jsonl")
     if recompute and os.path.exists(path):
         os.remove(path)
     cfg = SweepConfig(truths=vt["truths"], **vt["sweep"])
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    if os.path.exists(path):
-        recs = read_records(path)
-        have = {(r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) for r in recs}
-        if have:  # records given: use them as they are
-            return recs, path
+    recs = read_records(path)
+    if recs:  # the tier's file already holds records: use them as they are
+        return one_configuration(recs, source=path), path
     return run_sweep(cfg, path), path
 
 
@@ -70,6 +70,13 @@ def main(argv=None) -> int:
     )
     args = ap.parse_args(argv)
     names = args.only or list(NAMES)
+    try:
+        check_output_dir(args.out, "--out")
+        if args.records is not None and not os.path.isfile(args.records):
+            raise ValueError(f"no records file {args.records}")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     os.makedirs(args.out, exist_ok=True)
     from simulate._alloc import tune_malloc
 

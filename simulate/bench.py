@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -26,6 +27,7 @@ import torch
 
 from ._alloc import tune_malloc
 from .core import Batch, Hyper, Layout, Trainer
+from .records import check_output_file
 from .reference import ReferenceASVI
 
 __all__ = ["run", "main"]
@@ -204,14 +206,28 @@ def main(argv=None) -> int:
         "paths at the largest E, interleaved",
     )
     args = ap.parse_args(argv)
-    if any(e < 1 for e in args.E) or args.steps < 1 or args.repeats < 1:
-        print("error: E, steps and repeats must be >= 1", file=sys.stderr)
+    try:
+        if any(e < 1 for e in args.E) or args.steps < 1 or args.repeats < 1:
+            raise ValueError("E, steps and repeats must be >= 1")
+        if args.threads is not None and args.threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        if args.loop_max is not None and args.loop_max < 0:
+            raise ValueError(f"--loop-max must be >= 0, got {args.loop_max}")
+        try:
+            kind = torch.device(args.device).type
+        except RuntimeError:
+            raise ValueError(f"--device must be cpu or cuda[:i], got {args.device!r}") from None
+        if kind not in ("cpu", "cuda"):
+            raise ValueError(f"--device must be cpu or cuda[:i], got {args.device!r}")
+        if kind == "cuda" and not torch.cuda.is_available():
+            raise ValueError("--device cuda asked for but torch.cuda.is_available() is False")
+        if args.json:
+            check_output_file(args.json, "--json")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
-        print(
-            "error: --device cuda asked for but torch.cuda.is_available() is False", file=sys.stderr
-        )
-        return 2
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     tuned = False if args.no_tune_malloc else tune_malloc()
     if args.threads:
         torch.set_num_threads(args.threads)

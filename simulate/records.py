@@ -15,6 +15,8 @@ import json
 import os
 import sys
 
+from theory._paths import check_output_dir, check_output_file
+
 __all__ = [
     "RecordsError",
     "read_jsonl",
@@ -88,44 +90,6 @@ def drop_incomplete_tail(path) -> None:
         data = fh.read()
         if not data.endswith(b"\n"):
             fh.truncate(data.rfind(b"\n") + 1)
-
-
-def check_output_file(path, what="output file") -> None:
-    """Raise ``ValueError`` (one line) unless ``path`` can be a file we write: not a
-    directory, and its folder exists or can be created (nothing is created here)."""
-    path = os.fspath(path)
-    if not path:
-        raise ValueError(f"{what}: empty path")
-    if os.path.isdir(path):
-        raise ValueError(f"{what} {path} is a directory")
-    parent = os.path.dirname(os.path.abspath(path))
-    probe = parent
-    while not os.path.exists(probe):  # the nearest existing ancestor must be a folder
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe):
-        raise ValueError(f"{what} {path}: {probe} is not a directory")
-    if os.path.exists(path):
-        if not os.access(path, os.W_OK):
-            raise ValueError(f"{what} {path} is not writable")
-    elif not os.access(probe, os.W_OK | os.X_OK):
-        raise ValueError(f"{what} {path}: cannot create files in {probe}")
-
-
-def check_output_dir(path, what="output folder") -> None:
-    """Raise ``ValueError`` (one line) unless ``path`` is a folder or can be created as one
-    (not an existing file; its nearest existing ancestor a writable folder)."""
-    path = os.fspath(path)
-    if not path:
-        raise ValueError(f"{what}: empty path")
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise ValueError(f"{what} {path} is an existing file, not a folder")
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe):
-        raise ValueError(f"{what} {path}: {probe} is not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ValueError(f"{what} {path}: cannot write in {probe}")
 
 
 @contextlib.contextmanager

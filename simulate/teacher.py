@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 
 import numpy as np
 
 from ._alloc import tune_malloc
 from .estimators import PAPER_WIDTHS, ASVIRegressor
+from .records import check_output_file
 from .truths import TeacherNetwork, make_regression_data
 
 
@@ -69,8 +72,16 @@ def main(argv=None) -> int:
         "--compile", action="store_true", help="torch.compile the training step (same numbers)"
     )
     args = ap.parse_args(argv)
-    if args.epochs <= 0 or args.n < 1024:
-        print("error: epochs must be > 0 and n >= 1024 (the batch size)", file=sys.stderr)
+    try:
+        if not (math.isfinite(args.epochs) and args.epochs > 0) or args.n < 1024:
+            raise ValueError(
+                f"epochs must be a finite number > 0 and n >= 1024 (the batch size), got"
+                f" {args.epochs} and {args.n}"
+            )
+        if args.json:
+            check_output_file(args.json, "--json")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     tune_malloc()
     r = run(args.epochs, args.seed, args.n, compile=args.compile)
@@ -94,6 +105,7 @@ def main(argv=None) -> int:
         f"edges {r['edges_sum_nu']:.1f}"
     )
     if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as fh:
             json.dump(r, fh, indent=2)
     return 0

@@ -327,3 +327,33 @@ def test_a_crash_is_exit_4_with_its_traceback(recorded, monkeypatch, capsys):
     assert vr.main(["--records", str(path), "--no-control"]) == 4
     err = capsys.readouterr().err
     assert "Traceback" in err and "RuntimeError: boom" in err
+
+
+BAD_OTHER = [
+    ("theory", ["--n", "1000", "--p", "1", "--alpha", "0.5", "--json", "."]),
+    ("theory", ["--n", "nan", "--p", "1", "--alpha", "0.5"]),
+    ("simulate.teacher", ["--epochs", "nan"]),
+    ("simulate.teacher", ["--epochs", "inf"]),
+    ("simulate.teacher", ["--json", "."]),
+    ("simulate.bench", ["--device", "tpu"]),
+    ("simulate.bench", ["--threads", "-1"]),
+    ("simulate.bench", ["--json", "."]),
+    ("figures", ["--records", "typo.jsonl"]),
+    ("figures", ["--records", "."]),
+    ("figures", ["--out", "afile"]),
+]
+
+
+@pytest.mark.parametrize("module, bad", BAD_OTHER)
+def test_other_commands_bad_input_is_one_line_and_creates_nothing(module, bad, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    r = cli(module, *bad, cwd=tmp_path)
+    assert one_line_error(r), (module, bad, r.returncode, r.stderr)
+    assert os.listdir(tmp_path) == ["afile"]
+
+
+def test_theory_json_into_a_missing_folder_is_created(tmp_path):
+    r = cli("theory", "--n", "1000", "--p", "1", "--alpha", "0.5", "--json", "a/b/t.json",
+            cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "lemma_6_1" in json.loads((tmp_path / "a" / "b" / "t.json").read_text())

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 
+from ._paths import check_output_file
 from .bounds import eps_n, lemma_6_1, optimal_structure, r_n, theorem_4_1_bound, xi_bound
 from .conditions import condition_5_3
 from .exponents import METRICS, corollary_6_1_rate, log_factor_power, predicted_exponent
@@ -139,14 +142,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    n = int(args.n) if float(args.n).is_integer() else args.n
     try:
+        if not math.isfinite(args.n):
+            raise ValueError(f"n must be a finite number > 1, got {args.n}")
+        n = int(args.n) if float(args.n).is_integer() else args.n
+        if args.json:
+            check_output_file(args.json, "--json")
         r = report(n, args.p, args.alpha, args.holder_norm, args.B, args.C_N, args.lam, args.delta)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(format_report(r))
     if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as fh:
             json.dump(r, fh, indent=2)
     return 0

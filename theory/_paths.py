@@ -1,0 +1,47 @@
+"""Checks of output paths before any work, shared by every command line (theory's report
+and, downstream, the simulate/verify/figures drivers): one clear ``ValueError`` each.
+Nothing is created here; a caller creates missing folders when it writes."""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["check_output_file", "check_output_dir"]
+
+
+def check_output_file(path, what="output file") -> None:
+    """Raise ``ValueError`` (one line) unless ``path`` can be a file we write: not a
+    directory, and its folder exists or can be created (nothing is created here)."""
+    path = os.fspath(path)
+    if not path:
+        raise ValueError(f"{what}: empty path")
+    if os.path.isdir(path):
+        raise ValueError(f"{what} {path} is a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    probe = parent
+    while not os.path.exists(probe):  # the nearest existing ancestor must be a folder
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise ValueError(f"{what} {path}: {probe} is not a directory")
+    if os.path.exists(path):
+        if not os.access(path, os.W_OK):
+            raise ValueError(f"{what} {path} is not writable")
+    elif not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {path}: cannot create files in {probe}")
+
+
+def check_output_dir(path, what="output folder") -> None:
+    """Raise ``ValueError`` (one line) unless ``path`` is a folder or can be created as one
+    (not an existing file; its nearest existing ancestor a writable folder)."""
+    path = os.fspath(path)
+    if not path:
+        raise ValueError(f"{what}: empty path")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{what} {path} is an existing file, not a folder")
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise ValueError(f"{what} {path}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {path}: cannot write in {probe}")
