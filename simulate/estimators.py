@@ -5,21 +5,29 @@
   penalised ELBO (eq. (13)).
 * :class:`SVIRegressor` / :class:`SVIClassifier`: one fixed width.
 
-Contract: the constructor only stores keyword parameters; ``fit`` validates, learns and
-returns ``self``; learned attributes end in ``_``; ``predict(X, return_std=False)``;
-``score`` (R^2 for regressors, accuracy for classifiers); ``get_params`` / ``set_params``.
-Training length is given in epochs of ``n / batch_size`` steps (the paper's teacher
-experiment: 7000 epochs).
+Contract: scikit-learn's, checked by its own ``parametrize_with_checks`` in the tests.
+The estimators derive from ``sklearn.base.BaseEstimator`` and ``RegressorMixin`` /
+``ClassifierMixin``; the constructor only stores keyword-only parameters; ``fit`` validates
+every parameter and the data (``sklearn.utils.validation.validate_data``: finite, real, 2-d
+X; 1-d y), learns and returns ``self``; learned attributes end in ``_`` (with
+``n_features_in_``); an unfitted estimator raises ``NotFittedError``; ``predict(X,
+return_std=False)``; ``score`` (R^2 for regressors, accuracy for classifiers).  Training
+length is given in epochs of ``n / batch_size`` steps (the paper's teacher experiment: 7000
+epochs).  Choices: ``batch_size`` larger than n trains full-batch (m = n); ``dtype`` is
+"float32" or "float64" (a torch dtype is accepted too).
 """
 
 from __future__ import annotations
 
-import inspect
 import math
+import numbers
 import time
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .core import Batch, Hyper, Layout, Trainer
 from .posterior import Posterior, select_width
@@ -59,64 +67,63 @@ def _check_widths(widths) -> list[int]:
     return [int(w) for w in ws]
 
 
-def _check_X(X, p=None) -> np.ndarray:
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"X must be a non-empty 2-d array (n, p), got shape {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X contains NaN or infinite values")
-    if p is not None and X.shape[1] != p:
-        raise ValueError(f"X has {X.shape[1]} features, the model was fitted with {p}")
-    return X
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_SEED_MAX = (2**63 - 1) // 1000 - 1000  # model seeds are seed * 1000 + k in int64
+
+
+def _dtype(x) -> torch.dtype:
+    if isinstance(x, torch.dtype) and x in _DTYPES.values():
+        return x
+    if isinstance(x, str) and x in _DTYPES:
+        return _DTYPES[x]
+    raise ValueError(f"dtype must be 'float32' or 'float64', got {x!r}")
 
 
 def _store(obj, params: dict) -> None:
-    """The constructor's only job (sklearn contract): store every keyword parameter."""
+    """The constructor's only job (sklearn contract): store every keyword parameter as
+    given; :meth:`_Base.fit` validates them."""
     for k, v in params.items():
         if k not in ("self", "__class__"):
             setattr(obj, k, v)
 
 
-class _Base:
+def _integer(name, v, lo=1, hi=None) -> int:
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, numbers.Integral)
+        or v < lo
+        or (hi is not None and v > hi)
+    ):
+        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be an integer {rng}, got {v!r}")
+    return int(v)
+
+
+def _positive(name, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+    return float(v)
+
+
+class _Base(BaseEstimator):
     _likelihood = "gaussian"
     _family = "spike_slab"
-
-    # ---------------------------------------------------------- sklearn params
-    @classmethod
-    def _param_names(cls):
-        sig = inspect.signature(cls.__init__)
-        return [p for p in sig.parameters if p != "self"]
-
-    def get_params(self, deep: bool = True) -> dict:
-        return {k: getattr(self, k) for k in self._param_names()}
-
-    def set_params(self, **params):
-        names = self._param_names()
-        for k, v in params.items():
-            if k not in names:
-                raise ValueError(f"invalid parameter {k!r} for {type(self).__name__}")
-            setattr(self, k, v)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
 
     # ---------------------------------------------------------- fitting
     def _candidate_widths(self) -> list[int]:
         raise NotImplementedError
 
-    def _hyper(self) -> Hyper:
+    def _hyper(self, n: int) -> Hyper:
         return Hyper(
             likelihood=self._likelihood,
-            sigma=float(self.sigma),
-            sigma_0=float(self.sigma_0),
+            sigma=_positive("sigma", self.sigma),
+            sigma_0=_positive("sigma_0", self.sigma_0),
             slab=self.slab,
-            lambda_s=float(self.lambda_s),
-            lam=float(self.lam),
-            batch_size=int(self.batch_size),
-            mc_samples=int(self.mc_samples),
-            lr=float(self.lr),
+            lambda_s=_positive("lambda_s", self.lambda_s),
+            lam=_positive("lam", self.lam),
+            batch_size=min(_integer("batch_size", self.batch_size), n),
+            mc_samples=_integer("mc_samples", self.mc_samples),
+            lr=_positive("lr", self.lr),
             l3=self.l3,
             sampling=self.sampling,
             family=self._family,
@@ -128,34 +135,27 @@ class _Base:
     def fit(self, X, y):
         """Train every candidate width in one batched program and select (ASVI)."""
         widths = _check_widths(self._candidate_widths())
-        X = _check_X(X)
+        depth = _integer("depth", self.depth)
+        _positive("epochs", self.epochs)
+        _integer("elbo_draws", self.elbo_draws, lo=10)  # the selection rule needs >= 10
+        _integer("predict_draws", self.predict_draws)
+        seed = _integer("seed", self.seed, lo=0, hi=_SEED_MAX)
+        dtype = _dtype(self.dtype)
+        X, y = validate_data(self, X, y, y_numeric=self._likelihood == "gaussian")
         n, p = X.shape
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != n:
-            raise ValueError(f"y must be 1-d with {n} entries to match X, got shape {y.shape}")
         y_enc, out_dim = self._encode_y(y, n)
-        if int(self.batch_size) > n:
-            raise ValueError(f"batch_size ({self.batch_size}) must be <= n ({n})")
-        if int(self.depth) < 1:
-            raise ValueError(f"depth must be >= 1, got {self.depth}")
-        if not (float(self.epochs) > 0):
-            raise ValueError(f"epochs must be > 0, got {self.epochs}")
-        if int(self.elbo_draws) < 10:
-            raise ValueError(f"elbo_draws must be >= 10 (selection rule), got {self.elbo_draws}")
-        hyper = self._hyper()
+        hyper = self._hyper(n)
         hyper.validate()
         dev = resolve_device(self.device)
-        layout = Layout(
-            p, int(self.depth), widths, out_dim, node_scales=self._family == "horseshoe"
-        )
-        seeds = [int(self.seed) * 1000 + k for k in range(len(widths))]
-        Xt = torch.as_tensor(X, dtype=self.dtype).unsqueeze(0)
-        yt = torch.as_tensor(y_enc).unsqueeze(0)
+        layout = Layout(p, depth, widths, out_dim, node_scales=self._family == "horseshoe")
+        seeds = [seed * 1000 + k for k in range(len(widths))]
+        Xt = torch.tensor(X, dtype=dtype).unsqueeze(0)  # a copy: X may be read-only
+        yt = torch.tensor(y_enc).unsqueeze(0)
         batch = Batch(Xt, yt, torch.zeros(len(widths), dtype=torch.int64))
         tr = Trainer(
-            layout, hyper, seeds, batch, device=dev, dtype=self.dtype, compile=bool(self.compile)
+            layout, hyper, seeds, batch, device=dev, dtype=dtype, compile=bool(self.compile)
         )
-        steps = max(1, math.ceil(float(self.epochs) * n / int(self.batch_size)))
+        steps = max(1, math.ceil(float(self.epochs) * n / hyper.batch_size))
         t0 = time.perf_counter()
         prog = Progress(type(self).__name__) if self.progress else None
         tr.fit(steps, progress=prog, record_every=max(1, steps // 100))
@@ -171,7 +171,6 @@ class _Base:
         self.n_steps_ = steps
         self.history_ = st.history
         self.widths_ = widths
-        self.n_features_in_ = p
         self.posterior_ = Posterior(layout, hyper, st.var, tr.seeds)
         terms = self.posterior_.elbo(Xt.to(dev), yt.to(dev), draws=int(self.elbo_draws))
         self.loss_terms_ = {k: terms[k] for k in ("L1", "L2", "L3")}
@@ -188,60 +187,50 @@ class _Base:
         return self
 
     def _check_fitted(self):
-        if not hasattr(self, "posterior_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+        check_is_fitted(self, "posterior_")  # sklearn's NotFittedError
+
+    def _X_for_predict(self, X) -> np.ndarray:
+        self._check_fitted()
+        return validate_data(self, X, reset=False)
 
 
-class _RegressorMixin:
+class _Regressor(RegressorMixin, _Base):
     _likelihood = "gaussian"
 
     def _encode_y(self, y, n):
-        y = np.asarray(y, dtype=float)
-        if not np.all(np.isfinite(y)):
-            raise ValueError("y contains NaN or infinite values")
-        return y, 1
+        return np.asarray(y, dtype=float), 1
 
     def predict(self, X, return_std: bool = False):
         """Posterior-mean prediction from ``predict_draws`` draws (30, the paper's) of the
         selected width; with ``return_std`` also the predictive sd ``sqrt(Var_q f + sigma^2)``."""
-        self._check_fitted()
-        X = _check_X(X, self.n_features_in_)
+        X = self._X_for_predict(X)
         k, T = self.selected_index_, int(self.predict_draws)
         mean = self.posterior_.predict_mean(X, T)[k].cpu().numpy()
         if not return_std:
             return mean
         return mean, self.posterior_.predict_std(X, T)[k].cpu().numpy()
 
-    def score(self, X, y) -> float:
-        """Coefficient of determination R^2 of :meth:`predict`."""
-        y = np.asarray(y, dtype=float)
-        resid = ((y - self.predict(X)) ** 2).sum()
-        return float(1 - resid / ((y - y.mean()) ** 2).sum())
 
-
-class _ClassifierMixin:
+class _Classifier(ClassifierMixin, _Base):
     _likelihood = "categorical"
 
     def _encode_y(self, y, n):
+        check_classification_targets(y)
         classes, idx = np.unique(y, return_inverse=True)
         if len(classes) < 2:
-            raise ValueError("y must contain at least two classes")
+            raise ValueError(f"y must contain at least two classes, got one class {classes!r}")
         self.classes_ = classes
         return idx.astype(np.int64), len(classes)
 
     def predict_proba(self, X):
         """Posterior-mean class probabilities ``(m, classes)`` of the selected width."""
-        self._check_fitted()
-        X = _check_X(X, self.n_features_in_)
+        X = self._X_for_predict(X)
         probs = self.posterior_.predict_mean(X, int(self.predict_draws))
         return probs[self.selected_index_].T.cpu().numpy()
 
     def predict(self, X):
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
-
-    def score(self, X, y) -> float:
-        """Accuracy of :meth:`predict`."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+        proba = self.predict_proba(X)  # checks fitted first
+        return self.classes_[np.argmax(proba, axis=1)]
 
 
 _COMMON_DOC = """
@@ -251,16 +240,17 @@ _COMMON_DOC = """
     ``mc_samples`` K; Adam ``lr``; ``epochs`` of n/m steps; ``slab`` "gaussian" or
     "uniform"; ``l3`` "paper" (eq. (loss3) as printed) or "exact"; ``sampling`` of
     minibatches; ``elbo_draws`` (>= 10) for selection; ``predict_draws`` (30); ``seed``;
-    ``device``, ``dtype``; ``compile`` (torch.compile the step); ``progress`` (a bar on
-    stderr).
+    ``device``, ``dtype`` ("float32" or "float64"); ``compile`` (torch.compile the step);
+    ``progress`` (a bar on stderr).
 """
 
 
-class ASVIRegressor(_RegressorMixin, _Base):
+class ASVIRegressor(_Regressor):
     __doc__ = "Adaptive sparse variational inference: selects the width (eq. (13))." + _COMMON_DOC
 
     def __init__(
         self,
+        *,
         widths=PAPER_WIDTHS,
         depth=2,
         sigma=1.0,
@@ -278,7 +268,7 @@ class ASVIRegressor(_RegressorMixin, _Base):
         predict_draws=30,
         seed=0,
         device="cpu",
-        dtype=torch.float32,
+        dtype="float32",
         compile=False,
         progress=False,
     ):
@@ -288,11 +278,12 @@ class ASVIRegressor(_RegressorMixin, _Base):
         return self.widths
 
 
-class SVIRegressor(_RegressorMixin, _Base):
+class SVIRegressor(_Regressor):
     __doc__ = "Sparse variational inference at one fixed width." + _COMMON_DOC
 
     def __init__(
         self,
+        *,
         width=10,
         depth=2,
         sigma=1.0,
@@ -310,7 +301,7 @@ class SVIRegressor(_RegressorMixin, _Base):
         predict_draws=30,
         seed=0,
         device="cpu",
-        dtype=torch.float32,
+        dtype="float32",
         compile=False,
         progress=False,
     ):
@@ -320,11 +311,12 @@ class SVIRegressor(_RegressorMixin, _Base):
         return [self.width]
 
 
-class ASVIClassifier(_ClassifierMixin, _Base):
+class ASVIClassifier(_Classifier):
     __doc__ = "ASVI with a categorical likelihood (the paper's MNIST experiment)." + _COMMON_DOC
 
     def __init__(
         self,
+        *,
         widths=(400, 500, 600, 700, 800),
         depth=2,
         sigma=1.0,
@@ -342,7 +334,7 @@ class ASVIClassifier(_ClassifierMixin, _Base):
         predict_draws=30,
         seed=0,
         device="cpu",
-        dtype=torch.float32,
+        dtype="float32",
         compile=False,
         progress=False,
     ):
@@ -352,11 +344,12 @@ class ASVIClassifier(_ClassifierMixin, _Base):
         return self.widths
 
 
-class SVIClassifier(_ClassifierMixin, _Base):
+class SVIClassifier(_Classifier):
     __doc__ = "SVI with a categorical likelihood at one fixed width." + _COMMON_DOC
 
     def __init__(
         self,
+        *,
         width=400,
         depth=2,
         sigma=1.0,
@@ -374,7 +367,7 @@ class SVIClassifier(_ClassifierMixin, _Base):
         predict_draws=30,
         seed=0,
         device="cpu",
-        dtype=torch.float32,
+        dtype="float32",
         compile=False,
         progress=False,
     ):

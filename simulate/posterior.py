@@ -63,6 +63,8 @@ class Posterior:
 
     # ------------------------------------------------------------------ predictions
     def _x(self, X) -> torch.Tensor:
+        if isinstance(X, np.ndarray) and not X.flags.writeable:
+            X = X.copy()  # torch would share a read-only buffer (and warn)
         X = torch.as_tensor(X, dtype=self.eval_dtype, device=self.var.device)
         if X.ndim != 2 or X.shape[1] != self.layout.p:
             raise ValueError(f"X must be (m, {self.layout.p}), got {tuple(X.shape)}")
