@@ -385,6 +385,16 @@ def test_same_seed_same_run_and_iid_minibatches_cover_data():
     assert not torch.equal(
         c.state.var, Trainer(Layout(3, 2, [3]), h, [42], make_batch(1)).state.var
     )
+    # iid minibatches: indices in [0, n), and 60 steps of 64 draws cover all n = 256 points
+    # (a point is missed with probability (1 - 1/256)^3840 ~ 3e-7; the seed is fixed)
+    d = Trainer(Layout(3, 2, [3]), h, [42], make_batch(1, n=256))
+    seen = set()
+    for _ in range(60):
+        idx = d.minibatch_index(d.state)
+        assert idx.shape == (1, 64) and int(idx.min()) >= 0 and int(idx.max()) < 256
+        seen.update(idx[0].tolist())
+        d.step()
+    assert seen == set(range(256))
 
 
 def test_permutation_sampling_visits_every_point_once_per_epoch():

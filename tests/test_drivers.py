@@ -31,13 +31,9 @@ def test_bench_reports_the_documented_keys(tmp_path):
     assert set(res[5]) == keys
     assert all(res[5][k] is None for k in keys - {"batched_model_steps_per_s"})
     assert res[5]["batched_model_steps_per_s"] > 0
-    for E in (1, 3):
+    for E in (1, 3):  # every rate measured (timings, so no value is asserted)
         assert set(res[E]) == keys
-        b = res[E]["batched_model_steps_per_s"]
-        assert res[E]["ratio"] == pytest.approx(b / res[E]["loop_model_steps_per_s"])
-        assert res[E]["textbook_ratio"] == pytest.approx(
-            b / res[E]["textbook_loop_model_steps_per_s"]
-        )
+        assert all(np.isfinite(res[E][k]) and res[E][k] > 0 for k in keys)
     out = tmp_path / "b.json"
     r = run_bench("--E", "2", "--steps", "1", "--repeats", "1", "--json", str(out))
     assert r.returncode == 0, r.stderr
@@ -83,6 +79,29 @@ def test_teacher_network_matches_the_paper():
     X30b = X30.copy()
     X30b[:, 20:] = 0
     np.testing.assert_array_equal(wide(X30), wide(X30b))
+
+
+def test_compiled_step_tiny_with_a_frozen_model():
+    """In the default suite (compiles in ~10 s): the compiled hand-written step equals the
+    eager one, and holds a model frozen by the stopping rule as eager does (the full tier
+    trains compiled with frozen models)."""
+    g = torch.Generator().manual_seed(1)
+    X = torch.rand(1, 256, 2, generator=g, dtype=torch.float64) * 2 - 1
+    y = X[..., 0] + 0.1 * torch.randn(1, 256, generator=g, dtype=torch.float64)
+    batch = Batch(X, y, torch.zeros(2, dtype=torch.int64))
+    h = Hyper(batch_size=32)
+    a = Trainer(Layout(2, 1, [2, 3]), h, [4, 5], batch, dtype=torch.float64)
+    b = Trainer(Layout(2, 1, [2, 3]), h, [4, 5], batch, dtype=torch.float64, compile=True)
+    for _ in range(2):
+        a.step(), b.step()
+    for t in (a, b):
+        t.state.frozen = torch.tensor([True, False])
+    held = b.state.var[:, 0].clone()
+    for _ in range(2):
+        ta, tb = a.step(), b.step()
+        np.testing.assert_allclose(ta["total"].numpy(), tb["total"].numpy(), rtol=1e-9)
+    assert torch.equal(b.state.var[:, 0], held)
+    np.testing.assert_allclose(a.state.var.numpy(), b.state.var.numpy(), rtol=1e-7, atol=1e-10)
 
 
 @pytest.mark.slow

@@ -235,7 +235,10 @@ def test_corollary_rates():
     assert float(T.corollary_6_1_rate(n, 1, 2, 1.5)) == pytest.approx(
         (n ** (-1 / 4) * math.log(n) ** 1.5) ** 2
     )
-    assert T.corollary_6_2_rate(n, 1, 2) == T.corollary_6_1_rate(n, 1, 2)
+    # Corollary 6.2 (ASVI adapts): the same rate, eps*_n^2 = (n^(-a/(2a+p)) log^delta n)^2
+    assert float(T.corollary_6_2_rate(n, 1.5, 1)) == pytest.approx(
+        (n ** (-1.5 / 4) * math.log(n)) ** 2
+    )
     L, N, s, p = 2, 1, 165, 20
     want = (s * math.log(n * L / s) + L * s * math.log(p * N)) / n * math.log(n) ** 2
     assert float(T.corollary_6_3_rate(n, L, N, s, p)) == pytest.approx(want)
