@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
+import platform
 import sys
 
 from theory._paths import check_output_dir, check_output_file
@@ -25,6 +27,10 @@ __all__ = [
     "exclusive_writer",
     "check_output_file",
     "check_output_dir",
+    "RecordStore",
+    "fingerprint",
+    "fields_differing",
+    "versions",
 ]
 
 
@@ -129,3 +135,134 @@ def exclusive_writer(path):
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+# --------------------------------------------------------------------------- configurations
+def versions() -> dict:
+    """The versions that can change a record's numbers (part of every fingerprint)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import numpy as np
+    import torch
+
+    try:
+        own = version("asvi-rates")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        own = "unknown"
+    return {
+        "asvi-rates": own,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def fingerprint(fields: dict) -> str:
+    """16 hex digits of the SHA-256 of the canonical JSON of a configuration's fields."""
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _flat(d: dict, prefix="") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def fields_differing(a: dict, b: dict) -> str:
+    """``"lr 0.005 -> 0.01, seed 0 -> 7"``: the fields of two fingerprints that differ."""
+    fa, fb = _flat(a), _flat(b)
+    keys = sorted(set(fa) | set(fb))
+    parts = [
+        f"{k} {fa.get(k, '(absent)')} -> {fb.get(k, '(absent)')}"
+        for k in keys
+        if fa.get(k) != fb.get(k)
+    ]
+    return ", ".join(parts) or "no field (same fields, different hash)"
+
+
+class RecordStore:
+    """One records file of one configuration, written by one process at a time, resumed by
+    record key: the store every driver uses (sweep, teacher / Table 1, UCI, MNIST-1D).
+
+    ``key(record) -> tuple`` identifies a record (a cell, a replicate, a split);
+    ``fields`` is the configuration (a JSON-able dict) every record of the file must share:
+    :meth:`append` stamps ``fingerprint`` and ``fingerprint_fields`` on records that lack
+    them, and :meth:`writing` refuses a file holding another fingerprint, naming the fields
+    that differ (``hint`` says what to do instead).  Use::
+
+        store = RecordStore(path, SCHEMA, key, required, fields)
+        with store.writing(hint="...") as st:   # lock, read, check; raises RecordsError
+            if ("a", 1) not in st.done:
+                st.append(train(...))             # skips keys already present
+        records = store.read()
+    """
+
+    def __init__(self, path, schema: str, key, required=(), fields: dict | None = None):
+        self.path, self.schema, self.key = os.fspath(path), schema, key
+        self.fields = None if fields is None else json.loads(json.dumps(fields, sort_keys=True))
+        self.fp = None if fields is None else fingerprint(self.fields)
+        self.required = tuple(required) + (() if fields is None else ("fingerprint",))
+        self.done: set = set()
+        self.records: list[dict] = []
+        self._writable = False
+        self._tail_cut = False
+
+    @property
+    def writable(self) -> bool:
+        """Inside :meth:`writing`: whether records can be appended."""
+        return self._writable
+
+    def read(self) -> list[dict]:
+        return read_jsonl(self.path, self.schema, self.required)
+
+    def foreign(self, records) -> dict | None:
+        """The first record of another configuration, if any."""
+        if self.fp is None:
+            return None
+        return next((r for r in records if r["fingerprint"] != self.fp), None)
+
+    def mismatch(self, other: dict, hint: str = "") -> RecordsError:
+        return RecordsError(
+            f"{self.path} holds records of another configuration (fingerprint"
+            f" {other['fingerprint']}, this one {self.fp};"
+            f" {fields_differing(other.get('fingerprint_fields', {}), self.fields)})"
+            + (f"; {hint}" if hint else "")
+        )
+
+    @contextlib.contextmanager
+    def writing(self, hint: str = ""):
+        with exclusive_writer(self.path) as writable:
+            recs = self.read()
+            other = self.foreign(recs)
+            if other is not None:
+                raise self.mismatch(other, hint)
+            self.records, self.done = recs, {self.key(r) for r in recs}
+            self._writable, self._tail_cut = writable, False
+            try:
+                yield self
+            finally:
+                self._writable = False
+
+    def append(self, records) -> list[dict]:
+        """Append the records whose key is not yet in the file; returns them."""
+        if not self._writable:
+            raise RecordsError(f"{self.path}: cannot write there (read-only, or not open)")
+        if not self._tail_cut:
+            drop_incomplete_tail(self.path)
+            self._tail_cut = True
+        new = []
+        for r in records:
+            k = self.key(r)
+            if k in self.done:
+                continue
+            if self.fp is not None and "fingerprint" not in r:
+                r = {**r, "fingerprint": self.fp, "fingerprint_fields": self.fields}
+            new.append(r)
+            self.done.add(k)
+        append_jsonl(self.path, new)
+        self.records.extend(new)
+        return new

@@ -48,7 +48,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -65,11 +64,12 @@ from .posterior import Posterior, select_width
 from .progress import Progress
 from .records import (
     RecordsError,
-    append_jsonl,
+    RecordStore,
     check_output_file,
-    drop_incomplete_tail,
-    exclusive_writer,
+    fields_differing,
+    fingerprint,
     read_jsonl,
+    versions,
 )
 from .stopping import StopRule
 from .truths import HolderFunction, TeacherNetwork
@@ -266,21 +266,6 @@ def _seed(*parts) -> int:
     """A stable 63-bit seed from any printable parts (not Python's salted hash)."""
     h = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
     return int.from_bytes(h[:8], "little") >> 1
-
-
-def _versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        own = version("asvi-rates")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        own = "unknown"
-    return {
-        "asvi-rates": own,
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-    }
 
 
 @dataclass(frozen=True)
@@ -504,7 +489,7 @@ def run_job(job: Job) -> list[dict]:
                 "per_width": {**pw, "penalized_elbo": sel["penalized_elbo"]},
                 "reference": refs[i],
                 "timing": {"job_train_s": train_s, "job_eval_s": eval_s, "job_models": R * len(W)},
-                "versions": _versions(),
+                "versions": versions(),
             }
         )
     return records
@@ -559,42 +544,16 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
     d = {k: v for k, v in cfg.to_dict().items() if k not in _BOOKKEEPING}
     d["n_max"] = max(int(n) for n in cfg.ns)
     d["schema"] = SCHEMA
-    d["versions"] = _versions()
+    d["versions"] = versions()
     return json.loads(json.dumps(d, sort_keys=True))  # plain JSON types, as stored
 
 
-def fingerprint(fields: dict) -> str:
-    """16 hex digits of the SHA-256 of the canonical JSON of :func:`fingerprint_fields`."""
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _flat(d: dict, prefix="") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-def fields_differing(a: dict, b: dict) -> str:
-    """``"lr 0.005 -> 0.01, seed 0 -> 7"``: the fields of two fingerprints that differ."""
-    fa, fb = _flat(a), _flat(b)
-    keys = sorted(set(fa) | set(fb))
-    parts = [
-        f"{k} {fa.get(k, '(absent)')} -> {fb.get(k, '(absent)')}"
-        for k in keys
-        if fa.get(k) != fb.get(k)
-    ]
-    return ", ".join(parts) or "no field (same fields, different hash)"
+_REQUIRED = ("cell", "metrics", "selected_width", "truth", "failed")
 
 
 def read_records(path) -> list[dict]:
     """All sweep records of a JSON-lines file (``simulate.records.read_jsonl``)."""
-    return read_jsonl(
-        path, SCHEMA, ("cell", "metrics", "selected_width", "truth", "fingerprint", "failed")
-    )
+    return read_jsonl(path, SCHEMA, (*_REQUIRED, "fingerprint"))
 
 
 def one_configuration(records: list[dict], choose: str | None = None, source="records"):
@@ -630,25 +589,31 @@ def one_configuration(records: list[dict], choose: str | None = None, source="re
     )
 
 
+def _cell_key(r: dict) -> tuple:
+    return (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"])
+
+
+def _store(cfg: SweepConfig, path) -> RecordStore:
+    return RecordStore(path, SCHEMA, _cell_key, _REQUIRED, fingerprint_fields(cfg))
+
+
+_NEW_FILE_HINT = "give another --out, or --new-file to write beside it"
+
+
 def records_path_for(cfg: SweepConfig, path: str, new_file: bool = False) -> str:
     """The records file a sweep of ``cfg`` writes: ``path`` if it holds nothing or only
     this configuration's records; with ``new_file``, otherwise ``STEM-FINGERPRINT.jsonl``
     beside it (resumed if it exists).  Without ``new_file`` a file of another
     configuration is a :class:`RecordsError` naming the fields that differ."""
-    fields = fingerprint_fields(cfg)
-    fp = fingerprint(fields)
-    other = next((r for r in read_records(path) if r["fingerprint"] != fp), None)
+    store = _store(cfg, path)
+    other = store.foreign(store.read())
     if other is None:
         return path
     if new_file:
         stem, ext = os.path.splitext(path)
-        alt = f"{stem}-{fp}{ext or '.jsonl'}"
+        alt = f"{stem}-{store.fp}{ext or '.jsonl'}"
         return records_path_for(cfg, alt) if alt != path else path
-    raise RecordsError(
-        f"{path} holds records of another configuration (fingerprint {other['fingerprint']},"
-        f" this one {fp}; {fields_differing(other['fingerprint_fields'], fields)});"
-        " give another --out, or --new-file to write beside it"
-    )
+    raise store.mismatch(other, _NEW_FILE_HINT)
 
 
 def run_sweep(
@@ -664,53 +629,33 @@ def run_sweep(
     all records of the sweep's cells.  ``scheduler``: address of an existing Dask cluster;
     ``workers``: start a local Dask cluster of that many single-threaded worker processes
     for this sweep (two such processes beat one two-threaded process on the 2-core
-    machine).  ``max_jobs`` stops after that many jobs (tests simulate a killed sweep)."""
+    machine).  ``max_jobs`` stops after that many jobs (tests simulate a killed sweep).
+    The records file is a :class:`simulate.records.RecordStore`: locked while the sweep
+    runs, of this configuration only."""
     if scheduler and workers:
         raise ValueError("give either a scheduler address or a number of local workers")
     if workers is not None and int(workers) < 0:
         raise ValueError(f"workers must be >= 1 (or 0: in this process), got {workers}")
     cfg.validate()
-    fp = fingerprint(fingerprint_fields(cfg))
-    with exclusive_writer(out_path) as writable:  # one sweep per records file, or exit 2
-        existing = read_records(out_path)  # raises before anything is written
-        foreign = next((r for r in existing if r["fingerprint"] != fp), None)
-        if foreign is not None:
-            records_path_for(cfg, out_path)  # raises, naming the differing fields
-        done = {(r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) for r in existing}
-        todo = [j for j in jobs_for(cfg) if not all(c in done for c in j.cells())]
+    store = _store(cfg, out_path)
+    with store.writing(_NEW_FILE_HINT) as st:  # one sweep per records file, or exit 2
+        todo = [j for j in jobs_for(cfg) if not all(c in st.done for c in j.cells())]
         if max_jobs is not None:
             todo = todo[:max_jobs]
-        if todo and not writable:
+        log(f"sweep: {len(st.done)} cells recorded, {len(todo)} jobs to run -> {out_path}")
+        if todo and not st.writable:
             raise RecordsError(f"{out_path}: cannot write there ({len(todo)} jobs to run)")
         if todo:
-            drop_incomplete_tail(out_path)
-        total = len(todo)
-        log(f"sweep: {len(done)} cells recorded, {total} jobs to run -> {out_path}")
-        if todo:
-            _run_jobs(todo, out_path, done, scheduler, workers, progress)
-    keys = {(c[0], c[1], c[2]) for j in jobs_for(cfg) for c in j.cells()}
-    return [
-        r
-        for r in read_records(out_path)
-        if (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) in keys
-    ]
+            _run_jobs(todo, st, scheduler, workers, progress)
+    keys = {c for j in jobs_for(cfg) for c in j.cells()}
+    return [r for r in store.read() if _cell_key(r) in keys]
 
 
-def _run_jobs(todo, out_path, done, scheduler, workers, progress) -> None:
+def _run_jobs(todo, store: RecordStore, scheduler, workers, progress) -> None:
     """Train ``todo`` (here, on a new local cluster of ``workers``, or on ``scheduler``) and
-    append each job's records as it arrives."""
+    append each job's records to ``store`` as they arrive."""
     total = len(todo)
     bar = Progress("sweep") if progress else None
-
-    def write(recs):
-        new = [
-            r
-            for r in recs
-            if (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) not in done
-        ]
-        append_jsonl(out_path, new)
-        done.update((r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"]) for r in new)
-
     if workers:
         from distributed import LocalCluster
 
@@ -722,19 +667,19 @@ def _run_jobs(todo, out_path, done, scheduler, workers, progress) -> None:
             dashboard_address=":0",
             env=one,
         ) as cluster:
-            return _run_jobs(todo, out_path, done, cluster.scheduler_address, None, progress)
+            return _run_jobs(todo, store, cluster.scheduler_address, None, progress)
     if scheduler:
         from distributed import Client, as_completed
 
         with Client(scheduler, timeout=SCHEDULER_TIMEOUT_S) as client:
             futures = [client.submit(run_job, j, pure=False) for j in todo]
             for i, fut in enumerate(as_completed(futures), 1):
-                write(fut.result())
+                store.append(fut.result())
                 if bar:
                     bar(i, total)
     else:
         for i, job in enumerate(todo, 1):
-            write(run_job(job))
+            store.append(run_job(job))
             if bar:
                 bar(i, total)
 
