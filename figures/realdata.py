@@ -34,15 +34,15 @@ import torch
 from simulate.core import Batch, Hyper, Layout, Trainer
 from simulate.data import boston, concrete, mnist1d, standardize, uci_splits
 from simulate.posterior import Posterior, select_width
-from simulate.records import append_jsonl, drop_incomplete_tail, read_jsonl
+from simulate.records import RecordStore, versions
 from theory import lambda_s_rule
 
 from ._io import save_figure, write_table
 
 __all__ = ["UCI_TIERS", "MNIST_TIERS", "run_uci", "uci_table", "run_mnist1d", "mnist_figure"]
 
-UCI_SCHEMA = "asvi-rates/uci-record/1"
-MNIST_SCHEMA = "asvi-rates/mnist1d-record/1"
+UCI_SCHEMA = "asvi-rates/uci-record/2"
+MNIST_SCHEMA = "asvi-rates/mnist1d-record/2"
 UCI_METHODS = {"SVI": "spike_slab", "Dense-BNN": "dense", "HS-BNN": "horseshoe"}
 DATASETS = {"concrete": concrete, "boston": boston}
 
@@ -97,88 +97,118 @@ def _per_model(post, Xs, draws=30):
     return out
 
 
+RECOMPUTE_HINT = "run with --recompute to discard them, or keep the tier's settings"
+
+
+def uci_store(tier: str, out_dir: str) -> RecordStore:
+    """``uci-TIER.jsonl``, keyed by (dataset, method, split), of the tier's settings."""
+    fields = {"tier": tier, **UCI_TIERS[tier], "schema": UCI_SCHEMA, "versions": versions()}
+    return RecordStore(
+        os.path.join(out_dir, f"uci-{tier}.jsonl"),
+        UCI_SCHEMA,
+        lambda r: (r["dataset"], r["method"], r["split"]),
+        ("dataset", "method", "split", "rmse", "ll"),
+        fields,
+    )
+
+
+def mnist_store(tier: str, out_dir: str) -> RecordStore:
+    """``mnist1d-TIER.jsonl``: one record of the tier's settings."""
+    fields = {"tier": tier, **MNIST_TIERS[tier], "schema": MNIST_SCHEMA, "versions": versions()}
+    return RecordStore(
+        os.path.join(out_dir, f"mnist1d-{tier}.jsonl"),
+        MNIST_SCHEMA,
+        lambda r: ("mnist1d",),
+        ("widths", "curves"),
+        fields,
+    )
+
+
 def run_uci(tier: str, out_dir: str, recompute: bool = False, log=print) -> list[dict]:
     cfg = UCI_TIERS[tier]
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, f"uci-{tier}.jsonl")
-    if recompute and os.path.exists(path):
-        os.remove(path)
-    recs = read_jsonl(path, UCI_SCHEMA, ("dataset", "method", "split", "rmse", "ll"))
-    done = {(r["dataset"], r["method"]) for r in recs}
-    drop_incomplete_tail(path)
-    for name, loader in DATASETS.items():
-        X, y = loader()
-        splits = uci_splits(len(y), cfg["splits"], seed=0)
-        rng = np.random.default_rng(1)
-        n_val = int(round(0.2 * len(splits[0][0])))
-        tr_parts, val_parts = [], []
-        for tr_idx, _ in splits:
-            perm = rng.permutation(tr_idx)
-            tr_parts.append(perm[n_val:])
-            val_parts.append(perm[:n_val])
-        for method, family in UCI_METHODS.items():
-            if (name, method) in done:
-                continue
-            t0 = time.perf_counter()
-            # 1. grid search on the validation parts (standardised on the fit parts only)
-            Xf, yf, Xv, yv = [], [], [], []
-            for a, b in zip(tr_parts, val_parts, strict=True):
-                _, _, xa, xb = standardize(X[a], X[b])
-                mu, sd, ya, yb = standardize(y[a], y[b])
-                Xf.append(xa), yf.append(ya), Xv.append(xb), yv.append(yb)
-            Xf, yf = np.stack(Xf), np.stack(yf)
-            scores = {}
-            for s in cfg["sigmas"]:
-                for s0 in cfg["sigma0s"]:
-                    post, failed = _fit_splits(family, s, s0, Xf, yf, cfg["epochs"], 100)
-                    pred = _per_model(post, Xv, 30).mean(0)
-                    rmse = np.sqrt(((pred - np.stack(yv)) ** 2).mean(1))
-                    scores[(s, s0)] = np.where(failed, np.inf, rmse)
-            keys = list(scores)
-            best = [keys[int(np.argmin([scores[k][d] for k in keys]))] for d in range(len(splits))]
-            # 2. refit each split with its chosen values on the whole training part
-            new = []
-            for k in sorted(set(best)):
-                ds = [d for d in range(len(splits)) if best[d] == k]
-                Xt_, yt_, Xte, yte, stats = [], [], [], [], []
-                for d in ds:
-                    tr_idx, te_idx = splits[d]
-                    _, _, xa, xb = standardize(X[tr_idx], X[te_idx])
-                    mu, sd, ya, _ = standardize(y[tr_idx], y[te_idx])
-                    Xt_.append(xa), yt_.append(ya), Xte.append(xb), yte.append(y[te_idx])
-                    stats.append((mu, sd))
-                post, failed = _fit_splits(
-                    family, k[0], k[1], np.stack(Xt_), np.stack(yt_), cfg["epochs"], 200
-                )
-                draws = _per_model(post, Xte, 30)  # standardised units, [T, E, m]
-                for i, d in enumerate(ds):
-                    mu, sd = stats[i]
-                    f = draws[:, i, :] * sd + mu  # original units
-                    yo = yte[i]
-                    s_o = k[0] * sd
-                    rmse = float(np.sqrt(np.mean((f.mean(0) - yo) ** 2)))
-                    logp = -0.5 * np.log(2 * np.pi * s_o**2) - (yo[None, :] - f) ** 2 / (2 * s_o**2)
-                    ll = float(np.mean(np.logaddexp.reduce(logp, axis=0) - np.log(len(f))))
-                    new.append(
-                        {
-                            "schema": UCI_SCHEMA,
-                            "dataset": name,
-                            "method": method,
-                            "split": d,
-                            "sigma": k[0],
-                            "sigma_0": k[1],
-                            "rmse": rmse,
-                            "ll": ll,
-                            "failed": bool(failed[i]),
-                            "epochs": cfg["epochs"],
-                        }
+    store = uci_store(tier, out_dir)
+    if recompute and os.path.exists(store.path):
+        os.remove(store.path)
+    with store.writing(RECOMPUTE_HINT) as st:
+        done = {k[:2] for k in st.done}  # a (dataset, method) is appended whole
+        for name, loader in DATASETS.items():
+            X, y = loader()
+            splits = uci_splits(len(y), cfg["splits"], seed=0)
+            rng = np.random.default_rng(1)
+            n_val = int(round(0.2 * len(splits[0][0])))
+            tr_parts, val_parts = [], []
+            for tr_idx, _ in splits:
+                perm = rng.permutation(tr_idx)
+                tr_parts.append(perm[n_val:])
+                val_parts.append(perm[:n_val])
+            for method, family in UCI_METHODS.items():
+                if (name, method) in done:
+                    continue
+                t0 = time.perf_counter()
+                # 1. grid search on the validation parts (standardised on the fit parts only)
+                Xf, yf, Xv, yv = [], [], [], []
+                for a, b in zip(tr_parts, val_parts, strict=True):
+                    _, _, xa, xb = standardize(X[a], X[b])
+                    mu, sd, ya, yb = standardize(y[a], y[b])
+                    Xf.append(xa), yf.append(ya), Xv.append(xb), yv.append(yb)
+                Xf, yf = np.stack(Xf), np.stack(yf)
+                scores = {}
+                for s in cfg["sigmas"]:
+                    for s0 in cfg["sigma0s"]:
+                        post, failed = _fit_splits(family, s, s0, Xf, yf, cfg["epochs"], 100)
+                        pred = _per_model(post, Xv, 30).mean(0)
+                        rmse = np.sqrt(((pred - np.stack(yv)) ** 2).mean(1))
+                        scores[(s, s0)] = np.where(failed, np.inf, rmse)
+                keys = list(scores)
+                best = [
+                    keys[int(np.argmin([scores[k][d] for k in keys]))] for d in range(len(splits))
+                ]
+                # 2. refit each split with its chosen values on the whole training part
+                new = []
+                for k in sorted(set(best)):
+                    ds = [d for d in range(len(splits)) if best[d] == k]
+                    Xt_, yt_, Xte, yte, stats = [], [], [], [], []
+                    for d in ds:
+                        tr_idx, te_idx = splits[d]
+                        _, _, xa, xb = standardize(X[tr_idx], X[te_idx])
+                        mu, sd, ya, _ = standardize(y[tr_idx], y[te_idx])
+                        Xt_.append(xa), yt_.append(ya), Xte.append(xb), yte.append(y[te_idx])
+                        stats.append((mu, sd))
+                    post, failed = _fit_splits(
+                        family, k[0], k[1], np.stack(Xt_), np.stack(yt_), cfg["epochs"], 200
                     )
-            wall = time.perf_counter() - t0
-            for r in new:
-                r["wall_s_method"] = wall
-            append_jsonl(path, sorted(new, key=lambda r: r["split"]))
-            log(f"  uci {tier}: {name} {method} ({wall:.0f} s)")
-    return read_jsonl(path, UCI_SCHEMA, ("dataset", "method", "split", "rmse", "ll"))
+                    draws = _per_model(post, Xte, 30)  # standardised units, [T, E, m]
+                    for i, d in enumerate(ds):
+                        mu, sd = stats[i]
+                        f = draws[:, i, :] * sd + mu  # original units
+                        yo = yte[i]
+                        s_o = k[0] * sd
+                        rmse = float(np.sqrt(np.mean((f.mean(0) - yo) ** 2)))
+                        logp = -0.5 * np.log(2 * np.pi * s_o**2) - (yo[None, :] - f) ** 2 / (
+                            2 * s_o**2
+                        )
+                        ll = float(np.mean(np.logaddexp.reduce(logp, axis=0) - np.log(len(f))))
+                        new.append(
+                            {
+                                "schema": UCI_SCHEMA,
+                                "dataset": name,
+                                "method": method,
+                                "split": d,
+                                "sigma": k[0],
+                                "sigma_0": k[1],
+                                "rmse": rmse,
+                                "ll": ll,
+                                "failed": bool(failed[i]),
+                                "epochs": cfg["epochs"],
+                            }
+                        )
+                wall = time.perf_counter() - t0
+                for r in new:
+                    r["wall_s_method"] = wall
+                st.append(sorted(new, key=lambda r: r["split"]))
+                log(f"  uci {tier}: {name} {method} ({wall:.0f} s)")
+    return store.read()
 
 
 def _se(a) -> float:
@@ -244,12 +274,18 @@ def _accuracy(post, X, y, draws=10):
 def run_mnist1d(tier: str, out_dir: str, recompute: bool = False, log=print) -> dict:
     cfg = MNIST_TIERS[tier]
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, f"mnist1d-{tier}.jsonl")
-    if recompute and os.path.exists(path):
-        os.remove(path)
-    recs = read_jsonl(path, MNIST_SCHEMA, ("widths", "curves"))
-    if recs:
-        return recs[-1]
+    store = mnist_store(tier, out_dir)
+    if recompute and os.path.exists(store.path):
+        os.remove(store.path)
+    with store.writing(RECOMPUTE_HINT) as st:
+        if st.records:
+            return st.records[-1]
+        rec = _train_mnist1d(tier, cfg, log)
+        return st.append([rec])[0]
+
+
+def _train_mnist1d(tier: str, cfg: dict, log) -> dict:
+    """Train ASVI and Dense-BNN on MNIST-1D at the tier's widths; the record."""
     X, y, Xt, yt = mnist1d()
     mu, sd, Xs, Xts = standardize(X, Xt)
     widths = list(cfg["widths"])
@@ -303,7 +339,6 @@ def run_mnist1d(tier: str, out_dir: str, recompute: bool = False, log=print) -> 
         "wall_s": time.perf_counter() - t0,
         "epochs": cfg["epochs"],
     }
-    append_jsonl(path, [rec])
     return rec
 
 

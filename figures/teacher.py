@@ -25,7 +25,7 @@ import torch
 
 from simulate.core import Batch, Hyper, Layout, Trainer
 from simulate.posterior import Posterior, select_width
-from simulate.records import append_jsonl, drop_incomplete_tail, read_jsonl
+from simulate.records import RecordStore, versions
 from simulate.truths import TeacherNetwork, make_regression_data
 
 from ._io import save_figure, write_table
@@ -33,7 +33,7 @@ from .paper_values import TABLE1_ASVI, TABLE1_EDGES, TABLE1_RMSE
 
 __all__ = ["TIERS", "METHODS", "run_teacher", "table1", "figure_1b"]
 
-SCHEMA = "asvi-rates/teacher-record/1"
+SCHEMA = "asvi-rates/teacher-record/2"
 METHODS = {"SVI": "spike_slab", "HS-BNN": "horseshoe", "Dense-BNN": "dense"}
 PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)
 
@@ -138,36 +138,41 @@ def _train_block(method: str, reps, cfg: dict, teacher) -> list[dict]:
     return out
 
 
+_REQUIRED = ("method", "replicate", "rmse", "elbo")
+_RECOMPUTE_HINT = "run with --recompute to discard them, or keep the tier's settings"
+
+
+def teacher_store(tier: str, out_dir: str) -> RecordStore:
+    """The tier's records file (``teacher-TIER.jsonl``), keyed by (method, replicate), of
+    one configuration: the tier's settings (less the replicate count, which only says how
+    many there are), the schema and the versions."""
+    settings = {k: v for k, v in TIERS[tier].items() if k != "replicates"}
+    fields = {"tier": tier, **settings, "schema": SCHEMA, "versions": versions()}
+    path = os.path.join(out_dir, f"teacher-{tier}.jsonl")
+    return RecordStore(path, SCHEMA, lambda r: (r["method"], r["replicate"]), _REQUIRED, fields)
+
+
 def run_teacher(tier: str, out_dir: str, recompute: bool = False, log=print) -> list[dict]:
     """Train what the tier needs and is not yet recorded; return all its records."""
     cfg = TIERS[tier]
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, f"teacher-{tier}.jsonl")
-    if recompute and os.path.exists(path):
-        os.remove(path)
-    recs = read_jsonl(path, SCHEMA, ("method", "replicate", "rmse", "elbo"))
-    done = {(r["method"], r["replicate"]) for r in recs}
+    store = teacher_store(tier, out_dir)
+    if recompute and os.path.exists(store.path):
+        os.remove(store.path)
     teacher = TeacherNetwork(seed=0)
-    drop_incomplete_tail(path)
     t0 = time.perf_counter()
-    for method in METHODS:
-        for b in range(0, cfg["replicates"], cfg["replicate_block"]):
-            reps = [r for r in range(b, min(b + cfg["replicate_block"], cfg["replicates"]))]
-            if all((method, r) in done for r in reps):
-                continue
-            new = [
-                x
-                for x in _train_block(method, reps, cfg, teacher)
-                if (method, x["replicate"]) not in done
-            ]
-            append_jsonl(path, new)
-            done.update((method, x["replicate"]) for x in new)
-            log(
-                f"  teacher {tier}: {method} replicates {reps[0]}-{reps[-1]} "
-                f"({time.perf_counter() - t0:.0f} s)"
-            )
-    recs = read_jsonl(path, SCHEMA, ("method", "replicate", "rmse", "elbo"))
-    return [r for r in recs if r["replicate"] < cfg["replicates"]]
+    with store.writing(_RECOMPUTE_HINT) as st:
+        for method in METHODS:
+            for b in range(0, cfg["replicates"], cfg["replicate_block"]):
+                reps = list(range(b, min(b + cfg["replicate_block"], cfg["replicates"])))
+                if all((method, r) in st.done for r in reps):
+                    continue
+                st.append(_train_block(method, reps, cfg, teacher))
+                log(
+                    f"  teacher {tier}: {method} replicates {reps[0]}-{reps[-1]} "
+                    f"({time.perf_counter() - t0:.0f} s)"
+                )
+    return [r for r in store.read() if r["replicate"] < cfg["replicates"]]
 
 
 def _mean_se(a):

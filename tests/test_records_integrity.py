@@ -357,3 +357,33 @@ def test_theory_json_into_a_missing_folder_is_created(tmp_path):
             cwd=tmp_path)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "lemma_6_1" in json.loads((tmp_path / "a" / "b" / "t.json").read_text())
+
+
+# ------------------------------------------------------------------ every driver's store
+def test_teacher_and_real_data_records_are_one_configuration(tmp_path, monkeypatch):
+    """Table 1's, UCI's and MNIST-1D's records files refuse another tier setting by name
+    (the figures' --recompute discards them), and hold the same lock as the sweep."""
+    import figures.realdata as rd
+    import figures.teacher as ft
+
+    fake = {"method": "SVI", "replicate": 0, "rmse": [1.0], "elbo": [0.0], "schema": ft.SCHEMA}
+    monkeypatch.setitem(ft.TIERS, "tiny", {**ft.TIERS["tiny"], "epochs": 3})
+    with ft.teacher_store("tiny", tmp_path).writing() as st:
+        st.append([fake])
+    monkeypatch.setitem(ft.TIERS, "tiny", {**ft.TIERS["tiny"], "epochs": 2})
+    with pytest.raises(RecordsError, match=r"epochs 3 -> 2.*--recompute"):
+        ft.run_teacher("tiny", str(tmp_path))
+    # more replicates is not another configuration
+    monkeypatch.setitem(ft.TIERS, "tiny", {**ft.TIERS["tiny"], "epochs": 3, "replicates": 9})
+    assert ft.teacher_store("tiny", tmp_path).foreign(read_jsonl_all(tmp_path)) is None
+    for store in (rd.uci_store("tiny", tmp_path), rd.mnist_store("tiny", tmp_path)):
+        with exclusive_writer(store.path):
+            with pytest.raises(RecordsError, match="another run"):
+                with store.writing():
+                    pass
+
+
+def read_jsonl_all(folder):
+    import figures.teacher as ft
+
+    return ft.teacher_store("tiny", folder).read()
