@@ -24,16 +24,11 @@ import os
 import sys
 import time
 
+from simulate import tiers
 from simulate.records import RecordsError, check_output_dir
 
 NAMES = ("table1", "fig1b", "rates", "tradeoff", "uci", "mnist1d")
-VERIFY_TIER = {
-    "tiny": "tiny",
-    "quick": "quick",
-    "medium": "quick",
-    "long": "quick",
-    "paper": "full",
-}
+VERIFY_TIER = tiers.FIGURES_RATES
 
 
 def _sweep_records(tier: str, path: str | None, recompute: bool):

@@ -31,6 +31,7 @@ import time
 import numpy as np
 import torch
 
+from simulate import tiers
 from simulate.core import Batch, Hyper, Layout, Trainer
 from simulate.data import boston, concrete, mnist1d, standardize, uci_splits
 from simulate.posterior import Posterior, select_width
@@ -46,25 +47,8 @@ MNIST_SCHEMA = "asvi-rates/mnist1d-record/2"
 UCI_METHODS = {"SVI": "spike_slab", "Dense-BNN": "dense", "HS-BNN": "horseshoe"}
 DATASETS = {"concrete": concrete, "boston": boston}
 
-UCI_TIERS = {
-    "tiny": {"splits": 2, "epochs": 3, "sigmas": (0.5,), "sigma0s": (1.0,)},
-    "quick": {"splits": 20, "epochs": 500, "sigmas": (0.25, 0.5), "sigma0s": (0.5, 1.0)},
-    "medium": {"splits": 20, "epochs": 500, "sigmas": (0.25, 0.5), "sigma0s": (0.5, 1.0)},
-    "long": {"splits": 20, "epochs": 500, "sigmas": (0.25, 0.5), "sigma0s": (0.5, 1.0)},
-    "paper": {
-        "splits": 20,
-        "epochs": 2000,
-        "sigmas": (0.1, 0.25, 0.5, 1.0),
-        "sigma0s": (0.5, 1.0, 2.0),
-    },
-}
-MNIST_TIERS = {
-    "tiny": {"widths": (8, 16), "epochs": 2, "eval_every": 1},
-    "quick": {"widths": (32, 64, 128), "epochs": 60, "eval_every": 5},
-    "medium": {"widths": (32, 64, 128), "epochs": 60, "eval_every": 5},
-    "long": {"widths": (32, 64, 128), "epochs": 60, "eval_every": 5},
-    "paper": {"widths": (100, 200, 400), "epochs": 300, "eval_every": 10},
-}
+UCI_TIERS = tiers.UCI
+MNIST_TIERS = tiers.MNIST1D
 
 
 def _fit_splits(family, sigma, sigma0, Xs, ys, epochs, seed):

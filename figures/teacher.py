@@ -23,6 +23,7 @@ import time
 import numpy as np
 import torch
 
+from simulate import tiers
 from simulate.core import Batch, Hyper, Layout, Trainer
 from simulate.posterior import Posterior, select_width
 from simulate.records import RecordStore, versions
@@ -35,55 +36,9 @@ __all__ = ["TIERS", "METHODS", "run_teacher", "table1", "figure_1b"]
 
 SCHEMA = "asvi-rates/teacher-record/2"
 METHODS = {"SVI": "spike_slab", "HS-BNN": "horseshoe", "Dense-BNN": "dense"}
-PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)
+PAPER_WIDTHS = tiers.PAPER_WIDTHS
 
-TIERS = {
-    # smoke tests
-    "tiny": {
-        "replicates": 2,
-        "epochs": 2,
-        "n": 2048,
-        "n_test": 2000,
-        "widths": (2, 4, 6),
-        "replicate_block": 2,
-    },
-    # minutes on the 2-core machine
-    "quick": {
-        "replicates": 3,
-        "epochs": 100,
-        "n": 10_000,
-        "n_test": 10_000,
-        "widths": PAPER_WIDTHS,
-        "replicate_block": 3,
-    },
-    # between: enough epochs for the indicators to prune (about 25 minutes here)
-    "medium": {
-        "replicates": 3,
-        "epochs": 1000,
-        "n": 10_000,
-        "n_test": 10_000,
-        "widths": PAPER_WIDTHS,
-        "replicate_block": 3,
-    },
-    # 10 replications of 3000 epochs (about 35 minutes here)
-    "long": {
-        "replicates": 10,
-        "epochs": 3000,
-        "n": 10_000,
-        "n_test": 10_000,
-        "widths": PAPER_WIDTHS,
-        "replicate_block": 5,
-    },
-    # as printed: 50 replications of 7000 epochs (estimated 6-7 hours here)
-    "paper": {
-        "replicates": 50,
-        "epochs": 7000,
-        "n": 10_000,
-        "n_test": 10_000,
-        "widths": PAPER_WIDTHS,
-        "replicate_block": 5,
-    },
-}
+TIERS = tiers.TEACHER
 
 
 def _train_block(method: str, reps, cfg: dict, teacher) -> list[dict]:

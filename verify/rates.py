@@ -44,6 +44,7 @@ import traceback
 
 import numpy as np
 
+from simulate import tiers
 from simulate.records import check_output_dir, check_output_file
 from simulate.sweep import (
     TRUTH_HELP,
@@ -72,62 +73,7 @@ __all__ = ["TIERS", "main", "analyse", "budget_control", "exit_status"]
 METRICS = ("d2", "d", "l2sq")
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_CRASH = 0, 1, 2, 3, 4
 
-# Each tier: sweep settings, default truths, how many replicates the budget-doubling
-# control re-trains (at the smallest and the largest n), and the default number of local
-# single-threaded worker processes (two beat one two-threaded process on 2 cores: these
-# small networks are bound by per-step overhead, not arithmetic).  Measured cost on the 2-core
-# machine is in the README.  ``tiny`` is the smoke test (fixed widths, a few hundred steps).
-TIERS = {
-    "tiny": {
-        "truths": [TruthSpec("holder", p=1, alpha=0.5)],
-        "sweep": {
-            "ns": [128, 256, 512],
-            "replicates": 2,
-            "widths": [2, 4],
-            "max_steps": 200,
-            "stop_window": 50,
-            "batch_size": 64,
-            "n_test": 2000,
-            "draws": 10,
-            "replicate_block": 2,
-        },
-        "control_replicates": 2,
-    },
-    "quick": {
-        "truths": [TruthSpec("holder", p=1, alpha=0.5), TruthSpec("holder", p=1, alpha=1.5)],
-        "sweep": {
-            "ns": [250, 630, 1600, 4000],
-            "replicates": 4,
-            "width_scale": 0.5,  # candidates 2..8 at n = 250 up to 2..32 at n = 4000
-            "batch_size": 128,
-            "n_test": 10_000,
-            "draws": 20,
-            "replicate_block": 4,
-        },
-        "control_replicates": 4,
-        "workers": 2,
-    },
-    "full": {
-        "truths": [
-            TruthSpec("holder", p=1, alpha=0.5),
-            TruthSpec("holder", p=1, alpha=1.5),
-            TruthSpec("holder", p=2, alpha=1.0),
-            TruthSpec("teacher", p=20),
-            TruthSpec("teacher", p=200),
-        ],
-        "sweep": {
-            "ns": [500, 1000, 2000, 4000, 8000, 16000, 32000],
-            "replicates": 4,
-            "width_scale": 0.5,  # candidates 2..16 at n = 500 up to 2..64 at n = 8000..32000
-            "width_max": 64,
-            "batch_size": 128,
-            "compile": True,  # ~3x fewer seconds per step; see the README's cost table
-            "replicate_block": 4,
-        },
-        "control_replicates": 4,
-        "workers": 2,
-    },
-}
+TIERS = tiers.RATES  # one tiers module: simulate.tiers
 
 
 def _truth_of(rec: dict) -> TruthSpec:

@@ -1,0 +1,153 @@
+"""Every tier of every experiment, in one place.
+
+A tier is a named size of an experiment: ``tiny`` (smoke tests, seconds), ``quick`` (the
+README's commands, minutes on 2 cores), and larger ones up to the paper's own sizes.
+Measured costs are in the README.
+
+* :data:`RATES` -- the growing-n sweeps of ``python -m verify.rates`` (``--tier``);
+* :data:`TEACHER` -- Table 1 and Figure 1(b) (``python -m figures --tier``);
+* :data:`UCI`, :data:`MNIST1D` -- the real-data experiments (same ``--tier``);
+* :data:`FIGURES_RATES` -- which :data:`RATES` tier each figures tier draws its rate
+  figures from.
+"""
+
+from __future__ import annotations
+
+from .sweep import TruthSpec
+
+__all__ = ["RATES", "TEACHER", "UCI", "MNIST1D", "FIGURES_RATES", "PAPER_WIDTHS"]
+
+PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)  # Table 1's candidate widths
+
+# Each tier: sweep settings, default truths, how many replicates the budget-doubling
+# control re-trains (at the smallest and the largest n), and the default number of local
+# single-threaded worker processes (two beat one two-threaded process on 2 cores: these
+# small networks are bound by per-step overhead, not arithmetic).  Measured cost on the 2-core
+# machine is in the README.  ``tiny`` is the smoke test (fixed widths, a few hundred steps).
+RATES = {
+    "tiny": {
+        "truths": [TruthSpec("holder", p=1, alpha=0.5)],
+        "sweep": {
+            "ns": [128, 256, 512],
+            "replicates": 2,
+            "widths": [2, 4],
+            "max_steps": 200,
+            "stop_window": 50,
+            "batch_size": 64,
+            "n_test": 2000,
+            "draws": 10,
+            "replicate_block": 2,
+        },
+        "control_replicates": 2,
+    },
+    "quick": {
+        "truths": [TruthSpec("holder", p=1, alpha=0.5), TruthSpec("holder", p=1, alpha=1.5)],
+        "sweep": {
+            "ns": [250, 630, 1600, 4000],
+            "replicates": 4,
+            "width_scale": 0.5,  # candidates 2..8 at n = 250 up to 2..32 at n = 4000
+            "batch_size": 128,
+            "n_test": 10_000,
+            "draws": 20,
+            "replicate_block": 4,
+        },
+        "control_replicates": 4,
+        "workers": 2,
+    },
+    "full": {
+        "truths": [
+            TruthSpec("holder", p=1, alpha=0.5),
+            TruthSpec("holder", p=1, alpha=1.5),
+            TruthSpec("holder", p=2, alpha=1.0),
+            TruthSpec("teacher", p=20),
+            TruthSpec("teacher", p=200),
+        ],
+        "sweep": {
+            "ns": [500, 1000, 2000, 4000, 8000, 16000, 32000],
+            "replicates": 4,
+            "width_scale": 0.5,  # candidates 2..16 at n = 500 up to 2..64 at n = 8000..32000
+            "width_max": 64,
+            "batch_size": 128,
+            "compile": True,  # ~3x fewer seconds per step; see the README's cost table
+            "replicate_block": 4,
+        },
+        "control_replicates": 4,
+        "workers": 2,
+    },
+}
+
+TEACHER = {
+    # smoke tests
+    "tiny": {
+        "replicates": 2,
+        "epochs": 2,
+        "n": 2048,
+        "n_test": 2000,
+        "widths": (2, 4, 6),
+        "replicate_block": 2,
+    },
+    # minutes on the 2-core machine
+    "quick": {
+        "replicates": 3,
+        "epochs": 100,
+        "n": 10_000,
+        "n_test": 10_000,
+        "widths": PAPER_WIDTHS,
+        "replicate_block": 3,
+    },
+    # between: enough epochs for the indicators to prune (about 25 minutes here)
+    "medium": {
+        "replicates": 3,
+        "epochs": 1000,
+        "n": 10_000,
+        "n_test": 10_000,
+        "widths": PAPER_WIDTHS,
+        "replicate_block": 3,
+    },
+    # 10 replications of 3000 epochs (about 35 minutes here)
+    "long": {
+        "replicates": 10,
+        "epochs": 3000,
+        "n": 10_000,
+        "n_test": 10_000,
+        "widths": PAPER_WIDTHS,
+        "replicate_block": 5,
+    },
+    # as printed: 50 replications of 7000 epochs (estimated 6-7 hours here)
+    "paper": {
+        "replicates": 50,
+        "epochs": 7000,
+        "n": 10_000,
+        "n_test": 10_000,
+        "widths": PAPER_WIDTHS,
+        "replicate_block": 5,
+    },
+}
+
+UCI = {
+    "tiny": {"splits": 2, "epochs": 3, "sigmas": (0.5,), "sigma0s": (1.0,)},
+    "quick": {"splits": 20, "epochs": 500, "sigmas": (0.25, 0.5), "sigma0s": (0.5, 1.0)},
+    "medium": {"splits": 20, "epochs": 500, "sigmas": (0.25, 0.5), "sigma0s": (0.5, 1.0)},
+    "long": {"splits": 20, "epochs": 500, "sigmas": (0.25, 0.5), "sigma0s": (0.5, 1.0)},
+    "paper": {
+        "splits": 20,
+        "epochs": 2000,
+        "sigmas": (0.1, 0.25, 0.5, 1.0),
+        "sigma0s": (0.5, 1.0, 2.0),
+    },
+}
+MNIST1D = {
+    "tiny": {"widths": (8, 16), "epochs": 2, "eval_every": 1},
+    "quick": {"widths": (32, 64, 128), "epochs": 60, "eval_every": 5},
+    "medium": {"widths": (32, 64, 128), "epochs": 60, "eval_every": 5},
+    "long": {"widths": (32, 64, 128), "epochs": 60, "eval_every": 5},
+    "paper": {"widths": (100, 200, 400), "epochs": 300, "eval_every": 10},
+}
+
+FIGURES_RATES = {
+    "tiny": "tiny",
+    "quick": "quick",
+    "medium": "quick",
+    "long": "quick",
+    "paper": "full",
+}
