@@ -1,0 +1,356 @@
+"""What a growing-n sweep is, apart from running it: the truths (:class:`TruthSpec`), the
+configuration (:class:`SweepConfig`) and its fingerprint, the jobs it splits into, the
+candidate widths and their grouping, ASVI's selection in a cell, and the record schema.
+``simulate.sweep`` trains and writes; ``verify`` and ``figures`` read through these types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass
+
+from theory import lambda_s_rule, predicted_exponent, teacher_exponent
+
+from .posterior import select_width
+from .records import RecordsError, fields_differing, read_jsonl, versions
+from .stopping import StopRule
+from .truths import HolderFunction, TeacherNetwork
+
+__all__ = [
+    "SCHEMA",
+    "TRUTH_HELP",
+    "TruthSpec",
+    "SweepConfig",
+    "Job",
+    "jobs_for",
+    "candidate_widths",
+    "group_widths",
+    "cell_selection",
+    "fingerprint_fields",
+    "read_records",
+    "one_configuration",
+]
+
+SCHEMA = "asvi-rates/sweep-record/3"
+TRUTH_HELP = "Truths: --truth holder --alpha A --p P | --truth teacher --p P (repeatable)."
+
+
+@dataclass(frozen=True)
+class TruthSpec:
+    """A ground truth: ``holder`` (exact smoothness alpha in p dimensions) or ``teacher``
+    (the paper's 20-10-10-1 network; p > 20 adds irrelevant inputs, p < 20 uses p inputs)."""
+
+    kind: str
+    p: int = 1
+    alpha: float | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.kind not in ("holder", "teacher"):
+            raise ValueError(f"unknown truth {self.kind!r}: use 'holder' or 'teacher'")
+        if not (isinstance(self.p, int) and self.p >= 1):
+            raise ValueError(f"p must be an integer >= 1, got {self.p!r}")
+        if not (isinstance(self.seed, int) and 0 <= self.seed < 2**63):
+            raise ValueError(f"truth seed must be an integer in [0, 2^63), got {self.seed!r}")
+        if self.kind == "holder":
+            a = self.alpha
+            if not (isinstance(a, (int, float)) and math.isfinite(a) and a > 0):
+                raise ValueError(f"a holder truth needs alpha > 0, got {a!r}")
+        elif self.alpha is not None:
+            raise ValueError(
+                f"a teacher truth has no alpha (its rate is Corollary 6.3's), got {self.alpha!r}"
+            )
+
+    @property
+    def key(self) -> str:
+        if self.kind == "holder":
+            return f"holder-a{self.alpha:g}-p{self.p}-s{self.seed}"
+        return f"teacher-p{self.p}-s{self.seed}"
+
+    def build(self, n_max: int):
+        if self.kind == "holder":
+            return HolderFunction(self.alpha, self.p, n_max=n_max, seed=self.seed)
+        return TeacherNetwork(p=self.p, seed=self.seed, p_active=min(self.p, 20))
+
+    def predicted(self, metric: str) -> float:
+        """Predicted exponent of n (theory): Corollary 6.1/6.2 or 6.3/6.4."""
+        if self.kind == "holder":
+            return float(predicted_exponent(self.alpha, self.p, metric))
+        return float(teacher_exponent(metric))
+
+
+@dataclass
+class SweepConfig:
+    truths: list
+    ns: list
+    replicates: int = 3
+    widths: list | None = None  # None: candidate_widths(n, ...) grows with n
+    width_min: int = 2
+    width_scale: float = 1.0
+    width_max: int = 256
+    depth: int = 2
+    max_steps: int = 20_000  # simulate.stopping.StopRule
+    stop_window: int = 500
+    stop_tol: float = 5e-3
+    stop_patience: int = 2
+    stop_kl_abs: float = 2.0
+    batch_size: int = 128
+    lr: float = 5e-3
+    sigma: float = 1.0
+    sigma_0: float = 0.8
+    lambda_s: float | None = None  # None: theory's a L log n
+    lambda_s_a: float = 0.1
+    lam: float = 10.0
+    l3: str = "paper"  # "paper" (eq. (loss3) as printed) or "exact" (simulate.core)
+    n_test: int = 20_000
+    draws: int = 30
+    elbo_draws: int = 10
+    seed: int = 0
+    replicate_block: int = 3
+    init_nu: float = 0.99  # initial inclusion probability (simulate.core.Hyper)
+    init_sigma: float = 0.0025  # initial slab sd
+    compile: bool = False  # run the step through torch.compile (simulate.core.Trainer)
+
+    def validate(self) -> None:
+        if not self.truths:
+            raise ValueError("no truth given")
+        for t in self.truths:
+            if not isinstance(t, TruthSpec):
+                raise ValueError(f"truths must be TruthSpec, got {t!r}")
+        ns = [int(n) for n in self.ns]
+        if not ns:  # a slope needs three (verify.rates checks); a control may use fewer
+            raise ValueError("need at least one sample size")
+        if sorted(set(ns)) != ns:
+            raise ValueError(f"sample sizes must be distinct and increasing, got {ns}")
+        if ns[0] < 2:
+            raise ValueError("every n must be >= 2")
+        if self.replicates < 1 or self.replicate_block < 1:
+            raise ValueError("replicates and replicate_block must be >= 1")
+        if self.widths is not None and (not self.widths or any(int(w) < 1 for w in self.widths)):
+            raise ValueError(f"widths must be a non-empty list of integers >= 1: {self.widths}")
+        if self.width_min < 1 or self.width_max < self.width_min:
+            raise ValueError("need 1 <= width_min <= width_max")
+        if not (math.isfinite(self.width_scale) and self.width_scale > 0):
+            raise ValueError(f"width_scale must be > 0, got {self.width_scale}")
+        if self.batch_size < 1 or self.depth < 1:
+            raise ValueError("batch_size and depth must be positive")
+        if self.l3 not in ("paper", "exact"):
+            raise ValueError(f"l3 must be 'paper' or 'exact', got {self.l3!r}")
+        self.stop_rule.validate()
+        for name in (
+            "replicates", "replicate_block", "depth", "max_steps", "batch_size", "n_test",
+            "draws", "elbo_draws", "width_min", "width_max",
+        ):  # fmt: skip
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        if self.elbo_draws < 10:
+            raise ValueError("elbo_draws must be >= 10")
+        for name in ("lr", "sigma", "sigma_0", "lam", "init_sigma", "lambda_s_a"):
+            v = getattr(self, name)
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or not (math.isfinite(v) and v > 0)
+            ):
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        if self.lambda_s is not None and not (
+            isinstance(self.lambda_s, (int, float)) and math.isfinite(self.lambda_s)
+            and self.lambda_s > 0
+        ):  # fmt: skip
+            raise ValueError(f"lambda_s must be a finite number > 0, got {self.lambda_s!r}")
+        if not (isinstance(self.init_nu, (int, float)) and 0 < self.init_nu < 1):
+            raise ValueError(f"init_nu must be in (0, 1), got {self.init_nu!r}")
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not (0 <= self.seed < 2**63)
+        ):
+            raise ValueError(f"seed must be an integer in [0, 2^63), got {self.seed!r}")
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"compile must be true or false, got {self.compile!r}")
+
+    @property
+    def stop_rule(self) -> StopRule:
+        return StopRule(
+            int(self.max_steps),
+            int(self.stop_window),
+            float(self.stop_tol),
+            int(self.stop_patience),
+            float(self.stop_kl_abs),
+        )
+
+    def widths_at(self, n: int) -> list[int]:
+        """The candidate widths of the cells at sample size n."""
+        if self.widths is not None:
+            return sorted({int(w) for w in self.widths})
+        return candidate_widths(n, self.width_min, self.width_scale, self.width_max)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["truths"] = [asdict(t) for t in self.truths]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SweepConfig:
+        d = dict(d)
+        d["truths"] = [TruthSpec(**t) for t in d["truths"]]
+        return cls(**d)
+
+
+def stable_seed(*parts) -> int:
+    """A stable 63-bit seed from any printable parts (not Python's salted hash)."""
+    h = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(h[:8], "little") >> 1
+
+
+@dataclass(frozen=True)
+class Job:
+    """Cells trained together: one truth, one n, a block of replicates, every width."""
+
+    truth: TruthSpec
+    n: int
+    replicates: tuple
+    config: dict
+
+    def cells(self):
+        return [(self.truth.key, self.n, r) for r in self.replicates]
+
+
+def jobs_for(cfg: SweepConfig) -> list[Job]:
+    """Every job of the sweep, in a fixed order (truth, n ascending, replicate block)."""
+    out = []
+    for t in cfg.truths:
+        for n in cfg.ns:
+            for b in range(0, cfg.replicates, cfg.replicate_block):
+                reps = tuple(range(b, min(b + cfg.replicate_block, cfg.replicates)))
+                out.append(Job(t, int(n), reps, cfg.to_dict()))
+    return out
+
+
+def cell_lambda_s(cfg: SweepConfig, n: int) -> float:
+    if cfg.lambda_s is not None:
+        return float(cfg.lambda_s)
+    return float(lambda_s_rule(n, cfg.depth + 1, cfg.lambda_s_a))
+
+
+def candidate_widths(n: int, width_min: int = 2, scale: float = 1.0, width_max: int = 256):
+    """Powers of two from ``width_min`` (rounded up to one) to the first power of two
+    ``>= scale * sqrt(n)``, at most ``width_max`` and at least two candidates: for n = 250,
+    1000, 4000, 16000 and the defaults, tops 16, 32, 64, 128."""
+    lo = 1 << max(0, math.ceil(math.log2(width_min)))
+    top = 1 << max(0, math.ceil(math.log2(max(1.0, scale * math.sqrt(n)))))
+    top = min(max(top, 2 * lo), width_max)
+    out = []
+    w = lo
+    while w <= top:
+        out.append(w)
+        w *= 2
+    return out or [lo]
+
+
+def group_widths(widths, waste: float = 2.0) -> list[list[int]]:
+    """Candidate widths to train in one padded program each: going down from the widest, a
+    width joins the current group while the padded work ``count * max_width^2`` stays within
+    ``waste`` times the work ``sum width^2`` the group's models need.  Padding everything to
+    the widest multiplies the narrow models' work (3.75x for 4..64), one program per width
+    multiplies the per-step overhead (the quick tier took 157 s instead of 90 s); for
+    4, 8, 16, 32 this gives [[32, 16], [8, 4]]."""
+    groups: list[list[int]] = []
+    for w in sorted({int(x) for x in widths}, reverse=True):
+        g = groups[-1] if groups else None
+        if g is not None and (len(g) + 1) * g[0] ** 2 <= waste * (sum(x * x for x in g) + w * w):
+            g.append(w)
+        else:
+            groups.append([w])
+    return groups
+
+
+def cell_selection(per_width: dict, widths, lam: float) -> dict:
+    """ASVI's selection in one cell from its per-width ``elbo`` and ``failed`` (eq. (13),
+    ``posterior.select_width``): the record's ``failed``, ``selected_width``,
+    ``selected_at_top``, ``metrics`` (the selected candidate's) and the per-width
+    ``penalized_elbo``.  A cell whose every candidate diverged is *failed*: no width, metrics
+    None (its per-width ``failed_step`` and ``failed_term`` say where and what).  One place
+    for the sweep and for ``verify.rates``' re-selection under another width prior."""
+    try:
+        sel = select_width(per_width["elbo"], widths, lam, failed=per_width["failed"])
+    except FloatingPointError:  # every candidate diverged: a failed cell, recorded as such
+        return {
+            "failed": True,
+            "selected_width": None,
+            "selected_at_top": False,
+            "metrics": {m: None for m in ("d2", "d", "l2sq")},
+            "penalized_elbo": [None] * len(widths),
+        }
+    k = sel["index"]
+    return {
+        "failed": False,
+        "selected_width": sel["width"],
+        "selected_at_top": bool(k == len(widths) - 1 and len(widths) > 1),
+        "metrics": {m: float(per_width[m][k]) for m in ("d2", "d", "l2sq")},
+        "penalized_elbo": sel["penalized"].tolist(),
+    }
+
+
+# --------------------------------------------------------------------------- records file
+# Config fields that say only *which* cells a sweep holds, not what any cell's result is;
+# every other field (and the schema, the largest n and the package versions) goes into a
+# record's fingerprint.  The largest n counts: each replicate's data, and the Hoelder
+# truths, are drawn for it (nested data), so adding a larger n changes every cell.
+# ``replicate_block`` counts too: it changes which models share a batched program, and
+# with it the float rounding and the compiled shapes.
+_BOOKKEEPING = ("truths", "ns", "replicates")
+
+
+def fingerprint_fields(cfg: SweepConfig) -> dict:
+    """Everything besides the cell key (truth, n, replicate) that changes a cell's record:
+    the config less :data:`_BOOKKEEPING`, the largest n, the schema and the versions."""
+    d = {k: v for k, v in cfg.to_dict().items() if k not in _BOOKKEEPING}
+    d["n_max"] = max(int(n) for n in cfg.ns)
+    d["schema"] = SCHEMA
+    d["versions"] = versions()
+    return json.loads(json.dumps(d, sort_keys=True))  # plain JSON types, as stored
+
+
+RECORD_KEYS = ("cell", "metrics", "selected_width", "truth", "failed")
+
+
+def read_records(path) -> list[dict]:
+    """All sweep records of a JSON-lines file (``simulate.records.read_jsonl``)."""
+    return read_jsonl(path, SCHEMA, (*RECORD_KEYS, "fingerprint"))
+
+
+def one_configuration(records: list[dict], choose: str | None = None, source="records"):
+    """The records of one fingerprint: all of them when the file holds one; else those
+    whose fingerprint starts with ``choose``.  A file mixing fingerprints with no
+    ``choose`` (or a ``choose`` matching none or several) is a :class:`RecordsError` that
+    lists each fingerprint, its record count and how it differs from the first."""
+    fps: dict[str, list[dict]] = {}
+    for r in records:
+        fps.setdefault(r["fingerprint"], []).append(r)
+    if choose is not None:
+        hit = [fp for fp in fps if fp.startswith(choose)]
+        if len(hit) != 1:
+            raise RecordsError(
+                f"{source}: fingerprint {choose!r} matches {len(hit)} of {sorted(fps)}"
+            )
+        return fps[hit[0]]
+    if len(fps) <= 1:
+        return records
+    first = next(iter(fps.values()))[0]
+    desc = "; ".join(
+        f"{fp} ({len(rs)} records"
+        + (
+            ""
+            if rs[0] is first
+            else f", {fields_differing(first['fingerprint_fields'], rs[0]['fingerprint_fields'])}"
+        )
+        + ")"
+        for fp, rs in fps.items()
+    )
+    raise RecordsError(
+        f"{source} mixes {len(fps)} configurations: {desc}; choose one with --fingerprint"
+    )
