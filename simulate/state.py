@@ -1,0 +1,111 @@
+"""Training state (:class:`State`), its initialisation, failure bookkeeping, and the data a
+trainer holds (:class:`Batch`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from . import rng as R
+from .hyper import Hyper
+from .layout import Layout
+
+
+@dataclass
+class State:
+    """Everything a training step reads and writes (explicit, so runs can be resumed)."""
+
+    var: torch.Tensor  # [3, E, P]: slab location, slab scale (raw), inclusion logit
+    m: torch.Tensor  # Adam first moment, same shape
+    v: torch.Tensor  # Adam second moment
+    step: int
+    epoch: int
+    perm: torch.Tensor | None  # [E, n] current epoch's permutation
+    failed: torch.Tensor  # [E] bool: model stopped on a non-finite loss
+    failed_step: torch.Tensor  # [E] int64, -1 if not failed
+    failed_terms: torch.Tensor  # [E] int64 bit mask of the non-finite terms: 1 L1, 2 L2, 4 L3
+    frozen: torch.Tensor  # [E] bool: model stopped by a stopping rule, parameters fixed
+    history: list = field(default_factory=list)
+
+
+TERM_NAMES = ("L1", "L2", "L3")
+
+
+def mark_failed(st: State, newly: torch.Tensor, L1, L2, L3) -> None:
+    """Record the models that failed at this step (``newly``, [E] bool): ``failed``, the
+    step (``failed_step``) and which terms were not finite (``failed_terms``, a bit mask
+    over :data:`TERM_NAMES`, read by :func:`failed_term_names`)."""
+    code = sum((~torch.isfinite(t)).to(torch.int64) << i for i, t in enumerate((L1, L2, L3)))
+    st.failed_step = torch.where(newly, torch.full_like(st.failed_step, st.step), st.failed_step)
+    st.failed_terms = torch.where(newly, code, st.failed_terms)
+    st.failed = st.failed | newly
+
+
+def failed_term_names(code: int) -> str | None:
+    """``"L1+L3"`` for the bit mask of :func:`mark_failed`; None for 0 (not failed)."""
+    names = [name for i, name in enumerate(TERM_NAMES) if int(code) >> i & 1]
+    return "+".join(names) or None
+
+
+def inverse_softplus(x: float) -> float:
+    """The raw slab scale ``rho`` with ``softplus(rho) = x`` (the paper's ``sigma'``)."""
+    return math.log(math.expm1(x))
+
+
+def inclusion_logit(p: float) -> float:
+    """The inclusion logit of an inclusion probability ``p``: ``log(p / (1 - p))``."""
+    return math.log(p / (1 - p))
+
+
+def init_state(layout: Layout, hyper: Hyper, seeds, device=None, dtype=torch.float32) -> State:
+    """Initial variational parameters of each model from its own seed (counter-based)."""
+    seeds = torch.as_tensor(seeds, dtype=torch.int64, device=device).reshape(-1)
+    if seeds.numel() != layout.E:
+        raise ValueError(f"need one seed per model ({layout.E}), got {seeds.numel()}")
+    key = R.seed_key(seeds, R.STREAM_INIT)[:, None]
+    u = R.uniform(key, layout.counters(device), 0, dtype)
+    loc = (2 * u - 1) * hyper.init_mu
+    if hyper.family != "spike_slab" or hyper.slab == "gaussian":
+        scale_raw = torch.full_like(loc, inverse_softplus(hyper.init_sigma))
+        if layout.node_scales:  # horseshoe scales: log tau ~ N(0, 0.1^2), tau near 1
+            loc[:, layout.P_net :] = 0.0
+            scale_raw[:, layout.P_net :] = inverse_softplus(0.1)
+    else:
+        loc = torch.atanh(loc / hyper.B0)  # c = B0 tanh(a) = drawn centre
+        c = hyper.B0 * torch.tanh(loc)
+        frac = torch.clamp(hyper.init_sigma / (hyper.B0 - c.abs()), 1e-6, 1 - 1e-6)
+        scale_raw = torch.log(frac / (1 - frac))  # h = (B0 - |c|) sigmoid(b)
+    var = torch.stack([loc, scale_raw, torch.full_like(loc, inclusion_logit(hyper.init_nu))])
+    E = layout.E
+    return State(
+        var=var,
+        m=torch.zeros_like(var),
+        v=torch.zeros_like(var),
+        step=0,
+        epoch=-1,
+        perm=None,
+        failed=torch.zeros(E, dtype=torch.bool, device=device),
+        failed_step=torch.full((E,), -1, dtype=torch.int64, device=device),
+        failed_terms=torch.zeros(E, dtype=torch.int64, device=device),
+        frozen=torch.zeros(E, dtype=torch.bool, device=device),
+    )
+
+
+@dataclass
+class Batch:
+    """Training data shared by the models.
+
+    ``X [D, n, p]`` and ``y [D, n]`` hold D datasets of the same size n (float targets for the
+    Gaussian likelihood, int64 labels for the categorical); model e trains on dataset
+    ``data_index[e]``.
+    """
+
+    X: torch.Tensor
+    y: torch.Tensor
+    data_index: torch.Tensor  # [E] int64
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[1]
