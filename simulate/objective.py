@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from . import rng as R
+from . import rng
 from .families import kl_dense_or_hs, sample_dense_or_hs
 from .hyper import Hyper
 from .layout import Layout
@@ -25,7 +25,9 @@ def slab_params(var: torch.Tensor, hyper: Hyper):
     return c, h, nu
 
 
-def sample_theta(var, hyper: Hyper, mask, eps: R.Stream, gumbel: R.Stream, offset, hard_only=False):
+def sample_theta(
+    var, hyper: Hyper, mask, eps: rng.Stream, gumbel: rng.Stream, offset, hard_only=False
+):
     """One network per model: ``theta [E, P]`` with hard indicators forward and the relaxed
     Gumbel-sigmoid backward (module docstring); padding is zeroed by ``mask``.  ``eps`` and
     ``gumbel`` are the models' random streams, ``offset`` the draw's number in them."""
@@ -39,7 +41,7 @@ def sample_theta(var, hyper: Hyper, mask, eps: R.Stream, gumbel: R.Stream, offse
     return gamma * w * mask
 
 
-def slab_noise(hyper: Hyper, eps: R.Stream, offset, dtype) -> torch.Tensor:
+def slab_noise(hyper: Hyper, eps: rng.Stream, offset, dtype) -> torch.Tensor:
     """The slab's standardised noise: ``w = loc + scale * noise`` with standard normals
     (Gaussian slab) or uniforms on (-1, 1) (uniform slab, ``w = c + h (2u - 1)``)."""
     return slab_noise_from_uniform(hyper, eps.uniform(offset, dtype))
@@ -48,7 +50,7 @@ def slab_noise(hyper: Hyper, eps: R.Stream, offset, dtype) -> torch.Tensor:
 def slab_noise_from_uniform(hyper: Hyper, u: torch.Tensor) -> torch.Tensor:
     """:func:`slab_noise` from the stream's uniforms ``u``."""
     if hyper.slab == "gaussian":
-        return R.uniform_to_normal(u)
+        return rng.uniform_to_normal(u)
     return 2 * u - 1
 
 
@@ -87,10 +89,10 @@ def draw_step_inputs(
     (:func:`simulate.rng.uniform_to_normal`).  ``idx [E, m]`` (permutation sampling) replaces
     the iid indices; ``None`` draws them."""
     a, b = words[:, 0, None, None], words[:, 1, None, None]
-    u_slab = R.bits_uniform(R.draw_bits(eps_base, a, b), dtype)
-    u_gumbel = R.bits_uniform(R.draw_bits(gumbel_base, a, b), dtype)
+    u_slab = rng.bits_uniform(rng.draw_bits(eps_base, a, b), dtype)
+    u_gumbel = rng.bits_uniform(rng.draw_bits(gumbel_base, a, b), dtype)
     if idx is None:
-        u = R.bits_uniform(R.draw_bits(iid_base, iid_words[0], iid_words[1]), torch.float64)
+        u = rng.bits_uniform(rng.draw_bits(iid_base, iid_words[0], iid_words[1]), torch.float64)
         idx = iid_index(u, n)
     rows = data_rows(data_index, idx, n)
     E, m = idx.shape

@@ -16,7 +16,7 @@ import torch
 
 from theory import hellinger_sq_pointwise, log_prior_N
 
-from . import rng as R
+from . import rng
 from .core import Hyper, Layout, draw_network, kl_terms, neg_log_lik
 
 __all__ = ["Posterior", "select_width"]
@@ -39,8 +39,8 @@ class Posterior:
         )
         counter = self.layout.counters(self.var.device)
         self._streams = tuple(
-            R.Stream(R.seed_key(self.seeds, s)[:, None], counter)
-            for s in (R.STREAM_EVAL_EPS, R.STREAM_EVAL_GUMBEL)
+            rng.Stream(rng.seed_key(self.seeds, s)[:, None], counter)
+            for s in (rng.STREAM_EVAL_EPS, rng.STREAM_EVAL_GUMBEL)
         )
 
     @property

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import rng as R
+from . import rng
 from .hyper import Hyper
 from .layout import Layout
 
@@ -64,8 +64,8 @@ def init_state(layout: Layout, hyper: Hyper, seeds, device=None, dtype=torch.flo
     seeds = torch.as_tensor(seeds, dtype=torch.int64, device=device).reshape(-1)
     if seeds.numel() != layout.E:
         raise ValueError(f"need one seed per model ({layout.E}), got {seeds.numel()}")
-    key = R.seed_key(seeds, R.STREAM_INIT)[:, None]
-    u = R.uniform(key, layout.counters(device), 0, dtype)
+    key = rng.seed_key(seeds, rng.STREAM_INIT)[:, None]
+    u = rng.uniform(key, layout.counters(device), 0, dtype)
     loc = (2 * u - 1) * hyper.init_mu
     if hyper.family != "spike_slab" or hyper.slab == "gaussian":
         scale_raw = torch.full_like(loc, inverse_softplus(hyper.init_sigma))

@@ -8,7 +8,7 @@ from functools import partial
 
 import torch
 
-from . import rng as R
+from . import rng
 from .hyper import Hyper
 from .layout import Layout, mlp_nll_and_grad, neg_log_lik
 from .objective import (
@@ -108,11 +108,13 @@ class Trainer:
         self.H = self.mask[:, : layout.P_net].sum(-1)
         self.node_index = layout.node_index(device) if layout.node_scales else None
         counter = layout.counters(device)
-        self.eps_stream = R.Stream(R.seed_key(self.seeds, R.STREAM_EPS)[:, None], counter)
-        self.gumbel_stream = R.Stream(R.seed_key(self.seeds, R.STREAM_GUMBEL)[:, None], counter)
-        key_perm = R.seed_key(self.seeds, R.STREAM_PERM)[:, None]
-        self.iid_stream = R.Stream(key_perm, torch.arange(hyper.batch_size, device=device)[None])
-        self.perm_stream = R.Stream(key_perm, torch.arange(n, device=device)[None] + (1 << 40))
+        self.eps_stream = rng.Stream(rng.seed_key(self.seeds, rng.STREAM_EPS)[:, None], counter)
+        self.gumbel_stream = rng.Stream(
+            rng.seed_key(self.seeds, rng.STREAM_GUMBEL)[:, None], counter
+        )
+        key_perm = rng.seed_key(self.seeds, rng.STREAM_PERM)[:, None]
+        self.iid_stream = rng.Stream(key_perm, torch.arange(hyper.batch_size, device=device)[None])
+        self.perm_stream = rng.Stream(key_perm, torch.arange(n, device=device)[None] + (1 << 40))
         self.steps_per_epoch = n // hyper.batch_size
         self._buffers: dict = {}
         self.state = init_state(layout, hyper, self.seeds, device, dtype)
@@ -165,17 +167,17 @@ class Trainer:
         """Inputs ``[E, m, p + 1]`` (last column ones) and targets ``[E, m]`` for per-model
         indices ``idx [E, m]`` into each model's own dataset."""
         flat = data_rows(self.data_index, idx, self.n)
-        E, m = idx.shape
-        key = ("gather", E, m)
+        E, mb = idx.shape
+        key = ("gather", E, mb)
         if key not in self._buffers:  # reused every step (see simulate._alloc)
             self._buffers[key] = (
-                self.X_aug.new_empty(E * m, self.X_aug.shape[1]),
-                self.y_flat.new_empty(E * m),
+                self.X_aug.new_empty(E * mb, self.X_aug.shape[1]),
+                self.y_flat.new_empty(E * mb),
             )
         xb, yb = self._buffers[key]
         torch.index_select(self.X_aug, 0, flat, out=xb)
         torch.index_select(self.y_flat, 0, flat, out=yb)
-        return xb.view(E, m, -1), yb.view(E, m)
+        return xb.view(E, mb, -1), yb.view(E, mb)
 
     def minibatch(self, state: State):
         """This step's minibatch of every model (:meth:`minibatch_index`, gathered)."""
@@ -206,10 +208,10 @@ class Trainer:
         """This step's draw words for :func:`draw_step_inputs` (``[K, 2]`` for the K draws,
         ``[2]`` for the iid minibatch) and the permutation indices (None for iid)."""
         K, dev = self.hyper.mc_samples, self.device
-        words = [R.offset_words(state.step * K + k) for k in range(K)]
+        words = [rng.offset_words(state.step * K + k) for k in range(K)]
         return (
             torch.tensor(words, dtype=torch.int32, device=dev),
-            torch.tensor(R.offset_words(state.step), dtype=torch.int32, device=dev),
+            torch.tensor(rng.offset_words(state.step), dtype=torch.int32, device=dev),
             None if self.hyper.sampling == "iid" else self.minibatch_index(state),
         )
 
@@ -221,12 +223,12 @@ class Trainer:
 
     def _loss_impl(self, var, xb, yb, step_t):
         h, K = self.hyper, self.hyper.mc_samples
-        m = xb.shape[1]
+        mb = xb.shape[1]  # minibatch size (m of the paper; st.m is Adam's moment)
         thetas = torch.cat([self.draw(var, step_t * K + k) for k in range(K)])
         x = xb[..., :-1]
         out = self.layout.forward(thetas, x.repeat(K, 1, 1) if K > 1 else x)
         nll = neg_log_lik(out, yb.repeat(K, 1) if K > 1 else yb, h).sum(-1)
-        L1 = nll.reshape(K, -1).mean(0) * (self.n / m)
+        L1 = nll.reshape(K, -1).mean(0) * (self.n / mb)
         L2, L3 = kl_terms(var, h, self.layout, self.mask, self.H, self.node_index)
         return L1, L2, L3
 
@@ -330,15 +332,15 @@ class Trainer:
         if self.compiled:  # tensors, so the compiled graph is not specialised per step
             offsets = torch.tensor(offsets, dtype=torch.int64, device=var.device)
         thetas, L2, L3 = self._sample_kl(var, offsets)
-        m = xb.shape[1]
+        mb = xb.shape[1]  # minibatch size (m of the paper; st.m is Adam's moment)
         with torch.no_grad():
             nll, dtheta = self._mlp(
                 thetas.detach(),
                 xb.repeat(K, 1, 1) if K > 1 else xb,
                 yb.repeat(K, 1) if K > 1 else yb,
-                scale=self.n / (m * K),
+                scale=self.n / (mb * K),
             )
-        L1 = nll.reshape(K, E).mean(0) * (self.n / m)
+        L1 = nll.reshape(K, E).mean(0) * (self.n / mb)
         total = L1 + L2.detach() + L3.detach()
         newly = ~torch.isfinite(total) & ~st.failed & ~st.frozen
         if bool(newly.any()):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy import stats
 
-from simulate import rng as R
+from simulate import rng
 from simulate.core import (
     Batch,
     Hyper,
@@ -170,8 +170,8 @@ def test_gaussian_l2_closed_form_and_monte_carlo():
     kl = np.log(s0 / sd.numpy()) + (sd.numpy() ** 2 + mu.numpy() ** 2) / (2 * s0**2) - 0.5
     assert got == pytest.approx(float((nu.numpy() * kl).sum()), rel=1e-12)
     # Monte Carlo: E_q[log q - log p] with 200k draws per weight, within 6 standard errors
-    rng = np.random.default_rng(1)
-    z = mu.numpy()[0] + sd.numpy()[0] * rng.standard_normal((200_000, lay.P))
+    gen = np.random.default_rng(1)
+    z = mu.numpy()[0] + sd.numpy()[0] * gen.standard_normal((200_000, lay.P))
     lr = stats.norm.logpdf(z, mu.numpy()[0], sd.numpy()[0]) - stats.norm.logpdf(z, 0, s0)
     mc = (nu.numpy()[0] * lr.mean(0)).sum()
     se = np.sqrt(((nu.numpy()[0] ** 2) * lr.var(0) / 200_000).sum())
@@ -187,9 +187,9 @@ def test_uniform_l2_closed_form_and_monte_carlo():
     assert torch.all(c - hw >= -2) and torch.all(c + hw <= 2)  # support inside the prior's
     got = float(kl_slab(var, h, mask)[0])
     assert got == pytest.approx(float((nu * torch.log(2.0 / hw)).sum()), rel=1e-12)
-    rng = np.random.default_rng(3)
+    gen = np.random.default_rng(3)
     cc, hh = c.numpy()[0], hw.numpy()[0]
-    z = cc + hh * rng.uniform(-1, 1, (100_000, lay.P))
+    z = cc + hh * gen.uniform(-1, 1, (100_000, lay.P))
     lr = stats.uniform.logpdf(z, cc - hh, 2 * hh) - stats.uniform.logpdf(z, -2, 4)
     assert (nu.numpy()[0] * lr.mean(0)).sum() == pytest.approx(got, rel=1e-9)
 
@@ -234,12 +234,15 @@ def test_straight_through_forward_hard_backward_relaxed():
     mask = torch.ones(1, lay.P, dtype=torch.float64)
     var = torch.randn(3, 1, lay.P, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
     var.requires_grad_(True)
-    keys = (R.seed_key(torch.tensor([9]), 1)[:, None], R.seed_key(torch.tensor([9]), 2)[:, None])
+    keys = (
+        rng.seed_key(torch.tensor([9]), 1)[:, None],
+        rng.seed_key(torch.tensor([9]), 2)[:, None],
+    )
     ctr = lay.counters()
-    theta = sample_theta(var, h, mask, R.Stream(keys[0], ctr), R.Stream(keys[1], ctr), 0)
+    theta = sample_theta(var, h, mask, rng.Stream(keys[0], ctr), rng.Stream(keys[1], ctr), 0)
     # recompute the relaxation independently
-    u = R.uniform(keys[1], ctr, 0, torch.float64)
-    eps = R.normal(keys[0], ctr, 0, torch.float64)
+    u = rng.uniform(keys[1], ctr, 0, torch.float64)
+    eps = rng.normal(keys[0], ctr, 0, torch.float64)
     mu, sd, _ = slab_params(var, h)
     G = torch.sigmoid((var[2] + torch.log(u / (1 - u))) / 0.5)
     w = mu + sd * eps
@@ -263,7 +266,7 @@ def test_hard_indicator_is_exactly_bernoulli_nu():
     var = torch.zeros(3, 4, P, dtype=torch.float64)
     var[2] = torch.tensor(np.log(nu / (1 - nu)))[:, None]
     ctr = lay.counters()
-    streams = [R.Stream(R.seed_key(torch.arange(4), s)[:, None], ctr) for s in (1, 2)]
+    streams = [rng.Stream(rng.seed_key(torch.arange(4), s)[:, None], ctr) for s in (1, 2)]
     T = 4000
     inc = np.zeros((4, P))
     for t in range(T):
@@ -276,18 +279,18 @@ def test_hard_indicator_is_exactly_bernoulli_nu():
 
 
 def test_rng_uniformity_and_independence():
-    k = R.seed_key(torch.tensor([0, 1]), R.STREAM_EPS)[:, None]
+    k = rng.seed_key(torch.tensor([0, 1]), rng.STREAM_EPS)[:, None]
     c = torch.arange(100_000)[None, :]
-    u = R.uniform(k, c, 3, torch.float64).numpy()
+    u = rng.uniform(k, c, 3, torch.float64).numpy()
     for row in u:
         assert stats.kstest(row, "uniform").pvalue > 1e-4  # false failure 1e-4
     assert abs(np.corrcoef(u[0], u[1])[0, 1]) < 5 / math.sqrt(100_000)
     assert abs(np.corrcoef(u[0, :-1], u[0, 1:])[0, 1]) < 5 / math.sqrt(100_000)
-    u2 = R.uniform(k, c, 4, torch.float64).numpy()  # next step: a fresh stream
+    u2 = rng.uniform(k, c, 4, torch.float64).numpy()  # next step: a fresh stream
     assert abs(np.corrcoef(u[0], u2[0])[0, 1]) < 5 / math.sqrt(100_000)
     h = torch.tensor([0, (1 << 23) - 1])
     for dt in (torch.float32, torch.float64):
-        v = R.bits_to_uniform(h, dt)
+        v = rng.bits_to_uniform(h, dt)
         assert 0 < float(v[0]) and float(v[1]) < 1
 
 
@@ -300,22 +303,22 @@ def test_int32_hot_path_is_bit_identical_to_the_int64_reference():
         ]
     )
     for k in (1, 7, 17, x.numel()):
-        ref = R.mix32(x[:k])
-        got = R.mix32_i32(R._to_i32(x[:k])).to(torch.int64) & 0xFFFFFFFF
+        ref = rng.mix32(x[:k])
+        got = rng.mix32_i32(rng._to_i32(x[:k])).to(torch.int64) & 0xFFFFFFFF
         assert torch.equal(ref, got)
     # a whole draw: the int32 Stream against the int64 formula it replaced
-    key = R.seed_key(torch.tensor([3, 1 << 40]), R.STREAM_GUMBEL)[:, None]
+    key = rng.seed_key(torch.tensor([3, 1 << 40]), rng.STREAM_GUMBEL)[:, None]
     ctr = torch.arange(1001)[None, :] + (5 << 42)
     for off in (0, 12345, (1 << 33) + 7, torch.tensor(99)):
         o = int(off)
-        base = R.mix32(R.mix32(ctr & 0xFFFFFFFF) ^ R.mix32(((ctr >> 32) & 0xFFFFFFFF) ^ key))
-        a = R.mix32(torch.tensor((o & 0xFFFFFFFF) ^ 0x632BE5AB))
-        b = R.mix32(((torch.tensor(o) >> 32) & 0xFFFFFFFF) ^ a)
-        ref = R.mix32(R.mix32(base ^ a) ^ b)
-        got = R.Stream(key, ctr).bits(off).to(torch.int64) & 0xFFFFFFFF
+        base = rng.mix32(rng.mix32(ctr & 0xFFFFFFFF) ^ rng.mix32(((ctr >> 32) & 0xFFFFFFFF) ^ key))
+        a = rng.mix32(torch.tensor((o & 0xFFFFFFFF) ^ 0x632BE5AB))
+        b = rng.mix32(((torch.tensor(o) >> 32) & 0xFFFFFFFF) ^ a)
+        ref = rng.mix32(rng.mix32(base ^ a) ^ b)
+        got = rng.Stream(key, ctr).bits(off).to(torch.int64) & 0xFFFFFFFF
         assert torch.equal(ref, got)
-        u = R.Stream(key, ctr).uniform(off, torch.float64)
-        assert torch.equal(u, R.bits_to_uniform(ref >> 9, torch.float64))
+        u = rng.Stream(key, ctr).uniform(off, torch.float64)
+        assert torch.equal(u, rng.bits_to_uniform(ref >> 9, torch.float64))
 
 
 @pytest.mark.parametrize("sampling", ["iid", "permutation"])
@@ -336,7 +339,7 @@ def test_step_inputs_in_one_call_equal_the_streams_and_minibatch(sampling):
     for k in range(2):
         assert torch.equal(u_slab[k], tr.eps_stream.uniform(5 * 2 + k))
         assert torch.equal(u_gum[k], tr.gumbel_stream.uniform(5 * 2 + k))
-    args[3] = torch.tensor([R.offset_words(11), R.offset_words(12)], dtype=torch.int32)
+    args[3] = torch.tensor([rng.offset_words(11), rng.offset_words(12)], dtype=torch.int32)
     u_off = draw_step_inputs(*args, n=tr.n)[0]
     assert torch.equal(u_off[0], u_slab[1]) and not torch.equal(u_off[1], u_slab[1])
     assert (u_off[0] != u_slab[0]).float().mean() > 0.99

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import simulate.rng as R
+import simulate.rng as rng
 from simulate.core import Layout
 from simulate.sweep import group_widths
 from theory import num_edges
@@ -22,7 +22,7 @@ widths_st = st.lists(st.integers(1, 40), min_size=1, max_size=6)
 @given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=64))
 def test_mix32_on_int32_is_bit_identical(values):
     x = torch.tensor(values, dtype=torch.int64)
-    assert torch.equal(R.mix32_i32(R._to_i32(x)).to(torch.int64) & 0xFFFFFFFF, R.mix32(x))
+    assert torch.equal(rng.mix32_i32(rng._to_i32(x)).to(torch.int64) & 0xFFFFFFFF, rng.mix32(x))
 
 
 @given(widths_st, st.integers(1, 4), st.integers(1, 30))

@@ -14,7 +14,7 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from . import _validate as V
+from . import _validate as check
 from ._backend import is_symbolic, ops_for
 from .network import lemma_width, num_edges
 
@@ -33,12 +33,12 @@ __all__ = [
 
 
 def _check_structure(n, L, N, s, p):
-    V.real("n", n, gt=1, allowed="> 1")
-    V.positive_int("L", L)
-    V.positive_int("N", N)
-    V.positive_int("p", p)
-    V.positive_int("s", s)
-    V.check_le("s", s, num_edges(L, lemma_width(N, p), p), "the number of edges H(L, 12pN, p)")
+    check.real("n", n, gt=1, allowed="> 1")
+    check.positive_int("L", L)
+    check.positive_int("N", N)
+    check.positive_int("p", p)
+    check.positive_int("s", s)
+    check.check_le("s", s, num_edges(L, lemma_width(N, p), p), "the number of edges H(L, 12pN, p)")
 
 
 def r_n(n, L, N, s, p, B=2):
@@ -51,7 +51,7 @@ def r_n(n, L, N, s, p, B=2):
     ``s`` must lie in 1..H with H the edge count of the width-12pN network.
     """
     _check_structure(n, L, N, s, p)
-    V.real("B", B, gt=0)
+    check.real("B", B, gt=0)
     ops = ops_for(n, L, N, s, p, B)
     n, L, N, s, p, B = ops.args(n, L, N, s, p, B)
     return (L * s / n) * ops.log(12 * B * p * N) + (s / n) * ops.log(n * L / s)
@@ -70,8 +70,8 @@ def eps_n(n, L, N, s, p, M=1, delta=1):
     Raises ``ValueError`` when the radicand is negative (s far above n L).
     """
     _check_structure(n, L, N, s, p)
-    V.real("M", M, gt=0)
-    V.real("delta", delta, ge=1, allowed=">= 1 (Lemma 4.2)")
+    check.real("M", M, gt=0)
+    check.real("delta", delta, ge=1, allowed=">= 1 (Lemma 4.2)")
     ops = ops_for(n, L, N, s, p, M, delta)
     n, L, N, s, p, M, delta = ops.args(n, L, N, s, p, M, delta)
     rad = (s * ops.log(n * L / s) + L * s * ops.log(p * N)) / n
@@ -89,12 +89,12 @@ def eps_star_n(n, L, N, s, M=1, delta=1):
     they agree).  No edge-count check: Section 5 takes (N*, s*) from the adaptive prior's
     support.
     """
-    V.real("n", n, gt=1, allowed="> 1")
-    V.positive_int("L", L)
-    V.positive_int("N", N)
-    V.positive_int("s", s)
-    V.real("M", M, gt=0)
-    V.real("delta", delta, ge=1, allowed=">= 1")
+    check.real("n", n, gt=1, allowed="> 1")
+    check.positive_int("L", L)
+    check.positive_int("N", N)
+    check.positive_int("s", s)
+    check.real("M", M, gt=0)
+    check.real("delta", delta, ge=1, allowed=">= 1")
     ops = ops_for(n, L, N, s, M, delta)
     n, L, N, s, M, delta = ops.args(n, L, N, s, M, delta)
     rad = (L * s * ops.log(N) + s * ops.log(L * n / s)) / n
@@ -111,11 +111,11 @@ def xi_bound(n, N, p, alpha, holder_norm):
 
     the square of eq. (eqsch1), valid when L and s follow Lemma 6.1's choices.
     """
-    V.real("n", n, gt=1, allowed="> 1")
-    V.positive_int("N", N)
-    V.positive_int("p", p)
-    V.real("alpha", alpha, gt=0)
-    V.real("holder_norm", holder_norm, ge=0)
+    check.real("n", n, gt=1, allowed="> 1")
+    check.positive_int("N", N)
+    check.positive_int("p", p)
+    check.real("alpha", alpha, gt=0)
+    check.real("holder_norm", holder_norm, ge=0)
     ops = ops_for(n, N, p, alpha, holder_norm)
     n, N, p, alpha, H = ops.args(n, N, p, alpha, holder_norm)
     return ((2 * H + 1) * 3 ** (p + 1) * N / n + H * 2**alpha * N ** (-alpha / p)) ** 2
@@ -123,10 +123,10 @@ def xi_bound(n, N, p, alpha, holder_norm):
 
 def lemma_6_1_sparsity(N, L, p, alpha):
     """The sparsity bound of Lemma 6.1: ``94 p^2 (alpha+1)^(2p) N (L + ceil(log2 p))``."""
-    V.positive_int("N", N)
-    V.positive_int("L", L)
-    V.positive_int("p", p)
-    V.real("alpha", alpha, gt=0)
+    check.positive_int("N", N)
+    check.positive_int("L", L)
+    check.positive_int("p", p)
+    check.real("alpha", alpha, gt=0)
     ops = ops_for(N, L, p, alpha)
     clog2p = ops.ceil_log2(p)  # on the raw p: exact for any integer size
     N, L, p, alpha = ops.args(N, L, p, alpha)
@@ -177,10 +177,10 @@ def lemma_6_1(n, p, alpha, C_N=1):
       floor, for non-integer alpha), capped at the number of edges H (``s_clamped``), which
       the bound exceeds for every practical n.
     """
-    V.real("n", n, gt=1, allowed="> 1")
-    V.positive_int("p", p)
-    V.real("alpha", alpha, gt=0)
-    V.real("C_N", C_N, gt=0)
+    check.real("n", n, gt=1, allowed="> 1")
+    check.positive_int("p", p)
+    check.real("alpha", alpha, gt=0)
+    check.real("C_N", C_N, gt=0)
     ops = ops_for(n, p, alpha, C_N)
     flog2n, clog2p = ops.floor_log2(n), ops.ceil_log2(p)  # on the raw arguments: exact
     n_, p_, a_, C_ = ops.args(n, p, alpha, C_N)
@@ -225,9 +225,9 @@ def theorem_4_1_bound(n, L, N, s, p, xi, B=2, M=1, delta=1, C=1, C_prime=1):
     :func:`xi_bound`.  Returns a dict with keys ``estimation``, ``variational``,
     ``approximation`` and ``total``.
     """
-    V.real("xi", xi, ge=0)
-    V.real("C", C, gt=0)
-    V.real("C_prime", C_prime, gt=0)
+    check.real("xi", xi, ge=0)
+    check.real("C", C, gt=0)
+    check.real("C_prime", C_prime, gt=0)
     est = eps_n(n, L, N, s, p, M=M, delta=delta) ** 2
     var = r_n(n, L, N, s, p, B=B)
     ops = ops_for(est, var, xi, C, C_prime)
@@ -243,8 +243,8 @@ def theorem_5_1_bound(n, L, N_star, s_star, p, xi_star, B=2, M=1, delta=1, C=1):
     ``eps*_n`` as printed in Section 5 (:func:`eps_star_n`), ``r*_n = r_n(L, N*, s*)``.
     Returns a dict with the three terms and ``total``; C'' defaults to 1 (existence only).
     """
-    V.real("xi_star", xi_star, ge=0)
-    V.real("C", C, gt=0)
+    check.real("xi_star", xi_star, ge=0)
+    check.real("C", C, gt=0)
     est = eps_star_n(n, L, N_star, s_star, M=M, delta=delta) ** 2
     var = r_n(n, L, N_star, s_star, p, B=B)
     ops = ops_for(est, var, xi_star, C)
@@ -267,18 +267,18 @@ def optimal_structure(n, p, alpha, holder_norm=1, L=None, B=2, N_max=None):
     for arg in (n, p, alpha, holder_norm, L, B, N_max):
         if is_symbolic(arg):
             raise ValueError("optimal_structure is a numeric search: pass numbers, not symbols")
-    V.scalars_only(
+    check.scalars_only(
         "optimal_structure", n=n, p=p, alpha=alpha, holder_norm=holder_norm, L=L, B=B, N_max=N_max
     )
-    V.real("n", n, gt=1, allowed="> 1")
-    V.positive_int("p", p)
-    V.real("alpha", alpha, gt=0)
+    check.real("n", n, gt=1, allowed="> 1")
+    check.positive_int("p", p)
+    check.real("alpha", alpha, gt=0)
     if L is None:
         L = lemma_6_1(n, p, alpha).L
-    V.positive_int("L", L)
+    check.positive_int("L", L)
     if N_max is None:
         N_max = int(min(mpmath.floor(n), 10**6))
-    V.positive_int("N_max", N_max)
+    check.positive_int("N_max", N_max)
     Ns = np.arange(1, int(N_max) + 1, dtype=float)
     s_N = np.minimum(lemma_6_1_sparsity(Ns, L, p, alpha), num_edges(L, lemma_width(Ns, p), p))
     obj = r_n(float(n), L, Ns, s_N, p, B) + xi_bound(float(n), Ns, p, alpha, holder_norm)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import mpmath
 
-from . import _validate as V
+from . import _validate as check
 from .bounds import r_n
 
 __all__ = ["condition_5_1", "condition_5_2", "condition_5_3"]
@@ -32,11 +32,11 @@ def condition_5_1(seq, p, a=1):
     its growth exponent ``log(c_k/c_{k-1}) / log(n_k/n_{k-1})`` between the last two entries
     is ``< a`` (a <= 1; the condition asks for some a < 1).
     """
-    V.scalars_only("condition_5_1", p=p, a=a)
+    check.scalars_only("condition_5_1", p=p, a=a)
     for entry in seq:
-        V.scalars_only("condition_5_1", **dict(zip(("n", "L", "N", "s"), entry, strict=False)))
-    V.positive_int("p", p)
-    V.real("a", a, gt=0)
+        check.scalars_only("condition_5_1", **dict(zip(("n", "L", "N", "s"), entry, strict=False)))
+    check.positive_int("p", p)
+    check.real("a", a, gt=0)
     if a > 1:
         raise ValueError(f"a must be in (0, 1], got {a}")
     if len(seq) < 2:
@@ -46,10 +46,10 @@ def condition_5_1(seq, p, a=1):
         raise ValueError("the n of the sequence must strictly increase")
     cs = []
     for n, L, N, s in seq:
-        V.real("n", n, gt=1, allowed="> 1")
-        V.positive_int("L", L)
-        V.positive_int("N", N)
-        V.positive_int("s", s)
+        check.real("n", n, gt=1, allowed="> 1")
+        check.positive_int("L", L)
+        check.positive_int("N", N)
+        check.positive_int("s", s)
         cs.append(_complexity(n, L, N, s, p))
     increasing = all(b > a_ for a_, b in zip(cs, cs[1:], strict=False))
     growth = mpmath.log(cs[-1] / cs[-2]) / mpmath.log(ns[-1] / ns[-2])
@@ -58,18 +58,18 @@ def condition_5_1(seq, p, a=1):
 
 def condition_5_2(n, L, N, s, p, xi, B=2, ratio=10):
     """Condition 5.2, ``r*_n ≍ xi*_n``, read as ``1/ratio <= r_n / xi <= ratio``."""
-    V.scalars_only("condition_5_2", n=n, L=L, N=N, s=s, p=p, xi=xi, B=B, ratio=ratio)
-    V.real("xi", xi, gt=0)
-    V.real("ratio", ratio, ge=1)
+    check.scalars_only("condition_5_2", n=n, L=L, N=N, s=s, p=p, xi=xi, B=B, ratio=ratio)
+    check.real("xi", xi, gt=0)
+    check.real("ratio", ratio, ge=1)
     q = r_n(n, L, N, s, p, B) / mpmath.mpf(xi)
     return bool(1 / mpmath.mpf(ratio) <= q <= ratio)
 
 
 def condition_5_3(L, N, s, p):
     """Condition 5.3, ``s* >= 12 p N* + L`` (no redundant width)."""
-    V.scalars_only("condition_5_3", L=L, N=N, s=s, p=p)
-    V.positive_int("L", L)
-    V.positive_int("N", N)
-    V.positive_int("s", s)
-    V.positive_int("p", p)
+    check.scalars_only("condition_5_3", L=L, N=N, s=s, p=p)
+    check.positive_int("L", L)
+    check.positive_int("N", N)
+    check.positive_int("s", s)
+    check.positive_int("p", p)
     return bool(s >= 12 * p * N + L)

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from . import _validate as V
+from . import _validate as check
 from ._backend import ops_for
 from .bounds import r_n, xi_bound
 
@@ -89,8 +89,8 @@ def predicted_exponent(alpha, p, metric="d2"):
     :func:`derive_exponent`'s, ``-2 alpha/(2 alpha + p)``; logarithmic factors are excluded
     (see :func:`log_factor_power`).
     """
-    V.real("alpha", alpha, gt=0)
-    V.positive_int("p", p)
+    check.real("alpha", alpha, gt=0)
+    check.positive_int("p", p)
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     d = derive_exponent()
@@ -108,7 +108,7 @@ def log_factor_power(metric="d2", delta=1):
     The corollary says "some delta > 1"; the default 1 is its limiting value."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
-    V.real("delta", delta, ge=1, allowed=">= 1")
+    check.real("delta", delta, ge=1, allowed=">= 1")
     return delta if metric == "d" else 2 * delta
 
 
@@ -117,10 +117,10 @@ def corollary_6_1_rate(n, alpha, p, delta=1):
 
     .. math:: \bigl[n^{-\alpha/(2\alpha+p)}\log^\delta n\bigr]^2 .
     """
-    V.real("n", n, gt=1, allowed="> 1")
-    V.real("alpha", alpha, gt=0)
-    V.positive_int("p", p)
-    V.real("delta", delta, ge=1, allowed=">= 1")
+    check.real("n", n, gt=1, allowed="> 1")
+    check.real("alpha", alpha, gt=0)
+    check.positive_int("p", p)
+    check.real("delta", delta, ge=1, allowed=">= 1")
     ops = ops_for(n, alpha, p, delta)
     n, alpha, p, delta = ops.args(n, alpha, p, delta)
     return (n ** (-alpha / (2 * alpha + p)) * ops.log(n) ** delta) ** 2
@@ -137,12 +137,12 @@ def corollary_6_3_rate(n, L, N, s, p, delta=1):
 
     .. math:: \frac{s\log(nL/s) + L s\log(pN)}{n}\log^{2\delta} n .
     """
-    V.real("n", n, gt=1, allowed="> 1")
-    V.positive_int("L", L)
-    V.positive_int("N", N)
-    V.positive_int("s", s)
-    V.positive_int("p", p)
-    V.real("delta", delta, ge=1, allowed=">= 1")
+    check.real("n", n, gt=1, allowed="> 1")
+    check.positive_int("L", L)
+    check.positive_int("N", N)
+    check.positive_int("s", s)
+    check.positive_int("p", p)
+    check.real("delta", delta, ge=1, allowed=">= 1")
     ops = ops_for(n, L, N, s, p, delta)
     n, L, N, s, p, delta = ops.args(n, L, N, s, p, delta)
     return (s * ops.log(n * L / s) + L * s * ops.log(p * N)) / n * ops.log(n) ** (2 * delta)
@@ -153,12 +153,12 @@ def corollary_6_4_rate(n, L0, s0, p, max_width0, delta=1):
 
     .. math:: \frac{s_0\log(nL_0/s_0) + L_0 s_0\log(p\max_i p_{0,i})}{n}\log^{2\delta} n .
     """
-    V.real("n", n, gt=1, allowed="> 1")
-    V.positive_int("L0", L0)
-    V.positive_int("s0", s0)
-    V.positive_int("p", p)
-    V.positive_int("max_width0", max_width0)
-    V.real("delta", delta, ge=1, allowed=">= 1")
+    check.real("n", n, gt=1, allowed="> 1")
+    check.positive_int("L0", L0)
+    check.positive_int("s0", s0)
+    check.positive_int("p", p)
+    check.positive_int("max_width0", max_width0)
+    check.real("delta", delta, ge=1, allowed=">= 1")
     ops = ops_for(n, L0, s0, p, max_width0, delta)
     n, L0, s0, p, w, delta = ops.args(n, L0, s0, p, max_width0, delta)
     return (s0 * ops.log(n * L0 / s0) + L0 * s0 * ops.log(p * w)) / n * ops.log(n) ** (2 * delta)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from . import _validate as V
+from . import _validate as check
 from ._backend import is_symbolic, ops_for
 
 __all__ = ["hellinger_sq_pointwise", "hellinger_sq", "hellinger_sq_sup_bound"]
@@ -23,8 +23,8 @@ __all__ = ["hellinger_sq_pointwise", "hellinger_sq", "hellinger_sq_sup_bound"]
 
 def hellinger_sq_pointwise(delta, sigma):
     """``1 - exp(-delta^2 / (8 sigma^2))``: d^2 between N(a, sigma^2) and N(a + delta, sigma^2)."""
-    V.real("delta", delta)
-    V.real("sigma", sigma, gt=0)
+    check.real("delta", delta)
+    check.real("sigma", sigma, gt=0)
     ops = ops_for(delta, sigma)
     delta, sigma = ops.args(delta, sigma)
     return 1 - ops.exp(-(delta**2) / (8 * sigma**2))
@@ -32,7 +32,7 @@ def hellinger_sq_pointwise(delta, sigma):
 
 def hellinger_sq_sup_bound(sup_diff, sigma):
     """The sup-norm bound ``d^2 <= 1 - exp(-||f_theta - f_0||_inf^2 / (8 sigma^2))``."""
-    V.real("sup_diff", sup_diff, ge=0)
+    check.real("sup_diff", sup_diff, ge=0)
     return hellinger_sq_pointwise(sup_diff, sigma)
 
 
@@ -44,8 +44,8 @@ def hellinger_sq(f, f0, p, sigma, *, sample=None):
     * ``sample`` an (m, p) array of draws of X: the Monte Carlo average, ``f`` and ``f0``
       being vectorised callables of an (m, p) array.
     """
-    V.positive_int("p", p)
-    V.real("sigma", sigma, gt=0)
+    check.positive_int("p", p)
+    check.real("sigma", sigma, gt=0)
     if is_symbolic(sigma):
         raise ValueError("hellinger_sq integrates numerically: sigma must be a number")
     if sample is None:

@@ -12,7 +12,7 @@ width W; the network has L + 1 weight matrices and H edges counting weights and 
 
 from __future__ import annotations
 
-from . import _validate as V
+from . import _validate as check
 from ._backend import ops_for
 
 __all__ = ["num_edges", "lemma_width"]
@@ -25,9 +25,9 @@ def num_edges(L, width, p):
     convention).  ``num_edges(2, 2, 20) == 51`` and ``num_edges(2, 20, 20) == 861``, the
     Dense-BNN edge counts of the paper's Table 1.
     """
-    V.positive_int("L", L)
-    V.positive_int("width", width)
-    V.positive_int("p", p)
+    check.positive_int("L", L)
+    check.positive_int("width", width)
+    check.positive_int("p", p)
     ops = ops_for(L, width, p)
     L, W, p = ops.args(L, width, p)
     return (p + 1) * W + (L - 1) * (W + 1) * W + (W + 1)
@@ -35,8 +35,8 @@ def num_edges(L, width, p):
 
 def lemma_width(N, p):
     """Hidden-layer width ``12 p N`` prescribed by Lemma 6.1 (and used throughout Sec. 4-5)."""
-    V.positive_int("N", N)
-    V.positive_int("p", p)
+    check.positive_int("N", N)
+    check.positive_int("p", p)
     ops = ops_for(N, p)
     N, p = ops.args(N, p)
     return 12 * p * N

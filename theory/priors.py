@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import _validate as V
+from . import _validate as check
 from ._backend import ops_for
 
 __all__ = ["log_prior_N", "log_prior_s", "lambda_s_rule"]
@@ -18,8 +18,8 @@ def log_prior_N(N, lam):
     lam does not overflow and small lam keeps its precision (``1 - e^-lam`` rounds to 0 in
     float64 below lam ~ 1e-16, which made the prior +inf).  Natural logarithm.
     """
-    V.positive_int("N", N)
-    V.real("lam", lam, gt=0)
+    check.positive_int("N", N)
+    check.real("lam", lam, gt=0)
     ops = ops_for(N, lam)
     N, lam = ops.args(N, lam)
     log_norm = lam + ops.log1mexp(lam)
@@ -34,11 +34,11 @@ def log_prior_s(s, lam_s, H=None):
     ``s = 0 .. H_N`` of Section 5 requires: the normaliser becomes
     ``(1 - e^-lam_s) / (1 - e^{-lam_s (H+1)})``.
     """
-    V.positive_int("s", s, ge=0)
-    V.real("lam_s", lam_s, gt=0)
+    check.positive_int("s", s, ge=0)
+    check.real("lam_s", lam_s, gt=0)
     if H is not None:
-        V.positive_int("H", H)
-        V.check_le("s", s, H, "the number of edges H")
+        check.positive_int("H", H)
+        check.check_le("s", s, H, "the number of edges H")
     ops = ops_for(s, lam_s, *(() if H is None else (H,)))
     s, lam_s = ops.args(s, lam_s)
     out = ops.log1mexp(lam_s) - lam_s * s  # accurate for tiny and huge lam_s
@@ -58,9 +58,9 @@ def lambda_s_rule(n, L, a=0.1):
     ``lambda_s = 50 (a = 1.5)`` for MNIST (two hidden layers, n = 6 * 10^4: 49.5), which
     the hidden-layer count would not (1.84 and 33).
     """
-    V.real("n", n, gt=1, allowed="> 1")
-    V.positive_int("L", L)
-    V.real("a", a, gt=0)
+    check.real("n", n, gt=1, allowed="> 1")
+    check.positive_int("L", L)
+    check.real("a", a, gt=0)
     ops = ops_for(n, L, a)
     n, L, a = ops.args(n, L, a)
     return a * L * ops.log(n)
