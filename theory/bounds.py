@@ -117,8 +117,8 @@ def xi_bound(n, N, p, alpha, holder_norm):
     check.real("alpha", alpha, gt=0)
     check.real("holder_norm", holder_norm, ge=0)
     ops = ops_for(n, N, p, alpha, holder_norm)
-    n, N, p, alpha, H = ops.args(n, N, p, alpha, holder_norm)
-    return ((2 * H + 1) * 3 ** (p + 1) * N / n + H * 2**alpha * N ** (-alpha / p)) ** 2
+    n, N, p, alpha, norm = ops.args(n, N, p, alpha, holder_norm)  # H is the edge count
+    return ((2 * norm + 1) * 3 ** (p + 1) * N / n + norm * 2**alpha * N ** (-alpha / p)) ** 2
 
 
 def lemma_6_1_sparsity(N, L, p, alpha):
