@@ -1,0 +1,268 @@
+"""What ``python -m verify.rates`` shows: the text table per truth, the rate and width
+panels (shared with ``figures``), and the JSON report's keys."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .analysis import METRICS
+from .slopes import ATTAIN_TOL
+
+__all__ = ["format_results", "draw_rate_panel", "draw_width_panel", "plot_results", "REPORT_KEYS"]
+
+
+def _f(x, fmt="7.3f") -> str:
+    return f"{'n/a':>{fmt.split('.')[0]}s}" if x is None else format(x, fmt)
+
+
+def format_results(results: list[dict]) -> str:
+    lines = []
+    for key in dict.fromkeys(r["truth"] for r in results):
+        rows = [r for r in results if r["truth"] == key]
+        r0 = rows[0]
+        lines += [
+            "",
+            f"== {key}  ({len(r0['replicates'])} replicates"
+            + (
+                f"; dropped incomplete {r0['dropped_replicates']}"
+                if r0["dropped_replicates"]
+                else ""
+            )
+            + f"; {100 * r0['converged_fraction']:.0f}% of candidate models converged)",
+        ]
+        if r0["failed_cells"]:
+            lines.append(
+                f"   FAILED cells (every candidate diverged), (n, replicate): "
+                f"{', '.join(f'({n}, {q})' for n, q in r0['failed_cells'])};"
+                f" replicates {r0['excluded_replicates']} excluded from every fit"
+            )
+        limited = {c["n"] for c in (r0["budget_control"] or []) if c["limited"]}
+        lines.append(
+            f"{'n':>7s} {'steps':>6s} {'cands':>9s} {'top':>3s} {'widths (selected)':>18s}  "
+            + "  ".join(f"{m + ' mean':>10s} {'se':>8s} {'local':>6s}" for m in METRICS)
+        )
+        for j, n in enumerate(r0["ns"]):
+            ws = ",".join(str(w[j]) for w in r0["selected_widths"])
+            cands = f"{r0['candidate_widths'][j][0]}..{r0['candidate_widths'][j][-1]}"
+            cols = []
+            for r in rows:
+                loc = f"{r['local_slopes'][j - 1]:6.3f}" if j else f"{'':6s}"
+                cols.append(f"{r['mean'][j]:10.4g} {r['se'][j]:8.2g} {loc}")
+            mark = "*" if n in limited else " "
+            lines.append(
+                f"{n:6d}{mark} {r0['steps_max'][j]:6d} {cands:>9s} {r0['selected_at_top'][j]:3d}"
+                f" {ws:>18s}  " + "  ".join(cols)
+            )
+        if limited:
+            lines.append(
+                "  * optimisation-limited (moved by more than its SE with twice the budget)"
+            )
+        lines.append(
+            f"{'metric':>6s} {'pred':>7s} {'slope':>7s} {'95% CI':>17s} {'band':>17s}"
+            f" {'slow/fast ctl':>13s} {'theorem':>12s}   {'ref':>7s} {'ASVI-ref':>7s}"
+            f" {'95% CI':>17s} {'attain':>12s} {'w-min ctl':>9s}  {'oracle':>7s} {'ratio':>6s}"
+        )
+        for r in rows:
+            ctl = (
+                ("rej" if r["control_slow_rejected"] else "NOT")
+                + "/"
+                + ("rej" if r["control_fast_rejected"] else "NOT")
+            )
+            ac = r["attainment_control"]
+            lines.append(
+                f"{r['metric']:>6s} {r['predicted']:7.3f} {r['slope']:7.3f} "
+                f"[{r['ci_low']:7.3f},{r['ci_high']:7.3f}] "
+                f"[{r['band'][0]:7.3f},{r['band'][1]:7.3f}] {ctl:>13s} {r['verdict']:>12s}   "
+                f"{_f(r['reference_slope'])} {_f(r['attainment_diff'])} "
+                + (
+                    f"[{r['attainment_ci_low']:7.3f},{r['attainment_ci_high']:7.3f}]"
+                    if r["attainment_diff"] is not None
+                    else f"{'':17s}"
+                )
+                + f" {r['attainment_verdict'] or 'n/a':>12s} "
+                + f"{(ac['verdict'] if ac else 'n/a'):>9s}  "
+                + f"{r['oracle_slope']:7.3f} {r['oracle_ratio_slope']:6.3f}"
+            )
+        for r in rows:
+            lines.append(f"  {r['metric']}: {r['finding']}")
+        for r in rows:
+            for c in r["budget_control"] or []:
+                lines.append(
+                    f"  budget x2 {r['metric']:>4s} n={c['n']}: {c['base_mean']:.4g} -> "
+                    f"{c['doubled_mean']:.4g} (change {c['change']:+.3g} +- {c['change_se']:.2g}"
+                    f", cell SE {c['cell_se']:.2g}; selection changed in "
+                    f"{100 * c['selection_changed']:.0f}%)"
+                    + ("  OPTIMISATION-LIMITED" if c["limited"] else "")
+                )
+    seen = set()
+    for r in results:
+        for c in r.get("input_dimension", []):
+            k = (c["metric"], c["p_small"], c["p_large"])
+            if k in seen:
+                continue
+            seen.add(k)
+            lines.append(
+                f"teacher p = {c['p_large']} vs p = {c['p_small']} ({c['metric']}): slopes "
+                f"{c['slope_large']:.3f} vs {c['slope_small']:.3f}; ratio of means at "
+                f"n = {c['n']}: {c['ratio_large_to_small']:.2f} (Corollary 6.3: the input "
+                "dimension enters only through log factors)"
+            )
+    lines += [
+        "",
+        "columns: steps = most steps any candidate used; cands = candidate widths; top = "
+        "selections at the largest candidate; slow/fast ctl = the e/2 and 2e controls "
+        "rejected?; ref = classical reference slope (oracle bins); ASVI-ref = paired slope "
+        f"difference (attains when its CI is below {ATTAIN_TOL}); w-min ctl = the same test "
+        "for SVI at the smallest candidate width (must FAIL); oracle = oracle-width SVI's "
+        "slope; ratio = slope of ASVI/oracle risk.",
+    ]
+    return "\n".join(lines)
+
+
+def loglog_axes(ax) -> None:
+    """Log-log axes against n without the cluttered minor tick labels."""
+    import matplotlib.ticker
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("n")
+
+
+def draw_rate_panel(ax, r: dict) -> None:
+    """One metric of one truth on log-log axes: ASVI (mean +- SE, fitted line), oracle-width
+    SVI, SVI at the smallest candidate width, the classical reference, and the predicted
+    slope with the theorem's log band, drawn through ASVI's centre."""
+    ns, mean, se = np.array(r["ns"]), np.array(r["mean"]), np.array(r["se"])
+    x0, y0 = np.exp(np.log(ns).mean()), np.exp(np.log(mean).mean())
+    grid = np.geomspace(ns[0], ns[-1], 50)
+    ax.errorbar(
+        ns,
+        mean,
+        yerr=se,
+        fmt="o-",
+        color="k",
+        capsize=3,
+        label=f"ASVI {r['slope']:.3f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]",
+    )
+    curves = [
+        ("oracle_mean", "s--", "C2", f"oracle-width SVI {r['oracle_slope']:.3f}"),
+        ("fixed_mean", "v:", "C1", f"SVI width {r['fixed_width']} {r['fixed_slope']:.3f}"),
+    ]
+    if r["reference_mean"] is not None:
+        curves.append(
+            ("reference_mean", "D-", "C0", f"classical (oracle bins) {r['reference_slope']:.3f}")
+        )
+    for key, fmt, color, label in curves:
+        ax.plot(ns, r[key], fmt, color=color, ms=4, label=label)
+    band = y0 * (grid / x0) ** r["band"][0], y0 * (grid / x0) ** r["band"][1]
+    ax.plot(grid, band[0], "C3--", label=f"predicted {r['predicted']:.3f}")
+    ax.fill_between(
+        grid,
+        np.minimum(*band),
+        np.maximum(*band),
+        color="C3",
+        alpha=0.12,
+        label="theorem band (log factor)",
+    )
+    loglog_axes(ax)
+    att = r["attainment_verdict"] or "n/a"
+    ax.set_title(f"{r['metric']}: theorem {r['verdict']}, attainment {att}", fontsize=8)
+    ax.legend(fontsize=6)
+
+
+def draw_width_panel(ax, r: dict) -> None:
+    """Selected widths against n (each replicate a dot, the median a line), the candidate
+    range, and the predicted growth ``n^(p/(2 alpha + p))`` (Lemma 6.1's N) through the
+    median at the middle n, where the truth has an alpha."""
+    ns = np.array(r["ns"])
+    W = np.array(r["selected_widths"], dtype=float)
+    for row in W:
+        ax.plot(ns, row, "o", color="k", alpha=0.35, ms=3)
+    med = np.median(W, axis=0)
+    ax.plot(ns, med, "k-", label="selected (median)")
+    lo = [c[0] for c in r["candidate_widths"]]
+    hi = [c[-1] for c in r["candidate_widths"]]
+    ax.fill_between(ns, lo, hi, color="C7", alpha=0.15, label="candidates")
+    if r["alpha"] is not None:
+        g = r["p"] / (2 * r["alpha"] + r["p"])
+        j = len(ns) // 2
+        ax.plot(ns, med[j] * (ns / ns[j]) ** g, "C3--", label=f"n^{g:.2f} (predicted growth)")
+    loglog_axes(ax)
+    ax.set_ylabel("width")
+    ax.set_title("selected width", fontsize=8)
+    ax.legend(fontsize=6)
+
+
+def plot_results(results: list[dict], out_dir: str) -> list[str]:
+    """One figure per truth: a rate panel per metric and the selected-width panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    os.makedirs(out_dir, exist_ok=True)
+    for key in dict.fromkeys(r["truth"] for r in results):
+        rows = [r for r in results if r["truth"] == key]
+        fig, axes = plt.subplots(1, len(rows) + 1, figsize=(4.4 * (len(rows) + 1), 3.8))
+        axes = np.atleast_1d(axes)
+        for ax, r in zip(axes[:-1], rows, strict=True):
+            draw_rate_panel(ax, r)
+        draw_width_panel(axes[-1], rows[0])
+        fig.suptitle(key)
+        fig.tight_layout()
+        path = os.path.join(out_dir, f"{key}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+REPORT_KEYS = (
+    "truth",
+    "alpha",
+    "p",
+    "metric",
+    "predicted",
+    "slope",
+    "ci_low",
+    "ci_high",
+    "corrected_slope",
+    "verdict",
+    "reference_slope",
+    "attainment_diff",
+    "attainment_ci_low",
+    "attainment_ci_high",
+    "attainment_verdict",
+    "control_slow_rejected",
+    "control_fast_rejected",
+    "converged_fraction",
+    "optimisation_limited",
+    "finding",
+    "direction",
+    "band",
+    "ns",
+    "mean",
+    "se",
+    "oracle_mean",
+    "oracle_slope",
+    "oracle_ratio",
+    "oracle_ratio_slope",
+    "oracle_ratio_ci",
+    "fixed_width",
+    "fixed_mean",
+    "fixed_slope",
+    "attainment_control",
+    "reference_mean",
+    "reference_bins",
+    "selected_widths",
+    "selected_at_top",
+    "candidate_widths",
+    "steps_max",
+    "budget_control",
+    "input_dimension",
+)
