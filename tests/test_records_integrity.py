@@ -11,6 +11,7 @@ import sys
 
 import pytest
 import torch
+from test_sweep_verify import TINY as SWEEP_TINY  # noqa: E402
 
 import simulate.records as records_mod
 import simulate.sweep as sweep_mod
@@ -28,17 +29,7 @@ from simulate.sweep import (
 )
 from verify.rates import analyse, format_results
 
-TINY = dict(
-    ns=[64, 128, 256],
-    replicates=2,
-    widths=[2, 4],
-    max_steps=40,
-    stop_window=20,
-    batch_size=32,
-    n_test=300,
-    draws=10,
-    replicate_block=2,
-)
+TINY = {**SWEEP_TINY, "max_steps": 40, "n_test": 300, "replicate_block": 2}
 SWEEP = ["--truth", "holder", "--alpha", "0.5", "--p", "1", "--n", "64", "128", "256"]
 SWEEP += ["--replicates", "1", "--widths", "2", "--max-steps", "30", "--batch-size", "32"]
 
