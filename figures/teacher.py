@@ -1,4 +1,5 @@
-"""The paper's teacher-network experiment: Table 1 and Figure 1(b).
+"""The paper's teacher-network experiment: Table 1 and Figure 1(b), drawn from the records
+of ``simulate.experiments.table1`` (its driver is re-exported here).
 
 Setting (Section 8.1 and the appendix): one teacher 20-10-10-1 (weights U(0.5, 1.5), half
 set to zero), training sets of n = 10,000 points with noise sigma = 1 (one per replicate,
@@ -16,118 +17,22 @@ penalty ``log pi(N)`` is added to the recorded ELBOs.
 
 from __future__ import annotations
 
-import math
-import os
-import time
-
 import numpy as np
-import torch
 
-from simulate import tiers
-from simulate.core import Batch, Hyper, Layout, Trainer
-from simulate.posterior import Posterior, select_width
-from simulate.records import RecordStore, versions
-from simulate.truths import TeacherNetwork, make_regression_data
+from simulate.experiments.table1 import (  # noqa: F401  (the driver, re-exported)
+    METHODS,
+    PAPER_WIDTHS,
+    SCHEMA,
+    TIERS,
+    run_teacher,
+    teacher_store,
+)
+from simulate.posterior import select_width
 
 from ._io import save_figure, write_table
 from .paper_values import TABLE1_ASVI, TABLE1_EDGES, TABLE1_RMSE
 
 __all__ = ["TIERS", "METHODS", "run_teacher", "table1", "figure_1b"]
-
-SCHEMA = "asvi-rates/teacher-record/2"
-METHODS = {"SVI": "spike_slab", "HS-BNN": "horseshoe", "Dense-BNN": "dense"}
-PAPER_WIDTHS = tiers.PAPER_WIDTHS
-
-TIERS = tiers.TEACHER
-
-
-def _train_block(method: str, reps, cfg: dict, teacher) -> list[dict]:
-    """Train every width of ``method`` for a block of replicates in one batched program."""
-    t0 = time.perf_counter()
-    widths = list(cfg["widths"])
-    family = METHODS[method]
-    X, y, Xt, yt = [], [], [], []
-    for r in reps:
-        a, b = make_regression_data(teacher, cfg["n"], 20, 1.0, seed=10_000 + r)
-        c, d = make_regression_data(teacher, cfg["n_test"], 20, 1.0, seed=20_000 + r)
-        X.append(a), y.append(b), Xt.append(c), yt.append(d)
-    R, W = len(reps), len(widths)
-    hyper = Hyper(family=family, batch_size=min(1024, cfg["n"]))
-    layout = Layout(20, 2, widths * R, node_scales=family == "horseshoe")
-    seeds = [
-        1_000_000 * (1 + list(METHODS).index(method)) + 100 * r + k for r in reps for k in range(W)
-    ]
-    data_index = torch.tensor([i for i in range(R) for _ in widths])
-    batch = Batch(
-        torch.tensor(np.stack(X), dtype=torch.float32),
-        torch.tensor(np.stack(y), dtype=torch.float32),
-        data_index,
-    )
-    tr = Trainer(layout, hyper, seeds, batch)
-    steps = math.ceil(cfg["epochs"] * cfg["n"] / hyper.batch_size)
-    tr.fit(steps)
-    post = Posterior(layout, hyper, tr.state.var, tr.seeds)
-    el = post.elbo(batch.X, batch.y, data_index, draws=10)
-    edges = post.edges()["sum_nu"]
-    out = []
-    for i, r in enumerate(reps):
-        sl = slice(i * W, (i + 1) * W)
-        pred = post.predict_mean(Xt[i], 30)[sl].cpu().numpy()
-        rmse = np.sqrt(((pred - yt[i][None, :]) ** 2).mean(1))
-        out.append(
-            {
-                "schema": SCHEMA,
-                "method": method,
-                "replicate": r,
-                "widths": widths,
-                "epochs": cfg["epochs"],
-                "steps": steps,
-                "n": cfg["n"],
-                "rmse": rmse.tolist(),
-                "edges": edges[sl].tolist(),
-                "elbo": el["elbo"][sl].tolist(),
-                "failed": tr.state.failed[sl].tolist(),
-                "train_s": time.perf_counter() - t0,
-            }
-        )
-    return out
-
-
-_REQUIRED = ("method", "replicate", "rmse", "elbo")
-_RECOMPUTE_HINT = "run with --recompute to discard them, or keep the tier's settings"
-
-
-def teacher_store(tier: str, out_dir: str) -> RecordStore:
-    """The tier's records file (``teacher-TIER.jsonl``), keyed by (method, replicate), of
-    one configuration: the tier's settings (less the replicate count, which only says how
-    many there are), the schema and the versions."""
-    settings = {k: v for k, v in TIERS[tier].items() if k != "replicates"}
-    fields = {"tier": tier, **settings, "schema": SCHEMA, "versions": versions()}
-    path = os.path.join(out_dir, f"teacher-{tier}.jsonl")
-    return RecordStore(path, SCHEMA, lambda r: (r["method"], r["replicate"]), _REQUIRED, fields)
-
-
-def run_teacher(tier: str, out_dir: str, recompute: bool = False, log=print) -> list[dict]:
-    """Train what the tier needs and is not yet recorded; return all its records."""
-    cfg = TIERS[tier]
-    os.makedirs(out_dir, exist_ok=True)
-    store = teacher_store(tier, out_dir)
-    if recompute and os.path.exists(store.path):
-        os.remove(store.path)
-    teacher = TeacherNetwork(seed=0)
-    t0 = time.perf_counter()
-    with store.writing(_RECOMPUTE_HINT) as st:
-        for method in METHODS:
-            for b in range(0, cfg["replicates"], cfg["replicate_block"]):
-                reps = list(range(b, min(b + cfg["replicate_block"], cfg["replicates"])))
-                if all((method, r) in st.done for r in reps):
-                    continue
-                st.append(_train_block(method, reps, cfg, teacher))
-                log(
-                    f"  teacher {tier}: {method} replicates {reps[0]}-{reps[-1]} "
-                    f"({time.perf_counter() - t0:.0f} s)"
-                )
-    return [r for r in store.read() if r["replicate"] < cfg["replicates"]]
 
 
 def _mean_se(a):

@@ -354,8 +354,8 @@ def test_theory_json_into_a_missing_folder_is_created(tmp_path):
 def test_teacher_and_real_data_records_are_one_configuration(tmp_path, monkeypatch):
     """Table 1's, UCI's and MNIST-1D's records files refuse another tier setting by name
     (the figures' --recompute discards them), and hold the same lock as the sweep."""
-    import figures.realdata as rd
-    import figures.teacher as ft
+    import simulate.experiments.realdata as rd
+    import simulate.experiments.table1 as ft
 
     fake = {"method": "SVI", "replicate": 0, "rmse": [1.0], "elbo": [0.0], "schema": ft.SCHEMA}
     monkeypatch.setitem(ft.TIERS, "tiny", {**ft.TIERS["tiny"], "epochs": 3})
@@ -375,6 +375,6 @@ def test_teacher_and_real_data_records_are_one_configuration(tmp_path, monkeypat
 
 
 def read_jsonl_all(folder):
-    import figures.teacher as ft
+    import simulate.experiments.table1 as ft
 
     return ft.teacher_store("tiny", folder).read()

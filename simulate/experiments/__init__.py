@@ -1,0 +1,4 @@
+"""Experiment drivers: they train and write records (``simulate.records.RecordStore``);
+``figures`` draws from those records.  ``table1``: the paper's teacher-network experiment
+(Table 1, Figure 1(b)); ``realdata``: UCI and MNIST-1D.  The growing-n sweeps are
+``simulate.sweep``."""
