@@ -19,6 +19,7 @@ epochs).  Choices: ``batch_size`` larger than n trains full-batch (m = n); ``dty
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import time
@@ -34,6 +35,8 @@ from .posterior import Posterior, select_width
 from .progress import Progress
 
 __all__ = [
+    "BNNRegressor",
+    "BNNClassifier",
     "ASVIRegressor",
     "SVIRegressor",
     "ASVIClassifier",
@@ -79,14 +82,6 @@ def _dtype(x) -> torch.dtype:
     raise ValueError(f"dtype must be 'float32' or 'float64', got {x!r}")
 
 
-def _store(obj, params: dict) -> None:
-    """The constructor's only job (sklearn contract): store every keyword parameter as
-    given; :meth:`_Base.fit` validates them."""
-    for k, v in params.items():
-        if k not in ("self", "__class__"):
-            setattr(obj, k, v)
-
-
 def _integer(name, v, lo=1, hi=None) -> int:
     if (
         isinstance(v, bool)
@@ -107,7 +102,11 @@ def _positive(name, v) -> float:
 
 class _Base(BaseEstimator):
     _likelihood = "gaussian"
-    _family = "spike_slab"
+    _family = "spike_slab"  # the fixed family of the named estimators
+
+    def _family_name(self) -> str:
+        """``family`` where the estimator has that parameter (BNN*), else the class's."""
+        return getattr(self, "family", self._family)
 
     # ---------------------------------------------------------- fitting
     def _candidate_widths(self) -> list[int]:
@@ -126,7 +125,7 @@ class _Base(BaseEstimator):
             lr=_positive("lr", self.lr),
             l3=self.l3,
             sampling=self.sampling,
-            family=self._family,
+            family=self._family_name(),
         )
 
     def _encode_y(self, y, n):
@@ -147,7 +146,7 @@ class _Base(BaseEstimator):
         hyper = self._hyper(n)
         hyper.validate()
         dev = resolve_device(self.device)
-        layout = Layout(p, depth, widths, out_dim, node_scales=self._family == "horseshoe")
+        layout = Layout(p, depth, widths, out_dim, node_scales=self._family_name() == "horseshoe")
         seeds = [seed * 1000 + k for k in range(len(widths))]
         Xt = torch.tensor(X, dtype=dtype).unsqueeze(0)  # a copy: X may be read-only
         yt = torch.tensor(y_enc).unsqueeze(0)
@@ -245,34 +244,66 @@ _COMMON_DOC = """
 """
 
 
+# The regression (teacher) defaults, appendix C.1; the classifiers' are the paper's MNIST ones.
+_REGRESSION = dict(
+    depth=2, sigma=1.0, sigma_0=0.8, lambda_s=3.0, lam=10.0, batch_size=1024, mc_samples=1,
+    lr=5e-3, epochs=7000, slab="gaussian", l3="paper", sampling="iid", elbo_draws=10,
+    predict_draws=30, seed=0, device="cpu", dtype="float32", compile=False, progress=False,
+)  # fmt: skip
+_CLASSIFICATION = {
+    **_REGRESSION, "sigma_0": 2.0, "lambda_s": 50.0, "lam": 600.0, "batch_size": 512,
+    "epochs": 300,
+}  # fmt: skip
+
+
+def _keyword_init(params: dict):
+    """An ``__init__`` that only stores the keyword-only ``params`` (with these defaults),
+    with an explicit signature: scikit-learn reads the parameters from it, and one
+    parameter table serves every estimator instead of a copied 20-keyword signature."""
+    sig = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [
+            inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=v)
+            for k, v in params.items()
+        ]
+    )
+
+    def __init__(self, **kwargs):
+        bound = sig.bind(self, **kwargs)
+        bound.apply_defaults()
+        for k, v in bound.arguments.items():
+            if k != "self":
+                setattr(self, k, v)
+
+    __init__.__signature__ = sig
+    return __init__
+
+
+class BNNRegressor(_Regressor):
+    __doc__ = (
+        'One regressor for every method: ``family`` "spike_slab" (SVI; with several'
+        ' ``widths`` ASVI, which selects one by eq. (13)), "dense" (Dense-BNN) or'
+        ' "horseshoe" (HS-BNN); the classes below are this one with fixed choices.' + _COMMON_DOC
+    )
+    __init__ = _keyword_init({"family": "spike_slab", "widths": PAPER_WIDTHS, **_REGRESSION})
+
+    def _candidate_widths(self):
+        return self.widths
+
+
+class BNNClassifier(_Classifier):
+    __doc__ = "The classifier counterpart of :class:`BNNRegressor`." + _COMMON_DOC
+    __init__ = _keyword_init(
+        {"family": "spike_slab", "widths": (400, 500, 600, 700, 800), **_CLASSIFICATION}
+    )
+
+    def _candidate_widths(self):
+        return self.widths
+
+
 class ASVIRegressor(_Regressor):
     __doc__ = "Adaptive sparse variational inference: selects the width (eq. (13))." + _COMMON_DOC
-
-    def __init__(
-        self,
-        *,
-        widths=PAPER_WIDTHS,
-        depth=2,
-        sigma=1.0,
-        sigma_0=0.8,
-        lambda_s=3.0,
-        lam=10.0,
-        batch_size=1024,
-        mc_samples=1,
-        lr=5e-3,
-        epochs=7000,
-        slab="gaussian",
-        l3="paper",
-        sampling="iid",
-        elbo_draws=10,
-        predict_draws=30,
-        seed=0,
-        device="cpu",
-        dtype="float32",
-        compile=False,
-        progress=False,
-    ):
-        _store(self, locals())
+    __init__ = _keyword_init({"widths": PAPER_WIDTHS, **_REGRESSION})
 
     def _candidate_widths(self):
         return self.widths
@@ -280,32 +311,7 @@ class ASVIRegressor(_Regressor):
 
 class SVIRegressor(_Regressor):
     __doc__ = "Sparse variational inference at one fixed width." + _COMMON_DOC
-
-    def __init__(
-        self,
-        *,
-        width=10,
-        depth=2,
-        sigma=1.0,
-        sigma_0=0.8,
-        lambda_s=3.0,
-        lam=10.0,
-        batch_size=1024,
-        mc_samples=1,
-        lr=5e-3,
-        epochs=7000,
-        slab="gaussian",
-        l3="paper",
-        sampling="iid",
-        elbo_draws=10,
-        predict_draws=30,
-        seed=0,
-        device="cpu",
-        dtype="float32",
-        compile=False,
-        progress=False,
-    ):
-        _store(self, locals())
+    __init__ = _keyword_init({"width": 10, **_REGRESSION})
 
     def _candidate_widths(self):
         return [self.width]
@@ -313,32 +319,7 @@ class SVIRegressor(_Regressor):
 
 class ASVIClassifier(_Classifier):
     __doc__ = "ASVI with a categorical likelihood (the paper's MNIST experiment)." + _COMMON_DOC
-
-    def __init__(
-        self,
-        *,
-        widths=(400, 500, 600, 700, 800),
-        depth=2,
-        sigma=1.0,
-        sigma_0=2.0,
-        lambda_s=50.0,
-        lam=600.0,
-        batch_size=512,
-        mc_samples=1,
-        lr=5e-3,
-        epochs=300,
-        slab="gaussian",
-        l3="paper",
-        sampling="iid",
-        elbo_draws=10,
-        predict_draws=30,
-        seed=0,
-        device="cpu",
-        dtype="float32",
-        compile=False,
-        progress=False,
-    ):
-        _store(self, locals())
+    __init__ = _keyword_init({"widths": (400, 500, 600, 700, 800), **_CLASSIFICATION})
 
     def _candidate_widths(self):
         return self.widths
@@ -346,32 +327,7 @@ class ASVIClassifier(_Classifier):
 
 class SVIClassifier(_Classifier):
     __doc__ = "SVI with a categorical likelihood at one fixed width." + _COMMON_DOC
-
-    def __init__(
-        self,
-        *,
-        width=400,
-        depth=2,
-        sigma=1.0,
-        sigma_0=2.0,
-        lambda_s=50.0,
-        lam=600.0,
-        batch_size=512,
-        mc_samples=1,
-        lr=5e-3,
-        epochs=300,
-        slab="gaussian",
-        l3="paper",
-        sampling="iid",
-        elbo_draws=10,
-        predict_draws=30,
-        seed=0,
-        device="cpu",
-        dtype="float32",
-        compile=False,
-        progress=False,
-    ):
-        _store(self, locals())
+    __init__ = _keyword_init({"width": 400, **_CLASSIFICATION})
 
     def _candidate_widths(self):
         return [self.width]

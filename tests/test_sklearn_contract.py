@@ -23,6 +23,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from simulate.estimators import (
     ASVIClassifier,
     ASVIRegressor,
+    BNNClassifier,
+    BNNRegressor,
     DenseBNNRegressor,
     HSBNNRegressor,
     SVIClassifier,
@@ -38,6 +40,8 @@ ESTIMATORS = [
     HSBNNRegressor(width=4, **SMALL),
     ASVIClassifier(widths=(8, 16), **CLS),
     SVIClassifier(width=8, **CLS),
+    BNNRegressor(family="horseshoe", widths=(2, 4), **SMALL),
+    BNNClassifier(widths=(8, 16), **CLS),
 ]
 
 
@@ -115,3 +119,17 @@ def test_a_tiny_width_prior_rate_selects_normally():
     m = ASVIRegressor(widths=(2, 4), lam=1e-17, **SMALL).fit(X, y)
     assert m.selected_width_ == 2  # the prior's mass sits at N = 1: the smallest wins
     assert np.all(np.isfinite(m.penalized_elbo_))
+
+
+def test_one_estimator_covers_the_named_ones():
+    """BNNRegressor with a family and widths fits exactly what the named class fits."""
+    X, y = _data(100)
+    pairs = [
+        (ASVIRegressor(widths=(2, 4), **SMALL), BNNRegressor(widths=(2, 4), **SMALL)),
+        (DenseBNNRegressor(width=4, **SMALL), BNNRegressor(family="dense", widths=[4], **SMALL)),
+    ]
+    for named, general in pairs:
+        a, b = named.fit(X, y).predict(X[:7]), general.fit(X, y).predict(X[:7])
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="family"):
+        BNNRegressor(family="nope", widths=[2], **SMALL).fit(X, y)
