@@ -1,26 +1,6 @@
 """Real data: the UCI table and the MNIST-1D figure, drawn from the records of
-``simulate.experiments.realdata`` (its drivers are re-exported here). The protocol:
-
-UCI protocol (Hernandez-Lobato and Adams 2015, as the paper follows): 20 random 90/10
-train/test splits; inputs and targets standardised on the training part only; one hidden
-layer of 50 units; test RMSE in the original units and test log-likelihood (the log of the
-posterior predictive density ``(1/30) sum_t N(y; f_t(x), sigma^2)``, in original units),
-mean +- standard error over splits.  The noise sd sigma and the prior slab sd sigma_0 are
-chosen per split by a grid search on a validation part (the last 20% of a fixed permutation
-of the training part), never on the test part; the chosen values are recorded.  Methods:
-SVI, Dense-BNN, HS-BNN.  Batching: one program trains the 20 splits of a (method, grid
-point) together (each model on its own split).  Adam with lr 1e-3 and batch 256 (the
-paper's UCI settings); lambda_s = a L log n with a = 0.1.
-
-MNIST-1D: two hidden layers; ASVI selects among several widths (the paper used 400-800 on
-MNIST; scaled to this machine, see ``MNIST_TIERS``); the width prior's lambda is the middle
-candidate (the paper's lambda = 600 is the middle of 400-800) and lambda_s = a L log n with
-the paper's a = 1.5; sigma_0 = 2, batch 512, lr 5e-3 as in the paper, but Adam instead of
-the paper's RMSprop (the core has one optimiser).  Test accuracy of the posterior-mean
-classifier (10 draws) is tracked every few epochs for every candidate width and for a
-Dense-BNN of each width; ASVI's curve is that of the width it selects at the end, which is
-exactly SVI at that width (ASVI trains every candidate and keeps one), so "SVI at the
-selected width" is that same curve.
+``simulate.experiments.realdata`` (its drivers are re-exported here; the protocols, the
+UCI one of Hernandez-Lobato and Adams 2015 and the MNIST-1D run, are described there).
 """
 
 from __future__ import annotations

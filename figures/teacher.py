@@ -1,18 +1,8 @@
 """The paper's teacher-network experiment: Table 1 and Figure 1(b), drawn from the records
-of ``simulate.experiments.table1`` (its driver is re-exported here).
-
-Setting (Section 8.1 and the appendix): one teacher 20-10-10-1 (weights U(0.5, 1.5), half
-set to zero), training sets of n = 10,000 points with noise sigma = 1 (one per replicate,
-test sets of fresh points), students of depth 2 and widths 2, 4, ..., 20; batch 1024, K = 1,
-Adam lr 5e-3, lambda_s = 3, lambda = 10, sigma_0 = 0.8.  Per replicate and width:
-SVI (spike-and-slab), HS-BNN and Dense-BNN (``simulate.families``); the ASVI row selects,
-per replicate, the SVI width with the largest penalised ELBO (eq. (13)), so it reuses the
-SVI fits: ASVI trains all candidate widths and keeps one.
-
-Records: one JSON line per (method, replicate) with every width's test RMSE, edge count and
-ELBO, in ``results/figures/teacher-TIER.jsonl``; existing records are reused (``--recompute``
-discards them).  Figure 1(b)'s re-selection for other lambda needs no training: the
-penalty ``log pi(N)`` is added to the recorded ELBOs.
+of ``simulate.experiments.table1`` (its driver is re-exported here; the setting is described
+there).  The ASVI row selects, per replicate, the SVI width with the largest penalised ELBO
+(eq. (13)), so it reuses the SVI fits; Figure 1(b)'s re-selection for other lambda needs no
+training: the penalty ``log pi(N)`` is added to the recorded ELBOs.
 """
 
 from __future__ import annotations
