@@ -30,9 +30,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .core import Batch, Hyper, Layout, Trainer
-from .posterior import Posterior, select_width
+from .core import Hyper
+from .posterior import select_width
 from .progress import Progress
+from .recipe import train_models
 
 __all__ = [
     "BNNRegressor",
@@ -146,19 +147,19 @@ class _Base(BaseEstimator):
         hyper = self._hyper(n)
         hyper.validate()
         dev = resolve_device(self.device)
-        layout = Layout(p, depth, widths, out_dim, node_scales=self._family_name() == "horseshoe")
         seeds = [seed * 1000 + k for k in range(len(widths))]
         Xt = torch.tensor(X, dtype=dtype).unsqueeze(0)  # a copy: X may be read-only
         yt = torch.tensor(y_enc).unsqueeze(0)
-        batch = Batch(Xt, yt, torch.zeros(len(widths), dtype=torch.int64))
-        tr = Trainer(
-            layout, hyper, seeds, batch, device=dev, dtype=dtype, compile=bool(self.compile)
-        )
         steps = max(1, math.ceil(float(self.epochs) * n / hyper.batch_size))
         t0 = time.perf_counter()
-        prog = Progress(type(self).__name__) if self.progress else None
-        tr.fit(steps, progress=prog, record_every=max(1, steps // 100))
+        trained = train_models(
+            hyper, widths, seeds, Xt, yt, [0] * len(widths),
+            depth=depth, out_dim=out_dim, steps=steps, compile=bool(self.compile), device=dev,
+            dtype=dtype, progress=Progress(type(self).__name__) if self.progress else None,
+            record_every=max(1, steps // 100),
+        )  # fmt: skip
         self.fit_time_s_ = time.perf_counter() - t0
+        tr = trained.trainer
         st = tr.state
         self.failed_ = st.failed.cpu().numpy()
         self.failed_step_ = st.failed_step.cpu().numpy()
@@ -170,7 +171,7 @@ class _Base(BaseEstimator):
         self.n_steps_ = steps
         self.history_ = st.history
         self.widths_ = widths
-        self.posterior_ = Posterior(layout, hyper, st.var, tr.seeds)
+        self.posterior_ = trained.posterior
         terms = self.posterior_.elbo(Xt.to(dev), yt.to(dev), draws=int(self.elbo_draws))
         self.loss_terms_ = {k: terms[k] for k in ("L1", "L2", "L3")}
         self.elbo_ = terms["elbo"]

@@ -55,9 +55,9 @@ import torch
 
 from ._alloc import tune_malloc
 from .classical import oracle_piecewise
-from .core import Batch, Hyper, Layout, Trainer, failed_term_names
-from .posterior import Posterior
+from .core import Batch, Hyper, failed_term_names
 from .progress import Progress
+from .recipe import train_models
 from .records import (
     RecordsError,
     RecordStore,
@@ -148,17 +148,20 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0, Xt, cols) -> float:
     returns the training seconds."""
     R = batch.X.shape[0]
     order = [(i, j) for j in js for i in range(R)]  # model = (replicate i, width j)
-    tr = Trainer(
-        Layout(batch.X.shape[2], cfg.depth, [W[j] for _, j in order]),
+    t0 = time.perf_counter()
+    trained = train_models(
         hyper,
+        [W[j] for _, j in order],
         [model_seeds[i * len(W) + j] for i, j in order],
-        Batch(batch.X, batch.y, torch.tensor([i for i, _ in order], dtype=torch.int64)),
+        batch.X,
+        batch.y,
+        [i for i, _ in order],
+        depth=cfg.depth,
+        rule=cfg.stop_rule,
         compile=cfg.compile,
     )
-    t0 = time.perf_counter()
-    conv = tr.fit_until(cfg.stop_rule)
     train_s = time.perf_counter() - t0
-    post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
+    tr, post, conv = trained.trainer, trained.posterior, trained.convergence
     d2_draws = post.hellinger_draws(f0, Xt, cfg.draws)  # [T, models]
     l2 = post.l2sq_mean(f0, Xt, cfg.draws)
     el = post.elbo(batch.X, batch.y, [i for i, _ in order], draws=cfg.elbo_draws)

@@ -27,6 +27,7 @@ from simulate.sweep import (
     records_path_for,
     run_sweep,
 )
+from simulate.trainer import Trainer
 from verify.rates import analyse, format_results
 
 TINY = {**SWEEP_TINY, "max_steps": 40, "n_test": 300, "replicate_block": 2}
@@ -186,7 +187,7 @@ def test_a_read_only_file_is_read_when_nothing_is_left(recorded, monkeypatch):
 
 # ------------------------------------------------------------------ failed cells
 def test_a_diverging_cell_is_recorded_failed_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    real = sweep_mod.Trainer.fit_until
+    real = Trainer.fit_until
 
     def diverge_at_128(self, rule, progress=None):
         if self.n == 128:  # every candidate of the n = 128 cells blows up at once
@@ -194,7 +195,7 @@ def test_a_diverging_cell_is_recorded_failed_and_the_sweep_goes_on(tmp_path, mon
                 self.state.var[0] = float("inf")
         return real(self, rule, progress)
 
-    monkeypatch.setattr(sweep_mod.Trainer, "fit_until", diverge_at_128)
+    monkeypatch.setattr(Trainer, "fit_until", diverge_at_128)
     recs = run_sweep(cfg(), tmp_path / "r.jsonl", progress=False, log=quiet)
     assert len(recs) == 6
     bad = [r for r in recs if r["failed"]]

@@ -38,6 +38,7 @@ from .. import tiers
 from ..core import Batch, Hyper, Layout, Trainer
 from ..data import boston, concrete, mnist1d, standardize, uci_splits
 from ..posterior import Posterior, select_width
+from ..recipe import train_models
 from ..records import RecordStore, versions
 
 __all__ = [
@@ -71,15 +72,17 @@ def _fit_splits(family, sigma, sigma0, Xs, ys, epochs, seed):
         batch_size=min(256, n),
         lambda_s=float(lambda_s_rule(n, 2, 0.1)),
     )
-    layout = Layout(p, 1, [50] * D, node_scales=family == "horseshoe")
-    batch = Batch(
+    trained = train_models(
+        hyper,
+        [50] * D,
+        [seed + d for d in range(D)],
         torch.tensor(Xs, dtype=torch.float32),
         torch.tensor(ys, dtype=torch.float32),
-        torch.arange(D),
+        range(D),
+        depth=1,
+        steps=math.ceil(epochs * n / hyper.batch_size),
     )
-    tr = Trainer(layout, hyper, [seed + d for d in range(D)], batch)
-    tr.fit(math.ceil(epochs * n / hyper.batch_size))
-    return Posterior(layout, hyper, tr.state.var, tr.seeds), tr.state.failed.cpu().numpy()
+    return trained.posterior, trained.trainer.state.failed.cpu().numpy()
 
 
 def _per_model(post, Xs, draws=30):

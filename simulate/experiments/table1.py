@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from .. import tiers
-from ..core import Batch, Hyper, Layout, Trainer
-from ..posterior import Posterior
+from ..core import Hyper
+from ..recipe import train_models
 from ..records import RecordStore, versions
 from ..truths import TeacherNetwork, make_regression_data
 
@@ -51,21 +51,16 @@ def _train_block(method: str, reps, cfg: dict, teacher) -> list[dict]:
         X.append(a), y.append(b), Xt.append(c), yt.append(d)
     R, W = len(reps), len(widths)
     hyper = Hyper(family=family, batch_size=min(1024, cfg["n"]))
-    layout = Layout(20, 2, widths * R, node_scales=family == "horseshoe")
     seeds = [
         1_000_000 * (1 + list(METHODS).index(method)) + 100 * r + k for r in reps for k in range(W)
     ]
     data_index = torch.tensor([i for i in range(R) for _ in widths])
-    batch = Batch(
-        torch.tensor(np.stack(X), dtype=torch.float32),
-        torch.tensor(np.stack(y), dtype=torch.float32),
-        data_index,
-    )
-    tr = Trainer(layout, hyper, seeds, batch)
+    Xs = torch.tensor(np.stack(X), dtype=torch.float32)
+    ys = torch.tensor(np.stack(y), dtype=torch.float32)
     steps = math.ceil(cfg["epochs"] * cfg["n"] / hyper.batch_size)
-    tr.fit(steps)
-    post = Posterior(layout, hyper, tr.state.var, tr.seeds)
-    el = post.elbo(batch.X, batch.y, data_index, draws=10)
+    trained = train_models(hyper, widths * R, seeds, Xs, ys, data_index, depth=2, steps=steps)
+    tr, post = trained.trainer, trained.posterior
+    el = post.elbo(Xs, ys, data_index, draws=10)
     edges = post.edges()["sum_nu"]
     out = []
     for i, r in enumerate(reps):
