@@ -116,7 +116,9 @@ class Posterior:
             for t in range(draws):
                 diff = self.layout.forward(self.draw(t), x)[:, 0, :].cpu().numpy() - truth
                 ok = np.isfinite(diff).all(-1)
-                if ok.any():
+                if ok.all():  # the usual case: no copy of the [E, m] differences
+                    out[t] = np.asarray(hellinger_sq_pointwise(diff, self.hyper.sigma)).mean(-1)
+                elif ok.any():
                     d2 = hellinger_sq_pointwise(diff[ok], self.hyper.sigma)
                     out[t, ok] = np.asarray(d2, dtype=float).mean(-1)
         return out

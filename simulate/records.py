@@ -28,6 +28,7 @@ __all__ = [
     "check_output_file",
     "check_output_dir",
     "RecordStore",
+    "tier_store",
     "fingerprint",
     "fields_differing",
     "versions",
@@ -194,15 +195,17 @@ class RecordStore:
     them, and :meth:`writing` refuses a file holding another fingerprint, naming the fields
     that differ (``hint`` says what to do instead).  Use::
 
-        store = RecordStore(path, SCHEMA, key, required, fields)
-        with store.writing(hint="...") as st:   # lock, read, check; raises RecordsError
+        store = RecordStore(path, SCHEMA, key, required, fields, hint)
+        with store.writing() as st:             # lock, read, check; raises RecordsError
             if ("a", 1) not in st.done:
                 st.append(train(...))             # skips keys already present
         records = store.read()
     """
 
-    def __init__(self, path, schema: str, key, required=(), fields: dict | None = None):
-        self.path, self.schema, self.key = os.fspath(path), schema, key
+    def __init__(
+        self, path, schema: str, key, required=(), fields: dict | None = None, hint: str = ""
+    ):
+        self.path, self.schema, self.key, self.hint = os.fspath(path), schema, key, hint
         self.fields = None if fields is None else json.loads(json.dumps(fields, sort_keys=True))
         self.fp = None if fields is None else fingerprint(self.fields)
         self.required = tuple(required) + (() if fields is None else ("fingerprint",))
@@ -225,7 +228,8 @@ class RecordStore:
             return None
         return next((r for r in records if r["fingerprint"] != self.fp), None)
 
-    def mismatch(self, other: dict, hint: str = "") -> RecordsError:
+    def mismatch(self, other: dict) -> RecordsError:
+        hint = self.hint
         return RecordsError(
             f"{self.path} holds records of another configuration (fingerprint"
             f" {other['fingerprint']}, this one {self.fp};"
@@ -234,12 +238,12 @@ class RecordStore:
         )
 
     @contextlib.contextmanager
-    def writing(self, hint: str = ""):
+    def writing(self):
         with exclusive_writer(self.path) as writable:
             recs = self.read()
             other = self.foreign(recs)
             if other is not None:
-                raise self.mismatch(other, hint)
+                raise self.mismatch(other)
             self.records, self.done = recs, {self.key(r) for r in recs}
             self._writable, self._tail_cut = writable, False
             try:
@@ -266,3 +270,20 @@ class RecordStore:
         append_jsonl(self.path, new)
         self.records.extend(new)
         return new
+
+
+RECOMPUTE_HINT = "run with --recompute to discard them, or keep the tier's settings"
+
+
+def tier_store(
+    out_dir, stem: str, tier: str, settings: dict, schema: str, key, required, recompute=False
+) -> RecordStore:
+    """An experiment tier's store, ``OUT_DIR/STEM-TIER.jsonl`` (the folder is created; with
+    ``recompute`` the file is discarded first), whose configuration is the tier's
+    ``settings`` with the schema and the versions."""
+    os.makedirs(out_dir, exist_ok=True)
+    fields = {"tier": tier, **settings, "schema": schema, "versions": versions()}
+    path = os.path.join(out_dir, f"{stem}-{tier}.jsonl")
+    if recompute and os.path.exists(path):
+        os.remove(path)
+    return RecordStore(path, schema, key, required, fields, RECOMPUTE_HINT)

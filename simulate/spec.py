@@ -7,7 +7,6 @@ candidate widths and their grouping, ASVI's selection in a cell, and the record 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import asdict, dataclass
 
@@ -312,7 +311,7 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
     d["n_max"] = max(int(n) for n in cfg.ns)
     d["schema"] = SCHEMA
     d["versions"] = versions()
-    return json.loads(json.dumps(d, sort_keys=True))  # plain JSON types, as stored
+    return d  # the records store keeps it as canonical JSON
 
 
 RECORD_KEYS = ("cell", "metrics", "selected_width", "truth", "failed")

@@ -36,11 +36,16 @@ TERM_NAMES = ("L1", "L2", "L3")
 def mark_failed(st: State, newly: torch.Tensor, L1, L2, L3) -> None:
     """Record the models that failed at this step (``newly``, [E] bool): ``failed``, the
     step (``failed_step``) and which terms were not finite (``failed_terms``, a bit mask
-    over :data:`TERM_NAMES`, read by :func:`failed_term_names`)."""
-    code = sum((~torch.isfinite(t)).to(torch.int64) << i for i, t in enumerate((L1, L2, L3)))
+    over :data:`TERM_NAMES`, read by :func:`failed_term_names`).  Runs every step: the
+    term mask (a dozen small ops, ~45 us, 5% of a compiled step on 2 cores) is built only
+    when some model failed; on the CPU that check costs ~5 us, on a GPU it would cost a host
+    synchronisation, so there the mask is built unconditionally."""
     st.failed_step = torch.where(newly, torch.full_like(st.failed_step, st.step), st.failed_step)
-    st.failed_terms = torch.where(newly, code, st.failed_terms)
     st.failed = st.failed | newly
+    if newly.device.type == "cpu" and not bool(newly.any()):
+        return
+    code = sum((~torch.isfinite(t)).to(torch.int64) << i for i, t in enumerate((L1, L2, L3)))
+    st.failed_terms = torch.where(newly, code, st.failed_terms)
 
 
 def failed_term_names(code: int) -> str | None:

@@ -226,7 +226,8 @@ def _record_config(cfg: SweepConfig, hyper: Hyper, W) -> dict:
 
 
 def run_job(job: Job) -> list[dict]:
-    """Train one job and return its records (pure: no file access; runs on Dask workers)."""
+    """Train one job and return its records (pure: no file access; runs on Dask workers).
+    The records store stamps their configuration fingerprint when it appends them."""
     cfg = SweepConfig.from_dict(job.config)
     if cfg.compile:
         # A job's graphs (its n and widths are constants of them) serve no later job, and
@@ -266,7 +267,6 @@ def run_job(job: Job) -> list[dict]:
             for i in range(R)
         ]
     eval_s = time.perf_counter() - t0 - train_s
-    fields = fingerprint_fields(cfg)
     records = []
     for i, r in enumerate(job.replicates):
         sl = slice(i * len(W), (i + 1) * len(W))
@@ -275,8 +275,6 @@ def run_job(job: Job) -> list[dict]:
         records.append(
             {
                 "schema": SCHEMA,
-                "fingerprint": fingerprint(fields),
-                "fingerprint_fields": fields,
                 "failed": sel["failed"],
                 "cell": {"truth": job.truth.key, "n": job.n, "replicate": r},
                 "truth": {**asdict(job.truth), **f0_describe(f0)},
@@ -302,11 +300,13 @@ def _cell_key(r: dict) -> tuple:
     return (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"])
 
 
-def _store(cfg: SweepConfig, path) -> RecordStore:
-    return RecordStore(path, SCHEMA, _cell_key, RECORD_KEYS, fingerprint_fields(cfg))
-
-
 _NEW_FILE_HINT = "give another --out, or --new-file to write beside it"
+
+
+def _store(cfg: SweepConfig, path) -> RecordStore:
+    return RecordStore(
+        path, SCHEMA, _cell_key, RECORD_KEYS, fingerprint_fields(cfg), _NEW_FILE_HINT
+    )
 
 
 def records_path_for(cfg: SweepConfig, path: str, new_file: bool = False) -> str:
@@ -322,7 +322,7 @@ def records_path_for(cfg: SweepConfig, path: str, new_file: bool = False) -> str
         stem, ext = os.path.splitext(path)
         alt = f"{stem}-{store.fp}{ext or '.jsonl'}"
         return records_path_for(cfg, alt) if alt != path else path
-    raise store.mismatch(other, _NEW_FILE_HINT)
+    raise store.mismatch(other)
 
 
 def run_sweep(
@@ -347,7 +347,7 @@ def run_sweep(
         raise ValueError(f"workers must be >= 1 (or 0: in this process), got {workers}")
     cfg.validate()
     store = _store(cfg, out_path)
-    with store.writing(_NEW_FILE_HINT) as st:  # one sweep per records file, or exit 2
+    with store.writing() as st:  # one sweep per records file, or exit 2
         todo = [j for j in jobs_for(cfg) if not all(c in st.done for c in j.cells())]
         if max_jobs is not None:
             todo = todo[:max_jobs]

@@ -13,7 +13,7 @@ Measured costs are in the README.
 
 from __future__ import annotations
 
-from .sweep import TruthSpec
+from .spec import TruthSpec
 
 __all__ = ["RATES", "TEACHER", "UCI", "MNIST1D", "FIGURES_RATES", "PAPER_WIDTHS"]
 

@@ -367,15 +367,10 @@ def test_teacher_and_real_data_records_are_one_configuration(tmp_path, monkeypat
         ft.run_teacher("tiny", str(tmp_path))
     # more replicates is not another configuration
     monkeypatch.setitem(ft.TIERS, "tiny", {**ft.TIERS["tiny"], "epochs": 3, "replicates": 9})
-    assert ft.teacher_store("tiny", tmp_path).foreign(read_jsonl_all(tmp_path)) is None
+    store = ft.teacher_store("tiny", tmp_path)
+    assert store.foreign(store.read()) is None
     for store in (rd.uci_store("tiny", tmp_path), rd.mnist_store("tiny", tmp_path)):
         with exclusive_writer(store.path):
             with pytest.raises(RecordsError, match="another run"):
                 with store.writing():
                     pass
-
-
-def read_jsonl_all(folder):
-    import simulate.experiments.table1 as ft
-
-    return ft.teacher_store("tiny", folder).read()

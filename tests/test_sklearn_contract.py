@@ -66,12 +66,12 @@ def test_cross_val_score_pipeline_and_grid_search():
     width-2 net that predicts a constant (R^2 ~ 0, measured), a finding about a
     misspecified likelihood, not about the contract."""
     X, y = _data()
-    SMALL = dict(globals()["SMALL"], sigma=0.1)
-    scores = cross_val_score(SVIRegressor(width=4, **SMALL), X, y, cv=3)
+    kw = dict(SMALL, sigma=0.1)
+    scores = cross_val_score(SVIRegressor(width=4, **kw), X, y, cv=3)
     assert scores.shape == (3,) and np.all(scores > 0.5)  # R^2 of sin(2x) + 0.1 noise
-    pipe = Pipeline([("scale", StandardScaler()), ("asvi", ASVIRegressor(widths=(2, 4), **SMALL))])
+    pipe = Pipeline([("scale", StandardScaler()), ("asvi", ASVIRegressor(widths=(2, 4), **kw))])
     assert pipe.fit(X, y).score(X, y) > 0.5
-    grid = GridSearchCV(SVIRegressor(**SMALL), {"width": [2, 8]}, cv=2).fit(X, y)
+    grid = GridSearchCV(SVIRegressor(**kw), {"width": [2, 8]}, cv=2).fit(X, y)
     assert grid.best_params_["width"] in (2, 8) and hasattr(grid.best_estimator_, "posterior_")
 
 

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-def _check_structure(n, L, N, s, p):
+def check_structure(n, L, N, s, p):
     check.real("n", n, gt=1, allowed="> 1")
     check.positive_int("L", L)
     check.positive_int("N", N)
@@ -50,7 +50,7 @@ def r_n(n, L, N, s, p, B=2):
     the default B = 2 is the smallest value Lemma 4.1 allows for the Gaussian slab.
     ``s`` must lie in 1..H with H the edge count of the width-12pN network.
     """
-    _check_structure(n, L, N, s, p)
+    check_structure(n, L, N, s, p)
     check.real("B", B, gt=0)
     ops = ops_for(n, L, N, s, p, B)
     n, L, N, s, p, B = ops.args(n, L, N, s, p, B)
@@ -69,7 +69,7 @@ def eps_n(n, L, N, s, p, M=1, delta=1):
     for any delta >= 1 and "some large constant M" (default 1: the lemma fixes no value).
     Raises ``ValueError`` when the radicand is negative (s far above n L).
     """
-    _check_structure(n, L, N, s, p)
+    check_structure(n, L, N, s, p)
     check.real("M", M, gt=0)
     check.real("delta", delta, ge=1, allowed=">= 1 (Lemma 4.2)")
     ops = ops_for(n, L, N, s, p, M, delta)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import _validate as check
 from ._backend import ops_for
-from .network import lemma_width, num_edges
+from .bounds import check_structure
 
 __all__ = ["q_star_log10", "q_star"]
 
@@ -36,13 +36,8 @@ def _log_q_star(ops, n, L, N, s, p, B, slab):
 
 
 def _check(n, L, N, s, p, B, slab):
-    check.real("n", n, gt=1, allowed="> 1")
-    check.positive_int("L", L)
-    check.positive_int("N", N)
-    check.positive_int("s", s)
-    check.positive_int("p", p)
+    check_structure(n, L, N, s, p)  # as r_n: s in 1..H of the width-12pN network
     check.real("B", B, ge=1, allowed=">= 1 (B_0 > 1 for the uniform slab, B >= 2 for the Gaussian)")
-    check.check_le("s", s, num_edges(L, lemma_width(N, p), p), "the number of edges H(L, 12pN, p)")
     if slab not in _SLABS:
         raise ValueError(f"slab must be one of {_SLABS}, got {slab!r}")
 

@@ -239,7 +239,7 @@ def main(argv=None) -> int:
     except SystemExit as exc:  # argparse
         return EXIT_BAD_INPUT if exc.code else 0
     try:
-        return _run(args, truths, workers, (cfg, ccfg), source, cpath, records, control_records)
+        return _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_records)
     except (RecordsError, OSError, TimeoutError) as exc:  # a held lock, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -249,10 +249,10 @@ def main(argv=None) -> int:
         return EXIT_CRASH
 
 
-def _run(args, truths, workers, cfg, source, cpath, records, control_records) -> int:
+def _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_records) -> int:
     """Train (unless ``--records``), analyse, print, draw and write; returns the status.
-    ``cfg``: the sweep's and the control's configurations (None with ``--records``)."""
-    cfg, ccfg = cfg
+    ``cfg``, ``ccfg``: the sweep's and the control's configurations (None with
+    ``--records``)."""
     t0 = time.perf_counter()
     if not args.records:
         from simulate._alloc import tune_malloc

@@ -26,7 +26,6 @@ selected width" is that same curve.
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import numpy as np
@@ -39,7 +38,7 @@ from ..core import Batch, Hyper, Layout, Trainer
 from ..data import boston, concrete, mnist1d, standardize, uci_splits
 from ..posterior import Posterior, select_width
 from ..recipe import train_models
-from ..records import RecordStore, versions
+from ..records import RecordStore, tier_store
 
 __all__ = [
     "DATASETS",
@@ -93,40 +92,26 @@ def _per_model(post, Xs, draws=30):
     return out
 
 
-RECOMPUTE_HINT = "run with --recompute to discard them, or keep the tier's settings"
-
-
-def uci_store(tier: str, out_dir: str) -> RecordStore:
+def uci_store(tier: str, out_dir: str, recompute: bool = False) -> RecordStore:
     """``uci-TIER.jsonl``, keyed by (dataset, method, split), of the tier's settings."""
-    fields = {"tier": tier, **UCI_TIERS[tier], "schema": UCI_SCHEMA, "versions": versions()}
-    return RecordStore(
-        os.path.join(out_dir, f"uci-{tier}.jsonl"),
-        UCI_SCHEMA,
-        lambda r: (r["dataset"], r["method"], r["split"]),
-        ("dataset", "method", "split", "rmse", "ll"),
-        fields,
-    )
+    key = lambda r: (r["dataset"], r["method"], r["split"])  # noqa: E731
+    required = ("dataset", "method", "split", "rmse", "ll")
+    return tier_store(out_dir, "uci", tier, UCI_TIERS[tier], UCI_SCHEMA, key, required, recompute)
 
 
-def mnist_store(tier: str, out_dir: str) -> RecordStore:
+def mnist_store(tier: str, out_dir: str, recompute: bool = False) -> RecordStore:
     """``mnist1d-TIER.jsonl``: one record of the tier's settings."""
-    fields = {"tier": tier, **MNIST_TIERS[tier], "schema": MNIST_SCHEMA, "versions": versions()}
-    return RecordStore(
-        os.path.join(out_dir, f"mnist1d-{tier}.jsonl"),
-        MNIST_SCHEMA,
-        lambda r: ("mnist1d",),
-        ("widths", "curves"),
-        fields,
+    key = lambda r: ("mnist1d",)  # noqa: E731
+    settings = MNIST_TIERS[tier]
+    return tier_store(
+        out_dir, "mnist1d", tier, settings, MNIST_SCHEMA, key, ("widths", "curves"), recompute
     )
 
 
 def run_uci(tier: str, out_dir: str, recompute: bool = False, log=print) -> list[dict]:
     cfg = UCI_TIERS[tier]
-    os.makedirs(out_dir, exist_ok=True)
-    store = uci_store(tier, out_dir)
-    if recompute and os.path.exists(store.path):
-        os.remove(store.path)
-    with store.writing(RECOMPUTE_HINT) as st:
+    store = uci_store(tier, out_dir, recompute)
+    with store.writing() as st:
         done = {k[:2] for k in st.done}  # a (dataset, method) is appended whole
         for name, loader in DATASETS.items():
             X, y = loader()
@@ -214,11 +199,8 @@ def _accuracy(post, X, y, draws=10):
 
 def run_mnist1d(tier: str, out_dir: str, recompute: bool = False, log=print) -> dict:
     cfg = MNIST_TIERS[tier]
-    os.makedirs(out_dir, exist_ok=True)
-    store = mnist_store(tier, out_dir)
-    if recompute and os.path.exists(store.path):
-        os.remove(store.path)
-    with store.writing(RECOMPUTE_HINT) as st:
+    store = mnist_store(tier, out_dir, recompute)
+    with store.writing() as st:
         if st.records:
             return st.records[-1]
         rec = _train_mnist1d(tier, cfg, log)

@@ -18,7 +18,6 @@ penalty ``log pi(N)`` is added to the recorded ELBOs.
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import numpy as np
@@ -27,7 +26,7 @@ import torch
 from .. import tiers
 from ..core import Hyper
 from ..recipe import train_models
-from ..records import RecordStore, versions
+from ..records import RecordStore, tier_store
 from ..truths import TeacherNetwork, make_regression_data
 
 __all__ = ["TIERS", "METHODS", "SCHEMA", "run_teacher", "teacher_store"]
@@ -86,30 +85,23 @@ def _train_block(method: str, reps, cfg: dict, teacher) -> list[dict]:
     return out
 
 
-_REQUIRED = ("method", "replicate", "rmse", "elbo")
-_RECOMPUTE_HINT = "run with --recompute to discard them, or keep the tier's settings"
-
-
-def teacher_store(tier: str, out_dir: str) -> RecordStore:
+def teacher_store(tier: str, out_dir: str, recompute: bool = False) -> RecordStore:
     """The tier's records file (``teacher-TIER.jsonl``), keyed by (method, replicate), of
     one configuration: the tier's settings (less the replicate count, which only says how
     many there are), the schema and the versions."""
     settings = {k: v for k, v in TIERS[tier].items() if k != "replicates"}
-    fields = {"tier": tier, **settings, "schema": SCHEMA, "versions": versions()}
-    path = os.path.join(out_dir, f"teacher-{tier}.jsonl")
-    return RecordStore(path, SCHEMA, lambda r: (r["method"], r["replicate"]), _REQUIRED, fields)
+    key = lambda r: (r["method"], r["replicate"])  # noqa: E731
+    required = ("method", "replicate", "rmse", "elbo")
+    return tier_store(out_dir, "teacher", tier, settings, SCHEMA, key, required, recompute)
 
 
 def run_teacher(tier: str, out_dir: str, recompute: bool = False, log=print) -> list[dict]:
     """Train what the tier needs and is not yet recorded; return all its records."""
     cfg = TIERS[tier]
-    os.makedirs(out_dir, exist_ok=True)
-    store = teacher_store(tier, out_dir)
-    if recompute and os.path.exists(store.path):
-        os.remove(store.path)
+    store = teacher_store(tier, out_dir, recompute)
     teacher = TeacherNetwork(seed=0)
     t0 = time.perf_counter()
-    with store.writing(_RECOMPUTE_HINT) as st:
+    with store.writing() as st:
         for method in METHODS:
             for b in range(0, cfg["replicates"], cfg["replicate_block"]):
                 reps = list(range(b, min(b + cfg["replicate_block"], cfg["replicates"])))
