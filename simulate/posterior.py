@@ -109,19 +109,29 @@ class Posterior:
         """``[draws, E]``: squared Hellinger distance ``d^2(P_theta_t, P_0)`` of each posterior
         draw, averaged over the sample X of inputs (``theory.hellinger_sq_pointwise``).
         A model whose draw is not finite everywhere (a diverged model) gets NaN there."""
+        return self.test_metrics(f0, X, draws)[0]
+
+    def test_metrics(self, f0, X, draws: int = 30) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`hellinger_draws` ``[draws, E]`` and :meth:`l2sq_mean` ``[E]`` from one pass
+        of the ``draws`` networks over X (the two are the same draws' outputs: computing them
+        apart ran every forward pass twice, a third of a full-tier job's evaluation)."""
         x = self._x(X)
         truth = np.asarray(f0(np.asarray(X)), dtype=float).reshape(1, -1)
         out = np.full((draws, self.E), np.nan)
+        outs = []
         with torch.no_grad():
             for t in range(draws):
-                diff = self.layout.forward(self.draw(t), x)[:, 0, :].cpu().numpy() - truth
+                f = self.layout.forward(self.draw(t), x)
+                outs.append(f)
+                diff = f[:, 0, :].cpu().numpy() - truth
                 ok = np.isfinite(diff).all(-1)
                 if ok.all():  # the usual case: no copy of the [E, m] differences
                     out[t] = np.asarray(hellinger_sq_pointwise(diff, self.hyper.sigma)).mean(-1)
                 elif ok.any():
                     d2 = hellinger_sq_pointwise(diff[ok], self.hyper.sigma)
                     out[t, ok] = np.asarray(d2, dtype=float).mean(-1)
-        return out
+            fhat = torch.stack(outs)[:, :, 0, :].mean(0).cpu().numpy()
+        return out, ((fhat - truth) ** 2).mean(-1)
 
     def hellinger_sq(self, f0, X, draws: int = 30) -> np.ndarray:
         """VB-posterior mean of the squared Hellinger distance (left side of Theorem 4.1),

@@ -157,13 +157,12 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0, Xt, cols) -> float:
         batch.y,
         [i for i, _ in order],
         depth=cfg.depth,
-        rule=cfg.stop_rule,
+        rule=cfg.stop_rule_at(batch.X.shape[1]),
         compile=cfg.compile,
     )
     train_s = time.perf_counter() - t0
     tr, post, conv = trained.trainer, trained.posterior, trained.convergence
-    d2_draws = post.hellinger_draws(f0, Xt, cfg.draws)  # [T, models]
-    l2 = post.l2sq_mean(f0, Xt, cfg.draws)
+    d2_draws, l2 = post.test_metrics(f0, Xt, cfg.draws)  # [T, models], [models]
     el = post.elbo(batch.X, batch.y, [i for i, _ in order], draws=cfg.elbo_draws)
     st = tr.state
     per_model = {
@@ -202,12 +201,13 @@ def _per_width(cols: dict, i: int) -> dict:
     }
 
 
-def _record_config(cfg: SweepConfig, hyper: Hyper, W) -> dict:
+def _record_config(cfg: SweepConfig, hyper: Hyper, W, n: int) -> dict:
     """A record's ``config``: the settings its cell was trained with."""
     return {
         "widths": W,
         "depth": cfg.depth,
-        "stop_rule": cfg.stop_rule.to_dict(),
+        "stop_rule": cfg.stop_rule_at(n).to_dict(),
+        "max_epochs": cfg.max_epochs,
         "batch_size": hyper.batch_size,
         "lr": cfg.lr,
         "sigma": cfg.sigma,
@@ -278,7 +278,7 @@ def run_job(job: Job) -> list[dict]:
                 "failed": sel["failed"],
                 "cell": {"truth": job.truth.key, "n": job.n, "replicate": r},
                 "truth": {**asdict(job.truth), **f0_describe(f0)},
-                "config": _record_config(cfg, hyper, W),
+                "config": _record_config(cfg, hyper, W, job.n),
                 "seeds": {"data": data_seeds[i], "models": model_seeds[sl], "test": test_seed},
                 **{k: sel[k] for k in ("selected_width", "selected_at_top", "metrics")},
                 "per_width": {**pw, "penalized_elbo": sel["penalized_elbo"]},
@@ -440,6 +440,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--replicates", type=int)
     ap.add_argument("--widths", type=int, nargs="+")
     ap.add_argument("--max-steps", type=int, help="step cap of every candidate (stop rule)")
+    ap.add_argument(
+        "--max-epochs",
+        type=float,
+        help="grow the cap with n: max(max_steps, ceil(max_epochs * n / batch_size))",
+    )
     ap.add_argument("--stop-tol", type=float, help="relative-improvement tolerance (stop rule)")
     ap.add_argument("--batch-size", type=int)
     ap.add_argument("--lambda-s", type=float, help="fixed lambda_s (default: a L log n)")
@@ -475,6 +480,7 @@ def config_from_args(truths, args) -> SweepConfig:
         ("replicates", "replicates"),
         ("widths", "widths"),
         ("max_steps", "max_steps"),
+        ("max_epochs", "max_epochs"),
         ("stop_tol", "stop_tol"),
         ("batch_size", "batch_size"),
         ("lambda_s", "lambda_s"),

@@ -63,11 +63,16 @@ RATES = {
             TruthSpec("teacher", p=200),
         ],
         "sweep": {
-            "ns": [500, 1000, 2000, 4000, 8000, 16000, 32000],
+            # four sizes over a 64x range: seven (500 .. 32000, doubling) took ~93 min with
+            # a fixed cap; the cap now grows with n, so the largest n costs twice as much
+            "ns": [500, 2000, 8000, 32000],
             "replicates": 4,
             "width_scale": 0.5,  # candidates 2..16 at n = 500 up to 2..64 at n = 8000..32000
             "width_max": 64,
             "batch_size": 128,
+            # cap max(20,000, 160 epochs): 40,000 steps at n = 32,000 (a fixed 20,000 was
+            # 80 epochs there, and doubling it moved d^2 by more than its SE)
+            "max_epochs": 160,
             "compile": True,  # ~3x fewer seconds per step; see the README's cost table
             "replicate_block": 4,
         },

@@ -8,8 +8,10 @@ import torch
 
 from simulate.classical import bin_grid, degree_for, fit_piecewise, oracle_piecewise
 from simulate.core import Batch, Hyper, Layout, Trainer
+from simulate.spec import SweepConfig, fingerprint_fields
 from simulate.stopping import Convergence, StopRule
 from simulate.sweep import TruthSpec, candidate_widths
+from verify.analysis import control_config
 from verify.rates import analyse, budget_control, exit_status
 from verify.slopes import (
     ATTAIN_TOL,
@@ -89,9 +91,6 @@ def test_a_pruning_model_does_not_stop():
 
 
 def test_sweep_config_carries_the_whole_rule_and_the_control_doubles_it():
-    from simulate.sweep import SweepConfig
-    from verify.rates import control_config
-
     cfg = SweepConfig(
         truths=[TruthSpec("holder", p=1, alpha=0.5)],
         ns=[100, 200, 400],
@@ -105,6 +104,28 @@ def test_sweep_config_carries_the_whole_rule_and_the_control_doubles_it():
     ctl = control_config(cfg, replicates=2)
     assert ctl.stop_rule == cfg.stop_rule.doubled() == StopRule(600, 50, 0.01, 3, 2.0)
     assert ctl.ns == [100, 400] and ctl.replicates == 2
+
+
+def test_step_cap_grows_with_n_when_max_epochs_is_set():
+    base = dict(truths=[TruthSpec("holder", p=1, alpha=0.5)], ns=[500, 32000], batch_size=128)
+    fixed = SweepConfig(**base, max_steps=20_000)
+    assert fixed.steps_cap(500) == fixed.steps_cap(32000) == 20_000
+    grown = SweepConfig(**base, max_steps=20_000, max_epochs=160)
+    grown.validate()
+    # max(floor, ceil(epochs * n / batch)): 625 steps at n = 500, 40,000 at n = 32,000
+    assert grown.steps_cap(500) == 20_000 and grown.steps_cap(32000) == 40_000
+    assert grown.steps_cap(32001) == 40_002  # ceil(160 * 32001 / 128) = 40001.25 -> 40002
+    assert grown.stop_rule_at(32000).max_steps == 40_000 and grown.stop_rule.max_steps == 20_000
+    ctl = control_config(grown, replicates=2)  # twice the cap at every n
+    assert (ctl.steps_cap(500), ctl.steps_cap(32000)) == (40_000, 80_000)
+    assert ctl.steps_cap(32001) == 80_003  # ceil(320 * 32001 / 128) = ceil(80002.5)
+    assert control_config(fixed, 2).max_epochs is None
+    for bad in (0, -1.0, float("nan"), True, "160"):
+        with pytest.raises(ValueError, match="max_epochs"):
+            SweepConfig(**base, max_epochs=bad).validate()
+    # unset, it leaves the fingerprint of records written before the field existed alone
+    assert "max_epochs" not in fingerprint_fields(fixed)
+    assert fingerprint_fields(grown)["max_epochs"] == 160
 
 
 def test_stop_rule_validation_and_doubling():

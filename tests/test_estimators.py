@@ -108,6 +108,8 @@ def test_posterior_summaries(teacher_data, svi_fit):
     fhat = post.predict_mean(X, 30)[0].numpy()
     assert l2[0] == pytest.approx(np.mean((fhat - t(X)) ** 2), rel=1e-12)
     assert l2[0] < 0.1  # the fit of the previous test: posterior mean close to f0
+    d2_draws, l2_one_pass = post.test_metrics(t, X)  # the sweep's one pass: the same numbers
+    assert np.array_equal(d2_draws.mean(0), d2) and np.array_equal(l2_one_pass, l2)
     # negative control: against a truth shifted by 3 sigma the distance is large
     assert post.hellinger_sq(lambda Z: t(Z) + 3.0, X)[0] > 0.5
     e = post.edges()

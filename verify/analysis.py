@@ -310,13 +310,15 @@ def reselect(records: list[dict], lam: float) -> list[dict]:
 
 def control_config(cfg: SweepConfig, replicates: int) -> SweepConfig:
     """The budget-doubling control's sweep: the smallest and largest n, the first
-    ``replicates`` replicates, twice the step cap, half the tolerance; same seeds."""
+    ``replicates`` replicates, twice the step cap (``max_steps`` and ``max_epochs`` both
+    doubled, so the cap doubles at every n), half the tolerance; same seeds."""
     rule = cfg.stop_rule.doubled()
     return dataclasses.replace(
         cfg,
         ns=[min(cfg.ns), max(cfg.ns)],
         replicates=min(replicates, cfg.replicates),
         max_steps=rule.max_steps,
+        max_epochs=None if cfg.max_epochs is None else 2 * cfg.max_epochs,
         stop_tol=rule.tol,
         stop_kl_abs=rule.kl_abs,
     )
