@@ -146,8 +146,8 @@ def test_training_step_matches_autograd_reference(kw):
     L1, L2, L3 = ref.loss_terms(var, xb, yb, 0)
     (g,) = torch.autograd.grad((L1 + L2 + L3).sum(), var)
     terms = tr.step()
-    for k, ref_k in zip(("L1", "L2", "L3"), (L1, L2, L3), strict=True):
-        np.testing.assert_allclose(terms[k].numpy(), ref_k.detach().numpy(), rtol=1e-12)
+    for got, ref_k in zip(terms, (L1, L2, L3), strict=True):  # ELBOTerms: L1, L2, L3
+        np.testing.assert_allclose(got.numpy(), ref_k.detach().numpy(), rtol=1e-12)
     grad = tr.state.m / (1 - h.betas[0])
     np.testing.assert_allclose(grad.numpy(), g.numpy(), rtol=1e-9, atol=1e-10)
     assert (grad[:, tr.mask == 0] == 0).all()  # padding gets no gradient
@@ -364,7 +364,7 @@ def test_non_finite_loss_stops_that_model_only():
     tr.state.var[1, 1, 0] = float("nan")  # corrupt model 1's first slab scale
     frozen = tr.state.var[:, 1].clone()
     terms = tr.step()
-    assert not torch.isfinite(terms["total"][1]) and torch.isfinite(terms["total"][0])
+    assert not torch.isfinite(terms.total[1]) and torch.isfinite(terms.total[0])
     assert tr.state.failed.tolist() == [False, True]
     assert tr.state.failed_step.tolist() == [-1, 1]
     before0 = tr.state.var[:, 0].clone()
