@@ -45,6 +45,7 @@ __all__ = [
     "adam_factors",
     "choose_path",
     "chunk_bounds",
+    "draw_words",
 ]
 
 # Every trainer compiles the same functions; past dynamo's default of 8 graphs per function
@@ -66,6 +67,19 @@ def adam_factors(hyper, t: int, dtype, device):
     return (
         torch.tensor(hyper.lr / (1 - b1**t), dtype=dtype, device=device),
         torch.tensor(1 / (1 - b2**t), dtype=dtype, device=device),
+    )
+
+
+def draw_words(tr) -> tuple:
+    """The trainer's current step's draw words for :func:`draw_step_inputs` (``[K, 2]`` for
+    the K draws, ``[2]`` for the iid minibatch) and the permutation indices (None for iid
+    minibatches)."""
+    st, K, dev = tr.state, tr.hyper.mc_samples, tr.device
+    words = [rng.offset_words(st.step * K + k) for k in range(K)]
+    return (
+        torch.tensor(words, dtype=torch.int32, device=dev),
+        torch.tensor(rng.offset_words(st.step), dtype=torch.int32, device=dev),
+        None if tr.hyper.sampling == "iid" else tr.minibatch_index(st),
     )
 
 
@@ -115,23 +129,11 @@ class CompiledHandWrittenStep:
         )
         self._draw = torch.compile(partial(draw_step_inputs, n=tr.n, dtype=tr.dtype), dynamic=False)
 
-    @staticmethod
-    def _words(tr) -> tuple:
-        """This step's draw words (``[K, 2]`` for the K draws, ``[2]`` for the iid minibatch)
-        and the permutation indices (None for iid minibatches)."""
-        st, K, dev = tr.state, tr.hyper.mc_samples, tr.device
-        words = [rng.offset_words(st.step * K + k) for k in range(K)]
-        return (
-            torch.tensor(words, dtype=torch.int32, device=dev),
-            torch.tensor(rng.offset_words(st.step), dtype=torch.int32, device=dev),
-            None if tr.hyper.sampling == "iid" else tr.minibatch_index(st),
-        )
-
     def __call__(self, tr) -> ELBOTerms:
         st, h = tr.state, tr.hyper
         step_size, corr2 = adam_factors(h, st.step + 1, tr.dtype, st.var.device)
         held = st.failed | st.frozen
-        words, iid_words, idx = self._words(tr)
+        words, iid_words, idx = draw_words(tr)
         bounds = chunk_bounds(tr.layout.E, self.chunk)
         parts = []
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
