@@ -49,6 +49,79 @@ def _sweep_records(tier: str, path: str | None, recompute: bool):
     return run_sweep(cfg, path), path
 
 
+def _teacher(args, names) -> None:
+    """Table 1 and Figure 1(b) from the teacher records (trained if missing)."""
+    from .teacher import TIERS, figure_1b, run_teacher, table1
+
+    t0 = time.perf_counter()
+    recs = run_teacher(args.tier, args.out, args.recompute)
+    cfg = TIERS[args.tier]
+    print(
+        f"teacher records: {len(recs)} ({cfg['replicates']} replications x "
+        f"{cfg['epochs']} epochs), {time.perf_counter() - t0:.0f} s"
+    )
+    if "table1" in names:
+        print(table1(recs, args.out, args.tier)["text"])
+    if "fig1b" in names:
+        res = figure_1b(recs, args.out, args.tier)
+        for lam, f in res["frequencies"].items():
+            print(f"fig1b lambda = {lam}: selected-width counts {f}")
+
+
+def _rates(args, names) -> None:
+    """The rate plots and the trade-off figure from the sweep records."""
+    t0 = time.perf_counter()
+    srecs, spath = _sweep_records(args.tier, args.records, args.recompute)
+    print(f"sweep records: {spath} ({len(srecs)}), {time.perf_counter() - t0:.0f} s")
+    if "rates" in names:
+        from .rates import rate_figure
+
+        res = rate_figure(srecs, args.out, args.tier)
+        for r in res["results"]:
+            print(
+                f"rates {r['truth']} {r['metric']}: slope {r['slope']:.3f} "
+                f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}], predicted "
+                f"{r['predicted']:.3f}, {r['verdict']}; {r['finding']}"
+            )
+    if "tradeoff" in names:
+        from .tradeoff import tradeoff_figure
+
+        res = tradeoff_figure(srecs, args.out, args.tier)
+        print(
+            f"tradeoff: theory's best width {res['theory_argmin_width']:.0f}; measured"
+            " d^2 per width: "
+            + "; ".join(
+                f"n={n} {res['widths'][n]}: {[round(x, 4) for x in v]}"
+                for n, v in res["measured"].items()
+            )
+        )
+
+
+def _uci(args) -> None:
+    from .realdata import run_uci, uci_table
+
+    t0 = time.perf_counter()
+    recs = run_uci(args.tier, args.out, args.recompute)
+    print(uci_table(recs, args.out, args.tier)["text"])
+    print(f"uci: {time.perf_counter() - t0:.0f} s")
+
+
+def _mnist1d(args) -> None:
+    from .realdata import mnist_figure, run_mnist1d
+
+    rec = run_mnist1d(args.tier, args.out, args.recompute)
+    mnist_figure(rec, args.out, args.tier)
+    k = rec["widths"].index(rec["selected_width"])
+    last = rec["curves"]
+    print(
+        f"mnist1d: widths {rec['widths']}, selected {rec['selected_width']}, "
+        f"final test accuracy ASVI {last['spike_slab']['accuracy'][-1][k]:.3f}, "
+        f"Dense-BNN {last['dense']['accuracy'][-1][k]:.3f}, edges kept "
+        f"{100 * rec['sparsity'][k]:.1f}% ({rec['edges'][k]:.0f} of {rec['H'][k]:.0f}),"
+        f" training {rec['wall_s']:.0f} s"
+    )
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m figures",
@@ -78,69 +151,13 @@ def main(argv=None) -> int:
     tune_malloc()
     try:
         if {"table1", "fig1b"} & set(names):
-            from .teacher import TIERS, figure_1b, run_teacher, table1
-
-            t0 = time.perf_counter()
-            recs = run_teacher(args.tier, args.out, args.recompute)
-            cfg = TIERS[args.tier]
-            print(
-                f"teacher records: {len(recs)} ({cfg['replicates']} replications x "
-                f"{cfg['epochs']} epochs), {time.perf_counter() - t0:.0f} s"
-            )
-            if "table1" in names:
-                print(table1(recs, args.out, args.tier)["text"])
-            if "fig1b" in names:
-                res = figure_1b(recs, args.out, args.tier)
-                for lam, f in res["frequencies"].items():
-                    print(f"fig1b lambda = {lam}: selected-width counts {f}")
+            _teacher(args, names)
         if {"rates", "tradeoff"} & set(names):
-            t0 = time.perf_counter()
-            srecs, spath = _sweep_records(args.tier, args.records, args.recompute)
-            print(f"sweep records: {spath} ({len(srecs)}), {time.perf_counter() - t0:.0f} s")
-            if "rates" in names:
-                from .rates import rate_figure
-
-                res = rate_figure(srecs, args.out, args.tier)
-                for r in res["results"]:
-                    print(
-                        f"rates {r['truth']} {r['metric']}: slope {r['slope']:.3f} "
-                        f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}], predicted "
-                        f"{r['predicted']:.3f}, {r['verdict']}; {r['finding']}"
-                    )
-            if "tradeoff" in names:
-                from .tradeoff import tradeoff_figure
-
-                res = tradeoff_figure(srecs, args.out, args.tier)
-                print(
-                    f"tradeoff: theory's best width {res['theory_argmin_width']:.0f}; measured"
-                    " d^2 per width: "
-                    + "; ".join(
-                        f"n={n} {res['widths'][n]}: {[round(x, 4) for x in v]}"
-                        for n, v in res["measured"].items()
-                    )
-                )
+            _rates(args, names)
         if "uci" in names:
-            from .realdata import run_uci, uci_table
-
-            t0 = time.perf_counter()
-            recs = run_uci(args.tier, args.out, args.recompute)
-            print(uci_table(recs, args.out, args.tier)["text"])
-            print(f"uci: {time.perf_counter() - t0:.0f} s")
+            _uci(args)
         if "mnist1d" in names:
-            from .realdata import mnist_figure, run_mnist1d
-
-            t0 = time.perf_counter()
-            rec = run_mnist1d(args.tier, args.out, args.recompute)
-            mnist_figure(rec, args.out, args.tier)
-            k = rec["widths"].index(rec["selected_width"])
-            last = rec["curves"]
-            print(
-                f"mnist1d: widths {rec['widths']}, selected {rec['selected_width']}, "
-                f"final test accuracy ASVI {last['spike_slab']['accuracy'][-1][k]:.3f}, "
-                f"Dense-BNN {last['dense']['accuracy'][-1][k]:.3f}, edges kept "
-                f"{100 * rec['sparsity'][k]:.1f}% ({rec['edges'][k]:.0f} of {rec['H'][k]:.0f}),"
-                f" training {rec['wall_s']:.0f} s"
-            )
+            _mnist1d(args)
     except (RecordsError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

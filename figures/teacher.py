@@ -68,7 +68,23 @@ def table1(recs, out_dir: str, tier: str) -> dict:
     asvi = {"rmse": a_rmse, "edges": a_edges, "widths": [s[0] for s in sel]}
     reps = stats["SVI"][2]
     epochs = recs[0]["epochs"]
-    # text
+    text = _table1_text(rows, a_rmse, a_edges, asvi["widths"], tier, reps, epochs)
+    asvi_row = {
+        "width": "ASVI",
+        "SVI rmse": a_rmse[0],
+        "SVI rmse se": a_rmse[1],
+        "SVI edges": a_edges[0],
+        "SVI edges se": a_edges[1],
+        "SVI rmse paper": TABLE1_ASVI["rmse"][0],
+        "SVI edges paper": TABLE1_ASVI["edges"][0],
+    }
+    tex = _table1_tex(rows, a_rmse, a_edges)
+    write_table(out_dir, f"table1-{tier}", text, [*rows, asvi_row], tex)
+    return {"rows": rows, "asvi": asvi, "text": text, "replicates": reps, "epochs": epochs}
+
+
+def _table1_text(rows, a_rmse, a_edges, selected, tier, reps, epochs) -> str:
+    """Table 1 as plain text: ours +- SE with the paper's value in brackets."""
     head = (
         f"{'width':>5s} "
         + " ".join(f"{m + ' RMSE':>22s}" for m in METHODS)
@@ -94,18 +110,13 @@ def table1(recs, out_dir: str, tier: str) -> dict:
         f"ASVI  RMSE {a_rmse[0]:.3f}+-{a_rmse[1]:.3f} (paper {TABLE1_ASVI['rmse'][0]}"
         f"+-{TABLE1_ASVI['rmse'][1]}), edges {a_edges[0]:.1f}+-{a_edges[1]:.1f} "
         f"(paper {TABLE1_ASVI['edges'][0]}+-{TABLE1_ASVI['edges'][1]}); "
-        f"selected widths {asvi['widths']}"
+        f"selected widths {selected}"
     )
-    text = "\n".join(lines)
-    asvi_row = {
-        "width": "ASVI",
-        "SVI rmse": a_rmse[0],
-        "SVI rmse se": a_rmse[1],
-        "SVI edges": a_edges[0],
-        "SVI edges se": a_edges[1],
-        "SVI rmse paper": TABLE1_ASVI["rmse"][0],
-        "SVI edges paper": TABLE1_ASVI["edges"][0],
-    }
+    return "\n".join(lines)
+
+
+def _table1_tex(rows, a_rmse, a_edges) -> list[str]:
+    """Table 1 as a LaTeX tabular (lines)."""
     tex = [
         r"\begin{tabular}{l" + "c" * 6 + "}",
         r"\toprule",
@@ -136,8 +147,7 @@ def table1(recs, out_dir: str, tier: str) -> dict:
         r"\bottomrule",
         r"\end{tabular}",
     ]
-    write_table(out_dir, f"table1-{tier}", text, [*rows, asvi_row], tex)
-    return {"rows": rows, "asvi": asvi, "text": text, "replicates": reps, "epochs": epochs}
+    return tex
 
 
 def figure_1b(recs, out_dir: str, tier: str, lams=(1, 3, 10, 30)) -> dict:

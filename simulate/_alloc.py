@@ -1,11 +1,11 @@
 """glibc allocator settings for the training loop (opt-in, process-wide).
 
 glibc serves every block above its mmap threshold (up to 32 MB, adapting) with a fresh
-mmap, so a large activation tensor re-faults its pages at every step (measured in
-prototypes here: a ReLU over 200 MB went from 2.5 ms to 19 ms).  ``tune_malloc()`` sets
-``M_MMAP_MAX = 0`` (never mmap) and a 1 GB trim threshold through ``mallopt``, so freed
-blocks stay in the heap and are reused.  Command-line entry points call it; library code
-does not, since it changes the whole process.  It is a no-op where glibc is absent.
+mmap, so a large activation tensor re-faults its pages at every step (BENCHMARKS.md).
+``tune_malloc()`` sets ``M_MMAP_MAX = 0`` (never mmap) and a 1 GB trim threshold through
+``mallopt``, so freed blocks stay in the heap and are reused.  Command-line entry points
+call it; library code does not, since it changes the whole process.  It is a no-op where
+glibc is absent.
 """
 
 from __future__ import annotations

@@ -26,7 +26,9 @@ import numpy as np
 import torch
 
 from ._alloc import tune_malloc
-from .core import Batch, Hyper, Layout, Trainer
+from .core import Batch, Hyper, Trainer
+from .paths import AutogradStep, CompiledHandWrittenStep, HandWrittenStep
+from .recipe import build_trainer
 from .records import check_output_file
 from .reference import ReferenceASVI
 
@@ -56,10 +58,14 @@ def _batched(
     data: Batch, E: int, p, depth, width, batch_size, device, compile, chunk=None
 ) -> Trainer:
     """One batched trainer of the E bench models (seeds 0..E-1, all on ``data``)."""
-    batch = Batch(data.X, data.y, torch.zeros(E, dtype=torch.int64))
-    hyper = Hyper(batch_size=batch_size)
-    lay = Layout(p, depth, [width] * E)
-    return Trainer(lay, hyper, list(range(E)), batch, device=device, compile=compile, chunk=chunk)
+    return _trainer(data, [width] * E, list(range(E)), depth, batch_size, device, compile, chunk)
+
+
+def _trainer(data: Batch, widths, seeds, depth, batch_size, device, compile, chunk=None):
+    return build_trainer(
+        Hyper(batch_size=batch_size), widths, seeds, data.X, data.y, [0] * len(widths),
+        depth=depth, compile=compile, chunk=chunk, device=device,
+    )  # fmt: skip
 
 
 def _sync(device) -> None:
@@ -101,13 +107,12 @@ def run(
     rate does not depend on E."""
     data = _data(n, p)
     hyper = Hyper(batch_size=batch_size)
-    one = Batch(data.X, data.y, torch.zeros(1, dtype=torch.int64))
     out = {}
     for E in Es:
         batched = _batched(data, E, p, depth, width, batch_size, device, compile)
         timed_loop = loop_max is None or E <= loop_max
         loop = [
-            Trainer(Layout(p, depth, [width]), hyper, [e], one, device=device, compile=compile)
+            _trainer(data, [width], [e], depth, batch_size, device, compile)
             for e in range(E if timed_loop else 0)
         ]
         textbook = [
@@ -153,9 +158,9 @@ def compare_paths(
     device="cpu",
     log=print,
 ) -> dict:
-    """Time the step's code paths on the same E models in one process, interleaved:
-    autograd through the sampler (``Trainer._step_autograd``, the baselines' path), the
-    hand-written step (``_step_fused``, the default family's), and with ``compile`` the
+    """Time the step paths (``simulate.paths``) on the same E models in one process,
+    interleaved: autograd through the sampler (``AutogradStep``, the baselines' path), the
+    hand-written step (``HandWrittenStep``, the default family's), and with ``compile`` the
     hand-written step compiled, both as one call for all E models (``fused_compiled``, the
     default) and in calls of 25 models (``fused_compiled_chunks_of_25``; see ``Trainer``'s
     ``chunk``).
@@ -163,13 +168,15 @@ def compare_paths(
     (``"<path>/autograd"``)."""
     data = _data(n, p)
 
-    def trainer(c, chunk=None):
-        return _batched(data, E, p, depth, width, batch_size, device, c, chunk)
+    def run(path_cls, **kw):  # each path on its own trainer of the same models
+        tr = _batched(data, E, p, depth, width, batch_size, device, False)
+        path = path_cls(tr, **kw)
+        return lambda: path(tr)
 
-    paths = {"autograd": trainer(False)._step_autograd, "fused": trainer(False)._step_fused}
+    paths = {"autograd": run(AutogradStep), "fused": run(HandWrittenStep)}
     if compile:
-        paths["fused_compiled"] = trainer(True)._step_fused
-        paths["fused_compiled_chunks_of_25"] = trainer(True, chunk=25)._step_fused
+        paths["fused_compiled"] = run(CompiledHandWrittenStep)
+        paths["fused_compiled_chunks_of_25"] = run(CompiledHandWrittenStep, chunk=25)
     for f in paths.values():
         for _ in range(3):
             f()
@@ -184,7 +191,7 @@ def compare_paths(
     return out
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m simulate.bench", description=__doc__)
     ap.add_argument("--json", metavar="PATH", help="write the results as JSON")
     ap.add_argument("--E", type=int, nargs="+", default=[1, 10, 100])
@@ -205,24 +212,33 @@ def main(argv=None) -> int:
         help="instead: time the step's autograd, hand-written (and with --compile, compiled) "
         "paths at the largest E, interleaved",
     )
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _check(args) -> None:
+    """ValueError on bad flags, before anything runs."""
+    if any(e < 1 for e in args.E) or args.steps < 1 or args.repeats < 1:
+        raise ValueError("E, steps and repeats must be >= 1")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    if args.loop_max is not None and args.loop_max < 0:
+        raise ValueError(f"--loop-max must be >= 0, got {args.loop_max}")
     try:
-        if any(e < 1 for e in args.E) or args.steps < 1 or args.repeats < 1:
-            raise ValueError("E, steps and repeats must be >= 1")
-        if args.threads is not None and args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
-        if args.loop_max is not None and args.loop_max < 0:
-            raise ValueError(f"--loop-max must be >= 0, got {args.loop_max}")
-        try:
-            kind = torch.device(args.device).type
-        except RuntimeError:
-            raise ValueError(f"--device must be cpu or cuda[:i], got {args.device!r}") from None
-        if kind not in ("cpu", "cuda"):
-            raise ValueError(f"--device must be cpu or cuda[:i], got {args.device!r}")
-        if kind == "cuda" and not torch.cuda.is_available():
-            raise ValueError("--device cuda asked for but torch.cuda.is_available() is False")
-        if args.json:
-            check_output_file(args.json, "--json")
+        kind = torch.device(args.device).type
+    except RuntimeError:
+        raise ValueError(f"--device must be cpu or cuda[:i], got {args.device!r}") from None
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"--device must be cpu or cuda[:i], got {args.device!r}")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda asked for but torch.cuda.is_available() is False")
+    if args.json:
+        check_output_file(args.json, "--json")
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        _check(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -8,7 +8,8 @@ computes the three loss terms per model, back-propagates once (by hand: no autog
 for the default family, see :func:`spike_slab_step`) and applies one Adam update;
 models never interact, so model e behaves exactly as if trained alone (tested).
 
-Variational family (eq. (vbpost)): ``q(theta_i) = nu_i M(theta_i) + (1 - nu_i) delta_0``.
+Variational family (eq. (vbpost)): ``q(theta_i) = nu_i M(theta_i) + (1 - nu_i) delta_0``;
+each slab ``M`` is one class of ``simulate.slabs``.
 
 * Gaussian slab (default): ``M = N(mu, sigma^2)``, ``sigma = softplus(rho)``
   (the paper's ``sigma' = log(exp(sigma) - 1)``), prior slab ``N(0, sigma_0^2)``.
@@ -54,6 +55,7 @@ from __future__ import annotations
 from .hyper import Hyper
 from .layout import Layout, mlp_nll_and_grad, neg_log_lik, nll_grad
 from .objective import (
+    ELBOTerms,
     data_rows,
     draw_network,
     draw_step_inputs,
@@ -68,6 +70,7 @@ from .objective import (
     slab_noise_from_uniform,
     slab_params,
 )
+from .paths import AutogradStep, CompiledHandWrittenStep, HandWrittenStep, choose_path
 from .state import (
     TERM_NAMES,
     Batch,
@@ -111,6 +114,11 @@ __all__ = [
     "slab_params",
     "adam_update",
     "spike_slab_step",
+    "ELBOTerms",
+    "AutogradStep",
+    "CompiledHandWrittenStep",
+    "HandWrittenStep",
+    "choose_path",
     "Trainer",
     "chunk_bounds",
 ]

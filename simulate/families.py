@@ -19,7 +19,10 @@
 
 Both are trained by the batched core (``simulate.core.Trainer`` with
 ``Hyper(family=...)``); posterior draws, predictions and summaries work unchanged.  Their
-edge count is every edge (no indicators).
+edge count is every edge (no indicators).  Each family is one class (:class:`Dense`,
+:class:`Horseshoe`; the spike-and-slab one is ``simulate.objective.SpikeSlab``) with the
+same few members: ``draw``, ``kl_terms`` and the flags ``indicators``, ``node_scales``,
+``hand_written_step``; ``simulate.objective.family_of`` picks one by name.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["FAMILIES", "sample_dense_or_hs", "kl_dense_or_hs"]
+__all__ = ["FAMILIES", "Dense", "Horseshoe"]
 
 FAMILIES = ("spike_slab", "dense", "horseshoe")
 
@@ -37,20 +40,10 @@ _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(20)  # probabilists' Hermite
 _GH_W = _GH_W / math.sqrt(2 * math.pi)
 
 
-def sample_dense_or_hs(var, hyper, layout, mask, eps, offset, node_index):
-    """One network per model ``[E, P_net]`` from the Gaussian (and log-normal) family."""
+def _gaussian_draw(var, eps, offset):
+    """``mu + softplus(rho) z`` for every slot ``[E, P]`` (weights, biases, log-scales)."""
     z = eps.normal(offset, var.dtype)
-    draw = var[0] + torch.nn.functional.softplus(var[1]) * z  # [E, P]
-    Pn = layout.P_net
-    if hyper.family == "dense":
-        return draw[:, :Pn] * mask[:, :Pn]
-    slot_unit, unit_layer = node_index
-    log_scale = draw[:, Pn:]
-    tau = torch.exp(log_scale[:, : layout.units])
-    ups = torch.exp(log_scale[:, layout.units :])
-    unit_scale = tau * ups[:, unit_layer]
-    full = torch.cat([unit_scale, torch.ones_like(unit_scale[:, :1])], dim=1)
-    return draw[:, :Pn] * full[:, slot_unit] * mask[:, :Pn]
+    return var[0] + torch.nn.functional.softplus(var[1]) * z
 
 
 def _kl_normal(mu, sd, s0):
@@ -68,24 +61,64 @@ def _kl_lognormal_halfcauchy(m, s, b):
     return e_log_q - e_log_p
 
 
-def kl_dense_or_hs(var, hyper, layout, mask, node_index):
-    """L2 per model for the dense and horseshoe families (L3 is zero for both)."""
-    mu, sd = var[0], torch.nn.functional.softplus(var[1])
-    Pn = layout.P_net
-    if hyper.family == "dense":
-        return (_kl_normal(mu[:, :Pn], sd[:, :Pn], hyper.sigma_0) * mask[:, :Pn]).sum(-1)
-    slot_unit, _ = node_index
-    is_bias = (slot_unit == layout.units)[None, :]
-    kl_w = torch.where(
-        is_bias,
-        _kl_normal(mu[:, :Pn], sd[:, :Pn], hyper.sigma_0),
-        _kl_normal(mu[:, :Pn], sd[:, :Pn], 1.0),
-    )
-    U = layout.units
-    kl_tau = _kl_lognormal_halfcauchy(mu[:, Pn : Pn + U], sd[:, Pn : Pn + U], hyper.hs_b0)
-    kl_ups = _kl_lognormal_halfcauchy(mu[:, Pn + U :], sd[:, Pn + U :], hyper.hs_bg)
-    return (
-        (kl_w * mask[:, :Pn]).sum(-1)
-        + (kl_tau * mask[:, Pn : Pn + U]).sum(-1)
-        + (kl_ups * mask[:, Pn + U :]).sum(-1)
-    )
+class Dense:
+    """Dense-BNN: Gaussian mean-field on every weight and bias, prior ``N(0, sigma_0^2)``."""
+
+    name, indicators, node_scales, hand_written_step = "dense", False, False, False
+
+    @staticmethod
+    def draw(var, hyper, layout, mask, eps, gumbel, offset, hard_only=False, node_index=None):
+        """One network per model ``[E, P_net]``."""
+        Pn = layout.P_net
+        return _gaussian_draw(var, eps, offset)[:, :Pn] * mask[:, :Pn]
+
+    @staticmethod
+    def kl_terms(var, hyper, layout, mask, H, node_index=None):
+        """(L2, L3): the closed-form Gaussian KL; no indicators, so L3 = 0."""
+        mu, sd = var[0], torch.nn.functional.softplus(var[1])
+        Pn = layout.P_net
+        L2 = (_kl_normal(mu[:, :Pn], sd[:, :Pn], hyper.sigma_0) * mask[:, :Pn]).sum(-1)
+        return L2, torch.zeros_like(L2)
+
+
+class Horseshoe:
+    """HS-BNN: ``w = beta tau_lj upsilon_l`` with log-normal q on the scales (module
+    docstring); biases ``N(0, sigma_0^2)``, not shrunk."""
+
+    name, indicators, node_scales, hand_written_step = "horseshoe", False, True, False
+
+    @staticmethod
+    def draw(var, hyper, layout, mask, eps, gumbel, offset, hard_only=False, node_index=None):
+        """One network per model ``[E, P_net]``: each unit's weights times its scale."""
+        draw = _gaussian_draw(var, eps, offset)  # [E, P]
+        Pn = layout.P_net
+        slot_unit, unit_layer = node_index
+        log_scale = draw[:, Pn:]
+        tau = torch.exp(log_scale[:, : layout.units])
+        ups = torch.exp(log_scale[:, layout.units :])
+        unit_scale = tau * ups[:, unit_layer]
+        full = torch.cat([unit_scale, torch.ones_like(unit_scale[:, :1])], dim=1)
+        return draw[:, :Pn] * full[:, slot_unit] * mask[:, :Pn]
+
+    @staticmethod
+    def kl_terms(var, hyper, layout, mask, H, node_index=None):
+        """(L2, L3): Gaussian KLs of beta and the biases plus the scales' log-normal to
+        half-Cauchy KLs; L3 = 0."""
+        mu, sd = var[0], torch.nn.functional.softplus(var[1])
+        Pn = layout.P_net
+        slot_unit, _ = node_index
+        is_bias = (slot_unit == layout.units)[None, :]
+        kl_w = torch.where(
+            is_bias,
+            _kl_normal(mu[:, :Pn], sd[:, :Pn], hyper.sigma_0),
+            _kl_normal(mu[:, :Pn], sd[:, :Pn], 1.0),
+        )
+        U = layout.units
+        kl_tau = _kl_lognormal_halfcauchy(mu[:, Pn : Pn + U], sd[:, Pn : Pn + U], hyper.hs_b0)
+        kl_ups = _kl_lognormal_halfcauchy(mu[:, Pn + U :], sd[:, Pn + U :], hyper.hs_bg)
+        L2 = (
+            (kl_w * mask[:, :Pn]).sum(-1)
+            + (kl_tau * mask[:, Pn : Pn + U]).sum(-1)
+            + (kl_ups * mask[:, Pn + U :]).sum(-1)
+        )
+        return L2, torch.zeros_like(L2)

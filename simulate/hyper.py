@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 
 from .families import FAMILIES
+from .likelihoods import LIKELIHOODS
+from .slabs import SLABS
 
 
 @dataclass(frozen=True)
@@ -35,12 +37,12 @@ class Hyper:
     hs_bg: float = 1e-5  # horseshoe: layer-scale prior C+(0, bg)
 
     def validate(self) -> None:
-        if self.likelihood not in ("gaussian", "categorical"):
+        if self.likelihood not in LIKELIHOODS:
             raise ValueError(
-                f"likelihood must be 'gaussian' or 'categorical', got {self.likelihood!r}"
+                f"likelihood must be one of {tuple(LIKELIHOODS)}, got {self.likelihood!r}"
             )
-        if self.slab not in ("gaussian", "uniform"):
-            raise ValueError(f"slab must be 'gaussian' or 'uniform', got {self.slab!r}")
+        if self.slab not in SLABS:
+            raise ValueError(f"slab must be one of {tuple(SLABS)}, got {self.slab!r}")
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
         if self.sampling not in ("iid", "permutation"):

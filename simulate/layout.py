@@ -3,11 +3,10 @@ network's forward pass with its hand-written backward (:func:`mlp_nll_and_grad`)
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from .hyper import Hyper
+from .likelihoods import likelihood_of
 
 
 class Layout:
@@ -140,21 +139,14 @@ class Layout:
 
 
 def neg_log_lik(out: torch.Tensor, y: torch.Tensor, hyper: Hyper) -> torch.Tensor:
-    """-log p(y | f) elementwise ``[B, m]`` for outputs ``out [B, out_dim, m]``."""
-    if hyper.likelihood == "gaussian":
-        s2 = hyper.sigma**2
-        return 0.5 * math.log(2 * math.pi * s2) + (y - out[:, 0, :]) ** 2 / (2 * s2)
-    logp = torch.log_softmax(out, dim=1)
-    return -logp.gather(1, y.unsqueeze(1)).squeeze(1)
+    """-log p(y | f) elementwise ``[B, m]`` for outputs ``out [B, out_dim, m]``
+    (``simulate.likelihoods``)."""
+    return likelihood_of(hyper).nll(out, y, hyper)
 
 
 def nll_grad(out: torch.Tensor, y: torch.Tensor, hyper: Hyper) -> torch.Tensor:
     """d(-log p(y | f)) / d out, ``[B, out_dim, m]`` (hand-derived; tested against autograd)."""
-    if hyper.likelihood == "gaussian":
-        return (out - y.unsqueeze(1)) / hyper.sigma**2
-    g = torch.softmax(out, dim=1)
-    g.scatter_add_(1, y.unsqueeze(1), torch.full_like(g[:, :1], -1.0))
-    return g
+    return likelihood_of(hyper).nll_grad(out, y, hyper)
 
 
 def mlp_nll_and_grad(
@@ -197,13 +189,12 @@ def mlp_nll_and_grad(
     parts = []
     for l in range(layout.depth, -1, -1):
         _, i, o = layout.blocks[l]
-        # (h g^T)^T: the same product, 15-20% faster than g h^T in MKL's batched sgemm here
-        # (h g^T)^T: the same product, 15-20% faster than g h^T in MKL's batched sgemm here
+        # (h g^T)^T: the same product as g h^T, faster here (BENCHMARKS.md)
         parts.append(torch.bmm(ins[l], g.transpose(1, 2)).transpose(1, 2).reshape(B, -1))
         if l == 0:
             break
-        Wt = layout.weight(theta, l).transpose(1, 2).contiguous()  # small; a strided operand
-        gp = Wt * g if o == 1 else torch.bmm(Wt, g)  # makes bmm 3x slower (measured)
+        Wt = layout.weight(theta, l).transpose(1, 2).contiguous()  # small; contiguous for bmm
+        gp = Wt * g if o == 1 else torch.bmm(Wt, g)
         if functional:
             g = torch.where(pre[l - 1] > 0, gp, torch.zeros_like(gp))
         else:

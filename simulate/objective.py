@@ -4,25 +4,50 @@ the likelihood (L1), per model (eqs. (loss1)-(loss3); see ``simulate.core``)."""
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
 from . import rng
-from .families import kl_dense_or_hs, sample_dense_or_hs
+from .families import Dense, Horseshoe
 from .hyper import Hyper
 from .layout import Layout
+from .slabs import slab_of
 
 _LOG2 = math.log(2.0)
 
 
+class ELBOTerms(NamedTuple):
+    """The negative ELBO of every model as its three named terms (eq. (el), the objective
+    Algorithm 1 minimises), each ``[E]``: ``L1`` the (minibatch estimate of the) expected
+    negative log-likelihood (eq. (loss1)), ``L2`` the slabs' KL (eq. (loss2)), ``L3`` the
+    indicators' KL (eq. (loss3), as printed or exact).  Every step path returns them, the
+    autograd reference (``Trainer.loss_terms``) too."""
+
+    L1: torch.Tensor
+    L2: torch.Tensor
+    L3: torch.Tensor
+
+    @property
+    def kl(self) -> torch.Tensor:
+        """``L2 + L3``: the KL part (no minibatch noise; the stopping rule watches it)."""
+        return self.L2 + self.L3
+
+    @property
+    def total(self) -> torch.Tensor:
+        """``L1 + L2 + L3``: the negative ELBO."""
+        return self.L1 + self.L2 + self.L3
+
+    def as_dict(self) -> dict:
+        """``{"L1", "L2", "L3", "total"}``."""
+        return {"L1": self.L1, "L2": self.L2, "L3": self.L3, "total": self.total}
+
+
 def slab_params(var: torch.Tensor, hyper: Hyper):
-    """(location, scale, nu): Gaussian (mu, sigma, nu) or uniform (centre, half-width, nu)."""
-    nu = torch.sigmoid(var[2])
-    if hyper.slab == "gaussian":
-        return var[0], torch.nn.functional.softplus(var[1]), nu
-    c = hyper.B0 * torch.tanh(var[0])
-    h = (hyper.B0 - c.abs()) * torch.sigmoid(var[1])
-    return c, h, nu
+    """(location, scale, nu): Gaussian (mu, sigma, nu) or uniform (centre, half-width, nu)
+    (``simulate.slabs``)."""
+    loc, scale = slab_of(hyper).params(var, hyper)
+    return loc, scale, torch.sigmoid(var[2])
 
 
 def sample_theta(
@@ -49,9 +74,7 @@ def slab_noise(hyper: Hyper, eps: rng.Stream, offset, dtype) -> torch.Tensor:
 
 def slab_noise_from_uniform(hyper: Hyper, u: torch.Tensor) -> torch.Tensor:
     """:func:`slab_noise` from the stream's uniforms ``u``."""
-    if hyper.slab == "gaussian":
-        return rng.uniform_to_normal(u)
-    return 2 * u - 1
+    return slab_of(hyper).noise(u)
 
 
 def iid_index(u: torch.Tensor, n: int) -> torch.Tensor:
@@ -102,10 +125,7 @@ def draw_step_inputs(
 def kl_slab_edge(loc, scale, hyper: Hyper) -> torch.Tensor:
     """``KL(slab_i || prior slab)`` per edge: eq. (loss2)'s Gaussian term, or
     ``log(B0 / h)`` = KL(U(c-h, c+h) || U(-B0, B0)) for the uniform slab."""
-    if hyper.slab == "gaussian":
-        s0 = hyper.sigma_0
-        return math.log(s0) - torch.log(scale) + (scale**2 + loc**2) / (2 * s0**2) - 0.5
-    return math.log(hyper.B0) - torch.log(scale)
+    return slab_of(hyper).kl_edge(loc, scale, hyper)
 
 
 def l3_paper(S: torch.Tensor, H: torch.Tensor, lambda_s: float) -> torch.Tensor:
@@ -123,17 +143,14 @@ def draw_network(
     var, hyper: Hyper, layout: Layout, mask, eps, gumbel, offset, hard_only=False, node_index=None
 ):
     """One network per model, ``[E, P_net]``, from the model's variational family."""
-    if hyper.family == "spike_slab":
-        return sample_theta(var, hyper, mask, eps, gumbel, offset, hard_only)
-    return sample_dense_or_hs(var, hyper, layout, mask, eps, offset, node_index)
+    return family_of(hyper).draw(
+        var, hyper, layout, mask, eps, gumbel, offset, hard_only, node_index
+    )
 
 
 def kl_terms(var, hyper: Hyper, layout: Layout, mask, H, node_index=None):
     """(L2, L3) per model for the model's family (L3 = 0 without indicators)."""
-    if hyper.family == "spike_slab":
-        return kl_slab(var, hyper, mask), kl_indicator(var, hyper, mask, H)
-    L2 = kl_dense_or_hs(var, hyper, layout, mask, node_index)
-    return L2, torch.zeros_like(L2)
+    return family_of(hyper).kl_terms(var, hyper, layout, mask, H, node_index)
 
 
 def _poisson_binomial_pmf(nu: torch.Tensor, mask: torch.Tensor, H: int) -> torch.Tensor:
@@ -171,3 +188,27 @@ def kl_indicator(var, hyper: Hyper, mask, H_per_model: torch.Tensor) -> torch.Te
     ls = hyper.lambda_s
     log_c1 = math.log(-math.expm1(-ls)) - torch.log(-torch.expm1(-ls * (H + 1)))
     return neg_ent + ls * S + e_log_binom - log_c1
+
+
+class SpikeSlab:
+    """The paper's family (eq. (vbpost)): a slab (``simulate.slabs``) or zero per edge,
+    with inclusion probabilities nu; the only one with indicators, and with the
+    hand-written step (``simulate.step.spike_slab_step``, for the paper's L3)."""
+
+    name, indicators, node_scales, hand_written_step = "spike_slab", True, False, True
+
+    @staticmethod
+    def draw(var, hyper, layout, mask, eps, gumbel, offset, hard_only=False, node_index=None):
+        return sample_theta(var, hyper, mask, eps, gumbel, offset, hard_only)
+
+    @staticmethod
+    def kl_terms(var, hyper, layout, mask, H, node_index=None):
+        return kl_slab(var, hyper, mask), kl_indicator(var, hyper, mask, H)
+
+
+FAMILY = {"spike_slab": SpikeSlab(), "dense": Dense(), "horseshoe": Horseshoe()}
+
+
+def family_of(hyper):
+    """The variational family object named by ``hyper.family``."""
+    return FAMILY[hyper.family]

@@ -18,6 +18,8 @@ from theory import hellinger_sq_pointwise, log_prior_N
 
 from . import rng
 from .core import Hyper, Layout, draw_network, kl_terms, neg_log_lik
+from .likelihoods import likelihood_of
+from .objective import family_of
 
 __all__ = ["Posterior", "select_width"]
 
@@ -80,10 +82,7 @@ class Posterior:
     def predict_mean(self, X, draws: int = 30) -> torch.Tensor:
         """The paper's posterior-mean predictor ``(1/30) sum_t f_{theta_t}(x)``, ``[E, m]``
         (regression) or the mean class probabilities ``[E, classes, m]`` (classification)."""
-        out = self.outputs(X, draws)
-        if self.hyper.likelihood == "gaussian":
-            return out[:, :, 0, :].mean(0)
-        return torch.softmax(out, dim=2).mean(0)
+        return likelihood_of(self.hyper).mean_prediction(self.outputs(X, draws))
 
     def predict_std(self, X, draws: int = 30) -> torch.Tensor:
         """Predictive sd of y, ``sqrt(Var_q f(x) + sigma^2)`` over ``draws`` draws, ``[E, m]``."""
@@ -95,7 +94,7 @@ class Posterior:
         """Posterior edge counts: ``sum_i nu_i`` and ``#{nu_i > 0.5}`` over real edges (every
         edge for the families without indicators: Dense-BNN and HS-BNN)."""
         mask = self.mask[:, : self.layout.P_net]
-        if self.hyper.family == "spike_slab":
+        if family_of(self.hyper).indicators:
             nu = torch.sigmoid(self.var[2]) * mask
         else:
             nu = mask.clone()
@@ -154,7 +153,7 @@ class Posterior:
         if draws < 1:
             raise ValueError(f"draws must be >= 1, got {draws}")
         X = torch.as_tensor(X, dtype=self.eval_dtype, device=self.var.device)
-        ydt = self.eval_dtype if self.hyper.likelihood == "gaussian" else torch.int64
+        ydt = likelihood_of(self.hyper).target_dtype(self.eval_dtype)
         y = torch.as_tensor(y, device=self.var.device).to(ydt)
         if X.ndim == 2:
             X, y = X.unsqueeze(0), y.unsqueeze(0)

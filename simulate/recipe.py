@@ -1,6 +1,7 @@
-"""The one training recipe every driver uses: ``Layout -> Batch -> Trainer -> fit ->
-Posterior`` in one call (:func:`train_models`), so the estimators, the sweep and the
-experiment drivers differ only in what they ask for."""
+"""The one training recipe every driver uses: ``Layout -> Batch -> Trainer``
+(:func:`build_trainer`) and ``-> fit -> Posterior`` (:func:`train_models`), so the
+estimators, the sweep, the experiment drivers and the benchmark differ only in what they
+ask for."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import torch
 
 from .hyper import Hyper
 from .layout import Layout
+from .objective import family_of
 from .posterior import Posterior
 from .state import Batch
 from .trainer import Trainer
 
-__all__ = ["Trained", "train_models"]
+__all__ = ["Trained", "build_trainer", "train_models"]
 
 
 @dataclass
@@ -25,6 +27,35 @@ class Trained:
     trainer: Trainer
     posterior: Posterior
     convergence: dict | None
+
+
+def build_trainer(
+    hyper: Hyper,
+    widths,
+    seeds,
+    X,
+    y,
+    data_index,
+    *,
+    depth: int,
+    out_dim: int = 1,
+    compile: bool = False,
+    chunk: int | None = None,
+    device=None,
+    dtype=torch.float32,
+) -> Trainer:
+    """The first half of the recipe, ``Layout -> Batch -> Trainer``: one model per entry of
+    ``widths`` (``depth`` hidden layers, padded together) on datasets ``X [D, n, p]``,
+    ``y [D, n]`` (model e on dataset ``data_index[e]``) with their ``seeds``, untrained.
+    The family's node scales (the horseshoe's) follow ``hyper.family``.  For drivers that step
+    the trainer themselves (the benchmark, runs evaluated every few epochs)."""
+    layout = Layout(
+        X.shape[2], depth, list(widths), out_dim, node_scales=family_of(hyper).node_scales
+    )
+    batch = Batch(X, y, torch.as_tensor(data_index, dtype=torch.int64))
+    return Trainer(
+        layout, hyper, seeds, batch, device=device, dtype=dtype, compile=compile, chunk=chunk
+    )
 
 
 def train_models(
@@ -45,21 +76,18 @@ def train_models(
     progress=None,
     record_every: int = 0,
 ) -> Trained:
-    """Train one model per entry of ``widths`` (``depth`` hidden layers, padded together)
-    on datasets ``X [D, n, p]``, ``y [D, n]`` (model e on dataset ``data_index[e]``) with
-    their ``seeds``: for ``steps`` steps, or until ``rule`` (a
-    :class:`simulate.stopping.StopRule`) stops each.  The horseshoe family gets its node
-    scales from ``hyper.family``."""
+    """Train the models of :func:`build_trainer` for ``steps`` steps, or until ``rule`` (a
+    :class:`simulate.stopping.StopRule`) stops each; the trainer, the posteriors and the
+    stopping summary."""
     if (steps is None) == (rule is None):
         raise ValueError("give either steps or a stopping rule")
-    layout = Layout(
-        X.shape[2], depth, list(widths), out_dim, node_scales=hyper.family == "horseshoe"
-    )
-    batch = Batch(X, y, torch.as_tensor(data_index, dtype=torch.int64))
-    tr = Trainer(layout, hyper, seeds, batch, device=device, dtype=dtype, compile=compile)
+    tr = build_trainer(
+        hyper, widths, seeds, X, y, data_index, depth=depth, out_dim=out_dim,
+        compile=compile, device=device, dtype=dtype,
+    )  # fmt: skip
     if rule is not None:
         conv = tr.fit_until(rule)
     else:
         tr.fit(steps, progress=progress, record_every=record_every)
         conv = None
-    return Trained(tr, Posterior(layout, hyper, tr.state.var, tr.seeds), conv)
+    return Trained(tr, Posterior(tr.layout, hyper, tr.state.var, tr.seeds), conv)

@@ -11,6 +11,8 @@ import torch
 from . import rng
 from .hyper import Hyper
 from .layout import Layout
+from .objective import family_of
+from .slabs import SLABS, inverse_softplus, slab_of
 
 
 @dataclass
@@ -54,11 +56,6 @@ def failed_term_names(code: int) -> str | None:
     return "+".join(names) or None
 
 
-def inverse_softplus(x: float) -> float:
-    """The raw slab scale ``rho`` with ``softplus(rho) = x`` (the paper's ``sigma'``)."""
-    return math.log(math.expm1(x))
-
-
 def inclusion_logit(p: float) -> float:
     """The inclusion logit of an inclusion probability ``p``: ``log(p / (1 - p))``."""
     return math.log(p / (1 - p))
@@ -72,16 +69,12 @@ def init_state(layout: Layout, hyper: Hyper, seeds, device=None, dtype=torch.flo
     key = rng.seed_key(seeds, rng.STREAM_INIT)[:, None]
     u = rng.uniform(key, layout.counters(device), 0, dtype)
     loc = (2 * u - 1) * hyper.init_mu
-    if hyper.family != "spike_slab" or hyper.slab == "gaussian":
-        scale_raw = torch.full_like(loc, inverse_softplus(hyper.init_sigma))
-        if layout.node_scales:  # horseshoe scales: log tau ~ N(0, 0.1^2), tau near 1
-            loc[:, layout.P_net :] = 0.0
-            scale_raw[:, layout.P_net :] = inverse_softplus(0.1)
-    else:
-        loc = torch.atanh(loc / hyper.B0)  # c = B0 tanh(a) = drawn centre
-        c = hyper.B0 * torch.tanh(loc)
-        frac = torch.clamp(hyper.init_sigma / (hyper.B0 - c.abs()), 1e-6, 1 - 1e-6)
-        scale_raw = torch.log(frac / (1 - frac))  # h = (B0 - |c|) sigmoid(b)
+    # the slab's rows (the families without indicators are Gaussian mean-field)
+    slab = slab_of(hyper) if family_of(hyper).indicators else SLABS["gaussian"]
+    loc, scale_raw = slab.init(loc, hyper)
+    if layout.node_scales:  # horseshoe scales: log tau ~ N(0, 0.1^2), tau near 1
+        loc[:, layout.P_net :] = 0.0
+        scale_raw[:, layout.P_net :] = inverse_softplus(0.1)
     var = torch.stack([loc, scale_raw, torch.full_like(loc, inclusion_logit(hyper.init_nu))])
     E = layout.E
     return State(

@@ -7,11 +7,8 @@ import torch
 
 from .hyper import Hyper
 from .layout import Layout, mlp_nll_and_grad
-from .objective import (
-    _LOG2,
-    kl_slab_edge,
-    l3_paper,
-)
+from .objective import _LOG2, l3_paper
+from .slabs import slab_of
 
 
 def adam_update(var, m, v, grad, step_size, corr2, b1: float, b2: float, eps: float, alive=None):
@@ -68,29 +65,9 @@ def spike_slab_step(
     loc, raw, logit = var[0], var[1], var[2]
     nu = torch.sigmoid(logit)
     dnu = nu * (1 - nu) * mask
-    if hyper.slab == "gaussian":
-        scale = torch.nn.functional.softplus(raw)
-        dscale = torch.sigmoid(raw)  # d softplus / d raw
-        s0sq = hyper.sigma_0**2
-        w = loc + scale * eps  # [K, E, P]
-        g_loc_kl = nu * loc / s0sq * mask
-        g_raw_kl = nu * (scale / s0sq - 1 / scale) * dscale * mask
-        dw_dloc, dw_draw = None, eps * dscale  # dw / dloc = 1
-    else:
-        B0 = hyper.B0
-        th = torch.tanh(loc)
-        c = B0 * th
-        dc = B0 * (1 - th * th)
-        sb = torch.sigmoid(raw)
-        room = B0 - c.abs()
-        scale = room * sb
-        dh_dloc = -torch.sign(c) * dc * sb
-        dh_draw = room * sb * (1 - sb)
-        w = c + scale * eps
-        g_loc_kl = -nu / scale * dh_dloc * mask
-        g_raw_kl = -nu / scale * dh_draw * mask
-        dw_dloc, dw_draw = dc + eps * dh_dloc, eps * dh_draw
-    kl = kl_slab_edge(loc if hyper.slab == "gaussian" else c, scale, hyper)
+    w, kl, g_loc_kl, g_raw_kl, dw_dloc, dw_draw = slab_of(hyper).draw_and_grads(
+        loc, raw, eps, nu, mask, hyper
+    )
     G = torch.sigmoid((logit + torch.log(u) - torch.log1p(-u)) / hyper.tau)
     hard = (G > 0.5).to(var.dtype)
     theta = (hard * w * mask).reshape(K * E, -1)

@@ -47,46 +47,36 @@ import argparse
 import json
 import os
 import sys
-import time
-from dataclasses import asdict
-
-import numpy as np
-import torch
 
 from ._alloc import tune_malloc
-from .classical import oracle_piecewise
-from .core import Batch, Hyper, failed_term_names
+from .job import run_job
 from .progress import Progress
-from .recipe import train_models
 from .records import (
     RecordsError,
     RecordStore,
     check_output_file,
     fingerprint,
-    versions,
 )
 from .spec import (
     RECORD_KEYS,
     SCHEMA,
     TRUTH_HELP,
-    Job,
     SweepConfig,
     TruthSpec,
     candidate_widths,
-    cell_lambda_s,
     cell_selection,
     fingerprint_fields,
     group_widths,
     jobs_for,
     one_configuration,
     read_records,
-    stable_seed,
 )
 
 __all__ = [
     "TruthSpec",
     "SweepConfig",
     "run_sweep",
+    "run_job",
     "read_records",
     "RecordsError",
     "SCHEMA",
@@ -103,197 +93,6 @@ __all__ = [
 ]
 
 SCHEDULER_TIMEOUT_S = 30  # an unreachable --scheduler is an error after this, not a hang
-REFERENCE_MAX_P = 3  # the classical reference is fitted for Hoelder truths up to this p
-
-
-_COLUMNS = (
-    "d2", "d", "l2sq", "elbo", "L1", "L2", "L3", "edges", "failed", "failed_step",
-    "failed_terms", "steps", "converged", "rel_change", "kl_change",
-)  # fmt: skip
-
-
-def _job_data(job: Job, cfg: SweepConfig, f0):
-    """Each replicate's first n points of its dataset drawn for the largest n (nested data):
-    ``X [R, n, p]``, ``y [R, n]`` and the data seeds."""
-    n_max, p = max(cfg.ns), job.truth.p
-    X_all, y_all, seeds = [], [], []
-    for r in job.replicates:
-        ds = stable_seed(cfg.seed, job.truth.key, "data", r)
-        rng = np.random.default_rng(ds)
-        X = rng.uniform(-1, 1, size=(n_max, p))
-        noise = rng.standard_normal(n_max)
-        X_all.append(X[: job.n])
-        y_all.append(f0(X[: job.n]) + cfg.sigma * noise[: job.n])
-        seeds.append(ds)
-    return X_all, y_all, seeds
-
-
-def _job_hyper(cfg: SweepConfig, n: int) -> Hyper:
-    return Hyper(
-        sigma=cfg.sigma,
-        sigma_0=cfg.sigma_0,
-        lambda_s=cell_lambda_s(cfg, n),
-        lam=cfg.lam,
-        batch_size=min(cfg.batch_size, n),
-        lr=cfg.lr,
-        init_nu=cfg.init_nu,
-        init_sigma=cfg.init_sigma,
-        l3=cfg.l3,
-    )
-
-
-def _train_group(cfg, hyper, batch, W, js, model_seeds, f0, Xt, cols) -> float:
-    """Train the candidates ``js`` (positions in ``W``) of every replicate in one padded
-    program until the stopping rule holds for each, evaluate them, and fill ``cols``;
-    returns the training seconds."""
-    R = batch.X.shape[0]
-    order = [(i, j) for j in js for i in range(R)]  # model = (replicate i, width j)
-    t0 = time.perf_counter()
-    trained = train_models(
-        hyper,
-        [W[j] for _, j in order],
-        [model_seeds[i * len(W) + j] for i, j in order],
-        batch.X,
-        batch.y,
-        [i for i, _ in order],
-        depth=cfg.depth,
-        rule=cfg.stop_rule_at(batch.X.shape[1]),
-        compile=cfg.compile,
-    )
-    train_s = time.perf_counter() - t0
-    tr, post, conv = trained.trainer, trained.posterior, trained.convergence
-    d2_draws, l2 = post.test_metrics(f0, Xt, cfg.draws)  # [T, models], [models]
-    el = post.elbo(batch.X, batch.y, [i for i, _ in order], draws=cfg.elbo_draws)
-    st = tr.state
-    per_model = {
-        "l2sq": l2,
-        **{k: el[k] for k in ("elbo", "L1", "L2", "L3")},
-        "edges": post.edges()["sum_nu"],
-        "failed": st.failed.cpu().numpy(),
-        "failed_step": st.failed_step.cpu().numpy(),
-        "failed_terms": st.failed_terms.cpu().numpy(),
-        "steps": conv["steps"],
-        "converged": conv["converged"],
-        **{k: [np.nan if x is None else x for x in conv[k]] for k in ("rel_change", "kl_change")},
-    }
-    for e, (i, j) in enumerate(order):
-        cols["d2"][i, j] = d2_draws[:, e].mean()
-        cols["d"][i, j] = np.sqrt(d2_draws[:, e]).mean()
-        for k, v in per_model.items():
-            cols[k][i, j] = v[e]
-    return train_s
-
-
-def _per_width(cols: dict, i: int) -> dict:
-    """Replicate i's per-candidate columns as the record stores them."""
-    return {
-        **{k: cols[k][i].tolist() for k in ("elbo", "L1", "L2", "L3", "d2", "d", "l2sq")},
-        "edges_sum_nu": cols["edges"][i].tolist(),
-        "failed": cols["failed"][i].astype(bool).tolist(),
-        "failed_step": [None if x < 0 else int(x) for x in cols["failed_step"][i]],
-        "failed_term": [failed_term_names(x) for x in cols["failed_terms"][i]],
-        "steps": [int(x) for x in cols["steps"][i]],
-        "converged": [bool(x) for x in cols["converged"][i]],
-        **{
-            k: [None if np.isnan(x) else float(x) for x in cols[k][i]]
-            for k in ("rel_change", "kl_change")
-        },
-    }
-
-
-def _record_config(cfg: SweepConfig, hyper: Hyper, W, n: int) -> dict:
-    """A record's ``config``: the settings its cell was trained with."""
-    return {
-        "widths": W,
-        "depth": cfg.depth,
-        "stop_rule": cfg.stop_rule_at(n).to_dict(),
-        "max_epochs": cfg.max_epochs,
-        "batch_size": hyper.batch_size,
-        "lr": cfg.lr,
-        "sigma": cfg.sigma,
-        "sigma_0": cfg.sigma_0,
-        "lambda_s": hyper.lambda_s,
-        "lam": cfg.lam,
-        "l3": cfg.l3,
-        "n_test": cfg.n_test,
-        "draws": cfg.draws,
-        "elbo_draws": cfg.elbo_draws,
-        "seed": cfg.seed,
-        "init_nu": cfg.init_nu,
-        "init_sigma": cfg.init_sigma,
-        "compile": cfg.compile,
-    }
-
-
-def run_job(job: Job) -> list[dict]:
-    """Train one job and return its records (pure: no file access; runs on Dask workers).
-    The records store stamps their configuration fingerprint when it appends them."""
-    cfg = SweepConfig.from_dict(job.config)
-    if cfg.compile:
-        # A job's graphs (its n and widths are constants of them) serve no later job, and
-        # dynamo counts recompiles per function across the process: past its limit (64) it
-        # silently runs new shapes eagerly, which the full tier hit after ~15 jobs per
-        # worker (3x slower steps).  Forget the earlier jobs' graphs instead.
-        torch._dynamo.reset()
-    t0 = time.perf_counter()
-    f0 = job.truth.build(max(cfg.ns))
-    W, R = cfg.widths_at(job.n), len(job.replicates)
-    X_all, y_all, data_seeds = _job_data(job, cfg, f0)
-    hyper = _job_hyper(cfg, job.n)
-    model_seeds = [
-        stable_seed(cfg.seed, job.truth.key, job.n, r, "model", w)
-        for r in job.replicates
-        for w in W
-    ]
-    batch = Batch(
-        torch.tensor(np.stack(X_all), dtype=torch.float32),
-        torch.tensor(np.stack(y_all), dtype=torch.float32),
-        torch.arange(R, dtype=torch.int64),
-    )
-    test_seed = stable_seed(cfg.seed, job.truth.key, "test")
-    Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, job.truth.p))
-    # Widths are trained in groups (``group_widths``): one batched program per group, its
-    # models padded to the group's widest, each model stopped by the rule on its own.
-    cols = {k: np.empty((R, len(W))) for k in _COLUMNS}
-    train_s = sum(
-        _train_group(cfg, hyper, batch, W, [W.index(w) for w in g], model_seeds, f0, Xt, cols)
-        for g in group_widths(W)
-    )
-    refs = [None] * R
-    if job.truth.kind == "holder" and job.truth.p <= REFERENCE_MAX_P:
-        f0t = f0(Xt)
-        refs = [
-            oracle_piecewise(X_all[i], y_all[i], Xt, f0t, cfg.sigma, job.truth.alpha)
-            for i in range(R)
-        ]
-    eval_s = time.perf_counter() - t0 - train_s
-    records = []
-    for i, r in enumerate(job.replicates):
-        sl = slice(i * len(W), (i + 1) * len(W))
-        pw = _per_width(cols, i)
-        sel = cell_selection(pw, W, cfg.lam)
-        records.append(
-            {
-                "schema": SCHEMA,
-                "failed": sel["failed"],
-                "cell": {"truth": job.truth.key, "n": job.n, "replicate": r},
-                "truth": {**asdict(job.truth), **f0_describe(f0)},
-                "config": _record_config(cfg, hyper, W, job.n),
-                "seeds": {"data": data_seeds[i], "models": model_seeds[sl], "test": test_seed},
-                **{k: sel[k] for k in ("selected_width", "selected_at_top", "metrics")},
-                "per_width": {**pw, "penalized_elbo": sel["penalized_elbo"]},
-                "reference": refs[i],
-                "timing": {"job_train_s": train_s, "job_eval_s": eval_s, "job_models": R * len(W)},
-                "versions": versions(),
-            }
-        )
-    return records
-
-
-def f0_describe(f0) -> dict:
-    if hasattr(f0, "describe"):
-        return f0.describe()
-    return {"n_edges": getattr(f0, "n_edges", None)}
 
 
 def _cell_key(r: dict) -> tuple:

@@ -56,8 +56,8 @@ def test_baseline_batching_is_exact(family):
         )
         to = [one.step() for _ in range(3)]
         for a, b in zip(tb, to, strict=True):
-            assert float(a["total"][e]) == pytest.approx(float(b["total"][0]), rel=1e-10)
-            assert float(a["L3"][e]) == 0.0
+            assert float(a.total[e]) == pytest.approx(float(b.total[0]), rel=1e-10)
+            assert float(a.L3[e]) == 0.0
 
 
 def test_horseshoe_needs_node_scales():

@@ -23,6 +23,7 @@ from simulate.core import (
     sample_theta,
     slab_params,
 )
+from simulate.paths import draw_words
 
 
 def make_batch(E, n=512, p=3, seed=0, classes=None, D=1):
@@ -61,7 +62,9 @@ def test_batching_is_exact(likelihood, slab):
         hist_a = [alone.step() for _ in range(4)]
         for ht, ha in zip(hist_t, hist_a, strict=True):
             for k in ("L1", "L2", "L3"):
-                assert float(ht[k][e]) == pytest.approx(float(ha[k][0]), rel=1e-10, abs=1e-10)
+                assert float(getattr(ht, k)[e]) == pytest.approx(
+                    float(getattr(ha, k)[0]), rel=1e-10, abs=1e-10
+                )
         mask = together.mask[e] > 0
         np.testing.assert_allclose(
             together.state.var[:, e][:, mask].numpy(),
@@ -146,8 +149,8 @@ def test_training_step_matches_autograd_reference(kw):
     L1, L2, L3 = ref.loss_terms(var, xb, yb, 0)
     (g,) = torch.autograd.grad((L1 + L2 + L3).sum(), var)
     terms = tr.step()
-    for k, ref_k in zip(("L1", "L2", "L3"), (L1, L2, L3), strict=True):
-        np.testing.assert_allclose(terms[k].numpy(), ref_k.detach().numpy(), rtol=1e-12)
+    for got, ref_k in zip(terms, (L1, L2, L3), strict=True):  # ELBOTerms: L1, L2, L3
+        np.testing.assert_allclose(got.numpy(), ref_k.detach().numpy(), rtol=1e-12)
     grad = tr.state.m / (1 - h.betas[0])
     np.testing.assert_allclose(grad.numpy(), g.numpy(), rtol=1e-9, atol=1e-10)
     assert (grad[:, tr.mask == 0] == 0).all()  # padding gets no gradient
@@ -330,7 +333,7 @@ def test_step_inputs_in_one_call_equal_the_streams_and_minibatch(sampling):
     tr = Trainer(Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2))
     st = tr.state
     st.step = 5
-    words, iid_words, idx = tr._draw_words(st)
+    words, iid_words, idx = draw_words(tr)
     streams = (tr.eps_stream, tr.gumbel_stream, tr.iid_stream)
     args = [*(s.base for s in streams), words, iid_words, tr.X_aug, tr.y_flat, tr.data_index, idx]
     u_slab, u_gum, xb, yb = draw_step_inputs(*args, n=tr.n)
@@ -364,7 +367,7 @@ def test_non_finite_loss_stops_that_model_only():
     tr.state.var[1, 1, 0] = float("nan")  # corrupt model 1's first slab scale
     frozen = tr.state.var[:, 1].clone()
     terms = tr.step()
-    assert not torch.isfinite(terms["total"][1]) and torch.isfinite(terms["total"][0])
+    assert not torch.isfinite(terms.total[1]) and torch.isfinite(terms.total[0])
     assert tr.state.failed.tolist() == [False, True]
     assert tr.state.failed_step.tolist() == [-1, 1]
     before0 = tr.state.var[:, 0].clone()

@@ -120,6 +120,11 @@ def test_step_cap_grows_with_n_when_max_epochs_is_set():
     assert (ctl.steps_cap(500), ctl.steps_cap(32000)) == (40_000, 80_000)
     assert ctl.steps_cap(32001) == 80_003  # ceil(320 * 32001 / 128) = ceil(80002.5)
     assert control_config(fixed, 2).max_epochs is None
+    three = SweepConfig(**{**base, "ns": [500, 8000, 32000]}, max_epochs=160)
+    assert control_config(three, 2).ns == [500, 32000]  # the ends by default
+    every = control_config(three, 2, every_n=True)  # every n, the same largest n (same data)
+    assert every.ns == [500, 8000, 32000] and every.steps_cap(8000) == 40_000
+    assert fingerprint_fields(every) == fingerprint_fields(control_config(three, 2))
     for bad in (0, -1.0, float("nan"), True, "160"):
         with pytest.raises(ValueError, match="max_epochs"):
             SweepConfig(**base, max_epochs=bad).validate()

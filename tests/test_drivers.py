@@ -99,7 +99,7 @@ def test_compiled_step_tiny_with_a_frozen_model():
     held = b.state.var[:, 0].clone()
     for _ in range(2):
         ta, tb = a.step(), b.step()
-        np.testing.assert_allclose(ta["total"].numpy(), tb["total"].numpy(), rtol=1e-9)
+        np.testing.assert_allclose(ta.total.numpy(), tb.total.numpy(), rtol=1e-9)
     assert torch.equal(b.state.var[:, 0], held)
     np.testing.assert_allclose(a.state.var.numpy(), b.state.var.numpy(), rtol=1e-7, atol=1e-10)
 
@@ -122,8 +122,8 @@ def test_compiled_step_matches_eager():
         assert b.chunk == 2 and c.chunk == 1
         for _ in range(10):  # over one epoch (512 / 64 = 8 steps): a fresh permutation
             ta, tb, tc = a.step(), b.step(), c.step()
-            np.testing.assert_allclose(ta["total"].numpy(), tb["total"].numpy(), rtol=1e-9)
-            np.testing.assert_allclose(tc["total"].numpy(), tb["total"].numpy(), rtol=1e-12)
+            np.testing.assert_allclose(ta.total.numpy(), tb.total.numpy(), rtol=1e-9)
+            np.testing.assert_allclose(tc.total.numpy(), tb.total.numpy(), rtol=1e-12)
         for t in (b, c):
             np.testing.assert_allclose(
                 a.state.var.numpy(), t.state.var.numpy(), rtol=1e-7, atol=1e-10

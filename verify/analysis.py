@@ -76,90 +76,108 @@ def analyse(
             raise ValueError(f"no records for truth(s) {sorted(missing)}")
     results = []
     for key in sorted(by_truth):
-        if wanted is not None and key not in wanted:
-            continue
-        spec = _truth_of(by_truth[key][0])
-        # a failed cell (every candidate diverged) has no metric: its replicate leaves
-        # every fit of this truth (slopes pair replicates across n), and the report says so
-        failed = sorted(
-            (r["cell"]["n"], r["cell"]["replicate"]) for r in by_truth[key] if r["failed"]
-        )
-        excluded = sorted({q for _, q in failed})
-        recs = [r for r in by_truth[key] if r["cell"]["replicate"] not in excluded]
-        if not recs:
-            raise ValueError(f"{key}: every replicate has a failed cell (n, replicate) {failed}")
-        ns, table, complete, dropped = _cell_table(recs)
-        if len(ns) < 3:
-            raise ValueError(f"{key}: need at least 3 sample sizes, the records have {ns}")
-        if not complete:
-            raise ValueError(f"{key}: no replicate has records at every n {ns}")
-        cells = [[table[(q, n)] for n in ns] for q in complete]  # [replicate][n]
-        by_n = [[table[(q, n)] for q in complete] for n in ns]  # [n][replicate]
-        widths = np.array([[c["selected_width"] for c in row] for row in cells])
-        at_top = [sum(bool(row[j].get("selected_at_top")) for row in cells) for j in range(len(ns))]
-        conv = [bool(x) for row in cells for c in row for x in c["per_width"]["converged"]]
-        w_fixed = _smallest_common_width(recs)
-        has_ref = all(c.get("reference") for row in cells for c in row)
-        ctrl = budget_control(recs, control or [])
-        for metric in METRICS:
-            V = np.array([[c["metrics"][metric] for c in row] for row in cells])
-            fit = fit_slope(ns, V, log_power=log_factor_power(metric, delta))
-            pred = spec.predicted(metric)
-            th = theorem_test(fit, pred)
-            O = np.array([[min(c["per_width"][metric]) for c in row] for row in cells])
-            F = np.array([[_per_width(c, metric, w_fixed) for c in row] for row in cells])
-            oracle = fit_slope(ns, O)
-            ratio = paired_slope_diff(ns, V, O)
-            res = {
-                "truth": key,
-                "kind": spec.kind,
-                "alpha": spec.alpha,
-                "p": spec.p,
-                "metric": metric,
-                "predicted": pred,
-                "slope": fit.slope,
-                "ci_low": fit.ci_low,
-                "ci_high": fit.ci_high,
-                "corrected_slope": fit.corrected_slope,
-                "verdict": th["verdict"],
-                "direction": th["direction"],
-                "control_slow_rejected": th["control_slow_rejected"],
-                "control_fast_rejected": th["control_fast_rejected"],
-                "control_exponents": [th["slow_exponent"], th["fast_exponent"]],
-                "band": [pred, pred + fit.shift],
-                "level": fit.level,
-                "ns": ns,
-                "mean": fit.mean.tolist(),
-                "se": fit.se.tolist(),
-                "local_slopes": fit.local_slopes.tolist(),
-                "oracle_mean": oracle.mean.tolist(),
-                "oracle_slope": oracle.slope,
-                "oracle_ratio": (fit.mean / oracle.mean).tolist(),
-                "oracle_ratio_slope": ratio["diff"],
-                "oracle_ratio_ci": [ratio["ci_low"], ratio["ci_high"]],
-                "fixed_width": w_fixed,
-                "fixed_mean": F.mean(0).tolist(),
-                "fixed_slope": fit_slope(ns, F).slope,
-                "replicates": complete,
-                "dropped_replicates": dropped,
-                "failed_cells": [list(c) for c in failed],
-                "excluded_replicates": excluded,
-                "selected_widths": widths.tolist(),
-                "selected_at_top": at_top,
-                "candidate_widths": [table[(complete[0], n)]["config"]["widths"] for n in ns],
-                "steps_max": [max(max(c["per_width"]["steps"]) for c in col) for col in by_n],
-                "lambda_s": [table[(complete[0], n)]["config"]["lambda_s"] for n in ns],
-                "converged_fraction": float(np.mean(conv)),
-                "budget_control": ctrl.get(metric),
-                "optimisation_limited": (
-                    None if metric not in ctrl else any(c["limited"] for c in ctrl[metric])
-                ),
-            }
-            res.update(_attainment(ns, V, F, cells, metric, has_ref))
-            res["finding"] = finding(res["verdict"], res["attainment_verdict"], res["direction"])
-            results.append(res)
+        if wanted is None or key in wanted:
+            cells = _truth_cells(key, by_truth[key])
+            ctrl = budget_control(cells["recs"], control or [])
+            results += [_metric_result(cells, metric, delta, ctrl) for metric in METRICS]
     compare_input_dimensions(results)
     return results
+
+
+def _truth_cells(key: str, records: list[dict]) -> dict:
+    """One truth's cells as the fits need them: ``cells[replicate][n]`` over the replicates
+    complete at every n, less any replicate with a failed cell (every candidate diverged:
+    no metric; slopes pair replicates across n, so it leaves every fit of this truth and
+    the report says so)."""
+    failed = sorted((r["cell"]["n"], r["cell"]["replicate"]) for r in records if r["failed"])
+    excluded = sorted({q for _, q in failed})
+    recs = [r for r in records if r["cell"]["replicate"] not in excluded]
+    if not recs:
+        raise ValueError(f"{key}: every replicate has a failed cell (n, replicate) {failed}")
+    ns, table, complete, dropped = _cell_table(recs)
+    if len(ns) < 3:
+        raise ValueError(f"{key}: need at least 3 sample sizes, the records have {ns}")
+    if not complete:
+        raise ValueError(f"{key}: no replicate has records at every n {ns}")
+    return {
+        "key": key,
+        "spec": _truth_of(records[0]),
+        "recs": recs,
+        "ns": ns,
+        "complete": complete,
+        "dropped": dropped,
+        "failed": failed,
+        "excluded": excluded,
+        "first": [table[(complete[0], n)] for n in ns],  # one record per n (its config)
+        "cells": [[table[(q, n)] for n in ns] for q in complete],  # [replicate][n]
+        "w_fixed": _smallest_common_width(recs),
+    }
+
+
+def _metric_result(tc: dict, metric: str, delta: float, ctrl: dict) -> dict:
+    """The result dict of one truth and metric: the slope fit, the theorem test with its
+    controls, the oracle-width and fixed-width curves, the attainment test, the selection
+    and convergence summaries and the budget control's verdict."""
+    ns, cells, spec = tc["ns"], tc["cells"], tc["spec"]
+    by_n = list(zip(*cells, strict=True))  # [n][replicate]
+    V = np.array([[c["metrics"][metric] for c in row] for row in cells])
+    fit = fit_slope(ns, V, log_power=log_factor_power(metric, delta))
+    pred = spec.predicted(metric)
+    th = theorem_test(fit, pred)
+    O = np.array([[min(c["per_width"][metric]) for c in row] for row in cells])
+    F = np.array([[_per_width(c, metric, tc["w_fixed"]) for c in row] for row in cells])
+    oracle = fit_slope(ns, O)
+    ratio = paired_slope_diff(ns, V, O)
+    conv = [bool(x) for row in cells for c in row for x in c["per_width"]["converged"]]
+    res = {
+        "truth": tc["key"],
+        "kind": spec.kind,
+        "alpha": spec.alpha,
+        "p": spec.p,
+        "metric": metric,
+        "predicted": pred,
+        "slope": fit.slope,
+        "ci_low": fit.ci_low,
+        "ci_high": fit.ci_high,
+        "corrected_slope": fit.corrected_slope,
+        "verdict": th["verdict"],
+        "direction": th["direction"],
+        "control_slow_rejected": th["control_slow_rejected"],
+        "control_fast_rejected": th["control_fast_rejected"],
+        "control_exponents": [th["slow_exponent"], th["fast_exponent"]],
+        "band": [pred, pred + fit.shift],
+        "level": fit.level,
+        "ns": ns,
+        "mean": fit.mean.tolist(),
+        "se": fit.se.tolist(),
+        "local_slopes": fit.local_slopes.tolist(),
+        "oracle_mean": oracle.mean.tolist(),
+        "oracle_slope": oracle.slope,
+        "oracle_ratio": (fit.mean / oracle.mean).tolist(),
+        "oracle_ratio_slope": ratio["diff"],
+        "oracle_ratio_ci": [ratio["ci_low"], ratio["ci_high"]],
+        "fixed_width": tc["w_fixed"],
+        "fixed_mean": F.mean(0).tolist(),
+        "fixed_slope": fit_slope(ns, F).slope,
+        "replicates": tc["complete"],
+        "dropped_replicates": tc["dropped"],
+        "failed_cells": [list(c) for c in tc["failed"]],
+        "excluded_replicates": tc["excluded"],
+        "selected_widths": [[c["selected_width"] for c in row] for row in cells],
+        "selected_at_top": [sum(bool(c.get("selected_at_top")) for c in col) for col in by_n],
+        "candidate_widths": [r["config"]["widths"] for r in tc["first"]],
+        "steps_max": [max(max(c["per_width"]["steps"]) for c in col) for col in by_n],
+        "lambda_s": [r["config"]["lambda_s"] for r in tc["first"]],
+        "converged_fraction": float(np.mean(conv)),
+        "budget_control": ctrl.get(metric),
+        "optimisation_limited": (
+            None if metric not in ctrl else any(c["limited"] for c in ctrl[metric])
+        ),
+    }
+    has_ref = all(c.get("reference") for row in cells for c in row)
+    res.update(_attainment(ns, V, F, cells, metric, has_ref))
+    res["finding"] = finding(res["verdict"], res["attainment_verdict"], res["direction"])
+    return res
 
 
 def compare_input_dimensions(results: list[dict]) -> list[dict]:
@@ -308,14 +326,15 @@ def reselect(records: list[dict], lam: float) -> list[dict]:
     return out
 
 
-def control_config(cfg: SweepConfig, replicates: int) -> SweepConfig:
-    """The budget-doubling control's sweep: the smallest and largest n, the first
-    ``replicates`` replicates, twice the step cap (``max_steps`` and ``max_epochs`` both
-    doubled, so the cap doubles at every n), half the tolerance; same seeds."""
+def control_config(cfg: SweepConfig, replicates: int, every_n: bool = False) -> SweepConfig:
+    """The budget-doubling control's sweep: the smallest and largest n (every n with
+    ``every_n``), the first ``replicates`` replicates, twice the step cap (``max_steps`` and
+    ``max_epochs`` both doubled, so the cap doubles at every n), half the tolerance; same
+    seeds and the same largest n, so the same data."""
     rule = cfg.stop_rule.doubled()
     return dataclasses.replace(
         cfg,
-        ns=[min(cfg.ns), max(cfg.ns)],
+        ns=list(cfg.ns) if every_n else [min(cfg.ns), max(cfg.ns)],
         replicates=min(replicates, cfg.replicates),
         max_steps=rule.max_steps,
         max_epochs=None if cfg.max_epochs is None else 2 * cfg.max_epochs,

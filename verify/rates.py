@@ -18,7 +18,8 @@ convergence table and three tests (rules in ``verify.slopes``):
   the ASVI/oracle risk ratio per n and its slope (Corollary 6.2: adaptation may cost at
   most a log factor).
 
-A **budget-doubling control** re-trains the smallest and largest n of each truth with twice
+A **budget-doubling control** re-trains the smallest and largest n of each truth (every n
+in tiers with ``control_every_n``, the full tier) with twice
 the step cap and half the stopping tolerance (same data, same seeds); a cell whose selected
 metric moves by more than its standard error is marked *optimisation-limited*.  Cells whose
 selection sits at the largest candidate width are counted in the table.
@@ -166,73 +167,15 @@ def main(argv=None) -> int:
     try:
         truths, rest = parse_truths(argv)
         args = build_parser().parse_args(rest)
-        if args.delta < 1:
-            raise ValueError(f"--delta must be >= 1, got {args.delta}")
         tier = TIERS[args.tier]
-        if args.n is not None and len(args.n) < 3:
-            raise ValueError(f"need at least 3 sample sizes, got {args.n}")
-        if args.replicates is not None and args.replicates < 1:
-            raise ValueError(f"--replicates must be >= 1, got {args.replicates}")
-        if args.workers is not None and args.workers < 0:
-            raise ValueError(f"--workers must be >= 0, got {args.workers}")
-        if args.lam is not None and not (np.isfinite(args.lam) and args.lam > 0):
-            raise ValueError(f"--lam must be a finite number > 0, got {args.lam}")
-        overrides = {
-            k: v
-            for k, v in (
-                ("ns", args.n),
-                ("replicates", args.replicates),
-                ("depth", args.depth),
-                ("l3", args.l3),
-                ("compile", args.compile),
-                ("lambda_s_a", args.lambda_s_a),
-                ("lam", args.lam),
-            )
-            if v is not None
-        }
+        overrides = _checked_overrides(args)
         workers = tier.get("workers", 0) if args.workers is None else args.workers
-        if args.scheduler and args.workers:
-            raise ValueError("give either --scheduler or --workers, not both")
-        if args.json:
-            check_output_file(args.json, "--json")
-        check_output_dir(
-            args.figures or os.path.join("results", f"verify-{args.tier}"), "--figures"
-        )
-        if args.fingerprint and not args.records:
-            raise ValueError("--fingerprint chooses among the records of --records")
         control_records: list[dict] = []
         cfg = ccfg = records = None
         if args.records:
-            if set(overrides) - {"lam"}:
-                raise ValueError(
-                    f"with --records only --lam applies (re-selection); got {sorted(overrides)}"
-                )
-            if os.path.isdir(args.records) or not os.path.exists(args.records):
-                raise ValueError(f"no records file {args.records}")
-            records = one_configuration(read_records(args.records), args.fingerprint, args.records)
-            if not records:
-                raise ValueError(f"{args.records} holds no records")
-            source = args.records
-            cpath = args.control_records or _control_path(source)
-            if args.control_records and not os.path.isfile(cpath):
-                raise ValueError(f"no control records file {cpath}")
-            if not args.no_control and os.path.isfile(cpath):
-                control_records = one_configuration(read_records(cpath), source=cpath)
-            if args.lam is not None:
-                records = reselect(records, args.lam)
-                control_records = reselect(control_records, args.lam)
+            records, control_records, source, cpath = _existing_records(args, overrides)
         else:
-            cfg = SweepConfig(truths=truths or tier["truths"], **{**tier["sweep"], **overrides})
-            cfg.validate()
-            source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
-            check_output_file(source, "--out")
-            cpath = args.control_records or _control_path(source)
-            # a foreign, corrupt or other-configuration file stops us before any training
-            source = records_path_for(cfg, source, new_file=args.new_file)
-            if not args.no_control:
-                check_output_file(cpath, "--control-records")
-                ccfg = control_config(cfg, tier["control_replicates"])
-                cpath = records_path_for(ccfg, cpath, new_file=args.new_file)
+            cfg, ccfg, source, cpath = _planned_sweep(args, truths, tier, overrides)
     except (ValueError, RecordsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -247,6 +190,85 @@ def main(argv=None) -> int:
         traceback.print_exc()
         print("verify.rates: crashed (exit 4): see the traceback above", file=sys.stderr)
         return EXIT_CRASH
+
+
+def _checked_overrides(args) -> dict:
+    """Validate the flags (ValueError on bad input, before anything runs); the sweep
+    settings they override."""
+    if args.delta < 1:
+        raise ValueError(f"--delta must be >= 1, got {args.delta}")
+    if args.n is not None and len(args.n) < 3:
+        raise ValueError(f"need at least 3 sample sizes, got {args.n}")
+    if args.replicates is not None and args.replicates < 1:
+        raise ValueError(f"--replicates must be >= 1, got {args.replicates}")
+    if args.workers is not None and args.workers < 0:
+        raise ValueError(f"--workers must be >= 0, got {args.workers}")
+    if args.lam is not None and not (np.isfinite(args.lam) and args.lam > 0):
+        raise ValueError(f"--lam must be a finite number > 0, got {args.lam}")
+    if args.scheduler and args.workers:
+        raise ValueError("give either --scheduler or --workers, not both")
+    if args.json:
+        check_output_file(args.json, "--json")
+    check_output_dir(args.figures or os.path.join("results", f"verify-{args.tier}"), "--figures")
+    if args.fingerprint and not args.records:
+        raise ValueError("--fingerprint chooses among the records of --records")
+    return {
+        k: v
+        for k, v in (
+            ("ns", args.n),
+            ("replicates", args.replicates),
+            ("depth", args.depth),
+            ("l3", args.l3),
+            ("compile", args.compile),
+            ("lambda_s_a", args.lambda_s_a),
+            ("lam", args.lam),
+        )
+        if v is not None
+    }
+
+
+def _existing_records(args, overrides: dict):
+    """``--records``: the records of one configuration (re-selected with ``--lam``) and
+    their control's, if any; returns ``(records, control_records, source, control_path)``."""
+    if set(overrides) - {"lam"}:
+        raise ValueError(
+            f"with --records only --lam applies (re-selection); got {sorted(overrides)}"
+        )
+    if os.path.isdir(args.records) or not os.path.exists(args.records):
+        raise ValueError(f"no records file {args.records}")
+    records = one_configuration(read_records(args.records), args.fingerprint, args.records)
+    if not records:
+        raise ValueError(f"{args.records} holds no records")
+    cpath = args.control_records or _control_path(args.records)
+    if args.control_records and not os.path.isfile(cpath):
+        raise ValueError(f"no control records file {cpath}")
+    control_records: list[dict] = []
+    if not args.no_control and os.path.isfile(cpath):
+        control_records = one_configuration(read_records(cpath), source=cpath)
+    if args.lam is not None:
+        records = reselect(records, args.lam)
+        control_records = reselect(control_records, args.lam)
+    return records, control_records, args.records, cpath
+
+
+def _planned_sweep(args, truths, tier: dict, overrides: dict):
+    """The tier's sweep (with the flags' overrides) and its budget-doubling control, and
+    the records files they write; returns ``(cfg, control_cfg, source, control_path)``.
+    A foreign, corrupt or other-configuration file stops here, before any training."""
+    cfg = SweepConfig(truths=truths or tier["truths"], **{**tier["sweep"], **overrides})
+    cfg.validate()
+    source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
+    check_output_file(source, "--out")
+    cpath = args.control_records or _control_path(source)
+    source = records_path_for(cfg, source, new_file=args.new_file)
+    ccfg = None
+    if not args.no_control:
+        check_output_file(cpath, "--control-records")
+        ccfg = control_config(
+            cfg, tier["control_replicates"], every_n=tier.get("control_every_n", False)
+        )
+        cpath = records_path_for(ccfg, cpath, new_file=args.new_file)
+    return cfg, ccfg, source, cpath
 
 
 def _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_records) -> int:
@@ -269,7 +291,7 @@ def _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_recor
         par = {"scheduler": args.scheduler, "workers": None if args.scheduler else workers or None}
         records = run_sweep(cfg, source, **par)
         if not args.no_control:
-            print("budget-doubling control (smallest and largest n, 2x cap, tolerance / 2):")
+            print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
             control_records = run_sweep(ccfg, cpath, **par)
     try:
         results = analyse(records, truths or None, args.delta, control_records)

@@ -18,85 +18,116 @@ def _f(x, fmt="7.3f") -> str:
 
 
 def format_results(results: list[dict]) -> str:
+    """The plain-text report: per truth its cell table, slope table, findings and budget
+    control; then the input-dimension comparisons and a key to the columns."""
     lines = []
     for key in dict.fromkeys(r["truth"] for r in results):
         rows = [r for r in results if r["truth"] == key]
-        r0 = rows[0]
-        lines += [
-            "",
-            f"== {key}  ({len(r0['replicates'])} replicates"
+        lines += _truth_header(rows[0])
+        lines += _cell_table_lines(rows)
+        lines += _slope_table_lines(rows)
+        lines += [f"  {r['metric']}: {r['finding']}" for r in rows]
+        lines += _budget_lines(rows)
+    lines += _input_dimension_lines(results)
+    lines += [
+        "",
+        "columns: steps = most steps any candidate used; cands = candidate widths; top = "
+        "selections at the largest candidate; slow/fast ctl = the e/2 and 2e controls "
+        "rejected?; ref = classical reference slope (oracle bins); ASVI-ref = paired slope "
+        f"difference (attains when its CI is below {ATTAIN_TOL}); w-min ctl = the same test "
+        "for SVI at the smallest candidate width (must FAIL); oracle = oracle-width SVI's "
+        "slope; ratio = slope of ASVI/oracle risk.",
+    ]
+    return "\n".join(lines)
+
+
+def _truth_header(r0: dict) -> list[str]:
+    lines = [
+        "",
+        f"== {r0['truth']}  ({len(r0['replicates'])} replicates"
+        + (f"; dropped incomplete {r0['dropped_replicates']}" if r0["dropped_replicates"] else "")
+        + f"; {100 * r0['converged_fraction']:.0f}% of candidate models converged)",
+    ]
+    if r0["failed_cells"]:
+        lines.append(
+            f"   FAILED cells (every candidate diverged), (n, replicate): "
+            f"{', '.join(f'({n}, {q})' for n, q in r0['failed_cells'])};"
+            f" replicates {r0['excluded_replicates']} excluded from every fit"
+        )
+    return lines
+
+
+def _cell_table_lines(rows: list[dict]) -> list[str]:
+    """Per n: steps, candidates, selections, and each metric's mean, SE and local slope;
+    an optimisation-limited n is starred."""
+    r0 = rows[0]
+    limited = {c["n"] for c in (r0["budget_control"] or []) if c["limited"]}
+    lines = [
+        f"{'n':>7s} {'steps':>6s} {'cands':>9s} {'top':>3s} {'widths (selected)':>18s}  "
+        + "  ".join(f"{m + ' mean':>10s} {'se':>8s} {'local':>6s}" for m in METRICS)
+    ]
+    for j, n in enumerate(r0["ns"]):
+        ws = ",".join(str(w[j]) for w in r0["selected_widths"])
+        cands = f"{r0['candidate_widths'][j][0]}..{r0['candidate_widths'][j][-1]}"
+        cols = []
+        for r in rows:
+            loc = f"{r['local_slopes'][j - 1]:6.3f}" if j else f"{'':6s}"
+            cols.append(f"{r['mean'][j]:10.4g} {r['se'][j]:8.2g} {loc}")
+        mark = "*" if n in limited else " "
+        lines.append(
+            f"{n:6d}{mark} {r0['steps_max'][j]:6d} {cands:>9s} {r0['selected_at_top'][j]:3d}"
+            f" {ws:>18s}  " + "  ".join(cols)
+        )
+    if limited:
+        lines.append("  * optimisation-limited (moved by more than its SE with twice the budget)")
+    return lines
+
+
+def _slope_table_lines(rows: list[dict]) -> list[str]:
+    """Per metric: the slope, its CI and band, the controls, the theorem verdict, the
+    reference and attainment test, and the oracle-width slope."""
+    lines = [
+        f"{'metric':>6s} {'pred':>7s} {'slope':>7s} {'95% CI':>17s} {'band':>17s}"
+        f" {'slow/fast ctl':>13s} {'theorem':>12s}   {'ref':>7s} {'ASVI-ref':>7s}"
+        f" {'95% CI':>17s} {'attain':>12s} {'w-min ctl':>9s}  {'oracle':>7s} {'ratio':>6s}"
+    ]
+    for r in rows:
+        ctl = (
+            ("rej" if r["control_slow_rejected"] else "NOT")
+            + "/"
+            + ("rej" if r["control_fast_rejected"] else "NOT")
+        )
+        ac = r["attainment_control"]
+        lines.append(
+            f"{r['metric']:>6s} {r['predicted']:7.3f} {r['slope']:7.3f} "
+            f"[{r['ci_low']:7.3f},{r['ci_high']:7.3f}] "
+            f"[{r['band'][0]:7.3f},{r['band'][1]:7.3f}] {ctl:>13s} {r['verdict']:>12s}   "
+            f"{_f(r['reference_slope'])} {_f(r['attainment_diff'])} "
             + (
-                f"; dropped incomplete {r0['dropped_replicates']}"
-                if r0["dropped_replicates"]
-                else ""
+                f"[{r['attainment_ci_low']:7.3f},{r['attainment_ci_high']:7.3f}]"
+                if r["attainment_diff"] is not None
+                else f"{'':17s}"
             )
-            + f"; {100 * r0['converged_fraction']:.0f}% of candidate models converged)",
-        ]
-        if r0["failed_cells"]:
-            lines.append(
-                f"   FAILED cells (every candidate diverged), (n, replicate): "
-                f"{', '.join(f'({n}, {q})' for n, q in r0['failed_cells'])};"
-                f" replicates {r0['excluded_replicates']} excluded from every fit"
-            )
-        limited = {c["n"] for c in (r0["budget_control"] or []) if c["limited"]}
-        lines.append(
-            f"{'n':>7s} {'steps':>6s} {'cands':>9s} {'top':>3s} {'widths (selected)':>18s}  "
-            + "  ".join(f"{m + ' mean':>10s} {'se':>8s} {'local':>6s}" for m in METRICS)
+            + f" {r['attainment_verdict'] or 'n/a':>12s} "
+            + f"{(ac['verdict'] if ac else 'n/a'):>9s}  "
+            + f"{r['oracle_slope']:7.3f} {r['oracle_ratio_slope']:6.3f}"
         )
-        for j, n in enumerate(r0["ns"]):
-            ws = ",".join(str(w[j]) for w in r0["selected_widths"])
-            cands = f"{r0['candidate_widths'][j][0]}..{r0['candidate_widths'][j][-1]}"
-            cols = []
-            for r in rows:
-                loc = f"{r['local_slopes'][j - 1]:6.3f}" if j else f"{'':6s}"
-                cols.append(f"{r['mean'][j]:10.4g} {r['se'][j]:8.2g} {loc}")
-            mark = "*" if n in limited else " "
-            lines.append(
-                f"{n:6d}{mark} {r0['steps_max'][j]:6d} {cands:>9s} {r0['selected_at_top'][j]:3d}"
-                f" {ws:>18s}  " + "  ".join(cols)
-            )
-        if limited:
-            lines.append(
-                "  * optimisation-limited (moved by more than its SE with twice the budget)"
-            )
-        lines.append(
-            f"{'metric':>6s} {'pred':>7s} {'slope':>7s} {'95% CI':>17s} {'band':>17s}"
-            f" {'slow/fast ctl':>13s} {'theorem':>12s}   {'ref':>7s} {'ASVI-ref':>7s}"
-            f" {'95% CI':>17s} {'attain':>12s} {'w-min ctl':>9s}  {'oracle':>7s} {'ratio':>6s}"
-        )
-        for r in rows:
-            ctl = (
-                ("rej" if r["control_slow_rejected"] else "NOT")
-                + "/"
-                + ("rej" if r["control_fast_rejected"] else "NOT")
-            )
-            ac = r["attainment_control"]
-            lines.append(
-                f"{r['metric']:>6s} {r['predicted']:7.3f} {r['slope']:7.3f} "
-                f"[{r['ci_low']:7.3f},{r['ci_high']:7.3f}] "
-                f"[{r['band'][0]:7.3f},{r['band'][1]:7.3f}] {ctl:>13s} {r['verdict']:>12s}   "
-                f"{_f(r['reference_slope'])} {_f(r['attainment_diff'])} "
-                + (
-                    f"[{r['attainment_ci_low']:7.3f},{r['attainment_ci_high']:7.3f}]"
-                    if r["attainment_diff"] is not None
-                    else f"{'':17s}"
-                )
-                + f" {r['attainment_verdict'] or 'n/a':>12s} "
-                + f"{(ac['verdict'] if ac else 'n/a'):>9s}  "
-                + f"{r['oracle_slope']:7.3f} {r['oracle_ratio_slope']:6.3f}"
-            )
-        for r in rows:
-            lines.append(f"  {r['metric']}: {r['finding']}")
-        for r in rows:
-            for c in r["budget_control"] or []:
-                lines.append(
-                    f"  budget x2 {r['metric']:>4s} n={c['n']}: {c['base_mean']:.4g} -> "
-                    f"{c['doubled_mean']:.4g} (change {c['change']:+.3g} +- {c['change_se']:.2g}"
-                    f", cell SE {c['cell_se']:.2g}; selection changed in "
-                    f"{100 * c['selection_changed']:.0f}%)"
-                    + ("  OPTIMISATION-LIMITED" if c["limited"] else "")
-                )
-    seen = set()
+    return lines
+
+
+def _budget_lines(rows: list[dict]) -> list[str]:
+    return [
+        f"  budget x2 {r['metric']:>4s} n={c['n']}: {c['base_mean']:.4g} -> "
+        f"{c['doubled_mean']:.4g} (change {c['change']:+.3g} +- {c['change_se']:.2g}"
+        f", cell SE {c['cell_se']:.2g}; selection changed in "
+        f"{100 * c['selection_changed']:.0f}%)" + ("  OPTIMISATION-LIMITED" if c["limited"] else "")
+        for r in rows
+        for c in r["budget_control"] or []
+    ]
+
+
+def _input_dimension_lines(results: list[dict]) -> list[str]:
+    lines, seen = [], set()
     for r in results:
         for c in r.get("input_dimension", []):
             k = (c["metric"], c["p_small"], c["p_large"])
@@ -109,16 +140,7 @@ def format_results(results: list[dict]) -> str:
                 f"n = {c['n']}: {c['ratio_large_to_small']:.2f} (Corollary 6.3: the input "
                 "dimension enters only through log factors)"
             )
-    lines += [
-        "",
-        "columns: steps = most steps any candidate used; cands = candidate widths; top = "
-        "selections at the largest candidate; slow/fast ctl = the e/2 and 2e controls "
-        "rejected?; ref = classical reference slope (oracle bins); ASVI-ref = paired slope "
-        f"difference (attains when its CI is below {ATTAIN_TOL}); w-min ctl = the same test "
-        "for SVI at the smallest candidate width (must FAIL); oracle = oracle-width SVI's "
-        "slope; ratio = slope of ASVI/oracle risk.",
-    ]
-    return "\n".join(lines)
+    return lines
 
 
 def loglog_axes(ax) -> None:

@@ -34,10 +34,10 @@ import torch
 from theory import lambda_s_rule
 
 from .. import tiers
-from ..core import Batch, Hyper, Layout, Trainer
+from ..core import Batch, Hyper
 from ..data import boston, concrete, mnist1d, standardize, uci_splits
 from ..posterior import Posterior, select_width
-from ..recipe import train_models
+from ..recipe import build_trainer, train_models
 from ..records import RecordStore, tier_store
 
 __all__ = [
@@ -109,6 +109,9 @@ def mnist_store(tier: str, out_dir: str, recompute: bool = False) -> RecordStore
 
 
 def run_uci(tier: str, out_dir: str, recompute: bool = False, log=print) -> list[dict]:
+    """Every (dataset, method) of the tier not yet recorded: the grid search of sigma and
+    sigma_0 on validation parts, then each split refitted with its chosen values and
+    scored on its test part (test RMSE and log-likelihood in the original units)."""
     cfg = UCI_TIERS[tier]
     store = uci_store(tier, out_dir, recompute)
     with store.writing() as st:
@@ -127,69 +130,75 @@ def run_uci(tier: str, out_dir: str, recompute: bool = False, log=print) -> list
                 if (name, method) in done:
                     continue
                 t0 = time.perf_counter()
-                # 1. grid search on the validation parts (standardised on the fit parts only)
-                Xf, yf, Xv, yv = [], [], [], []
-                for a, b in zip(tr_parts, val_parts, strict=True):
-                    _, _, xa, xb = standardize(X[a], X[b])
-                    mu, sd, ya, yb = standardize(y[a], y[b])
-                    Xf.append(xa), yf.append(ya), Xv.append(xb), yv.append(yb)
-                Xf, yf = np.stack(Xf), np.stack(yf)
-                scores = {}
-                for s in cfg["sigmas"]:
-                    for s0 in cfg["sigma0s"]:
-                        post, failed = _fit_splits(family, s, s0, Xf, yf, cfg["epochs"], 100)
-                        pred = _per_model(post, Xv, 30).mean(0)
-                        rmse = np.sqrt(((pred - np.stack(yv)) ** 2).mean(1))
-                        scores[(s, s0)] = np.where(failed, np.inf, rmse)
-                keys = list(scores)
-                best = [
-                    keys[int(np.argmin([scores[k][d] for k in keys]))] for d in range(len(splits))
-                ]
-                # 2. refit each split with its chosen values on the whole training part
-                new = []
-                for k in sorted(set(best)):
-                    ds = [d for d in range(len(splits)) if best[d] == k]
-                    Xt_, yt_, Xte, yte, stats = [], [], [], [], []
-                    for d in ds:
-                        tr_idx, te_idx = splits[d]
-                        _, _, xa, xb = standardize(X[tr_idx], X[te_idx])
-                        mu, sd, ya, _ = standardize(y[tr_idx], y[te_idx])
-                        Xt_.append(xa), yt_.append(ya), Xte.append(xb), yte.append(y[te_idx])
-                        stats.append((mu, sd))
-                    post, failed = _fit_splits(
-                        family, k[0], k[1], np.stack(Xt_), np.stack(yt_), cfg["epochs"], 200
-                    )
-                    draws = _per_model(post, Xte, 30)  # standardised units, [T, E, m]
-                    for i, d in enumerate(ds):
-                        mu, sd = stats[i]
-                        f = draws[:, i, :] * sd + mu  # original units
-                        yo = yte[i]
-                        s_o = k[0] * sd
-                        rmse = float(np.sqrt(np.mean((f.mean(0) - yo) ** 2)))
-                        logp = -0.5 * np.log(2 * np.pi * s_o**2) - (yo[None, :] - f) ** 2 / (
-                            2 * s_o**2
-                        )
-                        ll = float(np.mean(np.logaddexp.reduce(logp, axis=0) - np.log(len(f))))
-                        new.append(
-                            {
-                                "schema": UCI_SCHEMA,
-                                "dataset": name,
-                                "method": method,
-                                "split": d,
-                                "sigma": k[0],
-                                "sigma_0": k[1],
-                                "rmse": rmse,
-                                "ll": ll,
-                                "failed": bool(failed[i]),
-                                "epochs": cfg["epochs"],
-                            }
-                        )
+                best = _uci_grid_search(cfg, family, X, y, tr_parts, val_parts)
+                new = _uci_refit(cfg, family, X, y, splits, best, name, method)
                 wall = time.perf_counter() - t0
                 for r in new:
                     r["wall_s_method"] = wall
                 st.append(sorted(new, key=lambda r: r["split"]))
                 log(f"  uci {tier}: {name} {method} ({wall:.0f} s)")
     return store.read()
+
+
+def _uci_grid_search(cfg, family, X, y, tr_parts, val_parts) -> list[tuple]:
+    """Each split's (sigma, sigma_0) with the least validation RMSE (standardised on the fit
+    parts only; a failed fit never wins)."""
+    Xf, yf, Xv, yv = [], [], [], []
+    for a, b in zip(tr_parts, val_parts, strict=True):
+        _, _, xa, xb = standardize(X[a], X[b])
+        mu, sd, ya, yb = standardize(y[a], y[b])
+        Xf.append(xa), yf.append(ya), Xv.append(xb), yv.append(yb)
+    Xf, yf = np.stack(Xf), np.stack(yf)
+    scores = {}
+    for s in cfg["sigmas"]:
+        for s0 in cfg["sigma0s"]:
+            post, failed = _fit_splits(family, s, s0, Xf, yf, cfg["epochs"], 100)
+            pred = _per_model(post, Xv, 30).mean(0)
+            rmse = np.sqrt(((pred - np.stack(yv)) ** 2).mean(1))
+            scores[(s, s0)] = np.where(failed, np.inf, rmse)
+    keys = list(scores)
+    return [keys[int(np.argmin([scores[k][d] for k in keys]))] for d in range(len(tr_parts))]
+
+
+def _uci_refit(cfg, family, X, y, splits, best, name, method) -> list[dict]:
+    """Refit each split with its chosen values on its whole training part; its record."""
+    new = []
+    for k in sorted(set(best)):
+        ds = [d for d in range(len(splits)) if best[d] == k]
+        Xt_, yt_, Xte, yte, stats = [], [], [], [], []
+        for d in ds:
+            tr_idx, te_idx = splits[d]
+            _, _, xa, xb = standardize(X[tr_idx], X[te_idx])
+            mu, sd, ya, _ = standardize(y[tr_idx], y[te_idx])
+            Xt_.append(xa), yt_.append(ya), Xte.append(xb), yte.append(y[te_idx])
+            stats.append((mu, sd))
+        post, failed = _fit_splits(
+            family, k[0], k[1], np.stack(Xt_), np.stack(yt_), cfg["epochs"], 200
+        )
+        draws = _per_model(post, Xte, 30)  # standardised units, [T, E, m]
+        for i, d in enumerate(ds):
+            mu, sd = stats[i]
+            f = draws[:, i, :] * sd + mu  # original units
+            yo = yte[i]
+            s_o = k[0] * sd
+            rmse = float(np.sqrt(np.mean((f.mean(0) - yo) ** 2)))
+            logp = -0.5 * np.log(2 * np.pi * s_o**2) - (yo[None, :] - f) ** 2 / (2 * s_o**2)
+            ll = float(np.mean(np.logaddexp.reduce(logp, axis=0) - np.log(len(f))))
+            new.append(
+                {
+                    "schema": UCI_SCHEMA,
+                    "dataset": name,
+                    "method": method,
+                    "split": d,
+                    "sigma": k[0],
+                    "sigma_0": k[1],
+                    "rmse": rmse,
+                    "ll": ll,
+                    "failed": bool(failed[i]),
+                    "epochs": cfg["epochs"],
+                }
+            )
+    return new
 
 
 def _accuracy(post, X, y, draws=10):
@@ -226,22 +235,24 @@ def _train_mnist1d(tier: str, cfg: dict, log) -> dict:
             batch_size=512,
             lr=5e-3,
         )
-        layout = Layout(40, 2, widths, out_dim=10)
         batch = Batch(
             torch.tensor(Xs[None], dtype=torch.float32),
             torch.tensor(y[None]),
             torch.zeros(len(widths), dtype=torch.int64),
         )
-        tr = Trainer(layout, hyper, [7 + k for k in range(len(widths))], batch)
+        seeds = [7 + k for k in range(len(widths))]
+        tr = build_trainer(
+            hyper, widths, seeds, batch.X, batch.y, batch.data_index, depth=2, out_dim=10
+        )
         spe = math.ceil(len(y) / 512)
         acc, epochs = [], []
         for ep in range(cfg["eval_every"], cfg["epochs"] + 1, cfg["eval_every"]):
             tr.fit(spe * cfg["eval_every"])
-            post = Posterior(layout, hyper, tr.state.var, tr.seeds)
+            post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
             acc.append(_accuracy(post, Xts, yt).tolist())
             epochs.append(ep)
         curves[family] = {"epochs": epochs, "accuracy": acc}
-        post = Posterior(layout, hyper, tr.state.var, tr.seeds)
+        post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
         out[family] = (post, batch, tr.state.failed.cpu().numpy())
         log(f"  mnist1d {tier}: {family} done ({time.perf_counter() - t0:.0f} s)")
     post, batch, failed = out["spike_slab"]
