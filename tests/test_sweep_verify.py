@@ -175,6 +175,14 @@ def test_verify_rates_end_to_end_tiny_tier(tmp_path):
     assert json.loads((tmp_path / "rep2.json").read_text()) == report
     r3 = run_cli("--records", str(rec), "--depth", "3")  # training overrides need training
     assert r3.returncode == 2 and "only --lam" in r3.stderr
+    # --control-every-n: the sweep and the ends are resumed, only the middle n is trained
+    rep4 = tmp_path / "rep4.json"
+    r4 = run_cli("--tier", "tiny", "--out", str(rec), "--control-every-n", "--json", str(rep4),
+                 "--figures", str(figs))  # fmt: skip
+    assert r4.returncode == r.returncode, r4.stderr
+    assert "0 jobs to run" in r4.stdout and "1 jobs to run" in r4.stdout
+    for e in json.loads(rep4.read_text()):
+        assert [c["n"] for c in e["budget_control"]] == [128, 256, 512]
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ convergence table and three tests (rules in ``verify.slopes``):
   most a log factor).
 
 A **budget-doubling control** re-trains the smallest and largest n of each truth (every n
-in tiers with ``control_every_n``, the full tier) with twice
+with ``--control-every-n``) with twice
 the step cap and half the stopping tolerance (same data, same seeds); a cell whose selected
 metric moves by more than its standard error is marked *optimisation-limited*.  Cells whose
 selection sits at the largest candidate width are counted in the table.
@@ -111,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
         " with --records, used only if it exists)",
     )
     ap.add_argument("--no-control", action="store_true", help="skip the budget-doubling control")
+    ap.add_argument(
+        "--control-every-n",
+        action="store_true",
+        help="run the budget-doubling control at every n, not only the smallest and largest",
+    )
     ap.add_argument(
         "--fingerprint",
         metavar="PREFIX",
@@ -264,9 +269,8 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict):
     ccfg = None
     if not args.no_control:
         check_output_file(cpath, "--control-records")
-        ccfg = control_config(
-            cfg, tier["control_replicates"], every_n=tier.get("control_every_n", False)
-        )
+        every_n = args.control_every_n or tier.get("control_every_n", False)
+        ccfg = control_config(cfg, tier["control_replicates"], every_n=every_n)
         cpath = records_path_for(ccfg, cpath, new_file=args.new_file)
     return cfg, ccfg, source, cpath
 
