@@ -1,0 +1,48 @@
+"""The teacher's bias convention: ``relu(h W + b)`` (``"add"``, the default) or eq. (eqmod2)'s
+``sigma_b(y) = relu(y - b)`` in the hidden layers (``"subtract"``); the output adds its bias
+either way."""
+
+import numpy as np
+import pytest
+
+from simulate.truths import TeacherNetwork
+
+X = np.random.default_rng(1).uniform(-1, 1, size=(100_000, 20))
+
+
+def by_hand(t: TeacherNetwork, X, sign: float) -> np.ndarray:
+    h = X[:, : t.p_active_]
+    for W, b in zip(t.weights[:-1], t.biases[:-1], strict=True):
+        h = np.maximum(h @ W + sign * b, 0)
+    return (h @ t.weights[-1] + t.biases[-1])[:, 0]
+
+
+def test_both_conventions_are_what_they_say():
+    add, sub = TeacherNetwork(p=20, seed=0), TeacherNetwork(p=20, seed=0, bias="subtract")
+    assert add.bias == "add"  # the default every record so far was made with
+    assert np.array_equal(add(X[:1000]), by_hand(add, X[:1000], +1.0))
+    assert np.array_equal(sub(X[:1000]), by_hand(sub, X[:1000], -1.0))
+    assert all(np.array_equal(a, b) for a, b in zip(add.weights, sub.weights, strict=True))
+    assert add.n_edges == sub.n_edges == 167
+    assert not np.allclose(add(X[:1000]), sub(X[:1000]))  # a different truth
+    for t in (add, sub):  # without biases the two coincide
+        t.biases = [np.zeros_like(b) for b in t.biases]
+    assert np.array_equal(add(X[:1000]), sub(X[:1000]))
+
+
+def test_active_fractions_of_the_hidden_units():
+    """Seed 0, 100,000 inputs: the fraction of (input, unit) pairs with a positive hidden
+    activation.  Tolerance 0.01: each fraction averages 10^6 pairs (SE < 0.001 even with
+    the units' correlation)."""
+    fa = [float((h > 0).mean()) for h in TeacherNetwork(p=20, seed=0).hidden_and_output(X)[0]]
+    fs = [
+        float((h > 0).mean())
+        for h in TeacherNetwork(p=20, seed=0, bias="subtract").hidden_and_output(X)[0]
+    ]
+    assert fa == pytest.approx([0.657, 0.956], abs=0.01)
+    assert fs == pytest.approx([0.342, 0.612], abs=0.01)
+
+
+def test_bad_bias_convention():
+    with pytest.raises(ValueError, match="bias"):
+        TeacherNetwork(bias="minus")
