@@ -54,16 +54,17 @@ def _teacher(args, names) -> None:
     from .teacher import TIERS, figure_1b, run_teacher, table1
 
     t0 = time.perf_counter()
-    recs = run_teacher(args.tier, args.out, args.recompute)
+    recs = run_teacher(args.tier, args.out, args.recompute, bias=args.teacher_bias)
     cfg = TIERS[args.tier]
+    name = args.tier if args.teacher_bias == "add" else f"{args.tier}-{args.teacher_bias}"
     print(
         f"teacher records: {len(recs)} ({cfg['replicates']} replications x "
         f"{cfg['epochs']} epochs), {time.perf_counter() - t0:.0f} s"
     )
     if "table1" in names:
-        print(table1(recs, args.out, args.tier)["text"])
+        print(table1(recs, args.out, name)["text"])
     if "fig1b" in names:
-        res = figure_1b(recs, args.out, args.tier)
+        res = figure_1b(recs, args.out, name)
         for lam, f in res["frequencies"].items():
             print(f"fig1b lambda = {lam}: selected-width counts {f}")
 
@@ -131,6 +132,13 @@ def main(argv=None) -> int:
     ap.add_argument("--tier", choices=["tiny", "quick", "medium", "long", "paper"], default="quick")
     ap.add_argument("--only", choices=NAMES, action="append", help="one figure (repeatable)")
     ap.add_argument("--recompute", action="store_true", help="discard records and retrain")
+    ap.add_argument(
+        "--teacher-bias",
+        choices=["add", "subtract"],
+        default="add",
+        help="Table 1's teacher: relu(h W + b) (default) or eq. (eqmod2)'s relu(h W - b);"
+        " separate records and outputs (TIER-subtract)",
+    )
     ap.add_argument("--out", default=os.path.join("results", "figures"))
     ap.add_argument(
         "--records",

@@ -85,21 +85,32 @@ def _train_block(method: str, reps, cfg: dict, teacher) -> list[dict]:
     return out
 
 
-def teacher_store(tier: str, out_dir: str, recompute: bool = False) -> RecordStore:
-    """The tier's records file (``teacher-TIER.jsonl``), keyed by (method, replicate), of
+def teacher_store(
+    tier: str, out_dir: str, recompute: bool = False, bias: str = "add"
+) -> RecordStore:
+    """The tier's records file (``teacher-TIER.jsonl``; ``teacher-subtract-TIER.jsonl`` for
+    the teacher with eq. (eqmod2)'s subtracted biases), keyed by (method, replicate), of
     one configuration: the tier's settings (less the replicate count, which only says how
-    many there are), the schema and the versions."""
+    many there are), the teacher's bias convention when not the default, the schema and
+    the versions."""
     settings = {k: v for k, v in TIERS[tier].items() if k != "replicates"}
+    stem = "teacher"
+    if bias != "add":  # the default adds nothing, so files written before keep their key
+        settings["teacher_bias"] = bias
+        stem = f"teacher-{bias}"
     key = lambda r: (r["method"], r["replicate"])  # noqa: E731
     required = ("method", "replicate", "rmse", "elbo")
-    return tier_store(out_dir, "teacher", tier, settings, SCHEMA, key, required, recompute)
+    return tier_store(out_dir, stem, tier, settings, SCHEMA, key, required, recompute)
 
 
-def run_teacher(tier: str, out_dir: str, recompute: bool = False, log=print) -> list[dict]:
-    """Train what the tier needs and is not yet recorded; return all its records."""
+def run_teacher(
+    tier: str, out_dir: str, recompute: bool = False, log=print, bias: str = "add"
+) -> list[dict]:
+    """Train what the tier needs and is not yet recorded; return all its records.
+    ``bias``: the teacher's bias convention (``simulate.truths.TeacherNetwork``)."""
     cfg = TIERS[tier]
-    store = teacher_store(tier, out_dir, recompute)
-    teacher = TeacherNetwork(seed=0)
+    teacher = TeacherNetwork(seed=0, bias=bias)  # a bad convention fails before any file
+    store = teacher_store(tier, out_dir, recompute, bias)
     t0 = time.perf_counter()
     with store.writing() as st:
         for method in METHODS:
