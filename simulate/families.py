@@ -64,7 +64,7 @@ def _kl_lognormal_halfcauchy(m, s, b):
 class Dense:
     """Dense-BNN: Gaussian mean-field on every weight and bias, prior ``N(0, sigma_0^2)``."""
 
-    name, indicators, node_scales, hand_written_step = "dense", False, False, False
+    indicators, node_scales, hand_written_step = False, False, False
 
     @staticmethod
     def draw(var, hyper, layout, mask, eps, gumbel, offset, hard_only=False, node_index=None):
@@ -85,7 +85,7 @@ class Horseshoe:
     """HS-BNN: ``w = beta tau_lj upsilon_l`` with log-normal q on the scales (module
     docstring); biases ``N(0, sigma_0^2)``, not shrunk."""
 
-    name, indicators, node_scales, hand_written_step = "horseshoe", False, True, False
+    indicators, node_scales, hand_written_step = False, True, False
 
     @staticmethod
     def draw(var, hyper, layout, mask, eps, gumbel, offset, hard_only=False, node_index=None):

@@ -20,7 +20,7 @@ __all__ = ["LIKELIHOODS", "Categorical", "Gaussian", "likelihood_of"]
 
 
 class Gaussian:
-    name = "gaussian"
+    """``y = f(x) + N(0, sigma^2)``."""
 
     @staticmethod
     def nll(out: torch.Tensor, y: torch.Tensor, hyper) -> torch.Tensor:
@@ -44,7 +44,7 @@ class Gaussian:
 
 
 class Categorical:
-    name = "categorical"
+    """Softmax over the output units."""
 
     @staticmethod
     def nll(out: torch.Tensor, y: torch.Tensor, hyper) -> torch.Tensor:

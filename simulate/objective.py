@@ -195,7 +195,7 @@ class SpikeSlab:
     with inclusion probabilities nu; the only one with indicators, and with the
     hand-written step (``simulate.step.spike_slab_step``, for the paper's L3)."""
 
-    name, indicators, node_scales, hand_written_step = "spike_slab", True, False, True
+    indicators, node_scales, hand_written_step = True, False, True
 
     @staticmethod
     def draw(var, hyper, layout, mask, eps, gumbel, offset, hard_only=False, node_index=None):

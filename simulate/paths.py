@@ -97,7 +97,7 @@ def _finish(tr, outs, held) -> ELBOTerms:
 class HandWrittenStep:
     """The eager hand-written spike-and-slab step (inputs drawn by the trainer's streams)."""
 
-    name, compiled = "fused", False
+    compiled = False
 
     def __init__(self, tr):
         self._step = partial(spike_slab_step, tr.layout, tr.hyper, tr.n)
@@ -119,7 +119,7 @@ class CompiledHandWrittenStep:
     """The hand-written step and its input draw as two ``torch.compile`` graphs, run on
     ``chunk`` models per call (all of them by default)."""
 
-    name, compiled = "fused_compiled", True
+    compiled = True
 
     def __init__(self, tr, chunk: int | None = None):
         _raise_recompile_limit()
@@ -177,8 +177,6 @@ class CompiledHandWrittenStep:
 class AutogradStep:
     """Hand-written network backward, autograd through the sampler and the KL terms, Adam;
     with ``compile`` the three pieces compiled apart."""
-
-    name = "autograd"
 
     def __init__(self, tr, compile: bool = False):
         self.compiled = bool(compile)

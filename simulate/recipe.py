@@ -66,25 +66,19 @@ def train_models(
     y,
     data_index,
     *,
-    depth: int,
-    out_dim: int = 1,
     steps: int | None = None,
     rule=None,
-    compile: bool = False,
-    device=None,
-    dtype=torch.float32,
     progress=None,
     record_every: int = 0,
+    **build,
 ) -> Trained:
-    """Train the models of :func:`build_trainer` for ``steps`` steps, or until ``rule`` (a
-    :class:`simulate.stopping.StopRule`) stops each; the trainer, the posteriors and the
-    stopping summary."""
+    """Train the models of :func:`build_trainer` (``build``: its keywords -- ``depth``,
+    ``out_dim``, ``compile``, ``chunk``, ``device``, ``dtype``) for ``steps`` steps, or until
+    ``rule`` (a :class:`simulate.stopping.StopRule`) stops each; the trainer, the
+    posteriors and the stopping summary."""
     if (steps is None) == (rule is None):
         raise ValueError("give either steps or a stopping rule")
-    tr = build_trainer(
-        hyper, widths, seeds, X, y, data_index, depth=depth, out_dim=out_dim,
-        compile=compile, device=device, dtype=dtype,
-    )  # fmt: skip
+    tr = build_trainer(hyper, widths, seeds, X, y, data_index, **build)
     if rule is not None:
         conv = tr.fit_until(rule)
     else:

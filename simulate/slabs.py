@@ -46,8 +46,6 @@ class SlabDraw(NamedTuple):
 class GaussianSlab:
     """``N(mu, softplus(rho)^2)`` against the prior slab ``N(0, sigma_0^2)``."""
 
-    name = "gaussian"
-
     @staticmethod
     def params(var, hyper):
         """(location, scale): ``(mu, softplus(rho))``."""
@@ -83,8 +81,6 @@ class GaussianSlab:
 class UniformSlab:
     """``U(c - h, c + h)`` with ``c = B0 tanh(a)``, ``h = (B0 - |c|) sigmoid(b)``, against
     the prior slab ``U(-B0, B0)``."""
-
-    name = "uniform"
 
     @staticmethod
     def params(var, hyper):
