@@ -54,7 +54,10 @@ def _teacher(args, names) -> None:
     from .teacher import TIERS, figure_1b, run_teacher, table1
 
     t0 = time.perf_counter()
-    recs = run_teacher(args.tier, args.out, args.recompute, bias=args.teacher_bias)
+    recs = run_teacher(
+        args.tier, args.out, args.recompute, bias=args.teacher_bias, workers=args.workers,
+        methods=args.teacher_methods,
+    )  # fmt: skip
     cfg = TIERS[args.tier]
     name = args.tier if args.teacher_bias == "add" else f"{args.tier}-{args.teacher_bias}"
     print(
@@ -139,6 +142,19 @@ def main(argv=None) -> int:
         help="Table 1's teacher: relu(h W + b) (default) or eq. (eqmod2)'s relu(h W - b);"
         " separate records and outputs (TIER-subtract)",
     )
+    ap.add_argument(
+        "--teacher-methods",
+        choices=["SVI", "HS-BNN", "Dense-BNN"],
+        action="append",
+        help="train only these Table 1 methods (repeatable; default all; Figure 1(b) and the"
+        " ASVI row need SVI alone); the table shows every method recorded",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="train Table 1's blocks on N single-threaded worker processes (default: here)",
+    )
     ap.add_argument("--out", default=os.path.join("results", "figures"))
     ap.add_argument(
         "--records",
@@ -148,6 +164,8 @@ def main(argv=None) -> int:
     names = args.only or list(NAMES)
     try:
         check_output_dir(args.out, "--out")
+        if args.workers < 0:
+            raise ValueError(f"--workers must be >= 0, got {args.workers}")
         if args.records is not None and not os.path.isfile(args.records):
             raise ValueError(f"no records file {args.records}")
     except ValueError as exc:

@@ -50,6 +50,7 @@ import sys
 
 from ._alloc import tune_malloc
 from .job import run_job
+from .parallel import check_workers, map_unordered
 from .progress import Progress
 from .records import (
     RecordsError,
@@ -91,8 +92,6 @@ __all__ = [
     "parse_truths",
     "main",
 ]
-
-SCHEDULER_TIMEOUT_S = 30  # an unreachable --scheduler is an error after this, not a hang
 
 
 def _cell_key(r: dict) -> tuple:
@@ -140,10 +139,7 @@ def run_sweep(
     machine).  ``max_jobs`` stops after that many jobs (tests simulate a killed sweep).
     The records file is a :class:`simulate.records.RecordStore`: locked while the sweep
     runs, of this configuration only."""
-    if scheduler and workers:
-        raise ValueError("give either a scheduler address or a number of local workers")
-    if workers is not None and int(workers) < 0:
-        raise ValueError(f"workers must be >= 1 (or 0: in this process), got {workers}")
+    check_workers(workers, scheduler)
     cfg.validate()
     store = _store(cfg, out_path)
     with store.writing() as st:  # one sweep per records file, or exit 2
@@ -160,36 +156,15 @@ def run_sweep(
 
 
 def _run_jobs(todo, store: RecordStore, scheduler, workers, progress) -> None:
-    """Train ``todo`` (here, on a new local cluster of ``workers``, or on ``scheduler``) and
-    append each job's records to ``store`` as they arrive."""
+    """Train ``todo`` (here, on a new local cluster of ``workers``, or on ``scheduler``:
+    :func:`simulate.parallel.map_unordered`) and append each job's records to ``store`` as
+    they arrive."""
     total = len(todo)
     bar = Progress("sweep") if progress else None
-    if workers:
-        from distributed import LocalCluster
-
-        one = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        with LocalCluster(
-            n_workers=int(workers),
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",
-            env=one,
-        ) as cluster:
-            return _run_jobs(todo, store, cluster.scheduler_address, None, progress)
-    if scheduler:
-        from distributed import Client, as_completed
-
-        with Client(scheduler, timeout=SCHEDULER_TIMEOUT_S) as client:
-            futures = [client.submit(run_job, j, pure=False) for j in todo]
-            for i, fut in enumerate(as_completed(futures), 1):
-                store.append(fut.result())
-                if bar:
-                    bar(i, total)
-    else:
-        for i, job in enumerate(todo, 1):
-            store.append(run_job(job))
-            if bar:
-                bar(i, total)
+    for i, recs in enumerate(map_unordered(run_job, todo, workers, scheduler), 1):
+        store.append(recs)
+        if bar:
+            bar(i, total)
 
 
 # --------------------------------------------------------------------------- command line

@@ -13,6 +13,7 @@ import pytest
 import torch
 from test_sweep_verify import TINY as SWEEP_TINY  # noqa: E402
 
+import simulate.parallel as parallel_mod
 import simulate.records as records_mod
 import simulate.sweep as sweep_mod
 from simulate.records import exclusive_writer
@@ -267,7 +268,7 @@ def test_a_teacher_truth_takes_no_alpha(tmp_path):
 
 
 def test_unreachable_scheduler_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(sweep_mod, "SCHEDULER_TIMEOUT_S", 2)
+    monkeypatch.setattr(parallel_mod, "SCHEDULER_TIMEOUT_S", 2)
     argv = [*SWEEP, "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path / "r.jsonl")]
     assert sweep_mod.main(argv) == 2
     assert "error:" in capsys.readouterr().err

@@ -22,14 +22,19 @@ import time
 
 import numpy as np
 import torch
+from torch._dynamo.utils import counters
 
 from .. import tiers
 from ..core import Hyper
+from ..parallel import map_unordered
 from ..recipe import train_models
 from ..records import RecordStore, tier_store
 from ..truths import TeacherNetwork, make_regression_data
 
-__all__ = ["TIERS", "METHODS", "SCHEMA", "run_teacher", "teacher_store"]
+__all__ = [
+    "TIERS", "METHODS", "SCHEMA", "RUN_PLAN", "block_plan", "run_teacher", "teacher_store",
+    "train_block", "width_groups", "tier_steps",
+]  # fmt: skip
 
 SCHEMA = "asvi-rates/teacher-record/2"
 METHODS = {"SVI": "spike_slab", "HS-BNN": "horseshoe", "Dense-BNN": "dense"}
@@ -38,34 +43,114 @@ PAPER_WIDTHS = tiers.PAPER_WIDTHS
 TIERS = tiers.TEACHER
 
 
-def _train_block(method: str, reps, cfg: dict, teacher) -> list[dict]:
-    """Train every width of ``method`` for a block of replicates in one batched program."""
-    t0 = time.perf_counter()
-    widths = list(cfg["widths"])
-    family = METHODS[method]
+# How each method's blocks are trained (measured, BENCHMARKS.md "Table 1 workload"): the
+# compiled hand-written step pays for SVI (2.3x at two threads) and, compiled, programs of
+# a few similar widths beat one program padded to width 20 (1.15x at one thread); the
+# baselines' autograd steps gain nothing from compiling and lose from splitting (more
+# steps of fixed cost).  Compiling costs ~15 s per program shape, the eager time of about
+# 1500 steps of a 50-model block, so a tier compiles only from COMPILE_FROM_STEPS steps
+# (the medium, long and paper tiers; not tiny and quick).  Splitting and compiling change the
+# numbers only by rounding: each model's noise depends on its seed alone (simulate.rng),
+# not on its program's padding.
+RUN_PLAN = {
+    "SVI": {"compile": True, "groups": 3},
+    "HS-BNN": {"compile": False, "groups": 1},
+    "Dense-BNN": {"compile": False, "groups": 1},
+}
+COMPILE_FROM_STEPS = 5000
+
+
+def block_plan(method: str, steps: int, plan=None) -> dict:
+    """How a block of ``method`` runs at ``steps`` steps: ``plan`` (default ``RUN_PLAN``)'s
+    entry, compiled and split only from ``COMPILE_FROM_STEPS`` steps."""
+    p = dict((plan or RUN_PLAN)[method])
+    if steps < COMPILE_FROM_STEPS and plan is None:
+        p = {"compile": False, "groups": 1}
+    return p
+
+
+def _batch(cfg: dict) -> int:
+    return min(1024, cfg["n"])
+
+
+def tier_steps(cfg: dict) -> int:
+    """Steps per model: the tier's epochs at batch 1024 (or n, if smaller)."""
+    return math.ceil(cfg["epochs"] * cfg["n"] / _batch(cfg))
+
+
+def width_groups(widths, groups: int) -> list[list[int]]:
+    """``widths`` sorted and cut into ``groups`` consecutive runs of near-equal length (each
+    run one batched program, padded to its widest)."""
+    ws = sorted(widths)
+    k, extra = divmod(len(ws), groups)
+    out, i = [], 0
+    for g in range(min(groups, len(ws))):
+        j = i + k + (1 if g < extra else 0)
+        out.append(ws[i:j])
+        i = j
+    return out
+
+
+def _block_data(reps, cfg: dict, teacher):
     X, y, Xt, yt = [], [], [], []
     for r in reps:
         a, b = make_regression_data(teacher, cfg["n"], 20, 1.0, seed=10_000 + r)
         c, d = make_regression_data(teacher, cfg["n_test"], 20, 1.0, seed=20_000 + r)
         X.append(a), y.append(b), Xt.append(c), yt.append(d)
-    R, W = len(reps), len(widths)
-    hyper = Hyper(family=family, batch_size=min(1024, cfg["n"]))
-    seeds = [
-        1_000_000 * (1 + list(METHODS).index(method)) + 100 * r + k for r in reps for k in range(W)
-    ]
-    data_index = torch.tensor([i for i in range(R) for _ in widths])
     Xs = torch.tensor(np.stack(X), dtype=torch.float32)
     ys = torch.tensor(np.stack(y), dtype=torch.float32)
-    steps = math.ceil(cfg["epochs"] * cfg["n"] / hyper.batch_size)
-    trained = train_models(hyper, widths * R, seeds, Xs, ys, data_index, depth=2, steps=steps)
+    return Xs, ys, Xt, yt
+
+
+def _train_group(method, reps, widths, group, cfg, data, compile: bool) -> dict:
+    """Train the widths ``group`` (a subset of ``widths``) of every replicate in ``reps`` as
+    one batched program; per (replicate, width): test RMSE, edges, ELBO, failed."""
+    Xs, ys, Xt, yt = data
+    hyper = Hyper(family=METHODS[method], batch_size=_batch(cfg))
+    m = list(METHODS).index(method)
+    # a model's seed names its (method, replicate, width), whatever program it runs in
+    seeds = [1_000_000 * (1 + m) + 100 * r + widths.index(w) for r in reps for w in group]
+    data_index = [i for i in range(len(reps)) for _ in group]
+    steps = tier_steps(cfg)
+    trained = train_models(
+        hyper, group * len(reps), seeds, Xs, ys, data_index, depth=2, steps=steps,
+        compile=compile,
+    )  # fmt: skip
     tr, post = trained.trainer, trained.posterior
-    el = post.elbo(Xs, ys, data_index, draws=10)
+    el = post.elbo(Xs, ys, data_index, draws=10)["elbo"]
     edges = post.edges()["sum_nu"]
-    out = []
+    out = {}
     for i, r in enumerate(reps):
-        sl = slice(i * W, (i + 1) * W)
+        sl = slice(i * len(group), (i + 1) * len(group))
         pred = post.predict_mean(Xt[i], 30)[sl].cpu().numpy()
         rmse = np.sqrt(((pred - yt[i][None, :]) ** 2).mean(1))
+        for j, w in enumerate(group):
+            k = i * len(group) + j
+            out[r, w] = (float(rmse[j]), float(edges[k]), float(el[k]), bool(tr.state.failed[k]))
+    return {"cells": out, "steps": steps}
+
+
+def train_block(task) -> list[dict]:
+    """Train every width of one method for a block of replicates: ``task`` is ``(method,
+    reps, cfg, bias, plan)`` (picklable, for worker processes; ``plan`` from
+    :func:`block_plan`: ``compile``, ``groups``).  A compiled block counts the graphs
+    it compiled (a shape compiles once per process and is reused by later blocks and
+    replicates) and fails rather than silently running eagerly past dynamo's recompile
+    limit."""
+    method, reps, cfg, bias, plan = task
+    t0 = time.perf_counter()
+    widths = list(cfg["widths"])
+    data = _block_data(reps, cfg, TeacherNetwork(seed=0, bias=bias))
+    graphs0 = counters["stats"]["unique_graphs"]
+    cells = {}
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        for group in width_groups(widths, plan["groups"]):
+            res = _train_group(method, reps, widths, group, cfg, data, plan["compile"])
+            cells.update(res["cells"])
+    graphs = counters["stats"]["unique_graphs"] - graphs0
+    out = []
+    for r in reps:
+        rmse, edges, elbo, failed = zip(*(cells[r, w] for w in widths), strict=True)
         out.append(
             {
                 "schema": SCHEMA,
@@ -73,13 +158,16 @@ def _train_block(method: str, reps, cfg: dict, teacher) -> list[dict]:
                 "replicate": r,
                 "widths": widths,
                 "epochs": cfg["epochs"],
-                "steps": steps,
+                "steps": res["steps"],
                 "n": cfg["n"],
-                "rmse": rmse.tolist(),
-                "edges": edges[sl].tolist(),
-                "elbo": el["elbo"][sl].tolist(),
-                "failed": tr.state.failed[sl].tolist(),
+                "rmse": list(rmse),
+                "edges": list(edges),
+                "elbo": list(elbo),
+                "failed": list(failed),
                 "train_s": time.perf_counter() - t0,
+                "programs": plan["groups"],
+                "compiled": plan["compile"],
+                "graphs_compiled": graphs,
             }
         )
     return out
@@ -104,23 +192,50 @@ def teacher_store(
 
 
 def run_teacher(
-    tier: str, out_dir: str, recompute: bool = False, log=print, bias: str = "add"
+    tier: str,
+    out_dir: str,
+    recompute: bool = False,
+    log=print,
+    bias: str = "add",
+    workers: int | None = None,
+    methods=None,
+    plan=None,
 ) -> list[dict]:
     """Train what the tier needs and is not yet recorded; return all its records.
-    ``bias``: the teacher's bias convention (``simulate.truths.TeacherNetwork``)."""
+    ``bias``: the teacher's bias convention (``simulate.truths.TeacherNetwork``);
+    ``workers``: train the blocks on that many single-threaded worker processes
+    (``simulate.parallel``; this process alone writes the records, each block's as it
+    finishes, so a run stopped anywhere loses at most the blocks in flight); ``methods``: a
+    subset of ``METHODS`` to train (default all; Figure 1(b) and the ASVI row need SVI
+    alone); ``plan``: a ``RUN_PLAN``-shaped override of how blocks run, taken at any
+    number of steps (tests).  Returns the records of every method recorded so far."""
     cfg = TIERS[tier]
-    teacher = TeacherNetwork(seed=0, bias=bias)  # a bad convention fails before any file
+    methods = list(METHODS) if methods is None else list(methods)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
+    TeacherNetwork(seed=0, bias=bias)  # a bad convention fails before any file
     store = teacher_store(tier, out_dir, recompute, bias)
     t0 = time.perf_counter()
     with store.writing() as st:
-        for method in METHODS:
-            for b in range(0, cfg["replicates"], cfg["replicate_block"]):
-                reps = list(range(b, min(b + cfg["replicate_block"], cfg["replicates"])))
-                if all((method, r) in st.done for r in reps):
-                    continue
-                st.append(_train_block(method, reps, cfg, teacher))
-                log(
-                    f"  teacher {tier}: {method} replicates {reps[0]}-{reps[-1]} "
-                    f"({time.perf_counter() - t0:.0f} s)"
-                )
+        steps = tier_steps(cfg)
+        todo = [
+            (method, reps, cfg, bias, block_plan(method, steps, plan))
+            for method in methods
+            for reps in _blocks(cfg)
+            if not all((method, r) in st.done for r in reps)
+        ]
+        for recs in map_unordered(train_block, todo, workers):
+            st.append(recs)
+            reps = [r["replicate"] for r in recs]
+            log(
+                f"  teacher {tier}: {recs[0]['method']} replicates {reps[0]}-{reps[-1]} "
+                f"({time.perf_counter() - t0:.0f} s; {recs[0]['graphs_compiled']} graphs "
+                "compiled)"
+            )
     return [r for r in store.read() if r["replicate"] < cfg["replicates"]]
+
+
+def _blocks(cfg: dict) -> list[list[int]]:
+    step, total = cfg["replicate_block"], cfg["replicates"]
+    return [list(range(b, min(b + step, total))) for b in range(0, total, step)]
