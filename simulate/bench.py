@@ -1,15 +1,24 @@
-"""``python -m simulate.bench [--json PATH]``: batched core against a per-model loop.
+"""``python -m simulate.bench [--json PATH]``: batched core against the ways PyTorch users
+train many small models.
 
-For each E, the same E models (20-20-20-1 networks: p = 20, two hidden layers of width 20,
-one output; batch 1024; the same data, n = 10,000) are trained by one batched
-:class:`~simulate.core.Trainer` and by a Python loop over E single-model trainers, in the
-same process and interleaved (batched, loop, batched, loop, ...), and the median rate of
-each is reported as model-steps per second with their ratio.  The loop runs the core itself
-one model at a time (with ``--compile``, compiled too), so every speed-up of the core speeds
-it as well: its ratio measures what batching adds.  On the CPU a second loop over E
-:class:`~simulate.reference.ReferenceASVI` models (textbook per-model PyTorch: autograd,
-``torch.optim.Adam``, eager) gives ``textbook_ratio``: the core against the style of code it
-replaces.
+For each E, the same E models (workload ``net20``: 20-20-20-1 networks, p = 20, two hidden
+layers of width 20, one output; workload ``table1``: Table 1's students 20-w-w-1 with
+w = 2, 4, ..., 20 in turn; batch 1024; the same data, n = 10,000) are trained by one
+batched :class:`~simulate.core.Trainer` and by each baseline, in the same process and
+interleaved (batched, loop, textbook, vmap, batched, ...), and the median rate of each is
+reported as model-steps per second with the batched core's ratio to it:
+
+* ``loop``: a Python loop over E single-model trainers of the core itself (with
+  ``--compile``, compiled too), so its ratio measures what batching adds;
+* ``textbook``: a loop over E :class:`~simulate.reference.ReferenceASVI` models (per-model
+  PyTorch: autograd, ``torch.optim.Adam``, eager; CPU only);
+* ``vmap``: :class:`~simulate.reference.VmapEnsemble`, PyTorch's model-ensembling recipe
+  (``stack_module_state`` + ``vmap(functional_call)``, autograd, ``torch.optim.Adam`` on the
+  stacked parameters), one ensemble per width (the recipe needs equal shapes; CPU only).
+
+The ``table1`` workload also times the core in three programs of similar widths
+(``batched_groups``; ``groups_ratio`` over one program padded to width 20), the split the
+Table 1 driver uses for its compiled blocks.
 """
 
 from __future__ import annotations
@@ -27,10 +36,12 @@ import torch
 
 from ._alloc import tune_malloc
 from .core import Batch, Hyper, Trainer
+from .experiments.table1 import width_groups
 from .paths import AutogradStep, CompiledHandWrittenStep, HandWrittenStep
 from .recipe import build_trainer
 from .records import check_output_file
-from .reference import ReferenceASVI
+from .reference import ReferenceASVI, VmapEnsemble
+from .tiers import PAPER_WIDTHS
 
 __all__ = ["run", "main"]
 
@@ -83,66 +94,118 @@ def _rate(step_fns, steps: int, models: int, device="cpu") -> float:
     return models * steps / (time.perf_counter() - t0)
 
 
+WORKLOADS = ("net20", "table1")
+
+
+def workload_widths(workload: str, E: int) -> list[int]:
+    """The E models' widths: ``net20``, every model 20-20-20-1; ``table1``, Table 1's
+    students 20-w-w-1 with w = 2, 4, ..., 20 in turn (E a multiple of 10 gives each width
+    E / 10 models)."""
+    if workload == "net20":
+        return [WIDTH] * E
+    if workload == "table1":
+        return [PAPER_WIDTHS[e % len(PAPER_WIDTHS)] for e in range(E)]
+    raise ValueError(f"workload must be one of {WORKLOADS}, got {workload!r}")
+
+
+def _variants(data, widths, depth, batch_size, device, compile, timed_loop, workload):
+    """Each timed variant as a list of step functions over the same E models (seeds 0..E-1):
+    the batched core (one program), for ``table1`` also the core in three width-group
+    programs (``simulate.experiments.table1.width_groups``), the per-model core loop, the
+    textbook loop and the vmap ensembles (one per width; CPU)."""
+    E, p = len(widths), data.X.shape[2]
+    cpu = torch.device(device).type == "cpu"
+    seeds = list(range(E))
+    tr = _trainer(data, widths, seeds, depth, batch_size, device, compile)
+    out = {"batched": [tr.step]}
+    if workload == "table1":
+        out["batched_groups"] = []
+        for group in width_groups(sorted(set(widths)), 3):
+            idx = [e for e in seeds if widths[e] in group]
+            g = _trainer(data, [widths[e] for e in idx], idx, depth, batch_size, device, compile)
+            out["batched_groups"].append(g.step)
+    if not timed_loop:
+        return out
+    out["loop"] = [
+        _trainer(data, [widths[e]], [e], depth, batch_size, device, compile).step for e in seeds
+    ]
+    if cpu:
+        h = Hyper(batch_size=batch_size)
+        X, y = data.X[0], data.y[0]
+        out["textbook"] = [ReferenceASVI(p, depth, widths[e], h, X, y, seed=e).step for e in seeds]
+        out["vmap"] = [
+            VmapEnsemble(p, depth, w, h, X, y, [e for e in seeds if widths[e] == w]).step
+            for w in sorted(set(widths))
+        ]
+    return out
+
+
 def run(
     Es=(1, 10, 100),
     steps: int = 20,
     repeats: int = 3,
     n: int = N,
     p: int = P,
-    width: int = WIDTH,
     depth: int = DEPTH,
     batch_size: int = BATCH,
     compile: bool = False,
     device="cpu",
     loop_max: int | None = None,
     log=print,
+    workload: str = "net20",
 ) -> dict:
     """Measure and return ``{E: {batched_model_steps_per_s, loop_model_steps_per_s, ratio,
-    textbook_loop_model_steps_per_s, textbook_ratio}}`` (ratios: batched over loop).
+    textbook_loop_model_steps_per_s, textbook_ratio, vmap_model_steps_per_s, vmap_ratio}}``
+    (ratios: batched over the other), plus for ``workload="table1"``
+    ``batched_groups_model_steps_per_s`` and ``groups_ratio`` (grouped over one program).
 
     ``device="cuda"`` times the core's variants on the GPU (synchronising around each timed
-    block); the data then lives on the GPU too, and the textbook loop (CPU only) is not
-    timed.  For ``E > loop_max`` only the batched core is timed (the loops' rates and the
-    ratios are then None): a loop over thousands of models takes minutes and its per-model
-    rate does not depend on E."""
+    block); the data then lives on the GPU too, and the textbook and vmap baselines (CPU
+    only) are not timed.  For ``E > loop_max`` only the batched core is timed (the other
+    rates and ratios are then None): a loop over thousands of models takes minutes and its
+    per-model rate does not depend on E."""
     data = _data(n, p)
-    hyper = Hyper(batch_size=batch_size)
     out = {}
     for E in Es:
-        batched = _batched(data, E, p, depth, width, batch_size, device, compile)
+        widths = workload_widths(workload, E)
         timed_loop = loop_max is None or E <= loop_max
-        loop = [
-            _trainer(data, [width], [e], depth, batch_size, device, compile)
-            for e in range(E if timed_loop else 0)
-        ]
-        textbook = [
-            ReferenceASVI(p, depth, width, hyper, data.X[0], data.y[0], seed=e)
-            for e in range(E if timed_loop and torch.device(device).type == "cpu" else 0)
-        ]
+        fns = _variants(data, widths, depth, batch_size, device, compile, timed_loop, workload)
         for _ in range(3):  # warm-up (and compilation, if asked for)
-            batched.step()
-            for tr in loop + textbook:
-                tr.step()
-        rates = {"batched": [], "loop": [], "textbook": []}
-        for _ in range(repeats):
-            rates["batched"].append(_rate([batched.step], steps, E, device))
-            if loop:
-                rates["loop"].append(_rate([tr.step for tr in loop], steps, E, device))
-            if textbook:
-                rates["textbook"].append(_rate([tr.step for tr in textbook], steps, E))
-        b, lo, tb = (statistics.median(v) if v else None for v in rates.values())
-        out[E] = {
-            "batched_model_steps_per_s": b,
-            "loop_model_steps_per_s": lo,
-            "ratio": b / lo if lo else None,
-            "textbook_loop_model_steps_per_s": tb,
-            "textbook_ratio": b / tb if tb else None,
-        }
-        tail = f"loop {lo:7.0f}   ratio {b / lo:6.1f}" if lo else "loop (not timed)"
-        if tb:
-            tail += f"   textbook loop {tb:6.0f}   ratio {b / tb:6.1f}"
-        log(f"E = {E:5d}: batched {b:9.0f} model-steps/s   {tail}")
+            for group in fns.values():
+                for f in group:
+                    f()
+        rates = {k: [] for k in fns}
+        for _ in range(repeats):  # interleaved: each variant once per repeat
+            for k, group in fns.items():
+                rates[k].append(_rate(group, steps, E, device))
+        med = {k: statistics.median(v) for k, v in rates.items()}
+        b = med["batched"]
+        res = {"batched_model_steps_per_s": b}
+        for key, name in (("loop", "loop"), ("textbook", "textbook_loop"), ("vmap", "vmap")):
+            r = med.get(key)
+            res[f"{name}_model_steps_per_s"] = r
+            res["ratio" if key == "loop" else f"{key}_ratio"] = b / r if r else None
+        if "batched_groups" in med:
+            res["batched_groups_model_steps_per_s"] = med["batched_groups"]
+            res["groups_ratio"] = med["batched_groups"] / b
+        out[E] = res
+        log(f"E = {E:5d}: batched {b:9.0f} model-steps/s   " + _tail(res))
     return out
+
+
+def _tail(res: dict) -> str:
+    parts = []
+    for name, ratio in (("loop", "ratio"), ("textbook_loop", "textbook_ratio"),
+                        ("vmap", "vmap_ratio")):  # fmt: skip
+        r = res[f"{name}_model_steps_per_s"]
+        if r:
+            parts.append(f"{name} {r:7.0f} (x{res[ratio]:.1f})")
+    if "groups_ratio" in res:
+        parts.append(
+            f"width groups {res['batched_groups_model_steps_per_s']:7.0f} "
+            f"(x{res['groups_ratio']:.2f} of one program)"
+        )
+    return "   ".join(parts) or "loops not timed"
 
 
 def compare_paths(
@@ -205,6 +268,13 @@ def _parser() -> argparse.ArgumentParser:
         "--loop-max", type=int, default=None, help="time the per-model loop only for E <= this"
     )
     ap.add_argument("--no-tune-malloc", action="store_true")
+    ap.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        default="net20",
+        help="net20: E models 20-20-20-1 (default); table1: Table 1's students 20-w-w-1, "
+        "w = 2..20 in turn",
+    )
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     ap.add_argument(
         "--compare-paths",
@@ -269,6 +339,7 @@ def main(argv=None) -> int:
         compile=args.compile,
         device=args.device,
         loop_max=args.loop_max,
+        workload=args.workload,
     )
     if args.json:
         meta = {
@@ -277,7 +348,10 @@ def main(argv=None) -> int:
             "malloc_tuned": tuned,
             "device": args.device,
             "hardware": where,
-            "network": network_name(),
+            "workload": args.workload,
+            "network": network_name()
+            if args.workload == "net20"
+            else f"{P}-w-w-1, w = {', '.join(map(str, PAPER_WIDTHS))} in turn",
             "batch_size": BATCH,
             "n": N,
             "steps": args.steps,

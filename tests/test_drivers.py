@@ -27,6 +27,8 @@ def test_bench_reports_the_documented_keys(tmp_path):
         "ratio",
         "textbook_loop_model_steps_per_s",
         "textbook_ratio",
+        "vmap_model_steps_per_s",
+        "vmap_ratio",
     }
     assert set(res[5]) == keys
     assert all(res[5][k] is None for k in keys - {"batched_model_steps_per_s"})
@@ -41,6 +43,27 @@ def test_bench_reports_the_documented_keys(tmp_path):
     assert set(data["2"]) == keys
     bad = run_bench("--E", "0")
     assert bad.returncode == 2
+
+
+def test_bench_table1_workload_times_every_variant_and_the_width_groups(tmp_path):
+    assert bench.workload_widths("table1", 12)[:11] == [*range(2, 21, 2), 2]
+    res = bench.run(Es=(10,), steps=2, repeats=1, n=2048, workload="table1", log=lambda *_: None)
+    r = res[10]
+    assert r["groups_ratio"] == pytest.approx(
+        r["batched_groups_model_steps_per_s"] / r["batched_model_steps_per_s"]
+    )
+    assert r["vmap_ratio"] == pytest.approx(
+        r["batched_model_steps_per_s"] / r["vmap_model_steps_per_s"]
+    )
+    assert all(v > 0 for v in r.values())
+    out = tmp_path / "t.json"
+    cli = run_bench("--workload", "table1", "--E", "10", "--steps", "1", "--repeats", "1",
+                    "--loop-max", "0", "--json", str(out))  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    data = json.loads(out.read_text())
+    assert data["meta"]["workload"] == "table1" and data["10"]["vmap_ratio"] is None
+    with pytest.raises(ValueError, match="workload"):
+        bench.workload_widths("table2", 10)
 
 
 def test_bench_compares_the_step_paths():

@@ -75,3 +75,76 @@ def test_reference_trains_and_rejects_what_it_does_not_cover():
         ReferenceASVI(3, 1, 2, Hyper(), X, y)
     with pytest.raises(ValueError, match="X must be"):
         ReferenceASVI(4, 1, 2, Hyper(batch_size=8), X, y)
+
+
+def _vmap_pair(E=2, p=3, depth=2, width=4, n=256):
+    """A core trainer of E models and the vmap ensemble holding the same parameters."""
+    from simulate.reference import VmapEnsemble
+
+    hyper = Hyper(batch_size=64)
+    g = torch.Generator().manual_seed(1)
+    X = torch.rand(n, p, generator=g, dtype=torch.float64) * 2 - 1
+    y = X[:, 0] * X[:, 2] + 0.3 * torch.randn(n, generator=g, dtype=torch.float64)
+    seeds = list(range(5, 5 + E))
+    core = Trainer(
+        Layout(p, depth, [width] * E), hyper, seeds, Batch(X[None], y[None], [0] * E),
+        dtype=torch.float64,
+    )  # fmt: skip
+    ens = VmapEnsemble(p, depth, width, hyper, X, y, seeds)
+    lay = core.layout
+    with torch.no_grad():
+        for l in range(depth + 1):
+            for j, name in enumerate(("mu", "rho", "logit")):
+                blk = lay.block(core.state.var[j], l)  # [E, out, in + 1]
+                ens.params[f"{name}.{2 * l}"].copy_(blk[:, :, :-1])
+                ens.params[f"{name}.{2 * l + 1}"].copy_(blk[:, :, -1])
+    return core, ens
+
+
+def _core_noise_stacked(core, offset):
+    lay = core.layout
+    eps = core.eps_stream.normal(offset, torch.float64)
+    u = core.gumbel_stream.uniform(offset, torch.float64)
+    out = []
+    for l in range(lay.depth + 1):
+        e, v = lay.block(eps, l), lay.block(u, l)
+        out += [(e[:, :, :-1], v[:, :, :-1]), (e[:, :, -1], v[:, :, -1])]
+    return out
+
+
+def test_vmap_ensemble_loss_and_gradients_equal_the_core():
+    """The benchmark's vmap baseline (PyTorch's ensembling recipe) computes the core's
+    (L1, L2, L3) and gradients for every model, given the same parameters, minibatches and
+    noise; planted errors (the models' noise swapped, one parameter moved) are seen."""
+    core, ens = _vmap_pair()
+    xb, yb = core.minibatch(core.state)
+    var = core.state.var.clone().requires_grad_(True)
+    c_terms = core.loss_terms(var, xb, yb, 0)
+    noise = _core_noise_stacked(core, 0)
+    v_terms = ens.loss_terms(xb[..., :-1], yb, noise)  # [E, 3]
+    for k, c in enumerate(c_terms):
+        torch.testing.assert_close(v_terms[:, k], c.detach(), rtol=1e-12, atol=0)
+    (g_core,) = torch.autograd.grad(sum(t.sum() for t in c_terms), var)
+    v_terms.sum().backward()
+    lay = core.layout
+    for l in range(lay.depth + 1):
+        for j, name in enumerate(("mu", "rho", "logit")):
+            blk = lay.block(g_core[j], l)
+            torch.testing.assert_close(ens.params[f"{name}.{2 * l}"].grad, blk[:, :, :-1])
+            torch.testing.assert_close(ens.params[f"{name}.{2 * l + 1}"].grad, blk[:, :, -1])
+    swapped = [(e.flip(0), u.flip(0)) for e, u in noise]
+    other = ens.loss_terms(xb[..., :-1], yb, swapped).detach()
+    assert not torch.allclose(other[:, 0], c_terms[0].detach(), rtol=1e-6)
+    with torch.no_grad():
+        ens.params["mu.2"][1, 0, 0] += 0.1
+    moved = ens.loss_terms(xb[..., :-1], yb, noise).detach()
+    torch.testing.assert_close(moved[0], v_terms[0].detach())  # model 0 untouched
+    assert not torch.allclose(moved[1], v_terms[1].detach(), rtol=1e-9)
+
+
+def test_vmap_ensemble_trains():
+    _, ens = _vmap_pair(E=3)
+    first = ens.step()
+    for _ in range(200):
+        last = ens.step()
+    assert last < first
