@@ -62,9 +62,12 @@ def _kl_lognormal_halfcauchy(m, s, b):
 
 
 class Dense:
-    """Dense-BNN: Gaussian mean-field on every weight and bias, prior ``N(0, sigma_0^2)``."""
+    """Dense-BNN: Gaussian mean-field on every weight and bias, prior ``N(0, sigma_0^2)``.
+    Trained by the hand-written step without indicators (``simulate.step.spike_slab_step``
+    with ``indicators=False``); ``draw`` and ``kl_terms`` serve the autograd reference,
+    posterior draws and the ELBO."""
 
-    indicators, node_scales, hand_written_step = False, False, False
+    indicators, node_scales, hand_written_step = False, False, True
 
     @staticmethod
     def draw(var, hyper, layout, mask, eps, gumbel, offset, hard_only=False, node_index=None):

@@ -100,7 +100,8 @@ class HandWrittenStep:
     compiled = False
 
     def __init__(self, tr):
-        self._step = partial(spike_slab_step, tr.layout, tr.hyper, tr.n)
+        ind = family_of(tr.hyper).indicators
+        self._step = partial(spike_slab_step, tr.layout, tr.hyper, tr.n, indicators=ind)
 
     def __call__(self, tr) -> ELBOTerms:
         st, h, K = tr.state, tr.hyper, tr.hyper.mc_samples
@@ -124,8 +125,10 @@ class CompiledHandWrittenStep:
     def __init__(self, tr, chunk: int | None = None):
         _raise_recompile_limit()
         self.chunk = tr.layout.E if chunk is None else min(int(chunk), tr.layout.E)
+        ind = family_of(tr.hyper).indicators
         self._step = torch.compile(
-            partial(spike_slab_step, tr.layout, tr.hyper, tr.n, functional=True), dynamic=False
+            partial(spike_slab_step, tr.layout, tr.hyper, tr.n, functional=True, indicators=ind),
+            dynamic=False,
         )
         self._draw = torch.compile(partial(draw_step_inputs, n=tr.n, dtype=tr.dtype), dynamic=False)
 
@@ -256,10 +259,14 @@ def _raise_recompile_limit() -> None:
 
 def choose_path(tr, compile: bool = False, chunk: int | None = None):
     """The step path of a trainer, chosen once: the spike-and-slab family with the paper's
-    L3 takes the hand-written step (compiled with ``compile``); the baselines' families and
-    the exact L3 go through autograd.  ``chunk`` applies to the compiled hand-written step
-    only (elsewhere it changes nothing)."""
+    L3 and the Dense-BNN family take the hand-written step (compiled with ``compile``);
+    the horseshoe family and the exact L3 go through autograd.  ``chunk`` applies to the
+    compiled hand-written step only (elsewhere it changes nothing)."""
     h = tr.hyper
-    if family_of(h).hand_written_step and h.l3 == "paper":
+    fam = family_of(h)
+    # Dense-BNN's step is the spike-and-slab one without indicators, drawing the Gaussian
+    # slab's normals: hand-written only when the slab noise is normal
+    dense_ok = not fam.indicators and h.slab == "gaussian"
+    if fam.hand_written_step and (h.l3 == "paper" if fam.indicators else dense_ok):
         return CompiledHandWrittenStep(tr, chunk) if compile else HandWrittenStep(tr)
     return AutogradStep(tr, compile)

@@ -8,7 +8,7 @@ import torch
 from .hyper import Hyper
 from .layout import Layout, mlp_nll_and_grad
 from .objective import _LOG2, l3_paper
-from .slabs import slab_of
+from .slabs import SLABS, slab_of
 
 
 def adam_update(var, m, v, grad, step_size, corr2, b1: float, b2: float, eps: float, alive=None):
@@ -41,6 +41,7 @@ def spike_slab_step(
     step_size,
     corr2,
     functional: bool = False,
+    indicators: bool = True,
 ):
     """One whole training step of the spike-and-slab family with the paper's L3, with every
     gradient written by hand: no autograd graph, no host synchronisation, and under
@@ -60,16 +61,26 @@ def spike_slab_step(
     ``failed``; a failed model's gradient is zeroed and its parameters are not moved.
     ``functional=True`` writes nothing in place (the form ``torch.compile`` traces); the
     eager form updates ``var, m, v`` in place and returns them.
+
+    ``indicators=False`` is the Dense-BNN family (``simulate.families.Dense``): every edge
+    kept (``nu = gamma = 1``, ``u`` unused), the Gaussian slab's KL to ``N(0, sigma_0^2)``
+    as L2, ``L3 = 0`` and no gradient for the (unused) logits -- the same numbers as
+    autograd through ``Dense.draw`` and ``Dense.kl_terms``, which draw the same normals
+    from the same stream (tested).
     """
     K, E = eps.shape[0], var.shape[1]
     loc, raw, logit = var[0], var[1], var[2]
-    nu = torch.sigmoid(logit)
+    nu = torch.sigmoid(logit) if indicators else torch.ones_like(logit)
     dnu = nu * (1 - nu) * mask
-    w, kl, g_loc_kl, g_raw_kl, dw_dloc, dw_draw = slab_of(hyper).draw_and_grads(
+    slab = slab_of(hyper) if indicators else SLABS["gaussian"]
+    w, kl, g_loc_kl, g_raw_kl, dw_dloc, dw_draw = slab.draw_and_grads(
         loc, raw, eps, nu, mask, hyper
     )
-    G = torch.sigmoid((logit + torch.log(u) - torch.log1p(-u)) / hyper.tau)
-    hard = (G > 0.5).to(var.dtype)
+    if indicators:
+        G = torch.sigmoid((logit + torch.log(u) - torch.log1p(-u)) / hyper.tau)
+        hard = (G > 0.5).to(var.dtype)
+    else:
+        hard = torch.ones_like(w)
     theta = (hard * w * mask).reshape(K * E, -1)
     mb = xb.shape[1]
     nll, dtheta = mlp_nll_and_grad(
@@ -83,15 +94,21 @@ def spike_slab_step(
     )
     L1 = nll.reshape(K, E).mean(0) * (n / mb)
     L2 = (nu * kl * mask).sum(-1)
-    S = (nu * mask).sum(-1)
-    L3 = l3_paper(S, H, hyper.lambda_s)
-    dL3_dS = -0.5 / _LOG2 * (1 / S - 1 / (H - S)) + hyper.lambda_s
+    if indicators:
+        S = (nu * mask).sum(-1)
+        L3 = l3_paper(S, H, hyper.lambda_s)
+        dL3_dS = -0.5 / _LOG2 * (1 / S - 1 / (H - S)) + hyper.lambda_s
+    else:
+        L3 = torch.zeros_like(L2)
     failed = failed | ~torch.isfinite(L1 + L2 + L3)
     gw = dtheta.reshape(K, E, -1) * mask  # d L1 / d w = d L1 / d theta * gamma (below)
     gwh = gw * hard
     g_loc = (gwh if dw_dloc is None else gwh * dw_dloc).sum(0) + g_loc_kl
     g_raw = (gwh * dw_draw).sum(0) + g_raw_kl
-    g_logit = (gw * w * G * (1 - G)).sum(0) / hyper.tau + (kl + dL3_dS[:, None]) * dnu
+    if indicators:
+        g_logit = (gw * w * G * (1 - G)).sum(0) / hyper.tau + (kl + dL3_dS[:, None]) * dnu
+    else:
+        g_logit = torch.zeros_like(logit)
     grad = torch.stack([g_loc, g_raw, g_logit])
     alive = ~failed
     grad = torch.where(alive[None, :, None], grad, torch.zeros_like(grad))
