@@ -3,8 +3,15 @@ an existing Dask cluster, and hand back each result as it arrives.
 
 One place for the scale-out of the sweep (``simulate.sweep``) and of the teacher experiment
 (``simulate.experiments.table1``).  Only the calling process writes records, so a records
-file has one writer whatever the number of workers.  On the 2-core machine two
-single-threaded worker processes beat one two-threaded process (BENCHMARKS.md).
+file has one writer whatever the number of workers.
+
+Local workers are a standard-library process pool (``spawn``), each process with one torch
+thread and the allocator settings of ``simulate._alloc.tune_malloc``.  Not a local Dask
+cluster: its workers ran the Table 1 step 3.5x slower than a pool process (100 s against
+28 s for the same block, measured one after the other; BENCHMARKS.md), most likely because
+Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, the page-refaulting
+allocator behaviour ``tune_malloc`` exists to avoid.  An existing Dask cluster
+(``scheduler``) is used as it is configured.
 """
 
 from __future__ import annotations
@@ -14,7 +21,15 @@ __all__ = ["map_unordered", "SCHEDULER_TIMEOUT_S", "check_workers"]
 # how long a client waits for an existing scheduler before giving up
 SCHEDULER_TIMEOUT_S = 30
 
-_ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+def _worker_init() -> None:
+    """Each pool process: one torch thread, the training allocator settings."""
+    import torch
+
+    from ._alloc import tune_malloc
+
+    torch.set_num_threads(1)
+    tune_malloc()
 
 
 def check_workers(workers, scheduler=None) -> None:
@@ -27,22 +42,25 @@ def check_workers(workers, scheduler=None) -> None:
 
 def map_unordered(fn, items, workers: int | None = None, scheduler: str | None = None):
     """Yield ``fn(item)`` for every item, in the order they finish: in this process
-    (``workers`` 0 or None and no ``scheduler``), on a new local cluster of ``workers``
-    single-threaded processes, or on the Dask cluster at ``scheduler``.  ``fn`` and the items
-    must pickle (a module-level function) for the last two."""
+    (``workers`` 0 or None and no ``scheduler``), on a pool of ``workers`` single-threaded
+    processes, or on the Dask cluster at ``scheduler``.  ``fn`` and the items must pickle (a
+    module-level function) for the last two.  Items are submitted in order, so with
+    ``workers`` processes the first ``workers`` items run first."""
     check_workers(workers, scheduler)
     items = list(items)
     if workers:
-        from distributed import LocalCluster
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        with LocalCluster(
-            n_workers=int(workers),
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",
-            env=_ONE_THREAD,
-        ) as cluster:
-            yield from map_unordered(fn, items, scheduler=cluster.scheduler_address)
+        ctx = mp.get_context("spawn")  # no fork of a process holding torch threads
+        with ProcessPoolExecutor(int(workers), mp_context=ctx, initializer=_worker_init) as ex:
+            futures = [ex.submit(fn, it) for it in items]
+            try:
+                for fut in as_completed(futures):
+                    yield fut.result()
+            finally:  # stopped early (an error, a consumer that quits): drop what is queued
+                for fut in futures:
+                    fut.cancel()
         return
     if scheduler:
         from distributed import Client, as_completed

@@ -71,7 +71,8 @@ class TruthSpec:
     def build(self, n_max: int):
         if self.kind == "holder":
             return HolderFunction(self.alpha, self.p, n_max=n_max, seed=self.seed)
-        return TeacherNetwork(p=self.p, seed=self.seed, p_active=min(self.p, 20))
+        # relu(h W + b): the convention the sweeps' records were made with (TeacherNetwork)
+        return TeacherNetwork(p=self.p, seed=self.seed, p_active=min(self.p, 20), bias="add")
 
     def predicted(self, metric: str) -> float:
         """Predicted exponent of n (theory): Corollary 6.1/6.2 or 6.3/6.4."""

@@ -134,7 +134,8 @@ def run_sweep(
 ) -> list[dict]:
     """Run every unfinished job of ``cfg`` and append its records to ``out_path``; returns
     all records of the sweep's cells.  ``scheduler``: address of an existing Dask cluster;
-    ``workers``: start a local Dask cluster of that many single-threaded worker processes
+    ``workers``: a pool of that many single-threaded worker processes
+    (:func:`simulate.parallel.map_unordered`)
     for this sweep (two such processes beat one two-threaded process on the 2-core
     machine).  ``max_jobs`` stops after that many jobs (tests simulate a killed sweep).
     The records file is a :class:`simulate.records.RecordStore`: locked while the sweep
@@ -156,7 +157,7 @@ def run_sweep(
 
 
 def _run_jobs(todo, store: RecordStore, scheduler, workers, progress) -> None:
-    """Train ``todo`` (here, on a new local cluster of ``workers``, or on ``scheduler``:
+    """Train ``todo`` (here, on a pool of ``workers`` processes, or on ``scheduler``:
     :func:`simulate.parallel.map_unordered`) and append each job's records to ``store`` as
     they arrive."""
     total = len(todo)
@@ -231,7 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
         " 5-12 s of compilation per candidate group and n; needs a C++ compiler)",
     )
     ap.add_argument("--scheduler", help="address of an existing Dask scheduler")
-    ap.add_argument("--workers", type=int, help="start a local Dask cluster of N workers")
+    ap.add_argument(
+        "--workers", type=int, help="run the jobs on N single-threaded worker processes"
+    )
     ap.add_argument(
         "--new-file",
         action="store_true",

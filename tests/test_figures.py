@@ -99,18 +99,19 @@ def test_figures_cli_reuses_records(tmp_path, sweep_recs):
 
 
 def test_teacher_bias_convention_writes_its_own_records_and_table(teacher_recs, tmp_path):
-    """``--teacher-bias subtract``: eq. (eqmod2)'s teacher, its own records file and outputs
-    (``TIER-subtract``); the default's records are another truth's, so the RMSEs differ."""
-    recs_add, _ = teacher_recs
-    r = run_figures("--only", "table1", "--teacher-bias", "subtract", "--out", str(tmp_path))
+    """``--teacher-bias add``: the ``relu(h W + b)`` teacher, its own records file (the
+    name it had as the default) and outputs (``TIER-add``); the default's (eq. (eqmod2)'s)
+    records are another truth's, so the RMSEs differ."""
+    recs_sub, _ = teacher_recs
+    r = run_figures("--only", "table1", "--teacher-bias", "add", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert nonempty(tmp_path / "teacher-subtract-tiny.jsonl")
-    assert nonempty(tmp_path / "table1-tiny-subtract.txt")
-    assert not (tmp_path / "teacher-tiny.jsonl").exists()
-    size = (tmp_path / "teacher-subtract-tiny.jsonl").stat().st_size
-    recs_sub = run_teacher("tiny", str(tmp_path), log=lambda *_: None, bias="subtract")
+    assert nonempty(tmp_path / "teacher-tiny.jsonl")
+    assert nonempty(tmp_path / "table1-tiny-add.txt")
+    assert not (tmp_path / "teacher-subtract-tiny.jsonl").exists()
+    size = (tmp_path / "teacher-tiny.jsonl").stat().st_size
+    recs_add = run_teacher("tiny", str(tmp_path), log=lambda *_: None, bias="add")
     assert len(recs_sub) == len(recs_add)  # reused, not retrained: the file is unchanged
-    assert (tmp_path / "teacher-subtract-tiny.jsonl").stat().st_size == size
+    assert (tmp_path / "teacher-tiny.jsonl").stat().st_size == size
     a = next(x for x in recs_add if x["method"] == "SVI" and x["replicate"] == 0)
     s = next(x for x in recs_sub if x["method"] == "SVI" and x["replicate"] == 0)
     assert a["rmse"] != s["rmse"]

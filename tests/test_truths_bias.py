@@ -1,6 +1,6 @@
-"""The teacher's bias convention: ``relu(h W + b)`` (``"add"``, the default) or eq. (eqmod2)'s
-``sigma_b(y) = relu(y - b)`` in the hidden layers (``"subtract"``); the output adds its bias
-either way."""
+"""The teacher's bias convention: eq. (eqmod2)'s ``sigma_b(y) = relu(y - b)`` in the hidden
+layers (``"subtract"``, the default) or ``relu(h W + b)`` (``"add"``); the output adds its
+bias either way.  The rate sweeps' teacher truths keep ``"add"``."""
 
 import numpy as np
 import pytest
@@ -18,8 +18,8 @@ def by_hand(t: TeacherNetwork, X, sign: float) -> np.ndarray:
 
 
 def test_both_conventions_are_what_they_say():
-    add, sub = TeacherNetwork(p=20, seed=0), TeacherNetwork(p=20, seed=0, bias="subtract")
-    assert add.bias == "add"  # the default every record so far was made with
+    add, sub = TeacherNetwork(p=20, seed=0, bias="add"), TeacherNetwork(p=20, seed=0)
+    assert TeacherNetwork().bias == "subtract"  # eq. (eqmod2), the measured default
     assert np.array_equal(add(X[:1000]), by_hand(add, X[:1000], +1.0))
     assert np.array_equal(sub(X[:1000]), by_hand(sub, X[:1000], -1.0))
     assert all(np.array_equal(a, b) for a, b in zip(add.weights, sub.weights, strict=True))

@@ -156,8 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--workers",
         type=int,
-        help="run the sweeps on a local Dask cluster of N single-threaded workers; 0 runs"
-        " them in this process (default: the tier's, 2 for quick and full)",
+        help="run the sweeps on N single-threaded worker processes; 0 runs them in this"
+        " process (default: the tier's, 2 for quick and full)",
     )
     return ap
 
@@ -286,12 +286,6 @@ def _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_recor
 
         tune_malloc()
         os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
-        if workers and not args.scheduler:
-            try:
-                import distributed  # noqa: F401
-            except ImportError:
-                print("note: dask.distributed is not installed; running in this process")
-                workers = 0
         par = {"scheduler": args.scheduler, "workers": None if args.scheduler else workers or None}
         records = run_sweep(cfg, source, **par)
         if not args.no_control:
