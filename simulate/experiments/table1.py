@@ -47,8 +47,9 @@ TIERS = tiers.TEACHER
 # compiled hand-written step pays for SVI and Dense-BNN (SVI 2.3x over eager at two
 # threads; Dense-BNN 1.85x over its former eager autograd step at one thread) and,
 # compiled, three programs of similar widths beat one program padded to width 20 (1.7x at
-# two threads, 1.1x (SVI) and 1.4x (Dense-BNN) at one); the horseshoe's autograd step gains little from compiling
-# (1.16x at two threads, not adopted) and loses from splitting (more steps of fixed cost).
+# two threads, 1.1x (SVI) and 1.4x (Dense-BNN) at one); the horseshoe's autograd step
+# gains little from compiling (1.16x at two threads, not adopted) and loses from splitting
+# (more steps of fixed cost).
 # Compiling costs ~15 s per program shape, the eager time of about
 # 1500 steps of a 50-model block, so a tier compiles only from COMPILE_FROM_STEPS steps
 # (the medium, long and paper tiers; not tiny and quick).  Splitting and compiling change the
