@@ -74,7 +74,7 @@ def test_horseshoe_needs_node_scales():
 @pytest.fixture(scope="module")
 def irrelevant_inputs():
     """y depends on the first 2 of 8 inputs."""
-    t = TeacherNetwork(p=8, p_active=2, widths=(4,), seed=5)
+    t = TeacherNetwork(p=8, p_active=2, widths=(4,), seed=5, bias="add")
     X, y = make_regression_data(t, 3000, 8, 0.5, seed=0)
     Xt, yt = make_regression_data(t, 5000, 8, 0.5, seed=1)
     return X, y, Xt, yt

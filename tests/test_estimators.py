@@ -18,7 +18,7 @@ SMALL = {"batch_size": 256, "epochs": 100}
 
 @pytest.fixture(scope="module")
 def teacher_data():
-    t = TeacherNetwork(p=5, widths=(4, 4), seed=3)
+    t = TeacherNetwork(p=5, widths=(4, 4), seed=3, bias="add")
     X, y = make_regression_data(t, 4000, 5, 1.0, seed=1)
     Xt, yt = make_regression_data(t, 20_000, 5, 1.0, seed=2)
     return t, X, y, Xt, yt

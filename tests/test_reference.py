@@ -27,15 +27,17 @@ def _pair(p=3, depth=2, width=4, n=256, hyper=None):
     return core, ref
 
 
-def _core_noise(core, offset):
-    """The core's draw at ``offset`` cut into the reference's per-tensor (eps, u)."""
+def _core_noise(core, offset, model=0):
+    """The core's draw at ``offset`` cut into per-tensor (eps, u): of one model (``model``),
+    or stacked over all models (``model=None``, the vmap ensemble's form)."""
     lay = core.layout
     eps = core.eps_stream.normal(offset, torch.float64)
     u = core.gumbel_stream.uniform(offset, torch.float64)
+    pick = slice(None) if model is None else model
     out = []
     for l in range(lay.depth + 1):
-        e, v = lay.block(eps, l)[0], lay.block(u, l)[0]
-        out += [(e[:, :-1], v[:, :-1]), (e[:, -1], v[:, -1])]
+        e, v = lay.block(eps, l)[pick], lay.block(u, l)[pick]
+        out += [(e[..., :-1], v[..., :-1]), (e[..., -1], v[..., -1])]
     return out
 
 
@@ -101,17 +103,6 @@ def _vmap_pair(E=2, p=3, depth=2, width=4, n=256):
     return core, ens
 
 
-def _core_noise_stacked(core, offset):
-    lay = core.layout
-    eps = core.eps_stream.normal(offset, torch.float64)
-    u = core.gumbel_stream.uniform(offset, torch.float64)
-    out = []
-    for l in range(lay.depth + 1):
-        e, v = lay.block(eps, l), lay.block(u, l)
-        out += [(e[:, :, :-1], v[:, :, :-1]), (e[:, :, -1], v[:, :, -1])]
-    return out
-
-
 def test_vmap_ensemble_loss_and_gradients_equal_the_core():
     """The benchmark's vmap baseline (PyTorch's ensembling recipe) computes the core's
     (L1, L2, L3) and gradients for every model, given the same parameters, minibatches and
@@ -120,7 +111,7 @@ def test_vmap_ensemble_loss_and_gradients_equal_the_core():
     xb, yb = core.minibatch(core.state)
     var = core.state.var.clone().requires_grad_(True)
     c_terms = core.loss_terms(var, xb, yb, 0)
-    noise = _core_noise_stacked(core, 0)
+    noise = _core_noise(core, 0, model=None)
     v_terms = ens.loss_terms(xb[..., :-1], yb, noise)  # [E, 3]
     for k, c in enumerate(c_terms):
         torch.testing.assert_close(v_terms[:, k], c.detach(), rtol=1e-12, atol=0)
