@@ -1,5 +1,5 @@
-"""Run independent jobs here, on a local cluster of single-threaded worker processes, or on
-an existing Dask cluster, and hand back each result as it arrives.
+"""Run independent jobs here, on a pool of single-threaded worker processes, or on an
+existing Dask cluster, and hand back each result as it arrives.
 
 One place for the scale-out of the sweep (``simulate.sweep``) and of the teacher experiment
 (``simulate.experiments.table1``).  Only the calling process writes records, so a records
@@ -7,8 +7,8 @@ file has one writer whatever the number of workers.
 
 Local workers are a standard-library process pool (``spawn``), each process with one torch
 thread and the allocator settings of ``simulate._alloc.tune_malloc``.  Not a local Dask
-cluster: its workers ran the Table 1 step 3.5x slower than a pool process (100 s against
-28 s for the same block, measured one after the other; BENCHMARKS.md), most likely because
+cluster: its worker trained a Table 1 block 3.5x slower than a pool process did (100 s
+against 28-31 s, measured one after the other; BENCHMARKS.md), most likely because
 Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, the page-refaulting
 allocator behaviour ``tune_malloc`` exists to avoid.  An existing Dask cluster
 (``scheduler``) is used as it is configured.

@@ -134,12 +134,12 @@ def run_sweep(
 ) -> list[dict]:
     """Run every unfinished job of ``cfg`` and append its records to ``out_path``; returns
     all records of the sweep's cells.  ``scheduler``: address of an existing Dask cluster;
-    ``workers``: a pool of that many single-threaded worker processes
-    (:func:`simulate.parallel.map_unordered`)
-    for this sweep (two such processes beat one two-threaded process on the 2-core
-    machine).  ``max_jobs`` stops after that many jobs (tests simulate a killed sweep).
-    The records file is a :class:`simulate.records.RecordStore`: locked while the sweep
-    runs, of this configuration only."""
+    ``workers``: a pool of that many single-threaded worker processes for this sweep
+    (:func:`simulate.parallel.map_unordered`; two such processes beat one two-threaded
+    process on the 2-core machine).  ``max_jobs`` stops after that many jobs (tests
+    simulate a killed sweep).  The records file is a
+    :class:`simulate.records.RecordStore`: locked while the sweep runs, of this
+    configuration only."""
     check_workers(workers, scheduler)
     cfg.validate()
     store = _store(cfg, out_path)
