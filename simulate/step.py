@@ -71,7 +71,6 @@ def spike_slab_step(
     K, E = eps.shape[0], var.shape[1]
     loc, raw, logit = var[0], var[1], var[2]
     nu = torch.sigmoid(logit) if indicators else torch.ones_like(logit)
-    dnu = nu * (1 - nu) * mask
     slab = slab_of(hyper) if indicators else SLABS["gaussian"]
     w, kl, g_loc_kl, g_raw_kl, dw_dloc, dw_draw = slab.draw_and_grads(
         loc, raw, eps, nu, mask, hyper
@@ -79,9 +78,9 @@ def spike_slab_step(
     if indicators:
         G = torch.sigmoid((logit + torch.log(u) - torch.log1p(-u)) / hyper.tau)
         hard = (G > 0.5).to(var.dtype)
-    else:
-        hard = torch.ones_like(w)
-    theta = (hard * w * mask).reshape(K * E, -1)
+        theta = (hard * w * mask).reshape(K * E, -1)
+    else:  # every edge kept: no indicator to multiply by
+        theta = (w * mask).reshape(K * E, -1)
     mb = xb.shape[1]
     nll, dtheta = mlp_nll_and_grad(
         layout,
@@ -102,10 +101,11 @@ def spike_slab_step(
         L3 = torch.zeros_like(L2)
     failed = failed | ~torch.isfinite(L1 + L2 + L3)
     gw = dtheta.reshape(K, E, -1) * mask  # d L1 / d w = d L1 / d theta * gamma (below)
-    gwh = gw * hard
+    gwh = gw * hard if indicators else gw
     g_loc = (gwh if dw_dloc is None else gwh * dw_dloc).sum(0) + g_loc_kl
     g_raw = (gwh * dw_draw).sum(0) + g_raw_kl
     if indicators:
+        dnu = nu * (1 - nu) * mask
         g_logit = (gw * w * G * (1 - G)).sum(0) / hyper.tau + (kl + dL3_dS[:, None]) * dnu
     else:
         g_logit = torch.zeros_like(logit)

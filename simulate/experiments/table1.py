@@ -114,9 +114,8 @@ def _train_group(method, reps, widths, group, cfg, data, compile: bool) -> dict:
     # a model's seed names its (method, replicate, width), whatever program it runs in
     seeds = [1_000_000 * (1 + m) + 100 * r + widths.index(w) for r in reps for w in group]
     data_index = [i for i in range(len(reps)) for _ in group]
-    steps = tier_steps(cfg)
     trained = train_models(
-        hyper, group * len(reps), seeds, Xs, ys, data_index, depth=2, steps=steps,
+        hyper, group * len(reps), seeds, Xs, ys, data_index, depth=2, steps=tier_steps(cfg),
         compile=compile,
     )  # fmt: skip
     tr, post = trained.trainer, trained.posterior
@@ -130,7 +129,7 @@ def _train_group(method, reps, widths, group, cfg, data, compile: bool) -> dict:
         for j, w in enumerate(group):
             k = i * len(group) + j
             out[r, w] = (float(rmse[j]), float(edges[k]), float(el[k]), bool(tr.state.failed[k]))
-    return {"cells": out, "steps": steps}
+    return out
 
 
 def train_block(task) -> list[dict]:
@@ -148,8 +147,7 @@ def train_block(task) -> list[dict]:
     cells = {}
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
         for group in width_groups(widths, plan["groups"]):
-            res = _train_group(method, reps, widths, group, cfg, data, plan["compile"])
-            cells.update(res["cells"])
+            cells.update(_train_group(method, reps, widths, group, cfg, data, plan["compile"]))
     graphs = counters["stats"]["unique_graphs"] - graphs0
     out = []
     for r in reps:
@@ -161,7 +159,7 @@ def train_block(task) -> list[dict]:
                 "replicate": r,
                 "widths": widths,
                 "epochs": cfg["epochs"],
-                "steps": res["steps"],
+                "steps": tier_steps(cfg),
                 "n": cfg["n"],
                 "rmse": list(rmse),
                 "edges": list(edges),
