@@ -50,15 +50,23 @@ def _kl_normal(mu, sd, s0):
     return math.log(s0) - torch.log(sd) + (sd**2 + mu**2) / (2 * s0**2) - 0.5
 
 
-def _kl_lognormal_halfcauchy(m, s, b):
-    """KL(LogNormal(m, s^2) || C+(0, b)), elementwise (module docstring)."""
+def _kl_lognormal_halfcauchy(m, s, b, grads: bool = False):
+    """KL(LogNormal(m, s^2) || C+(0, b)), elementwise (module docstring); with ``grads``
+    also its derivatives in m and s, in closed form through the same quadrature:
+    ``d/dm = -1 + sum_k w_k 2 sigmoid(z_k)`` and ``d/ds = -1/s + sum_k w_k 2 x_k
+    sigmoid(z_k)`` with ``z_k = 2 (m + s x_k) - 2 log b`` (for the hand-written horseshoe
+    step, ``simulate.step.horseshoe_step``)."""
     x = torch.as_tensor(_GH_X, dtype=m.dtype, device=m.device)
     w = torch.as_tensor(_GH_W, dtype=m.dtype, device=m.device)
-    log_tau = m.unsqueeze(-1) + s.unsqueeze(-1) * x  # [..., 20]
-    e_log1p = (torch.nn.functional.softplus(2 * log_tau - 2 * math.log(b)) * w).sum(-1)
+    z = 2 * (m.unsqueeze(-1) + s.unsqueeze(-1) * x) - 2 * math.log(b)  # [..., 20]
+    e_log1p = (torch.nn.functional.softplus(z) * w).sum(-1)
     e_log_q = -m - torch.log(s) - 0.5 * math.log(2 * math.pi) - 0.5
     e_log_p = math.log(2 / (math.pi * b)) - e_log1p
-    return e_log_q - e_log_p
+    kl = e_log_q - e_log_p
+    if not grads:
+        return kl
+    sw = torch.sigmoid(z) * (2 * w)
+    return kl, sw.sum(-1) - 1, (sw * x).sum(-1) - 1 / s
 
 
 class Dense:
@@ -86,9 +94,11 @@ class Dense:
 
 class Horseshoe:
     """HS-BNN: ``w = beta tau_lj upsilon_l`` with log-normal q on the scales (module
-    docstring); biases ``N(0, sigma_0^2)``, not shrunk."""
+    docstring); biases ``N(0, sigma_0^2)``, not shrunk.  Trained by the hand-written
+    horseshoe step (``simulate.step.horseshoe_step``); ``draw`` and ``kl_terms`` serve the
+    autograd reference, posterior draws and the ELBO."""
 
-    indicators, node_scales, hand_written_step = False, True, False
+    indicators, node_scales, hand_written_step = False, True, True
 
     @staticmethod
     def draw(var, hyper, layout, mask, eps, gumbel, offset, hard_only=False, node_index=None):

@@ -1,14 +1,16 @@
 """How a :class:`~simulate.trainer.Trainer` runs one step of all its models: three *step
 paths*, one chosen once when the trainer is built (:func:`choose_path`).
 
-* :class:`HandWrittenStep` -- the spike-and-slab family with the paper's L3 (the default):
-  random numbers and the minibatch drawn from the models' streams, then the whole step
-  with every gradient written by hand (:func:`simulate.step.spike_slab_step`), in place.
+* :class:`HandWrittenStep` -- the spike-and-slab family with the paper's L3 (the default),
+  Dense-BNN and HS-BNN: random numbers and the minibatch drawn from the models' streams,
+  then the whole step with every gradient written by hand
+  (:func:`simulate.step.spike_slab_step`, :func:`simulate.step.horseshoe_step`), in place.
 * :class:`CompiledHandWrittenStep` -- the same step through ``torch.compile``: one graph
   draws the step's inputs (:func:`simulate.objective.draw_step_inputs`), a second runs the
   step; only the normal transform between the two runs eagerly.  ``chunk`` splits the
   models into consecutive calls (:func:`chunk_bounds`).
-* :class:`AutogradStep` -- every other family, and the exact L3: the network's hand-written
+* :class:`AutogradStep` -- the exact L3 and the families without normal slab noise (the
+  reference for the other two, tested against them): the network's hand-written
   backward, then autograd through the sampler, L2 and L3 back to the variational
   parameters, then Adam; with ``compile`` its three pieces are compiled separately.
 
@@ -36,7 +38,7 @@ from .objective import (
     slab_noise_from_uniform,
 )
 from .state import mark_failed
-from .step import adam_update, spike_slab_step
+from .step import adam_update, horseshoe_step, spike_slab_step
 
 __all__ = [
     "AutogradStep",
@@ -44,6 +46,7 @@ __all__ = [
     "HandWrittenStep",
     "adam_factors",
     "choose_path",
+    "hand_written_step_fn",
     "chunk_bounds",
     "draw_words",
 ]
@@ -83,6 +86,19 @@ def draw_words(tr) -> tuple:
     )
 
 
+def hand_written_step_fn(tr, functional: bool = False):
+    """The trainer's family's hand-written step with its layout, hyper-parameters and n
+    bound: :func:`horseshoe_step` for node scales, else :func:`spike_slab_step` (with or
+    without indicators)."""
+    fam = family_of(tr.hyper)
+    if fam.node_scales:
+        return partial(horseshoe_step, tr.layout, tr.hyper, tr.n, functional=functional)
+    return partial(
+        spike_slab_step, tr.layout, tr.hyper, tr.n, functional=functional,
+        indicators=fam.indicators,
+    )  # fmt: skip
+
+
 def _finish(tr, outs, held) -> ELBOTerms:
     """Store a hand-written step's ``(var, m, v, failed, L1, L2, L3)`` in the trainer's
     state: the models that failed at this step are marked (and frozen) once, here."""
@@ -100,8 +116,7 @@ class HandWrittenStep:
     compiled = False
 
     def __init__(self, tr):
-        ind = family_of(tr.hyper).indicators
-        self._step = partial(spike_slab_step, tr.layout, tr.hyper, tr.n, indicators=ind)
+        self._step = hand_written_step_fn(tr)
 
     def __call__(self, tr) -> ELBOTerms:
         st, h, K = tr.state, tr.hyper, tr.hyper.mc_samples
@@ -125,11 +140,7 @@ class CompiledHandWrittenStep:
     def __init__(self, tr, chunk: int | None = None):
         _raise_recompile_limit()
         self.chunk = tr.layout.E if chunk is None else min(int(chunk), tr.layout.E)
-        ind = family_of(tr.hyper).indicators
-        self._step = torch.compile(
-            partial(spike_slab_step, tr.layout, tr.hyper, tr.n, functional=True, indicators=ind),
-            dynamic=False,
-        )
+        self._step = torch.compile(hand_written_step_fn(tr, functional=True), dynamic=False)
         self._draw = torch.compile(partial(draw_step_inputs, n=tr.n, dtype=tr.dtype), dynamic=False)
 
     def __call__(self, tr) -> ELBOTerms:
@@ -259,13 +270,13 @@ def _raise_recompile_limit() -> None:
 
 def choose_path(tr, compile: bool = False, chunk: int | None = None):
     """The step path of a trainer, chosen once: the spike-and-slab family with the paper's
-    L3 and the Dense-BNN family take the hand-written step (compiled with ``compile``);
-    the horseshoe family and the exact L3 go through autograd.  ``chunk`` applies to the
-    compiled hand-written step only (elsewhere it changes nothing)."""
+    L3 and the Dense-BNN and HS-BNN families take the hand-written step (compiled with
+    ``compile``); the exact L3 goes through autograd.  ``chunk`` applies to the compiled
+    hand-written step only (elsewhere it changes nothing)."""
     h = tr.hyper
     fam = family_of(h)
-    # Dense-BNN's step is the spike-and-slab one without indicators, drawing the Gaussian
-    # slab's normals: hand-written only when the slab noise is normal
+    # The families without indicators draw every slot from normals (their ``draw``); their
+    # hand-written steps take the slab noise, normal only for the Gaussian slab
     dense_ok = not fam.indicators and h.slab == "gaussian"
     if fam.hand_written_step and (h.l3 == "paper" if fam.indicators else dense_ok):
         return CompiledHandWrittenStep(tr, chunk) if compile else HandWrittenStep(tr)

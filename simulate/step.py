@@ -1,5 +1,6 @@
-"""One training step of every model: Adam (:func:`adam_update`) and the hand-written
-spike-and-slab step (:func:`spike_slab_step`, one graph without autograd)."""
+"""One training step of every model: Adam (:func:`adam_update`), the hand-written
+spike-and-slab step (:func:`spike_slab_step`, also Dense-BNN's) and the hand-written
+horseshoe step (:func:`horseshoe_step`), each one graph without autograd."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import torch
 
 from .hyper import Hyper
 from .layout import Layout, mlp_nll_and_grad
+from .families import _kl_lognormal_halfcauchy
 from .objective import _LOG2, l3_paper
 from .slabs import SLABS, slab_of
 
@@ -110,6 +112,13 @@ def spike_slab_step(
     else:
         g_logit = torch.zeros_like(logit)
     grad = torch.stack([g_loc, g_raw, g_logit])
+    var, m, v = _adam_alive(hyper, var, m, v, grad, failed, step_size, corr2, functional)
+    return var, m, v, failed, L1, L2, L3
+
+
+def _adam_alive(hyper, var, m, v, grad, failed, step_size, corr2, functional):
+    """Adam on the models not ``failed`` (their gradients zeroed, parameters not moved),
+    in place or (``functional``) returning new tensors."""
     alive = ~failed
     grad = torch.where(alive[None, :, None], grad, torch.zeros_like(grad))
     b1, b2 = hyper.betas
@@ -120,4 +129,116 @@ def spike_slab_step(
         var = torch.where(alive[None, :, None], var - upd, var)
     else:
         adam_update(var, m, v, grad, step_size, corr2, b1, b2, hyper.adam_eps, alive)
+    return var, m, v
+
+
+def horseshoe_step(
+    layout: Layout,
+    hyper: Hyper,
+    n: int,
+    var,
+    m,
+    v,
+    failed,
+    mask,
+    H,
+    xb,
+    yb,
+    eps,
+    u,
+    step_size,
+    corr2,
+    functional: bool = False,
+):
+    """One whole training step of the horseshoe family (HS-BNN, ``simulate.families.
+    Horseshoe``) with every gradient written by hand; the same signature and returns as
+    :func:`spike_slab_step` (``u`` unused; ``H`` unused; ``L3 = 0``).
+
+    Every slot ``z = mu + softplus(rho) eps`` (standard normals ``eps [K, E, P]``: the
+    network's ``beta`` in ``[:P_net]``, then one ``log tau`` per unit, one ``log upsilon``
+    per layer); unit j of layer l has scale ``s = exp(log tau_j + log upsilon_l)`` and its
+    weights are ``theta = beta s mask`` (biases ``beta mask``).  Chain rule, per draw:
+    ``dL1/dbeta = g s``, ``dL1/dlog tau_j = sum_{i in unit j} g_i beta_i s_j`` (the unit's
+    weights, not its bias) and ``dL1/dlog upsilon_l`` the sum of those over the layer's
+    units, with ``g = dL1/dtheta * mask``; then ``d/dmu = sum_k dz``, ``d/drho = sum_k dz eps
+    sigmoid(rho)``.  L2's derivatives in closed form: the Gaussian KLs (prior ``N(0, 1)``
+    on weights, ``N(0, sigma_0^2)`` on biases) and the log-normal to half-Cauchy KLs
+    through their quadrature (``simulate.families._kl_lognormal_halfcauchy``).  Equal to
+    autograd through ``Horseshoe.draw`` / ``Horseshoe.kl_terms`` (tested).  The unit sums
+    use each layer's ``[out, in + 1]`` block (static slices, nothing gathered).
+    """
+    K, E = eps.shape[0], var.shape[1]
+    Pn, U = layout.P_net, layout.units
+    loc, raw = var[0], var[1]
+    sd = torch.nn.functional.softplus(raw)
+    dsd = torch.sigmoid(raw)
+    z = loc + sd * eps  # [K, E, P]
+    beta, log_tau, log_ups = z[..., :Pn], z[..., Pn : Pn + U], z[..., Pn + U :]
+    ones = torch.ones_like(beta[..., :1])
+    # per layer: the units' scales [K, E, o] and the slots' factors [K, E, o * (in + 1)]
+    scales, factors, u0 = [], [], 0
+    for l, (_, i, o) in enumerate(layout.blocks):
+        s_l = torch.exp(log_tau[..., u0 : u0 + o] + log_ups[..., l : l + 1])
+        scales.append(s_l)
+        f = torch.cat([s_l[..., None].expand(K, E, o, i), ones[..., None].expand(K, E, o, 1)], -1)
+        factors.append(f.reshape(K, E, o * (i + 1)))
+        u0 += o
+    full = torch.cat(factors, -1)  # [K, E, P_net]
+    mask_net = mask[:, :Pn]
+    theta = (beta * full * mask_net).reshape(K * E, -1)
+    mb = xb.shape[1]
+    nll, dtheta = mlp_nll_and_grad(
+        layout,
+        theta,
+        xb.repeat(K, 1, 1) if K > 1 else xb,
+        yb.repeat(K, 1) if K > 1 else yb,
+        hyper,
+        scale=n / (mb * K),
+        functional=functional,
+    )
+    L1 = nll.reshape(K, E).mean(0) * (n / mb)
+    g = dtheta.reshape(K, E, -1) * mask_net  # d L1 / d theta, real slots only
+    g_beta = g * full
+    gbs = g_beta * beta  # d L1 / d log s of each weight's unit, per slot
+    g_tau, g_ups = [], []
+    for (off, i, o) in layout.blocks:
+        per_unit = gbs[..., off : off + o * (i + 1)].reshape(K, E, o, i + 1)[..., :i].sum(-1)
+        g_tau.append(per_unit)
+        g_ups.append(per_unit.sum(-1, keepdim=True))
+    g_z = torch.cat([g_beta, *g_tau, *g_ups], -1)  # [K, E, P]
+    # L2: Gaussian KL of each beta (prior sd 1 on weights, sigma_0 on biases) ...
+    prior_var = torch.cat(
+        [
+            torch.cat(
+                [
+                    torch.ones_like(beta[0, :1, :1]).expand(o, i),
+                    torch.full_like(beta[0, :1, :1], hyper.sigma_0**2).expand(o, 1),
+                ],
+                -1,
+            ).reshape(1, -1)
+            for (_, i, o) in layout.blocks
+        ],
+        -1,
+    )  # [1, P_net]
+    mu_n, sd_n = loc[:, :Pn], sd[:, :Pn]
+    kl_w = 0.5 * torch.log(prior_var) - torch.log(sd_n) + (sd_n**2 + mu_n**2) / (2 * prior_var)
+    kl_w = kl_w - 0.5
+    g_mu_w = mu_n / prior_var * mask_net
+    g_sd_w = (sd_n / prior_var - 1 / sd_n) * mask_net
+    # ... and the log-normal scales against their half-Cauchy priors
+    m_tau, s_tau, m_tau_ups = loc[:, Pn : Pn + U], sd[:, Pn : Pn + U], mask[:, Pn : Pn + U]
+    kl_tau, gm_tau, gs_tau = _kl_lognormal_halfcauchy(m_tau, s_tau, hyper.hs_b0, grads=True)
+    kl_ups, gm_ups, gs_ups = _kl_lognormal_halfcauchy(
+        loc[:, Pn + U :], sd[:, Pn + U :], hyper.hs_bg, grads=True
+    )
+    mask_ups = mask[:, Pn + U :]
+    L2 = (kl_w * mask_net).sum(-1) + (kl_tau * m_tau_ups).sum(-1) + (kl_ups * mask_ups).sum(-1)
+    L3 = torch.zeros_like(L2)
+    failed = failed | ~torch.isfinite(L1 + L2)
+    g_mu_kl = torch.cat([g_mu_w, gm_tau * m_tau_ups, gm_ups * mask_ups], -1)
+    g_sd_kl = torch.cat([g_sd_w, gs_tau * m_tau_ups, gs_ups * mask_ups], -1)
+    g_loc = g_z.sum(0) + g_mu_kl
+    g_raw = ((g_z * eps).sum(0) + g_sd_kl) * dsd
+    grad = torch.stack([g_loc, g_raw, torch.zeros_like(g_loc)])
+    var, m, v = _adam_alive(hyper, var, m, v, grad, failed, step_size, corr2, functional)
     return var, m, v, failed, L1, L2, L3
