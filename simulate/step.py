@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import torch
 
+from .families import _kl_lognormal_halfcauchy
 from .hyper import Hyper
 from .layout import Layout, mlp_nll_and_grad
-from .families import _kl_lognormal_halfcauchy
 from .objective import _LOG2, l3_paper
 from .slabs import SLABS, slab_of
 
@@ -201,7 +201,7 @@ def horseshoe_step(
     g_beta = g * full
     gbs = g_beta * beta  # d L1 / d log s of each weight's unit, per slot
     g_tau, g_ups = [], []
-    for (off, i, o) in layout.blocks:
+    for off, i, o in layout.blocks:
         per_unit = gbs[..., off : off + o * (i + 1)].reshape(K, E, o, i + 1)[..., :i].sum(-1)
         g_tau.append(per_unit)
         g_ups.append(per_unit.sum(-1, keepdim=True))
