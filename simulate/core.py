@@ -81,7 +81,7 @@ from .state import (
     inverse_softplus,
     mark_failed,
 )
-from .step import adam_update, spike_slab_step
+from .step import horseshoe_step, optimizer_update, spike_slab_step
 from .trainer import Trainer, chunk_bounds
 
 # the core's names, each defined in the module that holds its concern (see above)
@@ -112,7 +112,8 @@ __all__ = [
     "slab_noise",
     "slab_noise_from_uniform",
     "slab_params",
-    "adam_update",
+    "optimizer_update",
+    "horseshoe_step",
     "spike_slab_step",
     "ELBOTerms",
     "AutogradStep",

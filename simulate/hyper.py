@@ -25,8 +25,10 @@ class Hyper:
     batch_size: int = 1024
     mc_samples: int = 1  # K
     lr: float = 5e-3
-    betas: tuple = (0.9, 0.999)
-    adam_eps: float = 1e-8
+    optimizer: str = "adam"  # or "rmsprop" (simulate.step.optimizer_update)
+    betas: tuple = (0.9, 0.999)  # Adam's
+    rmsprop_alpha: float = 0.99  # RMSprop's smoothing constant (torch.optim.RMSprop's)
+    adam_eps: float = 1e-8  # the optimiser's eps (Adam's and RMSprop's)
     l3: str = "paper"  # or "exact"
     sampling: str = "iid"  # minibatches: "iid" (with replacement) or "permutation" (epochs)
     init_mu: float = 0.6  # mu ~ U(-init_mu, init_mu)
@@ -47,6 +49,10 @@ class Hyper:
             raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
         if self.sampling not in ("iid", "permutation"):
             raise ValueError(f"sampling must be 'iid' or 'permutation', got {self.sampling!r}")
+        if self.optimizer not in ("adam", "rmsprop"):
+            raise ValueError(f"optimizer must be 'adam' or 'rmsprop', got {self.optimizer!r}")
+        if not 0 <= self.rmsprop_alpha < 1:
+            raise ValueError(f"rmsprop_alpha must be in [0, 1), got {self.rmsprop_alpha!r}")
         if self.l3 not in ("paper", "exact"):
             raise ValueError(f"l3 must be 'paper' or 'exact', got {self.l3!r}")
         for name in ("sigma", "sigma_0", "B0", "lambda_s", "lam", "tau", "lr", "init_sigma"):

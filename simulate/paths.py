@@ -12,10 +12,10 @@ paths*, one chosen once when the trainer is built (:func:`choose_path`).
 * :class:`AutogradStep` -- the exact L3 and the families without normal slab noise (the
   reference for the other two, tested against them): the network's hand-written
   backward, then autograd through the sampler, L2 and L3 back to the variational
-  parameters, then Adam; with ``compile`` its three pieces are compiled separately.
+  parameters, then the optimiser; with ``compile`` its three pieces are compiled separately.
 
 A path is called as ``path(trainer)``: it reads and replaces ``trainer.state``
-(parameters, Adam moments, step counter, failures) and returns the step's
+(parameters, the optimiser's moments, step counter, failures) and returns the step's
 :class:`~simulate.objective.ELBOTerms`.  The three compute the same numbers up to float
 rounding (tested).  Timings of the paths against one another: ``python -m simulate.bench
 --compare-paths`` and the benchmark notes in ``BENCHMARKS.md``.
@@ -38,13 +38,13 @@ from .objective import (
     slab_noise_from_uniform,
 )
 from .state import mark_failed
-from .step import adam_update, horseshoe_step, spike_slab_step
+from .step import horseshoe_step, optimizer_update, spike_slab_step
 
 __all__ = [
     "AutogradStep",
     "CompiledHandWrittenStep",
     "HandWrittenStep",
-    "adam_factors",
+    "optimizer_factors",
     "choose_path",
     "hand_written_step_fn",
     "chunk_bounds",
@@ -63,13 +63,18 @@ def chunk_bounds(E: int, chunk: int) -> list:
     return [E * i // k for i in range(k + 1)]
 
 
-def adam_factors(hyper, t: int, dtype, device):
-    """Adam's bias corrections at step t as tensors (so a compiled step is not
-    re-specialised every step): ``lr / (1 - b1^t)`` and ``1 / (1 - b2^t)``."""
-    b1, b2 = hyper.betas
+def optimizer_factors(hyper, t: int, dtype, device):
+    """The optimiser's step-t factors as tensors (so a compiled step is not re-specialised
+    every step): Adam's bias corrections ``lr / (1 - b1^t)`` and ``1 / (1 - b2^t)``;
+    RMSprop's ``lr`` and 1 (no bias correction)."""
+    if hyper.optimizer == "rmsprop":
+        a, b = hyper.lr, 1.0
+    else:
+        b1, b2 = hyper.betas
+        a, b = hyper.lr / (1 - b1**t), 1 / (1 - b2**t)
     return (
-        torch.tensor(hyper.lr / (1 - b1**t), dtype=dtype, device=device),
-        torch.tensor(1 / (1 - b2**t), dtype=dtype, device=device),
+        torch.tensor(a, dtype=dtype, device=device),
+        torch.tensor(b, dtype=dtype, device=device),
     )
 
 
@@ -120,7 +125,7 @@ class HandWrittenStep:
 
     def __call__(self, tr) -> ELBOTerms:
         st, h, K = tr.state, tr.hyper, tr.hyper.mc_samples
-        step_size, corr2 = adam_factors(h, st.step + 1, tr.dtype, st.var.device)
+        step_size, corr2 = optimizer_factors(h, st.step + 1, tr.dtype, st.var.device)
         held = st.failed | st.frozen  # the step leaves these models' parameters alone
         offsets = [st.step * K + k for k in range(K)]
         xb, yb = tr.minibatch(st)
@@ -145,7 +150,7 @@ class CompiledHandWrittenStep:
 
     def __call__(self, tr) -> ELBOTerms:
         st, h = tr.state, tr.hyper
-        step_size, corr2 = adam_factors(h, st.step + 1, tr.dtype, st.var.device)
+        step_size, corr2 = optimizer_factors(h, st.step + 1, tr.dtype, st.var.device)
         held = st.failed | st.frozen
         words, iid_words, idx = draw_words(tr)
         bounds = chunk_bounds(tr.layout.E, self.chunk)
@@ -189,14 +194,15 @@ class CompiledHandWrittenStep:
 
 
 class AutogradStep:
-    """Hand-written network backward, autograd through the sampler and the KL terms, Adam;
+    """Hand-written network backward, autograd through the sampler and the KL terms, the
+    optimiser;
     with ``compile`` the three pieces compiled apart."""
 
     def __init__(self, tr, compile: bool = False):
         self.compiled = bool(compile)
         self._sample_kl = partial(self._sample_kl_impl, tr)
         self._mlp = partial(mlp_nll_and_grad, tr.layout, hyper=tr.hyper)
-        self._adam = adam_update
+        self._update = partial(optimizer_update, tr.hyper)
         if compile:
             _raise_recompile_limit()
             self._sample_kl = torch.compile(self._sample_kl, dynamic=False)
@@ -204,7 +210,7 @@ class AutogradStep:
                 partial(mlp_nll_and_grad, tr.layout, hyper=tr.hyper, functional=True),
                 dynamic=False,
             )
-            self._adam = torch.compile(adam_update, dynamic=False)
+            self._update = torch.compile(self._update, dynamic=False)
 
     @staticmethod
     def _sample_kl_impl(tr, var, offsets):
@@ -221,7 +227,7 @@ class AutogradStep:
         if self.compiled:  # tensors, so the compiled graph is not specialised per step
             offsets = torch.tensor(offsets, dtype=torch.int64, device=var.device)
         thetas, L2, L3 = self._sample_kl(var, offsets)
-        mb = xb.shape[1]  # minibatch size (m of the paper; st.m is Adam's moment)
+        mb = xb.shape[1]  # minibatch size (m of the paper; st.m is the optimiser's)
         with torch.no_grad():
             nll, dtheta = self._mlp(
                 thetas.detach(),
@@ -244,21 +250,10 @@ class AutogradStep:
         (grad,) = torch.autograd.grad([thetas, kl], var, grad_outputs=[dtheta, None])
         if not everyone:
             grad = torch.where(alive[None, :, None], grad, torch.zeros_like(grad))
-        b1, b2 = h.betas
-        step_size, corr2 = adam_factors(h, st.step + 1, tr.dtype, var.device)
+        step_size, corr2 = optimizer_factors(h, st.step + 1, tr.dtype, var.device)
         with torch.no_grad():
-            self._adam(
-                st.var,
-                st.m,
-                st.v,
-                grad,
-                step_size,
-                corr2,
-                b1,
-                b2,
-                h.adam_eps,
-                None if everyone else alive,
-            )
+            alive_or_none = None if everyone else alive
+            self._update(st.var, st.m, st.v, grad, step_size, corr2, alive_or_none)
         st.step += 1
         return terms
 

@@ -1,4 +1,5 @@
-"""One training step of every model: Adam (:func:`adam_update`), the hand-written
+"""One training step of every model: the optimiser (:func:`optimizer_update`: Adam or
+RMSprop), the hand-written
 spike-and-slab step (:func:`spike_slab_step`, also Dense-BNN's) and the hand-written
 horseshoe step (:func:`horseshoe_step`), each one graph without autograd."""
 
@@ -13,17 +14,47 @@ from .objective import _LOG2, l3_paper
 from .slabs import SLABS, slab_of
 
 
-def adam_update(var, m, v, grad, step_size, corr2, b1: float, b2: float, eps: float, alive=None):
-    """One Adam step (Kingma & Ba), in place on ``var, m, v``; elementwise, so models stay
-    independent.  ``step_size = lr / (1 - b1^t)`` and ``corr2 = 1 / (1 - b2^t)`` are tensors
-    so a compiled version is not re-specialised every step.  ``alive`` ([E] bool, optional)
-    freezes the other models entirely (their momentum would otherwise keep moving them)."""
-    m.mul_(b1).add_(grad, alpha=1 - b1)
-    v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
-    upd = step_size * m / ((v * corr2).sqrt() + eps)
-    if alive is not None:
-        upd = torch.where(alive[None, :, None], upd, torch.zeros_like(upd))
-    var.sub_(upd)
+def optimizer_update(
+    hyper: Hyper, var, m, v, grad, step_size, corr2, alive=None, functional: bool = False
+):
+    """One step of the optimiser ``hyper.optimizer`` on every model, elementwise (models
+    stay independent); returns ``(var, m, v)``, updated in place unless ``functional`` (the
+    form ``torch.compile`` traces).
+
+    * ``"adam"`` (Kingma & Ba): ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g^2``,
+      ``var -= step_size m / (sqrt(v corr2) + eps)`` with ``step_size = lr / (1 - b1^t)``
+      and ``corr2 = 1 / (1 - b2^t)`` (:func:`simulate.paths.optimizer_factors`).
+    * ``"rmsprop"``: ``torch.optim.RMSprop``'s default form (no momentum, not centred, no
+      bias correction): ``v = alpha v + (1 - alpha) g^2``, ``var -= lr g / (sqrt(v) +
+      eps)``; ``m`` is left alone, ``step_size`` is ``lr`` and ``corr2`` unused.
+
+    Both use ``hyper.adam_eps`` as eps.  ``alive`` ([E] bool, optional) freezes the other
+    models' parameters (their moments still decay with a zero gradient)."""
+    eps = hyper.adam_eps
+    if hyper.optimizer == "rmsprop":
+        a = hyper.rmsprop_alpha
+        v = (
+            a * v + (1 - a) * grad * grad
+            if functional
+            else v.mul_(a).addcmul_(grad, grad, value=1 - a)
+        )
+        upd = step_size * grad / (v.sqrt() + eps)
+    else:
+        b1, b2 = hyper.betas
+        if functional:
+            m = b1 * m + (1 - b1) * grad
+            v = b2 * v + (1 - b2) * grad * grad
+        else:
+            m.mul_(b1).add_(grad, alpha=1 - b1)
+            v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+        upd = step_size * m / ((v * corr2).sqrt() + eps)
+    if functional:
+        var = var - upd if alive is None else torch.where(alive[None, :, None], var - upd, var)
+    else:
+        if alive is not None:
+            upd = torch.where(alive[None, :, None], upd, torch.zeros_like(upd))
+        var.sub_(upd)
+    return var, m, v
 
 
 def spike_slab_step(
@@ -112,24 +143,16 @@ def spike_slab_step(
     else:
         g_logit = torch.zeros_like(logit)
     grad = torch.stack([g_loc, g_raw, g_logit])
-    var, m, v = _adam_alive(hyper, var, m, v, grad, failed, step_size, corr2, functional)
+    var, m, v = _update_alive(hyper, var, m, v, grad, failed, step_size, corr2, functional)
     return var, m, v, failed, L1, L2, L3
 
 
-def _adam_alive(hyper, var, m, v, grad, failed, step_size, corr2, functional):
-    """Adam on the models not ``failed`` (their gradients zeroed, parameters not moved),
-    in place or (``functional``) returning new tensors."""
+def _update_alive(hyper, var, m, v, grad, failed, step_size, corr2, functional):
+    """The optimiser's step on the models not ``failed`` (their gradients zeroed, their
+    parameters not moved)."""
     alive = ~failed
     grad = torch.where(alive[None, :, None], grad, torch.zeros_like(grad))
-    b1, b2 = hyper.betas
-    if functional:
-        m = b1 * m + (1 - b1) * grad
-        v = b2 * v + (1 - b2) * grad * grad
-        upd = step_size * m / ((v * corr2).sqrt() + hyper.adam_eps)
-        var = torch.where(alive[None, :, None], var - upd, var)
-    else:
-        adam_update(var, m, v, grad, step_size, corr2, b1, b2, hyper.adam_eps, alive)
-    return var, m, v
+    return optimizer_update(hyper, var, m, v, grad, step_size, corr2, alive, functional)
 
 
 def horseshoe_step(
@@ -240,5 +263,5 @@ def horseshoe_step(
     g_loc = g_z.sum(0) + g_mu_kl
     g_raw = ((g_z * eps).sum(0) + g_sd_kl) * dsd
     grad = torch.stack([g_loc, g_raw, torch.zeros_like(g_loc)])
-    var, m, v = _adam_alive(hyper, var, m, v, grad, failed, step_size, corr2, functional)
+    var, m, v = _update_alive(hyper, var, m, v, grad, failed, step_size, corr2, functional)
     return var, m, v, failed, L1, L2, L3
