@@ -8,7 +8,8 @@ Regenerates every figure and table from records, training only what is missing:
 * ``rates``   -- log-log VB-posterior d^2 against n per truth, fit, interval, prediction;
 * ``tradeoff``-- Theorem 4.1's three terms against width beside measured d^2 per width;
 * ``uci``     -- the UCI protocol on Concrete and Boston (SVI, Dense-BNN, HS-BNN; 20 splits);
-* ``mnist1d`` -- MNIST-1D test accuracy against epoch (ASVI, SVI, Dense-BNN), sparsity.
+* ``mnist1d`` -- MNIST-1D test accuracy against epoch (ASVI, SVI, Dense-BNN) and edges kept,
+  at each training-set size of the tier, and against n.
 
 Tiers: ``quick`` (teacher: 3 replications x 100 epochs; rates from the quick verify tier),
 ``medium`` and ``long`` (teacher: 3 x 1000 and 10 x 3000 epochs; otherwise as quick),
@@ -111,19 +112,11 @@ def _uci(args) -> None:
 
 
 def _mnist1d(args) -> None:
-    from .realdata import mnist_figure, run_mnist1d
+    from .realdata import mnist_figure, mnist_table, run_mnist1d
 
-    rec = run_mnist1d(args.tier, args.out, args.recompute)
-    mnist_figure(rec, args.out, args.tier)
-    k = rec["widths"].index(rec["selected_width"])
-    last = rec["curves"]
-    print(
-        f"mnist1d: widths {rec['widths']}, selected {rec['selected_width']}, "
-        f"final test accuracy ASVI {last['spike_slab']['accuracy'][-1][k]:.3f}, "
-        f"Dense-BNN {last['dense']['accuracy'][-1][k]:.3f}, edges kept "
-        f"{100 * rec['sparsity'][k]:.1f}% ({rec['edges'][k]:.0f} of {rec['H'][k]:.0f}),"
-        f" training {rec['wall_s']:.0f} s"
-    )
+    recs = run_mnist1d(args.tier, args.out, args.recompute)
+    mnist_figure(recs, args.out, args.tier)
+    print(mnist_table(recs, args.out, args.tier)["text"])
 
 
 def main(argv=None) -> int:

@@ -20,7 +20,10 @@ from simulate.experiments.realdata import (  # noqa: F401  (the drivers, re-expo
 
 from ._io import save_figure, write_table
 
-__all__ = ["UCI_TIERS", "MNIST_TIERS", "run_uci", "uci_table", "run_mnist1d", "mnist_figure"]
+__all__ = [
+    "UCI_TIERS", "MNIST_TIERS", "run_uci", "uci_table", "run_mnist1d", "mnist_figure",
+    "mnist_rows", "mnist_table",
+]  # fmt: skip
 
 
 def _se(a) -> float:
@@ -78,45 +81,153 @@ def uci_table(recs, out_dir: str, tier: str) -> dict:
     return {"rows": rows, "text": text}
 
 
-def mnist_figure(rec: dict, out_dir: str, tier: str) -> dict:
+def mnist_rows(recs) -> list[dict]:
+    """One summary row per training-set size n: the selected width, its kept-edge fraction,
+    ASVI's final and best test accuracy, and Dense-BNN's at the selected width and at its
+    own best width (final epoch)."""
+    rows = []
+    for rec in sorted(recs, key=lambda r: r["n"]):
+        k = rec["widths"].index(rec["selected_width"])
+        sv, de = rec["curves"]["spike_slab"], rec["curves"]["dense"]
+        asvi = [a[k] for a in sv["accuracy"]]
+        best = int(np.argmax(asvi))
+        dense_final = de["accuracy"][-1]
+        j = int(np.argmax(dense_final))
+        rows.append(
+            {
+                "n": rec["n"],
+                "lambda_s": rec["lambda_s"],
+                "lam": rec["lam"],
+                "selected_width": rec["selected_width"],
+                "kept_fraction": rec["sparsity"][k],
+                "asvi_final": asvi[-1],
+                "asvi_best": asvi[best],
+                "asvi_best_epoch": sv["epochs"][best],
+                "dense_at_selected_final": dense_final[k],
+                "dense_best_width": rec["widths"][j],
+                "dense_best_final": dense_final[j],
+                "epochs": rec["epochs"],
+                "wall_s": rec["wall_s"],
+            }
+        )
+    return rows
+
+
+def mnist_table(recs, out_dir: str, tier: str) -> dict:
+    """``mnist1d-TIER``: the summary per n (:func:`mnist_rows`) and, per n, the test
+    accuracy at every evaluated epoch for ASVI (the selected width), SVI at every width and
+    Dense-BNN at every width, with the kept-edge fraction of the selected width (the CSV
+    holds the curves, one row per (n, epoch))."""
+    rows = mnist_rows(recs)
+    lines = [
+        f"MNIST-1D, tier {tier}: two hidden layers, posterior-mean test accuracy (10 draws)",
+        f"{'n':>6s} {'lambda_s':>8s} {'selected':>8s} {'kept %':>7s} {'ASVI final':>10s} "
+        f"{'ASVI best (ep)':>15s} {'Dense@sel':>9s} {'Dense best (w)':>15s} {'wall s':>7s}",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['n']:6d} {r['lambda_s']:8.1f} {r['selected_width']:8d} "
+            f"{100 * r['kept_fraction']:7.2f} {r['asvi_final']:10.3f} "
+            f"{r['asvi_best']:8.3f} ({r['asvi_best_epoch']:3d}) "
+            f"{r['dense_at_selected_final']:9.3f} "
+            f"{r['dense_best_final']:8.3f} ({r['dense_best_width']:3d}) {r['wall_s']:7.0f}"
+        )
+    curve_rows = []
+    for rec in sorted(recs, key=lambda r: r["n"]):
+        k = rec["widths"].index(rec["selected_width"])
+        sv, de = rec["curves"]["spike_slab"], rec["curves"]["dense"]
+        ws = rec["widths"]
+        lines += [
+            "",
+            f"n = {rec['n']}: selected width {rec['selected_width']}; accuracy by epoch",
+            f"{'epoch':>5s} {'ASVI':>6s} {'kept %':>6s} "
+            + " ".join(f"{'SVI ' + str(w):>8s}" for w in ws)
+            + " "
+            + " ".join(f"{'Dense ' + str(w):>9s}" for w in ws),
+        ]
+        for i, ep in enumerate(sv["epochs"]):
+            kept = sv["kept"][i][k] if "kept" in sv else float("nan")
+            lines.append(
+                f"{ep:5d} {sv['accuracy'][i][k]:6.3f} {100 * kept:6.2f} "
+                + " ".join(f"{a:8.3f}" for a in sv["accuracy"][i])
+                + " "
+                + " ".join(f"{a:9.3f}" for a in de["accuracy"][i])
+            )
+            row = {"n": rec["n"], "epoch": ep, "selected_width": rec["selected_width"]}
+            row["asvi"] = sv["accuracy"][i][k]
+            row["asvi_kept_fraction"] = kept
+            row.update({f"svi_{w}": a for w, a in zip(ws, sv["accuracy"][i], strict=True)})
+            row.update({f"dense_{w}": a for w, a in zip(ws, de["accuracy"][i], strict=True)})
+            curve_rows.append(row)
+    text = "\n".join(lines)
+    tex = [
+        r"\begin{tabular}{rrrrrr}",
+        r"\toprule",
+        r"$n$ & selected width & edges kept (\%) & ASVI & Dense-BNN (selected) & "
+        r"Dense-BNN (best) \\",
+        r"\midrule",
+    ]
+    tex += [
+        f"{r['n']} & {r['selected_width']} & {100 * r['kept_fraction']:.2f} & "
+        f"{r['asvi_final']:.3f} & {r['dense_at_selected_final']:.3f} & "
+        f"{r['dense_best_final']:.3f} \\\\"
+        for r in rows
+    ]
+    tex += [r"\bottomrule", r"\end{tabular}"]
+    write_table(out_dir, f"mnist1d-{tier}", text, curve_rows, tex)
+    return {"rows": rows, "text": text}
+
+
+def mnist_figure(recs, out_dir: str, tier: str) -> dict:
+    """One panel per training-set size n (test accuracy against epoch: ASVI = SVI at the
+    selected width, the other SVI widths faint, Dense-BNN at the selected width) and, with
+    more than one n, a last panel of final accuracy and kept-edge fraction against n."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    k = rec["widths"].index(rec["selected_width"])
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    sv, de = rec["curves"]["spike_slab"], rec["curves"]["dense"]
-    for j, w in enumerate(rec["widths"]):
-        if j != k:
-            ax.plot(
-                sv["epochs"],
-                [a[j] for a in sv["accuracy"]],
-                color="C0",
-                alpha=0.35,
-                lw=1,
-                label=f"SVI width {w}",
-            )
-    ax.plot(
-        sv["epochs"],
-        [a[k] for a in sv["accuracy"]],
-        "C0-",
-        lw=2,
-        label=f"ASVI (= SVI at selected width {rec['selected_width']})",
-    )
-    ax.plot(
-        de["epochs"],
-        [a[k] for a in de["accuracy"]],
-        "C1--",
-        lw=2,
-        label=f"Dense-BNN width {rec['selected_width']}",
-    )
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("test accuracy")
-    ax.set_title(
-        f"MNIST-1D ({tier}); sparsity {100 * rec['sparsity'][k]:.1f}% of edges kept", fontsize=9
-    )
-    ax.legend(fontsize=7)
+    recs = sorted(recs, key=lambda r: r["n"])
+    panels = len(recs) + (1 if len(recs) > 1 else 0)
+    fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.6), squeeze=False)
+    for ax, rec in zip(axes[0], recs, strict=False):
+        k = rec["widths"].index(rec["selected_width"])
+        sv, de = rec["curves"]["spike_slab"], rec["curves"]["dense"]
+        for j in range(len(rec["widths"])):
+            if j != k:
+                ax.plot(
+                    sv["epochs"], [a[j] for a in sv["accuracy"]], color="C0", alpha=0.3,
+                    lw=1, label="SVI, other widths" if j == (1 if k == 0 else 0) else None,
+                )  # fmt: skip
+        ax.plot(
+            sv["epochs"], [a[k] for a in sv["accuracy"]], "C0-", lw=2,
+            label=f"ASVI (SVI at selected width {rec['selected_width']})",
+        )  # fmt: skip
+        ax.plot(
+            de["epochs"], [a[k] for a in de["accuracy"]], "C1--", lw=2,
+            label=f"Dense-BNN width {rec['selected_width']}",
+        )  # fmt: skip
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("test accuracy")
+        ax.set_title(f"n = {rec['n']}: {100 * rec['sparsity'][k]:.1f}% of edges kept", fontsize=9)
+        ax.legend(fontsize=6)
+    if len(recs) > 1:
+        rows = mnist_rows(recs)
+        ax = axes[0][-1]
+        ns = [r["n"] for r in rows]
+        ax.plot(ns, [r["asvi_final"] for r in rows], "C0o-", label="ASVI final accuracy")
+        ax.plot(ns, [r["dense_best_final"] for r in rows], "C1s--", label="Dense-BNN (best width)")
+        ax.set_xscale("log")
+        ax.set_xlabel("training-set size n")
+        ax.set_ylabel("test accuracy")
+        ax2 = ax.twinx()
+        ax2.plot(ns, [100 * r["kept_fraction"] for r in rows], "C2^:", label="ASVI edges kept")
+        ax2.set_ylabel("edges kept (%)")
+        h1, l1 = ax.get_legend_handles_labels()
+        h2, l2 = ax2.get_legend_handles_labels()
+        ax.legend(h1 + h2, l1 + l2, fontsize=6)
+        ax.set_title("against n", fontsize=9)
+    fig.suptitle(f"MNIST-1D, tier {tier}", fontsize=10)
     fig.tight_layout()
     paths = save_figure(fig, out_dir, f"mnist1d-{tier}")
-    return {"paths": paths, "panels": 1}
+    return {"paths": paths, "panels": panels}

@@ -1,9 +1,18 @@
 """Real-data loaders, the UCI protocol's standardisation, and tiny-tier smoke runs."""
 
 import numpy as np
+import pytest
 
-from figures.realdata import mnist_figure, run_mnist1d, run_uci, uci_table
-from simulate.data import boston, concrete, mnist1d, standardize, uci_splits
+from figures.realdata import mnist_figure, mnist_table, run_mnist1d, run_uci, uci_table
+from simulate.data import (
+    boston,
+    concrete,
+    mnist1d,
+    mnist1d_pool,
+    mnist1d_split,
+    standardize,
+    uci_splits,
+)  # fmt: skip
 
 
 def test_loaders_shapes_and_no_missing_values():
@@ -16,6 +25,35 @@ def test_loaders_shapes_and_no_missing_values():
     assert set(np.unique(y)) == set(range(10))
     X2, *_ = mnist1d()
     np.testing.assert_array_equal(X, X2)  # generated deterministically, nothing downloaded
+    from mnist1d.data import make_dataset
+
+    d = make_dataset()  # the package's default dataset: the same signals and split
+    np.testing.assert_array_equal(X, d["x"])
+    np.testing.assert_array_equal(Xt, d["x_test"])
+    np.testing.assert_array_equal(yt, d["y_test"])
+
+
+def test_mnist1d_split_sizes_nesting_no_overlap_and_cache(tmp_path):
+    """The requested sizes; training sets of one pool nested, one shared test set, no test
+    signal among the training signals; the cache gives back the generated pool; bad sizes
+    are refused."""
+    small = mnist1d_split(300, 200, 800, cache_dir=str(tmp_path))
+    big = mnist1d_split(600, 200, 800, cache_dir=str(tmp_path))
+    assert small[0].shape == (300, 40) and small[2].shape == (200, 40)
+    assert big[0].shape == (600, 40) and big[1].shape == (600,)
+    np.testing.assert_array_equal(big[0][:300], small[0])  # nested
+    np.testing.assert_array_equal(big[2], small[2])  # one test set
+    train = {row.tobytes() for row in big[0]}
+    assert not any(row.tobytes() in train for row in big[2])
+    assert (tmp_path / "mnist1d-800-seed42.npz").exists()
+    fresh = mnist1d_pool(800)  # generated again, not read from the cache
+    cached = mnist1d_pool(800, cache_dir=str(tmp_path))
+    np.testing.assert_array_equal(fresh[0], cached[0])
+    assert not np.array_equal(mnist1d_pool(800, seed=1)[0], fresh[0])  # the seed matters
+    with pytest.raises(ValueError, match="pool"):
+        mnist1d_split(700, 200, 800)
+    with pytest.raises(ValueError, match="multiple of 10"):
+        mnist1d_pool(805)
 
 
 def test_splits_are_deterministic_and_disjoint():
@@ -48,8 +86,17 @@ def test_uci_and_mnist_tiny_runs(tmp_path):
     assert all(np.isfinite(r["rmse"]) and np.isfinite(r["ll"]) for r in recs)
     res = uci_table(recs, str(tmp_path), "tiny")
     assert len(res["rows"]) == 6 and (tmp_path / "uci-tiny.tex").stat().st_size > 0
-    rec = run_mnist1d("tiny", str(tmp_path), log=lambda *_: None)
-    assert rec["selected_width"] in rec["widths"]
-    assert len(rec["curves"]["dense"]["accuracy"]) == 2
-    out = mnist_figure(rec, str(tmp_path), "tiny")
-    assert out["panels"] == 1 and all((tmp_path / p.split("/")[-1]).exists() for p in out["paths"])
+    recs = run_mnist1d("tiny", str(tmp_path), log=lambda *_: None)
+    assert [r["n"] for r in recs] == [300, 600] and all(r["optimizer"] == "rmsprop" for r in recs)
+    for rec in recs:
+        assert rec["selected_width"] in rec["widths"]
+        assert len(rec["curves"]["dense"]["accuracy"]) == 2
+        assert len(rec["curves"]["spike_slab"]["kept"]) == 2
+    assert recs[1]["lambda_s"] > recs[0]["lambda_s"]  # a L log n grows with n
+    out = mnist_figure(recs, str(tmp_path), "tiny")
+    assert out["panels"] == 3 and all((tmp_path / p.split("/")[-1]).exists() for p in out["paths"])
+    tab = mnist_table(recs, str(tmp_path), "tiny")
+    assert [r["n"] for r in tab["rows"]] == [300, 600]
+    assert (tmp_path / "mnist1d-tiny.csv").read_text().count("\n") == 1 + 2 * 2  # (n, epoch)
+    again = run_mnist1d("tiny", str(tmp_path), log=lambda *_: None)  # reused, not retrained
+    assert again == recs
