@@ -19,6 +19,12 @@ reported as model-steps per second with the batched core's ratio to it:
 The ``table1`` workload also times the core in three programs of similar widths
 (``batched_groups``; ``groups_ratio`` over one program padded to width 20), the split the
 Table 1 driver uses for its compiled blocks.
+
+``--table1-block METHOD`` instead times one block of the Table 1 driver as it runs (five
+replicates' teacher datasets, the ten widths, batch 1024) for SVI, Dense-BNN or HS-BNN,
+with ``--compile``, ``--groups G`` and ``--autograd`` (the autograd step path instead of
+the hand-written one): the levers of ``simulate.experiments.table1.RUN_PLAN``
+(:func:`table1_block_rate`).
 """
 
 from __future__ import annotations
@@ -36,14 +42,14 @@ import torch
 
 from ._alloc import tune_malloc
 from .core import Batch, Hyper, Trainer
-from .experiments.table1 import width_groups
+from .experiments.table1 import METHODS, width_groups
 from .paths import AutogradStep, CompiledHandWrittenStep, HandWrittenStep
 from .recipe import build_trainer
 from .records import check_output_file
 from .reference import ReferenceASVI, VmapEnsemble
 from .tiers import PAPER_WIDTHS
 
-__all__ = ["run", "main"]
+__all__ = ["run", "main", "table1_block_rate"]
 
 # the bench network and data (module docstring), one place for run, compare_paths and the JSON
 N, P, WIDTH, DEPTH, BATCH = 10_000, 20, 20, 2, 1024
@@ -254,6 +260,63 @@ def compare_paths(
     return out
 
 
+def table1_block_rate(
+    method: str,
+    compile: bool = False,
+    groups: int = 1,
+    autograd: bool = False,
+    steps: int = 200,
+    repeats: int = 3,
+    replicates: int = 5,
+    log=print,
+) -> dict:
+    """Model-steps per second of one Table 1 block: ``replicates`` teacher datasets
+    (n = 10,000, the driver's seeds) x the ten widths of ``method`` (``"SVI"``,
+    ``"Dense-BNN"``, ``"HS-BNN"``), in ``groups`` programs of similar widths, compiled or
+    not, on the hand-written step or (``autograd``) the autograd path.  After 5 warm-up
+    steps per program (compilation included), ``repeats`` timings of ``steps`` steps of
+    every program; returns the median and the repeats."""
+    from .truths import TeacherNetwork, make_regression_data
+
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {tuple(METHODS)}, got {method!r}")
+    teacher = TeacherNetwork(seed=0)
+    X, y = zip(
+        *(make_regression_data(teacher, N, P, 1.0, seed=10_000 + r) for r in range(replicates)),
+        strict=True,
+    )
+    Xs = torch.tensor(np.stack(X), dtype=torch.float32)
+    ys = torch.tensor(np.stack(y), dtype=torch.float32)
+    hyper = Hyper(family=METHODS[method], batch_size=BATCH)
+    trainers = []
+    for ws in width_groups(PAPER_WIDTHS, groups):
+        data_index = [r for r in range(replicates) for _ in ws]
+        seeds = list(range(len(data_index)))
+        tr = build_trainer(
+            hyper, ws * replicates, seeds, Xs, ys, data_index, depth=DEPTH, compile=compile
+        )
+        if autograd:
+            tr.path = AutogradStep(tr, compile)
+        tr.fit(5)
+        trainers.append(tr)
+    models = replicates * len(PAPER_WIDTHS)
+    rates = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for tr in trainers:
+            tr.fit(steps)
+        rates.append(models * steps / (time.perf_counter() - t0))
+    out = {"method": method, "compile": bool(compile), "groups": int(groups),
+           "autograd": bool(autograd), "threads": torch.get_num_threads(),
+           "model_steps_per_s": statistics.median(rates), "repeats": rates}  # fmt: skip
+    log(
+        f"Table 1 block, {method}, {'compiled' if compile else 'eager'}, {groups} program(s), "
+        f"{'autograd' if autograd else 'hand-written'} step, {out['threads']} thread(s): "
+        f"{out['model_steps_per_s']:.0f} model-steps/s {[round(r) for r in rates]}"
+    )
+    return out
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m simulate.bench", description=__doc__)
     ap.add_argument("--json", metavar="PATH", help="write the results as JSON")
@@ -277,6 +340,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     ap.add_argument(
+        "--table1-block",
+        choices=tuple(METHODS),
+        help="instead: time one Table 1 block of this method (with --compile, --groups, "
+        "--autograd; --steps per program and repeat)",
+    )
+    ap.add_argument("--groups", type=int, default=1, help="--table1-block's width groups")
+    ap.add_argument(
+        "--autograd", action="store_true", help="--table1-block on the autograd step path"
+    )
+    ap.add_argument(
         "--compare-paths",
         action="store_true",
         help="instead: time the step's autograd, hand-written (and with --compile, compiled) "
@@ -289,6 +362,8 @@ def _check(args) -> None:
     """ValueError on bad flags, before anything runs."""
     if any(e < 1 for e in args.E) or args.steps < 1 or args.repeats < 1:
         raise ValueError("E, steps and repeats must be >= 1")
+    if not 1 <= args.groups <= len(PAPER_WIDTHS):
+        raise ValueError(f"--groups must be in 1..{len(PAPER_WIDTHS)}, got {args.groups}")
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be >= 1, got {args.threads}")
     if args.loop_max is not None and args.loop_max < 0:
@@ -324,6 +399,14 @@ def main(argv=None) -> int:
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
         f"malloc tuned: {tuned}, {where}"
     )
+    if args.table1_block:
+        res = table1_block_rate(
+            args.table1_block, args.compile, args.groups, args.autograd, args.steps, args.repeats
+        )
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"where": where, "torch": torch.__version__, **res}, fh, indent=2)
+        return 0
     if args.compare_paths:
         res = compare_paths(
             max(args.E), args.steps, args.repeats, compile=args.compile, device=args.device

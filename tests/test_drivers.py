@@ -67,6 +67,23 @@ def test_bench_table1_workload_times_every_variant_and_the_width_groups(tmp_path
         bench.workload_widths("table2", 10)
 
 
+def test_bench_times_a_table1_block(tmp_path):
+    """``--table1-block``: one block's rate for a method, grouped, on either step path; bad
+    flags refused."""
+    res = bench.table1_block_rate("HS-BNN", groups=2, steps=2, repeats=1, replicates=1,
+                                  log=lambda *_: None)  # fmt: skip
+    assert res["model_steps_per_s"] > 0 and res["groups"] == 2 and not res["autograd"]
+    out = tmp_path / "b.json"
+    cli = run_bench("--table1-block", "Dense-BNN", "--autograd", "--steps", "1",
+                    "--repeats", "1", "--json", str(out))  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    data = json.loads(out.read_text())
+    assert data["method"] == "Dense-BNN" and data["autograd"] and data["model_steps_per_s"] > 0
+    assert run_bench("--table1-block", "SVI", "--groups", "11").returncode == 2
+    with pytest.raises(ValueError, match="method"):
+        bench.table1_block_rate("ASVI")
+
+
 def test_bench_compares_the_step_paths():
     res = bench.compare_paths(E=3, steps=2, repeats=1, n=2048, log=lambda *_: None)
     assert set(res) == {"autograd", "fused", "autograd/autograd", "fused/autograd"}
