@@ -84,8 +84,12 @@ def test_uci_and_mnist_tiny_runs(tmp_path):
         (d, m) for d in ("concrete", "boston") for m in ("SVI", "Dense-BNN", "HS-BNN")
     }
     assert all(np.isfinite(r["rmse"]) and np.isfinite(r["ll"]) for r in recs)
+    assert all(r["epochs"] in (1, 2, 3) and r["sigma"] in (0.5, 1.0) for r in recs)
     res = uci_table(recs, str(tmp_path), "tiny")
-    assert len(res["rows"]) == 6 and (tmp_path / "uci-tiny.tex").stat().st_size > 0
+    ours = [r for r in res["rows"] if r["source"] == "this run"]
+    published = [r for r in res["rows"] if r["source"] == "published"]
+    assert len(ours) == 6 and len(published) == 6  # PBP, VI, MC dropout per dataset
+    assert "Hernandez-Lobato" in res["text"] and (tmp_path / "uci-tiny.tex").stat().st_size > 0
     recs = run_mnist1d("tiny", str(tmp_path), log=lambda *_: None)
     assert [r["n"] for r in recs] == [300, 600] and all(r["optimizer"] == "rmsprop" for r in recs)
     for rec in recs:
@@ -100,3 +104,21 @@ def test_uci_and_mnist_tiny_runs(tmp_path):
     assert (tmp_path / "mnist1d-tiny.csv").read_text().count("\n") == 1 + 2 * 2  # (n, epoch)
     again = run_mnist1d("tiny", str(tmp_path), log=lambda *_: None)  # reused, not retrained
     assert again == recs
+
+
+def test_uci_refit_reads_each_split_at_its_own_epoch():
+    """A split read off at epoch 2 of a 3-epoch refit scores exactly as a fit stopped at
+    epoch 2 (same seeds, so the same trajectory): the refit's checkpoints are the chosen
+    epochs, not the last.  Negative control: the split read at epoch 3 scores otherwise."""
+    from simulate.experiments import realdata as rd
+
+    X, y = boston()
+    splits = uci_splits(len(y), 2, seed=0)
+    cfg = {"epochs": 3, "eval_every": 1}
+    best = [(0.5, 1.0, 2), (0.5, 1.0, 3)]
+    recs = rd._uci_refit(cfg, "spike_slab", X, y, splits, best, "boston", "SVI")
+    assert [r["epochs"] for r in recs] == [2, 3]
+    alone = rd._uci_refit({"epochs": 2}, "spike_slab", X, y, splits, [best[0]] * 2, "b", "S")
+    assert recs[0]["rmse"] == pytest.approx(alone[0]["rmse"], rel=1e-6)
+    assert recs[0]["ll"] == pytest.approx(alone[0]["ll"], rel=1e-6)
+    assert recs[1]["rmse"] != pytest.approx(alone[1]["rmse"], rel=1e-6)

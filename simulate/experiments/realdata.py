@@ -41,7 +41,7 @@ from .. import tiers
 from ..core import Batch, Hyper
 from ..data import boston, concrete, mnist1d_split, standardize, uci_splits
 from ..posterior import Posterior, select_width
-from ..recipe import build_trainer, train_models
+from ..recipe import build_trainer
 from ..records import RecordStore, tier_store
 
 __all__ = [
@@ -65,8 +65,11 @@ UCI_TIERS = tiers.UCI
 MNIST_TIERS = tiers.MNIST1D
 
 
-def _fit_splits(family, sigma, sigma0, Xs, ys, epochs, seed):
-    """Train one 1-hidden-layer (50 units) model per split (datasets Xs[d], ys[d])."""
+def _fit_splits(family, sigma, sigma0, Xs, ys, epochs, seed, eval_every=None, at_epoch=None):
+    """Train one 1-hidden-layer (50 units) model per split (datasets Xs[d], ys[d]) for
+    ``epochs`` epochs; with ``eval_every``, ``at_epoch(epoch, posterior)`` is called every
+    ``eval_every`` epochs (and at the end) on the models as they are then.  Returns the
+    final posterior and which models failed."""
     D, n, p = Xs.shape
     hyper = Hyper(
         family=family,
@@ -76,7 +79,7 @@ def _fit_splits(family, sigma, sigma0, Xs, ys, epochs, seed):
         batch_size=min(256, n),
         lambda_s=float(lambda_s_rule(n, 2, 0.1)),
     )
-    trained = train_models(
+    tr = build_trainer(
         hyper,
         [50] * D,
         [seed + d for d in range(D)],
@@ -84,9 +87,23 @@ def _fit_splits(family, sigma, sigma0, Xs, ys, epochs, seed):
         torch.tensor(ys, dtype=torch.float32),
         range(D),
         depth=1,
-        steps=math.ceil(epochs * n / hyper.batch_size),
     )
-    return trained.posterior, trained.trainer.state.failed.cpu().numpy()
+    spe = math.ceil(n / hyper.batch_size)
+    marks = _checkpoints(epochs, eval_every)
+    done = 0
+    for ep in marks:
+        tr.fit(spe * (ep - done))
+        done = ep
+        if at_epoch is not None:
+            at_epoch(ep, Posterior(tr.layout, hyper, tr.state.var, tr.seeds))
+    return Posterior(tr.layout, hyper, tr.state.var, tr.seeds), tr.state.failed.cpu().numpy()
+
+
+def _checkpoints(epochs: int, eval_every) -> list[int]:
+    """The epochs at which a UCI fit is evaluated: every ``eval_every`` and the last."""
+    if not eval_every:
+        return [epochs]
+    return sorted(set(range(eval_every, epochs + 1, eval_every)) | {epochs})
 
 
 def _per_model(post, Xs, draws=30):
@@ -145,30 +162,42 @@ def run_uci(tier: str, out_dir: str, recompute: bool = False, log=print) -> list
 
 
 def _uci_grid_search(cfg, family, X, y, tr_parts, val_parts) -> list[tuple]:
-    """Each split's (sigma, sigma_0) with the least validation RMSE (standardised on the fit
-    parts only; a failed fit never wins)."""
+    """Each split's (sigma, sigma_0, epochs) with the least validation RMSE (standardised on
+    the fit parts only; a failed fit never wins): every grid point is trained for the tier's
+    ``epochs`` and, with ``eval_every``, scored every ``eval_every`` epochs, so the number
+    of epochs is chosen too -- the validation loss's minimum, where it stops improving
+    (without ``eval_every``, the tier's epochs)."""
     Xf, yf, Xv, yv = [], [], [], []
     for a, b in zip(tr_parts, val_parts, strict=True):
         _, _, xa, xb = standardize(X[a], X[b])
         mu, sd, ya, yb = standardize(y[a], y[b])
         Xf.append(xa), yf.append(ya), Xv.append(xb), yv.append(yb)
-    Xf, yf = np.stack(Xf), np.stack(yf)
-    scores = {}
+    Xf, yf, yv = np.stack(Xf), np.stack(yf), np.stack(yv)
+    scores = {}  # (sigma, sigma_0, epoch) -> validation RMSE per split
     for s in cfg["sigmas"]:
         for s0 in cfg["sigma0s"]:
-            post, failed = _fit_splits(family, s, s0, Xf, yf, cfg["epochs"], 100)
-            pred = _per_model(post, Xv, 30).mean(0)
-            rmse = np.sqrt(((pred - np.stack(yv)) ** 2).mean(1))
-            scores[(s, s0)] = np.where(failed, np.inf, rmse)
+
+            def score(ep, post, s=s, s0=s0):
+                pred = _per_model(post, Xv, 30).mean(0)
+                scores[(s, s0, ep)] = np.sqrt(((pred - yv) ** 2).mean(1))
+
+            _, failed = _fit_splits(
+                family, s, s0, Xf, yf, cfg["epochs"], 100, cfg.get("eval_every"), score
+            )
+            for k in [k for k in scores if k[:2] == (s, s0)]:
+                scores[k] = np.where(failed | ~np.isfinite(scores[k]), np.inf, scores[k])
     keys = list(scores)
     return [keys[int(np.argmin([scores[k][d] for k in keys]))] for d in range(len(tr_parts))]
 
 
 def _uci_refit(cfg, family, X, y, splits, best, name, method) -> list[dict]:
-    """Refit each split with its chosen values on its whole training part; its record."""
+    """Refit each split with its chosen (sigma, sigma_0) on its whole training part and
+    score it on its test part after its chosen number of epochs; its record.  Splits that
+    share (sigma, sigma_0) train together, each read off at its own epoch."""
     new = []
-    for k in sorted(set(best)):
-        ds = [d for d in range(len(splits)) if best[d] == k]
+    for k in sorted({b[:2] for b in best}):
+        ds = [d for d in range(len(splits)) if best[d][:2] == k]
+        chosen = [best[d][2] for d in ds]
         Xt_, yt_, Xte, yte, stats = [], [], [], [], []
         for d in ds:
             tr_idx, te_idx = splits[d]
@@ -176,18 +205,25 @@ def _uci_refit(cfg, family, X, y, splits, best, name, method) -> list[dict]:
             mu, sd, ya, _ = standardize(y[tr_idx], y[te_idx])
             Xt_.append(xa), yt_.append(ya), Xte.append(xb), yte.append(y[te_idx])
             stats.append((mu, sd))
-        post, failed = _fit_splits(
-            family, k[0], k[1], np.stack(Xt_), np.stack(yt_), cfg["epochs"], 200
-        )
-        draws = _per_model(post, Xte, 30)  # standardised units, [T, E, m]
+        scored = {}
+
+        def score(
+            ep, post, ds=ds, chosen=chosen, Xte=Xte, yte=yte, stats=stats, scored=scored, k=k
+        ):
+            if ep not in chosen:
+                return
+            draws = _per_model(post, Xte, 30)  # standardised units, [T, E, m]
+            for i, d in enumerate(ds):
+                if chosen[i] == ep:
+                    scored[d] = _uci_scores(draws[:, i, :], yte[i], *stats[i], k[0])
+
+        eval_every = cfg.get("eval_every")
+        _, failed = _fit_splits(
+            family, k[0], k[1], np.stack(Xt_), np.stack(yt_), max(chosen), 200, eval_every,
+            score,
+        )  # fmt: skip
         for i, d in enumerate(ds):
-            mu, sd = stats[i]
-            f = draws[:, i, :] * sd + mu  # original units
-            yo = yte[i]
-            s_o = k[0] * sd
-            rmse = float(np.sqrt(np.mean((f.mean(0) - yo) ** 2)))
-            logp = -0.5 * np.log(2 * np.pi * s_o**2) - (yo[None, :] - f) ** 2 / (2 * s_o**2)
-            ll = float(np.mean(np.logaddexp.reduce(logp, axis=0) - np.log(len(f))))
+            rmse, ll = scored[d]
             new.append(
                 {
                     "schema": UCI_SCHEMA,
@@ -199,10 +235,22 @@ def _uci_refit(cfg, family, X, y, splits, best, name, method) -> list[dict]:
                     "rmse": rmse,
                     "ll": ll,
                     "failed": bool(failed[i]),
-                    "epochs": cfg["epochs"],
+                    "epochs": chosen[i],
                 }
             )
     return new
+
+
+def _uci_scores(f_std, y_orig, mu, sd, sigma) -> tuple[float, float]:
+    """Test RMSE and log-likelihood in the original units from draws ``f_std [T, m]`` in
+    standardised units: the posterior mean's RMSE and the log of the predictive mixture
+    ``(1/T) sum_t N(y; f_t, (sigma sd)^2)``, averaged over the test points."""
+    f = f_std * sd + mu
+    s_o = sigma * sd
+    rmse = float(np.sqrt(np.mean((f.mean(0) - y_orig) ** 2)))
+    logp = -0.5 * np.log(2 * np.pi * s_o**2) - (y_orig[None, :] - f) ** 2 / (2 * s_o**2)
+    ll = float(np.mean(np.logaddexp.reduce(logp, axis=0) - np.log(len(f))))
+    return rmse, ll
 
 
 def _accuracy(post, X, y, draws=10):
