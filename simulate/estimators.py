@@ -124,6 +124,7 @@ class _Base(BaseEstimator):
             batch_size=min(_integer("batch_size", self.batch_size), n),
             mc_samples=_integer("mc_samples", self.mc_samples),
             lr=_positive("lr", self.lr),
+            optimizer=self.optimizer,
             l3=self.l3,
             sampling=self.sampling,
             family=self._family_name(),
@@ -237,7 +238,8 @@ _COMMON_DOC = """
     Parameters (defaults: the paper's teacher experiment, appendix C.1): ``depth`` hidden
     layers; ``sigma`` the known noise sd (regression); ``sigma_0`` the Gaussian prior slab
     sd; ``lambda_s``, ``lam`` the priors on sparsity and width; ``batch_size`` m;
-    ``mc_samples`` K; Adam ``lr``; ``epochs`` of n/m steps; ``slab`` "gaussian" or
+    ``mc_samples`` K; ``optimizer`` "adam" or "rmsprop" (``torch.optim.RMSprop``'s form;
+    the paper's MNIST runs) and its ``lr``; ``epochs`` of n/m steps; ``slab`` "gaussian" or
     "uniform"; ``l3`` "paper" (eq. (loss3) as printed) or "exact"; ``sampling`` of
     minibatches; ``elbo_draws`` (>= 10) for selection; ``predict_draws`` (30); ``seed``;
     ``device``, ``dtype`` ("float32" or "float64"); ``compile`` (torch.compile the step);
@@ -248,12 +250,13 @@ _COMMON_DOC = """
 # The regression (teacher) defaults, appendix C.1; the classifiers' are the paper's MNIST ones.
 _REGRESSION = dict(
     depth=2, sigma=1.0, sigma_0=0.8, lambda_s=3.0, lam=10.0, batch_size=1024, mc_samples=1,
-    lr=5e-3, epochs=7000, slab="gaussian", l3="paper", sampling="iid", elbo_draws=10,
+    lr=5e-3, optimizer="adam", epochs=7000, slab="gaussian", l3="paper", sampling="iid",
+    elbo_draws=10,
     predict_draws=30, seed=0, device="cpu", dtype="float32", compile=False, progress=False,
 )  # fmt: skip
 _CLASSIFICATION = {
     **_REGRESSION, "sigma_0": 2.0, "lambda_s": 50.0, "lam": 600.0, "batch_size": 512,
-    "epochs": 300,
+    "epochs": 300, "optimizer": "rmsprop",
 }  # fmt: skip
 
 
