@@ -47,7 +47,9 @@ def _gaussian_draw(var, eps, offset):
 
 
 def _kl_normal(mu, sd, s0):
-    return math.log(s0) - torch.log(sd) + (sd**2 + mu**2) / (2 * s0**2) - 0.5
+    """KL(N(mu, sd^2) || N(0, s0^2)) elementwise; ``s0`` a number or a tensor."""
+    log_s0 = math.log(s0) if isinstance(s0, (int, float)) else torch.log(s0)
+    return log_s0 - torch.log(sd) + (sd**2 + mu**2) / (2 * s0**2) - 0.5
 
 
 def _kl_lognormal_halfcauchy(m, s, b, grads: bool = False):

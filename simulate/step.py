@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .families import _kl_lognormal_halfcauchy
+from .families import _kl_lognormal_halfcauchy, _kl_normal
 from .hyper import Hyper
 from .layout import Layout, mlp_nll_and_grad
 from .objective import _LOG2, l3_paper
@@ -230,12 +230,12 @@ def horseshoe_step(
         g_ups.append(per_unit.sum(-1, keepdim=True))
     g_z = torch.cat([g_beta, *g_tau, *g_ups], -1)  # [K, E, P]
     # L2: Gaussian KL of each beta (prior sd 1 on weights, sigma_0 on biases) ...
-    prior_var = torch.cat(
+    prior_sd = torch.cat(
         [
             torch.cat(
                 [
                     torch.ones_like(beta[0, :1, :1]).expand(o, i),
-                    torch.full_like(beta[0, :1, :1], hyper.sigma_0**2).expand(o, 1),
+                    torch.full_like(beta[0, :1, :1], hyper.sigma_0).expand(o, 1),
                 ],
                 -1,
             ).reshape(1, -1)
@@ -243,9 +243,9 @@ def horseshoe_step(
         ],
         -1,
     )  # [1, P_net]
+    prior_var = prior_sd * prior_sd
     mu_n, sd_n = loc[:, :Pn], sd[:, :Pn]
-    kl_w = 0.5 * torch.log(prior_var) - torch.log(sd_n) + (sd_n**2 + mu_n**2) / (2 * prior_var)
-    kl_w = kl_w - 0.5
+    kl_w = _kl_normal(mu_n, sd_n, prior_sd)
     g_mu_w = mu_n / prior_var * mask_net
     g_sd_w = (sd_n / prior_var - 1 / sd_n) * mask_net
     # ... and the log-normal scales against their half-Cauchy priors
