@@ -88,7 +88,9 @@ def test_uci_and_mnist_tiny_runs(tmp_path):
     res = uci_table(recs, str(tmp_path), "tiny")
     ours = [r for r in res["rows"] if r["source"] == "this run"]
     published = [r for r in res["rows"] if r["source"] == "published"]
-    assert len(ours) == 6 and len(published) == 6  # PBP, VI, MC dropout per dataset
+    assert len(ours) == 12 and len(published) == 6  # 2 criteria; PBP, VI, MC dropout
+    assert {r["criterion"] for r in ours} == {"rmse", "ll"}
+    assert len(recs) == 2 * 3 * 2 * 2  # dataset x method x criterion x split
     assert "Hernandez-Lobato" in res["text"] and (tmp_path / "uci-tiny.tex").stat().st_size > 0
     recs = run_mnist1d("tiny", str(tmp_path), log=lambda *_: None)
     assert [r["n"] for r in recs] == [300, 600] and all(r["optimizer"] == "rmsprop" for r in recs)
@@ -109,16 +111,59 @@ def test_uci_and_mnist_tiny_runs(tmp_path):
 def test_uci_refit_reads_each_split_at_its_own_epoch():
     """A split read off at epoch 2 of a 3-epoch refit scores exactly as a fit stopped at
     epoch 2 (same seeds, so the same trajectory): the refit's checkpoints are the chosen
-    epochs, not the last.  Negative control: the split read at epoch 3 scores otherwise."""
+    epochs, not the last.  Negative control: the split read at epoch 3 scores otherwise.
+    Both criteria choosing the same grid point share one training (one record each)."""
     from simulate.experiments import realdata as rd
 
     X, y = boston()
     splits = uci_splits(len(y), 2, seed=0)
     cfg = {"epochs": 3, "eval_every": 1}
-    best = [(0.5, 1.0, 2), (0.5, 1.0, 3)]
+    best = {"rmse": [(0.5, 1.0, 2), (0.5, 1.0, 3)], "ll": [(0.5, 1.0, 3), (0.5, 1.0, 3)]}
     recs = rd._uci_refit(cfg, "spike_slab", X, y, splits, best, "boston", "SVI")
-    assert [r["epochs"] for r in recs] == [2, 3]
-    alone = rd._uci_refit({"epochs": 2}, "spike_slab", X, y, splits, [best[0]] * 2, "b", "S")
+    assert [(r["criterion"], r["split"], r["epochs"]) for r in recs] == [
+        ("rmse", 0, 2),
+        ("rmse", 1, 3),
+        ("ll", 0, 3),
+        ("ll", 1, 3),
+    ]
+    one = {"rmse": [(0.5, 1.0, 2)] * 2}
+    alone = rd._uci_refit({"epochs": 2}, "spike_slab", X, y, splits, one, "b", "S")
     assert recs[0]["rmse"] == pytest.approx(alone[0]["rmse"], rel=1e-6)
     assert recs[0]["ll"] == pytest.approx(alone[0]["ll"], rel=1e-6)
     assert recs[1]["rmse"] != pytest.approx(alone[1]["rmse"], rel=1e-6)
+    assert recs[1]["rmse"] == recs[3]["rmse"]  # same split, point and epoch: one training
+    assert recs[2]["rmse"] != pytest.approx(recs[0]["rmse"], rel=1e-6)
+
+
+def test_uci_grid_search_criteria(monkeypatch):
+    """The two criteria choose by what they say.  Fake fits: sigma_0 = 0.5 predicts 5 (far
+    off the standardised validation targets), sigma_0 = 1 predicts 0 with no spread, at
+    every epoch and sigma.  RMSE cannot tell the sigmas apart, so it keeps the grid's first
+    (0.1, the smallest) with sigma_0 = 1; the log-likelihood of residuals of sd ~1 is
+    greatest at the sigma nearest 1.  A failed fit never wins (control: sigma_0 = 1 failing
+    leaves only 0.5)."""
+    from simulate.experiments import realdata as rd
+
+    failing = {"flag": False}
+
+    def fake_fit(family, s, s0, Xf, yf, epochs, seed, eval_every=None, at_epoch=None):
+        for ep in rd._checkpoints(epochs, eval_every):
+            at_epoch(ep, s0)
+        return None, np.full(len(Xf), failing["flag"] and s0 == 1.0)
+
+    def fake_draws(post, Xv, draws=30):
+        return np.full((draws, len(Xv), len(Xv[0])), 5.0 if post == 0.5 else 0.0)
+
+    monkeypatch.setattr(rd, "_fit_splits", fake_fit)
+    monkeypatch.setattr(rd, "_per_model", fake_draws)
+    X, y = boston()
+    splits = uci_splits(len(y), 3, seed=0)
+    parts = [(tr[:300], tr[300:]) for tr, _ in splits]
+    cfg = {"epochs": 4, "eval_every": 2, "sigmas": (0.1, 0.25, 0.5, 1.0, 2.0),
+           "sigma0s": (0.5, 1.0)}  # fmt: skip
+    best = rd._uci_grid_search(cfg, "dense", X, y, *zip(*parts, strict=True))
+    assert best["rmse"] == [(0.1, 1.0, 2)] * 3
+    assert best["ll"] == [(1.0, 1.0, 2)] * 3
+    failing["flag"] = True
+    best = rd._uci_grid_search(cfg, "dense", X, y, *zip(*parts, strict=True))
+    assert all(b[1] == 0.5 for c in best.values() for b in c)
