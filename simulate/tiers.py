@@ -6,7 +6,8 @@ Measured costs are in the README.
 
 * :data:`RATES` -- the growing-n sweeps of ``python -m verify.rates`` (``--tier``);
 * :data:`TEACHER` -- Table 1 and Figure 1(b) (``python -m figures --tier``);
-* :data:`UCI`, :data:`MNIST1D` -- the real-data experiments (same ``--tier``);
+* :data:`UCI`, :data:`MNIST1D`, :data:`MNIST1D_CONTROLS` -- the real-data experiments
+  (same ``--tier``);
 * :data:`FIGURES_RATES` -- which :data:`RATES` tier each figures tier draws its rate
   figures from.
 """
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 from .spec import TruthSpec
 
-__all__ = ["RATES", "TEACHER", "UCI", "MNIST1D", "FIGURES_RATES", "PAPER_WIDTHS"]
+__all__ = [
+    "RATES", "TEACHER", "UCI", "MNIST1D", "MNIST1D_CONTROLS", "FIGURES_RATES", "PAPER_WIDTHS",
+]  # fmt: skip
 
 PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)  # Table 1's candidate widths
 
@@ -164,6 +167,18 @@ MNIST1D = {
               "n_test": 10_000, "pool": 70_000, "epochs": 300, "eval_every": 10,
               "optimizer": "rmsprop"},
 }  # fmt: skip
+
+# MNIST-1D collapse controls (simulate.experiments.realdata.run_mnist1d_controls): SVI at
+# one width, ``seeds`` models per variant, on the tier's data (pool, n_test, epochs,
+# eval_every, optimizer of MNIST1D[tier]) at each n of ``ns``; each variant changes one
+# setting of the tier's run (MNIST_CONTROL_VARIANTS there).
+MNIST1D_CONTROLS = {
+    "tiny": {"ns": (300,), "width": 8, "seeds": 2},
+    "quick": {"ns": (4000,), "width": 32, "seeds": 2},
+    "medium": {"ns": (4000,), "width": 32, "seeds": 2},
+    "long": {"ns": (4000,), "width": 100, "seeds": 2},
+    "paper": {"ns": (4000, 15000), "width": 100, "seeds": 2},
+}
 
 FIGURES_RATES = {
     "tiny": "tiny",

@@ -61,6 +61,9 @@ __all__ = [
     "uci_store",
     "mnist_store",
     "mnist_lambda",
+    "MNIST_CONTROL_VARIANTS",
+    "run_mnist1d_controls",
+    "control_store",
 ]
 
 UCI_SCHEMA = "asvi-rates/uci-record/3"
@@ -305,6 +308,22 @@ def mnist_lambda(widths) -> float:
     return float(widths[len(widths) // 2])
 
 
+def _mnist_hyper(cfg: dict, n: int, lam: float, a: float = 1.5, **overrides) -> Hyper:
+    """The MNIST-1D runs' hyperparameters (the paper's MNIST settings): categorical
+    likelihood, sigma_0 = 2, lambda_s = a L log n with L = 3 and the paper's a = 1.5, batch
+    512 (or n), lr 5e-3, the tier's optimiser; ``overrides`` replace any of them."""
+    kw = {
+        "likelihood": "categorical",
+        "sigma_0": 2.0,
+        "lambda_s": float(lambda_s_rule(n, 3, a)),
+        "lam": lam,
+        "batch_size": min(512, n),
+        "lr": 5e-3,
+        "optimizer": cfg["optimizer"],
+    }
+    return Hyper(**{**kw, **overrides})
+
+
 def _train_mnist1d(tier: str, cfg: dict, n: int, cache: str, log) -> dict:
     """Train SVI at every width (ASVI keeps one) and Dense-BNN at every width on ``n``
     MNIST-1D signals; test accuracy every ``eval_every`` epochs; the record."""
@@ -314,21 +333,10 @@ def _train_mnist1d(tier: str, cfg: dict, n: int, cache: str, log) -> dict:
     mu, sd, Xs, Xts = standardize(X, Xt)
     widths = list(cfg["widths"])
     lam = mnist_lambda(widths)
-    lam_s = float(lambda_s_rule(n, 3, 1.5))
-    batch_size = min(512, n)
     curves, out, walls = {}, {}, {}
     for family in ("spike_slab", "dense"):
         t0 = time.perf_counter()
-        hyper = Hyper(
-            likelihood="categorical",
-            family=family,
-            sigma_0=2.0,
-            lambda_s=lam_s,
-            lam=lam,
-            batch_size=batch_size,
-            lr=5e-3,
-            optimizer=cfg["optimizer"],
-        )
+        hyper = _mnist_hyper(cfg, n, lam, family=family)
         batch = Batch(
             torch.tensor(Xs[None], dtype=torch.float32),
             torch.tensor(y[None]),
@@ -338,7 +346,7 @@ def _train_mnist1d(tier: str, cfg: dict, n: int, cache: str, log) -> dict:
         tr = build_trainer(
             hyper, widths, seeds, batch.X, batch.y, batch.data_index, depth=2, out_dim=10
         )
-        spe = math.ceil(n / batch_size)
+        spe = math.ceil(n / hyper.batch_size)
         acc, kept, epochs = [], [], []
         bar = Progress(f"mnist1d {tier} n={n} {family}")
         for ep in range(cfg["eval_every"], cfg["epochs"] + 1, cfg["eval_every"]):
@@ -364,7 +372,7 @@ def _train_mnist1d(tier: str, cfg: dict, n: int, cache: str, log) -> dict:
         "n_test": cfg["n_test"],
         "widths": widths,
         "lam": lam,
-        "lambda_s": lam_s,
+        "lambda_s": hyper.lambda_s,
         "optimizer": cfg["optimizer"],
         "curves": curves,
         "selected_width": sel["width"],
@@ -376,4 +384,108 @@ def _train_mnist1d(tier: str, cfg: dict, n: int, cache: str, log) -> dict:
         "wall_s": sum(walls.values()),
         "wall_s_family": walls,
         "epochs": cfg["epochs"],
+    }
+
+
+# One setting of the tier's MNIST-1D run changed at a time (``_mnist_hyper`` overrides; "a"
+# sets lambda_s = a L log n): which of lambda_s, the optimiser, its step size, the slabs'
+# initial sd (hence their initial KL) and the family makes SVI's accuracy fall while it
+# prunes.  "paper" is the tier's run itself; "dense" is Dense-BNN on the same seeds.
+MNIST_CONTROL_VARIANTS = {
+    "paper": {},
+    "a=0.1": {"a": 0.1},
+    "lambda_s=1e-6": {"lambda_s": 1e-6},
+    "adam": {"optimizer": "adam"},
+    "lr=1e-3": {"lr": 1e-3},
+    "init_sigma=0.05": {"init_sigma": 0.05},
+    "dense": {"family": "dense"},
+}
+MNIST_CONTROL_SCHEMA = "asvi-rates/mnist1d-control/1"
+MNIST_CONTROLS = tiers.MNIST1D_CONTROLS
+
+
+def control_store(tier: str, out_dir: str, recompute: bool = False) -> RecordStore:
+    """``mnist1d-controls-TIER.jsonl``: one record per (n, variant)."""
+    key = lambda r: (r["n"], r["variant"])  # noqa: E731
+    settings = {
+        "data": MNIST_TIERS[tier],
+        "controls": MNIST_CONTROLS[tier],
+        "variants": MNIST_CONTROL_VARIANTS,
+    }
+    required = ("n", "variant", "curves")
+    return tier_store(
+        out_dir, "mnist1d-controls", tier, settings, MNIST_CONTROL_SCHEMA, key, required, recompute
+    )
+
+
+def run_mnist1d_controls(
+    tier: str, out_dir: str, recompute: bool = False, log=print, cache_dir: str | None = None
+) -> list[dict]:
+    """The collapse controls: SVI at the tier's control width (``MNIST1D_CONTROLS``), one
+    program of ``seeds`` models per (n, variant of :data:`MNIST_CONTROL_VARIANTS`), on the
+    same data, seeds and epochs as the tier's MNIST-1D run; every ``eval_every`` epochs
+    the test accuracy (posterior mean, 10 draws), the kept-edge fraction and the negative
+    ELBO's parts on the whole training set (L1 from 2 draws, L2 the slabs' KL, L3 the
+    indicators'), in nats.  Resumable per (n, variant)."""
+    import os
+
+    cfg, ctl = MNIST_TIERS[tier], MNIST_CONTROLS[tier]
+    cache = os.path.join(out_dir, "data") if cache_dir is None else cache_dir
+    store = control_store(tier, out_dir, recompute)
+    with store.writing() as st:
+        for n in ctl["ns"]:
+            for name, overrides in MNIST_CONTROL_VARIANTS.items():
+                if (n, name) not in st.done:
+                    st.append([_train_control(tier, cfg, ctl, n, name, overrides, cache, log)])
+        order = list(MNIST_CONTROL_VARIANTS)
+        return sorted(st.records, key=lambda r: (r["n"], order.index(r["variant"])))
+
+
+def _train_control(tier, cfg, ctl, n, name, overrides, cache, log) -> dict:
+    from ..progress import Progress
+
+    t0 = time.perf_counter()
+    X, y, Xt, yt = mnist1d_split(n, cfg["n_test"], cfg["pool"], cache_dir=cache)
+    _, _, Xs, Xts = standardize(X, Xt)
+    lam = mnist_lambda(cfg["widths"])
+    over = dict(overrides)
+    hyper = _mnist_hyper(cfg, n, lam, a=over.pop("a", 1.5), **over)
+    E = ctl["seeds"]
+    Xb, yb = torch.tensor(Xs[None], dtype=torch.float32), torch.tensor(y[None])
+    d0 = torch.zeros(E, dtype=torch.int64)
+    tr = build_trainer(
+        hyper, [ctl["width"]] * E, [7 + k for k in range(E)], Xb, yb, d0, depth=2, out_dim=10
+    )
+    spe = math.ceil(n / hyper.batch_size)
+    curves = {k: [] for k in ("epochs", "accuracy", "kept", "L1", "L2", "L3")}
+    bar = Progress(f"mnist1d controls {tier} n={n} {name}")
+    for ep in range(cfg["eval_every"], cfg["epochs"] + 1, cfg["eval_every"]):
+        tr.fit(spe * cfg["eval_every"])
+        bar(ep, cfg["epochs"])
+        post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
+        e = post.edges()
+        el = post.elbo(Xb, yb, d0, draws=2)
+        curves["epochs"].append(ep)
+        curves["accuracy"].append(_accuracy(post, Xts, yt).tolist())
+        curves["kept"].append((e["sum_nu"] / e["H"]).tolist())
+        for k in ("L1", "L2", "L3"):
+            curves[k].append(el[k].tolist())
+    wall = time.perf_counter() - t0
+    log(f"  mnist1d controls {tier} n={n}: {name} ({wall:.0f} s)")
+    return {
+        "schema": MNIST_CONTROL_SCHEMA,
+        "n": n,
+        "variant": name,
+        "overrides": overrides,
+        "width": ctl["width"],
+        "seeds": [7 + k for k in range(E)],
+        "lambda_s": hyper.lambda_s,
+        "optimizer": hyper.optimizer,
+        "lr": hyper.lr,
+        "init_sigma": hyper.init_sigma,
+        "family": hyper.family,
+        "H": post.edges()["H"].tolist(),
+        "curves": curves,
+        "failed": tr.state.failed.cpu().numpy().tolist(),
+        "wall_s": wall,
     }
