@@ -177,7 +177,7 @@ MNIST1D_CONTROLS = {
     "quick": {"ns": (4000,), "width": 32, "seeds": 2},
     "medium": {"ns": (4000,), "width": 32, "seeds": 2},
     "long": {"ns": (4000,), "width": 100, "seeds": 2},
-    "paper": {"ns": (4000, 15000), "width": 100, "seeds": 2},
+    "paper": {"ns": (4000, 15000, 60_000), "width": 100, "seeds": 2},
 }
 
 FIGURES_RATES = {
