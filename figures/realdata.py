@@ -15,6 +15,7 @@ from simulate.experiments.realdata import (  # noqa: F401  (the drivers, re-expo
     UCI_TIERS,
     mnist_store,
     run_mnist1d,
+    run_mnist1d_controls,
     run_uci,
     uci_store,
 )
@@ -23,7 +24,8 @@ from ._io import save_figure, write_table
 
 __all__ = [
     "UCI_TIERS", "MNIST_TIERS", "run_uci", "uci_table", "run_mnist1d", "mnist_figure",
-    "mnist_rows", "mnist_table",
+    "mnist_rows", "mnist_table", "run_mnist1d_controls", "mnist_control_rows",
+    "mnist_controls_table", "mnist_controls_figure",
 ]  # fmt: skip
 
 
@@ -268,3 +270,110 @@ def mnist_figure(recs, out_dir: str, tier: str) -> dict:
     fig.tight_layout()
     paths = save_figure(fig, out_dir, f"mnist1d-{tier}")
     return {"paths": paths, "panels": panels}
+
+
+def mnist_control_rows(recs) -> list[dict]:
+    """One row per (n, variant) of the collapse controls: final and best test accuracy and
+    the final kept-edge fraction (means over the seeds), the kept edges against the budget
+    ``n log(10) / lambda_s`` (the most edges whose sparsity price lambda_s the whole data
+    set's likelihood, at most n log 10 nats for 10 classes, can pay), and the negative
+    ELBO's parts at the last epoch (nats, whole training set)."""
+    rows = []
+    for rec in recs:
+        c = rec["curves"]
+        acc = np.asarray(c["accuracy"]).mean(1)
+        best = int(np.argmax(acc))
+        kept = float(np.mean(c["kept"][-1]))
+        H = float(np.mean(rec["H"]))
+        rows.append(
+            {
+                "n": rec["n"],
+                "variant": rec["variant"],
+                "family": rec["family"],
+                "lambda_s": rec["lambda_s"],
+                "optimizer": rec["optimizer"],
+                "lr": rec["lr"],
+                "init_sigma": rec["init_sigma"],
+                "acc_final": float(acc[-1]),
+                "acc_best": float(acc[best]),
+                "acc_best_epoch": c["epochs"][best],
+                "kept_fraction": kept,
+                "kept_edges": kept * H,
+                "edge_budget": rec["n"] * np.log(10) / rec["lambda_s"],
+                "L1": float(np.mean(c["L1"][-1])),
+                "L2": float(np.mean(c["L2"][-1])),
+                "L3": float(np.mean(c["L3"][-1])),
+                "wall_s": rec["wall_s"],
+            }
+        )
+    return rows
+
+
+def mnist_controls_table(recs, out_dir: str, tier: str) -> dict:
+    """``mnist1d-controls-TIER``: :func:`mnist_control_rows` as text, CSV and LaTeX."""
+    rows = mnist_control_rows(recs)
+    width = recs[0]["width"] if recs else "-"
+    lines = [
+        f"MNIST-1D collapse controls, tier {tier}: SVI at width {width} (Dense-BNN for "
+        "'dense'), one setting of the tier's run changed per row, means over "
+        f"{len(recs[0]['seeds']) if recs else 0} seeds; budget = n log(10) / lambda_s "
+        "edges; L1, L2, L3: negative ELBO's parts at the last epoch (nats)",
+        f"{'n':>6s} {'variant':>16s} {'lambda_s':>8s} {'final':>6s} {'best (ep)':>11s} "
+        f"{'kept %':>7s} {'kept':>7s} {'budget':>8s} {'L1':>8s} {'L2':>8s} {'L3':>9s} "
+        f"{'wall s':>6s}",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['n']:6d} {r['variant']:>16s} {r['lambda_s']:8.2g} {r['acc_final']:6.3f} "
+            f"{r['acc_best']:6.3f} ({r['acc_best_epoch']:3d}) {100 * r['kept_fraction']:7.2f} "
+            f"{r['kept_edges']:7.0f} {r['edge_budget']:8.3g} {r['L1']:8.0f} {r['L2']:8.0f} "
+            f"{r['L3']:9.0f} {r['wall_s']:6.0f}"
+        )
+    text = "\n".join(lines)
+    tex = [
+        r"\begin{tabular}{rlrrrrr}",
+        r"\toprule",
+        r"$n$ & variant & $\lambda_s$ & accuracy (final) & accuracy (best) & "
+        r"edges kept (\%) & budget \\",
+        r"\midrule",
+    ]
+    tex += [
+        f"{r['n']} & {r['variant']} & {r['lambda_s']:.3g} & {r['acc_final']:.3f} & "
+        f"{r['acc_best']:.3f} & {100 * r['kept_fraction']:.2f} & {r['edge_budget']:.3g} \\\\"
+        for r in rows
+    ]
+    tex += [r"\bottomrule", r"\end{tabular}"]
+    write_table(out_dir, f"mnist1d-controls-{tier}", text, rows, tex)
+    return {"rows": rows, "text": text}
+
+
+def mnist_controls_figure(recs, out_dir: str, tier: str) -> dict:
+    """A column per n: test accuracy (top) and kept-edge fraction (bottom, log scale)
+    against epoch, one line per variant (mean over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ns = sorted({r["n"] for r in recs})
+    fig, axes = plt.subplots(2, len(ns), figsize=(4.4 * len(ns), 6.4), squeeze=False)
+    variants = list(dict.fromkeys(r["variant"] for r in recs))
+    for j, n in enumerate(ns):
+        for rec in (r for r in recs if r["n"] == n):
+            c = rec["curves"]
+            i = variants.index(rec["variant"])
+            style = {"color": f"C{i}", "ls": "--" if rec["family"] != "spike_slab" else "-"}
+            label = f"{rec['variant']} (lambda_s {rec['lambda_s']:.2g})"
+            axes[0][j].plot(c["epochs"], np.mean(c["accuracy"], 1), label=label, **style)
+            if rec["family"] == "spike_slab":
+                axes[1][j].plot(c["epochs"], 100 * np.mean(c["kept"], 1), **style)
+        axes[0][j].set_title(f"n = {n}", fontsize=9)
+        axes[0][j].set_ylabel("test accuracy")
+        axes[1][j].set_ylabel("edges kept (%)")
+        axes[1][j].set_yscale("log")
+        axes[1][j].set_xlabel("epoch")
+        axes[0][j].legend(fontsize=6)
+    fig.suptitle(f"MNIST-1D collapse controls, tier {tier}", fontsize=10)
+    fig.tight_layout()
+    paths = save_figure(fig, out_dir, f"mnist1d-controls-{tier}")
+    return {"paths": paths, "panels": 2 * len(ns)}

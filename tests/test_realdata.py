@@ -167,3 +167,32 @@ def test_uci_grid_search_criteria(monkeypatch):
     failing["flag"] = True
     best = rd._uci_grid_search(cfg, "dense", X, y, *zip(*parts, strict=True))
     assert all(b[1] == 0.5 for c in best.values() for b in c)
+
+
+def test_mnist1d_controls_tiny_run(tmp_path):
+    """Each variant trains once per n with its one setting changed (and only that), the
+    table and figure are written, and a second call reuses the records."""
+    from figures.realdata import mnist_controls_figure, mnist_controls_table, run_mnist1d_controls
+    from simulate.experiments.realdata import MNIST_CONTROL_VARIANTS
+    from theory import lambda_s_rule
+
+    recs = run_mnist1d_controls("tiny", str(tmp_path), log=lambda *_: None)
+    assert [(r["n"], r["variant"]) for r in recs] == [(300, v) for v in MNIST_CONTROL_VARIANTS]
+    by = {r["variant"]: r for r in recs}
+    assert by["paper"]["lambda_s"] == pytest.approx(float(lambda_s_rule(300, 3, 1.5)))
+    assert by["a=0.1"]["lambda_s"] == pytest.approx(float(lambda_s_rule(300, 3, 0.1)))
+    assert by["lambda_s=1e-6"]["lambda_s"] == 1e-6
+    assert by["adam"]["optimizer"] == "adam" and by["paper"]["optimizer"] == "rmsprop"
+    assert by["lr=1e-3"]["lr"] == 1e-3 and by["paper"]["lr"] == 5e-3
+    assert by["init_sigma=0.05"]["init_sigma"] == 0.05 and by["dense"]["family"] == "dense"
+    # the sparsity price is in L3: lambda_s S with S ~ the edges kept
+    assert by["paper"]["curves"]["L3"][-1][0] > 10 * abs(by["lambda_s=1e-6"]["curves"]["L3"][-1][0])
+    for r in recs:
+        c = r["curves"]
+        assert c["epochs"] == [1, 2] and len(c["accuracy"][0]) == 2  # two seeds
+        assert all(np.isfinite(c[k]).all() for k in ("accuracy", "kept", "L1", "L2", "L3"))
+    tab = mnist_controls_table(recs, str(tmp_path), "tiny")
+    assert len(tab["rows"]) == len(MNIST_CONTROL_VARIANTS) and "budget" in tab["text"]
+    out = mnist_controls_figure(recs, str(tmp_path), "tiny")
+    assert all((tmp_path / p.split("/")[-1]).exists() for p in out["paths"])
+    assert run_mnist1d_controls("tiny", str(tmp_path), log=lambda *_: None) == recs
