@@ -13,9 +13,8 @@ the paper's "grid search that yields the best prediction accuracy", its reading 
 paper's comparison -- and the greatest validation log-likelihood.  The two differ because
 sigma is a fixed noise sd: the RMSE criterion tends to pick the smallest sigma of the grid,
 whose predictive density is then too narrow for a good test log-likelihood; each record
-says which criterion chose it.  Methods:
-SVI, Dense-BNN, HS-BNN.  Batching: one program trains the 20 splits of a (method, grid
-point) together (each model on its own split).  Adam with lr 1e-3 and batch 256 (the
+says which criterion chose it.  Methods: SVI, Dense-BNN, HS-BNN.  Batching: one program
+trains the 20 splits of a (method, grid point) together (each model on its own split).  Adam with lr 1e-3 and batch 256 (the
 paper's UCI settings); lambda_s = a L log n with a = 0.1.
 
 MNIST-1D: two hidden layers, trained at each training-set size n of the tier (``ns``; the
