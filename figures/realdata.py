@@ -29,6 +29,14 @@ __all__ = [
 ]  # fmt: skip
 
 
+def _tabular(colspec: str, header: str, body: list[str]) -> list[str]:
+    """A booktabs LaTeX tabular: ``header`` and each ``body`` row end with a line break."""
+    return [
+        rf"\begin{{tabular}}{{{colspec}}}", r"\toprule", header + r" \\", r"\midrule",
+        *(row + r" \\" for row in body), r"\bottomrule", r"\end{tabular}",
+    ]  # fmt: skip
+
+
 def _se(a) -> float:
     return float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else float("nan")
 
@@ -102,20 +110,16 @@ def uci_table(recs, out_dir: str, tier: str) -> dict:
             f"{ep:>6s} {sg:>5s} {wall:>7s}"
         )
     text = "\n".join(lines)
-    tex = [
-        "% published rows: " + UCI_PUBLISHED_SOURCES,
-        r"\begin{tabular}{lllcc}",
-        r"\toprule",
-        r"Dataset & Method & Chosen by & RMSE & Test LL \\",
-        r"\midrule",
-    ]
-    tex += [
-        f"{r['dataset']} & {r['method']}{'$^*$' if r['source'] == 'published' else ''} & "
-        f"{r['criterion']} & {r['rmse']:.3f} $\\pm$ {r['rmse_se']:.3f} & "
-        f"{r['ll']:.3f} $\\pm$ {r['ll_se']:.3f} \\\\"
-        for r in rows
-    ]
-    tex += [r"\bottomrule", r"\end{tabular}"]
+    tex = ["% published rows: " + UCI_PUBLISHED_SOURCES] + _tabular(
+        "lllcc",
+        r"Dataset & Method & Chosen by & RMSE & Test LL",
+        [
+            f"{r['dataset']} & {r['method']}{'$^*$' if r['source'] == 'published' else ''} & "
+            f"{r['criterion']} & {r['rmse']:.3f} $\\pm$ {r['rmse_se']:.3f} & "
+            f"{r['ll']:.3f} $\\pm$ {r['ll_se']:.3f}"
+            for r in rows
+        ],
+    )
     write_table(out_dir, f"uci-{tier}", text, rows, tex)
     return {"rows": rows, "text": text}
 
@@ -199,20 +203,17 @@ def mnist_table(recs, out_dir: str, tier: str) -> dict:
             row.update({f"dense_{w}": a for w, a in zip(ws, de["accuracy"][i], strict=True)})
             curve_rows.append(row)
     text = "\n".join(lines)
-    tex = [
-        r"\begin{tabular}{rrrrrr}",
-        r"\toprule",
+    tex = _tabular(
+        "rrrrrr",
         r"$n$ & selected width & edges kept (\%) & ASVI & Dense-BNN (selected) & "
-        r"Dense-BNN (best) \\",
-        r"\midrule",
-    ]
-    tex += [
-        f"{r['n']} & {r['selected_width']} & {100 * r['kept_fraction']:.2f} & "
-        f"{r['asvi_final']:.3f} & {r['dense_at_selected_final']:.3f} & "
-        f"{r['dense_best_final']:.3f} \\\\"
-        for r in rows
-    ]
-    tex += [r"\bottomrule", r"\end{tabular}"]
+        r"Dense-BNN (best)",
+        [
+            f"{r['n']} & {r['selected_width']} & {100 * r['kept_fraction']:.2f} & "
+            f"{r['asvi_final']:.3f} & {r['dense_at_selected_final']:.3f} & "
+            f"{r['dense_best_final']:.3f}"
+            for r in rows
+        ],
+    )
     write_table(out_dir, f"mnist1d-{tier}", text, curve_rows, tex)
     return {"rows": rows, "text": text}
 
@@ -330,19 +331,16 @@ def mnist_controls_table(recs, out_dir: str, tier: str) -> dict:
             f"{r['L3']:9.0f} {r['wall_s']:6.0f}"
         )
     text = "\n".join(lines)
-    tex = [
-        r"\begin{tabular}{rlrrrrr}",
-        r"\toprule",
+    tex = _tabular(
+        "rlrrrrr",
         r"$n$ & variant & $\lambda_s$ & accuracy (final) & accuracy (best) & "
-        r"edges kept (\%) & budget \\",
-        r"\midrule",
-    ]
-    tex += [
-        f"{r['n']} & {r['variant']} & {r['lambda_s']:.3g} & {r['acc_final']:.3f} & "
-        f"{r['acc_best']:.3f} & {100 * r['kept_fraction']:.2f} & {r['edge_budget']:.3g} \\\\"
-        for r in rows
-    ]
-    tex += [r"\bottomrule", r"\end{tabular}"]
+        r"edges kept (\%) & budget",
+        [
+            f"{r['n']} & {r['variant']} & {r['lambda_s']:.3g} & {r['acc_final']:.3f} & "
+            f"{r['acc_best']:.3f} & {100 * r['kept_fraction']:.2f} & {r['edge_budget']:.3g}"
+            for r in rows
+        ],
+    )
     write_table(out_dir, f"mnist1d-controls-{tier}", text, rows, tex)
     return {"rows": rows, "text": text}
 
