@@ -135,8 +135,9 @@ TEACHER = {
     },
 }
 
-# UCI: ``eval_every`` (epochs) makes the grid search choose the number of epochs as well, at
-# the validation RMSE's minimum (simulate.experiments.realdata); without it, ``epochs``.
+# UCI: ``eval_every`` (epochs) makes the grid search choose the number of epochs as well,
+# where each criterion's validation score is best (simulate.experiments.realdata); without
+# it, ``epochs``.
 UCI = {
     "tiny": {"splits": 2, "epochs": 3, "eval_every": 1, "sigmas": (0.5, 1.0), "sigma0s": (1.0,)},
     "quick": {"splits": 20, "epochs": 500, "sigmas": (0.25, 0.5), "sigma0s": (0.5, 1.0)},

@@ -14,8 +14,8 @@ paper's comparison -- and the greatest validation log-likelihood.  The two diffe
 sigma is a fixed noise sd: the RMSE criterion tends to pick the smallest sigma of the grid,
 whose predictive density is then too narrow for a good test log-likelihood; each record
 says which criterion chose it.  Methods: SVI, Dense-BNN, HS-BNN.  Batching: one program
-trains the 20 splits of a (method, grid point) together (each model on its own split).  Adam with lr 1e-3 and batch 256 (the
-paper's UCI settings); lambda_s = a L log n with a = 0.1.
+trains the 20 splits of a (method, grid point) together (each model on its own split).
+Adam with lr 1e-3 and batch 256 (the paper's UCI settings); lambda_s = a L log n with a = 0.1.
 
 MNIST-1D: two hidden layers, trained at each training-set size n of the tier (``ns``; the
 paper's MNIST had n = 60,000) on nested training sets with one shared test set
@@ -323,11 +323,44 @@ def _mnist_hyper(cfg: dict, n: int, lam: float, a: float = 1.5, **overrides) -> 
     return Hyper(**{**kw, **overrides})
 
 
+def _mnist_fit(cfg, hyper, widths, seeds, Xs, y, Xts, yt, label, elbo_draws=None):
+    """Train one program of models (``widths``, ``seeds``) on the standardised training
+    signals ``Xs, y`` for the tier's epochs; every ``eval_every`` epochs record each model's
+    test accuracy (posterior mean, 10 draws) on ``Xts, yt`` and kept-edge fraction and, with
+    ``elbo_draws``, the negative ELBO's parts on the whole training set (L1 from that many
+    draws, L2, L3; nats).  Returns the trainer, the training batch and the curves."""
+    from ..progress import Progress
+
+    batch = Batch(
+        torch.tensor(Xs[None], dtype=torch.float32),
+        torch.tensor(y[None]),
+        torch.zeros(len(widths), dtype=torch.int64),
+    )
+    tr = build_trainer(
+        hyper, widths, seeds, batch.X, batch.y, batch.data_index, depth=2, out_dim=10
+    )
+    spe = math.ceil(len(y) / hyper.batch_size)
+    parts = ("L1", "L2", "L3") if elbo_draws else ()
+    curves = {k: [] for k in ("epochs", "accuracy", "kept", *parts)}
+    bar = Progress(label)
+    for ep in range(cfg["eval_every"], cfg["epochs"] + 1, cfg["eval_every"]):
+        tr.fit(spe * cfg["eval_every"])
+        bar(ep, cfg["epochs"])
+        post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
+        e = post.edges()
+        curves["epochs"].append(ep)
+        curves["accuracy"].append(_accuracy(post, Xts, yt).tolist())
+        curves["kept"].append((e["sum_nu"] / e["H"]).tolist())
+        if elbo_draws:
+            el = post.elbo(batch.X, batch.y, batch.data_index, draws=elbo_draws)
+            for k in parts:
+                curves[k].append(el[k].tolist())
+    return tr, batch, curves
+
+
 def _train_mnist1d(tier: str, cfg: dict, n: int, cache: str, log) -> dict:
     """Train SVI at every width (ASVI keeps one) and Dense-BNN at every width on ``n``
     MNIST-1D signals; test accuracy every ``eval_every`` epochs; the record."""
-    from ..progress import Progress
-
     X, y, Xt, yt = mnist1d_split(n, cfg["n_test"], cfg["pool"], cache_dir=cache)
     mu, sd, Xs, Xts = standardize(X, Xt)
     widths = list(cfg["widths"])
@@ -336,27 +369,10 @@ def _train_mnist1d(tier: str, cfg: dict, n: int, cache: str, log) -> dict:
     for family in ("spike_slab", "dense"):
         t0 = time.perf_counter()
         hyper = _mnist_hyper(cfg, n, lam, family=family)
-        batch = Batch(
-            torch.tensor(Xs[None], dtype=torch.float32),
-            torch.tensor(y[None]),
-            torch.zeros(len(widths), dtype=torch.int64),
-        )
         seeds = [7 + k for k in range(len(widths))]
-        tr = build_trainer(
-            hyper, widths, seeds, batch.X, batch.y, batch.data_index, depth=2, out_dim=10
+        tr, batch, curves[family] = _mnist_fit(
+            cfg, hyper, widths, seeds, Xs, y, Xts, yt, f"mnist1d {tier} n={n} {family}"
         )
-        spe = math.ceil(n / hyper.batch_size)
-        acc, kept, epochs = [], [], []
-        bar = Progress(f"mnist1d {tier} n={n} {family}")
-        for ep in range(cfg["eval_every"], cfg["epochs"] + 1, cfg["eval_every"]):
-            tr.fit(spe * cfg["eval_every"])
-            bar(ep, cfg["epochs"])
-            post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
-            acc.append(_accuracy(post, Xts, yt).tolist())
-            e = post.edges()
-            kept.append((e["sum_nu"] / e["H"]).tolist())
-            epochs.append(ep)
-        curves[family] = {"epochs": epochs, "accuracy": acc, "kept": kept}
         post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
         out[family] = (post, batch, tr.state.failed.cpu().numpy())
         walls[family] = time.perf_counter() - t0
@@ -441,8 +457,6 @@ def run_mnist1d_controls(
 
 
 def _train_control(tier, cfg, ctl, n, name, overrides, cache, log) -> dict:
-    from ..progress import Progress
-
     t0 = time.perf_counter()
     X, y, Xt, yt = mnist1d_split(n, cfg["n_test"], cfg["pool"], cache_dir=cache)
     _, _, Xs, Xts = standardize(X, Xt)
@@ -450,25 +464,11 @@ def _train_control(tier, cfg, ctl, n, name, overrides, cache, log) -> dict:
     over = dict(overrides)
     hyper = _mnist_hyper(cfg, n, lam, a=over.pop("a", 1.5), **over)
     E = ctl["seeds"]
-    Xb, yb = torch.tensor(Xs[None], dtype=torch.float32), torch.tensor(y[None])
-    d0 = torch.zeros(E, dtype=torch.int64)
-    tr = build_trainer(
-        hyper, [ctl["width"]] * E, [7 + k for k in range(E)], Xb, yb, d0, depth=2, out_dim=10
-    )
-    spe = math.ceil(n / hyper.batch_size)
-    curves = {k: [] for k in ("epochs", "accuracy", "kept", "L1", "L2", "L3")}
-    bar = Progress(f"mnist1d controls {tier} n={n} {name}")
-    for ep in range(cfg["eval_every"], cfg["epochs"] + 1, cfg["eval_every"]):
-        tr.fit(spe * cfg["eval_every"])
-        bar(ep, cfg["epochs"])
-        post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
-        e = post.edges()
-        el = post.elbo(Xb, yb, d0, draws=2)
-        curves["epochs"].append(ep)
-        curves["accuracy"].append(_accuracy(post, Xts, yt).tolist())
-        curves["kept"].append((e["sum_nu"] / e["H"]).tolist())
-        for k in ("L1", "L2", "L3"):
-            curves[k].append(el[k].tolist())
+    tr, _, curves = _mnist_fit(
+        cfg, hyper, [ctl["width"]] * E, [7 + k for k in range(E)], Xs, y, Xts, yt,
+        f"mnist1d controls {tier} n={n} {name}", elbo_draws=2,
+    )  # fmt: skip
+    post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
     wall = time.perf_counter() - t0
     log(f"  mnist1d controls {tier} n={n}: {name} ({wall:.0f} s)")
     return {
