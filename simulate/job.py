@@ -17,7 +17,7 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from .classical import oracle_piecewise
+from .classical import oracle_piecewise, spline_reference
 from .core import Batch, Hyper, failed_term_names
 from .recipe import train_models
 from .records import versions
@@ -42,12 +42,12 @@ _COLUMNS = (
 )  # fmt: skip
 
 
-def _job_data(job: Job, cfg: SweepConfig, f0):
-    """Each replicate's first n points of its dataset drawn for the largest n (nested data):
-    ``X [R, n, p]``, ``y [R, n]`` and the data seeds."""
+def _job_data(job: Job, cfg: SweepConfig, f0s):
+    """Each replicate's first n points of its dataset drawn for the largest n (nested data)
+    from its own truth ``f0s[i]``: ``X [R, n, p]``, ``y [R, n]`` and the data seeds."""
     n_max, p = max(cfg.ns), job.truth.p
     X_all, y_all, seeds = [], [], []
-    for r in job.replicates:
+    for r, f0 in zip(job.replicates, f0s, strict=True):
         ds = stable_seed(cfg.seed, job.truth.key, "data", r)
         rng = np.random.default_rng(ds)
         X = rng.uniform(-1, 1, size=(n_max, p))
@@ -72,10 +72,11 @@ def _job_hyper(cfg: SweepConfig, n: int) -> Hyper:
     )
 
 
-def _train_group(cfg, hyper, batch, W, js, model_seeds, f0, Xt, cols) -> float:
+def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, cols) -> float:
     """Train the candidates ``js`` (positions in ``W``) of every replicate in one padded
-    program until the stopping rule holds for each, evaluate them, and fill ``cols``;
-    returns the training seconds."""
+    program until the stopping rule holds for each, evaluate them against their
+    replicate's truth (``f0t [R, m]``: its values at the test points ``Xt``), and fill
+    ``cols``; returns the training seconds."""
     R = batch.X.shape[0]
     order = [(i, j) for j in js for i in range(R)]  # model = (replicate i, width j)
     t0 = time.perf_counter()
@@ -92,7 +93,8 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0, Xt, cols) -> float:
     )
     train_s = time.perf_counter() - t0
     tr, post, conv = trained.trainer, trained.posterior, trained.convergence
-    d2_draws, l2 = post.test_metrics(f0, Xt, cfg.draws)  # [T, models], [models]
+    truth = f0t[[i for i, _ in order]]  # each model against its replicate's truth
+    d2_draws, l2 = post.test_metrics(truth, Xt, cfg.draws)  # [T, models], [models]
     el = post.elbo(batch.X, batch.y, [i for i, _ in order], draws=cfg.elbo_draws)
     st = tr.state
     per_model = {
@@ -159,6 +161,10 @@ def run_job(job: Job) -> list[dict]:
     """Train one job and return its records (pure: no file access; runs on Dask workers).
     The records store stamps their configuration fingerprint when it appends them."""
     cfg = SweepConfig.from_dict(job.config)
+    if cfg.estimator == "gp":  # the known-answer control: no network is trained
+        from .gp import run_gp_job
+
+        return run_gp_job(job, cfg)
     if cfg.compile:
         # A job's graphs (its n and widths are constants of them) serve no later job, and
         # dynamo counts recompiles per function across the process: past its limit (64) it
@@ -166,9 +172,9 @@ def run_job(job: Job) -> list[dict]:
         # worker (3x slower steps).  Forget the earlier jobs' graphs instead.
         torch._dynamo.reset()
     t0 = time.perf_counter()
-    f0 = job.truth.build(max(cfg.ns))
+    f0s = [job.truth.build(r) for r in job.replicates]  # each replicate its own truth
     W, R = cfg.widths_at(job.n), len(job.replicates)
-    X_all, y_all, data_seeds = _job_data(job, cfg, f0)
+    X_all, y_all, data_seeds = _job_data(job, cfg, f0s)
     hyper = _job_hyper(cfg, job.n)
     model_seeds = [
         stable_seed(cfg.seed, job.truth.key, job.n, r, "model", w)
@@ -184,18 +190,15 @@ def run_job(job: Job) -> list[dict]:
     Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, job.truth.p))
     # Widths are trained in groups (``group_widths``): one batched program per group, its
     # models padded to the group's widest, each model stopped by the rule on its own.
+    f0t = np.stack([f(Xt) for f in f0s])  # [R, m]
     cols = {k: np.empty((R, len(W))) for k in _COLUMNS}
     train_s = sum(
-        _train_group(cfg, hyper, batch, W, [W.index(w) for w in g], model_seeds, f0, Xt, cols)
+        _train_group(cfg, hyper, batch, W, [W.index(w) for w in g], model_seeds, f0t, Xt, cols)
         for g in group_widths(W)
     )
     refs = [None] * R
     if job.truth.kind == "holder" and job.truth.p <= REFERENCE_MAX_P:
-        f0t = f0(Xt)
-        refs = [
-            oracle_piecewise(X_all[i], y_all[i], Xt, f0t, cfg.sigma, job.truth.alpha)
-            for i in range(R)
-        ]
+        refs = [_reference(X_all[i], y_all[i], Xt, f0t[i], cfg, job) for i in range(R)]
     eval_s = time.perf_counter() - t0 - train_s
     records = []
     for i, r in enumerate(job.replicates):
@@ -207,7 +210,7 @@ def run_job(job: Job) -> list[dict]:
                 "schema": SCHEMA,
                 "failed": sel["failed"],
                 "cell": {"truth": job.truth.key, "n": job.n, "replicate": r},
-                "truth": {**asdict(job.truth), **f0_describe(f0)},
+                "truth": {**asdict(job.truth), "function": f0_describe(f0s[i])},
                 "config": _record_config(cfg, hyper, W, job.n),
                 "seeds": {"data": data_seeds[i], "models": model_seeds[sl], "test": test_seed},
                 **{k: sel[k] for k in ("selected_width", "selected_at_top", "metrics")},
@@ -218,6 +221,16 @@ def run_job(job: Job) -> list[dict]:
             }
         )
     return records
+
+
+def _reference(X, y, Xt, f0t, cfg: SweepConfig, job: Job) -> dict:
+    """The class-matched reference on one replicate's data (``classical.spline_reference``:
+    the linear spline, its mesh by cross-validation on the training data), with the
+    piecewise-polynomial oracle (bins by true error on the test points) as a second,
+    labelled curve under ``oracle``."""
+    ref = spline_reference(X, y, Xt, f0t, cfg.sigma, seed=stable_seed(cfg.seed, "cv", job.n))
+    ref["oracle"] = oracle_piecewise(X, y, Xt, f0t, cfg.sigma, job.truth.alpha)
+    return ref
 
 
 def f0_describe(f0) -> dict:

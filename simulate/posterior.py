@@ -113,9 +113,17 @@ class Posterior:
     def test_metrics(self, f0, X, draws: int = 30) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`hellinger_draws` ``[draws, E]`` and :meth:`l2sq_mean` ``[E]`` from one pass
         of the ``draws`` networks over X (the two are the same draws' outputs: computing them
-        apart ran every forward pass twice, a third of a full-tier job's evaluation)."""
+        apart ran every forward pass twice, a third of a full-tier job's evaluation).  ``f0``:
+        the truth (a callable), or its values at X, ``[m]`` or one row per model ``[E, m]``
+        (each replicate its own truth)."""
         x = self._x(X)
-        truth = np.asarray(f0(np.asarray(X)), dtype=float).reshape(1, -1)
+        if callable(f0):
+            truth = np.asarray(f0(np.asarray(X)), dtype=float).reshape(1, -1)
+        else:
+            truth = np.asarray(f0, dtype=float)
+            truth = truth.reshape(1, -1) if truth.ndim == 1 else truth
+            if truth.shape[-1] != x.shape[-2] or truth.shape[0] not in (1, self.E):
+                raise ValueError(f"truth values must be [m] or [{self.E}, m], got {truth.shape}")
         out = np.full((draws, self.E), np.nan)
         outs = []
         with torch.no_grad():

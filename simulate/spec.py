@@ -32,7 +32,11 @@ __all__ = [
     "one_configuration",
 ]
 
-SCHEMA = "asvi-rates/sweep-record/3"
+SCHEMA = "asvi-rates/sweep-record/4"
+# Hoelder truths are truncated for this n (``simulate.truths.HolderFunction``): three
+# octaves past the balancing frequency of n = 2^20, beyond every tier's largest n, so the
+# function a replicate draws does not depend on the tier.
+HOLDER_N_REF = 2**20
 TRUTH_HELP = "Truths: --truth holder --alpha A --p P | --truth teacher --p P (repeatable)."
 
 
@@ -68,11 +72,27 @@ class TruthSpec:
             return f"holder-a{self.alpha:g}-p{self.p}-s{self.seed}"
         return f"teacher-p{self.p}-s{self.seed}"
 
-    def build(self, n_max: int):
+    def truth_seed(self, replicate: int | None) -> int:
+        """The seed of replicate ``replicate``'s own truth, drawn from the class that this
+        spec names (``seed`` is the class draw's seed, not the function's): intervals over
+        replicates then cover the class, not one function.  ``None``: the spec's ``seed``
+        itself (one fixed function, e.g. for the figures and tests).  The derivation leaves
+        out alpha, p and the kind, so replicate r of teachers that differ only in p (and of
+        Hoelder truths that differ only in alpha) use the same random draw: Corollary 6.3's
+        comparison across p stays paired."""
+        if replicate is None:
+            return self.seed
+        return stable_seed(self.seed, "truth", int(replicate))
+
+    def build(self, replicate: int | None = None):
+        """The truth of replicate ``replicate`` (:meth:`truth_seed`).  A Hoelder truth is
+        truncated for :data:`HOLDER_N_REF` whatever the sweep's n, so every tier draws its
+        truths from one class of functions."""
+        seed = self.truth_seed(replicate)
         if self.kind == "holder":
-            return HolderFunction(self.alpha, self.p, n_max=n_max, seed=self.seed)
+            return HolderFunction(self.alpha, self.p, n_max=HOLDER_N_REF, seed=seed)
         # relu(h W + b): the convention the sweeps' records were made with (TeacherNetwork)
-        return TeacherNetwork(p=self.p, seed=self.seed, p_active=min(self.p, 20), bias="add")
+        return TeacherNetwork(p=self.p, seed=seed, p_active=min(self.p, 20), bias="add")
 
     def predicted(self, metric: str) -> float:
         """Predicted exponent of n (theory): Corollary 6.1/6.2 or 6.3/6.4."""
@@ -113,6 +133,12 @@ class SweepConfig:
     init_nu: float = 0.99  # initial inclusion probability (simulate.core.Hyper)
     init_sigma: float = 0.0025  # initial slab sd
     compile: bool = False  # run the step through torch.compile (simulate.core.Trainer)
+    # "asvi", or "gp": the known-answer control (simulate.gp), exact Gaussian-process
+    # posteriors under Matern priors of smoothness gp_nus, fixed length scale and amplitude
+    estimator: str = "asvi"
+    gp_nus: list | None = None
+    gp_length_scale: float = 1.0
+    gp_amplitude: float = 1.0
 
     def validate(self) -> None:
         if not self.truths:
@@ -178,6 +204,20 @@ class SweepConfig:
             raise ValueError(f"max_epochs must be a finite number > 0, got {self.max_epochs!r}")
         if not isinstance(self.compile, bool):
             raise ValueError(f"compile must be true or false, got {self.compile!r}")
+        if self.estimator not in ("asvi", "gp"):
+            raise ValueError(f"estimator must be 'asvi' or 'gp', got {self.estimator!r}")
+        if self.estimator == "gp":
+            if not self.gp_nus or any(
+                isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0
+                for v in self.gp_nus
+            ):
+                raise ValueError(f"gp_nus must be a non-empty list of numbers > 0: {self.gp_nus}")
+            if any(t.kind != "holder" for t in self.truths):
+                raise ValueError("the Gaussian-process control runs on holder truths only")
+            for name in ("gp_length_scale", "gp_amplitude"):
+                v = getattr(self, name)
+                if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                    raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
 
     @property
     def stop_rule(self) -> StopRule:

@@ -42,6 +42,7 @@ RATES = {
             "replicate_block": 2,
         },
         "control_replicates": 2,
+        "pilot_cv": 0.25,
     },
     "quick": {
         "truths": [TruthSpec("holder", p=1, alpha=0.5), TruthSpec("holder", p=1, alpha=1.5)],
@@ -56,12 +57,17 @@ RATES = {
         },
         "control_replicates": 4,
         "workers": 2,
+        # between-replicate coefficient of variation of a cell's d^2, for the power check
+        # before training (verify.slopes.expected_slope_se)
+        "pilot_cv": 0.25,
     },
     "full": {
         "truths": [
             TruthSpec("holder", p=1, alpha=0.5),
             TruthSpec("holder", p=1, alpha=1.5),
-            TruthSpec("holder", p=2, alpha=1.0),
+            # non-integer alpha: the integer construction's levels decay faster than
+            # 2^(-k alpha) (its 1/(1 + k)^2 factor), so alpha = 1 behaved smoother than 1
+            TruthSpec("holder", p=2, alpha=1.25),
             TruthSpec("teacher", p=20),
             TruthSpec("teacher", p=200),
         ],
@@ -80,9 +86,28 @@ RATES = {
             "replicate_block": 4,
         },
         "control_replicates": 4,
-        # the control at the ends only: at every n (``--control-every-n``) it adds ~24 min,
-        # past the 90-minute budget (README, Results)
-        "control_every_n": False,
+        # the control at every n: its change of the slope enters the verdicts
+        # (verify.slopes.OPT_SLOPE_TOL); it adds ~24 min over the ends only
+        "control_every_n": True,
+        "workers": 2,
+        "pilot_cv": 0.25,
+    },
+    # the harness's known-answer control (simulate.gp): exact Gaussian-process posteriors
+    # under a matched (nu = alpha) and an over-smooth Matern prior, through the same sweep,
+    # reference, slopes and verdicts; n up to what an exact GP allows here
+    "gp": {
+        "truths": [TruthSpec("holder", p=1, alpha=0.5)],
+        "sweep": {
+            "estimator": "gp",
+            "gp_nus": [0.5, 2.5],
+            "gp_length_scale": 1.0,
+            "ns": [250, 500, 1000, 2000, 4000, 8000],
+            "replicates": 6,
+            "n_test": 2000,
+            "draws": 30,
+            "replicate_block": 1,
+        },
+        "control": False,
         "workers": 2,
     },
 }

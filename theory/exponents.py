@@ -27,6 +27,7 @@ __all__ = [
     "predicted_exponent",
     "teacher_exponent",
     "log_factor_power",
+    "gp_matern_exponent",
     "corollary_6_1_rate",
     "corollary_6_2_rate",
     "corollary_6_3_rate",
@@ -179,3 +180,23 @@ def teacher_exponent(metric="d2"):
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     e = _teacher_d2_exponent()
     return e / 2 if metric == "d" else e
+
+
+def gp_matern_exponent(alpha, nu, p, metric="d2") -> float:
+    """Exponent of n of the posterior contraction rate of Gaussian-process regression with a
+    Matern prior of smoothness ``nu`` (fixed length scale and variance, known noise) at a
+    truth of smoothness ``alpha`` in p dimensions: ``eps_n = n^(-min(alpha, nu)/(2 nu + p))``
+    (van der Vaart and van Zanten 2011, *Information rates of nonparametric Gaussian
+    process methods*, JMLR 12, Theorem 5), so ``2 eps_n`` exponent for the squared
+    Hellinger distance and the squared L2 error, ``eps_n``'s for the Hellinger distance
+    (the regression model's Hellinger distance is equivalent to L2 for bounded functions,
+    ``theory.hellinger``).  No log factor.  Not a quantity of the paper: the rate of the
+    known-answer control of ``verify.rates --tier gp``, whose matched prior (nu = alpha)
+    contracts at ASVI's predicted exponent and whose over-smooth prior does not."""
+    check.real("alpha", alpha, gt=0)
+    check.real("nu", nu, gt=0)
+    check.positive_int("p", p)
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    e = -min(float(alpha), float(nu)) / (2 * float(nu) + int(p))
+    return e if metric == "d" else 2 * e

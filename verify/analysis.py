@@ -6,23 +6,34 @@ references, the budget-doubling control, failed cells, and the exit status (rule
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
 from simulate.sweep import SweepConfig, TruthSpec, cell_selection
-from theory import log_factor_power
+from theory import gp_matern_exponent, log_factor_power
 
 from .slopes import (
+    ATTAIN_LOG_POWER,
+    OPT_SLOPE_TOL,
     attainment_test,
+    curvature,
     finding,
     fit_slope,
+    log_allowance,
+    log_power_of,
     paired_slope_diff,
+    power_check,
     theorem_test,
 )
 
 __all__ = [
     "METRICS",
+    "PRIMARY_METRIC",
     "analyse",
+    "estimators_of",
+    "expected_attainment",
+    "gp_nu",
     "budget_control",
     "compare_input_dimensions",
     "exit_status",
@@ -31,6 +42,9 @@ __all__ = [
 ]
 
 METRICS = ("d2", "d", "l2sq")
+# The exit status is decided by d^2 alone (the left side of Theorems 4.1 and 5.1); d and
+# squared L2 are near-transforms of it, reported beside it and not counted again.
+PRIMARY_METRIC = "d2"
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_CRASH = 0, 1, 2, 3, 4
 
 
@@ -58,14 +72,22 @@ def _per_width(rec: dict, metric: str, width: int) -> float:
     return rec["per_width"][metric][rec["config"]["widths"].index(width)]
 
 
+def estimators_of(rec: dict) -> list[str]:
+    """The estimators a record holds: ``["asvi"]`` for a sweep record, the names in
+    ``per_estimator`` for the known-answer control's (``"gp-matern-NU"``)."""
+    return sorted(rec["per_estimator"]) if rec.get("per_estimator") else ["asvi"]
+
+
 def analyse(
     records: list[dict],
     truths: list[TruthSpec] | None = None,
     delta: float = 1.0,
     control: list[dict] | None = None,
+    log_power: float = ATTAIN_LOG_POWER,
 ):
-    """Fit and test every (truth, metric) of the records; returns a list of result dicts.
-    ``control``: the budget-doubling records (:func:`budget_control`), if any."""
+    """Fit and test every (estimator, truth, metric) of the records; returns a list of
+    result dicts.  ``control``: the budget-doubling records (:func:`budget_control`), if
+    any; ``log_power``: the attainment allowance's log power c (``verify.slopes``)."""
     by_truth: dict[str, list[dict]] = {}
     for r in records:
         by_truth.setdefault(r["cell"]["truth"], []).append(r)
@@ -79,7 +101,10 @@ def analyse(
         if wanted is None or key in wanted:
             cells = _truth_cells(key, by_truth[key])
             ctrl = budget_control(cells["recs"], control or [])
-            results += [_metric_result(cells, metric, delta, ctrl) for metric in METRICS]
+            for est in estimators_of(by_truth[key][0]):
+                results += [
+                    _metric_result(cells, metric, delta, ctrl, est, log_power) for metric in METRICS
+                ]
     compare_input_dimensions(results)
     return results
 
@@ -99,6 +124,7 @@ def _truth_cells(key: str, records: list[dict]) -> dict:
         raise ValueError(f"{key}: need at least 3 sample sizes, the records have {ns}")
     if not complete:
         raise ValueError(f"{key}: no replicate has records at every n {ns}")
+    asvi = "per_width" in recs[0]
     return {
         "key": key,
         "spec": _truth_of(records[0]),
@@ -110,31 +136,66 @@ def _truth_cells(key: str, records: list[dict]) -> dict:
         "excluded": excluded,
         "first": [table[(complete[0], n)] for n in ns],  # one record per n (its config)
         "cells": [[table[(q, n)] for n in ns] for q in complete],  # [replicate][n]
-        "w_fixed": _smallest_common_width(recs),
+        "w_fixed": _smallest_common_width(recs) if asvi else None,
     }
 
 
-def _metric_result(tc: dict, metric: str, delta: float, ctrl: dict) -> dict:
-    """The result dict of one truth and metric: the slope fit, the theorem test with its
-    controls, the oracle-width and fixed-width curves, the attainment test, the selection
-    and convergence summaries and the budget control's verdict."""
+def _predicted(spec: TruthSpec, estimator: str, metric: str) -> float:
+    """The exponent an estimator's entry is tested against: the paper's (ASVI), or the
+    Gaussian-process prior's proven one (``theory.gp_matern_exponent``)."""
+    if estimator == "asvi":
+        return spec.predicted(metric)
+    return float(gp_matern_exponent(spec.alpha, gp_nu(estimator), spec.p, metric))
+
+
+def gp_nu(estimator: str) -> float:
+    """The Matern smoothness of a ``"gp-matern-NU"`` estimator name."""
+    if not estimator.startswith("gp-matern-"):
+        raise ValueError(f"not a Gaussian-process estimator: {estimator!r}")
+    return float(estimator.removeprefix("gp-matern-"))
+
+
+def expected_attainment(spec: TruthSpec, estimator: str) -> str | None:
+    """The known answer of a control entry: a Matern prior attains the class's rate only
+    when matched (``nu = alpha``: ``theory.gp_matern_exponent``); any other prior is
+    slower and must FAIL attainment.  None for ASVI (no known answer)."""
+    if estimator == "asvi":
+        return None
+    return "PASS" if math.isclose(gp_nu(estimator), float(spec.alpha)) else "FAIL"
+
+
+def _values(cells, estimator: str, metric: str) -> np.ndarray:
+    if estimator == "asvi":
+        return np.array([[c["metrics"][metric] for c in row] for row in cells])
+    return np.array([[c["per_estimator"][estimator][metric] for c in row] for row in cells])
+
+
+def _metric_result(
+    tc: dict, metric: str, delta: float, ctrl: dict, estimator: str = "asvi",
+    log_power: float = ATTAIN_LOG_POWER,
+) -> dict:  # fmt: skip
+    """The result dict of one estimator, truth and metric: the slope fit, the power check
+    and the one-sided theorem test, curvature, the attainment test against the class-
+    matched reference (with its negative control), the budget control's slope shift, and
+    for ASVI the oracle-width and fixed-width curves and the selection and convergence
+    summaries."""
     ns, cells, spec = tc["ns"], tc["cells"], tc["spec"]
-    by_n = list(zip(*cells, strict=True))  # [n][replicate]
-    V = np.array([[c["metrics"][metric] for c in row] for row in cells])
-    fit = fit_slope(ns, V, log_power=log_factor_power(metric, delta))
-    pred = spec.predicted(metric)
-    th = theorem_test(fit, pred)
-    O = np.array([[min(c["per_width"][metric]) for c in row] for row in cells])
-    F = np.array([[_per_width(c, metric, tc["w_fixed"]) for c in row] for row in cells])
-    oracle = fit_slope(ns, O)
-    ratio = paired_slope_diff(ns, V, O)
-    conv = [bool(x) for row in cells for c in row for x in c["per_width"]["converged"]]
+    asvi = estimator == "asvi"
+    V = _values(cells, estimator, metric)
+    lp = log_factor_power(metric, delta)
+    fit = fit_slope(ns, V, log_power=lp)
+    pred = _predicted(spec, estimator, metric)
+    power = power_check(ns, pred, lp, fit.se_slope, V.shape[0], fit.level)
+    th = theorem_test(fit, pred, power["separable"])
+    curv = curvature(ns, V)
     res = {
+        "estimator": estimator,
         "truth": tc["key"],
         "kind": spec.kind,
         "alpha": spec.alpha,
         "p": spec.p,
         "metric": metric,
+        "primary": metric == PRIMARY_METRIC,
         "predicted": pred,
         "slope": fit.slope,
         "ci_low": fit.ci_low,
@@ -143,41 +204,95 @@ def _metric_result(tc: dict, metric: str, delta: float, ctrl: dict) -> dict:
         "verdict": th["verdict"],
         "direction": th["direction"],
         "control_slow_rejected": th["control_slow_rejected"],
-        "control_fast_rejected": th["control_fast_rejected"],
-        "control_exponents": [th["slow_exponent"], th["fast_exponent"]],
-        "band": [pred, pred + fit.shift],
+        "control_exponents": [th["slow_exponent"]],
+        "band": th["band"],
+        "power_separable": power["separable"],
+        "power": power,
         "level": fit.level,
         "ns": ns,
         "mean": fit.mean.tolist(),
         "se": fit.se.tolist(),
         "local_slopes": fit.local_slopes.tolist(),
+        "top_half_slope": curv["top_half_slope"],
+        "top_half_ci": curv["top_half_ci"],
+        "top_half_ns": curv["top_ns"],
+        "bend": curv["bend"],
+        "bend_ci": curv["bend_ci"],
+        "bending": curv["bending"],
+        "replicates": tc["complete"],
+        "dropped_replicates": tc["dropped"],
+        "failed_cells": [list(c) for c in tc["failed"]],
+        "excluded_replicates": tc["excluded"],
+        "expected_attainment": expected_attainment(spec, estimator),
+    }
+    res.update(_asvi_summaries(tc, cells, metric, V) if asvi else _no_asvi_summaries())
+    has_ref = all(c.get("reference") for row in cells for c in row)
+    F = _fixed(tc, cells, metric) if asvi else None
+    # the allowance in the metric's own log power: d is the square root of d^2
+    c = log_power * (0.5 if metric == "d" else 1.0)
+    res.update(_attainment(ns, V, F, cells, metric, has_ref, curv, c))
+    res.update(_control_shift(ctrl, metric, estimator))
+    if res["optimisation_limited"]:  # twice the budget moves the slope: not decided
+        res["verdict"] = "INCONCLUSIVE"
+        if res["attainment_verdict"] is not None:
+            res["attainment_verdict"] = "INCONCLUSIVE"
+    res["finding"] = finding(res)
+    return res
+
+
+def _fixed(tc, cells, metric):
+    return np.array([[_per_width(c, metric, tc["w_fixed"]) for c in row] for row in cells])
+
+
+def _asvi_summaries(tc, cells, metric, V) -> dict:
+    """ASVI's own columns: oracle-width and fixed-width curves, selections, steps,
+    lambda_s and the converged fraction."""
+    ns = tc["ns"]
+    by_n = list(zip(*cells, strict=True))  # [n][replicate]
+    O = np.array([[min(c["per_width"][metric]) for c in row] for row in cells])
+    F = _fixed(tc, cells, metric)
+    oracle = fit_slope(ns, O)
+    ratio = paired_slope_diff(ns, V, O)
+    conv = [bool(x) for row in cells for c in row for x in c["per_width"]["converged"]]
+    return {
         "oracle_mean": oracle.mean.tolist(),
         "oracle_slope": oracle.slope,
-        "oracle_ratio": (fit.mean / oracle.mean).tolist(),
+        "oracle_ratio": (V.mean(0) / oracle.mean).tolist(),
         "oracle_ratio_slope": ratio["diff"],
         "oracle_ratio_ci": [ratio["ci_low"], ratio["ci_high"]],
         "fixed_width": tc["w_fixed"],
         "fixed_mean": F.mean(0).tolist(),
         "fixed_slope": fit_slope(ns, F).slope,
-        "replicates": tc["complete"],
-        "dropped_replicates": tc["dropped"],
-        "failed_cells": [list(c) for c in tc["failed"]],
-        "excluded_replicates": tc["excluded"],
         "selected_widths": [[c["selected_width"] for c in row] for row in cells],
         "selected_at_top": [sum(bool(c.get("selected_at_top")) for c in col) for col in by_n],
         "candidate_widths": [r["config"]["widths"] for r in tc["first"]],
         "steps_max": [max(max(c["per_width"]["steps"]) for c in col) for col in by_n],
         "lambda_s": [r["config"]["lambda_s"] for r in tc["first"]],
         "converged_fraction": float(np.mean(conv)),
-        "budget_control": ctrl.get(metric),
-        "optimisation_limited": (
-            None if metric not in ctrl else any(c["limited"] for c in ctrl[metric])
-        ),
     }
-    has_ref = all(c.get("reference") for row in cells for c in row)
-    res.update(_attainment(ns, V, F, cells, metric, has_ref))
-    res["finding"] = finding(res["verdict"], res["attainment_verdict"], res["direction"])
-    return res
+
+
+def _no_asvi_summaries() -> dict:
+    keys = (
+        "oracle_mean", "oracle_slope", "oracle_ratio", "oracle_ratio_slope", "oracle_ratio_ci",
+        "fixed_width", "fixed_mean", "fixed_slope", "selected_widths", "selected_at_top",
+        "candidate_widths", "steps_max", "lambda_s", "converged_fraction",
+    )  # fmt: skip
+    return dict.fromkeys(keys)
+
+
+def _control_shift(ctrl: dict, metric: str, estimator: str) -> dict:
+    """The budget control's change of the slope (doubled minus base, paired over the
+    replicates both have at every control n), and whether it makes the verdicts
+    INCONCLUSIVE (``|shift| > OPT_SLOPE_TOL``)."""
+    sh = ctrl.get("slope_shift", {}).get(metric) if estimator == "asvi" else None
+    return {
+        "budget_control": ctrl.get(metric) if estimator == "asvi" else None,
+        "control_slope_shift": None if sh is None else sh["diff"],
+        "control_slope_shift_ci": None if sh is None else [sh["ci_low"], sh["ci_high"]],
+        "control_ns": None if sh is None else sh["ns"],
+        "optimisation_limited": None if sh is None else bool(abs(sh["diff"]) > OPT_SLOPE_TOL),
+    }
 
 
 def compare_input_dimensions(results: list[dict]) -> list[dict]:
@@ -213,43 +328,60 @@ def compare_input_dimensions(results: list[dict]) -> list[dict]:
     return out
 
 
-def _attainment(ns, V, F, cells, metric: str, has_ref: bool) -> dict:
-    """The attainment test against the classical reference, with its negative control."""
+def _attainment(ns, V, F, cells, metric, has_ref, curv, log_power) -> dict:
+    """The attainment test against the class-matched reference (``verify.slopes``), on the
+    top half of the n range when the curve bends; its negative control (SVI at the
+    smallest candidate width, ``F``; None for the known-answer control, whose over-smooth
+    prior is the control) must FAIL the same test or a PASS becomes INCONCLUSIVE.  Also
+    the piecewise-polynomial oracle's curve, where the records hold it."""
+    keys = (
+        "reference_slope", "reference_mean", "reference_top_half_slope", "reference_k",
+        "reference_oracle_mean", "reference_oracle_slope", "attainment_diff",
+        "attainment_ci_low", "attainment_ci_high", "attainment_verdict", "attainment_control",
+        "attainment_log_power", "attainment_log_power_ci", "log_allowance",
+        "log_power_allowed", "attainment_on_top_half",
+    )  # fmt: skip
     if not has_ref:
-        return {
-            "reference_slope": None,
-            "reference_mean": None,
-            "reference_bins": None,
-            "attainment_diff": None,
-            "attainment_ci_low": None,
-            "attainment_ci_high": None,
-            "attainment_verdict": None,
-            "attainment_control": None,
-        }
+        return dict.fromkeys(keys)
+    ns = np.asarray(ns, dtype=float)
     Ref = np.array([[c["reference"][metric] for c in row] for row in cells])
     ref = fit_slope(ns, Ref)
-    d = paired_slope_diff(ns, V, Ref)
-    dc = paired_slope_diff(ns, F, Ref)
-    ctrl_v = attainment_test(dc)
-    v = attainment_test(d)
-    if ctrl_v != "FAIL" and v == "PASS":
-        v = "INCONCLUSIVE"  # the test could not tell a fixed small network from ASVI
-    bins = [[c["reference"]["bins"][metric] for c in row] for row in cells]
+    use = np.array(curv["top_index"]) if curv["bending"] else np.arange(ns.size)
+    d = paired_slope_diff(ns[use], V[:, use], Ref[:, use])
+    allowance = log_allowance(ns[use], log_power)
+    v = attainment_test(d, allowance)
+    control = None
+    if F is not None:
+        dc = paired_slope_diff(ns[use], F[:, use], Ref[:, use])
+        ctrl_v = attainment_test(dc, allowance)
+        control = {**dc, "verdict": ctrl_v, "rejected": ctrl_v == "FAIL"}
+        if ctrl_v != "FAIL" and v == "PASS":
+            v = "INCONCLUSIVE"  # the test could not tell a fixed small network from ASVI
+    lpw = log_power_of(d, ns[use])
+    oracle = [[c["reference"].get("oracle") for c in row] for row in cells]
+    has_oracle = all(o is not None for row in oracle for o in row)
+    O = np.array([[o[metric] for o in row] for row in oracle]) if has_oracle else None
     return {
         "reference_slope": ref.slope,
         "reference_mean": ref.mean.tolist(),
-        "reference_bins": np.median(np.array(bins), axis=0).tolist(),
+        "reference_top_half_slope": fit_slope(
+            ns[curv["top_index"]], Ref[:, curv["top_index"]], min_points=2
+        ).slope,
+        "reference_k": np.median(
+            np.array([[c["reference"].get("k", np.nan) for c in row] for row in cells]), axis=0
+        ).tolist(),
+        "reference_oracle_mean": None if O is None else O.mean(0).tolist(),
+        "reference_oracle_slope": None if O is None else fit_slope(ns, O).slope,
         "attainment_diff": d["diff"],
         "attainment_ci_low": d["ci_low"],
         "attainment_ci_high": d["ci_high"],
         "attainment_verdict": v,
-        "attainment_control": {
-            "diff": dc["diff"],
-            "ci_low": dc["ci_low"],
-            "ci_high": dc["ci_high"],
-            "verdict": ctrl_v,
-            "rejected": ctrl_v == "FAIL",
-        },
+        "attainment_control": control,
+        "attainment_log_power": lpw["c_hat"],
+        "attainment_log_power_ci": lpw["ci"],
+        "log_allowance": allowance,
+        "log_power_allowed": log_power,
+        "attainment_on_top_half": bool(curv["bending"]),
     }
 
 
@@ -293,17 +425,58 @@ def budget_control(records: list[dict], doubled: list[dict]) -> dict:
             )
         if rows:
             out[metric] = rows
+    shift = _slope_shifts(pairs)
+    if shift:
+        out["slope_shift"] = shift
     return out
 
 
-def exit_status(results: list[dict], strict: bool = False) -> int:
-    """0 / 1 / 3 from the theorem verdicts (and the attainment verdicts with ``strict``)."""
-    verdicts = [r["verdict"] for r in results]
-    if strict:
-        verdicts += [r["attainment_verdict"] for r in results if r["attainment_verdict"]]
+def _slope_shifts(pairs: dict) -> dict:
+    """Per metric, the slope of the doubled run minus the slope of the base run over the
+    control's n (at least two), paired over the replicates present at every one of them:
+    the budget control in slope units (``verify.slopes.paired_slope_diff``)."""
+    ns = sorted(pairs)
+    if len(ns) < 2:
+        return {}
+    reps = set.intersection(*({b["cell"]["replicate"] for b, _ in pairs[n]} for n in ns))
+    if not reps:
+        return {}
+    reps = sorted(reps)
+    out = {}
+    for metric in METRICS:
+        base = {n: {b["cell"]["replicate"]: b["metrics"][metric] for b, _ in pairs[n]} for n in ns}
+        dbl = {n: {b["cell"]["replicate"]: d["metrics"][metric] for b, d in pairs[n]} for n in ns}
+        B = np.array([[base[n][q] for n in ns] for q in reps])
+        D = np.array([[dbl[n][q] for n in ns] for q in reps])
+        out[metric] = {"ns": ns, "replicates": reps, **paired_slope_diff(ns, D, B)}
+    return out
+
+
+def entry_outcome(r: dict) -> str:
+    """One primary entry's outcome for the exit status: "FAIL", "INCONCLUSIVE" or "PASS".
+    ASVI: FAIL when its theorem or attainment test fails; INCONCLUSIVE when either is
+    inconclusive or undecidable; else PASS.  A known-answer control entry: whether its
+    attainment verdict is the known answer (``expected_attainment``): FAIL when it is the
+    opposite, INCONCLUSIVE when undecided."""
+    att = r["attainment_verdict"]
+    if r.get("expected_attainment") is not None:
+        if att == r["expected_attainment"]:
+            return "PASS"
+        return "FAIL" if att in ("PASS", "FAIL") else "INCONCLUSIVE"
+    verdicts = [r["verdict"]] + ([att] if att is not None else [])
     if "FAIL" in verdicts:
+        return "FAIL"
+    if any(v in ("INCONCLUSIVE", "UNDECIDABLE") for v in verdicts):
+        return "INCONCLUSIVE"
+    return "PASS"
+
+
+def exit_status(results: list[dict]) -> int:
+    """0 / 1 / 3 from the primary metric's entries (:func:`entry_outcome`)."""
+    outcomes = [entry_outcome(r) for r in results if r["metric"] == PRIMARY_METRIC]
+    if "FAIL" in outcomes:
         return EXIT_FAIL
-    if "INCONCLUSIVE" in verdicts:
+    if "INCONCLUSIVE" in outcomes:
         return EXIT_INCONCLUSIVE
     return EXIT_PASS
 

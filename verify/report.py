@@ -8,9 +8,11 @@ import os
 import numpy as np
 
 from .analysis import METRICS
-from .slopes import ATTAIN_TOL
 
-__all__ = ["format_results", "draw_rate_panel", "draw_width_panel", "plot_results", "REPORT_KEYS"]
+__all__ = [
+    "format_results", "draw_rate_panel", "draw_width_panel", "plot_results", "REPORT_KEYS",
+    "power_lines",
+]  # fmt: skip
 
 
 def _f(x, fmt="7.3f") -> str:
@@ -18,24 +20,40 @@ def _f(x, fmt="7.3f") -> str:
 
 
 def format_results(results: list[dict]) -> str:
-    """The plain-text report: per truth its cell table, slope table, findings and budget
-    control; then the input-dimension comparisons and a key to the columns."""
+    """The plain-text report: per truth its cell table, slope and attainment tables,
+    findings and budget control; then the input-dimension comparisons and a key to the
+    columns."""
     lines = []
     for key in dict.fromkeys(r["truth"] for r in results):
         rows = [r for r in results if r["truth"] == key]
         lines += _truth_header(rows[0])
-        lines += _cell_table_lines(rows)
-        lines += _slope_table_lines(rows)
-        lines += [f"  {r['metric']}: {r['finding']}" for r in rows]
-        lines += _budget_lines(rows)
+        for est in dict.fromkeys(r["estimator"] for r in rows):
+            er = [r for r in rows if r["estimator"] == est]
+            if est != "asvi":
+                lines.append(
+                    f"-- {est} (known-answer control: expected attainment "
+                    f"{er[0]['expected_attainment']})"
+                )
+            lines += _cell_table_lines(er)
+            lines += _slope_table_lines(er)
+            lines += _attain_table_lines(er)
+            lines += [
+                f"  {r['metric']}{' (decides)' if r['primary'] else ''}: {r['finding']}" for r in er
+            ]
+            lines += _power_note(er)
+            lines += _budget_lines(er)
     lines += _input_dimension_lines(results)
     lines += [
         "",
         "columns: steps = most steps any candidate used; cands = candidate widths; top = "
-        "selections at the largest candidate; slow/fast ctl = the e/2 and 2e controls "
-        "rejected?; ref = classical reference slope (oracle bins); ASVI-ref = paired slope "
-        f"difference (attains when its CI is below {ATTAIN_TOL}); w-min ctl = the same test "
-        "for SVI at the smallest candidate width (must FAIL); oracle = oracle-width SVI's "
+        "selections at the largest candidate; band = [e, e + log shift]; e/2 ctl = the "
+        "too-slow control rejected?; power = can this design separate e from e/2 (else the "
+        "theorem test is UNDECIDABLE); top-half = slope over the upper half of log n "
+        "(bend: differs from the global slope beyond its CI); ref = class-matched reference "
+        "(linear spline, mesh by CV) slope; ASVI-ref = paired slope difference, against the "
+        "log^c allowance; c_hat = the log power it amounts to; w-min ctl = the same test for "
+        "SVI at the smallest candidate width (must FAIL); dbl shift = the budget control's "
+        "change of the slope (> 0.05: optimisation-limited); oracle = oracle-width SVI's "
         "slope; ratio = slope of ASVI/oracle risk.",
     ]
     return "\n".join(lines)
@@ -46,7 +64,11 @@ def _truth_header(r0: dict) -> list[str]:
         "",
         f"== {r0['truth']}  ({len(r0['replicates'])} replicates"
         + (f"; dropped incomplete {r0['dropped_replicates']}" if r0["dropped_replicates"] else "")
-        + f"; {100 * r0['converged_fraction']:.0f}% of candidate models converged)",
+        + (
+            f"; {100 * r0['converged_fraction']:.0f}% of candidate models converged)"
+            if r0["converged_fraction"] is not None
+            else ")"
+        ),
     ]
     if r0["failed_cells"]:
         lines.append(
@@ -61,6 +83,8 @@ def _cell_table_lines(rows: list[dict]) -> list[str]:
     """Per n: steps, candidates, selections, and each metric's mean, SE and local slope;
     an optimisation-limited n is starred."""
     r0 = rows[0]
+    if r0["estimator"] != "asvi":
+        return _plain_cell_lines(rows)
     limited = {c["n"] for c in (r0["budget_control"] or []) if c["limited"]}
     lines = [
         f"{'n':>7s} {'steps':>6s} {'cands':>9s} {'top':>3s} {'widths (selected)':>18s}  "
@@ -83,36 +107,111 @@ def _cell_table_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _plain_cell_lines(rows: list[dict]) -> list[str]:
+    """Per n each metric's mean, SE and local slope (an estimator with no widths)."""
+    lines = [
+        f"{'n':>7s}  "
+        + "  ".join(f"{r['metric'] + ' mean':>10s} {'se':>8s} {'local':>6s}" for r in rows)
+    ]
+    for j, n in enumerate(rows[0]["ns"]):
+        cols = [
+            f"{r['mean'][j]:10.4g} {r['se'][j]:8.2g} "
+            + (f"{r['local_slopes'][j - 1]:6.3f}" if j else f"{'':6s}")
+            for r in rows
+        ]
+        lines.append(f"{n:7d}  " + "  ".join(cols))
+    return lines
+
+
+def _ci(lo, hi) -> str:
+    if lo is None or hi is None:
+        return f"{'':17s}"
+    return f"[{lo:7.3f},{hi:7.3f}]"
+
+
 def _slope_table_lines(rows: list[dict]) -> list[str]:
-    """Per metric: the slope, its CI and band, the controls, the theorem verdict, the
-    reference and attainment test, and the oracle-width slope."""
+    """Per metric: the slope, its CI and band, the e/2 control, the power check, the
+    theorem verdict, the top-half slope and the bend flag."""
     lines = [
         f"{'metric':>6s} {'pred':>7s} {'slope':>7s} {'95% CI':>17s} {'band':>17s}"
-        f" {'slow/fast ctl':>13s} {'theorem':>12s}   {'ref':>7s} {'ASVI-ref':>7s}"
-        f" {'95% CI':>17s} {'attain':>12s} {'w-min ctl':>9s}  {'oracle':>7s} {'ratio':>6s}"
+        f" {'e/2 ctl':>7s} {'power':>5s} {'theorem':>12s}   {'top-half':>8s}"
+        f" {'95% CI':>17s} {'bend':>4s}"
     ]
     for r in rows:
-        ctl = (
-            ("rej" if r["control_slow_rejected"] else "NOT")
-            + "/"
-            + ("rej" if r["control_fast_rejected"] else "NOT")
-        )
-        ac = r["attainment_control"]
         lines.append(
             f"{r['metric']:>6s} {r['predicted']:7.3f} {r['slope']:7.3f} "
-            f"[{r['ci_low']:7.3f},{r['ci_high']:7.3f}] "
-            f"[{r['band'][0]:7.3f},{r['band'][1]:7.3f}] {ctl:>13s} {r['verdict']:>12s}   "
-            f"{_f(r['reference_slope'])} {_f(r['attainment_diff'])} "
-            + (
-                f"[{r['attainment_ci_low']:7.3f},{r['attainment_ci_high']:7.3f}]"
-                if r["attainment_diff"] is not None
-                else f"{'':17s}"
-            )
-            + f" {r['attainment_verdict'] or 'n/a':>12s} "
-            + f"{(ac['verdict'] if ac else 'n/a'):>9s}  "
-            + f"{r['oracle_slope']:7.3f} {r['oracle_ratio_slope']:6.3f}"
+            f"{_ci(r['ci_low'], r['ci_high'])} {_ci(*r['band'])} "
+            f"{('rej' if r['control_slow_rejected'] else 'NOT'):>7s} "
+            f"{('yes' if r['power_separable'] else 'no'):>5s} {r['verdict']:>12s}   "
+            f"{r['top_half_slope']:8.3f} {_ci(*r['top_half_ci'])} "
+            f"{('yes' if r['bending'] else 'no'):>4s}"
         )
     return lines
+
+
+def _attain_table_lines(rows: list[dict]) -> list[str]:
+    """Per metric: the reference, the attainment test with its allowance and c_hat, its
+    negative control, the budget control's slope shift and the oracle-width columns."""
+    lines = [
+        f"{'metric':>6s} {'ref':>7s} {'ASVI-ref':>8s} {'95% CI':>17s} {'allow':>6s}"
+        f" {'c_hat':>6s} {'c_hat 95% CI':>17s} {'attain':>12s} {'w-min ctl':>9s}"
+        f" {'dbl shift':>9s} {'95% CI':>17s}  {'oracle':>7s} {'ratio':>6s}"
+    ]
+    for r in rows:
+        ac = r["attainment_control"]
+        sh = r["control_slope_shift"]
+        lines.append(
+            f"{r['metric']:>6s} {_f(r['reference_slope'])} {_f(r['attainment_diff'], '8.3f')} "
+            + _ci(r["attainment_ci_low"], r["attainment_ci_high"])
+            + f" {_f(r['log_allowance'], '6.3f')} {_f(r['attainment_log_power'], '6.2f')} "
+            + _ci(*(r["attainment_log_power_ci"] or (None, None)))
+            + f" {r['attainment_verdict'] or 'n/a':>12s} "
+            + f"{(ac['verdict'] if ac else 'n/a'):>9s} {_f(sh, '9.3f')} "
+            + _ci(*(r["control_slope_shift_ci"] or (None, None)))
+            + f"  {_f(r['oracle_slope'])} {_f(r['oracle_ratio_slope'], '6.3f')}"
+        )
+    return lines
+
+
+def _power_note(rows: list[dict]) -> list[str]:
+    out = []
+    for r in rows:
+        if r["primary"] and not r["power_separable"]:
+            out.append("  " + _power_sentence(r["power"], r["ns"]))
+    return out
+
+
+def _power_sentence(pw: dict, ns) -> str:
+    need = []
+    if pw["n_needed"] is not None:
+        need.append(f"n up to {pw['n_needed']:.3g}")
+    if pw["replicates_needed"] is not None:
+        need.append(f"{pw['replicates_needed']} replicates")
+    return (
+        f"power: this design cannot separate e from e/2 (gap {pw['gap']:.3f} between the "
+        f"bands, CI half-width {pw['half_width']:.3f}); it would need "
+        + (" or ".join(need) if need else "n beyond 1e12 (the log allowance eats the gap)")
+    )
+
+
+def power_lines(cfg, pilot_cv: float | None, delta: float = 1.0) -> str:
+    """The power check before training, per truth (d^2, the tier's n and replicates, and
+    the pilot coefficient of variation ``pilot_cv``); empty without a pilot value."""
+    from theory import log_factor_power
+
+    from .slopes import expected_slope_se, power_check
+
+    if pilot_cv is None or cfg.estimator != "asvi":
+        return ""
+    se = expected_slope_se(cfg.ns, cfg.replicates, pilot_cv)
+    lines = [f"power check before training (d^2; pilot cv {pilot_cv:g}, slope SE {se:.3f}):"]
+    for t in cfg.truths:
+        pw = power_check(
+            cfg.ns, t.predicted("d2"), log_factor_power("d2", delta), se, cfg.replicates
+        )
+        word = "separable" if pw["separable"] else _power_sentence(pw, cfg.ns)
+        lines.append(f"  {t.key}: {word}")
+    return "\n".join(lines)
 
 
 def _budget_lines(rows: list[dict]) -> list[str]:
@@ -155,9 +254,10 @@ def loglog_axes(ax) -> None:
 
 
 def draw_rate_panel(ax, r: dict) -> None:
-    """One metric of one truth on log-log axes: ASVI (mean +- SE, fitted line), oracle-width
-    SVI, SVI at the smallest candidate width, the classical reference, and the predicted
-    slope with the theorem's log band, drawn through ASVI's centre."""
+    """One metric of one truth on log-log axes: the estimator (mean +- SE), for ASVI the
+    oracle-width SVI and SVI at the smallest candidate width, the class-matched reference
+    (linear spline) and the piecewise-polynomial oracle, and the predicted slope with the
+    theorem's log band, drawn through the estimator's centre."""
     ns, mean, se = np.array(r["ns"]), np.array(r["mean"]), np.array(r["se"])
     x0, y0 = np.exp(np.log(ns).mean()), np.exp(np.log(mean).mean())
     grid = np.geomspace(ns[0], ns[-1], 50)
@@ -168,16 +268,25 @@ def draw_rate_panel(ax, r: dict) -> None:
         fmt="o-",
         color="k",
         capsize=3,
-        label=f"ASVI {r['slope']:.3f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]",
+        label=f"{r['estimator']} {r['slope']:.3f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]",
     )
-    curves = [
-        ("oracle_mean", "s--", "C2", f"oracle-width SVI {r['oracle_slope']:.3f}"),
-        ("fixed_mean", "v:", "C1", f"SVI width {r['fixed_width']} {r['fixed_slope']:.3f}"),
-    ]
+    curves = []
+    if r["oracle_mean"] is not None:
+        curves += [
+            ("oracle_mean", "s--", "C2", f"oracle-width SVI {r['oracle_slope']:.3f}"),
+            ("fixed_mean", "v:", "C1", f"SVI width {r['fixed_width']} {r['fixed_slope']:.3f}"),
+        ]
     if r["reference_mean"] is not None:
         curves.append(
-            ("reference_mean", "D-", "C0", f"classical (oracle bins) {r['reference_slope']:.3f}")
+            ("reference_mean", "D-", "C0", f"linear spline (CV) {r['reference_slope']:.3f}")
         )
+    if r.get("reference_oracle_mean") is not None:
+        curves.append(
+            (
+                "reference_oracle_mean", "x:", "C4",
+                f"piecewise poly. (oracle bins) {r['reference_oracle_slope']:.3f}",
+            )
+        )  # fmt: skip
     for key, fmt, color, label in curves:
         ax.plot(ns, r[key], fmt, color=color, ms=4, label=label)
     band = y0 * (grid / x0) ** r["band"][0], y0 * (grid / x0) ** r["band"][1]
@@ -230,11 +339,15 @@ def plot_results(results: list[dict], out_dir: str) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     for key in dict.fromkeys(r["truth"] for r in results):
         rows = [r for r in results if r["truth"] == key]
-        fig, axes = plt.subplots(1, len(rows) + 1, figsize=(4.4 * (len(rows) + 1), 3.8))
-        axes = np.atleast_1d(axes)
-        for ax, r in zip(axes[:-1], rows, strict=True):
+        widths = rows[0]["selected_widths"] is not None
+        fig, axes = plt.subplots(
+            1, len(rows) + widths, figsize=(4.4 * (len(rows) + widths), 3.8), squeeze=False
+        )
+        axes = axes[0]
+        for ax, r in zip(axes[: len(rows)], rows, strict=True):
             draw_rate_panel(ax, r)
-        draw_width_panel(axes[-1], rows[0])
+        if widths:
+            draw_width_panel(axes[-1], rows[0])
         fig.suptitle(key)
         fig.tight_layout()
         path = os.path.join(out_dir, f"{key}.png")
@@ -245,31 +358,56 @@ def plot_results(results: list[dict], out_dir: str) -> list[str]:
 
 
 REPORT_KEYS = (
+    "estimator",
     "truth",
     "alpha",
     "p",
     "metric",
+    "primary",
     "predicted",
     "slope",
     "ci_low",
     "ci_high",
     "corrected_slope",
     "verdict",
+    "direction",
+    "band",
+    "control_slow_rejected",
+    "power_separable",
+    "power",
+    "top_half_slope",
+    "top_half_ci",
+    "top_half_ns",
+    "bend",
+    "bend_ci",
+    "bending",
     "reference_slope",
+    "reference_top_half_slope",
     "attainment_diff",
     "attainment_ci_low",
     "attainment_ci_high",
     "attainment_verdict",
-    "control_slow_rejected",
-    "control_fast_rejected",
-    "converged_fraction",
+    "attainment_on_top_half",
+    "attainment_log_power",
+    "attainment_log_power_ci",
+    "log_allowance",
+    "log_power_allowed",
+    "attainment_control",
+    "expected_attainment",
+    "control_slope_shift",
+    "control_slope_shift_ci",
+    "control_ns",
     "optimisation_limited",
+    "converged_fraction",
     "finding",
-    "direction",
-    "band",
     "ns",
     "mean",
     "se",
+    "local_slopes",
+    "reference_mean",
+    "reference_k",
+    "reference_oracle_mean",
+    "reference_oracle_slope",
     "oracle_mean",
     "oracle_slope",
     "oracle_ratio",
@@ -278,9 +416,6 @@ REPORT_KEYS = (
     "fixed_width",
     "fixed_mean",
     "fixed_slope",
-    "attainment_control",
-    "reference_mean",
-    "reference_bins",
     "selected_widths",
     "selected_at_top",
     "candidate_widths",

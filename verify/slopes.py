@@ -1,4 +1,4 @@
-"""Log-log slope fitting with replicate-level uncertainty, and the verdict rule.
+"""Log-log slope fitting with replicate-level uncertainty, and the verdict rules.
 
 Data: ``values[r, j]``, the metric of replicate r at sample size ``ns[j]`` (replicates are
 nested across n, so each row is one curve).  The fitted quantity is the least-squares
@@ -10,31 +10,49 @@ bootstrap resamples of whole replicates (rows); their standard deviation, multip
 standard error, and the interval is ``slope +- t_{R-1} * SE``.  A plain percentile interval
 from R = 3..10 replicates undercovers badly (there are only 10 distinct resamples of 3); the
 t-interval on the bootstrap SE holds its nominal coverage (tested over many seeds).
+Differences of slopes (two estimators on the same replicates, two parts of one curve, a
+run and its budget-doubled re-run) resample the replicates jointly
+(:func:`paired_slope_diff`), so what the two share cancels.
 
-Log factor: the theorems bound the rate as ``n^e log^c n`` with ``c = 2 delta`` for d^2 and
-squared L2, ``delta`` for d (``theory.log_factor_power``).  The *corrected slope* is the
-slope of ``log(mean) - c log log n``.  Over the design, removing the log factor lowers the
-slope by the constant ``shift = c * slope(log log n ~ log n)``.
+**Log allowances.**  A rate ``n^e log^c n`` has log-log slope ``e + c * ell`` over a design,
+``ell = slope(log log n ~ log n)`` (:func:`loglog_slope`; 0.146 over n = 250..4,000, 0.123
+over 500..32,000).  Every log factor below is stated as its power c and converted with ell
+of the n it is fitted on.
 
-Theorem test (:func:`theorem_test`): if the truth is ``C n^e log^{c'} n`` for some
-``0 <= c' <= c`` (the theorem allows any log power up to c), the raw slope lies in the band
-``[e, e + shift]``.  The slope's confidence interval *meets* a band when they overlap.
-Two negative controls apply the same rule to wrong exponents: *too slow* (``e / 2``) and
-*too fast* (``2 e``); a control is *rejected* when the interval misses its band.
+**Theorem test** (:func:`theorem_test`), one-sided: the theorems are *upper* bounds,
+``d^2 <~ n^e log^c n`` with ``c = 2 delta`` (``theory.log_factor_power``), so a faster
+slope never contradicts them.
 
-* **FAIL** when the interval misses the predicted band (the data contradict the rate);
-* **PASS** when it meets the band *and* both controls are rejected (the measurement could
-  have told the predicted rate from half and from twice it);
-* **INCONCLUSIVE** otherwise (it meets the band but also a wrong exponent's, or no interval
-  exists: one replicate).
+* **FAIL** when the interval lies above the band's top ``e + c ell`` (slower than the
+  theorem allows);
+* **UNDECIDABLE** when the design has no power (:func:`power_check`): the predicted band
+  ``[e, e + c ell]`` and the band of the too-slow control, ``[e/2, e/2 + c ell]``, are not
+  separated by two interval half-widths, so no interval this wide could tell the
+  predicted rate from half of it.  With c = 2 this is so for alpha = 0.5, p = 1 at every
+  feasible n (the gap ``|e|/2 - c ell`` is 0.25 - 0.29 over 250..4,000 and 0.25 - 0.246
+  over 500..32,000);
+* **PASS** when the interval lies below ``e/2`` (the slow control rejected) -- and with
+  ``direction = "faster"`` when it lies wholly below e: faster than the exponent (the
+  truth is easier than its class at these n, or the curve is pre-asymptotic);
+* **INCONCLUSIVE** otherwise (or no interval: one replicate).
 
-Attainment test (:func:`attainment_test`): the slope of a method minus the slope of a
-reference fitted on the same replicates (:func:`paired_slope_diff`: whole replicates
-resampled jointly, so the shared data's noise cancels).  ``ATTAIN_TOL = 0.1``: a slope
-flatter by 0.1 costs a factor 1.5 in risk over a 64x range of n, about the size of the
-constant-factor differences between good estimators.  **PASS** when the interval's upper
-end is at most the tolerance, **FAIL** when its lower end is above it, **INCONCLUSIVE**
-otherwise.
+**Attainment test** (:func:`attainment_test`), the primary verdict: ASVI's slope minus a
+class-matched reference's (same replicates, paired), against an allowance stated as a log
+power, ``allowance = c ell``.  The implied log power ``c_hat = diff / ell`` (with its
+interval) says "attains up to log^c_hat n".  Default ``c = ATTAIN_LOG_POWER = 2``: the
+reference attains the minimax rate with no log factor, and Theorem 4.1 with Corollary 6.1
+grants ASVI ``eps_n^2 = n^e log^(2 delta) n`` with delta >= 1 (the paper asks delta > 1;
+delta -> 1 is the least log the theorems' rate carries): an allowance of ``log^2 n`` is
+what the theorem promises at its tightest, fixed before any run.  The further logs of
+Lemma 6.1's construction (L ~ log n, s ~ N L) are slack of the proof's network, not part
+of the stated rate, and are not granted.  **PASS** when the interval's upper end is at
+most the allowance, **FAIL** when its lower end is above it, **INCONCLUSIVE** otherwise;
+faster than the reference is a PASS.
+
+**Curvature** (:func:`curvature`): the slope over the top half of the n range (the n whose
+log lies in the upper half of the design's log range, at least two) with its interval, and
+the paired difference top-half minus global slope; **bending** when that difference's
+interval excludes 0.  A bending curve's attainment is decided on the top half.
 """
 
 from __future__ import annotations
@@ -48,16 +66,23 @@ from scipy import stats
 __all__ = [
     "SlopeFit",
     "fit_slope",
-    "verdict",
-    "negative_control_exponent",
+    "loglog_slope",
+    "log_allowance",
+    "power_check",
+    "expected_slope_se",
     "theorem_test",
     "paired_slope_diff",
     "attainment_test",
-    "ATTAIN_TOL",
+    "log_power_of",
+    "top_half",
+    "curvature",
+    "ATTAIN_LOG_POWER",
+    "OPT_SLOPE_TOL",
     "finding",
 ]
 
-ATTAIN_TOL = 0.1  # slope units: a factor 1.5 in risk over a 64x range of n
+ATTAIN_LOG_POWER = 2.0  # the attainment allowance's log power c (module docstring)
+OPT_SLOPE_TOL = 0.05  # a slope moved this much by twice the budget: optimisation-limited
 
 
 @dataclass
@@ -82,26 +107,51 @@ def _ls_slope(x, Y):
     return (Y - Y.mean(-1, keepdims=True)) @ xc / (xc @ xc)
 
 
-def fit_slope(
-    ns, values, log_power: float = 0.0, level: float = 0.95, n_boot: int = 2000, seed: int = 0
-) -> SlopeFit:
-    """Fit the log-log slope of the replicate mean (module docstring)."""
-    ns = np.asarray(ns, dtype=float)
-    V = np.asarray(values, dtype=float)
+def loglog_slope(ns) -> float:
+    """``slope(log log n ~ log n)`` over the design ``ns``: the log-log slope that one
+    power of ``log n`` adds."""
+    x = np.log(np.asarray(ns, dtype=float))
+    if x.size < 2 or np.any(x <= 0):
+        raise ValueError(f"need at least two sample sizes > 1, got {ns}")
+    return float(_ls_slope(x, np.log(x)))
+
+
+def log_allowance(ns, c: float = ATTAIN_LOG_POWER) -> float:
+    """The slope allowance of ``log^c n`` over ``ns``: ``c * loglog_slope(ns)``."""
+    return float(c) * loglog_slope(ns)
+
+
+def _check_values(ns, V, min_points):
     if V.ndim != 2 or V.shape[1] != ns.size:
         raise ValueError(f"values must be [replicates, {ns.size}], got {V.shape}")
-    if ns.size < 3:
-        raise ValueError(f"need at least 3 sample sizes, got {ns.size}")
+    if ns.size < min_points:
+        raise ValueError(f"need at least {min_points} sample sizes, got {ns.size}")
     if np.any(ns <= 1) or np.any(np.diff(ns) <= 0):
         raise ValueError("sample sizes must be > 1 and increasing")
     if not np.all(np.isfinite(V)) or np.any(V <= 0):
         raise ValueError("values must be finite and positive (log-log fit)")
+
+
+def fit_slope(
+    ns,
+    values,
+    log_power: float = 0.0,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    min_points: int = 3,
+) -> SlopeFit:
+    """Fit the log-log slope of the replicate mean (module docstring).  ``min_points``: 2
+    for a local (top-half) slope."""
+    ns = np.asarray(ns, dtype=float)
+    V = np.asarray(values, dtype=float)
+    _check_values(ns, V, min_points)
     R = V.shape[0]
     x = np.log(ns)
     mean = V.mean(0)
     y = np.log(mean)
     slope = float(_ls_slope(x, y))
-    shift = float(log_power * _ls_slope(x, np.log(np.log(ns))))
+    shift = float(log_power * loglog_slope(ns))
     se = V.std(0, ddof=1) / np.sqrt(R) if R > 1 else np.full(ns.size, np.nan)
     if R > 1:
         rng = np.random.default_rng(seed)
@@ -128,68 +178,96 @@ def fit_slope(
     )
 
 
-def _meets(fit: SlopeFit, lo: float, hi: float) -> bool:
-    return fit.ci_low <= hi and fit.ci_high >= lo
+def _half_width(se: float, R: int, level: float) -> float:
+    return float(stats.t.ppf(0.5 + level / 2, R - 1) * se) if R > 1 else math.inf
 
 
-def verdict(fit: SlopeFit, predicted: float) -> str:
-    """Whether the slope's CI meets the band ``[predicted, predicted + shift]``: "PASS"
-    when it does, "FAIL" otherwise (one replicate: no interval, "FAIL").  The building block
-    of :func:`theorem_test`, which adds the two negative controls."""
-    if not (np.isfinite(fit.ci_low) and np.isfinite(fit.ci_high)):
-        return "FAIL"
-    return "PASS" if _meets(fit, predicted, predicted + fit.shift) else "FAIL"
+def expected_slope_se(ns, replicates: int, cv: float) -> float:
+    """The slope SE a design should give when each cell's replicate mean has relative
+    standard error ``cv / sqrt(R)`` independently across n: ``cv / sqrt(R Sxx)``, ``Sxx``
+    the spread of log n.  For the power check before training (``cv`` from earlier
+    records or a pilot); a shared per-replicate level cancels in the slope, so this is
+    conservative for nested data."""
+    x = np.log(np.asarray(ns, dtype=float))
+    sxx = float(((x - x.mean()) ** 2).sum())
+    return float(cv) / math.sqrt(max(int(replicates), 1) * sxx)
 
 
-def negative_control_exponent(predicted: float) -> float:
-    """The too-fast wrong exponent: twice the predicted one."""
-    return 2.0 * predicted
-
-
-def theorem_test(fit: SlopeFit, predicted: float) -> dict:
-    """The theorem test of the module docstring: verdict, both controls, and which side a
-    failure is on (``direction``: "slower" or "faster" than predicted)."""
-    slow, fast = 0.5 * predicted, negative_control_exponent(predicted)
-    if not (np.isfinite(fit.ci_low) and np.isfinite(fit.ci_high)):
-        return {
-            "verdict": "INCONCLUSIVE",
-            "control_slow_rejected": False,
-            "control_fast_rejected": False,
-            "direction": None,
-            "slow_exponent": slow,
-            "fast_exponent": fast,
-        }
-    meets = _meets(fit, predicted, predicted + fit.shift)
-    slow_rej = not _meets(fit, slow, slow + fit.shift)
-    fast_rej = not _meets(fit, fast, fast + fit.shift)
-    if not meets:
-        v = "FAIL"
-        direction = "slower" if fit.ci_low > predicted + fit.shift else "faster"
-    else:
-        v = "PASS" if slow_rej and fast_rej else "INCONCLUSIVE"
-        direction = None
+def power_check(
+    ns, predicted: float, log_power: float, slope_se: float, replicates: int,
+    level: float = 0.95, n_limit: float = 1e12, r_limit: int = 10_000,
+) -> dict:  # fmt: skip
+    """Can a slope interval of this design tell the predicted band ``[e, e + c ell]`` from
+    the too-slow control's ``[e/2, e/2 + c ell]``?  Separable when the gap between them,
+    ``|e|/2 - c ell``, exceeds two interval half-widths (``t_{R-1} * slope_se`` each): then
+    no interval meets both.  Also what would make it separable: the replicates at these
+    n (the SE shrinking like ``1/sqrt(R)``; None if no R up to ``r_limit`` does: the gap
+    is not positive) and the largest n of a geometric grid of the same length from
+    ``ns[0]`` (the SE shrinking with the spread of log n; None if none up to ``n_limit``)."""
+    ns = np.asarray(ns, dtype=float)
+    e = float(predicted)
+    gap = abs(e) / 2 - log_power * loglog_slope(ns)
+    h = _half_width(slope_se, replicates, level) if math.isfinite(slope_se) else math.inf
+    separable = bool(gap > 2 * h)
+    r_needed = None
+    if gap > 0 and math.isfinite(slope_se) and replicates > 1:
+        for R in range(2, r_limit + 1):
+            if gap > 2 * _half_width(slope_se * math.sqrt(replicates / R), R, level):
+                r_needed = R
+                break
+    n_needed = None
+    sd0 = float(np.log(ns).std())
+    for top in np.geomspace(ns[-1], n_limit, 200):
+        grid = np.geomspace(ns[0], top, ns.size)
+        g = abs(e) / 2 - log_power * loglog_slope(grid)
+        se = slope_se * sd0 / float(np.log(grid).std()) if math.isfinite(slope_se) else 0.0
+        if g > 2 * _half_width(se, replicates, level):
+            n_needed = float(top)
+            break
     return {
-        "verdict": v,
-        "control_slow_rejected": slow_rej,
-        "control_fast_rejected": fast_rej,
-        "direction": direction,
-        "slow_exponent": slow,
-        "fast_exponent": fast,
+        "separable": separable,
+        "gap": gap,
+        "half_width": h,
+        "replicates_needed": r_needed,
+        "n_needed": n_needed,
     }
+
+
+def theorem_test(fit: SlopeFit, predicted: float, separable: bool = True) -> dict:
+    """The one-sided theorem test of the module docstring: ``verdict`` and ``direction``
+    ("slower" on a FAIL, "faster" when the interval lies below the exponent, else None),
+    whether the too-slow control ``e/2`` is rejected, and the band."""
+    slow = 0.5 * predicted
+    top = predicted + fit.shift
+    out = {"slow_exponent": slow, "band": [predicted, top], "direction": None}
+    if not (np.isfinite(fit.ci_low) and np.isfinite(fit.ci_high)):
+        return {**out, "verdict": "INCONCLUSIVE", "control_slow_rejected": False}
+    slow_rej = bool(fit.ci_high < slow)
+    if fit.ci_high < predicted:
+        out["direction"] = "faster"
+    if fit.ci_low > top:
+        v, out["direction"] = "FAIL", "slower"
+    elif not separable:
+        v = "UNDECIDABLE"
+    elif slow_rej:
+        v = "PASS"
+    else:
+        v = "INCONCLUSIVE"
+    return {**out, "verdict": v, "control_slow_rejected": slow_rej}
 
 
 def paired_slope_diff(ns, A, B, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> dict:
     """Slope of A minus slope of B (each the log-log slope of the replicate mean, as in
     :func:`fit_slope`), with rows of A and B the same replicates.  The interval resamples
     whole replicates jointly and is ``diff +- t_{R-1} SE`` with the bootstrap SE inflated by
-    ``sqrt(R / (R - 1))`` (as :func:`fit_slope`; coverage tested)."""
+    ``sqrt(R / (R - 1))`` (as :func:`fit_slope`; coverage tested).  Two sample sizes are
+    enough (a local slope)."""
     ns = np.asarray(ns, dtype=float)
     A, B = np.asarray(A, dtype=float), np.asarray(B, dtype=float)
     if A.shape != B.shape or A.ndim != 2 or A.shape[1] != ns.size:
         raise ValueError(f"A and B must both be [replicates, {ns.size}], got {A.shape}, {B.shape}")
     for V in (A, B):
-        if not np.all(np.isfinite(V)) or np.any(V <= 0):
-            raise ValueError("values must be finite and positive (log-log fit)")
+        _check_values(ns, V, 2)
     x = np.log(ns)
     diff = float(_ls_slope(x, np.log(A.mean(0))) - _ls_slope(x, np.log(B.mean(0))))
     R = A.shape[0]
@@ -202,30 +280,103 @@ def paired_slope_diff(ns, A, B, level: float = 0.95, n_boot: int = 2000, seed: i
     return {"diff": diff, "se": se, "ci_low": diff - q * se, "ci_high": diff + q * se}
 
 
-def attainment_test(diff: dict, tol: float = ATTAIN_TOL) -> str:
-    """PASS / FAIL / INCONCLUSIVE for a :func:`paired_slope_diff` (module docstring)."""
+def attainment_test(diff: dict, allowance: float) -> str:
+    """PASS / FAIL / INCONCLUSIVE for a :func:`paired_slope_diff` against ``allowance``
+    (slope units, :func:`log_allowance`; module docstring)."""
     lo, hi = diff["ci_low"], diff["ci_high"]
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return "INCONCLUSIVE"
-    if hi <= tol:
+    if hi <= allowance:
         return "PASS"
-    if lo > tol:
+    if lo > allowance:
         return "FAIL"
     return "INCONCLUSIVE"
 
 
-def finding(theorem: str, attainment: str | None, direction: str | None = None) -> str:
-    """The report's sentence for one (truth, metric)."""
-    if theorem == "FAIL":
-        return f"contradicts the predicted rate ({direction} than predicted)"
-    if theorem == "PASS" and attainment == "PASS":
-        return "attains the achievable rate"
-    if theorem == "PASS" and attainment == "FAIL":
-        return "within the theorem's band but slower than achievable"
-    if theorem == "PASS":
-        return "within the theorem's band; attainment " + (
-            "not tested (no reference)" if attainment is None else "inconclusive"
+def log_power_of(diff: dict, ns) -> dict:
+    """The log power a slope difference amounts to over ``ns``: ``c_hat = diff / ell`` and
+    its interval (:func:`loglog_slope`)."""
+    ell = loglog_slope(ns)
+    return {
+        "c_hat": diff["diff"] / ell,
+        "ci": [diff["ci_low"] / ell, diff["ci_high"] / ell],
+    }
+
+
+def top_half(ns) -> np.ndarray:
+    """Indices of the n in the top half of the design's log range (at least the last two)."""
+    x = np.log(np.asarray(ns, dtype=float))
+    idx = np.flatnonzero(x >= (x[0] + x[-1]) / 2)
+    return idx if idx.size >= 2 else np.arange(x.size - 2, x.size)
+
+
+def curvature(ns, V, level: float = 0.95, seed: int = 0) -> dict:
+    """The top-half slope with its interval, the paired difference top-half minus global
+    slope with its interval, and ``bending`` (that interval excludes 0)."""
+    ns = np.asarray(ns, dtype=float)
+    V = np.asarray(V, dtype=float)
+    top = top_half(ns)
+    fit = fit_slope(ns[top], V[:, top], level=level, seed=seed, min_points=2)
+    R = V.shape[0]
+    x = np.log(ns)
+    glob = float(_ls_slope(x, np.log(V.mean(0))))
+    diff = fit.slope - glob
+    lo = hi = math.nan
+    if R > 1:
+        idx = np.random.default_rng(seed).integers(0, R, size=(2000, R))
+        M = np.log(V[idx].mean(1))
+        boot = _ls_slope(x[top], M[:, top]) - _ls_slope(x, M)
+        se = float(boot.std(ddof=1) * np.sqrt(R / (R - 1)))
+        q = stats.t.ppf(0.5 + level / 2, R - 1)
+        lo, hi = diff - q * se, diff + q * se
+    return {
+        "top_ns": ns[top].tolist(),
+        "top_index": top.tolist(),
+        "top_half_slope": fit.slope,
+        "top_half_ci": [fit.ci_low, fit.ci_high],
+        "bend": diff,
+        "bend_ci": [lo, hi],
+        "bending": bool(np.isfinite(lo) and (lo > 0 or hi < 0)),
+    }
+
+
+def finding(res: dict) -> str:
+    """The report's sentence for one (estimator, truth, metric) result of
+    ``verify.analysis``: the attainment verdict first (the primary one), then the theorem
+    test, the curve's shape and the optimisation control."""
+    parts = []
+    att = res.get("attainment_verdict")
+    c = res.get("attainment_log_power")
+    where = " (top half: the curve bends)" if res.get("attainment_on_top_half") else ""
+    if att is None:
+        parts.append("attainment not tested (no reference)")
+    elif att == "PASS":
+        parts.append(
+            f"attains the reference's rate up to log^{c:.2f} n within the log^"
+            f"{res['log_power_allowed']:g} n allowance{where}"
         )
-    if attainment == "FAIL":
-        return "inconclusive against the theorem, slower than achievable"
-    return "inconclusive"
+    elif att == "FAIL":
+        parts.append(
+            f"slower than the class-matched reference beyond the log^"
+            f"{res['log_power_allowed']:g} n allowance (log^{c:.2f} n){where}"
+        )
+    else:
+        parts.append(f"attainment inconclusive (log^{c:.2f} n){where}")
+    th = res.get("verdict")
+    if th == "FAIL":
+        parts.append("contradicts the theorem's rate (slower than its band)")
+    elif th == "UNDECIDABLE":
+        parts.append("theorem test undecidable with this design (no power against e/2)")
+    elif res.get("direction") == "faster":
+        parts.append(
+            "faster than the exponent (easier than its class at these n, or pre-asymptotic)"
+        )
+    elif th == "PASS":
+        parts.append("within the theorem's band")
+    else:
+        parts.append("theorem test inconclusive")
+    if res.get("bending"):
+        parts.append(f"bending (top-half slope {res['top_half_slope']:.3f})")
+    if res.get("optimisation_limited"):
+        parts.append("optimisation-limited (twice the budget moves the slope by > 0.05)")
+    return "; ".join(parts)
