@@ -44,7 +44,9 @@ def tradeoff_figure(records, out_dir: str, tag: str) -> dict:
     t = recs[0]["truth"]
     ns = sorted({r["cell"]["n"] for r in recs})
     L = recs[0]["config"]["depth"] + 1
-    terms = theory_terms(ns[-1], int(t["p"]), float(t["alpha"]), float(t["holder_norm"]), L)
+    # the Hoelder norm of the first replicate's truth (each replicate draws its own)
+    norm = t["function"]["holder_norm"] if "function" in t else t["holder_norm"]
+    terms = theory_terms(ns[-1], int(t["p"]), float(t["alpha"]), float(norm), L)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.8))
     total = terms["estimation"] + terms["variational"] + terms["approximation"]
     for name in ("estimation", "variational", "approximation"):

@@ -20,9 +20,18 @@ Design (every choice recorded in each record's ``config``):
   growth ``n^(p/(2 alpha + p))`` of the width at alpha = p/2 and above it for smoother
   truths.  A selection at the largest candidate is flagged in the record
   (``selected_at_top``).  An explicit ``widths`` list fixes the set at every n.
-* **A classical reference on the same data** (``simulate.classical``): each cell also
-  fits piecewise polynomials with the bin count chosen by true error (Hoelder truths with
-  p <= 3); its metrics go into the record's ``reference``.
+* **Truths drawn from the class**: replicate r of a truth spec uses its own function
+  (``TruthSpec.build(r)``, seeded by ``TruthSpec.truth_seed``), so intervals over
+  replicates cover the class, not one draw; Hoelder truths are truncated for one fixed
+  n (``spec.HOLDER_N_REF``), so every tier draws from the same functions.
+* **A class-matched reference on the same data** (``simulate.classical``): each cell also
+  fits the least-squares continuous linear spline, its mesh chosen by 5-fold
+  cross-validation on the training data (Hoelder truths with p <= 3), and the
+  piecewise-polynomial oracle (bins by true error) as a second, labelled curve; their
+  metrics go into the record's ``reference`` (the oracle's under ``oracle``).
+* **The known-answer control** (``estimator="gp"``, ``simulate.gp``): the same jobs, data
+  and reference, with exact Gaussian-process posteriors under Matern priors instead of
+  ASVI (records with ``per_estimator``).
 * **Theory-tied quantities**: ``lambda_s = a L log n`` (``theory.lambda_s_rule``; L = weight
   layers) unless fixed by ``--lambda-s``; the width prior ``pi(N)`` with ``lam``.  The depth
   is fixed (two hidden layers by default) rather than Lemma 6.1's ``L ~ log n`` (22 hidden
