@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from simulate.classical import bin_grid, degree_for, fit_piecewise, oracle_piecewise
 from simulate.core import Batch, Hyper, Layout, Trainer
@@ -12,8 +13,6 @@ from simulate.spec import SweepConfig, fingerprint_fields
 from simulate.stopping import Convergence, StopRule
 from simulate.sweep import TruthSpec, candidate_widths
 from verify.analysis import control_config
-from scipy import stats
-
 from verify.rates import analyse, budget_control, exit_status
 from verify.slopes import (
     attainment_test,
@@ -323,13 +322,13 @@ def test_power_check_on_analytic_designs():
     # over 500..32000 the gap is 0.25 - 0.246 = 0.004: positive but far below any interval
     pw = power_check(ns, -0.5, 2.0, 0.02, 4)
     assert 0 < pw["gap"] < 0.01 and not pw["separable"]
-    # e = -0.75: gap 0.129; SE 0.02 at R = 4 gives half-width 3.18 * 0.02 = 0.064: refused
-    pw = power_check(ns, -0.75, 2.0, 0.02, 4)
+    # e = -0.75: gap 0.129; SE 0.025 at R = 4 gives half-width 3.18 * 0.025 = 0.080: refused
+    pw = power_check(ns, -0.75, 2.0, 0.025, 4)
     assert pw["gap"] == pytest.approx(0.375 - 2 * ell)
-    assert pw["half_width"] == pytest.approx(stats.t.ppf(0.975, 3) * 0.02)
+    assert pw["half_width"] == pytest.approx(stats.t.ppf(0.975, 3) * 0.025)
     assert not pw["separable"]
     R = pw["replicates_needed"]
-    h = lambda R: stats.t.ppf(0.975, R - 1) * 0.02 * math.sqrt(4 / R)  # noqa: E731
+    h = lambda R: stats.t.ppf(0.975, R - 1) * 0.025 * math.sqrt(4 / R)  # noqa: E731
     assert R is not None and pw["gap"] > 2 * h(R) and pw["gap"] <= 2 * h(R - 1)
     assert pw["n_needed"] is not None and pw["n_needed"] > ns[-1]
     # the same design with SE 0.01: 2 * 0.032 < 0.129, accepted

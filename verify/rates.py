@@ -339,7 +339,7 @@ def _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_recor
             json.dump([{k: r.get(k) for k in REPORT_KEYS} for r in results], fh, indent=2)
     status = exit_status(results)
     words = {
-        EXIT_PASS: "every d^2 test PASSES with power",
+        EXIT_PASS: "every d^2 test PASSES (a known-answer control's: as known)",
         EXIT_FAIL: "some d^2 test FAILS: see above",
         EXIT_INCONCLUSIVE: "no d^2 test fails, but some is INCONCLUSIVE or UNDECIDABLE",
     }
