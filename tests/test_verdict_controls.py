@@ -68,7 +68,8 @@ def test_class_matched_reference_recovers_the_minimax_rate(alpha, p, ns, R):
     """The CV linear spline's d^2 slope is within 0.05 of -2 alpha/(2 alpha + p) (the issue's
     tolerance; measured: -0.495, -0.76 / -0.78 on two truth draws, -0.579 on one truth and
     -0.606 with four replicates of their own truths, hence R = 8 at p = 2), each replicate
-    on its own truth, mesh chosen without the test points.  Negative control: a fixed mesh (k = 2) does not converge."""
+    on its own truth, mesh chosen without the test points.  Negative control: a fixed
+    mesh (k = 2) does not converge."""
     spec = TruthSpec("holder", p=p, alpha=alpha)
     Xt = np.random.default_rng(9).uniform(-1, 1, size=(10000, p))
     V, C = [], []
