@@ -225,11 +225,11 @@ def _metric_result(
         "excluded_replicates": tc["excluded"],
         "expected_attainment": expected_attainment(spec, estimator),
     }
-    res.update(_asvi_summaries(tc, cells, metric, V) if asvi else _no_asvi_summaries())
-    has_ref = all(c.get("reference") for row in cells for c in row)
     F = _fixed(tc, cells, metric) if asvi else None
-    # the allowance in the metric's own log power: d is the square root of d^2
-    c = log_power * (0.5 if metric == "d" else 1.0)
+    res.update(_asvi_summaries(tc, cells, metric, V, F) if asvi else _no_asvi_summaries())
+    has_ref = all(c.get("reference") for row in cells for c in row)
+    # the allowance in the metric's own log power (d is the square root of d^2)
+    c = log_power * log_factor_power(metric, 1) / log_factor_power(PRIMARY_METRIC, 1)
     res.update(_attainment(ns, V, F, cells, metric, has_ref, curv, c))
     res.update(_control_shift(ctrl, metric, estimator))
     if res["optimisation_limited"]:  # twice the budget moves the slope: not decided
@@ -244,13 +244,12 @@ def _fixed(tc, cells, metric):
     return np.array([[_per_width(c, metric, tc["w_fixed"]) for c in row] for row in cells])
 
 
-def _asvi_summaries(tc, cells, metric, V) -> dict:
-    """ASVI's own columns: oracle-width and fixed-width curves, selections, steps,
+def _asvi_summaries(tc, cells, metric, V, F) -> dict:
+    """ASVI's own columns: oracle-width and fixed-width (``F``) curves, selections, steps,
     lambda_s and the converged fraction."""
     ns = tc["ns"]
     by_n = list(zip(*cells, strict=True))  # [n][replicate]
     O = np.array([[min(c["per_width"][metric]) for c in row] for row in cells])
-    F = _fixed(tc, cells, metric)
     oracle = fit_slope(ns, O)
     ratio = paired_slope_diff(ns, V, O)
     conv = [bool(x) for row in cells for c in row for x in c["per_width"]["converged"]]

@@ -177,11 +177,11 @@ def _power_note(rows: list[dict]) -> list[str]:
     out = []
     for r in rows:
         if r["primary"] and not r["power_separable"]:
-            out.append("  " + _power_sentence(r["power"], r["ns"]))
+            out.append("  " + _power_sentence(r["power"]))
     return out
 
 
-def _power_sentence(pw: dict, ns) -> str:
+def _power_sentence(pw: dict) -> str:
     need = []
     if pw["n_needed"] is not None:
         need.append(f"n up to {pw['n_needed']:.3g}")
@@ -209,7 +209,7 @@ def power_lines(cfg, pilot_cv: float | None, delta: float = 1.0) -> str:
         pw = power_check(
             cfg.ns, t.predicted("d2"), log_factor_power("d2", delta), se, cfg.replicates
         )
-        word = "separable" if pw["separable"] else _power_sentence(pw, cfg.ns)
+        word = "separable" if pw["separable"] else _power_sentence(pw)
         lines.append(f"  {t.key}: {word}")
     return "\n".join(lines)
 

@@ -107,6 +107,17 @@ def _ls_slope(x, Y):
     return (Y - Y.mean(-1, keepdims=True)) @ xc / (xc @ xc)
 
 
+def _boot_se(boot: np.ndarray, R: int) -> float:
+    """The bootstrap SE of a statistic over R resampled replicates, inflated by
+    ``sqrt(R / (R - 1))`` (module docstring)."""
+    return float(boot.std(ddof=1) * np.sqrt(R / (R - 1)))
+
+
+def _resamples(R: int, n_boot: int, seed: int) -> np.ndarray:
+    """``[n_boot, R]`` indices of whole replicates drawn with replacement."""
+    return np.random.default_rng(seed).integers(0, R, size=(n_boot, R))
+
+
 def loglog_slope(ns) -> float:
     """``slope(log log n ~ log n)`` over the design ``ns``: the log-log slope that one
     power of ``log n`` adds."""
@@ -154,12 +165,10 @@ def fit_slope(
     shift = float(log_power * loglog_slope(ns))
     se = V.std(0, ddof=1) / np.sqrt(R) if R > 1 else np.full(ns.size, np.nan)
     if R > 1:
-        rng = np.random.default_rng(seed)
-        idx = rng.integers(0, R, size=(n_boot, R))
-        boot = _ls_slope(x, np.log(V[idx].mean(1)))
-        se_slope = float(boot.std(ddof=1) * np.sqrt(R / (R - 1)))
-        q = stats.t.ppf(0.5 + level / 2, R - 1)
-        lo, hi = slope - q * se_slope, slope + q * se_slope
+        boot = _ls_slope(x, np.log(V[_resamples(R, n_boot, seed)].mean(1)))
+        se_slope = _boot_se(boot, R)
+        h = _half_width(se_slope, R, level)
+        lo, hi = slope - h, slope + h
     else:
         se_slope, lo, hi = float("nan"), float("nan"), float("nan")
     return SlopeFit(
@@ -273,11 +282,11 @@ def paired_slope_diff(ns, A, B, level: float = 0.95, n_boot: int = 2000, seed: i
     R = A.shape[0]
     if R < 2:
         return {"diff": diff, "se": math.nan, "ci_low": math.nan, "ci_high": math.nan}
-    idx = np.random.default_rng(seed).integers(0, R, size=(n_boot, R))
+    idx = _resamples(R, n_boot, seed)
     boot = _ls_slope(x, np.log(A[idx].mean(1))) - _ls_slope(x, np.log(B[idx].mean(1)))
-    se = float(boot.std(ddof=1) * np.sqrt(R / (R - 1)))
-    q = stats.t.ppf(0.5 + level / 2, R - 1)
-    return {"diff": diff, "se": se, "ci_low": diff - q * se, "ci_high": diff + q * se}
+    se = _boot_se(boot, R)
+    h = _half_width(se, R, level)
+    return {"diff": diff, "se": se, "ci_low": diff - h, "ci_high": diff + h}
 
 
 def attainment_test(diff: dict, allowance: float) -> str:
@@ -323,12 +332,9 @@ def curvature(ns, V, level: float = 0.95, seed: int = 0) -> dict:
     diff = fit.slope - glob
     lo = hi = math.nan
     if R > 1:
-        idx = np.random.default_rng(seed).integers(0, R, size=(2000, R))
-        M = np.log(V[idx].mean(1))
-        boot = _ls_slope(x[top], M[:, top]) - _ls_slope(x, M)
-        se = float(boot.std(ddof=1) * np.sqrt(R / (R - 1)))
-        q = stats.t.ppf(0.5 + level / 2, R - 1)
-        lo, hi = diff - q * se, diff + q * se
+        M = np.log(V[_resamples(R, 2000, seed)].mean(1))
+        h = _half_width(_boot_se(_ls_slope(x[top], M[:, top]) - _ls_slope(x, M), R), R, level)
+        lo, hi = diff - h, diff + h
     return {
         "top_ns": ns[top].tolist(),
         "top_index": top.tolist(),
