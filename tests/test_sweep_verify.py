@@ -130,7 +130,11 @@ def run_cli(*args):
 
 def test_verify_rates_end_to_end_tiny_tier(tmp_path):
     rec, rep, figs = tmp_path / "r.jsonl", tmp_path / "rep.json", tmp_path / "figs"
-    r = run_cli("--tier", "tiny", "--out", str(rec), "--json", str(rep), "--figures", str(figs))
+    md = tmp_path / "rep.md"
+    r = run_cli(
+        "--tier", "tiny", "--out", str(rec), "--json", str(rep), "--figures", str(figs),
+        "--markdown", str(md),
+    )  # fmt: skip
     assert r.returncode in (0, 1, 3), r.stderr
     assert "budget x2" in r.stdout and "e/2 ctl" in r.stdout and "c_hat" in r.stdout
     report = json.loads(rep.read_text())
@@ -182,6 +186,8 @@ def test_verify_rates_end_to_end_tiny_tier(tmp_path):
     d2 = next(e for e in report if e["metric"] == "d2")
     assert d2["predicted"] == pytest.approx(-0.5)
     assert (figs / "holder-a0.5-p1-s0.png").stat().st_size > 0
+    rows = [ln for ln in md.read_text().splitlines() if ln.startswith("| asvi |")]
+    assert len(rows) == 3 and all(e["verdict"] in md.read_text() for e in report)
     # verifying the records again trains nothing and gives the same report
     r2 = run_cli(
         "--records", str(rec), "--json", str(tmp_path / "rep2.json"), "--figures", str(figs)

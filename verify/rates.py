@@ -89,6 +89,7 @@ from .report import (
     draw_rate_panel,
     draw_width_panel,
     format_results,
+    markdown_results,
     plot_results,
     power_lines,
 )
@@ -169,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
         " the recorded ELBOs (the prior enters only the selection, eq. (13))",
     )
     ap.add_argument("--json", metavar="PATH", help="write the report as JSON")
+    ap.add_argument(
+        "--markdown", metavar="PATH", help="write the report's tables and findings as Markdown"
+    )
     ap.add_argument("--figures", metavar="DIR", help="figure folder (default results/verify-TIER)")
     ap.add_argument("--delta", type=float, default=1.0, help="log power delta (>= 1)")
     ap.add_argument(
@@ -242,6 +246,8 @@ def _checked_overrides(args) -> dict:
         raise ValueError("give either --scheduler or --workers, not both")
     if args.json:
         check_output_file(args.json, "--json")
+    if args.markdown:
+        check_output_file(args.markdown, "--markdown")
     check_output_dir(args.figures or os.path.join("results", f"verify-{args.tier}"), "--figures")
     if args.fingerprint and not args.records:
         raise ValueError("--fingerprint chooses among the records of --records")
@@ -337,6 +343,11 @@ def _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_recor
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as fh:
             json.dump([{k: r.get(k) for k in REPORT_KEYS} for r in results], fh, indent=2)
+    if args.markdown:
+        os.makedirs(os.path.dirname(os.path.abspath(args.markdown)), exist_ok=True)
+        heading = f"verify.rates: {what} ({os.path.basename(source)})"
+        with open(args.markdown, "w") as fh:
+            fh.write(markdown_results(results, heading))
     status = exit_status(results)
     words = {
         EXIT_PASS: "every d^2 test PASSES (a known-answer control's: as known)",

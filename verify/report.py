@@ -11,7 +11,7 @@ from .analysis import METRICS
 
 __all__ = [
     "format_results", "draw_rate_panel", "draw_width_panel", "plot_results", "REPORT_KEYS",
-    "power_lines",
+    "power_lines", "markdown_results",
 ]  # fmt: skip
 
 
@@ -192,6 +192,64 @@ def _power_sentence(pw: dict) -> str:
         f"bands, CI half-width {pw['half_width']:.3f}); it would need "
         + (" or ".join(need) if need else "n beyond 1e12 (the log allowance eats the gap)")
     )
+
+
+def _md_ci(a) -> str:
+    if a is None or a[0] is None:
+        return ""
+    return f" [{a[0]:+.2f}, {a[1]:+.2f}]"
+
+
+def _md_num(x, fmt="+.3f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def markdown_results(results: list[dict], heading: str) -> str:
+    """The report as Markdown (``verify.rates --markdown``): one row per (estimator,
+    truth, metric) with the slope, the power check and theorem test, the top-half slope,
+    the attainment test with its allowance and c_hat, and the budget control's slope
+    change; then each d^2 entry's finding and, where the design has no power, what it
+    would take.  Generated from the records, so a results file can quote it verbatim."""
+    lines = [
+        f"## {heading}",
+        "",
+        "| estimator | truth | metric | predicted | slope [95% CI] | power | theorem |"
+        " top-half slope [95% CI] | ref. slope | minus ref. [95% CI] | allowance |"
+        " c_hat [95% CI] | attainment | budget x2: slope change [95% CI] |",
+        "|" + "---|" * 14,
+    ]
+    for r in results:
+        theorem = r["verdict"] + (" (faster)" if r["direction"] == "faster" else "")
+        theorem += " (opt.-limited)" if r["optimisation_limited"] else ""
+        top = f"{r['top_half_slope']:.3f}{_md_ci(r['top_half_ci'])}"
+        top += " (bending)" if r["bending"] else ""
+        att = r["attainment_verdict"] or "-"
+        if r["expected_attainment"] is not None:
+            att += f" (known: {r['expected_attainment']})"
+        diff = (
+            "-"
+            if r["attainment_diff"] is None
+            else f"{r['attainment_diff']:+.3f}"
+            + _md_ci([r["attainment_ci_low"], r["attainment_ci_high"]])
+        )
+        lines.append(
+            f"| {r['estimator']} | {r['truth']} | {r['metric']} | {r['predicted']:.3f} | "
+            f"{r['slope']:.3f}{_md_ci([r['ci_low'], r['ci_high']])} | "
+            f"{'yes' if r['power_separable'] else 'no'} | {theorem} | {top} | "
+            f"{_md_num(r['reference_slope'], '.3f')} | {diff} | "
+            f"{_md_num(r['log_allowance'], '.3f')} | "
+            f"{_md_num(r['attainment_log_power'], '.2f')}"
+            f"{_md_ci(r['attainment_log_power_ci'])} | {att} | "
+            f"{_md_num(r['control_slope_shift'])}{_md_ci(r['control_slope_shift_ci'])} |"
+        )
+    lines.append("")
+    for r in results:
+        if r["primary"]:
+            note = f"- {r['estimator']}, {r['truth']}, d2: {r['finding']}"
+            if not r["power_separable"]:
+                note += f"; {_power_sentence(r['power'])}"
+            lines.append(note)
+    return "\n".join(lines) + "\n"
 
 
 def power_lines(cfg, pilot_cv: float | None, delta: float = 1.0) -> str:
