@@ -366,8 +366,8 @@ def cell_selection(per_width: dict, widths, lam: float) -> dict:
 # --------------------------------------------------------------------------- records file
 # Config fields that say only *which* cells a sweep holds, not what any cell's result is;
 # every other field (and the schema, the largest n and the package versions) goes into a
-# record's fingerprint.  The largest n counts: each replicate's data, and the Hoelder
-# truths, are drawn for it (nested data), so adding a larger n changes every cell.
+# record's fingerprint.  The largest n counts: each replicate's data is drawn for it
+# (nested data), so adding a larger n changes every cell.
 # ``replicate_block`` counts too: it changes which models share a batched program, and
 # with it the float rounding and the compiled shapes.
 _BOOKKEEPING = ("truths", "ns", "replicates")

@@ -2,7 +2,7 @@
 
 A tier is a named size of an experiment: ``tiny`` (smoke tests, seconds), ``quick`` (the
 README's commands, minutes on 2 cores), and larger ones up to the paper's own sizes.
-Measured costs are in the README.
+Measured costs are in RESULTS.md.
 
 * :data:`RATES` -- the growing-n sweeps of ``python -m verify.rates`` (``--tier``);
 * :data:`TEACHER` -- Table 1 and Figure 1(b) (``python -m figures --tier``);
@@ -26,7 +26,7 @@ PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)  # Table 1's candidate width
 # control re-trains (at the smallest and the largest n), and the default number of local
 # single-threaded worker processes (two beat one two-threaded process on 2 cores: these
 # small networks are bound by per-step overhead, not arithmetic).  Measured cost on the 2-core
-# machine is in the README.  ``tiny`` is the smoke test (fixed widths, a few hundred steps).
+# machine is in RESULTS.md.  ``tiny`` is the smoke test (fixed widths, a few hundred steps).
 RATES = {
     "tiny": {
         "truths": [TruthSpec("holder", p=1, alpha=0.5)],
@@ -50,7 +50,7 @@ RATES = {
             "ns": [250, 630, 1600, 4000],
             # 8, not 4: with each replicate its own truth, R = 4 left attainment intervals
             # of +-0.41 (alpha 0.5) and +-0.87 (alpha 1.5); R = 8 gives +-0.17 and +-0.47
-            # for 3.2 min of sweep instead of 1.7 (README, Results)
+            # for 3.2 min of sweep instead of 1.7 (RESULTS.md)
             "replicates": 8,
             "width_scale": 0.5,  # candidates 2..8 at n = 250 up to 2..32 at n = 4000
             "batch_size": 128,
@@ -87,7 +87,7 @@ RATES = {
             # cap max(20,000, 160 epochs): 40,000 steps at n = 32,000 (a fixed 20,000 was
             # 80 epochs there, and doubling it moved d^2 by more than its SE)
             "max_epochs": 160,
-            "compile": True,  # ~3x fewer seconds per step; see the README's cost table
+            "compile": True,  # ~3x fewer seconds per step; see RESULTS.md
             "replicate_block": 4,
         },
         "control_replicates": 4,
@@ -184,7 +184,7 @@ UCI = {
 # MNIST-1D: ``ns`` training-set sizes, the first n of a generated pool of ``pool`` signals
 # whose last ``n_test`` are the test set (simulate.data.mnist1d_split).  quick's pool is the
 # package's default dataset (4000 train, 1000 test).  The paper's widths 400, ..., 800 are
-# scaled by 1/4 in the long and paper tiers (same ratios; cost in the README).
+# scaled by 1/4 in the long and paper tiers (same ratios; cost in RESULTS.md).
 MNIST1D = {
     "tiny": {"widths": (8, 16), "ns": (300, 600), "n_test": 200, "pool": 800,
              "epochs": 2, "eval_every": 1, "optimizer": "rmsprop"},
