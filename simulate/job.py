@@ -19,6 +19,7 @@ import torch
 
 from .classical import oracle_piecewise, spline_reference
 from .core import Batch, Hyper, failed_term_names
+from .posterior import Posterior
 from .recipe import train_models
 from .records import versions
 from .spec import (
@@ -38,7 +39,7 @@ REFERENCE_MAX_P = 3  # the classical reference is fitted for Hoelder truths up t
 
 _COLUMNS = (
     "d2", "d", "l2sq", "elbo", "L1", "L2", "L3", "edges", "failed", "failed_step",
-    "failed_terms", "steps", "converged", "rel_change", "kl_change",
+    "failed_terms", "steps", "converged", "rel_change", "kl_change", "risk_change",
 )  # fmt: skip
 
 
@@ -72,13 +73,31 @@ def _job_hyper(cfg: SweepConfig, n: int) -> Hyper:
     )
 
 
-def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, cols) -> float:
+def _risk_fn(cfg: SweepConfig, hyper: Hyper, truth_eval: np.ndarray, Xe: np.ndarray):
+    """The held-out risk the stopping rule watches (``StopRule.risk_tol``): each model's
+    posterior-mean squared L2 error against its replicate's truth (``truth_eval``, one row
+    per model) on the evaluation points ``Xe`` (not the test points), from ``risk_draws``
+    draws -- the same draws at every window (counter-based noise)."""
+
+    def risk(tr, var):
+        post = Posterior(tr.layout, hyper, var, tr.seeds)
+        return post.test_metrics(truth_eval, Xe, cfg.risk_draws)[1]
+
+    return risk
+
+
+def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, cols, ev) -> float:
     """Train the candidates ``js`` (positions in ``W``) of every replicate in one padded
     program until the stopping rule holds for each, evaluate them against their
     replicate's truth (``f0t [R, m]``: its values at the test points ``Xt``), and fill
-    ``cols``; returns the training seconds."""
+    ``cols``; returns the training seconds.  ``ev``: the evaluation points and the truths'
+    values there ``(Xe, f0e [R, m])`` for a rule that watches the held-out risk, else None."""
     R = batch.X.shape[0]
     order = [(i, j) for j in js for i in range(R)]  # model = (replicate i, width j)
+    risk = None
+    if ev is not None:
+        Xe, f0e = ev
+        risk = _risk_fn(cfg, hyper, f0e[[i for i, _ in order]], Xe)
     t0 = time.perf_counter()
     trained = train_models(
         hyper,
@@ -90,6 +109,7 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, cols) -> float:
         depth=cfg.depth,
         rule=cfg.stop_rule_at(batch.X.shape[1]),
         compile=cfg.compile,
+        risk=risk,
     )
     train_s = time.perf_counter() - t0
     tr, post, conv = trained.trainer, trained.posterior, trained.convergence
@@ -106,7 +126,10 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, cols) -> float:
         "failed_terms": st.failed_terms.cpu().numpy(),
         "steps": conv["steps"],
         "converged": conv["converged"],
-        **{k: [np.nan if x is None else x for x in conv[k]] for k in ("rel_change", "kl_change")},
+        **{
+            k: [np.nan if x is None else x for x in conv[k]]
+            for k in ("rel_change", "kl_change", "risk_change")
+        },
     }
     for e, (i, j) in enumerate(order):
         cols["d2"][i, j] = d2_draws[:, e].mean()
@@ -128,7 +151,7 @@ def _per_width(cols: dict, i: int) -> dict:
         "converged": [bool(x) for x in cols["converged"][i]],
         **{
             k: [None if np.isnan(x) else float(x) for x in cols[k][i]]
-            for k in ("rel_change", "kl_change")
+            for k in ("rel_change", "kl_change", "risk_change")
         },
     }
 
@@ -191,9 +214,14 @@ def run_job(job: Job) -> list[dict]:
     # Widths are trained in groups (``group_widths``): one batched program per group, its
     # models padded to the group's widest, each model stopped by the rule on its own.
     f0t = np.stack([f(Xt) for f in f0s])  # [R, m]
+    ev = None
+    if cfg.stop_risk_tol is not None:  # the stopping rule's own points, never the test's
+        eval_seed = stable_seed(cfg.seed, job.truth.key, "eval")
+        Xe = np.random.default_rng(eval_seed).uniform(-1, 1, size=(cfg.risk_n_eval, job.truth.p))
+        ev = (Xe, np.stack([f(Xe) for f in f0s]))
     cols = {k: np.empty((R, len(W))) for k in _COLUMNS}
     train_s = sum(
-        _train_group(cfg, hyper, batch, W, [W.index(w) for w in g], model_seeds, f0t, Xt, cols)
+        _train_group(cfg, hyper, batch, W, [W.index(w) for w in g], model_seeds, f0t, Xt, cols, ev)
         for g in group_widths(W)
     )
     refs = [None] * R

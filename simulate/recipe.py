@@ -70,17 +70,22 @@ def train_models(
     rule=None,
     progress=None,
     record_every: int = 0,
+    risk=None,
     **build,
 ) -> Trained:
     """Train the models of :func:`build_trainer` (``build``: its keywords -- ``depth``,
     ``out_dim``, ``compile``, ``chunk``, ``device``, ``dtype``) for ``steps`` steps, or until
     ``rule`` (a :class:`simulate.stopping.StopRule`) stops each; the trainer, the
-    posteriors and the stopping summary."""
+    posteriors and the stopping summary.  ``risk``: for a rule that watches the held-out
+    risk, a function ``(trainer, var) -> [E]`` (``Trainer.fit_until``)."""
     if (steps is None) == (rule is None):
         raise ValueError("give either steps or a stopping rule")
     tr = build_trainer(hyper, widths, seeds, X, y, data_index, **build)
     if rule is not None:
-        conv = tr.fit_until(rule)
+        if risk is None:
+            conv = tr.fit_until(rule)
+        else:
+            conv = tr.fit_until(rule, risk=lambda var: risk(tr, var))
     else:
         tr.fit(steps, progress=progress, record_every=record_every)
         conv = None

@@ -117,6 +117,11 @@ class SweepConfig:
     stop_tol: float = 5e-3
     stop_patience: int = 2
     stop_kl_abs: float = 2.0
+    # None: off; else the stopping rule also waits for the held-out risk (StopRule.risk_tol)
+    # measured on risk_n_eval fresh points from risk_draws posterior draws
+    stop_risk_tol: float | None = None
+    risk_n_eval: int = 1000
+    risk_draws: int = 10
     batch_size: int = 128
     lr: float = 5e-3
     sigma: float = 1.0
@@ -168,7 +173,7 @@ class SweepConfig:
         self.stop_rule.validate()
         for name in (
             "replicates", "replicate_block", "depth", "max_steps", "batch_size", "n_test",
-            "draws", "elbo_draws", "width_min", "width_max",
+            "draws", "elbo_draws", "width_min", "width_max", "risk_n_eval", "risk_draws",
         ):  # fmt: skip
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -248,6 +253,7 @@ class SweepConfig:
             float(self.stop_tol),
             int(self.stop_patience),
             float(self.stop_kl_abs),
+            None if self.stop_risk_tol is None else float(self.stop_risk_tol),
         )
 
     def widths_at(self, n: int) -> list[int]:
@@ -379,6 +385,9 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
     d = {k: v for k, v in cfg.to_dict().items() if k not in _BOOKKEEPING}
     if d.get("max_epochs") is None:  # added later: unset, it changes nothing, so records
         d.pop("max_epochs", None)  # written before it existed keep their fingerprint
+    if d.get("stop_risk_tol") is None:  # likewise: the rule off, its settings unused
+        for k in ("stop_risk_tol", "risk_n_eval", "risk_draws"):
+            d.pop(k, None)
     d["n_max"] = max(int(n) for n in cfg.ns)
     d["schema"] = SCHEMA
     d["versions"] = versions()

@@ -191,13 +191,15 @@ class Trainer:
                 progress(i + 1, steps)
         return self.state
 
-    def fit_until(self, rule, progress=None):
+    def fit_until(self, rule, progress=None, risk=None):
         """Train each model until ``rule`` (:class:`simulate.stopping.StopRule`) stops it:
         converged models are frozen (``state.frozen``) while the others go on; the run ends
         when every model has converged or failed, or at ``rule.max_steps``.  Training
         continues from the current state.  Returns the per-model summary of
         :class:`simulate.stopping.Convergence` (``steps``, ``converged``, ``rel_change``,
-        ``kl_change``).
+        ``kl_change``, ``risk_change``).  ``risk``: with a rule that watches the held-out
+        risk, a function of the current variational parameters returning each model's risk
+        ``[E]`` (called at window ends only).
         A model stopped inside the batch ends exactly where it would trained alone (models
         are independent and each decision uses only its own objective; tested)."""
         from .stopping import Convergence
@@ -206,7 +208,12 @@ class Trainer:
         conv.done |= self.state.failed.cpu() | self.state.frozen.cpu()
         for i in range(rule.max_steps):
             terms = self.step()
-            newly = conv.update(terms.total, self.state.failed, terms.kl)
+            newly = conv.update(
+                terms.total,
+                self.state.failed,
+                terms.kl,
+                None if risk is None else lambda: risk(self.state.var),
+            )
             if newly is not None:
                 if bool(newly.any()):
                     self.state.frozen = self.state.frozen | newly.to(self.state.frozen.device)

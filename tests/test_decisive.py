@@ -96,6 +96,52 @@ def test_a_pruning_model_does_not_stop():
     assert int(flat.steps[0]) <= 300 and float(conv.kl_change[0]) < 2.0
 
 
+def test_the_rule_waits_for_the_held_out_risk():
+    """Objective and KL flat from the start (without the risk the rule stops after three
+    windows).  Per model, a held-out risk still falling by 5% a window keeps training to the
+    cap; one that has levelled off (1 + 0.5 exp(-k/2) at window k) stops, at the first
+    window after which its relative change was below risk_tol twice in a row; the
+    decisions are per model.  The risk is asked for at window ends only."""
+    rule = StopRule(max_steps=3000, window=100, tol=1e-3, patience=2, risk_tol=0.01)
+    calls = []
+
+    def risk():
+        k = len(calls)
+        calls.append(k)
+        return np.array([0.95**k, 1 + 0.5 * math.exp(-k / 2)])
+
+    conv = Convergence(rule, 2)
+    failed = torch.zeros(2, dtype=torch.bool)
+    flat = torch.full((2,), 100.0, dtype=torch.float64)
+    for _ in range(rule.max_steps):
+        conv.update(flat, failed, flat / 10, risk)
+        if bool(conv.done.all()):
+            break
+    assert len(calls) == rule.max_steps // rule.window  # once per window end
+    falling, level = conv.summary()["converged"], conv.summary()["steps"]
+    assert falling == [False, True] and level[0] == rule.max_steps
+    rel = [abs(math.exp(-k / 2) - math.exp(-(k - 1) / 2)) * 0.5 / (1 + 0.5 * math.exp(-k / 2))
+           for k in range(1, 30)]  # fmt: skip
+    # windows k and k + 1 (0-based) the first two quiet in a row: stop at the end of k + 1
+    k = next(k for k in range(1, 29) if rel[k - 1] < 0.01 and rel[k] < 0.01)
+    assert level[1] == (k + 2) * rule.window
+    assert conv.summary()["risk_change"][1] < 0.01 < conv.summary()["risk_change"][0]
+    # without the risk the same objective stops both models at once (the negative control)
+    plain = Convergence(StopRule(max_steps=3000, window=100, tol=1e-3, patience=2), 2)
+    for _ in range(3000):
+        plain.update(flat, failed, flat / 10)
+        if bool(plain.done.all()):
+            break
+    assert plain.summary()["converged"] == [True, True] and max(plain.summary()["steps"]) < 500
+    with pytest.raises(ValueError, match="risk"):
+        c = Convergence(rule, 2)
+        for _ in range(rule.window):
+            c.update(flat, failed, flat / 10)
+    with pytest.raises(ValueError, match="risk_tol"):
+        StopRule(risk_tol=0.0).validate()
+    assert rule.doubled().risk_tol == 0.005
+
+
 def test_sweep_config_carries_the_whole_rule_and_the_control_doubles_it():
     cfg = SweepConfig(
         truths=[TruthSpec("holder", p=1, alpha=0.5)],

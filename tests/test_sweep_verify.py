@@ -57,6 +57,7 @@ def test_sweep_writes_one_record_per_cell(uninterrupted):
         "tol": 5e-3,
         "patience": 2,
         "kl_abs": 2.0,
+        "risk_tol": None,
     }
     pw = r["per_width"]
     assert all(1 <= s <= 60 for s in pw["steps"]) and len(pw["converged"]) == 2

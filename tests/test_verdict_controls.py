@@ -177,3 +177,34 @@ def test_gp_known_answer_through_the_harness(tmp_path):
     assert res[("gp-matern-0.5", "d2")]["attainment_verdict"] == "PASS"
     assert res[("gp-matern-2.5", "d2")]["attainment_verdict"] == "FAIL"
     assert exit_status(list(res.values())) == 0
+
+
+# --------------------------------------------------------------------------- risk stopping
+def test_sweep_stops_no_earlier_when_it_also_waits_for_the_held_out_risk(tmp_path):
+    """The same tiny sweep with and without ``stop_risk_tol``: the risk is recorded per
+    candidate, and since it only adds a condition, no candidate stops earlier with it (same
+    seeds, same data: identical trajectories up to each stop).  With the rule off the
+    fingerprint carries none of its settings (earlier records keep theirs)."""
+    from simulate.spec import fingerprint_fields
+    from simulate.sweep import run_sweep
+
+    base = dict(
+        truths=[TruthSpec("holder", p=1, alpha=0.5)], ns=[64, 128, 256], replicates=1,
+        widths=[2, 4], max_steps=400, stop_window=20, stop_tol=0.05, stop_kl_abs=50.0,
+        batch_size=32, n_test=200, draws=4,
+    )  # fmt: skip
+    quiet = lambda *_: None  # noqa: E731
+    off = run_sweep(SweepConfig(**base), tmp_path / "off.jsonl", progress=False, log=quiet)
+    cfg_on = SweepConfig(**base, stop_risk_tol=1e-3, risk_n_eval=200, risk_draws=4)
+    on = run_sweep(cfg_on, tmp_path / "on.jsonl", progress=False, log=quiet)
+    key = lambda r: r["cell"]["n"]  # noqa: E731
+    later = 0
+    for a, b in zip(sorted(off, key=key), sorted(on, key=key), strict=True):
+        assert all(x is None for x in a["per_width"]["risk_change"])
+        assert all(isinstance(x, float) for x in b["per_width"]["risk_change"])
+        for sa, sb in zip(a["per_width"]["steps"], b["per_width"]["steps"], strict=True):
+            assert sb >= sa
+            later += sb > sa
+    assert later > 0  # the risk held some candidate back (else the test could not fail)
+    assert "stop_risk_tol" not in fingerprint_fields(SweepConfig(**base))
+    assert fingerprint_fields(cfg_on)["stop_risk_tol"] == 1e-3

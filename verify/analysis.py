@@ -512,4 +512,5 @@ def control_config(cfg: SweepConfig, replicates: int, every_n: bool = False) -> 
         max_epochs=None if cfg.max_epochs is None else 2 * cfg.max_epochs,
         stop_tol=rule.tol,
         stop_kl_abs=rule.kl_abs,
+        stop_risk_tol=rule.risk_tol,
     )
