@@ -9,11 +9,12 @@ Design (every choice recorded in each record's ``config``):
 * **Converged training** (``simulate.stopping``): every candidate trains until its own
   objective stops improving and its KL stops changing (``StopRule``: over 500-step window
   means, relative improvement below ``stop_tol`` and KL change below
-  ``max(stop_tol KL, stop_kl_abs)``, twice in a row) or until ``max_steps``; a stopped
-  model is frozen.  The ELBO of eq. (pelbo) is a maximum, so widths are compared at (near)
-  their optima, not at a fixed budget that leaves wide networks unpruned.  Each record
-  carries, per candidate, the steps used, converged or capped, and the last relative
-  change of the objective and change of the KL.
+  ``max(stop_tol KL, stop_kl_abs)``, and with ``stop_risk_tol`` the held-out risk's
+  relative change below it, twice in a row) or until ``max_steps``; a stopped model is
+  frozen.  The ELBO of eq. (pelbo) is a maximum, so widths are compared at (near) their
+  optima, not at a fixed budget that leaves wide networks unpruned.  Each record carries,
+  per candidate, the steps used, converged or capped, and the last relative change of the
+  objective, change of the KL and relative change of the held-out risk.
 * **Candidate widths that grow with n** (``candidate_widths``): powers of two from
   ``width_min`` up to the first power of two >= ``width_scale * sqrt(n)`` (capped at
   ``width_max``), so the selection can be interior at every n; ``sqrt(n)`` is the predicted
