@@ -206,14 +206,10 @@ class Trainer:
 
         conv = Convergence(rule, self.layout.E, self.state.var.device)
         conv.done |= self.state.failed.cpu() | self.state.frozen.cpu()
+        window_risk = None if risk is None else (lambda: risk(self.state.var))  # at call
         for i in range(rule.max_steps):
             terms = self.step()
-            newly = conv.update(
-                terms.total,
-                self.state.failed,
-                terms.kl,
-                None if risk is None else lambda: risk(self.state.var),
-            )
+            newly = conv.update(terms.total, self.state.failed, terms.kl, window_risk)
             if newly is not None:
                 if bool(newly.any()):
                     self.state.frozen = self.state.frozen | newly.to(self.state.frozen.device)
