@@ -18,7 +18,9 @@ import numpy as np
 import torch
 
 from .classical import oracle_piecewise, spline_reference
-from .core import Batch, Hyper, failed_term_names
+from .constructive import encode, encode_theta, net_theta, spline_starts, teacher_network
+from .core import Batch, Hyper, Layout, failed_term_names
+from .plain import train_plain, validation_split
 from .posterior import Posterior
 from .recipe import train_models
 from .records import versions
@@ -29,6 +31,7 @@ from .spec import (
     cell_lambda_s,
     cell_selection,
     group_widths,
+    plain_selection,
     stable_seed,
 )
 
@@ -86,41 +89,86 @@ def _risk_fn(cfg: SweepConfig, hyper: Hyper, truth_eval: np.ndarray, Xe: np.ndar
     return risk
 
 
-def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, cols, ev) -> float:
+ARMS = ("W0", "W", "P")  # the constructive start's arms (R is the record's own ASVI run)
+
+
+def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, ev, starts) -> float:
     """Train the candidates ``js`` (positions in ``W``) of every replicate in one padded
     program until the stopping rule holds for each, evaluate them against their
     replicate's truth (``f0t [R, m]``: its values at the test points ``Xt``), and fill
-    ``cols``; returns the training seconds.  ``ev``: the evaluation points and the truths'
-    values there ``(Xe, f0e [R, m])`` for a rule that watches the held-out risk, else None."""
-    R = batch.X.shape[0]
+    each arm's columns (``arms``: ``"R"`` the random start, and with a constructive start
+    ``"W0"``, ``"W"``, ``"P"``); returns the training seconds.  ``ev``: the evaluation
+    points and the truths' values there ``(Xe, f0e [R, m])`` for a rule that watches the
+    held-out risk, else None.  ``starts``: None, or ``(nets, val_masks)``: the constructive
+    start of replicate i at width position j (``nets[i][j]``) and each replicate's
+    validation points for the plain arm."""
+    R, n = batch.X.shape[0], batch.X.shape[1]
     order = [(i, j) for j in js for i in range(R)]  # model = (replicate i, width j)
+    di = [i for i, _ in order]
+    widths = [W[j] for _, j in order]
+    seeds = [model_seeds[i * len(W) + j] for i, j in order]
     risk = None
     if ev is not None:
         Xe, f0e = ev
-        risk = _risk_fn(cfg, hyper, f0e[[i for i, _ in order]], Xe)
+        risk = _risk_fn(cfg, hyper, f0e[di], Xe)
+    truth = f0t[di]  # each model against its replicate's truth
+    train = dict(depth=cfg.depth, rule=cfg.stop_rule_at(n), compile=cfg.compile, risk=risk)
+    train_s = 0.0
+    if "R" in arms:
+        t0 = time.perf_counter()
+        trained = train_models(hyper, widths, seeds, batch.X, batch.y, di, **train)
+        train_s += time.perf_counter() - t0
+        _fill(arms["R"], order, *_measured(cfg, trained.posterior, batch, di, truth, Xt),
+              _state_columns(trained.trainer.state, trained.convergence))  # fmt: skip
+    if starts is None:
+        return train_s
+    nets = [starts[0][i][j] for i, j in order]
+    layout = Layout(batch.X.shape[2], cfg.depth, widths)
+    start = encode(layout, nets, hyper)
+    st_cols = {
+        "start_k": [np.nan if net.info.get("k") is None else net.info["k"] for net in nets],
+        "start_exact": [float(net.exact) for net in nets],
+    }
+    seeds_t = torch.as_tensor(seeds, dtype=torch.int64)
+    post0 = Posterior(layout, hyper, start, seeds_t)
+    _fill(arms["W0"], order, *_measured(cfg, post0, batch, di, truth, Xt),
+          {**_idle_columns(len(order)), **st_cols})  # fmt: skip
     t0 = time.perf_counter()
-    trained = train_models(
-        hyper,
-        [W[j] for _, j in order],
-        [model_seeds[i * len(W) + j] for i, j in order],
-        batch.X,
-        batch.y,
-        [i for i, _ in order],
-        depth=cfg.depth,
-        rule=cfg.stop_rule_at(batch.X.shape[1]),
-        compile=cfg.compile,
-        risk=risk,
-    )
-    train_s = time.perf_counter() - t0
-    tr, post, conv = trained.trainer, trained.posterior, trained.convergence
-    truth = f0t[[i for i, _ in order]]  # each model against its replicate's truth
+    trained = train_models(hyper, widths, seeds, batch.X, batch.y, di, init_from=start, **train)
+    train_s += time.perf_counter() - t0
+    _fill(arms["W"], order, *_measured(cfg, trained.posterior, batch, di, truth, Xt),
+          {**_state_columns(trained.trainer.state, trained.convergence), **st_cols})  # fmt: skip
+    t0 = time.perf_counter()
+    res = train_plain(
+        layout, net_theta(layout, nets)[:, : layout.P_net], batch.X, batch.y, di, seeds,
+        starts[1], lr=cfg.lr, batch_size=hyper.batch_size, max_steps=cfg.steps_cap(n),
+    )  # fmt: skip
+    train_s += time.perf_counter() - t0
+    theta = torch.zeros(layout.E, layout.P, dtype=torch.float64)
+    theta[:, : layout.P_net] = res["theta"].to(torch.float64)
+    postp = Posterior(layout, hyper, encode_theta(theta, hyper), seeds_t)
+    idle = _idle_columns(len(order))
+    idle.update(steps=res["steps"], converged=res["stopped"].astype(float), val_mse=res["val_mse"])
+    _fill(arms["P"], order, *_measured(cfg, postp, batch, di, truth, Xt), {**idle, **st_cols})
+    return train_s
+
+
+def _measured(cfg, post, batch, di, truth, Xt):
+    """A posterior's test metrics (squared Hellinger draws, posterior-mean L2), its ELBO
+    parts on the training data and its edges."""
     d2_draws, l2 = post.test_metrics(truth, Xt, cfg.draws)  # [T, models], [models]
-    el = post.elbo(batch.X, batch.y, [i for i, _ in order], draws=cfg.elbo_draws)
-    st = tr.state
+    el = post.elbo(batch.X, batch.y, di, draws=cfg.elbo_draws)
     per_model = {
         "l2sq": l2,
         **{k: el[k] for k in ("elbo", "L1", "L2", "L3")},
         "edges": post.edges()["sum_nu"],
+    }
+    return d2_draws, per_model
+
+
+def _state_columns(st, conv) -> dict:
+    """A trained batch's failure and stopping columns."""
+    return {
         "failed": st.failed.cpu().numpy(),
         "failed_step": st.failed_step.cpu().numpy(),
         "failed_terms": st.failed_terms.cpu().numpy(),
@@ -131,17 +179,33 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, cols, ev) -> fl
             for k in ("rel_change", "kl_change", "risk_change")
         },
     }
+
+
+def _idle_columns(E: int) -> dict:
+    """The stopping columns of an arm the ASVI step did not train (W0, P)."""
+    return {
+        "failed": np.zeros(E),
+        "failed_step": np.full(E, -1),
+        "failed_terms": np.zeros(E),
+        "steps": np.zeros(E),
+        "converged": np.zeros(E),
+        **{k: np.full(E, np.nan) for k in ("rel_change", "kl_change", "risk_change")},
+    }
+
+
+def _fill(cols, order, d2_draws, per_model, state_cols) -> None:
     for e, (i, j) in enumerate(order):
         cols["d2"][i, j] = d2_draws[:, e].mean()
         cols["d"][i, j] = np.sqrt(d2_draws[:, e]).mean()
-        for k, v in per_model.items():
+        for k, v in {**per_model, **state_cols}.items():
+            if k not in cols:
+                cols[k] = np.full(cols["d2"].shape, np.nan)
             cols[k][i, j] = v[e]
-    return train_s
 
 
 def _per_width(cols: dict, i: int) -> dict:
     """Replicate i's per-candidate columns as the record stores them."""
-    return {
+    out = {
         **{k: cols[k][i].tolist() for k in ("elbo", "L1", "L2", "L3", "d2", "d", "l2sq")},
         "edges_sum_nu": cols["edges"][i].tolist(),
         "failed": cols["failed"][i].astype(bool).tolist(),
@@ -154,6 +218,12 @@ def _per_width(cols: dict, i: int) -> dict:
             for k in ("rel_change", "kl_change", "risk_change")
         },
     }
+    if "val_mse" in cols:
+        out["val_mse"] = cols["val_mse"][i].tolist()
+    if "start_k" in cols:
+        out["start_k"] = [None if np.isnan(x) else int(x) for x in cols["start_k"][i]]
+        out["start_exact"] = [bool(x) for x in cols["start_exact"][i]]
+    return out
 
 
 def _record_config(cfg: SweepConfig, hyper: Hyper, W, n: int) -> dict:
@@ -177,6 +247,7 @@ def _record_config(cfg: SweepConfig, hyper: Hyper, W, n: int) -> dict:
         "init_nu": cfg.init_nu,
         "init_sigma": cfg.init_sigma,
         "compile": cfg.compile,
+        "start": cfg.start,
     }
 
 
@@ -219,9 +290,18 @@ def run_job(job: Job) -> list[dict]:
         eval_seed = stable_seed(cfg.seed, job.truth.key, "eval")
         Xe = np.random.default_rng(eval_seed).uniform(-1, 1, size=(cfg.risk_n_eval, job.truth.p))
         ev = (Xe, np.stack([f(Xe) for f in f0s]))
-    cols = {k: np.empty((R, len(W))) for k in _COLUMNS}
+    names = {"random": ["R"], "constructive": list(ARMS), "both": ["R", *ARMS]}[cfg.start]
+    arms = {a: {k: np.empty((R, len(W))) for k in _COLUMNS} for a in names}
+    starts = None
+    if cfg.start != "random":
+        starts = (
+            [_starts(job, cfg, f0s[i], X_all[i], y_all[i], W) for i in range(R)],
+            np.stack([validation_split(job.n, s) for s in data_seeds]),
+        )
     train_s = sum(
-        _train_group(cfg, hyper, batch, W, [W.index(w) for w in g], model_seeds, f0t, Xt, cols, ev)
+        _train_group(
+            cfg, hyper, batch, W, [W.index(w) for w in g], model_seeds, f0t, Xt, arms, ev, starts
+        )
         for g in group_widths(W)
     )
     refs = [None] * R
@@ -231,8 +311,13 @@ def run_job(job: Job) -> list[dict]:
     records = []
     for i, r in enumerate(job.replicates):
         sl = slice(i * len(W), (i + 1) * len(W))
-        pw = _per_width(cols, i)
+        # the record's own fields: the random start (R), or W when it is the only ASVI run
+        main = "R" if "R" in arms else "W"
+        pw = _per_width(arms[main], i)
         sel = cell_selection(pw, W, cfg.lam)
+        extra = {}
+        if starts is not None:
+            extra["arms"] = {a: _arm_record(arms[a], i, W, cfg) for a in ARMS if a != main}
         records.append(
             {
                 "schema": SCHEMA,
@@ -246,9 +331,35 @@ def run_job(job: Job) -> list[dict]:
                 "reference": refs[i],
                 "timing": {"job_train_s": train_s, "job_eval_s": eval_s, "job_models": R * len(W)},
                 "versions": versions(),
+                **extra,
             }
         )
     return records
+
+
+def _starts(job: Job, cfg: SweepConfig, f0, X, y, W) -> list:
+    """One replicate's constructive start per candidate width (``simulate.constructive``):
+    its linear spline (Hoelder truths, p = 1; mesh on a validation split of its data) or
+    its teacher embedded."""
+    if job.truth.kind == "teacher":
+        return [teacher_network(f0, job.truth.p, w, cfg.depth) for w in W]
+    return spline_starts(X, y, W, cfg.depth, seed=stable_seed(cfg.seed, "start", job.n))
+
+
+def _arm_record(cols: dict, i: int, W, cfg: SweepConfig) -> dict:
+    """One arm's per-candidate columns and selection in replicate i's cell.  W0 and W
+    select by their own penalised ELBO (eq. (13)); the plain arm P by its validation error
+    (it is not variational: its "ELBO" is that of a posterior placed on its weights,
+    recorded for comparison, not its objective)."""
+    pw = _per_width(cols, i)
+    if "val_mse" in pw:
+        sel = plain_selection(pw, W)
+    else:
+        sel = cell_selection(pw, W, cfg.lam)
+    return {
+        **{k: sel[k] for k in ("failed", "selected_width", "selected_at_top", "metrics")},
+        "per_width": {**pw, "penalized_elbo": sel["penalized_elbo"]},
+    }
 
 
 def _reference(X, y, Xt, f0t, cfg: SweepConfig, job: Job) -> dict:

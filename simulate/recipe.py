@@ -43,18 +43,28 @@ def build_trainer(
     chunk: int | None = None,
     device=None,
     dtype=torch.float32,
+    init_from=None,
 ) -> Trainer:
     """The first half of the recipe, ``Layout -> Batch -> Trainer``: one model per entry of
     ``widths`` (``depth`` hidden layers, padded together) on datasets ``X [D, n, p]``,
     ``y [D, n]`` (model e on dataset ``data_index[e]``) with their ``seeds``, untrained.
     The family's node scales (the horseshoe's) follow ``hyper.family``.  For drivers that step
-    the trainer themselves (the benchmark, runs evaluated every few epochs)."""
+    the trainer themselves (the benchmark, runs evaluated every few epochs).  ``init_from``:
+    a start built by hand (``Trainer``; ``simulate.constructive``), else the random one."""
     layout = Layout(
         X.shape[2], depth, list(widths), out_dim, node_scales=family_of(hyper).node_scales
     )
     batch = Batch(X, y, torch.as_tensor(data_index, dtype=torch.int64))
     return Trainer(
-        layout, hyper, seeds, batch, device=device, dtype=dtype, compile=compile, chunk=chunk
+        layout,
+        hyper,
+        seeds,
+        batch,
+        device=device,
+        dtype=dtype,
+        compile=compile,
+        chunk=chunk,
+        init_from=init_from,
     )
 
 

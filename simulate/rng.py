@@ -46,6 +46,7 @@ STREAM_PERM = 3
 STREAM_INIT = 4
 STREAM_EVAL_EPS = 5
 STREAM_EVAL_GUMBEL = 6
+STREAM_PLAIN = 7  # the plain-network control's minibatches (simulate.plain)
 
 
 def mix32(x: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,8 @@ import hashlib
 import math
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from theory import lambda_s_rule, predicted_exponent, teacher_exponent
 
 from .posterior import select_width
@@ -144,6 +146,10 @@ class SweepConfig:
     gp_nus: list | None = None
     gp_length_scale: float = 1.0
     gp_amplitude: float = 1.0
+    # "random" (the core's seeded start), "constructive" (simulate.constructive: train
+    # from a hand-built posterior, with the untrained start and the plain-network control
+    # beside it), or "both" (the random start and the constructive arms on the same cells)
+    start: str = "random"
 
     def validate(self) -> None:
         if not self.truths:
@@ -211,6 +217,21 @@ class SweepConfig:
             raise ValueError(f"compile must be true or false, got {self.compile!r}")
         if self.estimator not in ("asvi", "gp"):
             raise ValueError(f"estimator must be 'asvi' or 'gp', got {self.estimator!r}")
+        if self.start not in ("random", "constructive", "both"):
+            raise ValueError(
+                f"start must be 'random', 'constructive' or 'both', got {self.start!r}"
+            )
+        if self.start != "random":
+            if self.estimator != "asvi":
+                raise ValueError("a constructive start is for the ASVI estimator")
+            for t in self.truths:
+                if t.kind == "holder" and t.p != 1:
+                    raise ValueError(
+                        f"no constructive start for {t.key}: Hoelder truths are encoded for"
+                        " p = 1 only (simulate.constructive)"
+                    )
+                if t.kind == "teacher" and self.depth < 2:
+                    raise ValueError("the teacher (two hidden layers) needs depth >= 2")
         if self.estimator == "gp":
             if not self.gp_nus or any(
                 isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0
@@ -369,6 +390,23 @@ def cell_selection(per_width: dict, widths, lam: float) -> dict:
     }
 
 
+def plain_selection(per_width: dict, widths) -> dict:
+    """The plain arm's selection (``simulate.plain``): the candidate with the smallest
+    validation error (its own objective); the keys of :func:`cell_selection`."""
+    v = np.asarray(per_width["val_mse"], dtype=float)
+    ok = np.isfinite(v)
+    if not ok.any():
+        return cell_selection({**per_width, "failed": [True] * len(widths)}, widths, 1.0)
+    k = int(np.argmin(np.where(ok, v, np.inf)))
+    return {
+        "failed": False,
+        "selected_width": int(widths[k]),
+        "selected_at_top": bool(k == len(widths) - 1 and len(widths) > 1),
+        "metrics": {m: float(per_width[m][k]) for m in ("d2", "d", "l2sq")},
+        "penalized_elbo": [None] * len(widths),
+    }
+
+
 # --------------------------------------------------------------------------- records file
 # Config fields that say only *which* cells a sweep holds, not what any cell's result is;
 # every other field (and the schema, the largest n and the package versions) goes into a
@@ -385,6 +423,8 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
     d = {k: v for k, v in cfg.to_dict().items() if k not in _BOOKKEEPING}
     if d.get("max_epochs") is None:  # added later: unset, it changes nothing, so records
         d.pop("max_epochs", None)  # written before it existed keep their fingerprint
+    if d.get("start") == "random":  # likewise: the start every earlier record had
+        d.pop("start")
     if d.get("stop_risk_tol") is None:  # likewise: the rule off, its settings unused
         for k in ("stop_risk_tol", "risk_n_eval", "risk_draws"):
             d.pop(k, None)

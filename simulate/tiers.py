@@ -105,6 +105,35 @@ RATES = {
         "workers": 2,
         "pilot_cv": 0.25,
     },
+    # the theorem's object (simulate.constructive): each cell trained from a random start
+    # (R, as in every other tier) and from a constructive start (W: the validation-chosen
+    # linear spline, or the teacher, encoded in the student), with the untrained start (W0)
+    # and plain Adam from it (P) beside them; the full tier's sizes at R = 4
+    "constructive": {
+        "truths": [
+            TruthSpec("holder", p=1, alpha=0.5),
+            TruthSpec("holder", p=1, alpha=1.5),
+            TruthSpec("teacher", p=20),
+        ],
+        "sweep": {
+            "ns": [500, 2000, 8000, 32000],
+            "replicates": 4,
+            "width_scale": 0.5,
+            "width_max": 64,
+            "batch_size": 128,
+            "max_epochs": 160,
+            "compile": True,
+            "replicate_block": 4,
+            "stop_risk_tol": 0.1,
+            "elbo_draws": 100,  # the arms' ELBOs are compared: 100 draws each
+            "start": "both",
+        },
+        # the arms themselves separate the optimiser from the objective; the budget
+        # control would re-train all three
+        "control": False,
+        "workers": 2,
+        "pilot_cv": 0.25,
+    },
     # the harness's known-answer control (simulate.gp): exact Gaussian-process posteriors
     # under a matched (nu = alpha) and an over-smooth Matern prior, through the same sweep,
     # reference, slopes and verdicts; n up to what an exact GP allows here

@@ -28,6 +28,9 @@ class Trainer:
     ``chunk`` (compiled hand-written step only): models per compiled call
     (``simulate.paths.chunk_bounds``); it changes nothing but speed, and by default all
     models go in one call (``BENCHMARKS.md`` has the measurements behind that default).
+    ``init_from``: variational parameters ``[3, E, P]`` to start from instead of the
+    seeded random start (``simulate.constructive.encode``); the optimiser's moments start
+    at zero either way, and the random streams are the seeds' as usual.
     """
 
     def __init__(
@@ -40,6 +43,7 @@ class Trainer:
         dtype=torch.float32,
         compile: bool = False,
         chunk: int | None = None,
+        init_from: torch.Tensor | None = None,
     ):
         hyper.validate()
         if chunk is not None and int(chunk) < 1:
@@ -83,6 +87,16 @@ class Trainer:
         self.steps_per_epoch = n // hyper.batch_size
         self._buffers: dict = {}
         self.state = init_state(layout, hyper, self.seeds, device, dtype)
+        if init_from is not None:
+            start = torch.as_tensor(init_from)
+            if tuple(start.shape) != tuple(self.state.var.shape):
+                raise ValueError(
+                    f"init_from must be [3, E, P] = {tuple(self.state.var.shape)}, "
+                    f"got {tuple(start.shape)}"
+                )
+            if not bool(torch.isfinite(start).all()):
+                raise ValueError("init_from holds non-finite values")
+            self.state.var = start.to(device=device, dtype=dtype).clone()
         self.path = choose_path(self, compile=bool(compile), chunk=chunk)
 
     @property
