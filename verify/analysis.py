@@ -26,6 +26,7 @@ from .slopes import (
     power_check,
     theorem_test,
 )
+from .starts import ARM_ESTIMATORS, ESTIMATOR_ARMS, arm_view, compare_starts, primary_estimator
 
 __all__ = [
     "METRICS",
@@ -73,9 +74,19 @@ def _per_width(rec: dict, metric: str, width: int) -> float:
 
 
 def estimators_of(rec: dict) -> list[str]:
-    """The estimators a record holds: ``["asvi"]`` for a sweep record, the names in
+    """The estimators a record holds: ``["asvi"]`` for a sweep record (``"asvi"`` is the
+    random start; ``"asvi-constructive"`` when only the constructive start ran), its arms'
+    (``verify.starts.ARM_ESTIMATORS``) after it when the record has them, the names in
     ``per_estimator`` for the known-answer control's (``"gp-matern-NU"``)."""
-    return sorted(rec["per_estimator"]) if rec.get("per_estimator") else ["asvi"]
+    if rec.get("per_estimator"):
+        return sorted(rec["per_estimator"])
+    return [primary_estimator(rec)] + [ARM_ESTIMATORS[a] for a in sorted(rec.get("arms", {}))]
+
+
+def is_arm(rec: dict, estimator: str) -> bool:
+    """Whether ``estimator`` is one of the record's constructive-start arms, reported
+    beside the record's own ASVI run but not deciding the exit status."""
+    return estimator in ESTIMATOR_ARMS and estimator != primary_estimator(rec)
 
 
 def analyse(
@@ -101,12 +112,47 @@ def analyse(
         if wanted is None or key in wanted:
             cells = _truth_cells(key, by_truth[key])
             ctrl = budget_control(cells["recs"], control or [])
-            for est in estimators_of(by_truth[key][0]):
-                results += [
-                    _metric_result(cells, metric, delta, ctrl, est, log_power) for metric in METRICS
-                ]
+            first = by_truth[key][0]
+            per_est = {}
+            for est in estimators_of(first):
+                if est in ESTIMATOR_ARMS:  # ASVI's runs and the arms: fitted as ASVI is
+                    view = _arm_cells(cells, est)
+                    c = ctrl if est == primary_estimator(first) else {}
+                    rs = [_metric_result(view, m, delta, c, "asvi", log_power) for m in METRICS]
+                    for r in rs:
+                        r["estimator"] = est
+                        r["arm"] = ESTIMATOR_ARMS[est]
+                        r["role"] = "arm" if is_arm(first, est) else "primary"
+                else:
+                    rs = [_metric_result(cells, m, delta, ctrl, est, log_power) for m in METRICS]
+                per_est[est] = rs
+                results += rs
+            if {"asvi", "asvi-constructive", "constructive-start"} <= set(per_est):
+                for i, metric in enumerate(METRICS):
+                    cmp = compare_starts(
+                        cells["cells"], cells["ns"], metric, {e: rs[i] for e, rs in per_est.items()}
+                    )
+                    per_est["asvi"][i]["starts"] = cmp
+                    per_est["asvi"][i].update({k: cmp[k] for k in START_KEYS})
     compare_input_dimensions(results)
     return results
+
+
+# the comparison's keys copied into the random start's entry (verify.starts)
+START_KEYS = (
+    "elbo_gap", "elbo_gap_ci", "slope_constructive", "slope_random",
+    "attainment_verdict_constructive", "attainment_verdict_random", "answer",
+)  # fmt: skip
+
+
+def _arm_cells(tc: dict, estimator: str) -> dict:
+    """``tc`` with every record seen through ``estimator``'s arm (``verify.starts``)."""
+    return {
+        **tc,
+        "recs": [arm_view(r, estimator) for r in tc["recs"]],
+        "first": [arm_view(r, estimator) for r in tc["first"]],
+        "cells": [[arm_view(c, estimator) for c in row] for row in tc["cells"]],
+    }
 
 
 def _truth_cells(key: str, records: list[dict]) -> dict:
@@ -472,7 +518,11 @@ def entry_outcome(r: dict) -> str:
 
 def exit_status(results: list[dict]) -> int:
     """0 / 1 / 3 from the primary metric's entries (:func:`entry_outcome`)."""
-    outcomes = [entry_outcome(r) for r in results if r["metric"] == PRIMARY_METRIC]
+    outcomes = [
+        entry_outcome(r)
+        for r in results
+        if r["metric"] == PRIMARY_METRIC and r.get("role") != "arm"
+    ]
     if "FAIL" in outcomes:
         return EXIT_FAIL
     if "INCONCLUSIVE" in outcomes:

@@ -29,7 +29,9 @@ def format_results(results: list[dict]) -> str:
         lines += _truth_header(rows[0])
         for est in dict.fromkeys(r["estimator"] for r in rows):
             er = [r for r in rows if r["estimator"] == est]
-            if est != "asvi":
+            if er[0].get("arm") is not None and est != "asvi":
+                lines.append(f"-- {est} (arm {er[0]['arm']}: {ARM_LABELS[er[0]['arm']]})")
+            elif est != "asvi":
                 lines.append(
                     f"-- {est} (known-answer control: expected attainment "
                     f"{er[0]['expected_attainment']})"
@@ -42,6 +44,7 @@ def format_results(results: list[dict]) -> str:
             ]
             lines += _power_note(er)
             lines += _budget_lines(er)
+        lines += _starts_lines(rows)
     lines += _input_dimension_lines(results)
     lines += [
         "",
@@ -57,6 +60,44 @@ def format_results(results: list[dict]) -> str:
         "slope; ratio = slope of ASVI/oracle risk.",
     ]
     return "\n".join(lines)
+
+
+ARM_LABELS = {
+    "R": "random start",
+    "W": "trained from the constructive start",
+    "W0": "the constructive start, untrained",
+    "P": "plain Adam on squared error from the constructive start, early-stopped",
+}
+
+
+def _starts_lines(rows: list[dict]) -> list[str]:
+    """The constructive-start comparison of one truth (``verify.starts``): per n the four
+    arms' ELBO parts, kept edges, selected width, d^2 and steps (means over replicates),
+    the paired ELBO gap W - R, and the answer."""
+    r = next((r for r in rows if r.get("starts") and r["primary"]), None)
+    if r is None:
+        return []
+    c = r["starts"]
+    lines = [
+        "-- constructive start against random start (d^2; means over replicates; W0 = start"
+        " untrained, W = trained from it, R = random start, P = plain Adam from it)",
+        f"{'n':>7s} {'arm':>3s} {'-ELBO':>10s} {'L1':>10s} {'L2':>9s} {'L3':>8s}"
+        f" {'edges':>7s} {'width':>6s} {'d2':>9s} {'steps':>7s}",
+    ]
+    for j, n in enumerate(c["ns"]):
+        for a, t in c["arms"].items():
+            lines.append(
+                f"{n:7d} {a:>3s} {-t['elbo'][j]:10.1f} {t['L1'][j]:10.1f} {t['L2'][j]:9.1f}"
+                f" {t['L3'][j]:8.1f} {t['edges'][j]:7.1f} {t['width'][j]:6.1f}"
+                f" {t['d2'][j]:9.4g} {t['steps'][j]:7.0f}"
+            )
+    gaps = ", ".join(
+        f"n={n}: {g:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+        for n, g, (lo, hi) in zip(c["ns"], c["elbo_gap"], c["elbo_gap_ci"], strict=True)
+    )
+    lines.append(f"  ELBO(W) - ELBO(R), nats, paired 95% CI: {gaps}")
+    lines.append(f"  answer: {c['answer']}")
+    return lines
 
 
 def _truth_header(r0: dict) -> list[str]:
@@ -249,6 +290,9 @@ def markdown_results(results: list[dict], heading: str) -> str:
             if not r["power_separable"]:
                 note += f"; {_power_sentence(r['power'])}"
             lines.append(note)
+    for r in results:
+        if r["primary"] and r.get("answer"):
+            lines.append(f"- {r['truth']}, constructive against random start: {r['answer']}")
     return "\n".join(lines) + "\n"
 
 
@@ -347,6 +391,13 @@ def draw_rate_panel(ax, r: dict) -> None:
         )  # fmt: skip
     for key, fmt, color, label in curves:
         ax.plot(ns, r[key], fmt, color=color, ms=4, label=label)
+    if r.get("starts"):  # the constructive-start arms on the random start's panel
+        c = r["starts"]
+        for a, fmt, color in (("W", "^-", "C5"), ("W0", "P:", "C8"), ("P", "*:", "C9")):
+            if a in c["arms"]:
+                slope = f" {c['slope_constructive']:.3f}" if a == "W" else ""
+                ax.plot(ns, c["arms"][a][r["metric"]], fmt, color=color, ms=4,
+                        label=f"{a}: {ARM_LABELS[a]}{slope}")  # fmt: skip
     band = y0 * (grid / x0) ** r["band"][0], y0 * (grid / x0) ** r["band"][1]
     ax.plot(grid, band[0], "C3--", label=f"predicted {r['predicted']:.3f}")
     ax.fill_between(
@@ -396,7 +447,8 @@ def plot_results(results: list[dict], out_dir: str) -> list[str]:
     paths = []
     os.makedirs(out_dir, exist_ok=True)
     for key in dict.fromkeys(r["truth"] for r in results):
-        rows = [r for r in results if r["truth"] == key]
+        # the arms are drawn on the random start's panels (draw_rate_panel)
+        rows = [r for r in results if r["truth"] == key and r.get("role") != "arm"]
         widths = rows[0]["selected_widths"] is not None
         fig, axes = plt.subplots(
             1, len(rows) + widths, figsize=(4.4 * (len(rows) + widths), 3.8), squeeze=False
@@ -480,4 +532,14 @@ REPORT_KEYS = (
     "steps_max",
     "budget_control",
     "input_dimension",
+    "arm",
+    "role",
+    "elbo_gap",
+    "elbo_gap_ci",
+    "slope_constructive",
+    "slope_random",
+    "attainment_verdict_constructive",
+    "attainment_verdict_random",
+    "answer",
+    "starts",
 )

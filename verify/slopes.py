@@ -289,6 +289,21 @@ def paired_slope_diff(ns, A, B, level: float = 0.95, n_boot: int = 2000, seed: i
     return {"diff": diff, "se": se, "ci_low": diff - h, "ci_high": diff + h}
 
 
+def paired_mean_diff(A, B, level: float = 0.95) -> dict:
+    """Per column, the mean over replicates of ``A - B`` (rows the same replicates) with
+    the t interval ``mean +- t_{R-1} sd / sqrt(R)``: ``diff``, ``ci_low``, ``ci_high``
+    (lists; NaN intervals for a single replicate)."""
+    A, B = np.asarray(A, dtype=float), np.asarray(B, dtype=float)
+    if A.shape != B.shape or A.ndim != 2:
+        raise ValueError(f"A and B must be [replicates, columns] alike, got {A.shape}, {B.shape}")
+    D = A - B
+    R = D.shape[0]
+    mean = D.mean(0)
+    se = D.std(0, ddof=1) / math.sqrt(R) if R > 1 else np.full(D.shape[1], math.nan)
+    h = np.array([_half_width(s, R, level) if R > 1 else math.nan for s in se])
+    return {"diff": mean.tolist(), "ci_low": (mean - h).tolist(), "ci_high": (mean + h).tolist()}
+
+
 def attainment_test(diff: dict, allowance: float) -> str:
     """PASS / FAIL / INCONCLUSIVE for a :func:`paired_slope_diff` against ``allowance``
     (slope units, :func:`log_allowance`; module docstring)."""
