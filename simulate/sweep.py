@@ -235,6 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--lambda-s", type=float, help="fixed lambda_s (default: a L log n)")
     ap.add_argument("--seed", type=int)
     ap.add_argument(
+        "--start",
+        choices=("random", "constructive", "both"),
+        help="the candidates' start: random (default), constructive (simulate.constructive:"
+        " the linear spline or the teacher encoded; arms W0, W, P), or both (R and the arms)",
+    )
+    ap.add_argument(
         "--compile",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -272,6 +278,7 @@ def config_from_args(truths, args) -> SweepConfig:
         ("batch_size", "batch_size"),
         ("lambda_s", "lambda_s"),
         ("seed", "seed"),
+        ("start", "start"),
         ("compile", "compile"),
     ):
         v = getattr(args, name)

@@ -536,16 +536,22 @@ def reselect(records: list[dict], lam: float) -> list[dict]:
     else, so this equals a sweep run with it."""
     out = []
     for r in records:
-        sel = cell_selection(r["per_width"], r["config"]["widths"], lam)
-        out.append(
-            {
-                **r,
-                "config": {**r["config"], "lam": lam},
-                **{k: sel[k] for k in ("selected_width", "selected_at_top", "metrics")},
-                "per_width": {**r["per_width"], "penalized_elbo": sel["penalized_elbo"]},
+        W = r["config"]["widths"]
+        out.append({**r, "config": {**r["config"], "lam": lam}, **_reselected(r, W, lam)})
+        if r.get("arms"):  # the arms that select by the ELBO (the plain arm does not)
+            out[-1]["arms"] = {
+                a: arm if "val_mse" in arm["per_width"] else {**arm, **_reselected(arm, W, lam)}
+                for a, arm in r["arms"].items()
             }
-        )
     return out
+
+
+def _reselected(r: dict, widths, lam: float) -> dict:
+    sel = cell_selection(r["per_width"], widths, lam)
+    return {
+        **{k: sel[k] for k in ("selected_width", "selected_at_top", "metrics")},
+        "per_width": {**r["per_width"], "penalized_elbo": sel["penalized_elbo"]},
+    }
 
 
 def control_config(cfg: SweepConfig, replicates: int, every_n: bool = False) -> SweepConfig:
@@ -556,6 +562,8 @@ def control_config(cfg: SweepConfig, replicates: int, every_n: bool = False) -> 
     rule = cfg.stop_rule.doubled()
     return dataclasses.replace(
         cfg,
+        # the control re-trains the record's own ASVI run: with both starts, the random one
+        start="random" if cfg.start == "both" else cfg.start,
         ns=list(cfg.ns) if every_n else [min(cfg.ns), max(cfg.ns)],
         replicates=min(replicates, cfg.replicates),
         max_steps=rule.max_steps,

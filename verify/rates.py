@@ -156,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--depth", type=int, help="override the number of hidden layers (2)")
     ap.add_argument("--l3", choices=("paper", "exact"), help="override the L3 term (paper)")
     ap.add_argument(
+        "--start",
+        choices=("random", "constructive", "both"),
+        help="override the start: random (the core's), constructive (train from the linear"
+        " spline or the teacher encoded in the student, with the untrained start and plain"
+        " Adam beside it), or both (the constructive tier's; simulate.constructive)",
+    )
+    ap.add_argument(
         "--compile",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -258,6 +265,7 @@ def _checked_overrides(args) -> dict:
             ("replicates", args.replicates),
             ("depth", args.depth),
             ("l3", args.l3),
+            ("start", args.start),
             ("compile", args.compile),
             ("lambda_s_a", args.lambda_s_a),
             ("lam", args.lam),
