@@ -209,23 +209,28 @@ def teacher_network(teacher, p: int, width: int, depth: int) -> Net:
     return Net(weights, biases, bool(exact), {"teacher_width": int(tw[0].shape[0])})
 
 
-def encode(layout: Layout, nets, hyper: Hyper, dtype=torch.float32) -> torch.Tensor:
+def encode(
+    layout: Layout, nets, hyper: Hyper, dtype=torch.float32, nu_on: float = NU_ON
+) -> torch.Tensor:
     """Variational parameters ``[3, E, P]`` that put ``nets[e]`` in model e of ``layout``
     (padded; model e's width must be its network's): locations the weights, slab sds
     ``hyper.init_sigma``, inclusion :data:`NU_ON` on the non-zero weights and biases and
-    :data:`NU_OFF` elsewhere (module docstring).  Spike-and-slab family only."""
+    :data:`NU_OFF` elsewhere (module docstring; ``nu_on`` for tests that need the
+    inclusion nearer 1).  Spike-and-slab family only."""
     if not family_of(hyper).indicators or layout.node_scales:
         raise ValueError("constructive starts are for the spike-and-slab family")
-    return encode_theta(net_theta(layout, nets), hyper, dtype)
+    return encode_theta(net_theta(layout, nets), hyper, dtype, nu_on)
 
 
-def encode_theta(theta: torch.Tensor, hyper: Hyper, dtype=torch.float32) -> torch.Tensor:
+def encode_theta(
+    theta: torch.Tensor, hyper: Hyper, dtype=torch.float32, nu_on: float = NU_ON
+) -> torch.Tensor:
     """:func:`encode` from parameters already in the flat axis, ``theta [E, P]``: inclusion
     :data:`NU_ON` where ``theta`` is non-zero."""
     loc = torch.as_tensor(theta, dtype=torch.float64)
     used = loc != 0
     rows0, rows1 = slab_of(hyper).init(loc.to(dtype), hyper)
-    on, off = inclusion_logit(NU_ON), inclusion_logit(NU_OFF)
+    on, off = inclusion_logit(nu_on), inclusion_logit(NU_OFF)
     logit = torch.where(used, torch.full_like(loc, on), torch.full_like(loc, off)).to(dtype)
     return torch.stack([rows0, rows1, logit])
 
