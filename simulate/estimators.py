@@ -30,7 +30,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .core import Hyper
+from .core import Hyper, Layout
 from .posterior import select_width
 from .progress import Progress
 from .recipe import train_models
@@ -152,12 +152,13 @@ class _Base(BaseEstimator):
         Xt = torch.tensor(X, dtype=dtype).unsqueeze(0)  # a copy: X may be read-only
         yt = torch.tensor(y_enc).unsqueeze(0)
         steps = max(1, math.ceil(float(self.epochs) * n / hyper.batch_size))
+        init = self._start(X, y, widths, depth, hyper, seed, dtype)
         t0 = time.perf_counter()
         trained = train_models(
             hyper, widths, seeds, Xt, yt, [0] * len(widths),
             depth=depth, out_dim=out_dim, steps=steps, compile=bool(self.compile), device=dev,
             dtype=dtype, progress=Progress(type(self).__name__) if self.progress else None,
-            record_every=max(1, steps // 100),
+            record_every=max(1, steps // 100), init_from=init,
         )  # fmt: skip
         self.fit_time_s_ = time.perf_counter() - t0
         tr = trained.trainer
@@ -186,6 +187,24 @@ class _Base(BaseEstimator):
         self.n_edges_ = float(edges["sum_nu"][sel["index"]])
         self.n_edges_gt_half_ = int(edges["n_nu_gt_half"][sel["index"]])
         return self
+
+    def _start(self, X, y, widths, depth, hyper, seed, dtype):
+        """``init_from``: "random" (the core's seeded start: None here) or "spline" (the
+        least-squares linear spline with its mesh chosen on a validation split, encoded
+        exactly in each candidate: ``simulate.constructive``; p = 1 regression with the
+        spike-and-slab family only)."""
+        if self.init_from == "random":
+            return None
+        if self.init_from != "spline":
+            raise ValueError(f"init_from must be 'random' or 'spline', got {self.init_from!r}")
+        if self._likelihood != "gaussian" or X.shape[1] != 1 or hyper.family != "spike_slab":
+            raise ValueError(
+                "init_from='spline' is for spike-and-slab regression on one input feature"
+            )
+        from .constructive import encode, spline_starts
+
+        layout = Layout(1, depth, widths)
+        return encode(layout, spline_starts(X, y, widths, depth, seed=seed), hyper, dtype)
 
     def _check_fitted(self):
         check_is_fitted(self, "posterior_")  # sklearn's NotFittedError
@@ -243,7 +262,9 @@ _COMMON_DOC = """
     "uniform"; ``l3`` "paper" (eq. (loss3) as printed) or "exact"; ``sampling`` of
     minibatches; ``elbo_draws`` (>= 10) for selection; ``predict_draws`` (30); ``seed``;
     ``device``, ``dtype`` ("float32" or "float64"); ``compile`` (torch.compile the step);
-    ``progress`` (a bar on stderr).
+    ``progress`` (a bar on stderr); ``init_from`` "random" (the core's start) or "spline"
+    (regression on one feature: each candidate starts from the validation-chosen linear
+    spline encoded exactly, ``simulate.constructive``).
 """
 
 
@@ -251,7 +272,7 @@ _COMMON_DOC = """
 _REGRESSION = dict(
     depth=2, sigma=1.0, sigma_0=0.8, lambda_s=3.0, lam=10.0, batch_size=1024, mc_samples=1,
     lr=5e-3, optimizer="adam", epochs=7000, slab="gaussian", l3="paper", sampling="iid",
-    elbo_draws=10,
+    elbo_draws=10, init_from="random",
     predict_draws=30, seed=0, device="cpu", dtype="float32", compile=False, progress=False,
 )  # fmt: skip
 _CLASSIFICATION = {

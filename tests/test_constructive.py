@@ -318,3 +318,21 @@ def test_undecided_when_nothing_separates():
     r = r["starts"]
     assert key == "undecided"
     assert answer(r)[0] == "undecided"
+
+
+def test_estimator_starts_from_the_spline():
+    from simulate.estimators import ASVIRegressor, BNNRegressor
+
+    X, y = _data(300)
+    kw = dict(widths=(4, 8), epochs=1, batch_size=64, seed=3)
+    est = BNNRegressor(init_from="spline", **kw)
+    # zero steps would be the start itself; one epoch from it stays near the spline
+    est.fit(X, y)
+    spline = spline_starts(X, y, [4, 8], 2, seed=3)
+    grid = np.linspace(-1, 1, 200)[:, None]
+    k = est.selected_index_
+    assert np.abs(est.predict(grid) - net_outputs(spline[k], grid)).max() < 0.5
+    with pytest.raises(ValueError, match="one input feature"):
+        BNNRegressor(init_from="spline", **kw).fit(np.hstack([X, X]), y)
+    with pytest.raises(ValueError, match="init_from must be"):
+        ASVIRegressor(init_from="warm", epochs=1, batch_size=64).fit(X, y)
