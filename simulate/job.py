@@ -18,7 +18,14 @@ import numpy as np
 import torch
 
 from .classical import oracle_piecewise, spline_reference
-from .constructive import encode, encode_theta, net_theta, spline_starts, teacher_network
+from .constructive import (
+    encode,
+    encode_theta,
+    gauss_newton_scales,
+    net_theta,
+    spline_starts,
+    teacher_network,
+)
 from .core import Batch, Hyper, Layout, failed_term_names
 from .plain import train_plain, validation_split
 from .posterior import Posterior
@@ -89,7 +96,10 @@ def _risk_fn(cfg: SweepConfig, hyper: Hyper, truth_eval: np.ndarray, Xe: np.ndar
     return risk
 
 
-ARMS = ("W0", "W", "P")  # the constructive start's arms (R is the record's own ASVI run)
+# the constructive start's arms (R is the record's own ASVI run): W0 the start untrained,
+# W0s the same with its slab sds fitted (simulate.constructive.gauss_newton_scales), W
+# trained from W0, P plain Adam from it
+ARMS = ("W0", "W0s", "W", "P")
 
 
 def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, ev, starts) -> float:
@@ -97,7 +107,7 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, ev, start
     program until the stopping rule holds for each, evaluate them against their
     replicate's truth (``f0t [R, m]``: its values at the test points ``Xt``), and fill
     each arm's columns (``arms``: ``"R"`` the random start, and with a constructive start
-    ``"W0"``, ``"W"``, ``"P"``); returns the training seconds.  ``ev``: the evaluation
+    ``"W0"``, ``"W0s"``, ``"W"``, ``"P"``); returns the training seconds.  ``ev``: the evaluation
     points and the truths' values there ``(Xe, f0e [R, m])`` for a rule that watches the
     held-out risk, else None.  ``starts``: None, or ``(nets, val_masks)``: the constructive
     start of replicate i at width position j (``nets[i][j]``) and each replicate's
@@ -132,6 +142,10 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, ev, start
     seeds_t = torch.as_tensor(seeds, dtype=torch.int64)
     post0 = Posterior(layout, hyper, start, seeds_t)
     _fill(arms["W0"], order, *_measured(cfg, post0, batch, di, truth, Xt),
+          {**_idle_columns(len(order)), **st_cols})  # fmt: skip
+    scaled = gauss_newton_scales(layout, start, batch.X, di, hyper)
+    post0s = Posterior(layout, hyper, scaled, seeds_t)
+    _fill(arms["W0s"], order, *_measured(cfg, post0s, batch, di, truth, Xt),
           {**_idle_columns(len(order)), **st_cols})  # fmt: skip
     t0 = time.perf_counter()
     trained = train_models(hyper, widths, seeds, batch.X, batch.y, di, init_from=start, **train)

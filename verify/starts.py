@@ -30,6 +30,7 @@ ARM_ESTIMATORS = {
     "R": "asvi",
     "W": "asvi-constructive",
     "W0": "constructive-start",
+    "W0s": "constructive-start-scaled",
     "P": "plain-adam",
 }
 ESTIMATOR_ARMS = {v: k for k, v in ARM_ESTIMATORS.items()}
