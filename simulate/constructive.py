@@ -58,7 +58,9 @@ order (Gauss-Newton: ``E_q L1 = L1(mu) + sum_i h_i s_i^2 / 2`` with
 network's curvature without its second-derivative term),
 ``s_i^2 = 1 / (h_i + 1 / sigma_0^2)`` per kept edge (each edge's ``h_i s^2 / 2 +
 KL(N(mu, s^2) || N(0, sigma_0^2))`` minimised).  W0s is that posterior: the same
-network, its sds fitted, untrained.
+network, its sds fitted, untrained.  The approximation drops the residuals' curvature:
+where the network fits badly (a teacher truncated to a narrower student) the fitted
+scales can lower the ELBO instead (measured: -56,181 -> -56,331 nats at width 2).
 """
 
 from __future__ import annotations

@@ -114,6 +114,32 @@ def test_posterior_mean_equals_the_encoded_function():
     assert torch.allclose(sd, torch.tensor(Hyper().init_sigma))
 
 
+def test_gauss_newton_scales_match_the_per_sample_gradients():
+    """Each kept edge's sd is ``(h_i + 1/sigma_0^2)^(-1/2)``, ``h_i`` the sum over the
+    training inputs of the squared per-sample gradient of f (autograd, one point at a
+    time), over sigma^2; the other edges and the locations are unchanged."""
+    from simulate.constructive import gauss_newton_scales
+
+    X, y = _data(60)
+    layout = Layout(1, 2, [3, 5])
+    hyper = Hyper(sigma=0.7, sigma_0=0.8)
+    var = encode(layout, spline_starts(X, y, [3, 5], 2), hyper, torch.float64)
+    Xd = torch.tensor(X[None])
+    out = gauss_newton_scales(layout, var, Xd, [0, 0], hyper, chunk=7)
+    assert torch.equal(out[0], var[0]) and torch.equal(out[2], var[2])
+    kept = torch.sigmoid(var[2]) > 0.5
+    for e in range(2):
+        h = torch.zeros(layout.P, dtype=torch.float64)
+        for x in Xd[0]:
+            t = var[0, e].clone().requires_grad_(True)
+            layout.forward(t[None], x[None, None])[0, 0, 0].backward()
+            h += t.grad**2
+        sd = (h / 0.7**2 + 1 / 0.8**2).rsqrt()
+        got = torch.nn.functional.softplus(out[1, e])
+        torch.testing.assert_close(got[kept[e]], sd[kept[e]])
+        torch.testing.assert_close(out[1, e][~kept[e]], var[1, e][~kept[e]])
+
+
 def test_trainer_starts_from_init_from():
     X, y = _data(256)
     layout = Layout(1, 2, [4, 8])
@@ -172,7 +198,7 @@ def test_each_arm_writes_its_records(both_records):
     each with every candidate's ELBO parts, edges, risks and steps, and its selection."""
     for r in both_records:
         assert r["config"]["start"] == "both"
-        assert set(r["arms"]) == {"W0", "W", "P"}
+        assert set(r["arms"]) == {"W0", "W0s", "W", "P"}
         for name, arm in r["arms"].items():
             pw = arm["per_width"]
             for k in ("elbo", "L1", "L2", "L3", "edges_sum_nu", "d2", "d", "l2sq", "steps"):
@@ -183,6 +209,13 @@ def test_each_arm_writes_its_records(both_records):
             assert arm["selected_width"] in (2, 4, 16)
             assert arm["metrics"]["d2"] == pw["d2"][[2, 4, 16].index(arm["selected_width"])]
         assert r["arms"]["W0"]["per_width"]["steps"] == [0, 0, 0]
+        assert r["arms"]["W0s"]["per_width"]["steps"] == [0, 0, 0]
+        # fitted sds: a higher ELBO than the same network at the core's initial sds where
+        # the start is exact (a truncated teacher fits badly, and the second-order scales
+        # ignore the residuals' curvature: there they can lower it)
+        ok = r["arms"]["W0"]["per_width"]["start_exact"]
+        e0s, e0 = (np.array(r["arms"][a]["per_width"]["elbo"])[ok] for a in ("W0s", "W0"))
+        assert np.all(e0s > e0)
         assert min(r["arms"]["W"]["per_width"]["steps"]) > 0
         assert "val_mse" in r["arms"]["P"]["per_width"]
         exact = r["arms"]["W0"]["per_width"]["start_exact"]
@@ -226,7 +259,10 @@ def test_verify_reports_the_arms_without_letting_them_decide(both_records):
     results = analyse(both_records)
     ests = {(r["truth"], r["estimator"]) for r in results if r["metric"] == "d2"}
     for t in ("holder-a0.5-p1-s0", "teacher-p20-s0"):
-        for est in ("asvi", "asvi-constructive", "constructive-start", "plain-adam"):
+        for est in (
+            "asvi", "asvi-constructive", "constructive-start", "constructive-start-scaled",
+            "plain-adam",
+        ):  # fmt: skip
             assert (t, est) in ests
     prim = [r for r in results if r.get("role") == "primary"]
     assert {r["estimator"] for r in prim} == {"asvi"}
@@ -278,6 +314,7 @@ def with_arms(recs, w_exp, w0_exp, r_elbo, w_elbo, w0_elbo, seed=1):
         r["config"]["start"] = "both"
         r["arms"] = {
             "W": arm(n**w_exp * e(), w_elbo),
+            "W0s": arm(n**w0_exp * e(), w0_elbo - 500),  # a worse ELBO: C is W
             "W0": arm(n**w0_exp * e(), w0_elbo),
             "P": arm(n**w_exp * e(), w0_elbo),
         }

@@ -141,7 +141,8 @@ def analyse(
 # the comparison's keys copied into the random start's entry (verify.starts)
 START_KEYS = (
     "elbo_gap", "elbo_gap_ci", "slope_constructive", "slope_random",
-    "attainment_verdict_constructive", "attainment_verdict_random", "answer",
+    "attainment_verdict_constructive", "attainment_verdict_random", "constructive_arm",
+    "elbo_gap_best", "elbo_gap_best_ci", "slope_best", "attainment_verdict_best", "answer",
 )  # fmt: skip
 
 

@@ -66,6 +66,7 @@ ARM_LABELS = {
     "R": "random start",
     "W": "trained from the constructive start",
     "W0": "the constructive start, untrained",
+    "W0s": "the constructive start with its slab sds fitted, untrained",
     "P": "plain Adam on squared error from the constructive start, early-stopped",
 }
 
@@ -79,8 +80,9 @@ def _starts_lines(rows: list[dict]) -> list[str]:
         return []
     c = r["starts"]
     lines = [
-        "-- constructive start against random start (d^2; means over replicates; W0 = start"
-        " untrained, W = trained from it, R = random start, P = plain Adam from it)",
+        "-- constructive start against random start (means over replicates; W0 = start"
+        " untrained, W0s = its sds fitted, W = trained from W0, R = random start, P = plain"
+        " Adam from W0)",
         f"{'n':>7s} {'arm':>3s} {'-ELBO':>10s} {'L1':>10s} {'L2':>9s} {'L3':>8s}"
         f" {'edges':>7s} {'width':>6s} {'d2':>9s} {'steps':>7s}",
     ]
@@ -96,6 +98,14 @@ def _starts_lines(rows: list[dict]) -> list[str]:
         for n, g, (lo, hi) in zip(c["ns"], c["elbo_gap"], c["elbo_gap_ci"], strict=True)
     )
     lines.append(f"  ELBO(W) - ELBO(R), nats, paired 95% CI: {gaps}")
+    if c["constructive_arm"] != "W":
+        best = ", ".join(
+            f"n={n}: {g:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+            for n, g, (lo, hi) in zip(
+                c["ns"], c["elbo_gap_best"], c["elbo_gap_best_ci"], strict=True
+            )
+        )
+        lines.append(f"  ELBO({c['constructive_arm']}) - ELBO(R): {best}")
     lines.append(f"  answer: {c['answer']}")
     return lines
 
@@ -393,7 +403,8 @@ def draw_rate_panel(ax, r: dict) -> None:
         ax.plot(ns, r[key], fmt, color=color, ms=4, label=label)
     if r.get("starts"):  # the constructive-start arms on the random start's panel
         c = r["starts"]
-        for a, fmt, color in (("W", "^-", "C5"), ("W0", "P:", "C8"), ("P", "*:", "C9")):
+        arms = (("W", "^-", "C5"), ("W0", "P:", "C8"), ("W0s", "h:", "C6"), ("P", "*:", "C9"))
+        for a, fmt, color in arms:
             if a in c["arms"]:
                 slope = f" {c['slope_constructive']:.3f}" if a == "W" else ""
                 ax.plot(ns, c["arms"][a][r["metric"]], fmt, color=color, ms=4,
@@ -540,6 +551,11 @@ REPORT_KEYS = (
     "slope_random",
     "attainment_verdict_constructive",
     "attainment_verdict_random",
+    "constructive_arm",
+    "elbo_gap_best",
+    "elbo_gap_best_ci",
+    "slope_best",
+    "attainment_verdict_best",
     "answer",
     "starts",
 )

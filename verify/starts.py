@@ -1,20 +1,25 @@
 """The constructive-start comparison: is ASVI's shortfall the objective or the optimiser?
 
-A sweep run with ``start="both"`` (``simulate.constructive``) holds four arms per cell:
+A sweep run with ``start="both"`` (``simulate.constructive``) holds five arms per cell:
 ``R`` (the random start, the record's own fields), and under ``arms``: ``W0`` (the
-constructive start, untrained), ``W`` (trained from it by the same step and stopping rule)
-and ``P`` (plain Adam on squared error from it, early-stopped on validation data).  Each
-arm selects its width on its own criterion.  The theorems speak of the ELBO's maximiser;
-comparing W with R on the same objective tells which of them is nearer it:
+constructive start, untrained), ``W0s`` (the same network with its slab sds fitted, still
+untrained), ``W`` (trained from W0 by the same step and stopping rule) and ``P`` (plain
+Adam on squared error from it, early-stopped on validation data).  Each arm selects its
+width on its own criterion.  The theorems speak of the ELBO's maximiser; comparing the
+constructive posteriors with R on the same objective tells which is nearer it:
 
 * ``elbo_gap`` per n: ELBO(W) - ELBO(R) of the selected candidates, paired over
-  replicates (nats; positive: the constructive start reached a better optimum);
-* ``drift`` per n: W's risk against W0's (the mean ratio of d^2) and W's ELBO against
-  W0's: training from the spline that *raises* the risk while it raises the ELBO says the
-  objective prefers the worse fit;
-* the slopes of W and R with their attainment verdicts (``verify.analysis``; the theorem
-  test's where a truth has no reference, the teachers);
-* one answer per truth (:func:`answer`).
+  replicates (nats; positive: the constructive start reached a better optimum), and
+  ``elbo_gap_scaled``: ELBO(W0s) - ELBO(R);
+* ``drift`` per n: W's risk against W0's (the mean log ratio of the metric) and W's ELBO
+  against W0's: training from the spline that *raises* the risk while it raises the ELBO
+  says the objective prefers the worse fit;
+* the slopes of W, W0s and R with their attainment verdicts (``verify.analysis``; the
+  theorem test's where a truth has no reference, the teachers);
+* one answer per truth (:func:`answer`).  The constructive posterior it weighs against R
+  is ``C``: whichever of W and W0s has the higher mean ELBO at the largest n (both are
+  posteriors the objective can be asked about; the ELBO is the arbiter, so taking the
+  higher is the question itself, not a choice of the better result).
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ def compare_starts(cells: list, ns, metric: str, by_est: dict) -> dict:
     (``arms``: ELBO, L1, L2, L3, kept edges, selected width, d2, d, l2sq, steps), the drift
     of W from W0, and the ``answer``.  ``by_est``: this truth and metric's result per
     estimator."""
-    arms = [a for a in ("R", "W0", "W", "P") if ARM_ESTIMATORS[a] in by_est]
+    arms = [a for a in ("R", "W0", "W0s", "W", "P") if ARM_ESTIMATORS[a] in by_est]
     table = {}
     for a in arms:
         table[a] = {
@@ -105,14 +110,31 @@ def compare_starts(cells: list, ns, metric: str, by_est: dict) -> dict:
             [[arm_view(c, ARM_ESTIMATORS[a])["selected_width"] for c in row] for row in cells],
             dtype=float,
         ).mean(0).tolist()  # fmt: skip
-    gap = paired_mean_diff(arm_columns(cells, "W", "elbo"), arm_columns(cells, "R", "elbo"))
+    elbo = {a: arm_columns(cells, a, "elbo") for a in arms}
+    risk = {a: arm_columns(cells, a, metric) for a in arms}
+    gap = paired_mean_diff(elbo["W"], elbo["R"])
+    C = "W0s" if "W0s" in arms and elbo["W0s"][:, -1].mean() > elbo["W"][:, -1].mean() else "W"
+    gap_c = paired_mean_diff(elbo[C], elbo["R"])
+    risk_c = paired_mean_diff(np.log(risk[C]), np.log(risk["R"]))
     w_vs_w0 = paired_mean_diff(arm_columns(cells, "W", "elbo"), arm_columns(cells, "W0", "elbo"))
     ratio = np.log(arm_columns(cells, "W", metric)) - np.log(arm_columns(cells, "W0", metric))
     drift = paired_mean_diff(ratio, np.zeros_like(ratio))
     rW, rR = by_est.get("asvi-constructive"), by_est.get("asvi")
+    rC = by_est.get(ARM_ESTIMATORS[C])
+
+    def cis(d):
+        return [list(x) for x in zip(d["ci_low"], d["ci_high"], strict=True)]
+
     out = {
         "elbo_gap": gap["diff"],
-        "elbo_gap_ci": [list(x) for x in zip(gap["ci_low"], gap["ci_high"], strict=True)],
+        "elbo_gap_ci": cis(gap),
+        "constructive_arm": C,
+        "elbo_gap_best": gap_c["diff"],
+        "elbo_gap_best_ci": cis(gap_c),
+        "log_risk_ratio_best": risk_c["diff"],
+        "log_risk_ratio_best_ci": cis(risk_c),
+        "slope_best": None if rC is None else rC["slope"],
+        "attainment_verdict_best": _verdict(rC),
         "elbo_w_minus_w0": w_vs_w0["diff"],
         "elbo_w_minus_w0_ci": [
             list(x) for x in zip(w_vs_w0["ci_low"], w_vs_w0["ci_high"], strict=True)
@@ -133,35 +155,43 @@ def compare_starts(cells: list, ns, metric: str, by_est: dict) -> dict:
 
 
 def answer(c: dict) -> tuple[str, str]:
-    """One of :data:`ANSWERS` for a comparison (at the largest n for the paired parts):
+    """One of :data:`ANSWERS` for a comparison; the paired parts at the largest n, C the
+    better-ELBO constructive posterior (module docstring):
 
-    * ``both``: W and R both pass;
-    * ``optimiser``: W passes, R does not, and W's ELBO is above R's (interval above 0);
-    * ``objective``: training from the start raises the risk (drift interval above 0) while
-      it raises the ELBO (interval above 0), or R's ELBO is above W's (interval below 0)
-      while R's risk is the higher;
+    * ``both``: C and R both pass;
+    * ``optimiser``: C passes, R does not, and C's ELBO is above R's (interval above 0):
+      the objective prefers a posterior that attains, and training from a random start
+      does not reach it;
+    * ``objective``: the ELBO orders the posteriors against their risks -- R's ELBO above
+      C's (interval below 0) while C's risk is the lower (interval of the log ratio below
+      0), or training from the start raises its risk (drift interval above 0) while it
+      raises its ELBO (interval above 0);
     * else ``undecided``.  The sentence carries the numbers."""
-    vW, vR = c["attainment_verdict_constructive"], c["attainment_verdict_random"]
-    gap, (glo, ghi) = c["elbo_gap"][-1], c["elbo_gap_ci"][-1]
+    vC, vR = c["attainment_verdict_best"], c["attainment_verdict_random"]
+    gap, (glo, ghi) = c["elbo_gap_best"][-1], c["elbo_gap_best_ci"][-1]
+    rhi = c["log_risk_ratio_best_ci"][-1][1]
     dlo = c["drift_log_ratio_ci"][-1][0]
     elo = c["elbo_w_minus_w0_ci"][-1][0]
-    risk_R_higher = c["arms"]["R"]["d2"][-1] > c["arms"]["W"]["d2"][-1]
-    if vW == "PASS" and vR == "PASS":
+    C = c["constructive_arm"]
+    if vC == "PASS" and vR == "PASS":
         key = "both"
-    elif vW == "PASS" and vR != "PASS" and glo > 0:
+    elif vC == "PASS" and vR != "PASS" and glo > 0:
         key = "optimiser"
-    elif (dlo > 0 and elo > 0) or (ghi < 0 and risk_R_higher):
+    elif (ghi < 0 and rhi < 0) or (dlo > 0 and elo > 0):
         key = "objective"
     else:
         key = "undecided"
-    n = c["ns"][-1]
+    n, t = c["ns"][-1], c["arms"]
     s = (
-        f"{ANSWERS[key]}: W slope {_f(c['slope_constructive'])} ({vW}), R slope "
-        f"{_f(c['slope_random'])} ({vR}); at n = {n} ELBO(W) - ELBO(R) = {gap:+.1f} "
-        f"[{glo:+.1f}, {ghi:+.1f}] nats, d2 W {c['arms']['W']['d2'][-1]:.4g} vs W0 "
-        f"{c['arms']['W0']['d2'][-1]:.4g} vs R {c['arms']['R']['d2'][-1]:.4g}"
-        f" (W/W0 x{np.exp(c['drift_log_ratio'][-1]):.2f}, ELBO(W) - ELBO(W0) = "
-        f"{c['elbo_w_minus_w0'][-1]:+.1f})"
+        f"{ANSWERS[key]}: C = {C}, slope {_f(c['slope_best'])} ({vC}); R slope "
+        f"{_f(c['slope_random'])} ({vR}); at n = {n} ELBO(C) - ELBO(R) = {gap:+.1f} "
+        f"[{glo:+.1f}, {ghi:+.1f}] nats, risk C/R x{np.exp(c['log_risk_ratio_best'][-1]):.2f}"
+        f"; W slope {_f(c['slope_constructive'])} ({c['attainment_verdict_constructive']}),"
+        f" ELBO(W) - ELBO(R) = {c['elbo_gap'][-1]:+.1f}; risk W/W0 "
+        f"x{np.exp(c['drift_log_ratio'][-1]):.2f} while ELBO(W) - ELBO(W0) = "
+        f"{c['elbo_w_minus_w0'][-1]:+.1f}; d2 R {t['R']['d2'][-1]:.4g}, W0 "
+        f"{t['W0']['d2'][-1]:.4g}, W {t['W']['d2'][-1]:.4g}"
+        + (f", W0s {t['W0s']['d2'][-1]:.4g}" if "W0s" in t else "")
     )
     return key, s
 
