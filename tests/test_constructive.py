@@ -373,3 +373,14 @@ def test_estimator_starts_from_the_spline():
         BNNRegressor(init_from="spline", **kw).fit(np.hstack([X, X]), y)
     with pytest.raises(ValueError, match="init_from must be"):
         ASVIRegressor(init_from="warm", epochs=1, batch_size=64).fit(X, y)
+
+
+def test_arms_table_reads_any_number_of_n(both_records, tmp_path, capsys):
+    from verify.starts import arms_table, main
+
+    one_n = [r for r in both_records if r["cell"]["n"] == 512]
+    text = arms_table(one_n)
+    assert text.count("== ") == 2 and "ELBO(W0s) - ELBO(R)" in text
+    assert main([str(tmp_path / "missing.jsonl")]) == 2
+    with pytest.raises(ValueError, match="no records with constructive-start arms"):
+        arms_table([{**r, "arms": None} for r in one_n])

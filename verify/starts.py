@@ -28,7 +28,9 @@ import numpy as np
 
 from .slopes import paired_mean_diff
 
-__all__ = ["ARM_ESTIMATORS", "answer", "arm_columns", "compare_starts", "primary_estimator"]
+__all__ = [
+    "ARM_ESTIMATORS", "answer", "arm_columns", "arms_table", "compare_starts", "primary_estimator",
+]  # fmt: skip
 
 # the arms' names as estimators in verify's results
 ARM_ESTIMATORS = {
@@ -198,3 +200,77 @@ def answer(c: dict) -> tuple[str, str]:
 
 def _f(x) -> str:
     return "n/a" if x is None else f"{x:+.3f}"
+
+
+# --------------------------------------------------------------------------- any n
+def arms_table(records: list[dict]) -> str:
+    """Per truth and n of constructive-start records (any number of n, so a single-n run
+    such as the deep students' can be read): each arm's mean ELBO parts, kept edges,
+    selected width, d^2 and steps over the replicates, and the paired ELBO gaps W - R and
+    W0s - R with their 95% intervals."""
+    by: dict = {}
+    for r in records:
+        if r.get("arms") and not r["failed"]:
+            by.setdefault((r["cell"]["truth"], r["config"]["depth"], r["cell"]["n"]), []).append(r)
+    if not by:
+        raise ValueError("no records with constructive-start arms (a sweep with start='both')")
+    lines = []
+    for (truth, depth, n), recs in sorted(by.items()):
+        recs.sort(key=lambda r: r["cell"]["replicate"])
+        cells = [[r] for r in recs]
+        arms = [a for a in ("R", "W0", "W0s", "W", "P") if a == "R" or a in recs[0]["arms"]]
+        lines.append(f"== {truth}, depth {depth}, n = {n}, {len(recs)} replicates")
+        lines.append(
+            f"{'arm':>4s} {'-ELBO':>10s} {'L1':>10s} {'L2':>9s} {'L3':>8s} {'edges':>7s}"
+            f" {'width':>6s} {'d2':>9s} {'l2sq':>9s} {'steps':>7s}"
+        )
+        for a in arms:
+            col = {
+                k: arm_columns(cells, a, k).mean()
+                for k in ("elbo", "L1", "L2", "L3", "edges_sum_nu", "d2", "l2sq", "steps")
+            }
+            w = np.mean([arm_view(r, ARM_ESTIMATORS[a])["selected_width"] for r in recs])
+            lines.append(
+                f"{a:>4s} {-col['elbo']:10.1f} {col['L1']:10.1f} {col['L2']:9.1f}"
+                f" {col['L3']:8.1f} {col['edges_sum_nu']:7.1f} {w:6.1f} {col['d2']:9.4g}"
+                f" {col['l2sq']:9.4g} {col['steps']:7.0f}"
+            )
+        if recs[0].get("reference"):
+            ref = {m: np.mean([r["reference"][m] for r in recs]) for m in ("d2", "l2sq")}
+            lines.append(f" ref {'':>58s} {ref['d2']:9.4g} {ref['l2sq']:9.4g}")
+        for a in [x for x in ("W", "W0s") if x in arms]:
+            d = paired_mean_diff(arm_columns(cells, a, "elbo"), arm_columns(cells, "R", "elbo"))
+            lines.append(
+                f"  ELBO({a}) - ELBO(R) = {d['diff'][0]:+.1f} [{d['ci_low'][0]:+.1f},"
+                f" {d['ci_high'][0]:+.1f}] nats"
+            )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    """``python -m verify.starts RECORDS``: :func:`arms_table` of a records file."""
+    import argparse
+    import os
+    import sys
+
+    from simulate.records import RecordsError
+    from simulate.spec import read_records
+
+    ap = argparse.ArgumentParser(
+        prog="python -m verify.starts",
+        description="The constructive-start arms of a records file, per truth, depth and n.",
+    )
+    ap.add_argument("records")
+    args = ap.parse_args(argv)
+    try:
+        if not os.path.isfile(args.records):
+            raise ValueError(f"no records file {args.records}")
+        print(arms_table(read_records(args.records)))
+    except (ValueError, OSError, RecordsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
