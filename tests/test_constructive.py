@@ -281,10 +281,12 @@ def test_verify_reports_the_arms_without_letting_them_decide(both_records):
 
 
 # --------------------------------------------------------------------------- the answer
-def with_arms(recs, w_exp, w0_exp, r_elbo, w_elbo, w0_elbo, seed=1):
-    """Give sweep-shaped records (``fake_records``: R's d2 and the reference) the three
-    arms: W's d2 follows ``w_exp``, W0's ``w0_exp`` (width 8 selected everywhere); the
-    ELBOs of R, W and W0 are the given constants per n plus noise of 1 nat."""
+def with_arms(recs, w_exp, w0_exp, r_elbo, w_elbo, w0_elbo, w0s_elbo=None, seed=1):
+    """Give sweep-shaped records (``fake_records``: R's d2 and the reference) the four
+    arms: W's d2 follows ``w_exp``, W0's and W0s's ``w0_exp`` (width 8 selected
+    everywhere); the ELBOs of R, W, W0 and W0s (default ``w_elbo - 10``: C is W) are the
+    given constants per n plus noise of 1 nat; widths 2 and 32 sit 50 and 20 nats lower."""
+    w0s_elbo = w_elbo - 10 if w0s_elbo is None else w0s_elbo
     g = np.random.default_rng(seed)
     out = []
     for r in copy.deepcopy(recs):
@@ -314,7 +316,7 @@ def with_arms(recs, w_exp, w0_exp, r_elbo, w_elbo, w0_elbo, seed=1):
         r["config"]["start"] = "both"
         r["arms"] = {
             "W": arm(n**w_exp * e(), w_elbo),
-            "W0s": arm(n**w0_exp * e(), w0_elbo - 500),  # a worse ELBO: C is W
+            "W0s": arm(n**w0_exp * e(), w0s_elbo),
             "W0": arm(n**w0_exp * e(), w0_elbo),
             "P": arm(n**w_exp * e(), w0_elbo),
         }
@@ -331,12 +333,17 @@ def _answer_of(recs):
 @pytest.mark.parametrize(
     "r_exp, w_exp, w0_exp, elbos, want",
     [
-        # W attains with the better ELBO; R is slower (e/2): the optimiser
+        # W attains with the better ELBO and lower risk; R is slower (e/2): the optimiser
         (-0.375, -0.75, -0.75, (-1000, -900, -950), "optimiser"),
         # both at the reference's slope
         (-0.75, -0.75, -0.75, (-1000, -1000, -1100), "both"),
         # training from the spline raises its risk 3x at every n while the ELBO improves
-        (-0.375, -0.45, -0.75, (-1000, -990, -1100), "objective"),
+        (-0.375, -0.45, -0.75, (-1000, -1000, -1100), "objective"),
+        # W is R (same risk and ELBO), but the spline with its scales fitted has a far
+        # lower risk and an ELBO 300 nats below R's: the objective prefers the worse fit
+        (-0.375, -0.375, -0.75, (-1000, -1000, -1400, -1300), "objective"),
+        # a better optimum than R (W) and, below it in ELBO, a still better-risk spline
+        (-0.375, -0.5, -0.75, (-1000, -900, -1400, -1300), "optimiser+objective"),
     ],
 )
 def test_the_comparison_gives_the_designed_answer(r_exp, w_exp, w0_exp, elbos, want):
@@ -345,6 +352,8 @@ def test_the_comparison_gives_the_designed_answer(r_exp, w_exp, w0_exp, elbos, w
     assert key == want, r["answer"]
     assert r["elbo_gap"][-1] == pytest.approx(elbos[1] - elbos[0], abs=3)
     assert r["slope_constructive"] == pytest.approx(w_exp, abs=0.05)
+    if want == "optimiser":  # no constructive candidate is both better in risk and worse
+        assert r["starts"]["objective_evidence"] == []
 
 
 def test_undecided_when_nothing_separates():

@@ -142,7 +142,8 @@ def analyse(
 START_KEYS = (
     "elbo_gap", "elbo_gap_ci", "slope_constructive", "slope_random",
     "attainment_verdict_constructive", "attainment_verdict_random", "constructive_arm",
-    "elbo_gap_best", "elbo_gap_best_ci", "slope_best", "attainment_verdict_best", "answer",
+    "elbo_gap_best", "elbo_gap_best_ci", "slope_best", "attainment_verdict_best",
+    "objective_evidence", "answer",
 )  # fmt: skip
 
 

@@ -556,6 +556,7 @@ REPORT_KEYS = (
     "elbo_gap_best_ci",
     "slope_best",
     "attainment_verdict_best",
+    "objective_evidence",
     "answer",
     "starts",
 )

@@ -44,11 +44,19 @@ ESTIMATOR_ARMS = {v: k for k, v in ARM_ESTIMATORS.items()}
 
 ANSWERS = {
     "optimiser": "the ELBO's optimum attains the rate and random starts do not find it",
-    "objective": "the objective itself prefers a worse fit (W drifts from the spline's risk "
-    "while its ELBO improves)",
+    "optimiser-rate-undecided": "random starts do not find a better optimum (higher ELBO, "
+    "lower risk) that lies near the constructive start; whether it attains the rate is "
+    "not decided",
+    "objective": "the objective itself prefers a worse fit (a constructive posterior with "
+    "lower risk has the lower ELBO, or W drifts from the spline's risk while its ELBO "
+    "improves)",
+    "optimiser+objective": "both: random starts do not find a better optimum (higher ELBO, "
+    "lower risk) near the constructive start, and the objective itself ranks a constructive "
+    "posterior of still lower risk below the one it selects",
     "both": "both attain",
     "undecided": "undecided",
 }
+EVIDENCE_LEVEL = 0.95  # family-wise, Bonferroni over the (arm, width) pairs examined
 
 
 def primary_estimator(rec: dict) -> str:
@@ -152,7 +160,45 @@ def compare_starts(cells: list, ns, metric: str, by_est: dict) -> dict:
         "arms": table,
         "ns": list(ns),
     }
+    out["objective_evidence"] = objective_evidence(cells, metric, arms)
     out["answer_key"], out["answer"] = answer(out)
+    return out
+
+
+def objective_evidence(cells, metric: str, arms) -> list[dict]:
+    """At the largest n: every candidate of the constructive posteriors (W0s and W, each
+    width) whose risk is below R's selected posterior while its ELBO is also below it, both
+    paired over replicates with intervals at family-wise level :data:`EVIDENCE_LEVEL`
+    (Bonferroni over every (arm, width) pair examined): posteriors the objective ranks
+    below the worse fit it selects.  Returns ``{arm, width, elbo_diff, elbo_ci,
+    log_risk_ratio, risk_ci}`` per such candidate."""
+    last = [row[-1] for row in cells]
+    widths = last[0]["config"]["widths"]
+    pairs = [(a, w) for a in ("W0s", "W") if a in arms for w in widths]
+    if not pairs:
+        return []
+    level = 1 - (1 - EVIDENCE_LEVEL) / len(pairs)
+    sel = [[c] for c in last]
+    e_R, r_R = arm_columns(sel, "R", "elbo")[:, 0], arm_columns(sel, "R", metric)[:, 0]
+    out = []
+    for a, w in pairs:
+        k = widths.index(w)
+        pw = [c["arms"][a]["per_width"] for c in last]
+        e = np.array([p["elbo"][k] for p in pw])
+        r = np.array([p[metric][k] for p in pw])
+        de = paired_mean_diff(e[:, None], e_R[:, None], level)
+        dr = paired_mean_diff(np.log(r)[:, None], np.log(r_R)[:, None], level)
+        if de["ci_high"][0] < 0 and dr["ci_high"][0] < 0:
+            out.append(
+                {
+                    "arm": a,
+                    "width": int(w),
+                    "elbo_diff": de["diff"][0],
+                    "elbo_ci": [de["ci_low"][0], de["ci_high"][0]],
+                    "log_risk_ratio": dr["diff"][0],
+                    "risk_ci": [dr["ci_low"][0], dr["ci_high"][0]],
+                }
+            )
     return out
 
 
@@ -161,25 +207,30 @@ def answer(c: dict) -> tuple[str, str]:
     better-ELBO constructive posterior (module docstring):
 
     * ``both``: C and R both pass;
-    * ``optimiser``: C passes, R does not, and C's ELBO is above R's (interval above 0):
-      the objective prefers a posterior that attains, and training from a random start
-      does not reach it;
-    * ``objective``: the ELBO orders the posteriors against their risks -- R's ELBO above
-      C's (interval below 0) while C's risk is the lower (interval of the log ratio below
-      0), or training from the start raises its risk (drift interval above 0) while it
-      raises its ELBO (interval above 0);
-    * else ``undecided``.  The sentence carries the numbers."""
+    * optimiser: C's ELBO is above R's and its risk below (both intervals clear of 0): the
+      random start misses a better optimum -- ``optimiser`` when C also passes and R does
+      not, else ``optimiser-rate-undecided``;
+    * objective: the ELBO orders posteriors against their risks -- C's risk below R's
+      while its ELBO is below too (intervals), training from the start raises the risk
+      while it raises the ELBO (drift), or some constructive candidate of lower risk has
+      the lower ELBO (:func:`objective_evidence`);
+    * ``optimiser+objective`` when both hold; else ``undecided``.  The sentence carries
+      the numbers."""
     vC, vR = c["attainment_verdict_best"], c["attainment_verdict_random"]
     gap, (glo, ghi) = c["elbo_gap_best"][-1], c["elbo_gap_best_ci"][-1]
     rhi = c["log_risk_ratio_best_ci"][-1][1]
     dlo = c["drift_log_ratio_ci"][-1][0]
     elo = c["elbo_w_minus_w0_ci"][-1][0]
     C = c["constructive_arm"]
+    opt = glo > 0 and rhi < 0
+    obj = (ghi < 0 and rhi < 0) or (dlo > 0 and elo > 0) or bool(c["objective_evidence"])
     if vC == "PASS" and vR == "PASS":
         key = "both"
-    elif vC == "PASS" and vR != "PASS" and glo > 0:
-        key = "optimiser"
-    elif (ghi < 0 and rhi < 0) or (dlo > 0 and elo > 0):
+    elif opt and obj:
+        key = "optimiser+objective"
+    elif opt:
+        key = "optimiser" if vC == "PASS" and vR != "PASS" else "optimiser-rate-undecided"
+    elif obj:
         key = "objective"
     else:
         key = "undecided"
@@ -194,6 +245,11 @@ def answer(c: dict) -> tuple[str, str]:
         f"{c['elbo_w_minus_w0'][-1]:+.1f}; d2 R {t['R']['d2'][-1]:.4g}, W0 "
         f"{t['W0']['d2'][-1]:.4g}, W {t['W']['d2'][-1]:.4g}"
         + (f", W0s {t['W0s']['d2'][-1]:.4g}" if "W0s" in t else "")
+        + "".join(
+            f"; {e['arm']} at width {e['width']}: ELBO {e['elbo_diff']:+.0f} nats and risk"
+            f" x{np.exp(e['log_risk_ratio']):.2f} against R's selected"
+            for e in c["objective_evidence"]
+        )
     )
     return key, s
 
