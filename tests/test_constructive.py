@@ -393,3 +393,39 @@ def test_arms_table_reads_any_number_of_n(both_records, tmp_path, capsys):
     assert main([str(tmp_path / "missing.jsonl")]) == 2
     with pytest.raises(ValueError, match="no records with constructive-start arms"):
         arms_table([{**r, "arms": None} for r in one_n])
+
+
+def test_verify_rates_with_both_starts_end_to_end(tmp_path):
+    """``verify.rates --start both`` on the tiny tier: the table's comparison block, the
+    JSON keys of the random start's entries, the Markdown answer and the figure."""
+    import json
+    import subprocess
+    import sys
+
+    rec, rep, md = tmp_path / "r.jsonl", tmp_path / "rep.json", tmp_path / "rep.md"
+    r = subprocess.run(
+        [sys.executable, "-m", "verify.rates", "--tier", "tiny", "--start", "both",
+         "--no-control", "--out", str(rec), "--json", str(rep), "--markdown", str(md),
+         "--figures", str(tmp_path / "figs")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode in (0, 1, 3), r.stderr
+    assert "constructive start against random start" in r.stdout and "answer:" in r.stdout
+    report = json.loads(rep.read_text())
+    entry = next(e for e in report if e["estimator"] == "asvi" and e["metric"] == "d2")
+    for k in (
+        "elbo_gap", "elbo_gap_ci", "slope_constructive", "slope_random",
+        "attainment_verdict_constructive", "attainment_verdict_random",
+    ):  # fmt: skip
+        assert entry[k] is not None, k
+    assert len(entry["elbo_gap"]) == len(entry["ns"]) == len(entry["elbo_gap_ci"])
+    assert {e["role"] for e in report if e["estimator"] != "asvi"} == {"arm"}
+    assert "constructive against random start" in md.read_text()
+    assert (tmp_path / "figs" / "holder-a0.5-p1-s0.png").exists()
+    bad = subprocess.run(
+        [sys.executable, "-m", "verify.rates", "--tier", "tiny", "--start", "warm"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2
