@@ -71,6 +71,31 @@ ARM_LABELS = {
 }
 
 
+ARM_SHORT = {"W": "from start", "W0": "start", "W0s": "start, sds fitted", "P": "plain Adam"}
+
+
+def draw_elbo_gap_panel(ax, r: dict) -> None:
+    """The constructive-start comparison's ELBO gaps against n (``verify.starts``): W - R
+    and, where it is C, W0s - R, with their paired 95% intervals; the answer's key in the
+    title."""
+    c = r["starts"]
+    ns = np.array(c["ns"], dtype=float)
+    series = [("W", c["elbo_gap"], c["elbo_gap_ci"], "C5")]
+    if c["constructive_arm"] != "W":
+        series.append((c["constructive_arm"], c["elbo_gap_best"], c["elbo_gap_best_ci"], "C6"))
+    for k, (a, g, ci, color) in enumerate(series):
+        g, ci = np.array(g), np.array(ci)
+        x = ns * (1.04 if k else 1.0)
+        ax.errorbar(x, g, yerr=[g - ci[:, 0], ci[:, 1] - g], fmt="o-", color=color,
+                    capsize=3, ms=4, label=f"ELBO({a}) - ELBO(R)")  # fmt: skip
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("n")
+    ax.set_ylabel("nats")
+    ax.set_title(f"constructive vs random start: {c['answer_key']}", fontsize=8)
+    ax.legend(fontsize=6)
+
+
 def _starts_lines(rows: list[dict]) -> list[str]:
     """The constructive-start comparison of one truth (``verify.starts``): per n the four
     arms' ELBO parts, kept edges, selected width, d^2 and steps (means over replicates),
@@ -408,7 +433,7 @@ def draw_rate_panel(ax, r: dict) -> None:
             if a in c["arms"]:
                 slope = f" {c['slope_constructive']:.3f}" if a == "W" else ""
                 ax.plot(ns, c["arms"][a][r["metric"]], fmt, color=color, ms=4,
-                        label=f"{a}: {ARM_LABELS[a]}{slope}")  # fmt: skip
+                        label=f"{a} ({ARM_SHORT[a]}){slope}")  # fmt: skip
     band = y0 * (grid / x0) ** r["band"][0], y0 * (grid / x0) ** r["band"][1]
     ax.plot(grid, band[0], "C3--", label=f"predicted {r['predicted']:.3f}")
     ax.fill_between(
@@ -422,7 +447,7 @@ def draw_rate_panel(ax, r: dict) -> None:
     loglog_axes(ax)
     att = r["attainment_verdict"] or "n/a"
     ax.set_title(f"{r['metric']}: theorem {r['verdict']}, attainment {att}", fontsize=8)
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=5 if r.get("starts") else 6)
 
 
 def draw_width_panel(ax, r: dict) -> None:
@@ -461,14 +486,18 @@ def plot_results(results: list[dict], out_dir: str) -> list[str]:
         # the arms are drawn on the random start's panels (draw_rate_panel)
         rows = [r for r in results if r["truth"] == key and r.get("role") != "arm"]
         widths = rows[0]["selected_widths"] is not None
+        gap = next((r for r in rows if r.get("starts") and r["primary"]), None)
+        extra = widths + (gap is not None)
         fig, axes = plt.subplots(
-            1, len(rows) + widths, figsize=(4.4 * (len(rows) + widths), 3.8), squeeze=False
+            1, len(rows) + extra, figsize=(4.4 * (len(rows) + extra), 3.8), squeeze=False
         )
         axes = axes[0]
         for ax, r in zip(axes[: len(rows)], rows, strict=True):
             draw_rate_panel(ax, r)
         if widths:
-            draw_width_panel(axes[-1], rows[0])
+            draw_width_panel(axes[len(rows)], rows[0])
+        if gap is not None:
+            draw_elbo_gap_panel(axes[-1], gap)
         fig.suptitle(key)
         fig.tight_layout()
         path = os.path.join(out_dir, f"{key}.png")
