@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from factories import NS, fake_records, synthetic
 from scipy import stats
 
 from simulate.classical import bin_grid, degree_for, fit_piecewise, oracle_piecewise
@@ -27,16 +28,6 @@ from verify.slopes import (
     theorem_test,
     top_half,
 )
-
-NS = np.array([250, 500, 1000, 2000, 4000, 8000])
-
-
-def synthetic(exponent, log_power, R, noise, seed, ns=NS, C=0.3):
-    """Replicate curves ``C n^e log^c n exp(u_r + eps_rj)`` (as in test_slopes)."""
-    rng = np.random.default_rng(seed)
-    base = C * ns**exponent * np.log(ns) ** log_power
-    u = rng.normal(0, noise, size=(R, 1))
-    return base[None, :] * np.exp(u + rng.normal(0, noise, size=(R, ns.size)))
 
 
 # --------------------------------------------------------------------------- stopping rule
@@ -435,45 +426,6 @@ def test_curvature_flags_a_bent_curve_only():
 
 
 # --------------------------------------------------------------------------- analysis
-def fake_records(
-    asvi_exp, ref_exp, R=4, ns=(250, 1000, 4000, 16000), noise=0.03, seed=0, teacher_p=None,
-    alpha=0.5,
-):  # fmt: skip
-    """Sweep-shaped records: per-width d2 where width 2 is a flat fixed-size curve, width 8
-    follows ``asvi_exp``; ASVI selects width 8; the reference follows ``ref_exp``."""
-    rng = np.random.default_rng(seed)
-    recs = []
-    for q in range(R):
-        u = rng.normal(0, noise)
-        for n in ns:
-            e = lambda u=u: math.exp(u + rng.normal(0, noise))  # noqa: E731
-            per = {"d2": [0.2 * n**-0.1 * e(), n**asvi_exp * e(), 1.3 * n**asvi_exp * e()]}
-            per["d"] = [math.sqrt(x) for x in per["d2"]]
-            per["l2sq"] = [8 * x for x in per["d2"]]
-            ref = {"d2": 0.5 * n**ref_exp * e(), "k": 3}
-            ref["d"], ref["l2sq"] = math.sqrt(ref["d2"]), 8 * ref["d2"]
-            if teacher_p is not None:
-                truth = {"kind": "teacher", "p": teacher_p, "alpha": None, "seed": 0}
-                key, ref = f"teacher-p{teacher_p}-s0", None
-            else:
-                truth = {"kind": "holder", "p": 1, "alpha": alpha, "seed": 0}
-                key = f"holder-a{alpha:g}-p1-s0"
-            recs.append(
-                {
-                    "cell": {"truth": key, "n": n, "replicate": q},
-                    "truth": truth,
-                    "config": {"widths": [2, 8, 32], "lambda_s": 1.0},
-                    "failed": False,
-                    "selected_width": 8,
-                    "selected_at_top": False,
-                    "metrics": {m: per[m][1] for m in ("d2", "d", "l2sq")},
-                    "per_width": {**per, "steps": [10, 10, 10], "converged": [True, True, False]},
-                    "reference": ref,
-                }
-            )
-    return recs
-
-
 def test_analysis_attains_and_controls():
     res = {r["metric"]: r for r in analyse(fake_records(-0.5, -0.5))}
     d2 = res["d2"]

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from test_sweep_verify import TINY as SWEEP_TINY  # noqa: E402
+from factories import SWEEP_TINY  # noqa: E402
 
 import simulate.parallel as parallel_mod
 import simulate.records as records_mod

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from factories import NS, synthetic
 
 from verify.slopes import fit_slope, theorem_test
 
@@ -9,19 +10,6 @@ from verify.slopes import fit_slope, theorem_test
 def meets_band(fit, exponent):
     """The slope's interval meets the band ``[e, e + shift]`` (the theorem's log factor)."""
     return fit.ci_low <= exponent + fit.shift and fit.ci_high >= exponent
-
-
-NS = np.array([250, 500, 1000, 2000, 4000, 8000])
-
-
-def synthetic(exponent, log_power, R, noise, seed, ns=NS, C=0.3):
-    """Replicate curves ``C n^e log^c n * exp(u_r + eps_rj)``: a replicate-level effect
-    (nested data) plus independent noise, multiplicative."""
-    rng = np.random.default_rng(seed)
-    base = C * ns**exponent * np.log(ns) ** log_power
-    u = rng.normal(0, noise, size=(R, 1))
-    eps = rng.normal(0, noise, size=(R, ns.size))
-    return base[None, :] * np.exp(u + eps)
 
 
 def check_rate_recovery(exponent, log_power, R=5, noise=0.1, seed=0):
