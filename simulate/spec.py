@@ -128,7 +128,7 @@ class SweepConfig:
     lr: float = 5e-3
     sigma: float = 1.0
     sigma_0: float = 0.8
-    lambda_s: float | None = None  # None: theory's a L log n
+    lambda_s: float | None = None  # None: theory's a (L + 1) log n, L = depth
     lambda_s_a: float = 0.1
     lam: float = 10.0
     l3: str = "paper"  # "paper" (eq. (loss3) as printed) or "exact" (simulate.core)
@@ -328,7 +328,7 @@ def jobs_for(cfg: SweepConfig) -> list[Job]:
 def cell_lambda_s(cfg: SweepConfig, n: int) -> float:
     if cfg.lambda_s is not None:
         return float(cfg.lambda_s)
-    return float(lambda_s_rule(n, cfg.depth + 1, cfg.lambda_s_a))
+    return float(lambda_s_rule(n, cfg.depth, cfg.lambda_s_a))
 
 
 def candidate_widths(n: int, width_min: int = 2, scale: float = 1.0, width_max: int = 256):

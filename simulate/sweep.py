@@ -33,8 +33,8 @@ Design (every choice recorded in each record's ``config``):
 * **The known-answer control** (``estimator="gp"``, ``simulate.gp``): the same jobs, data
   and reference, with exact Gaussian-process posteriors under Matern priors instead of
   ASVI (records with ``per_estimator``).
-* **Theory-tied quantities**: ``lambda_s = a L log n`` (``theory.lambda_s_rule``; L = weight
-  layers) unless fixed by ``--lambda-s``; the width prior ``pi(N)`` with ``lam``.  The depth
+* **Theory-tied quantities**: ``lambda_s = a (L + 1) log n`` (``theory.lambda_s_rule``; L
+  hidden layers) unless fixed by ``--lambda-s``; the width prior ``pi(N)`` with ``lam``.  The depth
   is fixed (two hidden layers by default) rather than Lemma 6.1's ``L ~ log n`` (22 hidden
   layers at n = 500 for p = 1), which cannot be trained at these sizes: a stated deviation.
 * **Jobs**: the cells of one (truth, n) and one block of ``replicate_block`` replicates are
@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--stop-tol", type=float, help="relative-improvement tolerance (stop rule)")
     ap.add_argument("--batch-size", type=int)
-    ap.add_argument("--lambda-s", type=float, help="fixed lambda_s (default: a L log n)")
+    ap.add_argument("--lambda-s", type=float, help="fixed lambda_s (default: a (L + 1) log n)")
     ap.add_argument("--seed", type=int)
     ap.add_argument(
         "--start",

@@ -179,8 +179,8 @@ def test_mnist1d_controls_tiny_run(tmp_path):
     recs = run_mnist1d_controls("tiny", str(tmp_path), log=lambda *_: None)
     assert [(r["n"], r["variant"]) for r in recs] == [(300, v) for v in MNIST_CONTROL_VARIANTS]
     by = {r["variant"]: r for r in recs}
-    assert by["paper"]["lambda_s"] == pytest.approx(float(lambda_s_rule(300, 3, 1.5)))
-    assert by["a=0.1"]["lambda_s"] == pytest.approx(float(lambda_s_rule(300, 3, 0.1)))
+    assert by["paper"]["lambda_s"] == pytest.approx(float(lambda_s_rule(300, 2, 1.5)))
+    assert by["a=0.1"]["lambda_s"] == pytest.approx(float(lambda_s_rule(300, 2, 0.1)))
     assert by["lambda_s=1e-6"]["lambda_s"] == 1e-6
     assert by["adam"]["optimizer"] == "adam" and by["paper"]["optimizer"] == "rmsprop"
     assert by["lr=1e-3"]["lr"] == 1e-3 and by["paper"]["lr"] == 5e-3

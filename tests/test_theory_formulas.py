@@ -256,3 +256,15 @@ def test_conditions():
     seq = [(n, 3, 2, int(n**0.5)) for n in (10**4, 10**5, 10**6)]
     assert T.condition_5_1(seq, p=1)
     assert not T.condition_5_1([(n, 3, 2, n // 10) for n in (10**4, 10**5, 10**6)], p=1)
+
+
+def test_lambda_s_rule_takes_hidden_layers_and_gives_the_printed_values():
+    """``lambda_s_rule(n, L, a)`` with L hidden layers (theory's convention) reproduces the
+    appendix's printed values: the teacher experiment's lambda_s = 3 (two hidden layers,
+    n = 10^4, a = 0.1: 2.76) and MNIST's 50 (two hidden layers, n = 6 x 10^4, a = 1.5:
+    49.5); tolerance: the printed values are rounded to integers."""
+    from theory import lambda_s_rule
+
+    assert float(lambda_s_rule(10**4, 2, 0.1)) == pytest.approx(3, abs=0.5)
+    assert float(lambda_s_rule(6 * 10**4, 2, 1.5)) == pytest.approx(50, abs=0.5)
+    assert float(lambda_s_rule(10**4, 1, 0.1)) == pytest.approx(0.2 * math.log(10**4))

@@ -49,18 +49,20 @@ def log_prior_s(s, lam_s, H=None):
 
 
 def lambda_s_rule(n, L, a=0.1):
-    r"""The sparsity-prior rate of Section 5, at its lower end: ``lambda_s = a L log n``
-    (the theory needs ``n eps*_n^2 / s* >> lambda_s >= a L log n`` for some a > 0).
+    r"""The sparsity-prior rate of Section 5, at its lower end: ``lambda_s = a (L + 1) log n``
+    for a network of ``L`` hidden layers (the theory needs ``n eps*_n^2 / s* >> lambda_s >=
+    a L' log n`` for some a > 0, L' its layer count).
 
-    Here L is the number of weight layers (hidden layers + 1): with it the rule reproduces
-    both values the paper's appendix prints, ``lambda_s = 3 (a = 0.1)`` for the teacher
-    experiment (two hidden layers, n = 10^4: 0.1 * 3 * log 10^4 = 2.76) and
-    ``lambda_s = 50 (a = 1.5)`` for MNIST (two hidden layers, n = 6 * 10^4: 49.5), which
-    the hidden-layer count would not (1.84 and 33).
+    ``L`` is the number of hidden layers, as everywhere in ``theory`` (``theory.network``);
+    the rule counts weight layers, ``L + 1``: with it the rule reproduces both values the
+    paper's appendix prints, ``lambda_s = 3 (a = 0.1)`` for the teacher experiment (two
+    hidden layers, n = 10^4: 0.1 * 3 * log 10^4 = 2.76) and ``lambda_s = 50 (a = 1.5)`` for
+    MNIST (two hidden layers, n = 6 * 10^4: 49.5), which the hidden-layer count alone would
+    not (1.84 and 33).
     """
     check.real("n", n, gt=1, allowed="> 1")
     check.positive_int("L", L)
     check.real("a", a, gt=0)
     ops = ops_for(n, L, a)
     n, L, a = ops.args(n, L, a)
-    return a * L * ops.log(n)
+    return a * (L + 1) * ops.log(n)
