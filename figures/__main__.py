@@ -37,9 +37,8 @@ VERIFY_TIER = tiers.FIGURES_RATES
 
 def _sweep_records(tier: str, path: str | None, recompute: bool):
     from simulate.sweep import SweepConfig, one_configuration, read_records, run_sweep
-    from verify.rates import TIERS
 
-    vt = TIERS[VERIFY_TIER[tier]]
+    vt = tiers.RATES[VERIFY_TIER[tier]]
     if path is not None:  # records given: use them as they are (one configuration)
         return one_configuration(read_records(path), source=path), path
     path = os.path.join("results", f"records-{VERIFY_TIER[tier]}.jsonl")
@@ -55,14 +54,16 @@ def _sweep_records(tier: str, path: str | None, recompute: bool):
 
 def _teacher(args, names) -> None:
     """Table 1 and Figure 1(b) from the teacher records (trained if missing)."""
-    from .teacher import TIERS, figure_1b, run_teacher, table1
+    from simulate.experiments.table1 import run_teacher
+
+    from .teacher import figure_1b, table1
 
     t0 = time.perf_counter()
     recs = run_teacher(
         args.tier, args.out, args.recompute, bias=args.teacher_bias, workers=args.workers,
         methods=args.teacher_methods,
     )  # fmt: skip
-    cfg = TIERS[args.tier]
+    cfg = tiers.TEACHER[args.tier]
     name = args.tier if args.teacher_bias == "subtract" else f"{args.tier}-{args.teacher_bias}"
     print(
         f"teacher records: {len(recs)} ({cfg['replicates']} replications x "

@@ -9,20 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulate.experiments.table1 import (  # noqa: F401  (the driver, re-exported)
-    METHODS,
-    PAPER_WIDTHS,
-    SCHEMA,
-    TIERS,
-    run_teacher,
-    teacher_store,
-)
+from simulate.experiments.table1 import METHODS
 from simulate.posterior import select_width
 
 from ._io import save_figure, write_table
 from .paper_values import TABLE1_ASVI, TABLE1_EDGES, TABLE1_RMSE
 
-__all__ = ["TIERS", "METHODS", "run_teacher", "table1", "figure_1b"]
+__all__ = ["table1", "figure_1b"]
 
 
 def _mean_se(a):

@@ -34,6 +34,7 @@ from .core import Hyper, Layout
 from .posterior import select_width
 from .progress import Progress
 from .recipe import train_models
+from .tiers import PAPER_WIDTHS
 
 __all__ = [
     "BNNRegressor",
@@ -46,8 +47,6 @@ __all__ = [
     "HSBNNRegressor",
     "resolve_device",
 ]
-
-PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)
 
 
 def resolve_device(device) -> torch.device:

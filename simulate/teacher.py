@@ -19,8 +19,9 @@ import sys
 import numpy as np
 
 from ._alloc import tune_malloc
-from .estimators import PAPER_WIDTHS, ASVIRegressor
+from .estimators import ASVIRegressor
 from .records import check_output_file
+from .tiers import PAPER_WIDTHS
 from .truths import TeacherNetwork, make_regression_data
 
 

@@ -6,8 +6,9 @@ import sys
 import pytest
 
 from figures.rates import rate_figure
-from figures.teacher import figure_1b, run_teacher, table1
+from figures.teacher import figure_1b, table1
 from figures.tradeoff import theory_terms, tradeoff_figure
+from simulate.experiments.table1 import run_teacher
 from simulate.sweep import SweepConfig, TruthSpec, run_sweep
 
 

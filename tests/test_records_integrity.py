@@ -358,16 +358,17 @@ def test_teacher_and_real_data_records_are_one_configuration(tmp_path, monkeypat
     (the figures' --recompute discards them), and hold the same lock as the sweep."""
     import simulate.experiments.realdata as rd
     import simulate.experiments.table1 as ft
+    from simulate.tiers import TEACHER
 
     fake = {"method": "SVI", "replicate": 0, "rmse": [1.0], "elbo": [0.0], "schema": ft.SCHEMA}
-    monkeypatch.setitem(ft.TIERS, "tiny", {**ft.TIERS["tiny"], "epochs": 3})
+    monkeypatch.setitem(TEACHER, "tiny", {**TEACHER["tiny"], "epochs": 3})
     with ft.teacher_store("tiny", tmp_path).writing() as st:
         st.append([fake])
-    monkeypatch.setitem(ft.TIERS, "tiny", {**ft.TIERS["tiny"], "epochs": 2})
+    monkeypatch.setitem(TEACHER, "tiny", {**TEACHER["tiny"], "epochs": 2})
     with pytest.raises(RecordsError, match=r"epochs 3 -> 2.*--recompute"):
         ft.run_teacher("tiny", str(tmp_path))
     # more replicates is not another configuration
-    monkeypatch.setitem(ft.TIERS, "tiny", {**ft.TIERS["tiny"], "epochs": 3, "replicates": 9})
+    monkeypatch.setitem(TEACHER, "tiny", {**TEACHER["tiny"], "epochs": 3, "replicates": 9})
     store = ft.teacher_store("tiny", tmp_path)
     assert store.foreign(store.read()) is None
     for store in (rd.uci_store("tiny", tmp_path), rd.mnist_store("tiny", tmp_path)):

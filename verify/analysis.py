@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from simulate.sweep import SweepConfig, TruthSpec, cell_selection
-from theory import gp_matern_exponent, log_factor_power
+from theory import METRICS, gp_matern_exponent, log_factor_power
 
 from .slopes import (
     ATTAIN_LOG_POWER,
@@ -42,7 +42,6 @@ __all__ = [
     "control_config",
 ]
 
-METRICS = ("d2", "d", "l2sq")
 # The exit status is decided by d^2 alone (the left side of Theorems 4.1 and 5.1); d and
 # squared L2 are near-transforms of it, reported beside it and not counted again.
 PRIMARY_METRIC = "d2"

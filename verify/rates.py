@@ -96,7 +96,6 @@ from .report import (
 from .slopes import ATTAIN_LOG_POWER
 
 __all__ = [
-    "TIERS",
     "main",
     "METRICS",
     "analyse",
@@ -113,9 +112,6 @@ __all__ = [
 ]
 
 
-TIERS = tiers.RATES  # one tiers module: simulate.tiers
-
-
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m verify.rates",
@@ -123,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=TRUTH_HELP,
     )
-    ap.add_argument("--tier", choices=sorted(TIERS), default="quick")
+    ap.add_argument("--tier", choices=sorted(tiers.RATES), default="quick")
     ap.add_argument("--records", help="verify these existing records; train nothing")
     ap.add_argument(
         "--out", help="records file to write/resume (default results/records-TIER.jsonl)"
@@ -209,7 +205,7 @@ def main(argv=None) -> int:
     try:
         truths, rest = parse_truths(argv)
         args = build_parser().parse_args(rest)
-        tier = TIERS[args.tier]
+        tier = tiers.RATES[args.tier]
         overrides = _checked_overrides(args)
         workers = tier.get("workers", 0) if args.workers is None else args.workers
         control_records: list[dict] = []
@@ -329,7 +325,7 @@ def _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_recor
         from simulate.sweep import run_sweep
 
         tune_malloc()
-        print(power_lines(cfg, TIERS[args.tier].get("pilot_cv"), args.delta))
+        print(power_lines(cfg, tiers.RATES[args.tier].get("pilot_cv"), args.delta))
         os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
         par = {"scheduler": args.scheduler, "workers": None if args.scheduler else workers or None}
         records = run_sweep(cfg, source, **par)

@@ -32,15 +32,12 @@ from ..records import RecordStore, tier_store
 from ..truths import TeacherNetwork, make_regression_data
 
 __all__ = [
-    "TIERS", "METHODS", "SCHEMA", "RUN_PLAN", "block_plan", "run_teacher", "teacher_store",
+    "METHODS", "SCHEMA", "RUN_PLAN", "block_plan", "run_teacher", "teacher_store",
     "train_block", "width_groups", "tier_steps",
 ]  # fmt: skip
 
 SCHEMA = "asvi-rates/teacher-record/2"
 METHODS = {"SVI": "spike_slab", "HS-BNN": "horseshoe", "Dense-BNN": "dense"}
-PAPER_WIDTHS = tiers.PAPER_WIDTHS
-
-TIERS = tiers.TEACHER
 
 
 # How each method's blocks are trained (measured, BENCHMARKS.md "Table 1 workload"): every
@@ -181,7 +178,7 @@ def teacher_store(
     of one configuration: the tier's settings (less the replicate count, which only says
     how many there are), the teacher's bias convention (for ``subtract``), the schema and
     the versions."""
-    settings = {k: v for k, v in TIERS[tier].items() if k != "replicates"}
+    settings = {k: v for k, v in tiers.TEACHER[tier].items() if k != "replicates"}
     stem = "teacher"
     if bias != "add":  # "add" files keep the key they were written with
         settings["teacher_bias"] = bias
@@ -209,7 +206,7 @@ def run_teacher(
     subset of ``METHODS`` to train (default all; Figure 1(b) and the ASVI row need SVI
     alone); ``plan``: a ``RUN_PLAN``-shaped override of how blocks run, taken at any
     number of steps (tests).  Returns the records of every method recorded so far."""
-    cfg = TIERS[tier]
+    cfg = tiers.TEACHER[tier]
     methods = list(METHODS) if methods is None else list(methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
