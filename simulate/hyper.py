@@ -57,13 +57,17 @@ class Hyper:
             raise ValueError(f"l3 must be 'paper' or 'exact', got {self.l3!r}")
         for name in ("sigma", "sigma_0", "B0", "lambda_s", "lam", "tau", "lr", "init_sigma"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            if isinstance(v, bool) or not (
+                isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+            ):
                 raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
         for name in ("batch_size", "mc_samples"):
             v = getattr(self, name)
-            if not (isinstance(v, int) and v >= 1):
+            if isinstance(v, bool) or not (isinstance(v, int) and v >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        if not 0 < self.init_nu < 1:
+        if isinstance(self.init_nu, bool) or not (
+            isinstance(self.init_nu, (int, float)) and 0 < self.init_nu < 1
+        ):
             raise ValueError(f"init_nu must be in (0, 1), got {self.init_nu!r}")
         if self.slab == "uniform" and self.init_mu >= self.B0:
             raise ValueError("init_mu must be < B0 for the uniform slab")

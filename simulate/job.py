@@ -35,7 +35,6 @@ from .spec import (
     SCHEMA,
     Job,
     SweepConfig,
-    cell_lambda_s,
     cell_selection,
     group_widths,
     plain_selection,
@@ -67,20 +66,6 @@ def _job_data(job: Job, cfg: SweepConfig, f0s):
         y_all.append(f0(X[: job.n]) + cfg.sigma * noise[: job.n])
         seeds.append(ds)
     return X_all, y_all, seeds
-
-
-def _job_hyper(cfg: SweepConfig, n: int) -> Hyper:
-    return Hyper(
-        sigma=cfg.sigma,
-        sigma_0=cfg.sigma_0,
-        lambda_s=cell_lambda_s(cfg, n),
-        lam=cfg.lam,
-        batch_size=min(cfg.batch_size, n),
-        lr=cfg.lr,
-        init_nu=cfg.init_nu,
-        init_sigma=cfg.init_sigma,
-        l3=cfg.l3,
-    )
 
 
 def _risk_fn(cfg: SweepConfig, hyper: Hyper, truth_eval: np.ndarray, Xe: np.ndarray):
@@ -283,7 +268,7 @@ def run_job(job: Job) -> list[dict]:
     f0s = [job.truth.build(r) for r in job.replicates]  # each replicate its own truth
     W, R = cfg.widths_at(job.n), len(job.replicates)
     X_all, y_all, data_seeds = _job_data(job, cfg, f0s)
-    hyper = _job_hyper(cfg, job.n)
+    hyper = cfg.hyper_at(job.n)
     model_seeds = [
         stable_seed(cfg.seed, job.truth.key, job.n, r, "model", w)
         for r in job.replicates

@@ -14,6 +14,7 @@ import numpy as np
 
 from theory import lambda_s_rule, predicted_exponent, teacher_exponent
 
+from .hyper import Hyper
 from .posterior import select_width
 from .records import RecordsError, fields_differing, read_jsonl, versions
 from .stopping import StopRule
@@ -103,8 +104,12 @@ class TruthSpec:
         return float(teacher_exponent(metric))
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepConfig:
+    """What a sweep is: its truths, sample sizes, replicates, candidate widths, stopping
+    rule, training hyperparameters and evaluation.  Frozen, and validated once, when it is
+    made (:meth:`validate`): a config that exists is a valid one."""
+
     truths: list
     ns: list
     replicates: int = 3
@@ -151,7 +156,11 @@ class SweepConfig:
     # beside it), or "both" (the random start and the constructive arms on the same cells)
     start: str = "random"
 
+    def __post_init__(self):
+        self.validate()
+
     def validate(self) -> None:
+        """Raise ``ValueError`` naming the first bad field (run at construction)."""
         if not self.truths:
             raise ValueError("no truth given")
         for t in self.truths:
@@ -174,8 +183,6 @@ class SweepConfig:
             raise ValueError(f"width_scale must be > 0, got {self.width_scale}")
         if self.batch_size < 1 or self.depth < 1:
             raise ValueError("batch_size and depth must be positive")
-        if self.l3 not in ("paper", "exact"):
-            raise ValueError(f"l3 must be 'paper' or 'exact', got {self.l3!r}")
         self.stop_rule.validate()
         for name in (
             "replicates", "replicate_block", "depth", "max_steps", "batch_size", "n_test",
@@ -186,21 +193,16 @@ class SweepConfig:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
         if self.elbo_draws < 10:
             raise ValueError("elbo_draws must be >= 10")
-        for name in ("lr", "sigma", "sigma_0", "lam", "init_sigma", "lambda_s_a"):
-            v = getattr(self, name)
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, (int, float))
-                or not (math.isfinite(v) and v > 0)
-            ):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-        if self.lambda_s is not None and not (
-            isinstance(self.lambda_s, (int, float)) and math.isfinite(self.lambda_s)
-            and self.lambda_s > 0
-        ):  # fmt: skip
-            raise ValueError(f"lambda_s must be a finite number > 0, got {self.lambda_s!r}")
-        if not (isinstance(self.init_nu, (int, float)) and 0 < self.init_nu < 1):
-            raise ValueError(f"init_nu must be in (0, 1), got {self.init_nu!r}")
+        v = self.lambda_s_a
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float))
+            or not (math.isfinite(v) and v > 0)
+        ):
+            raise ValueError(f"lambda_s_a must be a finite number > 0, got {v!r}")
+        # the training hyperparameters (lr, sigma, sigma_0, lambda_s, lam, init_sigma,
+        # init_nu, l3) are checked where they are defined: Hyper.validate
+        self.hyper_at(ns[0]).validate()
         if (
             isinstance(self.seed, bool)
             or not isinstance(self.seed, int)
@@ -283,6 +285,22 @@ class SweepConfig:
             return sorted({int(w) for w in self.widths})
         return candidate_widths(n, self.width_min, self.width_scale, self.width_max)
 
+    def hyper_at(self, n: int) -> Hyper:
+        """The training hyperparameters of the cells at sample size n: the config's, with
+        ``lambda_s`` from the theory's rule at n (``cell_lambda_s``) and the batch at most
+        n."""
+        return Hyper(
+            sigma=self.sigma,
+            sigma_0=self.sigma_0,
+            lambda_s=cell_lambda_s(self, n),
+            lam=self.lam,
+            batch_size=min(self.batch_size, int(n)),
+            lr=self.lr,
+            init_nu=self.init_nu,
+            init_sigma=self.init_sigma,
+            l3=self.l3,
+        )
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["truths"] = [asdict(t) for t in self.truths]
@@ -293,6 +311,27 @@ class SweepConfig:
         d = dict(d)
         d["truths"] = [TruthSpec(**t) for t in d["truths"]]
         return cls(**d)
+
+
+# Command-line flags (argparse destinations) -> SweepConfig fields: the one mapping both
+# command lines use (``simulate.sweep``, ``verify.rates``); each takes the flags its parser
+# defines.
+FLAG_FIELDS = {
+    "n": "ns", "replicates": "replicates", "widths": "widths", "depth": "depth",
+    "max_steps": "max_steps", "max_epochs": "max_epochs", "stop_tol": "stop_tol",
+    "batch_size": "batch_size", "lambda_s": "lambda_s", "lambda_s_a": "lambda_s_a",
+    "lam": "lam", "l3": "l3", "seed": "seed", "start": "start", "compile": "compile",
+}  # fmt: skip
+
+
+def overrides_from_args(args) -> dict:
+    """The SweepConfig fields the parsed flags ``args`` set (:data:`FLAG_FIELDS`; a flag
+    left unset, or one the parser does not define, sets nothing)."""
+    return {
+        field: getattr(args, dest)
+        for dest, field in FLAG_FIELDS.items()
+        if getattr(args, dest, None) is not None
+    }
 
 
 def stable_seed(*parts) -> int:

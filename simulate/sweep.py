@@ -80,6 +80,7 @@ from .spec import (
     group_widths,
     jobs_for,
     one_configuration,
+    overrides_from_args,
     read_records,
 )
 
@@ -151,7 +152,6 @@ def run_sweep(
     :class:`simulate.records.RecordStore`: locked while the sweep runs, of this
     configuration only."""
     check_workers(workers, scheduler)
-    cfg.validate()
     store = _store(cfg, out_path)
     with store.writing() as st:  # one sweep per records file, or exit 2
         todo = [j for j in jobs_for(cfg) if not all(c in st.done for c in j.cells())]
@@ -268,22 +268,7 @@ def config_from_args(truths, args) -> SweepConfig:
         base["truths"] = [TruthSpec(**t) for t in base.get("truths", [])]
     if truths:
         base["truths"] = truths
-    for name, key in (
-        ("n", "ns"),
-        ("replicates", "replicates"),
-        ("widths", "widths"),
-        ("max_steps", "max_steps"),
-        ("max_epochs", "max_epochs"),
-        ("stop_tol", "stop_tol"),
-        ("batch_size", "batch_size"),
-        ("lambda_s", "lambda_s"),
-        ("seed", "seed"),
-        ("start", "start"),
-        ("compile", "compile"),
-    ):
-        v = getattr(args, name)
-        if v is not None:
-            base[key] = v
+    base.update(overrides_from_args(args))
     if "ns" not in base:
         raise ValueError("give the sample sizes with --n (or in --config)")
     base.setdefault("truths", [])
@@ -295,8 +280,7 @@ def main(argv=None) -> int:
     try:
         truths, rest = parse_truths(argv)
         args = build_parser().parse_args(rest)
-        cfg = config_from_args(truths, args)
-        cfg.validate()
+        cfg = config_from_args(truths, args)  # validated as it is made
         if args.workers is not None and args.workers < 1:
             raise ValueError(f"--workers must be >= 1, got {args.workers}")
         if args.scheduler and args.workers:

@@ -60,6 +60,7 @@ import numpy as np
 
 from simulate import tiers
 from simulate.records import check_output_dir, check_output_file
+from simulate.spec import overrides_from_args
 from simulate.sweep import (
     TRUTH_HELP,
     RecordsError,
@@ -254,20 +255,7 @@ def _checked_overrides(args) -> dict:
     check_output_dir(args.figures or os.path.join("results", f"verify-{args.tier}"), "--figures")
     if args.fingerprint and not args.records:
         raise ValueError("--fingerprint chooses among the records of --records")
-    return {
-        k: v
-        for k, v in (
-            ("ns", args.n),
-            ("replicates", args.replicates),
-            ("depth", args.depth),
-            ("l3", args.l3),
-            ("start", args.start),
-            ("compile", args.compile),
-            ("lambda_s_a", args.lambda_s_a),
-            ("lam", args.lam),
-        )
-        if v is not None
-    }
+    return overrides_from_args(args)
 
 
 def _existing_records(args, overrides: dict):
@@ -299,7 +287,6 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict):
     the records files they write; returns ``(cfg, control_cfg, source, control_path)``.
     A foreign, corrupt or other-configuration file stops here, before any training."""
     cfg = SweepConfig(truths=truths or tier["truths"], **{**tier["sweep"], **overrides})
-    cfg.validate()
     source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
     check_output_file(source, "--out")
     cpath = args.control_records or _control_path(source)
