@@ -16,6 +16,7 @@ from theory import METRICS, gp_matern_exponent, log_factor_power
 from .slopes import (
     ATTAIN_LOG_POWER,
     OPT_SLOPE_TOL,
+    Verdict,
     attainment_test,
     curvature,
     finding,
@@ -208,7 +209,7 @@ def expected_attainment(spec: TruthSpec, estimator: str) -> str | None:
     slower and must FAIL attainment.  None for ASVI (no known answer)."""
     if estimator == "asvi":
         return None
-    return "PASS" if math.isclose(gp_nu(estimator), float(spec.alpha)) else "FAIL"
+    return Verdict.PASS if math.isclose(gp_nu(estimator), float(spec.alpha)) else Verdict.FAIL
 
 
 def _values(cells, estimator: str, metric: str) -> np.ndarray:
@@ -280,9 +281,9 @@ def _metric_result(
     res.update(_attainment(ns, V, F, cells, metric, has_ref, curv, c))
     res.update(_control_shift(ctrl, metric, estimator))
     if res["optimisation_limited"]:  # twice the budget moves the slope: not decided
-        res["verdict"] = "INCONCLUSIVE"
+        res["verdict"] = Verdict.INCONCLUSIVE
         if res["attainment_verdict"] is not None:
-            res["attainment_verdict"] = "INCONCLUSIVE"
+            res["attainment_verdict"] = Verdict.INCONCLUSIVE
     res["finding"] = finding(res)
     return res
 
@@ -400,9 +401,9 @@ def _attainment(ns, V, F, cells, metric, has_ref, curv, log_power) -> dict:
     if F is not None:
         dc = paired_slope_diff(ns[use], F[:, use], Ref[:, use])
         ctrl_v = attainment_test(dc, allowance)
-        control = {**dc, "verdict": ctrl_v, "rejected": ctrl_v == "FAIL"}
-        if ctrl_v != "FAIL" and v == "PASS":
-            v = "INCONCLUSIVE"  # the test could not tell a fixed small network from ASVI
+        control = {**dc, "verdict": ctrl_v, "rejected": ctrl_v == Verdict.FAIL}
+        if ctrl_v != Verdict.FAIL and v == Verdict.PASS:
+            v = Verdict.INCONCLUSIVE  # the test could not tell a fixed small network from ASVI
     lpw = log_power_of(d, ns[use])
     oracle = [[c["reference"].get("oracle") for c in row] for row in cells]
     has_oracle = all(o is not None for row in oracle for o in row)
@@ -498,8 +499,8 @@ def _slope_shifts(pairs: dict) -> dict:
     return out
 
 
-def entry_outcome(r: dict) -> str:
-    """One primary entry's outcome for the exit status: "FAIL", "INCONCLUSIVE" or "PASS".
+def entry_outcome(r: dict) -> Verdict:
+    """One primary entry's outcome for the exit status: FAIL, INCONCLUSIVE or PASS.
     ASVI: FAIL when its theorem or attainment test fails; INCONCLUSIVE when either is
     inconclusive or undecidable; else PASS.  A known-answer control entry: whether its
     attainment verdict is the known answer (``expected_attainment``): FAIL when it is the
@@ -507,14 +508,14 @@ def entry_outcome(r: dict) -> str:
     att = r["attainment_verdict"]
     if r.get("expected_attainment") is not None:
         if att == r["expected_attainment"]:
-            return "PASS"
-        return "FAIL" if att in ("PASS", "FAIL") else "INCONCLUSIVE"
+            return Verdict.PASS
+        return Verdict.FAIL if att in (Verdict.PASS, Verdict.FAIL) else Verdict.INCONCLUSIVE
     verdicts = [r["verdict"]] + ([att] if att is not None else [])
-    if "FAIL" in verdicts:
-        return "FAIL"
-    if any(v in ("INCONCLUSIVE", "UNDECIDABLE") for v in verdicts):
-        return "INCONCLUSIVE"
-    return "PASS"
+    if Verdict.FAIL in verdicts:
+        return Verdict.FAIL
+    if any(v in (Verdict.INCONCLUSIVE, Verdict.UNDECIDABLE) for v in verdicts):
+        return Verdict.INCONCLUSIVE
+    return Verdict.PASS
 
 
 def exit_status(results: list[dict]) -> int:
@@ -524,9 +525,9 @@ def exit_status(results: list[dict]) -> int:
         for r in results
         if r["metric"] == PRIMARY_METRIC and r.get("role") != "arm"
     ]
-    if "FAIL" in outcomes:
+    if Verdict.FAIL in outcomes:
         return EXIT_FAIL
-    if "INCONCLUSIVE" in outcomes:
+    if Verdict.INCONCLUSIVE in outcomes:
         return EXIT_INCONCLUSIVE
     return EXIT_PASS
 

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 from scipy import stats
@@ -80,6 +81,17 @@ __all__ = [
     "OPT_SLOPE_TOL",
     "finding",
 ]
+
+
+class Verdict(StrEnum):
+    """A test's outcome.  A ``StrEnum``: it equals, prints and serialises as its name, so
+    records, JSON reports and comparisons with the plain strings are unchanged."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INCONCLUSIVE = "INCONCLUSIVE"  # the design could decide, this run did not
+    UNDECIDABLE = "UNDECIDABLE"  # the design cannot decide (no power against e/2)
+
 
 ATTAIN_LOG_POWER = 2.0  # the attainment allowance's log power c (module docstring)
 OPT_SLOPE_TOL = 0.05  # a slope moved this much by twice the budget: optimisation-limited
@@ -250,18 +262,18 @@ def theorem_test(fit: SlopeFit, predicted: float, separable: bool = True) -> dic
     top = predicted + fit.shift
     out = {"slow_exponent": slow, "band": [predicted, top], "direction": None}
     if not (np.isfinite(fit.ci_low) and np.isfinite(fit.ci_high)):
-        return {**out, "verdict": "INCONCLUSIVE", "control_slow_rejected": False}
+        return {**out, "verdict": Verdict.INCONCLUSIVE, "control_slow_rejected": False}
     slow_rej = bool(fit.ci_high < slow)
     if fit.ci_high < predicted:
         out["direction"] = "faster"
     if fit.ci_low > top:
-        v, out["direction"] = "FAIL", "slower"
+        v, out["direction"] = Verdict.FAIL, "slower"
     elif not separable:
-        v = "UNDECIDABLE"
+        v = Verdict.UNDECIDABLE
     elif slow_rej:
-        v = "PASS"
+        v = Verdict.PASS
     else:
-        v = "INCONCLUSIVE"
+        v = Verdict.INCONCLUSIVE
     return {**out, "verdict": v, "control_slow_rejected": slow_rej}
 
 
@@ -304,17 +316,17 @@ def paired_mean_diff(A, B, level: float = 0.95) -> dict:
     return {"diff": mean.tolist(), "ci_low": (mean - h).tolist(), "ci_high": (mean + h).tolist()}
 
 
-def attainment_test(diff: dict, allowance: float) -> str:
+def attainment_test(diff: dict, allowance: float) -> Verdict:
     """PASS / FAIL / INCONCLUSIVE for a :func:`paired_slope_diff` against ``allowance``
     (slope units, :func:`log_allowance`; module docstring)."""
     lo, hi = diff["ci_low"], diff["ci_high"]
     if not (np.isfinite(lo) and np.isfinite(hi)):
-        return "INCONCLUSIVE"
+        return Verdict.INCONCLUSIVE
     if hi <= allowance:
-        return "PASS"
+        return Verdict.PASS
     if lo > allowance:
-        return "FAIL"
-    return "INCONCLUSIVE"
+        return Verdict.FAIL
+    return Verdict.INCONCLUSIVE
 
 
 def log_power_of(diff: dict, ns) -> dict:
@@ -371,12 +383,12 @@ def finding(res: dict) -> str:
     where = " (top half: the curve bends)" if res.get("attainment_on_top_half") else ""
     if att is None:
         parts.append("attainment not tested (no reference)")
-    elif att == "PASS":
+    elif att == Verdict.PASS:
         parts.append(
             f"attains the reference's rate up to log^{c:.2f} n within the log^"
             f"{res['log_power_allowed']:g} n allowance{where}"
         )
-    elif att == "FAIL":
+    elif att == Verdict.FAIL:
         parts.append(
             f"slower than the class-matched reference beyond the log^"
             f"{res['log_power_allowed']:g} n allowance (log^{c:.2f} n){where}"
@@ -384,15 +396,15 @@ def finding(res: dict) -> str:
     else:
         parts.append(f"attainment inconclusive (log^{c:.2f} n){where}")
     th = res.get("verdict")
-    if th == "FAIL":
+    if th == Verdict.FAIL:
         parts.append("contradicts the theorem's rate (slower than its band)")
-    elif th == "UNDECIDABLE":
+    elif th == Verdict.UNDECIDABLE:
         parts.append("theorem test undecidable with this design (no power against e/2)")
     elif res.get("direction") == "faster":
         parts.append(
             "faster than the exponent (easier than its class at these n, or pre-asymptotic)"
         )
-    elif th == "PASS":
+    elif th == Verdict.PASS:
         parts.append("within the theorem's band")
     else:
         parts.append("theorem test inconclusive")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .slopes import paired_mean_diff
+from .slopes import Verdict, paired_mean_diff
 
 __all__ = [
     "ARM_ESTIMATORS", "answer", "arm_columns", "arms_table", "compare_starts", "primary_estimator",
@@ -229,12 +229,14 @@ def answer(c: dict) -> tuple[str, str]:
     C = c["constructive_arm"]
     opt = glo > 0 and rhi < 0
     obj = (ghi < 0 and rhi < 0) or (dlo > 0 and elo > 0) or bool(c["objective_evidence"])
-    if vC == "PASS" and vR == "PASS":
+    if vC == Verdict.PASS and vR == Verdict.PASS:
         key = "both"
     elif opt and obj:
         key = "optimiser+objective"
     elif opt:
-        key = "optimiser" if vC == "PASS" and vR != "PASS" else "optimiser-rate-undecided"
+        key = (
+            "optimiser" if vC == Verdict.PASS and vR != Verdict.PASS else "optimiser-rate-undecided"
+        )
     elif obj:
         key = "objective"
     else:
