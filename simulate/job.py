@@ -68,14 +68,14 @@ def _job_data(job: Job, cfg: SweepConfig, f0s):
     return X_all, y_all, seeds
 
 
-def _risk_fn(cfg: SweepConfig, hyper: Hyper, truth_eval: np.ndarray, Xe: np.ndarray):
+def _risk_fn(cfg: SweepConfig, truth_eval: np.ndarray, Xe: np.ndarray):
     """The held-out risk the stopping rule watches (``StopRule.risk_tol``): each model's
     posterior-mean squared L2 error against its replicate's truth (``truth_eval``, one row
     per model) on the evaluation points ``Xe`` (not the test points), from ``risk_draws``
     draws -- the same draws at every window (counter-based noise)."""
 
     def risk(tr, var):
-        post = Posterior(tr.layout, hyper, var, tr.seeds)
+        post = tr.posterior(var)
         return post.test_metrics(truth_eval, Xe, cfg.risk_draws)[1]
 
     return risk
@@ -105,7 +105,7 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, ev, start
     risk = None
     if ev is not None:
         Xe, f0e = ev
-        risk = _risk_fn(cfg, hyper, f0e[di], Xe)
+        risk = _risk_fn(cfg, f0e[di], Xe)
     truth = f0t[di]  # each model against its replicate's truth
     train = dict(depth=cfg.depth, rule=cfg.stop_rule_at(n), compile=cfg.compile, risk=risk)
     train_s = 0.0

@@ -99,4 +99,4 @@ def train_models(
     else:
         tr.fit(steps, progress=progress, record_every=record_every)
         conv = None
-    return Trained(tr, Posterior(tr.layout, hyper, tr.state.var, tr.seeds), conv)
+    return Trained(tr, tr.posterior(), conv)

@@ -114,6 +114,15 @@ class Trainer:
         """Models per step call (all of them but for a chunked compiled step)."""
         return getattr(self.path, "chunk", self.layout.E)
 
+    def posterior(self, var: torch.Tensor | None = None):
+        """The models' variational posteriors (:class:`simulate.posterior.Posterior`) at the
+        current parameters, or at ``var`` (e.g. a stopping rule's look at them mid-run)."""
+        from .posterior import Posterior  # posterior builds on the core: imported on use
+
+        return Posterior(
+            self.layout, self.hyper, self.state.var if var is None else var, self.seeds
+        )
+
     # ----------------------------------------------------------------- sampling
     def draw(self, var, offset, hard_only=False):
         """``theta [E, P]``: one network per model for noise offset ``offset``."""

@@ -46,7 +46,7 @@ from theory import lambda_s_rule
 from .. import tiers
 from ..core import Batch, Hyper
 from ..data import boston, concrete, mnist1d_split, standardize, uci_splits
-from ..posterior import Posterior, select_width
+from ..posterior import select_width
 from ..recipe import build_trainer
 from ..records import RecordStore, tier_store
 
@@ -106,8 +106,8 @@ def _fit_splits(family, sigma, sigma0, Xs, ys, epochs, seed, eval_every=None, at
         tr.fit(spe * (ep - done))
         done = ep
         if at_epoch is not None:
-            at_epoch(ep, Posterior(tr.layout, hyper, tr.state.var, tr.seeds))
-    return Posterior(tr.layout, hyper, tr.state.var, tr.seeds), tr.state.failed.cpu().numpy()
+            at_epoch(ep, tr.posterior())
+    return tr.posterior(), tr.state.failed.cpu().numpy()
 
 
 def _checkpoints(epochs: int, eval_every) -> list[int]:
@@ -347,7 +347,7 @@ def _mnist_fit(cfg, hyper, widths, seeds, Xs, y, Xts, yt, label, elbo_draws=None
     for ep in range(cfg["eval_every"], cfg["epochs"] + 1, cfg["eval_every"]):
         tr.fit(spe * cfg["eval_every"])
         bar(ep, cfg["epochs"])
-        post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
+        post = tr.posterior()
         e = post.edges()
         curves["epochs"].append(ep)
         curves["accuracy"].append(_accuracy(post, Xts, yt).tolist())
@@ -374,7 +374,7 @@ def _train_mnist1d(tier: str, cfg: dict, n: int, cache: str, log) -> dict:
         tr, batch, curves[family] = _mnist_fit(
             cfg, hyper, widths, seeds, Xs, y, Xts, yt, f"mnist1d {tier} n={n} {family}"
         )
-        post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
+        post = tr.posterior()
         out[family] = (post, batch, tr.state.failed.cpu().numpy())
         walls[family] = time.perf_counter() - t0
         log(f"  mnist1d {tier} n={n}: {family} done ({walls[family]:.0f} s)")
@@ -469,7 +469,7 @@ def _train_control(tier, cfg, ctl, n, name, overrides, cache, log) -> dict:
         cfg, hyper, [ctl["width"]] * E, [7 + k for k in range(E)], Xs, y, Xts, yt,
         f"mnist1d controls {tier} n={n} {name}", elbo_draws=2,
     )  # fmt: skip
-    post = Posterior(tr.layout, hyper, tr.state.var, tr.seeds)
+    post = tr.posterior()
     wall = time.perf_counter() - t0
     log(f"  mnist1d controls {tier} n={n}: {name} ({wall:.0f} s)")
     return {
