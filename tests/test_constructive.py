@@ -430,3 +430,32 @@ def test_verify_rates_with_both_starts_end_to_end(tmp_path):
         check=False,
     )
     assert bad.returncode == 2
+
+
+def test_the_figure_draws_what_the_analysis_found():
+    """The rate panel and the ELBO-gap panel draw the analysis' own numbers: the
+    estimator's means, the reference's, each arm's (``starts``), and the paired gaps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from verify.report import draw_elbo_gap_panel, draw_rate_panel
+
+    recs = with_arms(fake_records(-0.375, -0.75, alpha=1.5), -0.75, -0.75, -1000, -900, -950)
+    _, r = _answer_of(recs)
+    fig, (ax, gx) = plt.subplots(1, 2)
+    draw_rate_panel(ax, r)
+    drawn = [np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()]
+
+    def is_drawn(values):
+        return any(d.shape == (len(values),) and np.allclose(d, values) for d in drawn)
+
+    assert is_drawn(r["mean"]) and is_drawn(r["reference_mean"])
+    for arm in ("W", "W0", "W0s", "P"):
+        assert is_drawn(r["starts"]["arms"][arm]["d2"]), arm
+    draw_elbo_gap_panel(gx, r)
+    gaps = [np.asarray(line.get_ydata(), dtype=float) for line in gx.get_lines()]
+    assert any(g.shape == (4,) and np.allclose(g, r["elbo_gap"]) for g in gaps)
+    assert r["starts"]["answer_key"] in gx.get_title()
+    plt.close(fig)
