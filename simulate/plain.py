@@ -141,7 +141,8 @@ def run(
 ) -> dict:
     """Plain ReLU networks of the given widths on the sweeps' Hoelder truth (p = 1,
     smoothness ``alpha``, truth seed ``seed``, its replicate 0) with n points drawn from
-    ``seed`` (the model (1) with noise sd 1), trained by
+    ``seed`` (``simulate.truths.make_regression_data``, noise sd 1) and test inputs from
+    their own stream, trained by
     :func:`train_plain` for the ASVI cap in steps, ``max(min_steps, epochs n / batch)`` (the
     full tier's: 160 epochs, 20,000 steps at least), from a ``random`` start (the core's
     initial locations, ``U(-0.6, 0.6)``) or the ``constructive`` one (the validation-chosen
@@ -153,6 +154,7 @@ def run(
     from .hyper import Hyper
     from .spec import TruthSpec
     from .state import init_state
+    from .truths import make_regression_data
 
     if start not in ("random", "constructive"):
         raise ValueError(f"start must be 'random' or 'constructive', got {start!r}")
@@ -161,10 +163,8 @@ def run(
         raise ValueError("need widths >= 1, n >= 10 and depth >= 1")
     spec = TruthSpec("holder", p=1, alpha=float(alpha), seed=int(seed))
     f0 = spec.build(0)
-    g = np.random.default_rng(seed)
-    X = g.uniform(-1, 1, size=(n, 1))
-    y = f0(X) + g.standard_normal(n)
-    Xt = g.uniform(-1, 1, size=(n_test, 1))
+    X, y = make_regression_data(f0, n, 1, 1.0, seed)
+    Xt = np.random.default_rng([seed, 1]).uniform(-1, 1, size=(n_test, 1))  # test inputs
     f0t = f0(Xt)
     layout = Layout(1, depth, widths)
     if start == "random":

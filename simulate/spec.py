@@ -412,13 +412,7 @@ def cell_selection(per_width: dict, widths, lam: float) -> dict:
     try:
         sel = select_width(per_width["elbo"], widths, lam, failed=per_width["failed"])
     except FloatingPointError:  # every candidate diverged: a failed cell, recorded as such
-        return {
-            "failed": True,
-            "selected_width": None,
-            "selected_at_top": False,
-            "metrics": {m: None for m in ("d2", "d", "l2sq")},
-            "penalized_elbo": [None] * len(widths),
-        }
+        return _failed_selection(widths)
     k = sel["index"]
     return {
         "failed": False,
@@ -429,13 +423,24 @@ def cell_selection(per_width: dict, widths, lam: float) -> dict:
     }
 
 
+def _failed_selection(widths) -> dict:
+    """The selection keys of a cell whose every candidate failed: no width, no metrics."""
+    return {
+        "failed": True,
+        "selected_width": None,
+        "selected_at_top": False,
+        "metrics": {m: None for m in ("d2", "d", "l2sq")},
+        "penalized_elbo": [None] * len(widths),
+    }
+
+
 def plain_selection(per_width: dict, widths) -> dict:
     """The plain arm's selection (``simulate.plain``): the candidate with the smallest
     validation error (its own objective); the keys of :func:`cell_selection`."""
     v = np.asarray(per_width["val_mse"], dtype=float)
     ok = np.isfinite(v)
     if not ok.any():
-        return cell_selection({**per_width, "failed": [True] * len(widths)}, widths, 1.0)
+        return _failed_selection(widths)
     k = int(np.argmin(np.where(ok, v, np.inf)))
     return {
         "failed": False,

@@ -378,6 +378,10 @@ def test_estimator_starts_from_the_spline():
     grid = np.linspace(-1, 1, 200)[:, None]
     k = est.selected_index_
     assert np.abs(est.predict(grid) - net_outputs(spline[k], grid)).max() < 0.5
+    # negative control: the same epoch from the random start is nowhere near the spline
+    rand = BNNRegressor(**kw).fit(X, y)
+    far = np.abs(rand.predict(grid) - net_outputs(spline[rand.selected_index_], grid)).max()
+    assert far > 0.5, far
     with pytest.raises(ValueError, match="one input feature"):
         BNNRegressor(init_from="spline", **kw).fit(np.hstack([X, X]), y)
     with pytest.raises(ValueError, match="init_from must be"):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from factories import NS, fake_records, synthetic
+from factories import NS, SWEEP_TINY, fake_records, synthetic
 from scipy import stats
 
 from simulate.classical import bin_grid, degree_for, fit_piecewise, oracle_piecewise
@@ -532,14 +532,7 @@ def test_reselection_with_the_recorded_lambda_changes_nothing(tmp_path):
 
     cfg = SweepConfig(
         truths=[TruthSpec("holder", p=1, alpha=0.5)],
-        ns=[64, 128, 256],
-        replicates=1,
-        widths=[2, 4],
-        max_steps=40,
-        stop_window=20,
-        batch_size=32,
-        n_test=200,
-        draws=4,
+        **{**SWEEP_TINY, "replicates": 1, "max_steps": 40, "n_test": 200, "draws": 4},
     )
     recs = run_sweep(cfg, tmp_path / "r.jsonl", progress=False, log=lambda *_: None)
     same = reselect(recs, cfg.lam)

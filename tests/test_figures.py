@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+from factories import SWEEP_TINY
 
 from figures.rates import rate_figure
 from figures.teacher import figure_1b, table1
@@ -23,15 +24,7 @@ def sweep_recs(tmp_path_factory):
     path = tmp_path_factory.mktemp("sweep") / "r.jsonl"
     cfg = SweepConfig(
         truths=[TruthSpec("holder", p=1, alpha=0.5), TruthSpec("holder", p=1, alpha=1.5)],
-        ns=[64, 128, 256],
-        replicates=2,
-        widths=[2, 4],
-        max_steps=100,
-        stop_window=25,
-        batch_size=32,
-        n_test=500,
-        draws=10,
-        replicate_block=2,
+        **{**SWEEP_TINY, "max_steps": 100, "stop_window": 25, "replicate_block": 2},
     )
     return run_sweep(cfg, path, progress=False, log=lambda *_: None)
 

@@ -8,6 +8,7 @@ import os
 import numpy as np
 
 from .analysis import METRICS
+from .starts import ARM_HEADER, arm_row
 
 __all__ = [
     "format_results", "draw_rate_panel", "draw_width_panel", "plot_results", "REPORT_KEYS",
@@ -108,16 +109,10 @@ def _starts_lines(rows: list[dict]) -> list[str]:
         "-- constructive start against random start (means over replicates; W0 = start"
         " untrained, W0s = its sds fitted, W = trained from W0, R = random start, P = plain"
         " Adam from W0)",
-        f"{'n':>7s} {'arm':>3s} {'-ELBO':>10s} {'L1':>10s} {'L2':>9s} {'L3':>8s}"
-        f" {'edges':>7s} {'width':>6s} {'d2':>9s} {'steps':>7s}",
+        f"{'n':>7s}{ARM_HEADER}",
     ]
     for j, n in enumerate(c["ns"]):
-        for a, t in c["arms"].items():
-            lines.append(
-                f"{n:7d} {a:>3s} {-t['elbo'][j]:10.1f} {t['L1'][j]:10.1f} {t['L2'][j]:9.1f}"
-                f" {t['L3'][j]:8.1f} {t['edges'][j]:7.1f} {t['width'][j]:6.1f}"
-                f" {t['d2'][j]:9.4g} {t['steps'][j]:7.0f}"
-            )
+        lines += [f"{n:7d}{arm_row(a, t, j)}" for a, t in c["arms"].items()]
     gaps = ", ".join(
         f"n={n}: {g:+.1f} [{lo:+.1f}, {hi:+.1f}]"
         for n, g, (lo, hi) in zip(c["ns"], c["elbo_gap"], c["elbo_gap_ci"], strict=True)

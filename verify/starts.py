@@ -91,6 +91,35 @@ def arm_columns(cells, arm: str, key: str) -> np.ndarray:
     return np.array(out)
 
 
+def arm_means(cells, arm: str) -> dict:
+    """Per n, ``arm``'s means over the replicates of its selected candidate's ELBO, L1, L2,
+    L3, kept edges, d2, d, l2sq and steps, and of the selected width."""
+    keys = (
+        ("elbo", "elbo"), ("L1", "L1"), ("L2", "L2"), ("L3", "L3"), ("edges", "edges_sum_nu"),
+        ("d2", "d2"), ("d", "d"), ("l2sq", "l2sq"), ("steps", "steps"),
+    )  # fmt: skip
+    out = {k: arm_columns(cells, arm, key).mean(0).tolist() for k, key in keys}
+    est = ARM_ESTIMATORS[arm]
+    widths = [[arm_view(c, est)["selected_width"] for c in row] for row in cells]
+    out["width"] = np.array(widths, dtype=float).mean(0).tolist()
+    return out
+
+
+ARM_HEADER = (
+    f"{'arm':>4s} {'-ELBO':>10s} {'L1':>10s} {'L2':>9s} {'L3':>8s} {'edges':>7s}"
+    f" {'width':>6s} {'d2':>9s} {'l2sq':>9s} {'steps':>7s}"
+)
+
+
+def arm_row(arm: str, t: dict, j: int) -> str:
+    """One arm's row of :data:`ARM_HEADER` at position j of :func:`arm_means`' lists."""
+    return (
+        f"{arm:>4s} {-t['elbo'][j]:10.1f} {t['L1'][j]:10.1f} {t['L2'][j]:9.1f}"
+        f" {t['L3'][j]:8.1f} {t['edges'][j]:7.1f} {t['width'][j]:6.1f} {t['d2'][j]:9.4g}"
+        f" {t['l2sq'][j]:9.4g} {t['steps'][j]:7.0f}"
+    )
+
+
 def _verdict(res: dict | None) -> str | None:
     """An entry's decisive verdict: attainment where the truth has a reference, else the
     theorem test's."""
@@ -107,20 +136,7 @@ def compare_starts(cells: list, ns, metric: str, by_est: dict) -> dict:
     of W from W0, and the ``answer``.  ``by_est``: this truth and metric's result per
     estimator."""
     arms = [a for a in ("R", "W0", "W0s", "W", "P") if ARM_ESTIMATORS[a] in by_est]
-    table = {}
-    for a in arms:
-        table[a] = {
-            k: arm_columns(cells, a, key).mean(0).tolist()
-            for k, key in (
-                ("elbo", "elbo"), ("L1", "L1"), ("L2", "L2"), ("L3", "L3"),
-                ("edges", "edges_sum_nu"), ("d2", "d2"), ("d", "d"), ("l2sq", "l2sq"),
-                ("steps", "steps"),
-            )
-        }  # fmt: skip
-        table[a]["width"] = np.array(
-            [[arm_view(c, ARM_ESTIMATORS[a])["selected_width"] for c in row] for row in cells],
-            dtype=float,
-        ).mean(0).tolist()  # fmt: skip
+    table = {a: arm_means(cells, a) for a in arms}
     elbo = {a: arm_columns(cells, a, "elbo") for a in arms}
     risk = {a: arm_columns(cells, a, metric) for a in arms}
     gap = paired_mean_diff(elbo["W"], elbo["R"])
@@ -283,21 +299,8 @@ def arms_table(records: list[dict]) -> str:
         cells = [[r] for r in recs]
         arms = [a for a in ("R", "W0", "W0s", "W", "P") if a == "R" or a in recs[0]["arms"]]
         lines.append(f"== {truth}, depth {depth}, n = {n}, {len(recs)} replicates")
-        lines.append(
-            f"{'arm':>4s} {'-ELBO':>10s} {'L1':>10s} {'L2':>9s} {'L3':>8s} {'edges':>7s}"
-            f" {'width':>6s} {'d2':>9s} {'l2sq':>9s} {'steps':>7s}"
-        )
-        for a in arms:
-            col = {
-                k: arm_columns(cells, a, k).mean()
-                for k in ("elbo", "L1", "L2", "L3", "edges_sum_nu", "d2", "l2sq", "steps")
-            }
-            w = np.mean([arm_view(r, ARM_ESTIMATORS[a])["selected_width"] for r in recs])
-            lines.append(
-                f"{a:>4s} {-col['elbo']:10.1f} {col['L1']:10.1f} {col['L2']:9.1f}"
-                f" {col['L3']:8.1f} {col['edges_sum_nu']:7.1f} {w:6.1f} {col['d2']:9.4g}"
-                f" {col['l2sq']:9.4g} {col['steps']:7.0f}"
-            )
+        lines.append(ARM_HEADER)
+        lines += [arm_row(a, arm_means(cells, a), 0) for a in arms]
         if recs[0].get("reference"):
             ref = {m: np.mean([r["reference"][m] for r in recs]) for m in ("d2", "l2sq")}
             lines.append(f" ref {'':>58s} {ref['d2']:9.4g} {ref['l2sq']:9.4g}")
