@@ -43,7 +43,6 @@ import torch
 from ._alloc import tune_malloc
 from .core import Batch, Hyper, Trainer
 from .experiments.table1 import METHODS, width_groups
-from .paths import AutogradStep, CompiledHandWrittenStep, HandWrittenStep
 from .recipe import build_trainer
 from .records import check_output_file
 from .reference import ReferenceASVI, VmapEnsemble
@@ -72,16 +71,20 @@ def _data(n: int, p: int, seed: int = 0) -> Batch:
 
 
 def _batched(
-    data: Batch, E: int, p, depth, width, batch_size, device, compile, chunk=None
+    data: Batch, E: int, p, depth, width, batch_size, device, compile, chunk=None, autograd=False
 ) -> Trainer:
     """One batched trainer of the E bench models (seeds 0..E-1, all on ``data``)."""
-    return _trainer(data, [width] * E, list(range(E)), depth, batch_size, device, compile, chunk)
+    return _trainer(
+        data, [width] * E, list(range(E)), depth, batch_size, device, compile, chunk, autograd
+    )
 
 
-def _trainer(data: Batch, widths, seeds, depth, batch_size, device, compile, chunk=None):
+def _trainer(
+    data: Batch, widths, seeds, depth, batch_size, device, compile, chunk=None, autograd=False
+):
     return build_trainer(
         Hyper(batch_size=batch_size), widths, seeds, data.X, data.y, [0] * len(widths),
-        depth=depth, compile=compile, chunk=chunk, device=device,
+        depth=depth, compile=compile, chunk=chunk, device=device, autograd=autograd,
     )  # fmt: skip
 
 
@@ -228,24 +231,22 @@ def compare_paths(
     log=print,
 ) -> dict:
     """Time the step paths (``simulate.paths``) on the same E models in one process,
-    interleaved: autograd through the sampler (``AutogradStep``, the baselines' path), the
-    hand-written step (``HandWrittenStep``, the default family's), and with ``compile`` the
-    hand-written step compiled, both as one call for all E models (``fused_compiled``, the
-    default) and in calls of 25 models (``fused_compiled_chunks_of_25``; see ``Trainer``'s
-    ``chunk``).
+    interleaved: autograd through the sampler (``autograd``, the reference path), the
+    hand-written step (``hand_written``, the default family's), and with ``compile`` the
+    hand-written step compiled, both as one call for all E models
+    (``hand_written_compiled``, the default) and in calls of 25 models
+    (``hand_written_compiled_chunks_of_25``; see ``Trainer``'s ``chunk``).
     Returns ``{path: median model-steps/s}`` plus each path's ratio to the autograd one
     (``"<path>/autograd"``)."""
     data = _data(n, p)
 
-    def run(path_cls, **kw):  # each path on its own trainer of the same models
-        tr = _batched(data, E, p, depth, width, batch_size, device, False)
-        path = path_cls(tr, **kw)
-        return lambda: path(tr)
+    def run(compile=False, chunk=None, autograd=False):  # each on its own trainer
+        return _batched(data, E, p, depth, width, batch_size, device, compile, chunk, autograd).step
 
-    paths = {"autograd": run(AutogradStep), "fused": run(HandWrittenStep)}
+    paths = {"autograd": run(autograd=True), "hand_written": run()}
     if compile:
-        paths["fused_compiled"] = run(CompiledHandWrittenStep)
-        paths["fused_compiled_chunks_of_25"] = run(CompiledHandWrittenStep, chunk=25)
+        paths["hand_written_compiled"] = run(compile=True)
+        paths["hand_written_compiled_chunks_of_25"] = run(compile=True, chunk=25)
     for f in paths.values():
         for _ in range(3):
             f()
@@ -293,10 +294,9 @@ def table1_block_rate(
         data_index = [r for r in range(replicates) for _ in ws]
         seeds = list(range(len(data_index)))
         tr = build_trainer(
-            hyper, ws * replicates, seeds, Xs, ys, data_index, depth=DEPTH, compile=compile
-        )
-        if autograd:
-            tr.path = AutogradStep(tr, compile)
+            hyper, ws * replicates, seeds, Xs, ys, data_index, depth=DEPTH, compile=compile,
+            autograd=autograd,
+        )  # fmt: skip
         tr.fit(5)
         trainers.append(tr)
     models = replicates * len(PAPER_WIDTHS)

@@ -8,6 +8,14 @@ computes the three loss terms per model, back-propagates once (by hand: no autog
 for the default family, see :func:`spike_slab_step`) and applies one Adam update;
 models never interact, so model e behaves exactly as if trained alone (tested).
 
+The step is a pure function over typed values, in the shape of functional optimisation
+libraries: ``init_state -> State`` (parameters, the optimiser's moments ``OptState``, the
+step count, the failures ``Health``); a ``Sampler`` draws each step's ``Inputs``
+(minibatches and noise) from counter-based streams; ``build_step(...)`` gives ``step(state,
+inputs) -> (state, Info)`` around a kernel of ``simulate.step`` and an optimiser
+``(init, factors, update)`` of ``simulate.optim``; ``Trainer`` is the plain loop over them
+with the stopping rule.
+
 Variational family (eq. (vbpost)): ``q(theta_i) = nu_i M(theta_i) + (1 - nu_i) delta_0``;
 each slab ``M`` is one class of ``simulate.slabs``.
 
@@ -40,11 +48,11 @@ Loss (eq. (el)), returned per model and per term:
   a characteristic-function FFT) and ``c_1 = (1 - e^{-lambda_s}) / (1 - e^{-lambda_s (H+1)})``.
 
 Stopping (``Trainer.fit_until``, rule in ``simulate.stopping``): each model trains until
-its own windowed objective stops improving; a stopped model is *frozen* (``state.frozen``):
+its own windowed objective stops improving; a stopped model is *frozen* (``Trainer.frozen``):
 the step still computes it (the batch keeps its shape) but leaves its parameters alone,
 exactly as for a failed model.
 
-Minibatches (``Trainer.minibatch``): by default each model draws its m indices i.i.d. from
+Minibatches (``Sampler.minibatch_index``): by default each model draws its m indices i.i.d. from
 its own dataset every step; optionally a fresh per-model permutation every epoch with
 ``floor(n / m)`` full minibatches (the remainder skipped).  Either way no ragged batch changes
 the shapes.  The baselines' families (Dense-BNN, HS-BNN) are in ``simulate.families``.
@@ -53,73 +61,70 @@ the shapes.  The baselines' families (Dense-BNN, HS-BNN) are in ``simulate.famil
 from __future__ import annotations
 
 from .hyper import Hyper
-from .layout import Layout, mlp_nll_and_grad, neg_log_lik, nll_grad
+from .layout import Layout, mlp_nll_and_grad, neg_log_lik
 from .objective import (
     ELBOTerms,
-    data_rows,
     draw_network,
     draw_step_inputs,
-    iid_index,
     kl_indicator,
     kl_slab,
     kl_slab_edge,
     kl_terms,
     l3_paper,
     sample_theta,
-    slab_noise,
-    slab_noise_from_uniform,
     slab_params,
 )
-from .paths import AutogradStep, CompiledHandWrittenStep, HandWrittenStep, choose_path
+from .optim import Factors, Optimizer, OptState, optimizer_of
+from .paths import Info, Step, build_step
+from .sampler import Inputs, Sampler
 from .state import (
-    TERM_NAMES,
     Batch,
+    Health,
     State,
     failed_term_names,
     inclusion_logit,
     init_state,
     inverse_softplus,
-    mark_failed,
 )
-from .step import horseshoe_step, optimizer_update, spike_slab_step
+from .step import Consts, StepSpec, horseshoe_step, spike_slab_step
 from .trainer import Trainer, chunk_bounds
 
-# the core's names, each defined in the module that holds its concern (see above)
+# the core's public names, each defined in the module that holds its concern (see above)
 __all__ = [
     "Hyper",
     "Layout",
-    "mlp_nll_and_grad",
-    "neg_log_lik",
-    "nll_grad",
     "Batch",
     "State",
-    "TERM_NAMES",
+    "Health",
+    "OptState",
+    "Factors",
+    "Optimizer",
+    "optimizer_of",
+    "Inputs",
+    "Sampler",
+    "StepSpec",
+    "Consts",
+    "Info",
+    "Step",
+    "build_step",
+    "spike_slab_step",
+    "horseshoe_step",
+    "Trainer",
+    "chunk_bounds",
+    "ELBOTerms",
+    "init_state",
     "failed_term_names",
     "inclusion_logit",
-    "init_state",
     "inverse_softplus",
-    "mark_failed",
-    "data_rows",
+    "mlp_nll_and_grad",
+    "neg_log_lik",
     "draw_network",
     "draw_step_inputs",
-    "iid_index",
     "kl_indicator",
     "kl_slab",
     "kl_slab_edge",
     "kl_terms",
     "l3_paper",
     "sample_theta",
-    "slab_noise",
-    "slab_noise_from_uniform",
     "slab_params",
-    "optimizer_update",
-    "horseshoe_step",
-    "spike_slab_step",
-    "ELBOTerms",
-    "AutogradStep",
-    "CompiledHandWrittenStep",
-    "HandWrittenStep",
-    "choose_path",
-    "Trainer",
-    "chunk_bounds",
 ]

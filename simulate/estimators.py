@@ -161,16 +161,16 @@ class _Base(BaseEstimator):
         )  # fmt: skip
         self.fit_time_s_ = time.perf_counter() - t0
         tr = trained.trainer
-        st = tr.state
-        self.failed_ = st.failed.cpu().numpy()
-        self.failed_step_ = st.failed_step.cpu().numpy()
+        health = tr.state.health
+        self.failed_ = health.failed.cpu().numpy()
+        self.failed_step_ = health.failed_step.cpu().numpy()
         if self.failed_.all():
             raise FloatingPointError(
                 f"training stopped: every model hit a non-finite loss (at steps "
                 f"{self.failed_step_.tolist()}); lower lr or check the data scale"
             )
         self.n_steps_ = steps
-        self.history_ = st.history
+        self.history_ = tr.history
         self.widths_ = widths
         self.posterior_ = trained.posterior
         terms = self.posterior_.elbo(Xt.to(dev), yt.to(dev), draws=int(self.elbo_draws))

@@ -21,7 +21,8 @@ Both are trained by the batched core (``simulate.core.Trainer`` with
 ``Hyper(family=...)``); posterior draws, predictions and summaries work unchanged.  Their
 edge count is every edge (no indicators).  Each family is one class (:class:`Dense`,
 :class:`Horseshoe`; the spike-and-slab one is ``simulate.objective.SpikeSlab``) with the
-same few members: ``draw``, ``kl_terms`` and the flags ``indicators``, ``node_scales``,
+same few members: ``noise`` (a stream's uniforms to the family's standardised noise),
+``draw`` (a network from that noise), ``kl_terms`` and the flags ``indicators``, ``node_scales``,
 ``hand_written_step``; ``simulate.objective.family_of`` picks one by name.
 """
 
@@ -32,6 +33,8 @@ import math
 import numpy as np
 import torch
 
+from . import rng
+
 __all__ = ["FAMILIES", "Dense", "Horseshoe"]
 
 FAMILIES = ("spike_slab", "dense", "horseshoe")
@@ -40,10 +43,15 @@ _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(20)  # probabilists' Hermite
 _GH_W = _GH_W / math.sqrt(2 * math.pi)
 
 
-def _gaussian_draw(var, eps, offset):
+def _gaussian_draw(var, z):
     """``mu + softplus(rho) z`` for every slot ``[E, P]`` (weights, biases, log-scales)."""
-    z = eps.normal(offset, var.dtype)
     return var[0] + torch.nn.functional.softplus(var[1]) * z
+
+
+def _normals(hyper, u):
+    """The families without indicators draw every slot from normals (whatever the slab):
+    standard normals from a stream's uniforms ``u``."""
+    return rng.uniform_to_normal(u)
 
 
 def _kl_normal(mu, sd, s0):
@@ -79,11 +87,13 @@ class Dense:
 
     indicators, node_scales, hand_written_step = False, False, True
 
+    noise = staticmethod(_normals)
+
     @staticmethod
-    def draw(var, hyper, layout, mask, eps, gumbel, offset, hard_only=False, node_index=None):
-        """One network per model ``[E, P_net]``."""
+    def draw(var, hyper, layout, mask, noise, u=None, hard_only=False, node_index=None):
+        """One network per model ``[E, P_net]`` for standard normals ``noise [E, P]``."""
         Pn = layout.P_net
-        return _gaussian_draw(var, eps, offset)[:, :Pn] * mask[:, :Pn]
+        return _gaussian_draw(var, noise)[:, :Pn] * mask[:, :Pn]
 
     @staticmethod
     def kl_terms(var, hyper, layout, mask, H, node_index=None):
@@ -102,10 +112,13 @@ class Horseshoe:
 
     indicators, node_scales, hand_written_step = False, True, True
 
+    noise = staticmethod(_normals)
+
     @staticmethod
-    def draw(var, hyper, layout, mask, eps, gumbel, offset, hard_only=False, node_index=None):
-        """One network per model ``[E, P_net]``: each unit's weights times its scale."""
-        draw = _gaussian_draw(var, eps, offset)  # [E, P]
+    def draw(var, hyper, layout, mask, noise, u=None, hard_only=False, node_index=None):
+        """One network per model ``[E, P_net]`` for standard normals ``noise [E, P]``: each
+        unit's weights times its scale."""
+        draw = _gaussian_draw(var, noise)  # [E, P]
         Pn = layout.P_net
         slot_unit, unit_layer = node_index
         log_scale = draw[:, Pn:]

@@ -25,7 +25,7 @@ class Hyper:
     batch_size: int = 1024
     mc_samples: int = 1  # K
     lr: float = 5e-3
-    optimizer: str = "adam"  # or "rmsprop" (simulate.step.optimizer_update)
+    optimizer: str = "adam"  # or "rmsprop" (simulate.optim)
     betas: tuple = (0.9, 0.999)  # Adam's
     rmsprop_alpha: float = 0.99  # RMSprop's smoothing constant (torch.optim.RMSprop's)
     adam_eps: float = 1e-8  # the optimiser's eps (Adam's and RMSprop's)

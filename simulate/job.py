@@ -167,10 +167,11 @@ def _measured(cfg, post, batch, di, truth, Xt):
 
 def _state_columns(st, conv) -> dict:
     """A trained batch's failure and stopping columns."""
+    health = st.health
     return {
-        "failed": st.failed.cpu().numpy(),
-        "failed_step": st.failed_step.cpu().numpy(),
-        "failed_terms": st.failed_terms.cpu().numpy(),
+        "failed": health.failed.cpu().numpy(),
+        "failed_step": health.failed_step.cpu().numpy(),
+        "failed_terms": health.failed_terms.cpu().numpy(),
         "steps": conv["steps"],
         "converged": conv["converged"],
         **{

@@ -50,31 +50,17 @@ def slab_params(var: torch.Tensor, hyper: Hyper):
     return loc, scale, torch.sigmoid(var[2])
 
 
-def sample_theta(
-    var, hyper: Hyper, mask, eps: rng.Stream, gumbel: rng.Stream, offset, hard_only=False
-):
+def sample_theta(var, hyper: Hyper, mask, noise, u, hard_only=False):
     """One network per model: ``theta [E, P]`` with hard indicators forward and the relaxed
-    Gumbel-sigmoid backward (module docstring); padding is zeroed by ``mask``.  ``eps`` and
-    ``gumbel`` are the models' random streams, ``offset`` the draw's number in them."""
+    Gumbel-sigmoid backward (module docstring); padding is zeroed by ``mask``.  ``noise``
+    is the slab's standardised noise (:meth:`SpikeSlab.noise`) and ``u`` the
+    Gumbel-sigmoid uniforms, each ``[E, P]``."""
     loc, scale, _ = slab_params(var, hyper)
-    dtype = var.dtype
-    w = loc + scale * slab_noise(hyper, eps, offset, dtype)
-    u = gumbel.uniform(offset, dtype)
+    w = loc + scale * noise
     G = torch.sigmoid((var[2] + torch.log(u) - torch.log1p(-u)) / hyper.tau)
-    hard = (G > 0.5).to(dtype)
+    hard = (G > 0.5).to(var.dtype)
     gamma = hard if hard_only else hard + G - G.detach()
     return gamma * w * mask
-
-
-def slab_noise(hyper: Hyper, eps: rng.Stream, offset, dtype) -> torch.Tensor:
-    """The slab's standardised noise: ``w = loc + scale * noise`` with standard normals
-    (Gaussian slab) or uniforms on (-1, 1) (uniform slab, ``w = c + h (2u - 1)``)."""
-    return slab_noise_from_uniform(hyper, eps.uniform(offset, dtype))
-
-
-def slab_noise_from_uniform(hyper: Hyper, u: torch.Tensor) -> torch.Tensor:
-    """:func:`slab_noise` from the stream's uniforms ``u``."""
-    return slab_of(hyper).noise(u)
 
 
 def iid_index(u: torch.Tensor, n: int) -> torch.Tensor:
@@ -142,10 +128,14 @@ def kl_slab(var, hyper: Hyper, mask) -> torch.Tensor:
 def draw_network(
     var, hyper: Hyper, layout: Layout, mask, eps, gumbel, offset, hard_only=False, node_index=None
 ):
-    """One network per model, ``[E, P_net]``, from the model's variational family."""
-    return family_of(hyper).draw(
-        var, hyper, layout, mask, eps, gumbel, offset, hard_only, node_index
-    )
+    """One network per model, ``[E, P_net]``, from the model's variational family, with
+    draw number ``offset`` of the models' streams ``eps`` (the family's noise,
+    ``family.noise``) and ``gumbel`` (the indicators' uniforms; families with indicators
+    only)."""
+    fam = family_of(hyper)
+    noise = fam.noise(hyper, eps.uniform(offset, var.dtype))
+    u = gumbel.uniform(offset, var.dtype) if fam.indicators else None
+    return fam.draw(var, hyper, layout, mask, noise, u, hard_only, node_index)
 
 
 def kl_terms(var, hyper: Hyper, layout: Layout, mask, H, node_index=None):
@@ -198,8 +188,14 @@ class SpikeSlab:
     indicators, node_scales, hand_written_step = True, False, True
 
     @staticmethod
-    def draw(var, hyper, layout, mask, eps, gumbel, offset, hard_only=False, node_index=None):
-        return sample_theta(var, hyper, mask, eps, gumbel, offset, hard_only)
+    def noise(hyper, u):
+        """The slab's standardised noise from a stream's uniforms ``u`` (``simulate.slabs``:
+        normals for the Gaussian slab, uniforms on (-1, 1) for the uniform one)."""
+        return slab_of(hyper).noise(u)
+
+    @staticmethod
+    def draw(var, hyper, layout, mask, noise, u, hard_only=False, node_index=None):
+        return sample_theta(var, hyper, mask, noise, u, hard_only)
 
     @staticmethod
     def kl_terms(var, hyper, layout, mask, H, node_index=None):

@@ -44,13 +44,15 @@ def build_trainer(
     device=None,
     dtype=torch.float32,
     init_from=None,
+    autograd: bool = False,
 ) -> Trainer:
     """The first half of the recipe, ``Layout -> Batch -> Trainer``: one model per entry of
     ``widths`` (``depth`` hidden layers, padded together) on datasets ``X [D, n, p]``,
     ``y [D, n]`` (model e on dataset ``data_index[e]``) with their ``seeds``, untrained.
     The family's node scales (the horseshoe's) follow ``hyper.family``.  For drivers that step
     the trainer themselves (the benchmark, runs evaluated every few epochs).  ``init_from``:
-    a start built by hand (``Trainer``; ``simulate.constructive``), else the random one."""
+    a start built by hand (``Trainer``; ``simulate.constructive``), else the random one;
+    ``autograd``: the autograd step path for any family (the reference)."""
     layout = Layout(
         X.shape[2], depth, list(widths), out_dim, node_scales=family_of(hyper).node_scales
     )
@@ -65,6 +67,7 @@ def build_trainer(
         compile=compile,
         chunk=chunk,
         init_from=init_from,
+        autograd=autograd,
     )
 
 

@@ -1,10 +1,11 @@
-"""Training state (:class:`State`), its initialisation, failure bookkeeping, and the data a
-trainer holds (:class:`Batch`)."""
+"""Training state (:class:`State`, :class:`Health`), its initialisation, failure
+bookkeeping, and the data a trainer holds (:class:`Batch`)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -12,46 +13,55 @@ from . import rng
 from .hyper import Hyper
 from .layout import Layout
 from .objective import family_of
+from .optim import OptState, optimizer_of
 from .slabs import SLABS, inverse_softplus, slab_of
 
 
-@dataclass
-class State:
-    """Everything a training step reads and writes (explicit, so runs can be resumed)."""
+class Health(NamedTuple):
+    """Which models failed (their objective turned non-finite), at which step, and on which
+    terms; each ``[E]``.  A failed model is held: its parameters no longer move."""
 
-    var: torch.Tensor  # [3, E, P]: slab location, slab scale (raw), inclusion logit
-    m: torch.Tensor  # Adam first moment, same shape
-    v: torch.Tensor  # Adam second moment
-    step: int
-    epoch: int
-    perm: torch.Tensor | None  # [E, n] current epoch's permutation
-    failed: torch.Tensor  # [E] bool: model stopped on a non-finite loss
-    failed_step: torch.Tensor  # [E] int64, -1 if not failed
-    failed_terms: torch.Tensor  # [E] int64 bit mask of the non-finite terms: 1 L1, 2 L2, 4 L3
-    frozen: torch.Tensor  # [E] bool: model stopped by a stopping rule, parameters fixed
-    history: list = field(default_factory=list)
+    failed: torch.Tensor  # bool
+    failed_step: torch.Tensor  # int64, -1 if not failed
+    failed_terms: torch.Tensor  # int64 bit mask of the non-finite terms: 1 L1, 2 L2, 4 L3
+
+
+class State(NamedTuple):
+    """What one training step carries to the next (immutable: a step returns a new one).
+
+    ``var [3, E, P]``: the variational parameters (rows: slab location, raw slab scale,
+    inclusion logit); ``opt``: the optimiser's moments (:class:`simulate.optim.OptState`);
+    ``count``: steps taken; ``health``: the failures (:class:`Health`).  The minibatch
+    sampler's cache lives in the sampler, the stopping rule's held models and the loss
+    history in the trainer's loop (``simulate.trainer``)."""
+
+    var: torch.Tensor
+    opt: OptState
+    count: int
+    health: Health
 
 
 TERM_NAMES = ("L1", "L2", "L3")
 
 
-def mark_failed(st: State, newly: torch.Tensor, L1, L2, L3) -> None:
-    """Record the models that failed at this step (``newly``, [E] bool): ``failed``, the
-    step (``failed_step``) and which terms were not finite (``failed_terms``, a bit mask
-    over :data:`TERM_NAMES`, read by :func:`failed_term_names`).  Runs every step: the
-    term mask (a dozen small ops, ~45 us, 5% of a compiled step on 2 cores) is built only
-    when some model failed; on the CPU that check costs ~5 us, on a GPU it would cost a host
-    synchronisation, so there the mask is built unconditionally."""
-    st.failed_step = torch.where(newly, torch.full_like(st.failed_step, st.step), st.failed_step)
-    st.failed = st.failed | newly
+def record_failures(health: Health, newly: torch.Tensor, terms, count: int) -> Health:
+    """``health`` with the models that failed at step ``count`` (``newly``, [E] bool) added:
+    ``failed``, the step (``failed_step``) and which terms were not finite
+    (``failed_terms``, a bit mask over :data:`TERM_NAMES`, read by
+    :func:`failed_term_names`).  Runs every step: the term mask (a dozen small ops, ~45 us,
+    5% of a compiled step on 2 cores) is built only when some model failed; on the CPU that
+    check costs ~5 us, on a GPU it would cost a host synchronisation, so there the mask is
+    built unconditionally."""
+    failed_step = torch.where(newly, torch.full_like(health.failed_step, count), health.failed_step)
+    failed = health.failed | newly
     if newly.device.type == "cpu" and not bool(newly.any()):
-        return
-    code = sum((~torch.isfinite(t)).to(torch.int64) << i for i, t in enumerate((L1, L2, L3)))
-    st.failed_terms = torch.where(newly, code, st.failed_terms)
+        return Health(failed, failed_step, health.failed_terms)
+    code = sum((~torch.isfinite(t)).to(torch.int64) << i for i, t in enumerate(terms))
+    return Health(failed, failed_step, torch.where(newly, code, health.failed_terms))
 
 
 def failed_term_names(code: int) -> str | None:
-    """``"L1+L3"`` for the bit mask of :func:`mark_failed`; None for 0 (not failed)."""
+    """``"L1+L3"`` for the bit mask of :func:`record_failures`; None for 0 (not failed)."""
     names = [name for i, name in enumerate(TERM_NAMES) if int(code) >> i & 1]
     return "+".join(names) or None
 
@@ -62,7 +72,8 @@ def inclusion_logit(p: float) -> float:
 
 
 def init_state(layout: Layout, hyper: Hyper, seeds, device=None, dtype=torch.float32) -> State:
-    """Initial variational parameters of each model from its own seed (counter-based)."""
+    """The state before the first step: each model's variational parameters from its own
+    seed (counter-based), zero moments, no failures."""
     seeds = torch.as_tensor(seeds, dtype=torch.int64, device=device).reshape(-1)
     if seeds.numel() != layout.E:
         raise ValueError(f"need one seed per model ({layout.E}), got {seeds.numel()}")
@@ -76,18 +87,15 @@ def init_state(layout: Layout, hyper: Hyper, seeds, device=None, dtype=torch.flo
         loc[:, layout.P_net :] = 0.0
         scale_raw[:, layout.P_net :] = inverse_softplus(0.1)
     var = torch.stack([loc, scale_raw, torch.full_like(loc, inclusion_logit(hyper.init_nu))])
-    E = layout.E
-    return State(
-        var=var,
-        m=torch.zeros_like(var),
-        v=torch.zeros_like(var),
-        step=0,
-        epoch=-1,
-        perm=None,
-        failed=torch.zeros(E, dtype=torch.bool, device=device),
-        failed_step=torch.full((E,), -1, dtype=torch.int64, device=device),
-        failed_terms=torch.zeros(E, dtype=torch.int64, device=device),
-        frozen=torch.zeros(E, dtype=torch.bool, device=device),
+    return State(var, optimizer_of(hyper).init(var), 0, healthy(layout.E, device))
+
+
+def healthy(E: int, device=None) -> Health:
+    """No model failed."""
+    return Health(
+        torch.zeros(E, dtype=torch.bool, device=device),
+        torch.full((E,), -1, dtype=torch.int64, device=device),
+        torch.zeros(E, dtype=torch.int64, device=device),
     )
 
 

@@ -1,87 +1,94 @@
-"""One training step of every model: the optimiser (:func:`optimizer_update`: Adam or
-RMSprop), the hand-written
-spike-and-slab step (:func:`spike_slab_step`, also Dense-BNN's) and the hand-written
-horseshoe step (:func:`horseshoe_step`), each one graph without autograd."""
+"""The hand-written training steps, one per family, as pure functions of typed values.
+
+A step kernel is ``kernel(spec, consts, var, opt, inputs, factors) -> (var, opt,
+nonfinite, terms)``: ``spec`` (:class:`StepSpec`) the static setting (layout,
+hyper-parameters, n, the optimiser, whether buffers may be reused), ``consts``
+(:class:`Consts`) the models' fixed tensors (edge masks, edge counts), ``var`` and ``opt``
+the variational parameters and the optimiser's moments (``simulate.state.State``),
+``inputs`` the step's draws (:class:`simulate.sampler.Inputs`), ``factors`` the
+optimiser's step-t scalars (:class:`simulate.optim.Factors`).  It returns the new
+parameters and moments, which models' objective was not finite (``[E]`` bool) and the
+terms (:class:`simulate.objective.ELBOTerms`).  A model held by ``inputs.held`` or not
+finite at this step is not moved.  ``simulate.paths`` wraps a kernel into the step over
+``State`` (failures, step count) and compiles it.
+
+* :func:`spike_slab_step` -- the paper's family with the paper's L3 (and Dense-BNN, the
+  same step without indicators);
+* :func:`horseshoe_step` -- HS-BNN.
+
+Each is one graph without autograd: every gradient is written by hand (no host
+synchronisation; under ``torch.compile`` a single graph), equal to autograd through the
+family's ``draw`` and ``kl_terms`` (tested).
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 from .families import _kl_lognormal_halfcauchy, _kl_normal
 from .hyper import Hyper
 from .layout import Layout, mlp_nll_and_grad
-from .objective import _LOG2, l3_paper
+from .objective import _LOG2, ELBOTerms, family_of, l3_paper
+from .optim import Factors, Optimizer, OptState
+from .sampler import Inputs
 from .slabs import SLABS, slab_of
 
 
-def optimizer_update(
-    hyper: Hyper, var, m, v, grad, step_size, corr2, alive=None, functional: bool = False
-):
-    """One step of the optimiser ``hyper.optimizer`` on every model, elementwise (models
-    stay independent); returns ``(var, m, v)``, updated in place unless ``functional`` (the
-    form ``torch.compile`` traces).
+@dataclass(frozen=True)
+class StepSpec:
+    """The static setting of a step: ``n`` (the data size, for eq. (loss1)'s ``n / m``),
+    the optimiser (``simulate.optim``), and ``donate``: whether the step may overwrite its
+    inputs' buffers (the eager step; ``False`` for the form ``torch.compile`` traces)."""
 
-    * ``"adam"`` (Kingma & Ba): ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g^2``,
-      ``var -= step_size m / (sqrt(v corr2) + eps)`` with ``step_size = lr / (1 - b1^t)``
-      and ``corr2 = 1 / (1 - b2^t)`` (:func:`simulate.paths.optimizer_factors`).
-    * ``"rmsprop"``: ``torch.optim.RMSprop``'s default form (no momentum, not centred, no
-      bias correction): ``v = alpha v + (1 - alpha) g^2``, ``var -= lr g / (sqrt(v) +
-      eps)``; ``m`` is left alone, ``step_size`` is ``lr`` and ``corr2`` unused.
+    layout: Layout
+    hyper: Hyper
+    n: int
+    optimizer: Optimizer
+    donate: bool = False
 
-    Both use ``hyper.adam_eps`` as eps.  ``alive`` ([E] bool, optional) freezes the other
-    models' parameters (their moments still decay with a zero gradient)."""
-    eps = hyper.adam_eps
-    if hyper.optimizer == "rmsprop":
-        a = hyper.rmsprop_alpha
-        v = (
-            a * v + (1 - a) * grad * grad
-            if functional
-            else v.mul_(a).addcmul_(grad, grad, value=1 - a)
-        )
-        upd = step_size * grad / (v.sqrt() + eps)
-    else:
-        b1, b2 = hyper.betas
-        if functional:
-            m = b1 * m + (1 - b1) * grad
-            v = b2 * v + (1 - b2) * grad * grad
-        else:
-            m.mul_(b1).add_(grad, alpha=1 - b1)
-            v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
-        upd = step_size * m / ((v * corr2).sqrt() + eps)
-    if functional:
-        var = var - upd if alive is None else torch.where(alive[None, :, None], var - upd, var)
-    else:
-        if alive is not None:
-            upd = torch.where(alive[None, :, None], upd, torch.zeros_like(upd))
-        var.sub_(upd)
-    return var, m, v
+
+class Consts(NamedTuple):
+    """The models' fixed tensors: ``mask [E, P]`` (1 on real slots), ``H [E]`` (real edges
+    of the network) and the horseshoe's ``node_index`` (None for the other families)."""
+
+    mask: torch.Tensor
+    H: torch.Tensor
+    node_index: tuple | None = None
+
+
+def _update(spec: StepSpec, var, opt, grad, stopped, factors):
+    """The optimiser's step on the models not ``stopped`` (their gradients zeroed, their
+    parameters not moved)."""
+    alive = ~stopped
+    grad = torch.where(alive[None, :, None], grad, torch.zeros_like(grad))
+    return spec.optimizer.update(grad, opt, var, factors, alive)
+
+
+def _nll(spec: StepSpec, theta, inputs: Inputs, K: int):
+    """The K draws' minibatch negative log-likelihood and its gradient in ``theta``."""
+    xb, yb = inputs.xb, inputs.yb
+    return mlp_nll_and_grad(
+        spec.layout,
+        theta,
+        xb.repeat(K, 1, 1) if K > 1 else xb,
+        yb.repeat(K, 1) if K > 1 else yb,
+        spec.hyper,
+        scale=spec.n / (xb.shape[1] * K),
+        functional=not spec.donate,
+    )
 
 
 def spike_slab_step(
-    layout: Layout,
-    hyper: Hyper,
-    n: int,
-    var,
-    m,
-    v,
-    failed,
-    mask,
-    H,
-    xb,
-    yb,
-    eps,
-    u,
-    step_size,
-    corr2,
-    functional: bool = False,
-    indicators: bool = True,
+    spec: StepSpec, consts: Consts, var, opt: OptState, inputs: Inputs, factors: Factors
 ):
     """One whole training step of the spike-and-slab family with the paper's L3, with every
-    gradient written by hand: no autograd graph, no host synchronisation, and under
-    ``torch.compile`` a single graph.  Returns ``(var, m, v, failed, L1, L2, L3)``.
+    gradient written by hand (module docstring for the signature and the returns).
 
-    ``eps [K, E, P]`` are the slab noises (:func:`slab_noise`: standard normals for the
-    Gaussian slab, uniforms on (-1, 1) for the uniform slab) and ``u [K, E, P]`` the
+    ``inputs.noise [K, E, P]`` are the slab noises (standard normals for the Gaussian
+    slab, uniforms on (-1, 1) for the uniform slab) and ``inputs.gumbel [K, E, P]`` the
     Gumbel-sigmoid uniforms of the K draws.
     The chain rule through the sampler (module docstring): ``theta = gamma_st w mask`` gives
     ``d theta / d w = gamma mask`` and ``d theta / d logit = w mask G (1 - G) / tau``;
@@ -90,17 +97,15 @@ def spike_slab_step(
     eq. (loss3) as printed) are differentiated in closed form, with ``dS / d logit =
     nu (1 - nu) mask``.  Equal to autograd through :meth:`Trainer.loss_terms` (tested).
 
-    Failure handling as in :meth:`Trainer.step`: a model whose total is not finite joins
-    ``failed``; a failed model's gradient is zeroed and its parameters are not moved.
-    ``functional=True`` writes nothing in place (the form ``torch.compile`` traces); the
-    eager form updates ``var, m, v`` in place and returns them.
-
-    ``indicators=False`` is the Dense-BNN family (``simulate.families.Dense``): every edge
-    kept (``nu = gamma = 1``, ``u`` unused), the Gaussian slab's KL to ``N(0, sigma_0^2)``
-    as L2, ``L3 = 0`` and no gradient for the (unused) logits -- the same numbers as
-    autograd through ``Dense.draw`` and ``Dense.kl_terms``, which draw the same normals
-    from the same stream (tested).
+    Without indicators (``spec.hyper.family == "dense"``) it is the Dense-BNN family
+    (``simulate.families.Dense``): every edge kept (``nu = gamma = 1``, ``inputs.gumbel``
+    unused), the Gaussian slab's KL to ``N(0, sigma_0^2)`` as L2, ``L3 = 0`` and no gradient
+    for the (unused) logits -- the same numbers as autograd through ``Dense.draw`` and
+    ``Dense.kl_terms``, which draw the same normals from the same stream (tested).
     """
+    hyper, mask = spec.hyper, consts.mask
+    indicators = family_of(hyper).indicators
+    eps, u = inputs.noise, inputs.gumbel
     K, E = eps.shape[0], var.shape[1]
     loc, raw, logit = var[0], var[1], var[2]
     nu = torch.sigmoid(logit) if indicators else torch.ones_like(logit)
@@ -114,25 +119,16 @@ def spike_slab_step(
         theta = (hard * w * mask).reshape(K * E, -1)
     else:  # every edge kept: no indicator to multiply by
         theta = (w * mask).reshape(K * E, -1)
-    mb = xb.shape[1]
-    nll, dtheta = mlp_nll_and_grad(
-        layout,
-        theta,
-        xb.repeat(K, 1, 1) if K > 1 else xb,
-        yb.repeat(K, 1) if K > 1 else yb,
-        hyper,
-        scale=n / (mb * K),
-        functional=functional,
-    )
-    L1 = nll.reshape(K, E).mean(0) * (n / mb)
+    nll, dtheta = _nll(spec, theta, inputs, K)
+    L1 = nll.reshape(K, E).mean(0) * (spec.n / inputs.xb.shape[1])
     L2 = (nu * kl * mask).sum(-1)
     if indicators:
-        S = (nu * mask).sum(-1)
+        S, H = (nu * mask).sum(-1), consts.H
         L3 = l3_paper(S, H, hyper.lambda_s)
         dL3_dS = -0.5 / _LOG2 * (1 / S - 1 / (H - S)) + hyper.lambda_s
     else:
         L3 = torch.zeros_like(L2)
-    failed = failed | ~torch.isfinite(L1 + L2 + L3)
+    nonfinite = ~torch.isfinite(L1 + L2 + L3)
     gw = dtheta.reshape(K, E, -1) * mask  # d L1 / d w = d L1 / d theta * gamma (below)
     gwh = gw * hard if indicators else gw
     g_loc = (gwh if dw_dloc is None else gwh * dw_dloc).sum(0) + g_loc_kl
@@ -143,39 +139,16 @@ def spike_slab_step(
     else:
         g_logit = torch.zeros_like(logit)
     grad = torch.stack([g_loc, g_raw, g_logit])
-    var, m, v = _update_alive(hyper, var, m, v, grad, failed, step_size, corr2, functional)
-    return var, m, v, failed, L1, L2, L3
-
-
-def _update_alive(hyper, var, m, v, grad, failed, step_size, corr2, functional):
-    """The optimiser's step on the models not ``failed`` (their gradients zeroed, their
-    parameters not moved)."""
-    alive = ~failed
-    grad = torch.where(alive[None, :, None], grad, torch.zeros_like(grad))
-    return optimizer_update(hyper, var, m, v, grad, step_size, corr2, alive, functional)
+    var, opt = _update(spec, var, opt, grad, inputs.held | nonfinite, factors)
+    return var, opt, nonfinite, ELBOTerms(L1, L2, L3)
 
 
 def horseshoe_step(
-    layout: Layout,
-    hyper: Hyper,
-    n: int,
-    var,
-    m,
-    v,
-    failed,
-    mask,
-    H,
-    xb,
-    yb,
-    eps,
-    u,
-    step_size,
-    corr2,
-    functional: bool = False,
+    spec: StepSpec, consts: Consts, var, opt: OptState, inputs: Inputs, factors: Factors
 ):
     """One whole training step of the horseshoe family (HS-BNN, ``simulate.families.
     Horseshoe``) with every gradient written by hand; the same signature and returns as
-    :func:`spike_slab_step` (``u`` unused; ``H`` unused; ``L3 = 0``).
+    :func:`spike_slab_step` (``inputs.gumbel`` and ``consts.H`` unused; ``L3 = 0``).
 
     Every slot ``z = mu + softplus(rho) eps`` (standard normals ``eps [K, E, P]``: the
     network's ``beta`` in ``[:P_net]``, then one ``log tau`` per unit, one ``log upsilon``
@@ -190,6 +163,7 @@ def horseshoe_step(
     autograd through ``Horseshoe.draw`` / ``Horseshoe.kl_terms`` (tested).  The unit sums
     use each layer's ``[out, in + 1]`` block (static slices, nothing gathered).
     """
+    layout, hyper, mask, eps = spec.layout, spec.hyper, consts.mask, inputs.noise
     K, E = eps.shape[0], var.shape[1]
     Pn, U = layout.P_net, layout.units
     loc, raw = var[0], var[1]
@@ -199,27 +173,18 @@ def horseshoe_step(
     beta, log_tau, log_ups = z[..., :Pn], z[..., Pn : Pn + U], z[..., Pn + U :]
     ones = torch.ones_like(beta[..., :1])
     # per layer: the units' scales [K, E, o] and the slots' factors [K, E, o * (in + 1)]
-    scales, factors, u0 = [], [], 0
+    scales, slot_factors, u0 = [], [], 0
     for l, (_, i, o) in enumerate(layout.blocks):
         s_l = torch.exp(log_tau[..., u0 : u0 + o] + log_ups[..., l : l + 1])
         scales.append(s_l)
         f = torch.cat([s_l[..., None].expand(K, E, o, i), ones[..., None].expand(K, E, o, 1)], -1)
-        factors.append(f.reshape(K, E, o * (i + 1)))
+        slot_factors.append(f.reshape(K, E, o * (i + 1)))
         u0 += o
-    full = torch.cat(factors, -1)  # [K, E, P_net]
+    full = torch.cat(slot_factors, -1)  # [K, E, P_net]
     mask_net = mask[:, :Pn]
     theta = (beta * full * mask_net).reshape(K * E, -1)
-    mb = xb.shape[1]
-    nll, dtheta = mlp_nll_and_grad(
-        layout,
-        theta,
-        xb.repeat(K, 1, 1) if K > 1 else xb,
-        yb.repeat(K, 1) if K > 1 else yb,
-        hyper,
-        scale=n / (mb * K),
-        functional=functional,
-    )
-    L1 = nll.reshape(K, E).mean(0) * (n / mb)
+    nll, dtheta = _nll(spec, theta, inputs, K)
+    L1 = nll.reshape(K, E).mean(0) * (spec.n / inputs.xb.shape[1])
     g = dtheta.reshape(K, E, -1) * mask_net  # d L1 / d theta, real slots only
     g_beta = g * full
     gbs = g_beta * beta  # d L1 / d log s of each weight's unit, per slot
@@ -257,11 +222,11 @@ def horseshoe_step(
     mask_ups = mask[:, Pn + U :]
     L2 = (kl_w * mask_net).sum(-1) + (kl_tau * m_tau_ups).sum(-1) + (kl_ups * mask_ups).sum(-1)
     L3 = torch.zeros_like(L2)
-    failed = failed | ~torch.isfinite(L1 + L2)
+    nonfinite = ~torch.isfinite(L1 + L2)
     g_mu_kl = torch.cat([g_mu_w, gm_tau * m_tau_ups, gm_ups * mask_ups], -1)
     g_sd_kl = torch.cat([g_sd_w, gs_tau * m_tau_ups, gs_ups * mask_ups], -1)
     g_loc = g_z.sum(0) + g_mu_kl
     g_raw = ((g_z * eps).sum(0) + g_sd_kl) * dsd
     grad = torch.stack([g_loc, g_raw, torch.zeros_like(g_loc)])
-    var, m, v = _update_alive(hyper, var, m, v, grad, failed, step_size, corr2, functional)
-    return var, m, v, failed, L1, L2, L3
+    var, opt = _update(spec, var, opt, grad, inputs.held | nonfinite, factors)
+    return var, opt, nonfinite, ELBOTerms(L1, L2, L3)

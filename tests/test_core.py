@@ -23,7 +23,6 @@ from simulate.core import (
     sample_theta,
     slab_params,
 )
-from simulate.paths import draw_words
 
 
 def make_batch(E, n=512, p=3, seed=0, classes=None, D=1):
@@ -78,7 +77,7 @@ def test_batched_gradients_equal_single_model_gradients():
     h = Hyper(batch_size=128)
     batch = make_batch(2)
     tb = Trainer(Layout(3, 2, [4, 6]), h, [5, 6], batch, dtype=torch.float64)
-    xb, yb = tb.minibatch(tb.state)
+    xb, yb = tb.minibatch()
     var = tb.state.var.clone().requires_grad_(True)
     g_batch = torch.autograd.grad(sum(t.sum() for t in tb.loss_terms(var, xb, yb, 0)), var)[0]
     ts = Trainer(
@@ -88,7 +87,7 @@ def test_batched_gradients_equal_single_model_gradients():
         Batch(batch.X, batch.y, batch.data_index[:1]),
         dtype=torch.float64,
     )
-    xs, ys = ts.minibatch(ts.state)
+    xs, ys = ts.minibatch()
     var1 = ts.state.var.clone().requires_grad_(True)
     g1 = torch.autograd.grad(sum(t.sum() for t in ts.loss_terms(var1, xs, ys, 0)), var1)[0]
     m = tb.mask[0] > 0
@@ -143,15 +142,15 @@ def test_training_step_matches_autograd_reference(kw):
     ref = Trainer(
         Layout(3, 2, [4, 6], out), h, [1, 2], make_batch(2, classes=classes), dtype=torch.float64
     )
-    assert tr.fused == (kw.get("l3", "paper") == "paper")
-    xb, yb = ref.minibatch(ref.state)
+    assert tr.hand_written == (kw.get("l3", "paper") == "paper")
+    xb, yb = ref.minibatch()
     var = ref.state.var.clone().requires_grad_(True)
     L1, L2, L3 = ref.loss_terms(var, xb, yb, 0)
     (g,) = torch.autograd.grad((L1 + L2 + L3).sum(), var)
     terms = tr.step()
     for got, ref_k in zip(terms, (L1, L2, L3), strict=True):  # ELBOTerms: L1, L2, L3
         np.testing.assert_allclose(got.numpy(), ref_k.detach().numpy(), rtol=1e-12)
-    grad = tr.state.m / (1 - h.betas[0])
+    grad = tr.state.opt.exp_avg / (1 - h.betas[0])
     np.testing.assert_allclose(grad.numpy(), g.numpy(), rtol=1e-9, atol=1e-10)
     assert (grad[:, tr.mask == 0] == 0).all()  # padding gets no gradient
     # first Adam step moves each parameter by -lr * g / (|g| + eps)
@@ -242,10 +241,10 @@ def test_straight_through_forward_hard_backward_relaxed():
         rng.seed_key(torch.tensor([9]), 2)[:, None],
     )
     ctr = lay.counters()
-    theta = sample_theta(var, h, mask, rng.Stream(keys[0], ctr), rng.Stream(keys[1], ctr), 0)
-    # recompute the relaxation independently
     u = rng.uniform(keys[1], ctr, 0, torch.float64)
     eps = rng.normal(keys[0], ctr, 0, torch.float64)
+    theta = sample_theta(var, h, mask, eps, u)
+    # recompute the relaxation independently
     mu, sd, _ = slab_params(var, h)
     G = torch.sigmoid((var[2] + torch.log(u / (1 - u))) / 0.5)
     w = mu + sd * eps
@@ -274,7 +273,8 @@ def test_hard_indicator_is_exactly_bernoulli_nu():
     inc = np.zeros((4, P))
     for t in range(T):
         ones = torch.ones(4, P, dtype=torch.float64)
-        th = sample_theta(var, Hyper(), ones, *streams, t, hard_only=True)
+        noise = [s.uniform(t, torch.float64) for s in streams]
+        th = sample_theta(var, Hyper(), ones, rng.uniform_to_normal(noise[0]), noise[1], True)
         inc += (th != 0).numpy()
     freq = inc / T
     se = np.sqrt(nu * (1 - nu) / T)[:, None]
@@ -326,22 +326,26 @@ def test_int32_hot_path_is_bit_identical_to_the_int64_reference():
 
 @pytest.mark.parametrize("sampling", ["iid", "permutation"])
 def test_step_inputs_in_one_call_equal_the_streams_and_minibatch(sampling):
-    """draw_step_inputs (the form the compiled step uses) gives bit for bit the streams'
-    draws and Trainer.minibatch, for K = 2 draws, two datasets and padded widths; a wrong
-    draw word (offset off by one) must change every draw (negative control)."""
+    """draw_step_inputs (the form the compiled sampler uses) gives bit for bit the streams'
+    draws and the sampler's minibatch, for K = 2 draws, two datasets and padded widths; the
+    compiled sampler's Inputs equal the eager one's; a wrong draw word (offset off by one)
+    must change every draw (negative control)."""
     h = Hyper(batch_size=64, mc_samples=2, sampling=sampling)
     tr = Trainer(Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2))
-    st = tr.state
-    st.step = 5
-    words, iid_words, idx = draw_words(tr)
-    streams = (tr.eps_stream, tr.gumbel_stream, tr.iid_stream)
-    args = [*(s.base for s in streams), words, iid_words, tr.X_aug, tr.y_flat, tr.data_index, idx]
+    sm = tr.sampler
+    words, iid_words, idx = sm.draw_words(5)
+    streams = (sm.eps_stream, sm.gumbel_stream, sm.iid_stream)
+    args = [*(s.base for s in streams), words, iid_words, sm.X_aug, sm.y_flat, sm.data_index, idx]
     u_slab, u_gum, xb, yb = draw_step_inputs(*args, n=tr.n)
-    xb_ref, yb_ref = tr.minibatch(st)
+    xb_ref, yb_ref = tr.minibatch(5)
     assert torch.equal(xb, xb_ref) and torch.equal(yb, yb_ref)
     for k in range(2):
-        assert torch.equal(u_slab[k], tr.eps_stream.uniform(5 * 2 + k))
-        assert torch.equal(u_gum[k], tr.gumbel_stream.uniform(5 * 2 + k))
+        assert torch.equal(u_slab[k], sm.eps_stream.uniform(5 * 2 + k))
+        assert torch.equal(u_gum[k], sm.gumbel_stream.uniform(5 * 2 + k))
+    held = torch.tensor([False, True, False])
+    compiled = Trainer(Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2), compile=True)
+    for got, want in zip(compiled.sampler.draw(5, held), sm.draw(5, held), strict=True):
+        assert torch.equal(got, want)
     args[3] = torch.tensor([rng.offset_words(11), rng.offset_words(12)], dtype=torch.int32)
     u_off = draw_step_inputs(*args, n=tr.n)[0]
     assert torch.equal(u_off[0], u_slab[1]) and not torch.equal(u_off[1], u_slab[1])
@@ -368,8 +372,8 @@ def test_non_finite_loss_stops_that_model_only():
     frozen = tr.state.var[:, 1].clone()
     terms = tr.step()
     assert not torch.isfinite(terms.total[1]) and torch.isfinite(terms.total[0])
-    assert tr.state.failed.tolist() == [False, True]
-    assert tr.state.failed_step.tolist() == [-1, 1]
+    assert tr.state.health.failed.tolist() == [False, True]
+    assert tr.state.health.failed_step.tolist() == [-1, 1]
     before0 = tr.state.var[:, 0].clone()
     tr.step()
     assert torch.equal(torch.isnan(tr.state.var[:, 1]), torch.isnan(frozen))
@@ -396,7 +400,7 @@ def test_same_seed_same_run_and_iid_minibatches_cover_data():
     d = Trainer(Layout(3, 2, [3]), h, [42], make_batch(1, n=256))
     seen = set()
     for _ in range(60):
-        idx = d.minibatch_index(d.state)
+        idx = d.sampler.minibatch_index(d.state.count)
         assert idx.shape == (1, 64) and int(idx.min()) >= 0 and int(idx.max()) < 256
         seen.update(idx[0].tolist())
         d.step()
@@ -406,14 +410,11 @@ def test_same_seed_same_run_and_iid_minibatches_cover_data():
 def test_permutation_sampling_visits_every_point_once_per_epoch():
     h = Hyper(batch_size=64, sampling="permutation")
     tr = Trainer(Layout(3, 1, [2]), h, [3], make_batch(1, n=256))
-    seen = []
-    for _ in range(4):
-        st = tr.state
-        b = st.step % tr.steps_per_epoch
-        tr.minibatch(st)
-        seen.append(st.perm[0, b * 64 : (b + 1) * 64].clone())
-        st.step += 1
+    assert tr.sampler.steps_per_epoch == 4
+    seen = [tr.sampler.minibatch_index(t)[0].clone() for t in range(4)]
     assert sorted(torch.cat(seen).tolist()) == list(range(256))
+    fresh = tr.sampler.minibatch_index(4)[0]  # the next epoch: another permutation
+    assert sorted(fresh.tolist()) != fresh.tolist() or not torch.equal(fresh, seen[0])
 
 
 @pytest.mark.parametrize(

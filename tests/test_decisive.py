@@ -201,13 +201,13 @@ def test_frozen_model_does_not_change(l3):
     tr = Trainer(Layout(1, 2, [3, 5]), h, seeds, batch, dtype=torch.float64)
     for _ in range(3):
         tr.step()
-    tr.state.frozen = torch.tensor([True, False])
+    tr.frozen = torch.tensor([True, False])
     before = tr.state.var.clone()
     for _ in range(5):
         tr.step()
     assert torch.equal(tr.state.var[:, 0], before[:, 0])
     assert not torch.equal(tr.state.var[:, 1], before[:, 1])
-    assert not bool(tr.state.failed.any())
+    assert not bool(tr.state.health.failed.any())
 
 
 def test_model_stopped_inside_a_batch_equals_it_trained_alone():

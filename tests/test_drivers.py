@@ -86,8 +86,8 @@ def test_bench_times_a_table1_block(tmp_path):
 
 def test_bench_compares_the_step_paths():
     res = bench.compare_paths(E=3, steps=2, repeats=1, n=2048, log=lambda *_: None)
-    assert set(res) == {"autograd", "fused", "autograd/autograd", "fused/autograd"}
-    assert res["fused/autograd"] == pytest.approx(res["fused"] / res["autograd"])
+    assert set(res) == {"autograd", "hand_written", "autograd/autograd", "hand_written/autograd"}
+    assert res["hand_written/autograd"] == pytest.approx(res["hand_written"] / res["autograd"])
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")
@@ -136,7 +136,7 @@ def test_compiled_step_tiny_with_a_frozen_model():
     for _ in range(2):
         a.step(), b.step()
     for t in (a, b):
-        t.state.frozen = torch.tensor([True, False])
+        t.frozen = torch.tensor([True, False])
     held = b.state.var[:, 0].clone()
     for _ in range(2):
         ta, tb = a.step(), b.step()
@@ -178,28 +178,30 @@ def test_dense_hand_written_step_equals_autograd(compile):
     (compiles ~10 s); negative control: the spike-and-slab step on the same models differs."""
     from functools import partial
 
-    from simulate.paths import AutogradStep, CompiledHandWrittenStep, HandWrittenStep
-    from simulate.step import spike_slab_step
+    from simulate.core import spike_slab_step
 
     g = torch.Generator().manual_seed(0)
     X = torch.rand(1, 512, 3, generator=g, dtype=torch.float64) * 2 - 1
     y = X[..., 0] - X[..., 1] + 0.3 * torch.randn(1, 512, generator=g, dtype=torch.float64)
     batch = Batch(X, y, torch.zeros(2, dtype=torch.int64))
     h = Hyper(family="dense", batch_size=64)
-    a, b = (Trainer(Layout(3, 2, [4, 6]), h, [3, 4], batch, dtype=torch.float64) for _ in "ab")
-    assert isinstance(b.path, HandWrittenStep)
-    ref = AutogradStep(a)
-    path = CompiledHandWrittenStep(b) if compile else b.path
+
+    def trainer(hyper=h, **kw):
+        return Trainer(Layout(3, 2, [4, 6]), hyper, [3, 4], batch, dtype=torch.float64, **kw)
+
+    a, b = trainer(autograd=True), trainer(compile=compile)
+    assert b.hand_written and not a.hand_written
     for _ in range(12):
-        ta, tb = ref(a), path(b)
+        ta, tb = a.step(), b.step()
         np.testing.assert_allclose(tb.total.numpy(), ta.total.numpy(), rtol=1e-10)
         assert torch.all(tb.L3 == 0)
     np.testing.assert_allclose(b.state.var.numpy(), a.state.var.numpy(), rtol=1e-9, atol=1e-12)
-    # planted error: the same models stepped with indicators (the spike-and-slab step)
-    c, d = (Trainer(Layout(3, 2, [4, 6]), h, [3, 4], batch, dtype=torch.float64) for _ in "cd")
-    wrong = HandWrittenStep(c)
-    wrong._step = partial(spike_slab_step, c.layout, c.hyper, c.n, indicators=True)
-    assert not np.allclose(wrong(c).total.numpy(), AutogradStep(d)(d).total.numpy(), rtol=1e-6)
+    # planted error: the same models stepped with indicators (the spike-and-slab kernel)
+    c, d = trainer(), trainer(autograd=True)
+    spec = c.step_fn.spec
+    wrong = dataclasses.replace(spec, hyper=dataclasses.replace(h, family="spike_slab"))
+    c.step_fn.kernel = partial(spike_slab_step, wrong)
+    assert not np.allclose(c.step().total.numpy(), d.step().total.numpy(), rtol=1e-6)
 
 
 @pytest.mark.parametrize("compile", [False, True])
@@ -215,44 +217,38 @@ def test_horseshoe_hand_written_step_equals_autograd(compile):
     (autograd's derivative is exactly 1 there, the closed form's sigmoid 1 - 1e-10) on the
     layer scales' quadrature.  Negative control: the step with a
     wrong unit-scale prior."""
-    from functools import partial
-
-    from simulate.paths import AutogradStep, CompiledHandWrittenStep, HandWrittenStep
-    from simulate.step import horseshoe_step
+    from simulate.core import Consts, build_step
 
     g = torch.Generator().manual_seed(0)
     X = torch.rand(1, 512, 3, generator=g, dtype=torch.float64) * 2 - 1
     y = X[..., 0] - X[..., 1] + 0.3 * torch.randn(1, 512, generator=g, dtype=torch.float64)
     batch = Batch(X, y, torch.zeros(2, dtype=torch.int64))
 
-    def gradient(tr, path, m0):
+    def gradient(tr, m0):
         b1 = tr.hyper.betas[0]
-        terms = path(tr)
-        return terms, ((tr.state.m - b1 * m0) / (1 - b1)).numpy()
+        terms = tr.step()
+        return terms, ((tr.state.opt.exp_avg - b1 * m0) / (1 - b1)).numpy()
+
+    def trainer(hyper, **kw):
+        lay = Layout(3, 2, [4, 6], node_scales=True)
+        return Trainer(lay, hyper, [3, 4], batch, dtype=torch.float64, **kw)
 
     for K in (1, 2) if not compile else (1,):
         h = Hyper(family="horseshoe", batch_size=64, mc_samples=K)
-        a, b = (
-            Trainer(Layout(3, 2, [4, 6], node_scales=True), h, [3, 4], batch, dtype=torch.float64)
-            for _ in "ab"
-        )
-        assert isinstance(b.path, HandWrittenStep)
-        ref = AutogradStep(a)
-        path = CompiledHandWrittenStep(b) if compile else b.path
+        a, b = trainer(h, autograd=True), trainer(h, compile=compile)
+        assert b.hand_written and not a.hand_written
         for _ in range(12):
-            for name in ("var", "m", "v"):
-                getattr(b.state, name).copy_(getattr(a.state, name))
-            m0 = a.state.m.clone()
-            ta, ga = gradient(a, ref, m0)
-            tb, gb = gradient(b, path, m0)
+            b.state = b.state._replace(
+                var=a.state.var.clone(), opt=type(a.state.opt)(*(x.clone() for x in a.state.opt))
+            )
+            m0 = a.state.opt.exp_avg.clone()
+            ta, ga = gradient(a, m0)
+            tb, gb = gradient(b, m0)
             np.testing.assert_allclose(tb.total.numpy(), ta.total.numpy(), rtol=1e-10)
             np.testing.assert_allclose(gb, ga, rtol=0, atol=1e-8 * np.abs(ga).max())
             assert np.abs(ga[:, :, b.layout.P_net :]).max() > 1e-3  # the scales do move
     # planted error: the hand-written step with the unit scales' prior C+(0, 2), not C+(0, 1)
-    c, d = (
-        Trainer(Layout(3, 2, [4, 6], node_scales=True), h, [3, 4], batch, dtype=torch.float64)
-        for _ in "cd"
-    )
-    wrong = HandWrittenStep(c)
-    wrong._step = partial(horseshoe_step, c.layout, dataclasses.replace(h, hs_b0=2.0), c.n)
-    assert not np.allclose(wrong(c).total.numpy(), AutogradStep(d)(d).total.numpy(), rtol=1e-6)
+    c, d = trainer(h), trainer(h, autograd=True)
+    wrong_h = dataclasses.replace(h, hs_b0=2.0)
+    c.step_fn = build_step(c.layout, wrong_h, c.n, Consts(c.mask, c.H, c.node_index))
+    assert not np.allclose(c.step().total.numpy(), d.step().total.numpy(), rtol=1e-6)

@@ -31,8 +31,8 @@ def _core_noise(core, offset, model=0):
     """The core's draw at ``offset`` cut into per-tensor (eps, u): of one model (``model``),
     or stacked over all models (``model=None``, the vmap ensemble's form)."""
     lay = core.layout
-    eps = core.eps_stream.normal(offset, torch.float64)
-    u = core.gumbel_stream.uniform(offset, torch.float64)
+    eps = core.sampler.eps_stream.normal(offset, torch.float64)
+    u = core.sampler.gumbel_stream.uniform(offset, torch.float64)
     pick = slice(None) if model is None else model
     out = []
     for l in range(lay.depth + 1):
@@ -43,7 +43,7 @@ def _core_noise(core, offset, model=0):
 
 def test_reference_loss_and_gradients_equal_the_core():
     core, ref = _pair()
-    xb, yb = core.minibatch(core.state)
+    xb, yb = core.minibatch()
     var = core.state.var.clone().requires_grad_(True)
     c_terms = core.loss_terms(var, xb, yb, 0)
     r_terms = ref.loss_terms(xb[0, :, :-1], yb[0], _core_noise(core, 0))
@@ -108,7 +108,7 @@ def test_vmap_ensemble_loss_and_gradients_equal_the_core():
     (L1, L2, L3) and gradients for every model, given the same parameters, minibatches and
     noise; planted errors (the models' noise swapped, one parameter moved) are seen."""
     core, ens = _vmap_pair()
-    xb, yb = core.minibatch(core.state)
+    xb, yb = core.minibatch()
     var = core.state.var.clone().requires_grad_(True)
     c_terms = core.loss_terms(var, xb, yb, 0)
     noise = _core_noise(core, 0, model=None)

@@ -107,7 +107,7 @@ def _fit_splits(family, sigma, sigma0, Xs, ys, epochs, seed, eval_every=None, at
         done = ep
         if at_epoch is not None:
             at_epoch(ep, tr.posterior())
-    return tr.posterior(), tr.state.failed.cpu().numpy()
+    return tr.posterior(), tr.state.health.failed.cpu().numpy()
 
 
 def _checkpoints(epochs: int, eval_every) -> list[int]:
@@ -375,7 +375,7 @@ def _train_mnist1d(tier: str, cfg: dict, n: int, cache: str, log) -> dict:
             cfg, hyper, widths, seeds, Xs, y, Xts, yt, f"mnist1d {tier} n={n} {family}"
         )
         post = tr.posterior()
-        out[family] = (post, batch, tr.state.failed.cpu().numpy())
+        out[family] = (post, batch, tr.state.health.failed.cpu().numpy())
         walls[family] = time.perf_counter() - t0
         log(f"  mnist1d {tier} n={n}: {family} done ({walls[family]:.0f} s)")
     post, batch, failed = out["spike_slab"]
@@ -486,6 +486,6 @@ def _train_control(tier, cfg, ctl, n, name, overrides, cache, log) -> dict:
         "family": hyper.family,
         "H": post.edges()["H"].tolist(),
         "curves": curves,
-        "failed": tr.state.failed.cpu().numpy().tolist(),
+        "failed": tr.state.health.failed.cpu().numpy().tolist(),
         "wall_s": wall,
     }

@@ -123,7 +123,8 @@ def _train_group(method, reps, widths, group, cfg, data, compile: bool) -> dict:
         rmse = np.sqrt(((pred - yt[i][None, :]) ** 2).mean(1))
         for j, w in enumerate(group):
             k = i * len(group) + j
-            out[r, w] = (float(rmse[j]), float(edges[k]), float(el[k]), bool(tr.state.failed[k]))
+            failed = bool(tr.state.health.failed[k])
+            out[r, w] = (float(rmse[j]), float(edges[k]), float(el[k]), failed)
     return out
 
 

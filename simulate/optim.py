@@ -1,0 +1,127 @@
+"""The optimisers of the core as ``(init, update)`` pairs over the variational parameters of
+every model at once, elementwise (models stay independent).
+
+``optimizer_of(hyper, donate)`` returns an :class:`Optimizer`:
+
+* ``init(params) -> OptState``: zero moments shaped like ``params [3, E, P]``;
+* ``factors(t) -> Factors``: the step-t scalars (Adam's bias corrections), computed on the
+  host in float64 and passed as tensors, so a compiled step is not re-specialised per step;
+* ``update(grad, opt_state, params, factors, alive) -> (params, opt_state)``: one step;
+  ``alive`` ([E] bool or None) freezes the other models' parameters (their moments still
+  decay with a zero gradient: the gradient of a held model is zeroed by the caller).
+
+``donate=True`` lets ``update`` overwrite ``params`` and ``opt_state`` in place and return
+them (the eager step's form, like a donated buffer: the caller must not reuse the inputs);
+``donate=False`` writes nothing in place (the form ``torch.compile`` traces).  Both compute
+the same numbers (tested against ``torch.optim``).
+
+* ``"adam"`` (Kingma & Ba): ``exp_avg = b1 exp_avg + (1 - b1) g``, ``exp_avg_sq = b2
+  exp_avg_sq + (1 - b2) g^2``, ``params -= step_size exp_avg / (sqrt(exp_avg_sq corr2) +
+  eps)`` with ``step_size = lr / (1 - b1^t)`` and ``corr2 = 1 / (1 - b2^t)``.
+* ``"rmsprop"``: ``torch.optim.RMSprop``'s default form (no momentum, not centred, no bias
+  correction): ``exp_avg_sq = alpha exp_avg_sq + (1 - alpha) g^2``, ``params -= lr g /
+  (sqrt(exp_avg_sq) + eps)``; ``exp_avg`` stays zero, ``step_size`` is ``lr``, ``corr2`` 1.
+
+Both use ``hyper.adam_eps`` as eps.  The moments are named as ``torch.optim`` names them
+(``exp_avg``, ``exp_avg_sq``), not ``m``, which is the paper's minibatch size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+
+__all__ = ["Factors", "OptState", "Optimizer", "optimizer_of"]
+
+
+class OptState(NamedTuple):
+    """The optimiser's moments, each shaped like the parameters ``[3, E, P]``."""
+
+    exp_avg: torch.Tensor
+    exp_avg_sq: torch.Tensor
+
+
+class Factors(NamedTuple):
+    """One step's scalars as 0-d tensors: the step size and the second moment's bias
+    correction."""
+
+    step_size: torch.Tensor
+    corr2: torch.Tensor
+
+
+class Optimizer(NamedTuple):
+    """An optimiser as functions (module docstring)."""
+
+    init: Callable[[torch.Tensor], OptState]
+    factors: Callable[[int], Factors]
+    update: Callable
+
+
+def _zeros(params: torch.Tensor) -> OptState:
+    return OptState(torch.zeros_like(params), torch.zeros_like(params))
+
+
+def _apply(params, upd, alive, donate: bool):
+    """``params - upd`` on the ``alive`` models (all when None)."""
+    if donate:
+        if alive is not None:
+            upd = torch.where(alive[None, :, None], upd, torch.zeros_like(upd))
+        return params.sub_(upd)
+    if alive is None:
+        return params - upd
+    return torch.where(alive[None, :, None], params - upd, params)
+
+
+def _adam(hyper, donate: bool) -> Optimizer:
+    b1, b2 = hyper.betas
+    eps = hyper.adam_eps
+
+    def factors(t: int, dtype=torch.float32, device=None) -> Factors:
+        return Factors(
+            torch.tensor(hyper.lr / (1 - b1**t), dtype=dtype, device=device),
+            torch.tensor(1 / (1 - b2**t), dtype=dtype, device=device),
+        )
+
+    def update(grad, opt: OptState, params, f: Factors, alive=None):
+        if donate:
+            m = opt.exp_avg.mul_(b1).add_(grad, alpha=1 - b1)
+            v = opt.exp_avg_sq.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+        else:
+            m = b1 * opt.exp_avg + (1 - b1) * grad
+            v = b2 * opt.exp_avg_sq + (1 - b2) * grad * grad
+        upd = f.step_size * m / ((v * f.corr2).sqrt() + eps)
+        return _apply(params, upd, alive, donate), OptState(m, v)
+
+    return Optimizer(_zeros, factors, update)
+
+
+def _rmsprop(hyper, donate: bool) -> Optimizer:
+    a = hyper.rmsprop_alpha
+    eps = hyper.adam_eps
+
+    def factors(t: int, dtype=torch.float32, device=None) -> Factors:
+        return Factors(
+            torch.tensor(hyper.lr, dtype=dtype, device=device),
+            torch.tensor(1.0, dtype=dtype, device=device),
+        )
+
+    def update(grad, opt: OptState, params, f: Factors, alive=None):
+        if donate:
+            v = opt.exp_avg_sq.mul_(a).addcmul_(grad, grad, value=1 - a)
+        else:
+            v = a * opt.exp_avg_sq + (1 - a) * grad * grad
+        upd = f.step_size * grad / (v.sqrt() + eps)
+        return _apply(params, upd, alive, donate), OptState(opt.exp_avg, v)
+
+    return Optimizer(_zeros, factors, update)
+
+
+OPTIMIZERS = {"adam": _adam, "rmsprop": _rmsprop}
+
+
+def optimizer_of(hyper, donate: bool = False) -> Optimizer:
+    """The optimiser ``hyper.optimizer`` (``"adam"`` or ``"rmsprop"``) as an
+    :class:`Optimizer`; ``donate`` as in the module docstring."""
+    return OPTIMIZERS[hyper.optimizer](hyper, donate)
