@@ -28,15 +28,15 @@ import os
 import sys
 import time
 
-from simulate import tiers
-from simulate.records import RecordsError, check_output_dir
+from simulate.sweep import tiers
+from simulate.sweep.records import RecordsError, check_output_dir
 
 NAMES = ("table1", "fig1b", "rates", "tradeoff", "uci", "mnist1d", "mnist1d-controls")
 VERIFY_TIER = tiers.FIGURES_RATES
 
 
 def _sweep_records(tier: str, path: str | None, recompute: bool):
-    from simulate.sweep import SweepConfig, one_configuration, read_records, run_sweep
+    from simulate.sweep.run import SweepConfig, one_configuration, read_records, run_sweep
 
     vt = tiers.RATES[VERIFY_TIER[tier]]
     if path is not None:  # records given: use them as they are (one configuration)
@@ -54,9 +54,8 @@ def _sweep_records(tier: str, path: str | None, recompute: bool):
 
 def _teacher(args, names) -> None:
     """Table 1 and Figure 1(b) from the teacher records (trained if missing)."""
+    from figures.teacher_figures import figure_1b, table1
     from simulate.experiments.table1 import run_teacher
-
-    from .teacher import figure_1b, table1
 
     t0 = time.perf_counter()
     recs = run_teacher(
@@ -83,7 +82,7 @@ def _rates(args, names) -> None:
     srecs, spath = _sweep_records(args.tier, args.records, args.recompute)
     print(f"sweep records: {spath} ({len(srecs)}), {time.perf_counter() - t0:.0f} s")
     if "rates" in names:
-        from .rates import rate_figure
+        from figures.rate_figure import rate_figure
 
         res = rate_figure(srecs, args.out, args.tier)
         for r in res["results"]:
@@ -93,7 +92,7 @@ def _rates(args, names) -> None:
                 f"{r['predicted']:.3f}, {r['verdict']}; {r['finding']}"
             )
     if "tradeoff" in names:
-        from .tradeoff import tradeoff_figure
+        from figures.tradeoff import tradeoff_figure
 
         res = tradeoff_figure(srecs, args.out, args.tier)
         print(
@@ -107,7 +106,7 @@ def _rates(args, names) -> None:
 
 
 def _uci(args) -> None:
-    from .realdata import run_uci, uci_table
+    from figures.realdata_figures import run_uci, uci_table
 
     t0 = time.perf_counter()
     recs = run_uci(args.tier, args.out, args.recompute)
@@ -116,7 +115,7 @@ def _uci(args) -> None:
 
 
 def _mnist1d(args) -> None:
-    from .realdata import mnist_figure, mnist_table, run_mnist1d
+    from figures.realdata_figures import mnist_figure, mnist_table, run_mnist1d
 
     recs = run_mnist1d(args.tier, args.out, args.recompute)
     mnist_figure(recs, args.out, args.tier)
@@ -124,7 +123,11 @@ def _mnist1d(args) -> None:
 
 
 def _mnist1d_controls(args) -> None:
-    from .realdata import mnist_controls_figure, mnist_controls_table, run_mnist1d_controls
+    from figures.realdata_figures import (
+        mnist_controls_figure,
+        mnist_controls_table,
+        run_mnist1d_controls,
+    )
 
     recs = run_mnist1d_controls(args.tier, args.out, args.recompute)
     mnist_controls_figure(recs, args.out, args.tier)
@@ -145,7 +148,7 @@ def main(argv=None) -> int:
         choices=["subtract", "add"],
         default="subtract",
         help="Table 1's teacher: eq. (eqmod2)'s relu(h W - b) (default; it reproduces the"
-        " paper's selected widths, simulate.truths.TeacherNetwork) or relu(h W + b);"
+        " paper's selected widths, simulate.truths.functions.TeacherNetwork) or relu(h W + b);"
         " separate records and outputs (TIER-add)",
     )
     ap.add_argument(

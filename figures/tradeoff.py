@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from figures._io import save_figure
 from theory import eps_n, lemma_6_1_sparsity, lemma_width, num_edges, r_n, xi_bound
-
-from ._io import save_figure
 
 __all__ = ["theory_terms", "tradeoff_figure"]
 

@@ -1,9 +1,21 @@
 """asvi-rates ``simulate``: the ASVI algorithm and the experiments that run it.
 
-Data flow (one way): ``theory`` -> ``simulate`` -> ``verify`` -> ``figures``.  Here:
-``core`` (E spike-and-slab networks trained by one batched program), ``stopping`` (when a
-candidate has converged), ``posterior`` (draws, ELBO, width selection), ``truths`` and
-``data`` (ground truths and datasets), ``classical`` (the oracle-tuned reference
-estimator), ``sweep`` (growing-n sweeps written as JSON-lines records), ``estimators``
-(scikit-learn-style wrappers), ``teacher`` and ``bench`` (command-line drivers).
+Data flow (one way): ``theory`` -> ``simulate`` -> ``verify`` -> ``figures``.  Inside,
+each folder imports only from the folders above it in this list:
+
+* ``core`` -- the algorithm: E spike-and-slab networks trained by one batched program
+  (layout, families, slabs, likelihoods, objective, optimisers, state, sampler, step,
+  trainer), the stopping rule, posteriors (draws, ELBO, width selection), the recipe;
+* ``truths`` -- ground truths (Hoelder functions, teacher networks), regression data and
+  the real datasets;
+* ``references`` -- what ASVI is compared with: the classical class-matched estimator,
+  plain ReLU networks, constructive starts;
+* ``sweep`` -- growing-n sweeps: what a sweep is (spec, tiers), one job, records, workers,
+  ``python -m simulate.sweep``, the Gaussian-process known-answer control;
+* ``experiments`` -- the paper's other experiments (Table 1, UCI, MNIST-1D, one teacher
+  run);
+* ``bench`` -- ``python -m simulate.bench`` and the per-model baselines it times.
+
+``estimators`` (scikit-learn-style regressors and classifiers) sits beside them, on
+``core``; ``progress`` and ``_alloc`` are shared helpers.
 """

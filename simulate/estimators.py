@@ -30,11 +30,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .core import Hyper, Layout
-from .posterior import select_width
-from .progress import Progress
-from .recipe import train_models
-from .tiers import PAPER_WIDTHS
+from simulate.core import Hyper, Layout
+from simulate.core.posterior import select_width
+from simulate.core.recipe import train_models
+from simulate.progress import Progress
+from simulate.sweep.tiers import PAPER_WIDTHS
 
 __all__ = [
     "BNNRegressor",
@@ -190,7 +190,7 @@ class _Base(BaseEstimator):
     def _start(self, X, y, widths, depth, hyper, seed, dtype):
         """``init_from``: "random" (the core's seeded start: None here) or "spline" (the
         least-squares linear spline with its mesh chosen on a validation split, encoded
-        exactly in each candidate: ``simulate.constructive``; p = 1 regression with the
+        exactly in each candidate: ``simulate.references.constructive``; p = 1 regression with the
         spike-and-slab family only)."""
         if self.init_from == "random":
             return None
@@ -200,7 +200,7 @@ class _Base(BaseEstimator):
             raise ValueError(
                 "init_from='spline' is for spike-and-slab regression on one input feature"
             )
-        from .constructive import encode, spline_starts
+        from simulate.references.constructive import encode, spline_starts
 
         layout = Layout(1, depth, widths)
         return encode(layout, spline_starts(X, y, widths, depth, seed=seed), hyper, dtype)
@@ -263,7 +263,7 @@ _COMMON_DOC = """
     ``device``, ``dtype`` ("float32" or "float64"); ``compile`` (torch.compile the step);
     ``progress`` (a bar on stderr); ``init_from`` "random" (the core's start) or "spline"
     (regression on one feature: each candidate starts from the validation-chosen linear
-    spline encoded exactly, ``simulate.constructive``).
+    spline encoded exactly, ``simulate.references.constructive``).
 """
 
 
@@ -359,7 +359,7 @@ class SVIClassifier(_Classifier):
 
 class DenseBNNRegressor(SVIRegressor):
     """Dense-BNN baseline (Bayes by Backprop): Gaussian mean-field over every weight and
-    bias with a ``N(0, sigma_0^2)`` prior (``simulate.families``); same parameters and
+    bias with a ``N(0, sigma_0^2)`` prior (``simulate.core.families``); same parameters and
     interface as :class:`SVIRegressor` (``lambda_s``, ``lam`` and ``l3`` are unused)."""
 
     _family = "dense"
@@ -367,7 +367,7 @@ class DenseBNNRegressor(SVIRegressor):
 
 class HSBNNRegressor(SVIRegressor):
     """HS-BNN baseline: horseshoe prior on node pre-activations with a log-normal
-    variational family on the scales (``simulate.families``); same parameters and interface
+    variational family on the scales (``simulate.core.families``); same parameters and interface
     as :class:`SVIRegressor` (``lambda_s``, ``lam`` and ``l3`` are unused)."""
 
     _family = "horseshoe"

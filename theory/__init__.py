@@ -6,7 +6,7 @@ vectorised) or numbers (mpmath at ``mpmath.mp.dps``).  Natural logarithms unless
 says log2.  Depth convention: L hidden layers of width 12pN (``theory.network``).
 """
 
-from .bounds import (
+from theory.bounds import (
     Lemma61,
     eps_n,
     eps_star_n,
@@ -18,8 +18,8 @@ from .bounds import (
     theorem_5_1_bound,
     xi_bound,
 )
-from .conditions import condition_5_1, condition_5_2, condition_5_3
-from .exponents import (
+from theory.conditions import condition_5_1, condition_5_2, condition_5_3
+from theory.exponents import (
     METRICS,
     corollary_6_1_rate,
     corollary_6_2_rate,
@@ -31,10 +31,10 @@ from .exponents import (
     predicted_exponent,
     teacher_exponent,
 )
-from .hellinger import hellinger_sq, hellinger_sq_pointwise, hellinger_sq_sup_bound
-from .network import lemma_width, num_edges
-from .priors import lambda_s_rule, log_prior_N, log_prior_s
-from .qstar import q_star, q_star_log10
+from theory.hellinger import hellinger_sq, hellinger_sq_pointwise, hellinger_sq_sup_bound
+from theory.network import lemma_width, num_edges
+from theory.priors import lambda_s_rule, log_prior_N, log_prior_s
+from theory.qstar import q_star, q_star_log10
 
 __all__ = [
     "METRICS",

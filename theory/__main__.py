@@ -1,5 +1,5 @@
 import sys
 
-from .report import main
+from theory.summary import main
 
 sys.exit(main())

@@ -13,7 +13,7 @@ import mpmath
 import numpy as np
 import sympy as sp
 
-from ._backend import is_symbolic
+from theory._backend import is_symbolic
 
 __all__ = ["real", "positive_int", "check_le", "scalars_only"]
 

@@ -14,9 +14,9 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from . import _validate as check
-from ._backend import is_symbolic, ops_for
-from .network import lemma_width, num_edges
+from theory import _validate as check
+from theory._backend import is_symbolic, ops_for
+from theory.network import lemma_width, num_edges
 
 __all__ = [
     "r_n",

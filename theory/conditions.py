@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import mpmath
 
-from . import _validate as check
-from .bounds import r_n
+from theory import _validate as check
+from theory.bounds import r_n
 
 __all__ = ["condition_5_1", "condition_5_2", "condition_5_3"]
 

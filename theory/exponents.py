@@ -17,9 +17,9 @@ from functools import lru_cache
 
 import sympy as sp
 
-from . import _validate as check
-from ._backend import ops_for
-from .bounds import r_n, xi_bound
+from theory import _validate as check
+from theory._backend import ops_for
+from theory.bounds import r_n, xi_bound
 
 __all__ = [
     "METRICS",

@@ -15,8 +15,8 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from . import _validate as check
-from ._backend import is_symbolic, ops_for
+from theory import _validate as check
+from theory._backend import is_symbolic, ops_for
 
 __all__ = ["hellinger_sq_pointwise", "hellinger_sq", "hellinger_sq_sup_bound"]
 

@@ -12,8 +12,8 @@ width W; the network has L + 1 weight matrices and H edges counting weights and 
 
 from __future__ import annotations
 
-from . import _validate as check
-from ._backend import ops_for
+from theory import _validate as check
+from theory._backend import ops_for
 
 __all__ = ["num_edges", "lemma_width"]
 

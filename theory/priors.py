@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from . import _validate as check
-from ._backend import ops_for
+from theory import _validate as check
+from theory._backend import ops_for
 
 __all__ = ["log_prior_N", "log_prior_s", "lambda_s_rule"]
 

@@ -9,9 +9,9 @@ form (finite wherever the arguments are valid).
 
 from __future__ import annotations
 
-from . import _validate as check
-from ._backend import ops_for
-from .bounds import check_structure
+from theory import _validate as check
+from theory._backend import ops_for
+from theory.bounds import check_structure
 
 __all__ = ["q_star_log10", "q_star"]
 

@@ -10,10 +10,9 @@ import math
 
 import numpy as np
 
-from simulate.sweep import SweepConfig, TruthSpec, cell_selection
+from simulate.sweep.run import SweepConfig, TruthSpec, cell_selection
 from theory import METRICS, gp_matern_exponent, log_factor_power
-
-from .slopes import (
+from verify.slopes import (
     ATTAIN_LOG_POWER,
     OPT_SLOPE_TOL,
     Verdict,
@@ -27,7 +26,13 @@ from .slopes import (
     power_check,
     theorem_test,
 )
-from .starts import ARM_ESTIMATORS, ESTIMATOR_ARMS, arm_view, compare_starts, primary_estimator
+from verify.starts import (
+    ARM_ESTIMATORS,
+    ESTIMATOR_ARMS,
+    arm_view,
+    compare_starts,
+    primary_estimator,
+)
 
 __all__ = [
     "METRICS",
@@ -534,7 +539,7 @@ def exit_status(results: list[dict]) -> int:
 
 def reselect(records: list[dict], lam: float) -> list[dict]:
     """The records with the width re-selected under the width prior's ``lam`` from their
-    recorded ELBOs (``simulate.sweep.cell_selection``, eq. (13)); ``lam`` enters nothing
+    recorded ELBOs (``simulate.sweep.run.cell_selection``, eq. (13)); ``lam`` enters nothing
     else, so this equals a sweep run with it."""
     out = []
     for r in records:

@@ -31,7 +31,7 @@ stopping tolerance (same data, same seeds) and reports the change of each slope 
 paired interval; a slope that moves by more than 0.05 makes its verdicts INCONCLUSIVE
 (optimisation-limited).
 
-``--tier gp`` runs the harness's **known-answer control** (``simulate.gp``): exact
+``--tier gp`` runs the harness's **known-answer control** (``simulate.sweep.gp``): exact
 Gaussian-process posteriors with a matched and an over-smooth Matern prior, whose rates
 are proven, through the same sweep and verdicts: the matched prior must attain, the
 over-smooth one must be found slower.
@@ -58,10 +58,9 @@ import traceback
 
 import numpy as np
 
-from simulate import tiers
-from simulate.records import check_output_dir, check_output_file
-from simulate.spec import overrides_from_args
-from simulate.sweep import (
+from simulate.sweep import tiers
+from simulate.sweep.records import check_output_dir, check_output_file
+from simulate.sweep.run import (
     TRUTH_HELP,
     RecordsError,
     SweepConfig,
@@ -70,8 +69,8 @@ from simulate.sweep import (
     read_records,
     records_path_for,
 )
-
-from .analysis import (
+from simulate.sweep.spec import overrides_from_args
+from verify.analysis import (
     EXIT_BAD_INPUT,
     EXIT_CRASH,
     EXIT_FAIL,
@@ -85,7 +84,7 @@ from .analysis import (
     exit_status,
     reselect,
 )
-from .report import (
+from verify.render import (
     REPORT_KEYS,
     draw_rate_panel,
     draw_width_panel,
@@ -94,7 +93,7 @@ from .report import (
     plot_results,
     power_lines,
 )
-from .slopes import ATTAIN_LOG_POWER
+from verify.slopes import ATTAIN_LOG_POWER
 
 __all__ = [
     "main",
@@ -157,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("random", "constructive", "both"),
         help="override the start: random (the core's), constructive (train from the linear"
         " spline or the teacher encoded in the student, with the untrained start and plain"
-        " Adam beside it), or both (the constructive tier's; simulate.constructive)",
+        " Adam beside it), or both (the constructive tier's; simulate.references.constructive)",
     )
     ap.add_argument(
         "--compile",
@@ -309,7 +308,7 @@ def _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_recor
     t0 = time.perf_counter()
     if not args.records:
         from simulate._alloc import tune_malloc
-        from simulate.sweep import run_sweep
+        from simulate.sweep.run import run_sweep
 
         tune_malloc()
         print(power_lines(cfg, tiers.RATES[args.tier].get("pilot_cv"), args.delta))

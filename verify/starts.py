@@ -1,6 +1,6 @@
 """The constructive-start comparison: is ASVI's shortfall the objective or the optimiser?
 
-A sweep run with ``start="both"`` (``simulate.constructive``) holds five arms per cell:
+A sweep run with ``start="both"`` (``simulate.references.constructive``) holds five arms per cell:
 ``R`` (the random start, the record's own fields), and under ``arms``: ``W0`` (the
 constructive start, untrained), ``W0s`` (the same network with its slab sds fitted, still
 untrained), ``W`` (trained from W0 by the same step and stopping rule) and ``P`` (plain
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .slopes import Verdict, paired_mean_diff
+from verify.slopes import Verdict, paired_mean_diff
 
 __all__ = [
     "ARM_ESTIMATORS", "answer", "arm_columns", "arms_table", "compare_starts", "primary_estimator",
@@ -319,8 +319,8 @@ def main(argv=None) -> int:
     import os
     import sys
 
-    from simulate.records import RecordsError
-    from simulate.spec import read_records
+    from simulate.sweep.records import RecordsError
+    from simulate.sweep.spec import read_records
 
     ap = argparse.ArgumentParser(
         prog="python -m verify.starts",

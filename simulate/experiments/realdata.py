@@ -1,4 +1,4 @@
-"""Real-data experiments (drivers; ``figures.realdata`` draws their tables and figures):
+"""Real-data experiments (drivers; ``figures.realdata_figures`` draws their tables and figures):
 the UCI regression protocol and an MNIST-style classification run.
 
 UCI protocol (Hernandez-Lobato and Adams 2015, as the paper follows): 20 random 90/10
@@ -20,7 +20,7 @@ a = 0.1 (L = 1 hidden layer).
 
 MNIST-1D: two hidden layers, trained at each training-set size n of the tier (``ns``; the
 paper's MNIST had n = 60,000) on nested training sets with one shared test set
-(``simulate.data.mnist1d_split``).  ASVI selects among several widths: the paper used
+(``simulate.truths.data.mnist1d_split``).  ASVI selects among several widths: the paper used
 400, ..., 800 on MNIST; the tiers use grids scaled to this machine with the same ratios
 (``MNIST_TIERS``), and the width prior's lambda is the middle candidate (the paper's
 lambda = 600 is the middle of 400-800; :func:`mnist_lambda`).  lambda_s = a (L + 1) log n
@@ -41,14 +41,13 @@ import time
 import numpy as np
 import torch
 
+from simulate.core import Batch, Hyper
+from simulate.core.posterior import select_width
+from simulate.core.recipe import build_trainer
+from simulate.sweep import tiers
+from simulate.sweep.records import RecordStore, tier_store
+from simulate.truths.data import boston, concrete, mnist1d_split, standardize, uci_splits
 from theory import lambda_s_rule
-
-from .. import tiers
-from ..core import Batch, Hyper
-from ..data import boston, concrete, mnist1d_split, standardize, uci_splits
-from ..posterior import select_width
-from ..recipe import build_trainer
-from ..records import RecordStore, tier_store
 
 __all__ = [
     "DATASETS",
@@ -330,7 +329,7 @@ def _mnist_fit(cfg, hyper, widths, seeds, Xs, y, Xts, yt, label, elbo_draws=None
     test accuracy (posterior mean, 10 draws) on ``Xts, yt`` and kept-edge fraction and, with
     ``elbo_draws``, the negative ELBO's parts on the whole training set (L1 from that many
     draws, L2, L3; nats).  Returns the trainer, the training batch and the curves."""
-    from ..progress import Progress
+    from simulate.progress import Progress
 
     batch = Batch(
         torch.tensor(Xs[None], dtype=torch.float32),

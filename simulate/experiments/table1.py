@@ -1,11 +1,11 @@
-"""The paper's teacher-network experiment (the driver; ``figures.teacher`` draws Table 1 and
+"""The paper's teacher-network experiment (the driver; ``figures.teacher_figures`` draws Table 1 and
 Figure 1(b) from its records).
 
 Setting (Section 8.1 and the appendix): one teacher 20-10-10-1 (weights U(0.5, 1.5), half
 set to zero), training sets of n = 10,000 points with noise sigma = 1 (one per replicate,
 test sets of fresh points), students of depth 2 and widths 2, 4, ..., 20; batch 1024, K = 1,
 Adam lr 5e-3, lambda_s = 3, lambda = 10, sigma_0 = 0.8.  Per replicate and width:
-SVI (spike-and-slab), HS-BNN and Dense-BNN (``simulate.families``); the ASVI row selects,
+SVI (spike-and-slab), HS-BNN and Dense-BNN (``simulate.core.families``); the ASVI row selects,
 per replicate, the SVI width with the largest penalised ELBO (eq. (13)), so it reuses the
 SVI fits: ASVI trains all candidate widths and keeps one.
 
@@ -24,12 +24,12 @@ import numpy as np
 import torch
 from torch._dynamo.utils import counters
 
-from .. import tiers
-from ..core import Hyper
-from ..parallel import map_unordered
-from ..recipe import train_models
-from ..records import RecordStore, tier_store
-from ..truths import TeacherNetwork, make_regression_data
+from simulate.core import Hyper
+from simulate.core.recipe import train_models
+from simulate.sweep import tiers
+from simulate.sweep.parallel import map_unordered
+from simulate.sweep.records import RecordStore, tier_store
+from simulate.truths.functions import TeacherNetwork, make_regression_data
 
 __all__ = [
     "METHODS", "SCHEMA", "RUN_PLAN", "block_plan", "run_teacher", "teacher_store",
@@ -48,7 +48,7 @@ METHODS = {"SVI": "spike_slab", "HS-BNN": "horseshoe", "Dense-BNN": "dense"}
 # Compiling costs ~15 s per program shape, the eager time of about
 # 1500 steps of a 50-model block, so a tier compiles only from COMPILE_FROM_STEPS steps
 # (the medium, long and paper tiers; not tiny and quick).  Splitting and compiling change the
-# numbers only by rounding: each model's noise depends on its seed alone (simulate.rng),
+# numbers only by rounding: each model's noise depends on its seed alone (simulate.core.rng),
 # not on its program's padding.
 RUN_PLAN = {
     "SVI": {"compile": True, "groups": 3},
@@ -200,9 +200,9 @@ def run_teacher(
     plan=None,
 ) -> list[dict]:
     """Train what the tier needs and is not yet recorded; return all its records.
-    ``bias``: the teacher's bias convention (``simulate.truths.TeacherNetwork``);
+    ``bias``: the teacher's bias convention (``simulate.truths.functions.TeacherNetwork``);
     ``workers``: train the blocks on that many single-threaded worker processes
-    (``simulate.parallel``; this process alone writes the records, each block's as it
+    (``simulate.sweep.parallel``; this process alone writes the records, each block's as it
     finishes, so a run stopped anywhere loses at most the blocks in flight); ``methods``: a
     subset of ``METHODS`` to train (default all; Figure 1(b) and the ASVI row need SVI
     alone); ``plan``: a ``RUN_PLAN``-shaped override of how blocks run, taken at any

@@ -1,0 +1,445 @@
+"""``python -m simulate.bench [--json PATH]``: batched core against the ways PyTorch users
+train many small models.
+
+For each E, the same E models (workload ``net20``: 20-20-20-1 networks, p = 20, two hidden
+layers of width 20, one output; workload ``table1``: Table 1's students 20-w-w-1 with
+w = 2, 4, ..., 20 in turn; batch 1024; the same data, n = 10,000) are trained by one
+batched :class:`~simulate.core.Trainer` and by each baseline, in the same process and
+interleaved (batched, loop, textbook, vmap, batched, ...), and the median rate of each is
+reported as model-steps per second with the batched core's ratio to it:
+
+* ``loop``: a Python loop over E single-model trainers of the core itself (with
+  ``--compile``, compiled too), so its ratio measures what batching adds;
+* ``textbook``: a loop over E :class:`~simulate.bench.baselines.ReferenceASVI` models (per-model
+  PyTorch: autograd, ``torch.optim.Adam``, eager; CPU only);
+* ``vmap``: :class:`~simulate.bench.baselines.VmapEnsemble`, PyTorch's model-ensembling recipe
+  (``stack_module_state`` + ``vmap(functional_call)``, autograd, ``torch.optim.Adam`` on the
+  stacked parameters), one ensemble per width (the recipe needs equal shapes; CPU only).
+
+The ``table1`` workload also times the core in three programs of similar widths
+(``batched_groups``; ``groups_ratio`` over one program padded to width 20), the split the
+Table 1 driver uses for its compiled blocks.
+
+``--table1-block METHOD`` instead times one block of the Table 1 driver as it runs (five
+replicates' teacher datasets, the ten widths, batch 1024) for SVI, Dense-BNN or HS-BNN,
+with ``--compile``, ``--groups G`` and ``--autograd`` (the autograd step path instead of
+the hand-written one): the levers of ``simulate.experiments.table1.RUN_PLAN``
+(:func:`table1_block_rate`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+from simulate._alloc import tune_malloc
+from simulate.bench.baselines import ReferenceASVI, VmapEnsemble
+from simulate.core import Batch, Hyper, Trainer
+from simulate.core.recipe import build_trainer
+from simulate.experiments.table1 import METHODS, width_groups
+from simulate.sweep.records import check_output_file
+from simulate.sweep.tiers import PAPER_WIDTHS
+
+__all__ = ["run", "main", "table1_block_rate"]
+
+# the bench network and data (module docstring), one place for run, compare_paths and the JSON
+N, P, WIDTH, DEPTH, BATCH = 10_000, 20, 20, 2, 1024
+
+
+def network_name(p: int = P, width: int = WIDTH, depth: int = DEPTH) -> str:
+    """``"20-20-20-1"``: input, hidden widths, output."""
+    return "-".join(str(d) for d in [p] + [width] * depth + [1])
+
+
+def _data(n: int, p: int, seed: int = 0) -> Batch:
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(1, n, p))
+    y = np.sin(3 * X[..., 0]) + X[..., 1] + 0.5 * rng.standard_normal((1, n))
+    return Batch(
+        torch.tensor(X, dtype=torch.float32),
+        torch.tensor(y, dtype=torch.float32),
+        torch.zeros(1, dtype=torch.int64),
+    )
+
+
+def _batched(
+    data: Batch, E: int, p, depth, width, batch_size, device, compile, chunk=None, autograd=False
+) -> Trainer:
+    """One batched trainer of the E bench models (seeds 0..E-1, all on ``data``)."""
+    return _trainer(
+        data, [width] * E, list(range(E)), depth, batch_size, device, compile, chunk, autograd
+    )
+
+
+def _trainer(
+    data: Batch, widths, seeds, depth, batch_size, device, compile, chunk=None, autograd=False
+):
+    return build_trainer(
+        Hyper(batch_size=batch_size), widths, seeds, data.X, data.y, [0] * len(widths),
+        depth=depth, compile=compile, chunk=chunk, device=device, autograd=autograd,
+    )  # fmt: skip
+
+
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _rate(step_fns, steps: int, models: int, device="cpu") -> float:
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        for f in step_fns:
+            f()
+    _sync(device)
+    return models * steps / (time.perf_counter() - t0)
+
+
+WORKLOADS = ("net20", "table1")
+
+
+def workload_widths(workload: str, E: int) -> list[int]:
+    """The E models' widths: ``net20``, every model 20-20-20-1; ``table1``, Table 1's
+    students 20-w-w-1 with w = 2, 4, ..., 20 in turn (E a multiple of 10 gives each width
+    E / 10 models)."""
+    if workload == "net20":
+        return [WIDTH] * E
+    if workload == "table1":
+        return [PAPER_WIDTHS[e % len(PAPER_WIDTHS)] for e in range(E)]
+    raise ValueError(f"workload must be one of {WORKLOADS}, got {workload!r}")
+
+
+def _variants(data, widths, depth, batch_size, device, compile, timed_loop, workload):
+    """Each timed variant as a list of step functions over the same E models (seeds 0..E-1):
+    the batched core (one program), for ``table1`` also the core in three width-group
+    programs (``simulate.experiments.table1.width_groups``), the per-model core loop, the
+    textbook loop and the vmap ensembles (one per width; CPU)."""
+    E, p = len(widths), data.X.shape[2]
+    cpu = torch.device(device).type == "cpu"
+    seeds = list(range(E))
+    tr = _trainer(data, widths, seeds, depth, batch_size, device, compile)
+    out = {"batched": [tr.step]}
+    if workload == "table1":
+        out["batched_groups"] = []
+        for group in width_groups(sorted(set(widths)), 3):
+            idx = [e for e in seeds if widths[e] in group]
+            g = _trainer(data, [widths[e] for e in idx], idx, depth, batch_size, device, compile)
+            out["batched_groups"].append(g.step)
+    if not timed_loop:
+        return out
+    out["loop"] = [
+        _trainer(data, [widths[e]], [e], depth, batch_size, device, compile).step for e in seeds
+    ]
+    if cpu:
+        h = Hyper(batch_size=batch_size)
+        X, y = data.X[0], data.y[0]
+        out["textbook"] = [ReferenceASVI(p, depth, widths[e], h, X, y, seed=e).step for e in seeds]
+        out["vmap"] = [
+            VmapEnsemble(p, depth, w, h, X, y, [e for e in seeds if widths[e] == w]).step
+            for w in sorted(set(widths))
+        ]
+    return out
+
+
+def run(
+    Es=(1, 10, 100),
+    steps: int = 20,
+    repeats: int = 3,
+    n: int = N,
+    p: int = P,
+    depth: int = DEPTH,
+    batch_size: int = BATCH,
+    compile: bool = False,
+    device="cpu",
+    loop_max: int | None = None,
+    log=print,
+    workload: str = "net20",
+) -> dict:
+    """Measure and return ``{E: {batched_model_steps_per_s, loop_model_steps_per_s, ratio,
+    textbook_loop_model_steps_per_s, textbook_ratio, vmap_model_steps_per_s, vmap_ratio}}``
+    (ratios: batched over the other), plus for ``workload="table1"``
+    ``batched_groups_model_steps_per_s`` and ``groups_ratio`` (grouped over one program).
+
+    ``device="cuda"`` times the core's variants on the GPU (synchronising around each timed
+    block); the data then lives on the GPU too, and the textbook and vmap baselines (CPU
+    only) are not timed.  For ``E > loop_max`` only the batched core is timed (the other
+    rates and ratios are then None): a loop over thousands of models takes minutes and its
+    per-model rate does not depend on E."""
+    data = _data(n, p)
+    out = {}
+    for E in Es:
+        widths = workload_widths(workload, E)
+        timed_loop = loop_max is None or E <= loop_max
+        fns = _variants(data, widths, depth, batch_size, device, compile, timed_loop, workload)
+        for _ in range(3):  # warm-up (and compilation, if asked for)
+            for group in fns.values():
+                for f in group:
+                    f()
+        rates = {k: [] for k in fns}
+        for _ in range(repeats):  # interleaved: each variant once per repeat
+            for k, group in fns.items():
+                rates[k].append(_rate(group, steps, E, device))
+        med = {k: statistics.median(v) for k, v in rates.items()}
+        b = med["batched"]
+        res = {"batched_model_steps_per_s": b}
+        for key, name in (("loop", "loop"), ("textbook", "textbook_loop"), ("vmap", "vmap")):
+            r = med.get(key)
+            res[f"{name}_model_steps_per_s"] = r
+            res["ratio" if key == "loop" else f"{key}_ratio"] = b / r if r else None
+        if "batched_groups" in med:
+            res["batched_groups_model_steps_per_s"] = med["batched_groups"]
+            res["groups_ratio"] = med["batched_groups"] / b
+        out[E] = res
+        log(f"E = {E:5d}: batched {b:9.0f} model-steps/s   " + _tail(res))
+    return out
+
+
+def _tail(res: dict) -> str:
+    parts = []
+    for name, ratio in (("loop", "ratio"), ("textbook_loop", "textbook_ratio"),
+                        ("vmap", "vmap_ratio")):  # fmt: skip
+        r = res[f"{name}_model_steps_per_s"]
+        if r:
+            parts.append(f"{name} {r:7.0f} (x{res[ratio]:.1f})")
+    if "groups_ratio" in res:
+        parts.append(
+            f"width groups {res['batched_groups_model_steps_per_s']:7.0f} "
+            f"(x{res['groups_ratio']:.2f} of one program)"
+        )
+    return "   ".join(parts) or "loops not timed"
+
+
+def compare_paths(
+    E: int = 100,
+    steps: int = 20,
+    repeats: int = 7,
+    n: int = N,
+    p: int = P,
+    width: int = WIDTH,
+    depth: int = DEPTH,
+    batch_size: int = BATCH,
+    compile: bool = False,
+    device="cpu",
+    log=print,
+) -> dict:
+    """Time the step paths (``simulate.core.paths``) on the same E models in one process,
+    interleaved: autograd through the sampler (``autograd``, the reference path), the
+    hand-written step (``hand_written``, the default family's), and with ``compile`` the
+    hand-written step compiled, both as one call for all E models
+    (``hand_written_compiled``, the default) and in calls of 25 models
+    (``hand_written_compiled_chunks_of_25``; see ``Trainer``'s ``chunk``).
+    Returns ``{path: median model-steps/s}`` plus each path's ratio to the autograd one
+    (``"<path>/autograd"``)."""
+    data = _data(n, p)
+
+    def run(compile=False, chunk=None, autograd=False):  # each on its own trainer
+        return _batched(data, E, p, depth, width, batch_size, device, compile, chunk, autograd).step
+
+    paths = {"autograd": run(autograd=True), "hand_written": run()}
+    if compile:
+        paths["hand_written_compiled"] = run(compile=True)
+        paths["hand_written_compiled_chunks_of_25"] = run(compile=True, chunk=25)
+    for f in paths.values():
+        for _ in range(3):
+            f()
+    rates = {k: [] for k in paths}
+    for _ in range(repeats):
+        for k, f in paths.items():
+            rates[k].append(_rate([f], steps, E, device))
+    out = {k: statistics.median(v) for k, v in rates.items()}
+    for k in paths:
+        out[f"{k}/autograd"] = out[k] / out["autograd"]
+        log(f"E = {E}: {k:23s} {out[k]:9.0f} model-steps/s   x{out[k] / out['autograd']:.2f}")
+    return out
+
+
+def table1_block_rate(
+    method: str,
+    compile: bool = False,
+    groups: int = 1,
+    autograd: bool = False,
+    steps: int = 200,
+    repeats: int = 3,
+    replicates: int = 5,
+    log=print,
+) -> dict:
+    """Model-steps per second of one Table 1 block: ``replicates`` teacher datasets
+    (n = 10,000, the driver's seeds) x the ten widths of ``method`` (``"SVI"``,
+    ``"Dense-BNN"``, ``"HS-BNN"``), in ``groups`` programs of similar widths, compiled or
+    not, on the hand-written step or (``autograd``) the autograd path.  After 5 warm-up
+    steps per program (compilation included), ``repeats`` timings of ``steps`` steps of
+    every program; returns the median and the repeats."""
+    from simulate.truths.functions import TeacherNetwork, make_regression_data
+
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {tuple(METHODS)}, got {method!r}")
+    teacher = TeacherNetwork(seed=0)
+    X, y = zip(
+        *(make_regression_data(teacher, N, P, 1.0, seed=10_000 + r) for r in range(replicates)),
+        strict=True,
+    )
+    Xs = torch.tensor(np.stack(X), dtype=torch.float32)
+    ys = torch.tensor(np.stack(y), dtype=torch.float32)
+    hyper = Hyper(family=METHODS[method], batch_size=BATCH)
+    trainers = []
+    for ws in width_groups(PAPER_WIDTHS, groups):
+        data_index = [r for r in range(replicates) for _ in ws]
+        seeds = list(range(len(data_index)))
+        tr = build_trainer(
+            hyper, ws * replicates, seeds, Xs, ys, data_index, depth=DEPTH, compile=compile,
+            autograd=autograd,
+        )  # fmt: skip
+        tr.fit(5)
+        trainers.append(tr)
+    models = replicates * len(PAPER_WIDTHS)
+    rates = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for tr in trainers:
+            tr.fit(steps)
+        rates.append(models * steps / (time.perf_counter() - t0))
+    out = {"method": method, "compile": bool(compile), "groups": int(groups),
+           "autograd": bool(autograd), "threads": torch.get_num_threads(),
+           "model_steps_per_s": statistics.median(rates), "repeats": rates}  # fmt: skip
+    log(
+        f"Table 1 block, {method}, {'compiled' if compile else 'eager'}, {groups} program(s), "
+        f"{'autograd' if autograd else 'hand-written'} step, {out['threads']} thread(s): "
+        f"{out['model_steps_per_s']:.0f} model-steps/s {[round(r) for r in rates]}"
+    )
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m simulate.bench", description=__doc__)
+    ap.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    ap.add_argument("--E", type=int, nargs="+", default=[1, 10, 100])
+    ap.add_argument("--steps", type=int, default=20, help="steps per timed repeat")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument(
+        "--compile", action="store_true", help="torch.compile the step (sampler, network, Adam)"
+    )
+    ap.add_argument(
+        "--loop-max", type=int, default=None, help="time the per-model loop only for E <= this"
+    )
+    ap.add_argument("--no-tune-malloc", action="store_true")
+    ap.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        default="net20",
+        help="net20: E models 20-20-20-1 (default); table1: Table 1's students 20-w-w-1, "
+        "w = 2..20 in turn",
+    )
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    ap.add_argument(
+        "--table1-block",
+        choices=tuple(METHODS),
+        help="instead: time one Table 1 block of this method (with --compile, --groups, "
+        "--autograd; --steps per program and repeat)",
+    )
+    ap.add_argument("--groups", type=int, default=1, help="--table1-block's width groups")
+    ap.add_argument(
+        "--autograd", action="store_true", help="--table1-block on the autograd step path"
+    )
+    ap.add_argument(
+        "--compare-paths",
+        action="store_true",
+        help="instead: time the step's autograd, hand-written (and with --compile, compiled) "
+        "paths at the largest E, interleaved",
+    )
+    return ap
+
+
+def _check(args) -> None:
+    """ValueError on bad flags, before anything runs."""
+    if any(e < 1 for e in args.E) or args.steps < 1 or args.repeats < 1:
+        raise ValueError("E, steps and repeats must be >= 1")
+    if not 1 <= args.groups <= len(PAPER_WIDTHS):
+        raise ValueError(f"--groups must be in 1..{len(PAPER_WIDTHS)}, got {args.groups}")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    if args.loop_max is not None and args.loop_max < 0:
+        raise ValueError(f"--loop-max must be >= 0, got {args.loop_max}")
+    try:
+        kind = torch.device(args.device).type
+    except RuntimeError:
+        raise ValueError(f"--device must be cpu or cuda[:i], got {args.device!r}") from None
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"--device must be cpu or cuda[:i], got {args.device!r}")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda asked for but torch.cuda.is_available() is False")
+    if args.json:
+        check_output_file(args.json, "--json")
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        _check(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    tuned = False if args.no_tune_malloc else tune_malloc()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    where = platform.processor() or platform.machine()
+    if torch.device(args.device).type == "cuda":
+        where = torch.cuda.get_device_name(args.device)
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"malloc tuned: {tuned}, {where}"
+    )
+    if args.table1_block:
+        res = table1_block_rate(
+            args.table1_block, args.compile, args.groups, args.autograd, args.steps, args.repeats
+        )
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"where": where, "torch": torch.__version__, **res}, fh, indent=2)
+        return 0
+    if args.compare_paths:
+        res = compare_paths(
+            max(args.E), args.steps, args.repeats, compile=args.compile, device=args.device
+        )
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"E": max(args.E), "device": args.device, "where": where, **res}, fh)
+        return 0
+    res = run(
+        args.E,
+        args.steps,
+        args.repeats,
+        compile=args.compile,
+        device=args.device,
+        loop_max=args.loop_max,
+        workload=args.workload,
+    )
+    if args.json:
+        meta = {
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "malloc_tuned": tuned,
+            "device": args.device,
+            "hardware": where,
+            "workload": args.workload,
+            "network": network_name()
+            if args.workload == "net20"
+            else f"{P}-w-w-1, w = {', '.join(map(str, PAPER_WIDTHS))} in turn",
+            "batch_size": BATCH,
+            "n": N,
+            "steps": args.steps,
+            "repeats": args.repeats,
+        }
+        with open(args.json, "w") as fh:
+            json.dump({"meta": meta, **{str(k): v for k, v in res.items()}}, fh, indent=2)
+    return 0

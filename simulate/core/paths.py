@@ -1,0 +1,202 @@
+"""The training step over :class:`~simulate.core.state.State`: ``step(state, inputs) ->
+(state, info)``, built once per trainer by :func:`build_step` from one of two *step paths*.
+
+* the **hand-written step** -- the spike-and-slab family with the paper's L3 (the
+  default), Dense-BNN and HS-BNN: the kernel with every gradient written by hand
+  (:func:`simulate.core.step.spike_slab_step`, :func:`simulate.core.step.horseshoe_step`), eager
+  (reusing its buffers) or compiled (``torch.compile`` of the kernel, a pure function;
+  ``chunk`` splits the models into consecutive calls, :func:`chunk_bounds`);
+* the **autograd path** (:class:`AutogradKernel`) -- the exact L3 and the families' draws
+  that the hand-written kernels do not cover: the network's hand-written backward, then
+  autograd through the sampler, L2 and L3 back to the variational parameters, then the
+  optimiser; with ``compile`` its three pieces are compiled apart.  It is the reference
+  the hand-written kernels are tested against.
+
+Both have the kernel signature of ``simulate.core.step`` and compute the same numbers up to float
+rounding (tested).  :class:`Step` wraps a kernel into the pure step: the optimiser's
+step-t factors from ``state.count``, the kernel, the failures recorded
+(:func:`simulate.core.state.record_failures`) and the count advanced, returning the new
+:class:`~simulate.core.state.State` and the step's :class:`Info`.  Timings of the paths against
+one another: ``python -m simulate.bench --compare-paths`` and ``BENCHMARKS.md``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import torch
+
+from simulate.core.layout import mlp_nll_and_grad
+from simulate.core.objective import ELBOTerms, family_of, kl_terms
+from simulate.core.optim import OptState, optimizer_of
+from simulate.core.sampler import Inputs
+from simulate.core.state import State, record_failures
+from simulate.core.step import Consts, StepSpec, horseshoe_step, spike_slab_step
+
+__all__ = ["AutogradKernel", "Info", "Step", "build_step", "chunk_bounds", "hand_written_kernel"]
+
+# Every trainer compiles the same functions; past dynamo's default of 8 graphs per function
+# it would silently run later trainers' new shapes eagerly.
+_RECOMPILE_LIMIT = 64
+
+
+class Info(NamedTuple):
+    """What a step reports: its :class:`~simulate.core.objective.ELBOTerms` (each ``[E]``,
+    detached; a failed model's terms are the non-finite numbers they are) and ``failed``,
+    the models that failed at this step (``[E]`` bool)."""
+
+    terms: ELBOTerms
+    failed: torch.Tensor
+
+
+def chunk_bounds(E: int, chunk: int) -> list:
+    """``ceil(E / chunk)`` contiguous model ranges of sizes differing by at most one (so a
+    compiled step sees at most two shapes): their boundaries ``[0, ..., E]``."""
+    k = -(-E // chunk)
+    return [E * i // k for i in range(k + 1)]
+
+
+def hand_written_kernel(spec: StepSpec):
+    """The family's hand-written kernel with ``spec`` bound: :func:`horseshoe_step` for node
+    scales, else :func:`spike_slab_step` (with or without indicators)."""
+    step = horseshoe_step if family_of(spec.hyper).node_scales else spike_slab_step
+    return partial(step, spec)
+
+
+def _raise_recompile_limit() -> None:
+    cfg = torch._dynamo.config
+    cfg.recompile_limit = max(cfg.recompile_limit, _RECOMPILE_LIMIT)
+
+
+class AutogradKernel:
+    """The autograd path as a kernel (module docstring): ``kernel(consts, var, opt, inputs,
+    factors)``, the parameters and moments updated in place (eager or compiled)."""
+
+    def __init__(self, spec: StepSpec, compile: bool = False):
+        self.spec, self.compiled = spec, bool(compile)
+        lay, h = spec.layout, spec.hyper
+        self._sample_kl = partial(self._sample_kl_impl, spec)
+        self._mlp = partial(mlp_nll_and_grad, lay, hyper=h)
+        self._update = spec.optimizer.update
+        if compile:
+            _raise_recompile_limit()
+            self._sample_kl = torch.compile(self._sample_kl, dynamic=False)
+            self._mlp = torch.compile(
+                partial(mlp_nll_and_grad, lay, hyper=h, functional=True), dynamic=False
+            )
+            self._update = torch.compile(self._update, dynamic=False)
+
+    @staticmethod
+    def _sample_kl_impl(spec, consts: Consts, var, noise, gumbel):
+        """K networks per model ``[K*E, P]`` (draw k from ``noise[k]``, ``gumbel[k]``), L2
+        and L3."""
+        fam, h, lay = family_of(spec.hyper), spec.hyper, spec.layout
+        thetas = torch.cat(
+            [
+                fam.draw(var, h, lay, consts.mask, noise[k], gumbel[k], False, consts.node_index)
+                for k in range(noise.shape[0])
+            ]
+        )
+        return (thetas, *kl_terms(var, h, lay, consts.mask, consts.H, consts.node_index))
+
+    def __call__(self, consts: Consts, var, opt: OptState, inputs: Inputs, factors):
+        K, E = inputs.noise.shape[0], var.shape[1]
+        n, xb, yb = self.spec.n, inputs.xb, inputs.yb
+        var_g = var.detach().requires_grad_(True)
+        thetas, L2, L3 = self._sample_kl(consts, var_g, inputs.noise, inputs.gumbel)
+        mb = xb.shape[1]
+        with torch.no_grad():
+            nll, dtheta = self._mlp(
+                thetas.detach(),
+                xb.repeat(K, 1, 1) if K > 1 else xb,
+                yb.repeat(K, 1) if K > 1 else yb,
+                scale=n / (mb * K),
+            )
+        L1 = nll.reshape(K, E).mean(0) * (n / mb)
+        terms = ELBOTerms(L1, L2.detach(), L3.detach())
+        nonfinite = ~torch.isfinite(terms.total)
+        alive = ~(inputs.held | nonfinite)
+        everyone = bool(alive.all())  # one check; the masking below only if needed
+        if everyone:
+            kl = (L2 + L3).sum()
+        else:
+            kl = torch.where(alive, L2 + L3, torch.zeros_like(L2)).sum()
+            dtheta = torch.where(alive.repeat(K)[:, None], dtheta, torch.zeros_like(dtheta))
+        (grad,) = torch.autograd.grad([thetas, kl], var_g, grad_outputs=[dtheta, None])
+        if not everyone:
+            grad = torch.where(alive[None, :, None], grad, torch.zeros_like(grad))
+        with torch.no_grad():
+            var, opt = self._update(grad, opt, var, factors, None if everyone else alive)
+        return var, opt, nonfinite, terms
+
+
+class Step:
+    """The pure step ``step(state, inputs) -> (state, info)`` around a kernel (module
+    docstring).  ``hand_written``: which path; ``compiled``; ``chunk``: models per kernel
+    call (compiled hand-written step only; all of them otherwise)."""
+
+    def __init__(self, spec: StepSpec, consts: Consts, kernel, hand_written: bool, compiled: bool,
+                 chunk: int):  # fmt: skip
+        self.spec, self.consts, self.kernel = spec, consts, kernel
+        self.hand_written, self.compiled, self.chunk = hand_written, compiled, chunk
+
+    def __call__(self, state: State, inputs: Inputs) -> tuple[State, Info]:
+        var = state.var
+        factors = self.spec.optimizer.factors(state.count + 1, var.dtype, var.device)
+        E = var.shape[1]
+        if self.chunk >= E:
+            var, opt, nonfinite, terms = self.kernel(self.consts, var, state.opt, inputs, factors)
+        else:
+            var, opt, nonfinite, terms = self._chunked(state, inputs, factors)
+        newly = nonfinite & ~inputs.held
+        health = record_failures(state.health, newly, terms, state.count)
+        return State(var, opt, state.count + 1, health), Info(terms, newly)
+
+    def _chunked(self, state: State, inputs: Inputs, factors):
+        """The kernel on consecutive chunks of models, joined."""
+        bounds = chunk_bounds(state.var.shape[1], self.chunk)
+        c = self.consts
+        parts = []
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            s = slice(a, b)
+            opt = OptState(*(x[:, s] for x in state.opt))
+            consts = Consts(c.mask[s], c.H[s], c.node_index)
+            parts.append(self.kernel(consts, state.var[:, s], opt, inputs.part(s), factors))
+        var = torch.cat([p[0] for p in parts], 1)
+        opt = OptState(*(torch.cat([p[1][i] for p in parts], 1) for i in range(2)))
+        nonfinite = torch.cat([p[2] for p in parts])
+        terms = ELBOTerms(*(torch.cat([p[3][i] for p in parts]) for i in range(3)))
+        return var, opt, nonfinite, terms
+
+
+def uses_hand_written(hyper) -> bool:
+    """Whether the hand-written kernel serves ``hyper``: the spike-and-slab family with the
+    paper's L3, and the families without indicators with the Gaussian slab (their kernels
+    take the slab's noise, normal only for that slab); everything else takes autograd."""
+    fam = family_of(hyper)
+    dense_ok = not fam.indicators and hyper.slab == "gaussian"
+    return fam.hand_written_step and (hyper.l3 == "paper" if fam.indicators else dense_ok)
+
+
+def build_step(
+    layout, hyper, n: int, consts: Consts, compile: bool = False, chunk: int | None = None,
+    autograd: bool = False,
+) -> Step:  # fmt: skip
+    """The step of E models (``layout.E``) on data of size ``n``, its path chosen once:
+    the hand-written kernel where it serves (:func:`uses_hand_written`) unless
+    ``autograd``, else the autograd path; ``compile`` compiles it; ``chunk`` (compiled
+    hand-written step only) models per kernel call."""
+    E = layout.E
+    if not autograd and uses_hand_written(hyper):
+        spec = StepSpec(layout, hyper, n, optimizer_of(hyper, donate=not compile), not compile)
+        kernel = hand_written_kernel(spec)
+        if compile:
+            _raise_recompile_limit()
+            kernel = torch.compile(kernel, dynamic=False)
+            chunk = E if chunk is None else min(int(chunk), E)
+        else:
+            chunk = E
+        return Step(spec, consts, kernel, True, bool(compile), chunk)
+    spec = StepSpec(layout, hyper, n, optimizer_of(hyper, donate=True), True)
+    return Step(spec, consts, AutogradKernel(spec, compile), False, bool(compile), E)

@@ -1,0 +1,216 @@
+"""What a trained batch of variational posteriors says: draws, predictions, ELBO, summaries.
+
+A :class:`Posterior` is a snapshot of E models' variational parameters (no optimiser
+state).  Its draws use their own counter-based streams (``rng.STREAM_EVAL_*``), so
+evaluating never disturbs training and is reproducible from the seeds.  Evaluations run in
+``eval_dtype`` (float64 by default: ELBOs, sums over all n points, are compared across
+widths).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from simulate.core import Hyper, Layout, draw_network, kl_terms, neg_log_lik, rng
+from simulate.core.likelihoods import likelihood_of
+from simulate.core.objective import family_of
+from theory import hellinger_sq_pointwise, log_prior_N
+
+__all__ = ["Posterior", "select_width"]
+
+
+@dataclass
+class Posterior:
+    layout: Layout
+    hyper: Hyper
+    var: torch.Tensor  # [3, E, P]
+    seeds: torch.Tensor  # [E]
+    eval_dtype: torch.dtype = torch.float64
+
+    def __post_init__(self):
+        self.var = self.var.detach().to(self.eval_dtype)
+        self.mask = self.layout.mask(self.var.device, self.eval_dtype)
+        self.H = self.mask[:, : self.layout.P_net].sum(-1)
+        self.node_index = (
+            self.layout.node_index(self.var.device) if self.layout.node_scales else None
+        )
+        counter = self.layout.counters(self.var.device)
+        self._streams = tuple(
+            rng.Stream(rng.seed_key(self.seeds, s)[:, None], counter)
+            for s in (rng.STREAM_EVAL_EPS, rng.STREAM_EVAL_GUMBEL)
+        )
+
+    @property
+    def E(self) -> int:
+        return self.layout.E
+
+    def draw(self, t: int) -> torch.Tensor:
+        """Posterior draw number t of every model, ``[E, P]``: indicators exactly
+        Bernoulli(nu) (module docstring of ``simulate.core``), slab values from the slab."""
+        return draw_network(
+            self.var,
+            self.hyper,
+            self.layout,
+            self.mask,
+            *self._streams,
+            t,
+            hard_only=True,
+            node_index=self.node_index,
+        )
+
+    # ------------------------------------------------------------------ predictions
+    def _x(self, X) -> torch.Tensor:
+        if isinstance(X, np.ndarray) and not X.flags.writeable:
+            X = X.copy()  # torch would share a read-only buffer (and warn)
+        X = torch.as_tensor(X, dtype=self.eval_dtype, device=self.var.device)
+        if X.ndim != 2 or X.shape[1] != self.layout.p:
+            raise ValueError(f"X must be (m, {self.layout.p}), got {tuple(X.shape)}")
+        return X.unsqueeze(0).expand(self.E, -1, -1)
+
+    def outputs(self, X, draws: int = 30) -> torch.Tensor:
+        """Network outputs of ``draws`` posterior draws at shared inputs X (m, p):
+        ``[draws, E, out_dim, m]``."""
+        x = self._x(X)
+        with torch.no_grad():
+            return torch.stack([self.layout.forward(self.draw(t), x) for t in range(draws)])
+
+    def predict_mean(self, X, draws: int = 30) -> torch.Tensor:
+        """The paper's posterior-mean predictor ``(1/30) sum_t f_{theta_t}(x)``, ``[E, m]``
+        (regression) or the mean class probabilities ``[E, classes, m]`` (classification)."""
+        return likelihood_of(self.hyper).mean_prediction(self.outputs(X, draws))
+
+    def predict_std(self, X, draws: int = 30) -> torch.Tensor:
+        """Predictive sd of y, ``sqrt(Var_q f(x) + sigma^2)`` over ``draws`` draws, ``[E, m]``."""
+        f = self.outputs(X, draws)[:, :, 0, :]
+        return torch.sqrt(f.var(0, unbiased=False) + self.hyper.sigma**2)
+
+    # ------------------------------------------------------------------ summaries
+    def edges(self) -> dict:
+        """Posterior edge counts: ``sum_i nu_i`` and ``#{nu_i > 0.5}`` over real edges (every
+        edge for the families without indicators: Dense-BNN and HS-BNN)."""
+        mask = self.mask[:, : self.layout.P_net]
+        if family_of(self.hyper).indicators:
+            nu = torch.sigmoid(self.var[2]) * mask
+        else:
+            nu = mask.clone()
+        return {
+            "sum_nu": nu.sum(-1).cpu().numpy(),
+            "n_nu_gt_half": ((nu > 0.5) & (mask > 0)).sum(-1).cpu().numpy(),
+            "H": self.H.cpu().numpy(),
+        }
+
+    def hellinger_draws(self, f0, X, draws: int = 30) -> np.ndarray:
+        """``[draws, E]``: squared Hellinger distance ``d^2(P_theta_t, P_0)`` of each posterior
+        draw, averaged over the sample X of inputs (``theory.hellinger_sq_pointwise``).
+        A model whose draw is not finite everywhere (a diverged model) gets NaN there."""
+        return self.test_metrics(f0, X, draws)[0]
+
+    def test_metrics(self, f0, X, draws: int = 30) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`hellinger_draws` ``[draws, E]`` and :meth:`l2sq_mean` ``[E]`` from one pass
+        of the ``draws`` networks over X (the two are the same draws' outputs: computing them
+        apart ran every forward pass twice, a third of a full-tier job's evaluation).  ``f0``:
+        the truth (a callable), or its values at X, ``[m]`` or one row per model ``[E, m]``
+        (each replicate its own truth)."""
+        x = self._x(X)
+        if callable(f0):
+            truth = np.asarray(f0(np.asarray(X)), dtype=float).reshape(1, -1)
+        else:
+            truth = np.asarray(f0, dtype=float)
+            truth = truth.reshape(1, -1) if truth.ndim == 1 else truth
+            if truth.shape[-1] != x.shape[-2] or truth.shape[0] not in (1, self.E):
+                raise ValueError(f"truth values must be [m] or [{self.E}, m], got {truth.shape}")
+        out = np.full((draws, self.E), np.nan)
+        outs = []
+        with torch.no_grad():
+            for t in range(draws):
+                f = self.layout.forward(self.draw(t), x)
+                outs.append(f)
+                diff = f[:, 0, :].cpu().numpy() - truth
+                ok = np.isfinite(diff).all(-1)
+                if ok.all():  # the usual case: no copy of the [E, m] differences
+                    out[t] = np.asarray(hellinger_sq_pointwise(diff, self.hyper.sigma)).mean(-1)
+                elif ok.any():
+                    d2 = hellinger_sq_pointwise(diff[ok], self.hyper.sigma)
+                    out[t, ok] = np.asarray(d2, dtype=float).mean(-1)
+            fhat = torch.stack(outs)[:, :, 0, :].mean(0).cpu().numpy()
+        return out, ((fhat - truth) ** 2).mean(-1)
+
+    def hellinger_sq(self, f0, X, draws: int = 30) -> np.ndarray:
+        """VB-posterior mean of the squared Hellinger distance (left side of Theorem 4.1),
+        per model: Monte Carlo over ``draws`` posterior draws and the sample X of inputs
+        (e.g. a large U([-1,1]^p) sample)."""
+        return self.hellinger_draws(f0, X, draws).mean(0)
+
+    def l2sq_mean(self, f0, X, draws: int = 30) -> np.ndarray:
+        """Squared L2 error of the posterior-mean predictor, ``E_X (fhat - f0)^2``, per model."""
+        fhat = self.predict_mean(X, draws).cpu().numpy()
+        truth = np.asarray(f0(np.asarray(X)), dtype=float).reshape(1, -1)
+        return ((fhat - truth) ** 2).mean(-1)
+
+    # ------------------------------------------------------------------ ELBO
+    def elbo(self, X, y, data_index=None, draws: int = 10, chunk: int = 8192) -> dict:
+        """ELBO of each model on its full training set (``X [D, n, p]``, ``y [D, n]``),
+        ``-(L1 + L2 + L3)`` with L1 the full-data negative log-likelihood averaged over
+        ``draws`` posterior draws (at least 10, the selection rule of issue #3), L2, L3 as
+        in training.  Returns per-model numpy arrays ``elbo, L1, L2, L3``."""
+        if draws < 1:
+            raise ValueError(f"draws must be >= 1, got {draws}")
+        X = torch.as_tensor(X, dtype=self.eval_dtype, device=self.var.device)
+        ydt = likelihood_of(self.hyper).target_dtype(self.eval_dtype)
+        y = torch.as_tensor(y, device=self.var.device).to(ydt)
+        if X.ndim == 2:
+            X, y = X.unsqueeze(0), y.unsqueeze(0)
+        d = (
+            torch.zeros(self.E, dtype=torch.int64)
+            if data_index is None
+            else torch.as_tensor(data_index, dtype=torch.int64)
+        ).to(self.var.device)
+        n = X.shape[1]
+        L1 = torch.zeros(self.E, dtype=self.eval_dtype, device=self.var.device)
+        with torch.no_grad():
+            for t in range(draws):
+                theta = self.draw(t)
+                for a in range(0, n, chunk):
+                    xb = X[d, a : a + chunk]
+                    L1 += neg_log_lik(
+                        self.layout.forward(theta, xb), y[d, a : a + chunk], self.hyper
+                    ).sum(-1)
+            L1 /= draws
+            L2, L3 = kl_terms(self.var, self.hyper, self.layout, self.mask, self.H, self.node_index)
+        terms = {"L1": L1, "L2": L2, "L3": L3}
+        out = {k: v.cpu().numpy() for k, v in terms.items()}
+        out["elbo"] = -(out["L1"] + out["L2"] + out["L3"])
+        return out
+
+
+def select_width(elbo: np.ndarray, widths, lam: float, failed=None) -> dict:
+    """ASVI selection, eq. (13) / Algorithm 1: the width maximising the penalised ELBO
+    ``Omega(N) + log pi(N)`` with ``pi(N) = lam^N / ((e^lam - 1) N!)`` (``theory.log_prior_N``).
+
+    Choice: N is the hidden width itself (not width / 12p): the paper's experiments put the
+    prior's mode, lambda = 10, at the teacher's width 10.  Failed models (non-finite loss)
+    are never selected; if every candidate failed a ``FloatingPointError`` is raised.
+    Returns every candidate's ``elbo``, ``log_prior`` and ``penalized`` and the winner.
+    """
+    widths = [int(w) for w in widths]
+    elbo = np.asarray(elbo, dtype=float)
+    log_prior = np.array([float(log_prior_N(w, lam)) for w in widths])
+    pen = elbo + log_prior
+    ok = np.isfinite(pen)
+    if failed is not None:
+        ok &= ~np.asarray(failed, dtype=bool)
+    if not ok.any():
+        raise FloatingPointError("ASVI selection: every candidate width failed (non-finite ELBO)")
+    k = int(np.argmax(np.where(ok, pen, -np.inf)))
+    return {
+        "widths": widths,
+        "elbo": elbo,
+        "log_prior": log_prior,
+        "penalized": pen,
+        "index": k,
+        "width": widths[k],
+        "eligible": ok,
+    }

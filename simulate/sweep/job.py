@@ -1,0 +1,379 @@
+"""One job of a growing-n sweep (``simulate.sweep``): the cells of one truth, one n and a
+block of replicates, trained together and evaluated (:func:`run_job`).  Pure: no file
+access, so it runs unchanged in this process or on a Dask worker.
+
+Per job: each replicate's nested dataset and the shared test inputs (seeded by
+``simulate.sweep.spec.stable_seed``), the candidate widths trained in padded groups
+(``simulate.sweep.spec.group_widths``) until the stopping rule holds for each, every candidate's
+test metrics (squared Hellinger draws, posterior-mean L2) and ELBO, ASVI's selection per
+cell, and the classical reference on the same data.  Its records are what the sweep writes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+
+import numpy as np
+import torch
+
+from simulate.core import Batch, Hyper, Layout, failed_term_names
+from simulate.core.posterior import Posterior
+from simulate.core.recipe import train_models
+from simulate.references.classical import oracle_piecewise, spline_reference
+from simulate.references.constructive import (
+    encode,
+    encode_theta,
+    gauss_newton_scales,
+    net_theta,
+    spline_starts,
+    teacher_network,
+)
+from simulate.references.plain import train_plain, validation_split
+from simulate.sweep.records import versions
+from simulate.sweep.spec import (
+    SCHEMA,
+    Job,
+    SweepConfig,
+    cell_selection,
+    group_widths,
+    plain_selection,
+    stable_seed,
+)
+
+__all__ = ["REFERENCE_MAX_P", "f0_describe", "run_job"]
+
+REFERENCE_MAX_P = 3  # the classical reference is fitted for Hoelder truths up to this p
+
+
+_COLUMNS = (
+    "d2", "d", "l2sq", "elbo", "L1", "L2", "L3", "edges", "failed", "failed_step",
+    "failed_terms", "steps", "converged", "rel_change", "kl_change", "risk_change",
+)  # fmt: skip
+
+
+def _job_data(job: Job, cfg: SweepConfig, f0s):
+    """Each replicate's first n points of its dataset drawn for the largest n (nested data)
+    from its own truth ``f0s[i]``: ``X [R, n, p]``, ``y [R, n]`` and the data seeds."""
+    n_max, p = max(cfg.ns), job.truth.p
+    X_all, y_all, seeds = [], [], []
+    for r, f0 in zip(job.replicates, f0s, strict=True):
+        ds = stable_seed(cfg.seed, job.truth.key, "data", r)
+        rng = np.random.default_rng(ds)
+        X = rng.uniform(-1, 1, size=(n_max, p))
+        noise = rng.standard_normal(n_max)
+        X_all.append(X[: job.n])
+        y_all.append(f0(X[: job.n]) + cfg.sigma * noise[: job.n])
+        seeds.append(ds)
+    return X_all, y_all, seeds
+
+
+def _risk_fn(cfg: SweepConfig, truth_eval: np.ndarray, Xe: np.ndarray):
+    """The held-out risk the stopping rule watches (``StopRule.risk_tol``): each model's
+    posterior-mean squared L2 error against its replicate's truth (``truth_eval``, one row
+    per model) on the evaluation points ``Xe`` (not the test points), from ``risk_draws``
+    draws -- the same draws at every window (counter-based noise)."""
+
+    def risk(tr, var):
+        post = tr.posterior(var)
+        return post.test_metrics(truth_eval, Xe, cfg.risk_draws)[1]
+
+    return risk
+
+
+# the constructive start's arms (R is the record's own ASVI run): W0 the start untrained,
+# W0s the same with its slab sds fitted (simulate.references.constructive.gauss_newton_scales), W
+# trained from W0, P plain Adam from it
+ARMS = ("W0", "W0s", "W", "P")
+
+
+def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, ev, starts) -> float:
+    """Train the candidates ``js`` (positions in ``W``) of every replicate in one padded
+    program until the stopping rule holds for each, evaluate them against their
+    replicate's truth (``f0t [R, m]``: its values at the test points ``Xt``), and fill
+    each arm's columns (``arms``: ``"R"`` the random start, and with a constructive start
+    ``"W0"``, ``"W0s"``, ``"W"``, ``"P"``); returns the training seconds.  ``ev``: the evaluation
+    points and the truths' values there ``(Xe, f0e [R, m])`` for a rule that watches the
+    held-out risk, else None.  ``starts``: None, or ``(nets, val_masks)``: the constructive
+    start of replicate i at width position j (``nets[i][j]``) and each replicate's
+    validation points for the plain arm."""
+    R, n = batch.X.shape[0], batch.X.shape[1]
+    order = [(i, j) for j in js for i in range(R)]  # model = (replicate i, width j)
+    di = [i for i, _ in order]
+    widths = [W[j] for _, j in order]
+    seeds = [model_seeds[i * len(W) + j] for i, j in order]
+    risk = None
+    if ev is not None:
+        Xe, f0e = ev
+        risk = _risk_fn(cfg, f0e[di], Xe)
+    truth = f0t[di]  # each model against its replicate's truth
+    train = dict(depth=cfg.depth, rule=cfg.stop_rule_at(n), compile=cfg.compile, risk=risk)
+    train_s = 0.0
+    if "R" in arms:
+        t0 = time.perf_counter()
+        trained = train_models(hyper, widths, seeds, batch.X, batch.y, di, **train)
+        train_s += time.perf_counter() - t0
+        _fill(arms["R"], order, *_measured(cfg, trained.posterior, batch, di, truth, Xt),
+              _state_columns(trained.trainer.state, trained.convergence))  # fmt: skip
+    if starts is None:
+        return train_s
+    nets = [starts[0][i][j] for i, j in order]
+    layout = Layout(batch.X.shape[2], cfg.depth, widths)
+    start = encode(layout, nets, hyper)
+    st_cols = {
+        "start_k": [np.nan if net.info.get("k") is None else net.info["k"] for net in nets],
+        "start_exact": [float(net.exact) for net in nets],
+    }
+    seeds_t = torch.as_tensor(seeds, dtype=torch.int64)
+    post0 = Posterior(layout, hyper, start, seeds_t)
+    _fill(arms["W0"], order, *_measured(cfg, post0, batch, di, truth, Xt),
+          {**_idle_columns(len(order)), **st_cols})  # fmt: skip
+    scaled = gauss_newton_scales(layout, start, batch.X, di, hyper)
+    post0s = Posterior(layout, hyper, scaled, seeds_t)
+    _fill(arms["W0s"], order, *_measured(cfg, post0s, batch, di, truth, Xt),
+          {**_idle_columns(len(order)), **st_cols})  # fmt: skip
+    t0 = time.perf_counter()
+    trained = train_models(hyper, widths, seeds, batch.X, batch.y, di, init_from=start, **train)
+    train_s += time.perf_counter() - t0
+    _fill(arms["W"], order, *_measured(cfg, trained.posterior, batch, di, truth, Xt),
+          {**_state_columns(trained.trainer.state, trained.convergence), **st_cols})  # fmt: skip
+    t0 = time.perf_counter()
+    res = train_plain(
+        layout, net_theta(layout, nets)[:, : layout.P_net], batch.X, batch.y, di, seeds,
+        starts[1], lr=cfg.lr, batch_size=hyper.batch_size, max_steps=cfg.steps_cap(n),
+    )  # fmt: skip
+    train_s += time.perf_counter() - t0
+    theta = torch.zeros(layout.E, layout.P, dtype=torch.float64)
+    theta[:, : layout.P_net] = res["theta"].to(torch.float64)
+    postp = Posterior(layout, hyper, encode_theta(theta, hyper), seeds_t)
+    idle = _idle_columns(len(order))
+    idle.update(steps=res["steps"], converged=res["stopped"].astype(float), val_mse=res["val_mse"])
+    _fill(arms["P"], order, *_measured(cfg, postp, batch, di, truth, Xt), {**idle, **st_cols})
+    return train_s
+
+
+def _measured(cfg, post, batch, di, truth, Xt):
+    """A posterior's test metrics (squared Hellinger draws, posterior-mean L2), its ELBO
+    parts on the training data and its edges."""
+    d2_draws, l2 = post.test_metrics(truth, Xt, cfg.draws)  # [T, models], [models]
+    el = post.elbo(batch.X, batch.y, di, draws=cfg.elbo_draws)
+    per_model = {
+        "l2sq": l2,
+        **{k: el[k] for k in ("elbo", "L1", "L2", "L3")},
+        "edges": post.edges()["sum_nu"],
+    }
+    return d2_draws, per_model
+
+
+def _state_columns(st, conv) -> dict:
+    """A trained batch's failure and stopping columns."""
+    health = st.health
+    return {
+        "failed": health.failed.cpu().numpy(),
+        "failed_step": health.failed_step.cpu().numpy(),
+        "failed_terms": health.failed_terms.cpu().numpy(),
+        "steps": conv["steps"],
+        "converged": conv["converged"],
+        **{
+            k: [np.nan if x is None else x for x in conv[k]]
+            for k in ("rel_change", "kl_change", "risk_change")
+        },
+    }
+
+
+def _idle_columns(E: int) -> dict:
+    """The stopping columns of an arm the ASVI step did not train (W0, P)."""
+    return {
+        "failed": np.zeros(E),
+        "failed_step": np.full(E, -1),
+        "failed_terms": np.zeros(E),
+        "steps": np.zeros(E),
+        "converged": np.zeros(E),
+        **{k: np.full(E, np.nan) for k in ("rel_change", "kl_change", "risk_change")},
+    }
+
+
+def _fill(cols, order, d2_draws, per_model, state_cols) -> None:
+    for e, (i, j) in enumerate(order):
+        cols["d2"][i, j] = d2_draws[:, e].mean()
+        cols["d"][i, j] = np.sqrt(d2_draws[:, e]).mean()
+        for k, v in {**per_model, **state_cols}.items():
+            if k not in cols:
+                cols[k] = np.full(cols["d2"].shape, np.nan)
+            cols[k][i, j] = v[e]
+
+
+def _per_width(cols: dict, i: int) -> dict:
+    """Replicate i's per-candidate columns as the record stores them."""
+    out = {
+        **{k: cols[k][i].tolist() for k in ("elbo", "L1", "L2", "L3", "d2", "d", "l2sq")},
+        "edges_sum_nu": cols["edges"][i].tolist(),
+        "failed": cols["failed"][i].astype(bool).tolist(),
+        "failed_step": [None if x < 0 else int(x) for x in cols["failed_step"][i]],
+        "failed_term": [failed_term_names(x) for x in cols["failed_terms"][i]],
+        "steps": [int(x) for x in cols["steps"][i]],
+        "converged": [bool(x) for x in cols["converged"][i]],
+        **{
+            k: [None if np.isnan(x) else float(x) for x in cols[k][i]]
+            for k in ("rel_change", "kl_change", "risk_change")
+        },
+    }
+    if "val_mse" in cols:
+        out["val_mse"] = cols["val_mse"][i].tolist()
+    if "start_k" in cols:
+        out["start_k"] = [None if np.isnan(x) else int(x) for x in cols["start_k"][i]]
+        out["start_exact"] = [bool(x) for x in cols["start_exact"][i]]
+    return out
+
+
+def _record_config(cfg: SweepConfig, hyper: Hyper, W, n: int) -> dict:
+    """A record's ``config``: the settings its cell was trained with."""
+    return {
+        "widths": W,
+        "depth": cfg.depth,
+        "stop_rule": cfg.stop_rule_at(n).to_dict(),
+        "max_epochs": cfg.max_epochs,
+        "batch_size": hyper.batch_size,
+        "lr": cfg.lr,
+        "sigma": cfg.sigma,
+        "sigma_0": cfg.sigma_0,
+        "lambda_s": hyper.lambda_s,
+        "lam": cfg.lam,
+        "l3": cfg.l3,
+        "n_test": cfg.n_test,
+        "draws": cfg.draws,
+        "elbo_draws": cfg.elbo_draws,
+        "seed": cfg.seed,
+        "init_nu": cfg.init_nu,
+        "init_sigma": cfg.init_sigma,
+        "compile": cfg.compile,
+        "start": cfg.start,
+    }
+
+
+def run_job(job: Job) -> list[dict]:
+    """Train one job and return its records (pure: no file access; runs on Dask workers).
+    The records store stamps their configuration fingerprint when it appends them."""
+    cfg = SweepConfig.from_dict(job.config)
+    if cfg.estimator == "gp":  # the known-answer control: no network is trained
+        from simulate.sweep.gp import run_gp_job
+
+        return run_gp_job(job, cfg)
+    if cfg.compile:
+        # A job's graphs (its n and widths are constants of them) serve no later job, and
+        # dynamo counts recompiles per function across the process: past its limit (64) it
+        # silently runs new shapes eagerly, which the full tier hit after ~15 jobs per
+        # worker (3x slower steps).  Forget the earlier jobs' graphs instead.
+        torch._dynamo.reset()
+    t0 = time.perf_counter()
+    f0s = [job.truth.build(r) for r in job.replicates]  # each replicate its own truth
+    W, R = cfg.widths_at(job.n), len(job.replicates)
+    X_all, y_all, data_seeds = _job_data(job, cfg, f0s)
+    hyper = cfg.hyper_at(job.n)
+    model_seeds = [
+        stable_seed(cfg.seed, job.truth.key, job.n, r, "model", w)
+        for r in job.replicates
+        for w in W
+    ]
+    batch = Batch(
+        torch.tensor(np.stack(X_all), dtype=torch.float32),
+        torch.tensor(np.stack(y_all), dtype=torch.float32),
+        torch.arange(R, dtype=torch.int64),
+    )
+    test_seed = stable_seed(cfg.seed, job.truth.key, "test")
+    Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, job.truth.p))
+    # Widths are trained in groups (``group_widths``): one batched program per group, its
+    # models padded to the group's widest, each model stopped by the rule on its own.
+    f0t = np.stack([f(Xt) for f in f0s])  # [R, m]
+    ev = None
+    if cfg.stop_risk_tol is not None:  # the stopping rule's own points, never the test's
+        eval_seed = stable_seed(cfg.seed, job.truth.key, "eval")
+        Xe = np.random.default_rng(eval_seed).uniform(-1, 1, size=(cfg.risk_n_eval, job.truth.p))
+        ev = (Xe, np.stack([f(Xe) for f in f0s]))
+    names = {"random": ["R"], "constructive": list(ARMS), "both": ["R", *ARMS]}[cfg.start]
+    arms = {a: {k: np.empty((R, len(W))) for k in _COLUMNS} for a in names}
+    starts = None
+    if cfg.start != "random":
+        starts = (
+            [_starts(job, cfg, f0s[i], X_all[i], y_all[i], W) for i in range(R)],
+            np.stack([validation_split(job.n, s) for s in data_seeds]),
+        )
+    train_s = sum(
+        _train_group(
+            cfg, hyper, batch, W, [W.index(w) for w in g], model_seeds, f0t, Xt, arms, ev, starts
+        )
+        for g in group_widths(W)
+    )
+    refs = [None] * R
+    if job.truth.kind == "holder" and job.truth.p <= REFERENCE_MAX_P:
+        refs = [_reference(X_all[i], y_all[i], Xt, f0t[i], cfg, job) for i in range(R)]
+    eval_s = time.perf_counter() - t0 - train_s
+    records = []
+    for i, r in enumerate(job.replicates):
+        sl = slice(i * len(W), (i + 1) * len(W))
+        # the record's own fields: the random start (R), or W when it is the only ASVI run
+        main = "R" if "R" in arms else "W"
+        pw = _per_width(arms[main], i)
+        sel = cell_selection(pw, W, cfg.lam)
+        extra = {}
+        if starts is not None:
+            extra["arms"] = {a: _arm_record(arms[a], i, W, cfg) for a in ARMS if a != main}
+        records.append(
+            {
+                "schema": SCHEMA,
+                "failed": sel["failed"],
+                "cell": {"truth": job.truth.key, "n": job.n, "replicate": r},
+                "truth": {**asdict(job.truth), "function": f0_describe(f0s[i])},
+                "config": _record_config(cfg, hyper, W, job.n),
+                "seeds": {"data": data_seeds[i], "models": model_seeds[sl], "test": test_seed},
+                **{k: sel[k] for k in ("selected_width", "selected_at_top", "metrics")},
+                "per_width": {**pw, "penalized_elbo": sel["penalized_elbo"]},
+                "reference": refs[i],
+                "timing": {"job_train_s": train_s, "job_eval_s": eval_s, "job_models": R * len(W)},
+                "versions": versions(),
+                **extra,
+            }
+        )
+    return records
+
+
+def _starts(job: Job, cfg: SweepConfig, f0, X, y, W) -> list:
+    """One replicate's constructive start per candidate width
+    (``simulate.references.constructive``):
+    its linear spline (Hoelder truths, p = 1; mesh on a validation split of its data) or
+    its teacher embedded."""
+    if job.truth.kind == "teacher":
+        return [teacher_network(f0, job.truth.p, w, cfg.depth) for w in W]
+    return spline_starts(X, y, W, cfg.depth, seed=stable_seed(cfg.seed, "start", job.n))
+
+
+def _arm_record(cols: dict, i: int, W, cfg: SweepConfig) -> dict:
+    """One arm's per-candidate columns and selection in replicate i's cell.  W0 and W
+    select by their own penalised ELBO (eq. (13)); the plain arm P by its validation error
+    (it is not variational: its "ELBO" is that of a posterior placed on its weights,
+    recorded for comparison, not its objective)."""
+    pw = _per_width(cols, i)
+    if "val_mse" in pw:
+        sel = plain_selection(pw, W)
+    else:
+        sel = cell_selection(pw, W, cfg.lam)
+    return {
+        **{k: sel[k] for k in ("failed", "selected_width", "selected_at_top", "metrics")},
+        "per_width": {**pw, "penalized_elbo": sel["penalized_elbo"]},
+    }
+
+
+def _reference(X, y, Xt, f0t, cfg: SweepConfig, job: Job) -> dict:
+    """The class-matched reference on one replicate's data (``classical.spline_reference``:
+    the linear spline, its mesh by cross-validation on the training data), with the
+    piecewise-polynomial oracle (bins by true error on the test points) as a second,
+    labelled curve under ``oracle``."""
+    ref = spline_reference(X, y, Xt, f0t, cfg.sigma, seed=stable_seed(cfg.seed, "cv", job.n))
+    ref["oracle"] = oracle_piecewise(X, y, Xt, f0t, cfg.sigma, job.truth.alpha)
+    return ref
+
+
+def f0_describe(f0) -> dict:
+    if hasattr(f0, "describe"):
+        return f0.describe()
+    return {"n_edges": getattr(f0, "n_edges", None)}

@@ -1,0 +1,74 @@
+"""Run independent jobs here, on a pool of single-threaded worker processes, or on an
+existing Dask cluster, and hand back each result as it arrives.
+
+One place for the scale-out of the sweep (``simulate.sweep``) and of the teacher experiment
+(``simulate.experiments.table1``).  Only the calling process writes records, so a records
+file has one writer whatever the number of workers.
+
+Local workers are a standard-library process pool (``spawn``), each process with one torch
+thread and the allocator settings of ``simulate._alloc.tune_malloc``.  Not a local Dask
+cluster: its worker trained a Table 1 block 3.5x slower than a pool process did (100 s
+against 28-31 s, measured one after the other; BENCHMARKS.md), most likely because
+Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, the page-refaulting
+allocator behaviour ``tune_malloc`` exists to avoid.  An existing Dask cluster
+(``scheduler``) is used as it is configured.
+"""
+
+from __future__ import annotations
+
+__all__ = ["map_unordered", "SCHEDULER_TIMEOUT_S", "check_workers"]
+
+# how long a client waits for an existing scheduler before giving up
+SCHEDULER_TIMEOUT_S = 30
+
+
+def _worker_init() -> None:
+    """Each pool process: one torch thread, the training allocator settings."""
+    import torch
+
+    from simulate._alloc import tune_malloc
+
+    torch.set_num_threads(1)
+    tune_malloc()
+
+
+def check_workers(workers, scheduler=None) -> None:
+    """Raise ``ValueError`` for a negative worker count or for both a scheduler and workers."""
+    if scheduler and workers:
+        raise ValueError("give either a scheduler address or a number of local workers")
+    if workers is not None and int(workers) < 0:
+        raise ValueError(f"workers must be >= 1 (or 0: in this process), got {workers}")
+
+
+def map_unordered(fn, items, workers: int | None = None, scheduler: str | None = None):
+    """Yield ``fn(item)`` for every item, in the order they finish: in this process
+    (``workers`` 0 or None and no ``scheduler``), on a pool of ``workers`` single-threaded
+    processes, or on the Dask cluster at ``scheduler``.  ``fn`` and the items must pickle (a
+    module-level function) for the last two.  Items are submitted in order, so with
+    ``workers`` processes the first ``workers`` items run first."""
+    check_workers(workers, scheduler)
+    items = list(items)
+    if workers:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        ctx = mp.get_context("spawn")  # no fork of a process holding torch threads
+        with ProcessPoolExecutor(int(workers), mp_context=ctx, initializer=_worker_init) as ex:
+            futures = [ex.submit(fn, it) for it in items]
+            try:
+                for fut in as_completed(futures):
+                    yield fut.result()
+            finally:  # stopped early (an error, a consumer that quits): drop what is queued
+                for fut in futures:
+                    fut.cancel()
+        return
+    if scheduler:
+        from distributed import Client, as_completed
+
+        with Client(scheduler, timeout=SCHEDULER_TIMEOUT_S) as client:
+            futures = [client.submit(fn, it, pure=False) for it in items]
+            for fut in as_completed(futures):
+                yield fut.result()
+        return
+    for it in items:
+        yield fn(it)

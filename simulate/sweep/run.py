@@ -1,0 +1,303 @@
+"""Growing-n sweeps: ``python -m simulate.sweep`` (flags or ``--config FILE.json``).
+
+The grid is truth x n x replicate, and each cell trains ASVI over the candidate widths.
+Design (every choice recorded in each record's ``config``):
+
+* **Nested data** (common random numbers): replicate r of a truth draws one dataset of the
+  largest n from its own seed; the cell at n uses its first n points.  Slopes across n are
+  then not blurred by independent datasets, and the bootstrap resamples whole replicates.
+* **Converged training** (``simulate.core.stopping``): every candidate trains until its own
+  objective stops improving and its KL stops changing (``StopRule``: over 500-step window
+  means, relative improvement below ``stop_tol`` and KL change below
+  ``max(stop_tol KL, stop_kl_abs)``, and with ``stop_risk_tol`` the held-out risk's
+  relative change below it, twice in a row) or until ``max_steps``; a stopped model is
+  frozen.  The ELBO of eq. (pelbo) is a maximum, so widths are compared at (near) their
+  optima, not at a fixed budget that leaves wide networks unpruned.  Each record carries,
+  per candidate, the steps used, converged or capped, and the last relative change of the
+  objective, change of the KL and relative change of the held-out risk.
+* **Candidate widths that grow with n** (``candidate_widths``): powers of two from
+  ``width_min`` up to the first power of two >= ``width_scale * sqrt(n)`` (capped at
+  ``width_max``), so the selection can be interior at every n; ``sqrt(n)`` is the predicted
+  growth ``n^(p/(2 alpha + p))`` of the width at alpha = p/2 and above it for smoother
+  truths.  A selection at the largest candidate is flagged in the record
+  (``selected_at_top``).  An explicit ``widths`` list fixes the set at every n.
+* **Truths drawn from the class**: replicate r of a truth spec uses its own function
+  (``TruthSpec.build(r)``, seeded by ``TruthSpec.truth_seed``), so intervals over
+  replicates cover the class, not one draw; Hoelder truths are truncated for one fixed
+  n (``spec.HOLDER_N_REF``), so every tier draws from the same functions.
+* **A class-matched reference on the same data** (``simulate.references.classical``): each cell also
+  fits the least-squares continuous linear spline, its mesh chosen by 5-fold
+  cross-validation on the training data (Hoelder truths with p <= 3), and the
+  piecewise-polynomial oracle (bins by true error) as a second, labelled curve; their
+  metrics go into the record's ``reference`` (the oracle's under ``oracle``).
+* **The known-answer control** (``estimator="gp"``, ``simulate.sweep.gp``): the same jobs, data
+  and reference, with exact Gaussian-process posteriors under Matern priors instead of
+  ASVI (records with ``per_estimator``).
+* **Theory-tied quantities**: ``lambda_s = a (L + 1) log n`` (``theory.lambda_s_rule``; L
+  hidden layers) unless fixed by ``--lambda-s``; the width prior ``pi(N)`` with ``lam``.  The depth
+  is fixed (two hidden layers by default) rather than Lemma 6.1's ``L ~ log n`` (22 hidden
+  layers at n = 500 for p = 1), which cannot be trained at these sizes: a stated deviation.
+* **Jobs**: the cells of one (truth, n) and one block of ``replicate_block`` replicates are
+  trained together (E = replicates in the block x widths, one batched program).  Jobs are
+  fixed by the configuration, not by what is already done, so a resumed sweep repeats
+  exactly the computations of an uninterrupted one and writes identical records (the core's
+  noise depends only on each model's seed, see ``simulate.core.rng``).
+* **Records**: one JSON line per cell, appended with a single ``write`` on an ``O_APPEND``
+  descriptor and flushed to disk; a re-run skips the cells already recorded.  A final line
+  without its newline (a crash inside a write) is ignored on reading and cut off before the
+  next append; any other unreadable line, or a record of another schema, stops the sweep
+  with an error that names the line, and nothing is written.
+* **Scale-out**: ``--scheduler ADDRESS`` sends jobs to an existing Dask cluster
+  (``distributed.Client``); results come back to this process, which alone writes records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from simulate._alloc import tune_malloc
+from simulate.progress import Progress
+from simulate.sweep.job import run_job
+from simulate.sweep.parallel import check_workers, map_unordered
+from simulate.sweep.records import (
+    RecordsError,
+    RecordStore,
+    check_output_file,
+    fingerprint,
+)
+from simulate.sweep.spec import (
+    RECORD_KEYS,
+    SCHEMA,
+    TRUTH_HELP,
+    SweepConfig,
+    TruthSpec,
+    candidate_widths,
+    cell_selection,
+    fingerprint_fields,
+    group_widths,
+    jobs_for,
+    one_configuration,
+    overrides_from_args,
+    read_records,
+)
+
+__all__ = [
+    "TruthSpec",
+    "SweepConfig",
+    "run_sweep",
+    "run_job",
+    "read_records",
+    "RecordsError",
+    "SCHEMA",
+    "TRUTH_HELP",
+    "group_widths",
+    "candidate_widths",
+    "cell_selection",
+    "fingerprint",
+    "fingerprint_fields",
+    "one_configuration",
+    "records_path_for",
+    "parse_truths",
+    "main",
+]
+
+
+def _cell_key(r: dict) -> tuple:
+    return (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"])
+
+
+_NEW_FILE_HINT = "give another --out, or --new-file to write beside it"
+
+
+def _store(cfg: SweepConfig, path) -> RecordStore:
+    return RecordStore(
+        path, SCHEMA, _cell_key, RECORD_KEYS, fingerprint_fields(cfg), _NEW_FILE_HINT
+    )
+
+
+def records_path_for(cfg: SweepConfig, path: str, new_file: bool = False) -> str:
+    """The records file a sweep of ``cfg`` writes: ``path`` if it holds nothing or only
+    this configuration's records; with ``new_file``, otherwise ``STEM-FINGERPRINT.jsonl``
+    beside it (resumed if it exists).  Without ``new_file`` a file of another
+    configuration is a :class:`RecordsError` naming the fields that differ."""
+    store = _store(cfg, path)
+    other = store.foreign(store.read())
+    if other is None:
+        return path
+    if new_file:
+        stem, ext = os.path.splitext(path)
+        alt = f"{stem}-{store.fp}{ext or '.jsonl'}"
+        return records_path_for(cfg, alt) if alt != path else path
+    raise store.mismatch(other)
+
+
+def run_sweep(
+    cfg: SweepConfig,
+    out_path,
+    scheduler: str | None = None,
+    progress=True,
+    log=print,
+    max_jobs: int | None = None,
+    workers: int | None = None,
+) -> list[dict]:
+    """Run every unfinished job of ``cfg`` and append its records to ``out_path``; returns
+    all records of the sweep's cells.  ``scheduler``: address of an existing Dask cluster;
+    ``workers``: a pool of that many single-threaded worker processes for this sweep
+    (:func:`simulate.sweep.parallel.map_unordered`; two such processes beat one two-threaded
+    process on the 2-core machine).  ``max_jobs`` stops after that many jobs (tests
+    simulate a killed sweep).  The records file is a
+    :class:`simulate.sweep.records.RecordStore`: locked while the sweep runs, of this
+    configuration only."""
+    check_workers(workers, scheduler)
+    store = _store(cfg, out_path)
+    with store.writing() as st:  # one sweep per records file, or exit 2
+        todo = [j for j in jobs_for(cfg) if not all(c in st.done for c in j.cells())]
+        if max_jobs is not None:
+            todo = todo[:max_jobs]
+        log(f"sweep: {len(st.done)} cells recorded, {len(todo)} jobs to run -> {out_path}")
+        if todo and not st.writable:
+            raise RecordsError(f"{out_path}: cannot write there ({len(todo)} jobs to run)")
+        if todo:
+            _run_jobs(todo, st, scheduler, workers, progress)
+    keys = {c for j in jobs_for(cfg) for c in j.cells()}
+    return [r for r in store.read() if _cell_key(r) in keys]
+
+
+def _run_jobs(todo, store: RecordStore, scheduler, workers, progress) -> None:
+    """Train ``todo`` (here, on a pool of ``workers`` processes, or on ``scheduler``:
+    :func:`simulate.sweep.parallel.map_unordered`) and append each job's records to ``store`` as
+    they arrive."""
+    total = len(todo)
+    bar = Progress("sweep") if progress else None
+    for i, recs in enumerate(map_unordered(run_job, todo, workers, scheduler), 1):
+        store.append(recs)
+        if bar:
+            bar(i, total)
+
+
+# --------------------------------------------------------------------------- command line
+def parse_truths(argv: list[str]):
+    """Split ``--truth KIND [--alpha A] [--p P] [--truth-seed S]`` groups (several allowed)
+    from the rest of the arguments; returns (truths, rest)."""
+    truths, rest, cur = [], [], None
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--truth", "--alpha", "--p", "--truth-seed"):
+            if i + 1 >= len(argv):
+                raise ValueError(f"{a} needs a value")
+            v = argv[i + 1]
+            if a == "--truth":
+                if cur is not None:
+                    truths.append(cur)
+                cur = {"kind": v}
+            else:
+                if cur is None:
+                    raise ValueError(f"{a} must follow a --truth")
+                try:
+                    cur[{"--alpha": "alpha", "--p": "p", "--truth-seed": "seed"}[a]] = (
+                        float(v) if a == "--alpha" else int(v)
+                    )
+                except ValueError as exc:
+                    raise ValueError(f"{a} {v!r} is not a number") from exc
+            i += 2
+            continue
+        rest.append(a)
+        i += 1
+    if cur is not None:
+        truths.append(cur)
+    return [TruthSpec(**t) for t in truths], rest
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m simulate.sweep",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=TRUTH_HELP,
+    )
+    ap.add_argument("--config", help="JSON file with the SweepConfig fields")
+    ap.add_argument("--out", default="results/records.jsonl", help="records file (JSON lines)")
+    ap.add_argument("--n", type=int, nargs="+", help="sample sizes (3 or more to fit a slope)")
+    ap.add_argument("--replicates", type=int)
+    ap.add_argument("--widths", type=int, nargs="+")
+    ap.add_argument("--max-steps", type=int, help="step cap of every candidate (stop rule)")
+    ap.add_argument(
+        "--max-epochs",
+        type=float,
+        help="grow the cap with n: max(max_steps, ceil(max_epochs * n / batch_size))",
+    )
+    ap.add_argument("--stop-tol", type=float, help="relative-improvement tolerance (stop rule)")
+    ap.add_argument("--batch-size", type=int)
+    ap.add_argument("--lambda-s", type=float, help="fixed lambda_s (default: a (L + 1) log n)")
+    ap.add_argument("--seed", type=int)
+    ap.add_argument(
+        "--start",
+        choices=("random", "constructive", "both"),
+        help="the candidates' start: random (default), constructive"
+        " (simulate.references.constructive:"
+        " the linear spline or the teacher encoded; arms W0, W, P), or both (R and the arms)",
+    )
+    ap.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the step through torch.compile (about 3x faster per step on 2 cores, plus"
+        " 5-12 s of compilation per candidate group and n; needs a C++ compiler)",
+    )
+    ap.add_argument("--scheduler", help="address of an existing Dask scheduler")
+    ap.add_argument(
+        "--workers", type=int, help="run the jobs on N single-threaded worker processes"
+    )
+    ap.add_argument(
+        "--new-file",
+        action="store_true",
+        help="if --out holds another configuration's records, write OUT-FINGERPRINT.jsonl"
+        " beside it instead of stopping",
+    )
+    return ap
+
+
+def config_from_args(truths, args) -> SweepConfig:
+    base = {}
+    if args.config:
+        with open(args.config) as fh:
+            base = json.load(fh)
+        base["truths"] = [TruthSpec(**t) for t in base.get("truths", [])]
+    if truths:
+        base["truths"] = truths
+    base.update(overrides_from_args(args))
+    if "ns" not in base:
+        raise ValueError("give the sample sizes with --n (or in --config)")
+    base.setdefault("truths", [])
+    return SweepConfig(**base)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        truths, rest = parse_truths(argv)
+        args = build_parser().parse_args(rest)
+        cfg = config_from_args(truths, args)  # validated as it is made
+        if args.workers is not None and args.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {args.workers}")
+        if args.scheduler and args.workers:
+            raise ValueError("give either --scheduler or --workers, not both")
+        check_output_file(args.out, "--out")
+        out = records_path_for(cfg, args.out, new_file=args.new_file)
+    except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tune_malloc()
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    try:
+        recs = run_sweep(cfg, out, scheduler=args.scheduler, workers=args.workers)
+    except (RecordsError, OSError, TimeoutError) as exc:  # a lock held, an unreachable scheduler
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    failed = sum(bool(r["failed"]) for r in recs)
+    print(f"{len(recs)} records in {out}" + (f" ({failed} failed cells)" if failed else ""))
+    return 0

@@ -1,0 +1,518 @@
+"""What a growing-n sweep is, apart from running it: the truths (:class:`TruthSpec`), the
+configuration (:class:`SweepConfig`) and its fingerprint, the jobs it splits into, the
+candidate widths and their grouping, ASVI's selection in a cell, and the record schema.
+``simulate.sweep`` trains and writes; ``verify`` and ``figures`` read through these types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from simulate.core.hyper import Hyper
+from simulate.core.posterior import select_width
+from simulate.core.stopping import StopRule
+from simulate.sweep.records import RecordsError, fields_differing, read_jsonl, versions
+from simulate.truths.functions import HolderFunction, TeacherNetwork
+from theory import lambda_s_rule, predicted_exponent, teacher_exponent
+
+__all__ = [
+    "SCHEMA",
+    "TRUTH_HELP",
+    "TruthSpec",
+    "SweepConfig",
+    "Job",
+    "jobs_for",
+    "candidate_widths",
+    "group_widths",
+    "cell_selection",
+    "fingerprint_fields",
+    "read_records",
+    "one_configuration",
+]
+
+SCHEMA = "asvi-rates/sweep-record/4"
+# Hoelder truths are truncated for this n (``simulate.truths.functions.HolderFunction``): three
+# octaves past the balancing frequency of n = 2^20, beyond every tier's largest n, so the
+# function a replicate draws does not depend on the tier.
+HOLDER_N_REF = 2**20
+TRUTH_HELP = "Truths: --truth holder --alpha A --p P | --truth teacher --p P (repeatable)."
+
+
+@dataclass(frozen=True)
+class TruthSpec:
+    """A ground truth: ``holder`` (exact smoothness alpha in p dimensions) or ``teacher``
+    (the paper's 20-10-10-1 network; p > 20 adds irrelevant inputs, p < 20 uses p inputs)."""
+
+    kind: str
+    p: int = 1
+    alpha: float | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.kind not in ("holder", "teacher"):
+            raise ValueError(f"unknown truth {self.kind!r}: use 'holder' or 'teacher'")
+        if not (isinstance(self.p, int) and self.p >= 1):
+            raise ValueError(f"p must be an integer >= 1, got {self.p!r}")
+        if not (isinstance(self.seed, int) and 0 <= self.seed < 2**63):
+            raise ValueError(f"truth seed must be an integer in [0, 2^63), got {self.seed!r}")
+        if self.kind == "holder":
+            a = self.alpha
+            if not (isinstance(a, (int, float)) and math.isfinite(a) and a > 0):
+                raise ValueError(f"a holder truth needs alpha > 0, got {a!r}")
+        elif self.alpha is not None:
+            raise ValueError(
+                f"a teacher truth has no alpha (its rate is Corollary 6.3's), got {self.alpha!r}"
+            )
+
+    @property
+    def key(self) -> str:
+        if self.kind == "holder":
+            return f"holder-a{self.alpha:g}-p{self.p}-s{self.seed}"
+        return f"teacher-p{self.p}-s{self.seed}"
+
+    def truth_seed(self, replicate: int | None) -> int:
+        """The seed of replicate ``replicate``'s own truth, drawn from the class that this
+        spec names (``seed`` is the class draw's seed, not the function's): intervals over
+        replicates then cover the class, not one function.  ``None``: the spec's ``seed``
+        itself (one fixed function, e.g. for the figures and tests).  The derivation leaves
+        out alpha, p and the kind, so replicate r of teachers that differ only in p (and of
+        Hoelder truths that differ only in alpha) use the same random draw: Corollary 6.3's
+        comparison across p stays paired."""
+        if replicate is None:
+            return self.seed
+        return stable_seed(self.seed, "truth", int(replicate))
+
+    def build(self, replicate: int | None = None):
+        """The truth of replicate ``replicate`` (:meth:`truth_seed`).  A Hoelder truth is
+        truncated for :data:`HOLDER_N_REF` whatever the sweep's n, so every tier draws its
+        truths from one class of functions."""
+        seed = self.truth_seed(replicate)
+        if self.kind == "holder":
+            return HolderFunction(self.alpha, self.p, n_max=HOLDER_N_REF, seed=seed)
+        # relu(h W + b): the convention the sweeps' records were made with (TeacherNetwork)
+        return TeacherNetwork(p=self.p, seed=seed, p_active=min(self.p, 20), bias="add")
+
+    def predicted(self, metric: str) -> float:
+        """Predicted exponent of n (theory): Corollary 6.1/6.2 or 6.3/6.4."""
+        if self.kind == "holder":
+            return float(predicted_exponent(self.alpha, self.p, metric))
+        return float(teacher_exponent(metric))
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What a sweep is: its truths, sample sizes, replicates, candidate widths, stopping
+    rule, training hyperparameters and evaluation.  Frozen, and validated once, when it is
+    made (:meth:`validate`): a config that exists is a valid one."""
+
+    truths: list
+    ns: list
+    replicates: int = 3
+    widths: list | None = None  # None: candidate_widths(n, ...) grows with n
+    width_min: int = 2
+    width_scale: float = 1.0
+    width_max: int = 256
+    depth: int = 2
+    max_steps: int = 20_000  # simulate.core.stopping.StopRule
+    max_epochs: float | None = None  # None: the cap is max_steps at every n (stop_rule_at)
+    stop_window: int = 500
+    stop_tol: float = 5e-3
+    stop_patience: int = 2
+    stop_kl_abs: float = 2.0
+    # None: off; else the stopping rule also waits for the held-out risk (StopRule.risk_tol)
+    # measured on risk_n_eval fresh points from risk_draws posterior draws
+    stop_risk_tol: float | None = None
+    risk_n_eval: int = 1000
+    risk_draws: int = 10
+    batch_size: int = 128
+    lr: float = 5e-3
+    sigma: float = 1.0
+    sigma_0: float = 0.8
+    lambda_s: float | None = None  # None: theory's a (L + 1) log n, L = depth
+    lambda_s_a: float = 0.1
+    lam: float = 10.0
+    l3: str = "paper"  # "paper" (eq. (loss3) as printed) or "exact" (simulate.core)
+    n_test: int = 20_000
+    draws: int = 30
+    elbo_draws: int = 10
+    seed: int = 0
+    replicate_block: int = 3
+    init_nu: float = 0.99  # initial inclusion probability (simulate.core.Hyper)
+    init_sigma: float = 0.0025  # initial slab sd
+    compile: bool = False  # run the step through torch.compile (simulate.core.Trainer)
+    # "asvi", or "gp": the known-answer control (simulate.sweep.gp), exact Gaussian-process
+    # posteriors under Matern priors of smoothness gp_nus, fixed length scale and amplitude
+    estimator: str = "asvi"
+    gp_nus: list | None = None
+    gp_length_scale: float = 1.0
+    gp_amplitude: float = 1.0
+    # "random" (the core's seeded start), "constructive" (simulate.references.constructive: train
+    # from a hand-built posterior, with the untrained start and the plain-network control
+    # beside it), or "both" (the random start and the constructive arms on the same cells)
+    start: str = "random"
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first bad field (run at construction)."""
+        if not self.truths:
+            raise ValueError("no truth given")
+        for t in self.truths:
+            if not isinstance(t, TruthSpec):
+                raise ValueError(f"truths must be TruthSpec, got {t!r}")
+        ns = [int(n) for n in self.ns]
+        if not ns:  # a slope needs three (verify.rates checks); a control may use fewer
+            raise ValueError("need at least one sample size")
+        if sorted(set(ns)) != ns:
+            raise ValueError(f"sample sizes must be distinct and increasing, got {ns}")
+        if ns[0] < 2:
+            raise ValueError("every n must be >= 2")
+        if self.replicates < 1 or self.replicate_block < 1:
+            raise ValueError("replicates and replicate_block must be >= 1")
+        if self.widths is not None and (not self.widths or any(int(w) < 1 for w in self.widths)):
+            raise ValueError(f"widths must be a non-empty list of integers >= 1: {self.widths}")
+        if self.width_min < 1 or self.width_max < self.width_min:
+            raise ValueError("need 1 <= width_min <= width_max")
+        if not (math.isfinite(self.width_scale) and self.width_scale > 0):
+            raise ValueError(f"width_scale must be > 0, got {self.width_scale}")
+        if self.batch_size < 1 or self.depth < 1:
+            raise ValueError("batch_size and depth must be positive")
+        self.stop_rule.validate()
+        for name in (
+            "replicates", "replicate_block", "depth", "max_steps", "batch_size", "n_test",
+            "draws", "elbo_draws", "width_min", "width_max", "risk_n_eval", "risk_draws",
+        ):  # fmt: skip
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        if self.elbo_draws < 10:
+            raise ValueError("elbo_draws must be >= 10")
+        v = self.lambda_s_a
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float))
+            or not (math.isfinite(v) and v > 0)
+        ):
+            raise ValueError(f"lambda_s_a must be a finite number > 0, got {v!r}")
+        # the training hyperparameters (lr, sigma, sigma_0, lambda_s, lam, init_sigma,
+        # init_nu, l3) are checked where they are defined: Hyper.validate
+        self.hyper_at(ns[0]).validate()
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not (0 <= self.seed < 2**63)
+        ):
+            raise ValueError(f"seed must be an integer in [0, 2^63), got {self.seed!r}")
+        if self.max_epochs is not None and (
+            isinstance(self.max_epochs, bool)
+            or not isinstance(self.max_epochs, (int, float))
+            or not (math.isfinite(self.max_epochs) and self.max_epochs > 0)
+        ):
+            raise ValueError(f"max_epochs must be a finite number > 0, got {self.max_epochs!r}")
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"compile must be true or false, got {self.compile!r}")
+        if self.estimator not in ("asvi", "gp"):
+            raise ValueError(f"estimator must be 'asvi' or 'gp', got {self.estimator!r}")
+        if self.start not in ("random", "constructive", "both"):
+            raise ValueError(
+                f"start must be 'random', 'constructive' or 'both', got {self.start!r}"
+            )
+        if self.start != "random":
+            if self.estimator != "asvi":
+                raise ValueError("a constructive start is for the ASVI estimator")
+            for t in self.truths:
+                if t.kind == "holder" and t.p != 1:
+                    raise ValueError(
+                        f"no constructive start for {t.key}: Hoelder truths are encoded for"
+                        " p = 1 only (simulate.references.constructive)"
+                    )
+                if t.kind == "teacher" and self.depth < 2:
+                    raise ValueError("the teacher (two hidden layers) needs depth >= 2")
+        if self.estimator == "gp":
+            if not self.gp_nus or any(
+                isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0
+                for v in self.gp_nus
+            ):
+                raise ValueError(f"gp_nus must be a non-empty list of numbers > 0: {self.gp_nus}")
+            if any(t.kind != "holder" for t in self.truths):
+                raise ValueError("the Gaussian-process control runs on holder truths only")
+            for name in ("gp_length_scale", "gp_amplitude"):
+                v = getattr(self, name)
+                if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                    raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+
+    @property
+    def stop_rule(self) -> StopRule:
+        """The stopping rule with the cap ``max_steps`` (the cap at every n unless
+        ``max_epochs`` is set: :meth:`stop_rule_at`)."""
+        return self.stop_rule_at(None)
+
+    def steps_cap(self, n: int | None) -> int:
+        """The step cap of a cell at sample size n: ``max_steps``, or with ``max_epochs``
+        set, ``max(max_steps, ceil(max_epochs * n / batch_size))``.
+
+        Why a cap that grows with n: a fixed cap is fewer passes over the data as n grows
+        (20,000 steps of 128 are 640 epochs at n = 4,000 but 80 at n = 32,000), and the
+        budget-doubling control found the full tier's n = 32,000 cells optimisation-limited
+        at 20,000 steps (d^2 0.0144 -> 0.0114 for alpha = 0.5 at twice the cap) while no cell
+        at n <= 4,000 was.  ``max_steps`` stays the floor, so small n keep the room that
+        wide candidates need to prune (about 10,000 steps at n = 1,000)."""
+        cap = int(self.max_steps)
+        if self.max_epochs is not None and n is not None:
+            cap = max(cap, math.ceil(float(self.max_epochs) * int(n) / int(self.batch_size)))
+        return cap
+
+    def stop_rule_at(self, n: int | None) -> StopRule:
+        """The stopping rule of the cells at sample size n (:meth:`steps_cap`)."""
+        return StopRule(
+            self.steps_cap(n),
+            int(self.stop_window),
+            float(self.stop_tol),
+            int(self.stop_patience),
+            float(self.stop_kl_abs),
+            None if self.stop_risk_tol is None else float(self.stop_risk_tol),
+        )
+
+    def widths_at(self, n: int) -> list[int]:
+        """The candidate widths of the cells at sample size n."""
+        if self.widths is not None:
+            return sorted({int(w) for w in self.widths})
+        return candidate_widths(n, self.width_min, self.width_scale, self.width_max)
+
+    def hyper_at(self, n: int) -> Hyper:
+        """The training hyperparameters of the cells at sample size n: the config's, with
+        ``lambda_s`` from the theory's rule at n (``cell_lambda_s``) and the batch at most
+        n."""
+        return Hyper(
+            sigma=self.sigma,
+            sigma_0=self.sigma_0,
+            lambda_s=cell_lambda_s(self, n),
+            lam=self.lam,
+            batch_size=min(self.batch_size, int(n)),
+            lr=self.lr,
+            init_nu=self.init_nu,
+            init_sigma=self.init_sigma,
+            l3=self.l3,
+        )
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["truths"] = [asdict(t) for t in self.truths]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SweepConfig:
+        d = dict(d)
+        d["truths"] = [TruthSpec(**t) for t in d["truths"]]
+        return cls(**d)
+
+
+# Command-line flags (argparse destinations) -> SweepConfig fields: the one mapping both
+# command lines use (``simulate.sweep``, ``verify.rates``); each takes the flags its parser
+# defines.
+FLAG_FIELDS = {
+    "n": "ns", "replicates": "replicates", "widths": "widths", "depth": "depth",
+    "max_steps": "max_steps", "max_epochs": "max_epochs", "stop_tol": "stop_tol",
+    "batch_size": "batch_size", "lambda_s": "lambda_s", "lambda_s_a": "lambda_s_a",
+    "lam": "lam", "l3": "l3", "seed": "seed", "start": "start", "compile": "compile",
+}  # fmt: skip
+
+
+def overrides_from_args(args) -> dict:
+    """The SweepConfig fields the parsed flags ``args`` set (:data:`FLAG_FIELDS`; a flag
+    left unset, or one the parser does not define, sets nothing)."""
+    return {
+        field: getattr(args, dest)
+        for dest, field in FLAG_FIELDS.items()
+        if getattr(args, dest, None) is not None
+    }
+
+
+def stable_seed(*parts) -> int:
+    """A stable 63-bit seed from any printable parts (not Python's salted hash)."""
+    h = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(h[:8], "little") >> 1
+
+
+@dataclass(frozen=True)
+class Job:
+    """Cells trained together: one truth, one n, a block of replicates, every width."""
+
+    truth: TruthSpec
+    n: int
+    replicates: tuple
+    config: dict
+
+    def cells(self):
+        return [(self.truth.key, self.n, r) for r in self.replicates]
+
+
+def jobs_for(cfg: SweepConfig) -> list[Job]:
+    """Every job of the sweep, in a fixed order (truth, n ascending, replicate block)."""
+    out = []
+    for t in cfg.truths:
+        for n in cfg.ns:
+            for b in range(0, cfg.replicates, cfg.replicate_block):
+                reps = tuple(range(b, min(b + cfg.replicate_block, cfg.replicates)))
+                out.append(Job(t, int(n), reps, cfg.to_dict()))
+    return out
+
+
+def cell_lambda_s(cfg: SweepConfig, n: int) -> float:
+    if cfg.lambda_s is not None:
+        return float(cfg.lambda_s)
+    return float(lambda_s_rule(n, cfg.depth, cfg.lambda_s_a))
+
+
+def candidate_widths(n: int, width_min: int = 2, scale: float = 1.0, width_max: int = 256):
+    """Powers of two from ``width_min`` (rounded up to one) to the first power of two
+    ``>= scale * sqrt(n)``, at most ``width_max`` and at least two candidates: for n = 250,
+    1000, 4000, 16000 and the defaults, tops 16, 32, 64, 128."""
+    lo = 1 << max(0, math.ceil(math.log2(width_min)))
+    top = 1 << max(0, math.ceil(math.log2(max(1.0, scale * math.sqrt(n)))))
+    top = min(max(top, 2 * lo), width_max)
+    out = []
+    w = lo
+    while w <= top:
+        out.append(w)
+        w *= 2
+    return out or [lo]
+
+
+def group_widths(widths, waste: float = 2.0) -> list[list[int]]:
+    """Candidate widths to train in one padded program each: going down from the widest, a
+    width joins the current group while the padded work ``count * max_width^2`` stays within
+    ``waste`` times the work ``sum width^2`` the group's models need.  Padding everything to
+    the widest multiplies the narrow models' work (3.75x for 4..64), one program per width
+    multiplies the per-step overhead (the quick tier took 157 s instead of 90 s); for
+    4, 8, 16, 32 this gives [[32, 16], [8, 4]]."""
+    groups: list[list[int]] = []
+    for w in sorted({int(x) for x in widths}, reverse=True):
+        g = groups[-1] if groups else None
+        if g is not None and (len(g) + 1) * g[0] ** 2 <= waste * (sum(x * x for x in g) + w * w):
+            g.append(w)
+        else:
+            groups.append([w])
+    return groups
+
+
+def cell_selection(per_width: dict, widths, lam: float) -> dict:
+    """ASVI's selection in one cell from its per-width ``elbo`` and ``failed`` (eq. (13),
+    ``posterior.select_width``): the record's ``failed``, ``selected_width``,
+    ``selected_at_top``, ``metrics`` (the selected candidate's) and the per-width
+    ``penalized_elbo``.  A cell whose every candidate diverged is *failed*: no width, metrics
+    None (its per-width ``failed_step`` and ``failed_term`` say where and what).  One place
+    for the sweep and for ``verify.rates``' re-selection under another width prior."""
+    try:
+        sel = select_width(per_width["elbo"], widths, lam, failed=per_width["failed"])
+    except FloatingPointError:  # every candidate diverged: a failed cell, recorded as such
+        return _failed_selection(widths)
+    k = sel["index"]
+    return {
+        "failed": False,
+        "selected_width": sel["width"],
+        "selected_at_top": bool(k == len(widths) - 1 and len(widths) > 1),
+        "metrics": {m: float(per_width[m][k]) for m in ("d2", "d", "l2sq")},
+        "penalized_elbo": sel["penalized"].tolist(),
+    }
+
+
+def _failed_selection(widths) -> dict:
+    """The selection keys of a cell whose every candidate failed: no width, no metrics."""
+    return {
+        "failed": True,
+        "selected_width": None,
+        "selected_at_top": False,
+        "metrics": {m: None for m in ("d2", "d", "l2sq")},
+        "penalized_elbo": [None] * len(widths),
+    }
+
+
+def plain_selection(per_width: dict, widths) -> dict:
+    """The plain arm's selection (``simulate.references.plain``): the candidate with the smallest
+    validation error (its own objective); the keys of :func:`cell_selection`."""
+    v = np.asarray(per_width["val_mse"], dtype=float)
+    ok = np.isfinite(v)
+    if not ok.any():
+        return _failed_selection(widths)
+    k = int(np.argmin(np.where(ok, v, np.inf)))
+    return {
+        "failed": False,
+        "selected_width": int(widths[k]),
+        "selected_at_top": bool(k == len(widths) - 1 and len(widths) > 1),
+        "metrics": {m: float(per_width[m][k]) for m in ("d2", "d", "l2sq")},
+        "penalized_elbo": [None] * len(widths),
+    }
+
+
+# --------------------------------------------------------------------------- records file
+# Config fields that say only *which* cells a sweep holds, not what any cell's result is;
+# every other field (and the schema, the largest n and the package versions) goes into a
+# record's fingerprint.  The largest n counts: each replicate's data is drawn for it
+# (nested data), so adding a larger n changes every cell.
+# ``replicate_block`` counts too: it changes which models share a batched program, and
+# with it the float rounding and the compiled shapes.
+_BOOKKEEPING = ("truths", "ns", "replicates")
+
+
+def fingerprint_fields(cfg: SweepConfig) -> dict:
+    """Everything besides the cell key (truth, n, replicate) that changes a cell's record:
+    the config less :data:`_BOOKKEEPING`, the largest n, the schema and the versions."""
+    d = {k: v for k, v in cfg.to_dict().items() if k not in _BOOKKEEPING}
+    if d.get("max_epochs") is None:  # added later: unset, it changes nothing, so records
+        d.pop("max_epochs", None)  # written before it existed keep their fingerprint
+    if d.get("start") == "random":  # likewise: the start every earlier record had
+        d.pop("start")
+    if d.get("stop_risk_tol") is None:  # likewise: the rule off, its settings unused
+        for k in ("stop_risk_tol", "risk_n_eval", "risk_draws"):
+            d.pop(k, None)
+    d["n_max"] = max(int(n) for n in cfg.ns)
+    d["schema"] = SCHEMA
+    d["versions"] = versions()
+    return d  # the records store keeps it as canonical JSON
+
+
+RECORD_KEYS = ("cell", "metrics", "selected_width", "truth", "failed")
+
+
+def read_records(path) -> list[dict]:
+    """All sweep records of a JSON-lines file (``simulate.sweep.records.read_jsonl``)."""
+    return read_jsonl(path, SCHEMA, (*RECORD_KEYS, "fingerprint"))
+
+
+def one_configuration(records: list[dict], choose: str | None = None, source="records"):
+    """The records of one fingerprint: all of them when the file holds one; else those
+    whose fingerprint starts with ``choose``.  A file mixing fingerprints with no
+    ``choose`` (or a ``choose`` matching none or several) is a :class:`RecordsError` that
+    lists each fingerprint, its record count and how it differs from the first."""
+    fps: dict[str, list[dict]] = {}
+    for r in records:
+        fps.setdefault(r["fingerprint"], []).append(r)
+    if choose is not None:
+        hit = [fp for fp in fps if fp.startswith(choose)]
+        if len(hit) != 1:
+            raise RecordsError(
+                f"{source}: fingerprint {choose!r} matches {len(hit)} of {sorted(fps)}"
+            )
+        return fps[hit[0]]
+    if len(fps) <= 1:
+        return records
+    first = next(iter(fps.values()))[0]
+    desc = "; ".join(
+        f"{fp} ({len(rs)} records"
+        + (
+            ""
+            if rs[0] is first
+            else f", {fields_differing(first['fingerprint_fields'], rs[0]['fingerprint_fields'])}"
+        )
+        + ")"
+        for fp, rs in fps.items()
+    )
+    raise RecordsError(
+        f"{source} mixes {len(fps)} configurations: {desc}; choose one with --fingerprint"
+    )

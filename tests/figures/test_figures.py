@@ -1,0 +1,113 @@
+"""Every figure command smoke-tested on tiny records (file written, non-empty, panels)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from figures.rate_figure import rate_figure
+from figures.teacher_figures import figure_1b, table1
+from figures.tradeoff import theory_terms, tradeoff_figure
+from simulate.experiments.table1 import run_teacher
+from simulate.sweep.run import SweepConfig, TruthSpec, run_sweep
+from tests.factories import SWEEP_TINY
+
+
+@pytest.fixture(scope="module")
+def teacher_recs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("teacher")
+    return run_teacher("tiny", str(out), log=lambda *_: None), out
+
+
+@pytest.fixture(scope="module")
+def sweep_recs(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sweep") / "r.jsonl"
+    cfg = SweepConfig(
+        truths=[TruthSpec("holder", p=1, alpha=0.5), TruthSpec("holder", p=1, alpha=1.5)],
+        **{**SWEEP_TINY, "max_steps": 100, "stop_window": 25, "replicate_block": 2},
+    )
+    return run_sweep(cfg, path, progress=False, log=lambda *_: None)
+
+
+def run_figures(*args):
+    """``python -m figures --tier tiny ARGS`` in a subprocess."""
+    cmd = [sys.executable, "-m", "figures", "--tier", "tiny", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+
+def nonempty(path):
+    with open(path, "rb") as fh:
+        return len(fh.read()) > 100
+
+
+def test_table1_files_and_rows(teacher_recs):
+    recs, out = teacher_recs
+    assert {r["method"] for r in recs} == {"SVI", "HS-BNN", "Dense-BNN"}
+    res = table1(recs, str(out), "tiny")
+    assert [row["width"] for row in res["rows"]] == [2, 4, 6]
+    assert res["rows"][0]["SVI rmse paper"] == 2.193  # the published value beside ours
+    for ext in ("txt", "csv", "tex"):
+        assert nonempty(out / f"table1-tiny.{ext}")
+    assert "ASVI" in res["text"] and len(res["asvi"]["widths"]) == 2
+    # Dense-BNN and HS-BNN count every edge, as in the paper's table
+    dense = next(r for r in recs if r["method"] == "Dense-BNN")
+    assert dense["edges"] == [51.0, 109.0, 175.0]
+
+
+def test_figure_1b_panels_and_counts(teacher_recs):
+    recs, out = teacher_recs
+    res = figure_1b(recs, str(out), "tiny")
+    assert res["panels"] == 4 and all(nonempty(p) for p in res["paths"])
+    assert all(sum(f.values()) == 2 for f in res["frequencies"].values())
+
+
+def test_rate_figure_one_row_per_truth(sweep_recs, tmp_path):
+    res = rate_figure(sweep_recs, str(tmp_path), "t")  # 2 truths x (3 metrics + widths)
+    assert res["panels"] == 8 and all(nonempty(p) for p in res["paths"])
+
+
+def test_tradeoff_figure(sweep_recs, tmp_path):
+    res = tradeoff_figure(sweep_recs, str(tmp_path), "t")
+    assert res["panels"] == 2 and all(nonempty(p) for p in res["paths"])
+    assert set(res["measured"]) == {64, 128, 256}
+    assert res["widths"] == {n: [2, 4] for n in (64, 128, 256)}
+    t = theory_terms(10**4, 1, 0.5, 1.0, 3, N_max=50)
+    assert t["variational"][-1] > t["variational"][0]  # grows with width
+    assert t["approximation"][-1] < t["approximation"][0]  # shrinks with width
+
+
+def test_figures_cli_reuses_records(tmp_path, sweep_recs):
+    import json
+
+    rec = tmp_path / "r.jsonl"
+    rec.write_text("".join(json.dumps(r) + "\n" for r in sweep_recs))
+    r = run_figures(
+        "--only", "rates", "--only", "tradeoff", "--out", str(tmp_path / "f"), "--records", str(rec)
+    )
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "f" / "rates-tiny.png").exists()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"x": 1}\n')
+    r = run_figures("--only", "rates", "--records", str(bad), "--out", str(tmp_path / "g"))
+    assert r.returncode == 2 and bad.read_text() == '{"x": 1}\n'
+
+
+def test_teacher_bias_convention_writes_its_own_records_and_table(teacher_recs, tmp_path):
+    """``--teacher-bias add``: the ``relu(h W + b)`` teacher, its own records file (the
+    name it had as the default) and outputs (``TIER-add``); the default's (eq. (eqmod2)'s)
+    records are another truth's, so the RMSEs differ."""
+    recs_sub, _ = teacher_recs
+    r = run_figures("--only", "table1", "--teacher-bias", "add", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert nonempty(tmp_path / "teacher-tiny.jsonl")
+    assert nonempty(tmp_path / "table1-tiny-add.txt")
+    assert not (tmp_path / "teacher-subtract-tiny.jsonl").exists()
+    size = (tmp_path / "teacher-tiny.jsonl").stat().st_size
+    recs_add = run_teacher("tiny", str(tmp_path), log=lambda *_: None, bias="add")
+    assert len(recs_sub) == len(recs_add)  # reused, not retrained: the file is unchanged
+    assert (tmp_path / "teacher-tiny.jsonl").stat().st_size == size
+    a = next(x for x in recs_add if x["method"] == "SVI" and x["replicate"] == 0)
+    s = next(x for x in recs_sub if x["method"] == "SVI" and x["replicate"] == 0)
+    assert a["rmse"] != s["rmse"]
+    bad = run_figures("--only", "table1", "--teacher-bias", "minus", "--out", str(tmp_path))
+    assert bad.returncode == 2

@@ -1,0 +1,202 @@
+"""Real-data loaders, the UCI protocol's standardisation, and tiny-tier smoke runs."""
+
+import numpy as np
+import pytest
+
+from figures.realdata_figures import mnist_figure, mnist_table, run_mnist1d, run_uci, uci_table
+from simulate.truths.data import (
+    boston,
+    concrete,
+    mnist1d,
+    mnist1d_pool,
+    mnist1d_split,
+    standardize,
+    uci_splits,
+)  # fmt: skip
+
+
+def test_loaders_shapes_and_no_missing_values():
+    X, y = concrete()
+    assert X.shape == (1030, 8) and y.shape == (1030,) and np.isfinite(X).all()
+    X, y = boston()
+    assert X.shape == (506, 13) and np.isfinite(y).all()
+    X, y, Xt, yt = mnist1d()
+    assert X.shape == (4000, 40) and Xt.shape == (1000, 40)
+    assert set(np.unique(y)) == set(range(10))
+    X2, *_ = mnist1d()
+    np.testing.assert_array_equal(X, X2)  # generated deterministically, nothing downloaded
+    from mnist1d.data import make_dataset
+
+    d = make_dataset()  # the package's default dataset: the same signals and split
+    np.testing.assert_array_equal(X, d["x"])
+    np.testing.assert_array_equal(Xt, d["x_test"])
+    np.testing.assert_array_equal(yt, d["y_test"])
+
+
+def test_mnist1d_split_sizes_nesting_no_overlap_and_cache(tmp_path):
+    """The requested sizes; training sets of one pool nested, one shared test set, no test
+    signal among the training signals; the cache gives back the generated pool; bad sizes
+    are refused."""
+    small = mnist1d_split(300, 200, 800, cache_dir=str(tmp_path))
+    big = mnist1d_split(600, 200, 800, cache_dir=str(tmp_path))
+    assert small[0].shape == (300, 40) and small[2].shape == (200, 40)
+    assert big[0].shape == (600, 40) and big[1].shape == (600,)
+    np.testing.assert_array_equal(big[0][:300], small[0])  # nested
+    np.testing.assert_array_equal(big[2], small[2])  # one test set
+    train = {row.tobytes() for row in big[0]}
+    assert not any(row.tobytes() in train for row in big[2])
+    assert (tmp_path / "mnist1d-800-seed42.npz").exists()
+    fresh = mnist1d_pool(800)  # generated again, not read from the cache
+    cached = mnist1d_pool(800, cache_dir=str(tmp_path))
+    np.testing.assert_array_equal(fresh[0], cached[0])
+    assert not np.array_equal(mnist1d_pool(800, seed=1)[0], fresh[0])  # the seed matters
+    with pytest.raises(ValueError, match="pool"):
+        mnist1d_split(700, 200, 800)
+    with pytest.raises(ValueError, match="multiple of 10"):
+        mnist1d_pool(805)
+
+
+def test_splits_are_deterministic_and_disjoint():
+    a, b = uci_splits(506, seed=0), uci_splits(506, seed=0)
+    assert len(a) == 20
+    for (tr, te), (tr2, te2) in zip(a, b, strict=True):
+        np.testing.assert_array_equal(te, te2)
+        np.testing.assert_array_equal(tr, tr2)
+        assert len(te) == 51 and not set(tr) & set(te) and len(tr) + len(te) == 506
+    assert not np.array_equal(a[0][1], a[1][1])
+
+
+def test_standardization_uses_training_data_only():
+    rng = np.random.default_rng(0)
+    train, test = rng.normal(5, 2, (100, 3)), rng.normal(50, 20, (10, 3))
+    mu, sd, tr, te = standardize(train, test)
+    np.testing.assert_allclose(mu, train.mean(0))
+    np.testing.assert_allclose(tr.mean(0), 0, atol=1e-12)
+    np.testing.assert_allclose(tr.std(0), 1)
+    np.testing.assert_allclose(te, (test - train.mean(0)) / train.std(0))  # test not used
+    _, sd2, _, _ = standardize(np.ones((5, 1)), np.ones((2, 1)))
+    assert sd2[0] == 1.0  # a constant column is left unscaled
+
+
+def test_uci_and_mnist_tiny_runs(tmp_path):
+    recs = run_uci("tiny", str(tmp_path), log=lambda *_: None)
+    assert {(r["dataset"], r["method"]) for r in recs} == {
+        (d, m) for d in ("concrete", "boston") for m in ("SVI", "Dense-BNN", "HS-BNN")
+    }
+    assert all(np.isfinite(r["rmse"]) and np.isfinite(r["ll"]) for r in recs)
+    assert all(r["epochs"] in (1, 2, 3) and r["sigma"] in (0.5, 1.0) for r in recs)
+    res = uci_table(recs, str(tmp_path), "tiny")
+    ours = [r for r in res["rows"] if r["source"] == "this run"]
+    published = [r for r in res["rows"] if r["source"] == "published"]
+    assert len(ours) == 12 and len(published) == 6  # 2 criteria; PBP, VI, MC dropout
+    assert {r["criterion"] for r in ours} == {"rmse", "ll"}
+    assert len(recs) == 2 * 3 * 2 * 2  # dataset x method x criterion x split
+    assert "Hernandez-Lobato" in res["text"] and (tmp_path / "uci-tiny.tex").stat().st_size > 0
+    recs = run_mnist1d("tiny", str(tmp_path), log=lambda *_: None)
+    assert [r["n"] for r in recs] == [300, 600] and all(r["optimizer"] == "rmsprop" for r in recs)
+    for rec in recs:
+        assert rec["selected_width"] in rec["widths"]
+        assert len(rec["curves"]["dense"]["accuracy"]) == 2
+        assert len(rec["curves"]["spike_slab"]["kept"]) == 2
+    assert recs[1]["lambda_s"] > recs[0]["lambda_s"]  # a L log n grows with n
+    out = mnist_figure(recs, str(tmp_path), "tiny")
+    assert out["panels"] == 3 and all((tmp_path / p.split("/")[-1]).exists() for p in out["paths"])
+    tab = mnist_table(recs, str(tmp_path), "tiny")
+    assert [r["n"] for r in tab["rows"]] == [300, 600]
+    assert (tmp_path / "mnist1d-tiny.csv").read_text().count("\n") == 1 + 2 * 2  # (n, epoch)
+    again = run_mnist1d("tiny", str(tmp_path), log=lambda *_: None)  # reused, not retrained
+    assert again == recs
+
+
+def test_uci_refit_reads_each_split_at_its_own_epoch():
+    """A split read off at epoch 2 of a 3-epoch refit scores exactly as a fit stopped at
+    epoch 2 (same seeds, so the same trajectory): the refit's checkpoints are the chosen
+    epochs, not the last.  Negative control: the split read at epoch 3 scores otherwise.
+    Both criteria choosing the same grid point share one training (one record each)."""
+    from simulate.experiments import realdata as rd
+
+    X, y = boston()
+    splits = uci_splits(len(y), 2, seed=0)
+    cfg = {"epochs": 3, "eval_every": 1}
+    best = {"rmse": [(0.5, 1.0, 2), (0.5, 1.0, 3)], "ll": [(0.5, 1.0, 3), (0.5, 1.0, 3)]}
+    recs = rd._uci_refit(cfg, "spike_slab", X, y, splits, best, "boston", "SVI")
+    assert [(r["criterion"], r["split"], r["epochs"]) for r in recs] == [
+        ("rmse", 0, 2),
+        ("rmse", 1, 3),
+        ("ll", 0, 3),
+        ("ll", 1, 3),
+    ]
+    one = {"rmse": [(0.5, 1.0, 2)] * 2}
+    alone = rd._uci_refit({"epochs": 2}, "spike_slab", X, y, splits, one, "b", "S")
+    assert recs[0]["rmse"] == pytest.approx(alone[0]["rmse"], rel=1e-6)
+    assert recs[0]["ll"] == pytest.approx(alone[0]["ll"], rel=1e-6)
+    assert recs[1]["rmse"] != pytest.approx(alone[1]["rmse"], rel=1e-6)
+    assert recs[1]["rmse"] == recs[3]["rmse"]  # same split, point and epoch: one training
+    assert recs[2]["rmse"] != pytest.approx(recs[0]["rmse"], rel=1e-6)
+
+
+def test_uci_grid_search_criteria(monkeypatch):
+    """The two criteria choose by what they say.  Fake fits: sigma_0 = 0.5 predicts 5 (far
+    off the standardised validation targets), sigma_0 = 1 predicts 0 with no spread, at
+    every epoch and sigma.  RMSE cannot tell the sigmas apart, so it keeps the grid's first
+    (0.1, the smallest) with sigma_0 = 1; the log-likelihood of residuals of sd ~1 is
+    greatest at the sigma nearest 1.  A failed fit never wins (control: sigma_0 = 1 failing
+    leaves only 0.5)."""
+    from simulate.experiments import realdata as rd
+
+    failing = {"flag": False}
+
+    def fake_fit(family, s, s0, Xf, yf, epochs, seed, eval_every=None, at_epoch=None):
+        for ep in rd._checkpoints(epochs, eval_every):
+            at_epoch(ep, s0)
+        return None, np.full(len(Xf), failing["flag"] and s0 == 1.0)
+
+    def fake_draws(post, Xv, draws=30):
+        return np.full((draws, len(Xv), len(Xv[0])), 5.0 if post == 0.5 else 0.0)
+
+    monkeypatch.setattr(rd, "_fit_splits", fake_fit)
+    monkeypatch.setattr(rd, "_per_model", fake_draws)
+    X, y = boston()
+    splits = uci_splits(len(y), 3, seed=0)
+    parts = [(tr[:300], tr[300:]) for tr, _ in splits]
+    cfg = {"epochs": 4, "eval_every": 2, "sigmas": (0.1, 0.25, 0.5, 1.0, 2.0),
+           "sigma0s": (0.5, 1.0)}  # fmt: skip
+    best = rd._uci_grid_search(cfg, "dense", X, y, *zip(*parts, strict=True))
+    assert best["rmse"] == [(0.1, 1.0, 2)] * 3
+    assert best["ll"] == [(1.0, 1.0, 2)] * 3
+    failing["flag"] = True
+    best = rd._uci_grid_search(cfg, "dense", X, y, *zip(*parts, strict=True))
+    assert all(b[1] == 0.5 for c in best.values() for b in c)
+
+
+def test_mnist1d_controls_tiny_run(tmp_path):
+    """Each variant trains once per n with its one setting changed (and only that), the
+    table and figure are written, and a second call reuses the records."""
+    from figures.realdata_figures import (
+        mnist_controls_figure,
+        mnist_controls_table,
+        run_mnist1d_controls,
+    )
+    from simulate.experiments.realdata import MNIST_CONTROL_VARIANTS
+    from theory import lambda_s_rule
+
+    recs = run_mnist1d_controls("tiny", str(tmp_path), log=lambda *_: None)
+    assert [(r["n"], r["variant"]) for r in recs] == [(300, v) for v in MNIST_CONTROL_VARIANTS]
+    by = {r["variant"]: r for r in recs}
+    assert by["paper"]["lambda_s"] == pytest.approx(float(lambda_s_rule(300, 2, 1.5)))
+    assert by["a=0.1"]["lambda_s"] == pytest.approx(float(lambda_s_rule(300, 2, 0.1)))
+    assert by["lambda_s=1e-6"]["lambda_s"] == 1e-6
+    assert by["adam"]["optimizer"] == "adam" and by["paper"]["optimizer"] == "rmsprop"
+    assert by["lr=1e-3"]["lr"] == 1e-3 and by["paper"]["lr"] == 5e-3
+    assert by["init_sigma=0.05"]["init_sigma"] == 0.05 and by["dense"]["family"] == "dense"
+    # the sparsity price is in L3: lambda_s S with S ~ the edges kept
+    assert by["paper"]["curves"]["L3"][-1][0] > 10 * abs(by["lambda_s=1e-6"]["curves"]["L3"][-1][0])
+    for r in recs:
+        c = r["curves"]
+        assert c["epochs"] == [1, 2] and len(c["accuracy"][0]) == 2  # two seeds
+        assert all(np.isfinite(c[k]).all() for k in ("accuracy", "kept", "L1", "L2", "L3"))
+    tab = mnist_controls_table(recs, str(tmp_path), "tiny")
+    assert len(tab["rows"]) == len(MNIST_CONTROL_VARIANTS) and "budget" in tab["text"]
+    out = mnist_controls_figure(recs, str(tmp_path), "tiny")
+    assert all((tmp_path / p.split("/")[-1]).exists() for p in out["paths"])
+    assert run_mnist1d_controls("tiny", str(tmp_path), log=lambda *_: None) == recs

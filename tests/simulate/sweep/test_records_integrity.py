@@ -1,0 +1,378 @@
+"""Records files: one configuration per file, one writer at a time, failed cells recorded;
+and every bad input of the sweep and verify.rates command lines a one-line error, exit 2,
+with nothing created."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import simulate.sweep.parallel as parallel_mod
+import simulate.sweep.records as records_mod
+import simulate.sweep.run as sweep_mod
+from simulate.core.trainer import Trainer
+from simulate.sweep.records import exclusive_writer
+from simulate.sweep.run import (
+    RecordsError,
+    SweepConfig,
+    TruthSpec,
+    fingerprint,
+    fingerprint_fields,
+    one_configuration,
+    read_records,
+    records_path_for,
+    run_sweep,
+)
+from tests.factories import SWEEP_TINY
+from verify.rates import analyse, format_results
+
+TINY = {**SWEEP_TINY, "max_steps": 40, "n_test": 300, "replicate_block": 2}
+SWEEP = ["--truth", "holder", "--alpha", "0.5", "--p", "1", "--n", "64", "128", "256"]
+SWEEP += ["--replicates", "1", "--widths", "2", "--max-steps", "30", "--batch-size", "32"]
+
+
+def cfg(**kw):
+    return SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5)], **{**TINY, **kw})
+
+
+def quiet(*_):
+    pass
+
+
+def cli(module, *args, cwd=None):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def one_line_error(r):
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    return r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ")
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    path = tmp_path_factory.mktemp("rec") / "r.jsonl"
+    return run_sweep(cfg(), path, progress=False, log=quiet), path
+
+
+# ------------------------------------------------------------------ fingerprints
+def test_every_record_carries_the_fingerprint_of_its_configuration(recorded):
+    recs, _ = recorded
+    fp = fingerprint(fingerprint_fields(cfg()))
+    assert {r["fingerprint"] for r in recs} == {fp}
+    f = recs[0]["fingerprint_fields"]
+    assert f["n_max"] == 256 and f["max_steps"] == 40 and "torch" in f["versions"]
+    assert "replicates" not in f and "ns" not in f  # bookkeeping: which cells, not what
+    # more replicates or a smaller extra n change no cell: same fingerprint
+    assert fingerprint(fingerprint_fields(cfg(replicates=5, ns=[32, 64, 128, 256]))) == fp
+    # a larger n redraws every replicate's data: another fingerprint
+    assert fingerprint(fingerprint_fields(cfg(ns=[64, 128, 512]))) != fp
+
+
+@pytest.mark.parametrize(
+    "change, field", [({"max_steps": 50}, "max_steps 40 -> 50"), ({"seed": 7}, "seed 0 -> 7")]
+)
+def test_resuming_another_configuration_is_refused_naming_the_fields(recorded, change, field):
+    recs, path = recorded
+    before = path.read_bytes()
+    with pytest.raises(RecordsError, match=field):
+        run_sweep(cfg(**change), path, progress=False, log=quiet)
+    with pytest.raises(RecordsError, match="--new-file"):
+        records_path_for(cfg(**change), str(path))
+    assert path.read_bytes() == before
+
+
+def test_sweep_cli_refuses_a_changed_seed_and_new_file_writes_beside(tmp_path):
+    out = tmp_path / "r.jsonl"
+    assert cli("simulate.sweep", *SWEEP, "--out", str(out)).returncode == 0
+    before = out.read_bytes()
+    r = cli("simulate.sweep", *SWEEP, "--seed", "7", "--out", str(out))
+    assert one_line_error(r) and "seed 0 -> 7" in r.stderr, r.stderr
+    assert out.read_bytes() == before
+    r = cli("simulate.sweep", *SWEEP, "--seed", "7", "--out", str(out), "--new-file")
+    assert r.returncode == 0, r.stderr
+    beside = [p for p in tmp_path.glob("r-*.jsonl")]
+    assert len(beside) == 1 and len(read_records(beside[0])) == 3
+    assert {x["fingerprint_fields"]["seed"] for x in read_records(beside[0])} == {7}
+    assert out.read_bytes() == before
+    # verify.rates refuses the two files mixed into one, unless told which
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(before + beside[0].read_bytes())
+    r = cli("verify.rates", "--records", str(mixed), "--figures", str(tmp_path / "f"))
+    assert one_line_error(r) and "mixes 2 configurations" in r.stderr and "seed" in r.stderr
+    fp = read_records(beside[0])[0]["fingerprint"]
+    r = cli("verify.rates", "--records", str(mixed), "--fingerprint", fp[:6], "--figures",
+            str(tmp_path / "f"))  # fmt: skip
+    assert r.returncode in (0, 1, 3), r.stderr
+    assert "1 replicates" in r.stdout
+
+
+def test_one_configuration_chooses_or_refuses(recorded):
+    recs, _ = recorded
+    other = [{**r, "fingerprint": "0" * 16} for r in recs[:2]]
+    with pytest.raises(RecordsError, match="mixes 2 configurations"):
+        one_configuration(recs + other)
+    assert one_configuration(recs + other, "0000") == other
+    assert one_configuration(recs + other, recs[0]["fingerprint"][:5]) == recs
+    with pytest.raises(RecordsError, match="matches 0"):
+        one_configuration(recs, "ffff")
+
+
+def test_an_older_schema_is_named(tmp_path):
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps({"schema": "asvi-rates/sweep-record/2"}) + "\n")
+    with pytest.raises(RecordsError, match="another version"):
+        read_records(path)
+
+
+# ------------------------------------------------------------------ one writer
+def test_a_second_writer_exits_at_once_and_loses_nothing(recorded, tmp_path):
+    path = tmp_path / "r.jsonl"
+    with exclusive_writer(path):  # a sweep holding the file
+        r = cli("simulate.sweep", *SWEEP, "--out", str(path))
+    assert one_line_error(r) and "being written by another run" in r.stderr
+    assert not path.exists()  # nothing written, and the first writer's file is its own
+
+
+def test_two_sweeps_started_together_record_each_cell_once(tmp_path):
+    out = tmp_path / "r.jsonl"
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "simulate.sweep",
+                *SWEEP,
+                "--replicates",
+                "2",
+                "--out",
+                str(out),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        for _ in range(2)
+    ]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert all(e.count("error:") <= 1 for e in errs), errs
+    assert codes in ([0, 0], [0, 2])  # the loser either waits its turn (0 jobs) or exits 2
+    recs = read_records(out)
+    keys = [(r["cell"]["n"], r["cell"]["replicate"]) for r in recs]
+    assert len(keys) == len(set(keys)) == 6
+
+
+def test_a_read_only_file_is_read_when_nothing_is_left(recorded, monkeypatch):
+    recs, path = recorded
+    real = os.access
+    monkeypatch.setattr(records_mod.os, "access", lambda p, m: False if m & os.W_OK else real(p, m))
+    again = run_sweep(cfg(), path, progress=False, log=quiet)  # nothing to train: fine
+    assert len(again) == len(recs)
+    with pytest.raises(RecordsError, match="cannot write"):
+        run_sweep(cfg(replicates=3), path, progress=False, log=quiet)
+
+
+# ------------------------------------------------------------------ failed cells
+def test_a_diverging_cell_is_recorded_failed_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    real = Trainer.fit_until
+
+    def diverge_at_128(self, rule, progress=None):
+        if self.n == 128:  # every candidate of the n = 128 cells blows up at once
+            with torch.no_grad():
+                self.state.var[0] = float("inf")
+        return real(self, rule, progress)
+
+    monkeypatch.setattr(Trainer, "fit_until", diverge_at_128)
+    recs = run_sweep(cfg(), tmp_path / "r.jsonl", progress=False, log=quiet)
+    assert len(recs) == 6
+    bad = [r for r in recs if r["failed"]]
+    assert {r["cell"]["n"] for r in bad} == {128} and len(bad) == 2
+    for r in bad:
+        assert r["selected_width"] is None and r["metrics"]["d2"] is None
+        assert r["per_width"]["failed_step"] == [0, 0]
+        assert all(t and "L1" in t for t in r["per_width"]["failed_term"])
+    good = [r for r in recs if not r["failed"]]
+    assert all(r["selected_width"] in (2, 4) for r in good)
+    assert all(t is None for r in good for t in r["per_width"]["failed_term"])
+
+
+def test_verify_excludes_failed_cells_and_says_so():
+    from test_decisive import fake_records
+
+    recs = fake_records(asvi_exp=-0.5, ref_exp=-0.5, R=5)
+    victim = next(r for r in recs if r["cell"]["replicate"] == 2 and r["cell"]["n"] == 1000)
+    victim.update(failed=True, selected_width=None, metrics=dict.fromkeys(victim["metrics"]))
+    res = analyse(recs)
+    assert all(r["excluded_replicates"] == [2] for r in res)
+    assert all(2 not in r["replicates"] and len(r["replicates"]) == 4 for r in res)
+    assert res[0]["failed_cells"] == [[1000, 2]]
+    assert "FAILED cells" in format_results(res) and "(1000, 2)" in format_results(res)
+
+
+# ------------------------------------------------------------------ bad input
+BAD_SWEEP = [
+    ["--lambda-s", "0"],
+    ["--lambda-s", "-1"],
+    ["--lambda-s", "nan"],
+    ["--workers", "-1"],
+    ["--workers", "0"],
+    ["--scheduler", "tcp://127.0.0.1:9", "--workers", "1"],
+    ["--max-steps", "0"],
+    ["--stop-tol", "nan"],
+    ["--seed", "-1"],
+    ["--out", "."],
+]
+BAD_CONFIG = [
+    {"lr": -1},
+    {"sigma": 0},
+    {"lam": -1},
+    {"init_nu": 1},
+    {"n_test": 0},
+    {"draws": 0},
+    {"depth": 1.5},
+    {"lambda_s": float("inf")},
+    {"no_such_field": 1},
+]
+
+
+@pytest.mark.parametrize("bad", BAD_SWEEP + [["--config", json.dumps(c)] for c in BAD_CONFIG])
+def test_sweep_bad_input_is_one_line_and_creates_nothing(bad, tmp_path):
+    args = list(bad)
+    if args[0] == "--config":
+        (tmp_path / "c.json").write_text(args[1])
+        args = ["--config", "c.json"]
+    out = [] if "--out" in args else ["--out", "res/r.jsonl"]
+    r = cli("simulate.sweep", *SWEEP, *args, *out, cwd=tmp_path)
+    assert one_line_error(r), (bad, r.returncode, r.stderr)
+    assert sorted(os.listdir(tmp_path)) == (["c.json"] if args[0] == "--config" else [])
+
+
+def test_a_teacher_truth_takes_no_alpha(tmp_path):
+    r = cli("simulate.sweep", "--truth", "teacher", "--alpha", "-5", "--n", "64", "128", "256",
+            "--out", "r.jsonl", cwd=tmp_path)  # fmt: skip
+    assert one_line_error(r) and "teacher" in r.stderr and os.listdir(tmp_path) == []
+
+
+def test_unreachable_scheduler_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(parallel_mod, "SCHEDULER_TIMEOUT_S", 2)
+    argv = [*SWEEP, "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path / "r.jsonl")]
+    assert sweep_mod.main(argv) == 2
+    assert "error:" in capsys.readouterr().err
+    assert read_records(tmp_path / "r.jsonl") == []
+
+
+BAD_VERIFY = [
+    ["--replicates", "0"],
+    ["--workers", "-1"],
+    ["--n", "64", "128"],
+    ["--out", "."],
+    ["--records", "."],
+    ["--records", "typo.jsonl"],
+    ["--json", "."],
+    ["--figures", "afile"],
+    ["--scheduler", "tcp://127.0.0.1:9", "--workers", "1"],
+    ["--fingerprint", "abc"],
+    ["--lam", "nan"],
+    ["--delta", "0.5"],
+]
+
+
+@pytest.mark.parametrize("bad", BAD_VERIFY)
+def test_verify_bad_input_is_one_line_and_creates_nothing(bad, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    r = cli("verify.rates", "--tier", "tiny", *bad, cwd=tmp_path)
+    assert one_line_error(r), (bad, r.returncode, r.stderr)
+    assert os.listdir(tmp_path) == ["afile"]
+
+
+def test_verify_json_into_a_missing_folder_is_created(tmp_path, recorded):
+    _, path = recorded
+    rep = tmp_path / "new" / "deeper" / "rep.json"
+    r = cli("verify.rates", "--records", str(path), "--json", str(rep), "--figures",
+            str(tmp_path / "f"))  # fmt: skip
+    assert r.returncode in (0, 1, 3), r.stderr
+    assert len(json.loads(rep.read_text())) == 3
+
+
+def test_a_crash_is_exit_4_with_its_traceback(recorded, monkeypatch, capsys):
+    import verify.rates as vr
+
+    _, path = recorded
+
+    def boom(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(vr, "analyse", boom)
+    assert vr.main(["--records", str(path), "--no-control"]) == 4
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError: boom" in err
+
+
+BAD_OTHER = [
+    ("theory", ["--n", "1000", "--p", "1", "--alpha", "0.5", "--json", "."]),
+    ("theory", ["--n", "nan", "--p", "1", "--alpha", "0.5"]),
+    ("simulate.experiments.teacher", ["--epochs", "nan"]),
+    ("simulate.experiments.teacher", ["--epochs", "inf"]),
+    ("simulate.experiments.teacher", ["--json", "."]),
+    ("simulate.bench", ["--device", "tpu"]),
+    ("simulate.bench", ["--threads", "-1"]),
+    ("simulate.bench", ["--json", "."]),
+    ("figures", ["--records", "typo.jsonl"]),
+    ("figures", ["--records", "."]),
+    ("figures", ["--out", "afile"]),
+]
+
+
+@pytest.mark.parametrize("module, bad", BAD_OTHER)
+def test_other_commands_bad_input_is_one_line_and_creates_nothing(module, bad, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    r = cli(module, *bad, cwd=tmp_path)
+    assert one_line_error(r), (module, bad, r.returncode, r.stderr)
+    assert os.listdir(tmp_path) == ["afile"]
+
+
+def test_theory_json_into_a_missing_folder_is_created(tmp_path):
+    r = cli("theory", "--n", "1000", "--p", "1", "--alpha", "0.5", "--json", "a/b/t.json",
+            cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "lemma_6_1" in json.loads((tmp_path / "a" / "b" / "t.json").read_text())
+
+
+# ------------------------------------------------------------------ every driver's store
+def test_teacher_and_real_data_records_are_one_configuration(tmp_path, monkeypatch):
+    """Table 1's, UCI's and MNIST-1D's records files refuse another tier setting by name
+    (the figures' --recompute discards them), and hold the same lock as the sweep."""
+    import simulate.experiments.realdata as rd
+    import simulate.experiments.table1 as ft
+    from simulate.sweep.tiers import TEACHER
+
+    fake = {"method": "SVI", "replicate": 0, "rmse": [1.0], "elbo": [0.0], "schema": ft.SCHEMA}
+    monkeypatch.setitem(TEACHER, "tiny", {**TEACHER["tiny"], "epochs": 3})
+    with ft.teacher_store("tiny", tmp_path).writing() as st:
+        st.append([fake])
+    monkeypatch.setitem(TEACHER, "tiny", {**TEACHER["tiny"], "epochs": 2})
+    with pytest.raises(RecordsError, match=r"epochs 3 -> 2.*--recompute"):
+        ft.run_teacher("tiny", str(tmp_path))
+    # more replicates is not another configuration
+    monkeypatch.setitem(TEACHER, "tiny", {**TEACHER["tiny"], "epochs": 3, "replicates": 9})
+    store = ft.teacher_store("tiny", tmp_path)
+    assert store.foreign(store.read()) is None
+    for store in (rd.uci_store("tiny", tmp_path), rd.mnist_store("tiny", tmp_path)):
+        with exclusive_writer(store.path):
+            with pytest.raises(RecordsError, match="another run"):
+                with store.writing():
+                    pass

@@ -1,0 +1,190 @@
+"""Estimators: scikit-learn contract, a teacher-student fit, ASVI selection, summaries, and
+every bad input of issue #3."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from sklearn.exceptions import NotFittedError
+
+from simulate.core.posterior import select_width
+from simulate.estimators import ASVIClassifier, ASVIRegressor, SVIClassifier, SVIRegressor
+from simulate.truths.functions import TeacherNetwork, make_regression_data
+from theory import log_prior_N
+
+SMALL = {"batch_size": 256, "epochs": 100}
+
+
+@pytest.fixture(scope="module")
+def teacher_data():
+    t = TeacherNetwork(p=5, widths=(4, 4), seed=3, bias="add")
+    X, y = make_regression_data(t, 4000, 5, 1.0, seed=1)
+    Xt, yt = make_regression_data(t, 20_000, 5, 1.0, seed=2)
+    return t, X, y, Xt, yt
+
+
+@pytest.fixture(scope="module")
+def svi_fit(teacher_data):
+    _, X, y, _, _ = teacher_data
+    return SVIRegressor(width=8, seed=0, **SMALL).fit(X, y)
+
+
+def test_teacher_student_reaches_noise_level(teacher_data, svi_fit):
+    """Test RMSE of the posterior mean within 5% of sigma = 1 after 100 epochs (1563 steps).
+    Tolerance: the noise floor's own standard error on 20,000 test points is about 0.005,
+    so 1.05 is 10 SE above the floor; a model that learnt nothing scores sqrt(1 + var f0)."""
+    t, _, _, Xt, yt = teacher_data
+    rmse = math.sqrt(np.mean((svi_fit.predict(Xt) - yt) ** 2))
+    assert rmse < 1.05
+    null_rmse = math.sqrt(np.mean((yt - yt.mean()) ** 2))  # negative control: the mean
+    assert null_rmse > 5 and svi_fit.score(Xt, yt) > 0.97
+
+
+def test_estimator_contract(teacher_data, svi_fit):
+    _, X, y, Xt, _ = teacher_data
+    params = svi_fit.get_params()
+    assert params["width"] == 8 and params["epochs"] == 100
+    clone = SVIRegressor(**params)
+    assert clone.get_params() == params and not hasattr(clone, "posterior_")
+    assert clone.set_params(epochs=3) is clone and clone.epochs == 3
+    with pytest.raises(ValueError, match="Invalid parameter"):
+        clone.set_params(bogus=1)
+    with pytest.raises(NotFittedError, match="not fitted"):
+        clone.predict(Xt)
+    mean, std = svi_fit.predict(Xt[:50], return_std=True)
+    assert mean.shape == std.shape == (50,) and np.all(std >= 1.0)  # includes sigma = 1
+    assert svi_fit.selected_width_ == 8 and svi_fit.n_steps_ == math.ceil(100 * 4000 / 256)
+    for attr in (
+        "elbo_",
+        "penalized_elbo_",
+        "loss_terms_",
+        "n_edges_",
+        "n_edges_gt_half_",
+        "fit_time_s_",
+        "history_",
+        "failed_",
+    ):
+        assert hasattr(svi_fit, attr)
+    # same seed -> same fit
+    a = SVIRegressor(width=3, batch_size=256, epochs=2, seed=4).fit(X, y).predict(Xt[:20])
+    b = SVIRegressor(width=3, batch_size=256, epochs=2, seed=4).fit(X, y).predict(Xt[:20])
+    np.testing.assert_array_equal(a, b)
+
+
+def test_asvi_selection_reports_every_candidate_and_avoids_the_widest(teacher_data):
+    _, X, y, _, _ = teacher_data
+    widths = [2, 4, 32]
+    m = ASVIRegressor(widths=widths, seed=1, **SMALL).fit(X, y)
+    assert m.elbo_.shape == m.penalized_elbo_.shape == (3,)
+    prior = np.array([float(log_prior_N(w, 10.0)) for w in widths])
+    np.testing.assert_allclose(m.penalized_elbo_, m.elbo_ + prior)
+    assert m.selected_width_ == widths[int(np.argmax(m.penalized_elbo_))]
+    assert m.selected_width_ != 32  # a width-4 teacher: the widest candidate is not chosen
+    assert np.all(np.isfinite(m.elbo_))
+    terms = m.loss_terms_
+    np.testing.assert_allclose(m.elbo_, -(terms["L1"] + terms["L2"] + terms["L3"]))
+
+
+def test_select_width_rule():
+    sel = select_width(np.array([-10.0, -5.0, np.nan]), [2, 4, 6], lam=10.0)
+    assert sel["width"] == 4 and not sel["eligible"][2]
+    sel = select_width(np.array([-10.0, -5.0]), [2, 4], lam=10.0, failed=[False, True])
+    assert sel["width"] == 2
+    with pytest.raises(FloatingPointError):
+        select_width(np.array([np.nan]), [2], lam=10.0)
+
+
+def test_posterior_summaries(teacher_data, svi_fit):
+    t, _, _, Xt, _ = teacher_data
+    post, X = svi_fit.posterior_, Xt[:5000]
+    d2 = post.hellinger_sq(t, X)
+    l2 = post.l2sq_mean(t, X)
+    assert d2.shape == l2.shape == (1,)
+    # recomputed from the draws: E_q E_X [1 - exp(-(f - f0)^2 / 8 sigma^2)], 30 draws
+    diff = post.outputs(X, 30)[:, 0, 0, :].numpy() - t(X)[None, :]
+    assert d2[0] == pytest.approx(np.mean(1 - np.exp(-(diff**2) / 8)), rel=1e-12)
+    assert d2[0] <= np.mean(diff**2) / 8  # 1 - e^{-x} <= x
+    fhat = post.predict_mean(X, 30)[0].numpy()
+    assert l2[0] == pytest.approx(np.mean((fhat - t(X)) ** 2), rel=1e-12)
+    assert l2[0] < 0.1  # the fit of the previous test: posterior mean close to f0
+    d2_draws, l2_one_pass = post.test_metrics(t, X)  # the sweep's one pass: the same numbers
+    assert np.array_equal(d2_draws.mean(0), d2) and np.array_equal(l2_one_pass, l2)
+    # negative control: against a truth shifted by 3 sigma the distance is large
+    assert post.hellinger_sq(lambda Z: t(Z) + 3.0, X)[0] > 0.5
+    e = post.edges()
+    assert 0 < e["sum_nu"][0] <= e["H"][0] and 0 <= e["n_nu_gt_half"][0] <= e["H"][0]
+
+
+def test_classifier_learns_a_separable_problem():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(3000, 2))
+    y = np.where(X[:, 0] + X[:, 1] > 0, "a", "b")
+    clf = SVIClassifier(
+        width=8, batch_size=256, epochs=30, sigma_0=2.0, lambda_s=3.0, lam=10.0, seed=0
+    ).fit(X, y)
+    Xt = rng.uniform(-1, 1, size=(2000, 2))
+    yt = np.where(Xt[:, 0] + Xt[:, 1] > 0, "a", "b")
+    assert clf.score(Xt, yt) > 0.95  # chance is 0.5
+    P = clf.predict_proba(Xt[:10])
+    assert P.shape == (10, 2) and np.allclose(P.sum(1), 1)
+    asvi = ASVIClassifier(
+        widths=[2, 6], batch_size=256, epochs=5, lam=10.0, lambda_s=3.0, seed=0
+    ).fit(X, y)
+    assert asvi.selected_width_ in (2, 6) and set(asvi.predict(Xt[:5])) <= {"a", "b"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "X", "y", "match"),
+    [
+        ({"widths": []}, None, None, "widths"),
+        ({"widths": [4, 0]}, None, None, "width"),
+        ({"widths": [2.5]}, None, None, "width"),
+        ({"batch_size": 0}, None, None, "batch_size"),
+        ({}, "nan", None, "NaN"),
+        ({}, None, "nan", "NaN"),
+        ({}, None, "short", "inconsistent numbers of samples"),
+        ({}, "1d", None, "2D array"),
+        ({"device": "cuda"}, None, None, "cuda"),
+    ],
+)
+def test_bad_arguments_raise(kwargs, X, y, match):
+    if kwargs.get("device") == "cuda" and torch.cuda.is_available():
+        pytest.skip("CUDA present: the error case does not arise")
+    rng = np.random.default_rng(0)
+    Xv = rng.uniform(-1, 1, (300, 3))
+    yv = Xv[:, 0].copy()
+    if X == "nan":
+        Xv[5, 1] = np.nan
+    if X == "1d":
+        Xv = Xv[:, 0]
+    if y == "nan":
+        yv[3] = np.nan
+    if y == "short":
+        yv = yv[:-1]
+    params = {"widths": [2], "batch_size": 100, "epochs": 1, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        ASVIRegressor(**params).fit(Xv, yv)
+
+
+def test_all_models_failing_raises():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (300, 3))
+    y = X[:, 0] * 1e30  # the Gaussian log-likelihood overflows float32
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        SVIRegressor(width=2, batch_size=100, epochs=1).fit(X, y)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_path_matches_cpu(teacher_data):
+    _, X, y, Xt, _ = teacher_data
+    kw = {"width": 4, "batch_size": 256, "epochs": 2, "seed": 0, "dtype": torch.float64}
+    cpu = SVIRegressor(device="cpu", **kw).fit(X, y)
+    gpu = SVIRegressor(device="cuda", **kw).fit(X, y)
+    np.testing.assert_allclose(gpu.predict(Xt[:100]), cpu.predict(Xt[:100]), rtol=1e-6)
+
+
+def test_float64_estimator_runs(teacher_data):
+    _, X, y, Xt, _ = teacher_data
+    m = SVIRegressor(width=3, batch_size=256, epochs=1, dtype=torch.float64).fit(X, y)
+    assert m.posterior_.var.dtype == torch.float64 and m.predict(Xt[:5]).shape == (5,)

@@ -1,0 +1,160 @@
+"""A readable report of what the theory says at one (n, p, alpha): ``python -m theory``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+from theory._paths import check_output_file
+from theory.bounds import eps_n, lemma_6_1, optimal_structure, r_n, theorem_4_1_bound, xi_bound
+from theory.conditions import condition_5_3
+from theory.exponents import METRICS, corollary_6_1_rate, log_factor_power, predicted_exponent
+from theory.priors import log_prior_N
+from theory.qstar import q_star_log10
+
+__all__ = ["report", "format_report", "main"]
+
+
+def _f(x) -> float:
+    return float(x)
+
+
+def g(x) -> str:
+    """Six significant digits."""
+    return f"{float(x):.6g}"
+
+
+def report(n, p, alpha, holder_norm=1, B=2, C_N=1, lam=10, delta=1, N_max=None) -> dict:
+    """Every theory quantity at (n, p, alpha) as plain floats/ints (JSON-ready).
+
+    Unknown constants (M, C, C' of Lemmas 4.1-4.2, C'' of the corollaries) are set to 1.
+    """
+    net = lemma_6_1(n, p, alpha, C_N)
+    L, N, s = net.L, net.N, net.s
+    xi = xi_bound(n, N, p, alpha, holder_norm)
+    thm = theorem_4_1_bound(n, L, N, s, p, xi, B=B, delta=delta)
+    opt = optimal_structure(n, p, alpha, holder_norm, L=L, B=B, N_max=N_max)
+    return {
+        "inputs": {
+            "n": n,
+            "p": p,
+            "alpha": alpha,
+            "holder_norm": holder_norm,
+            "B": B,
+            "C_N": C_N,
+            "lam": lam,
+            "delta": delta,
+            "constants M, C, C'": 1,
+        },
+        "lemma_6_1": {
+            "L": L,
+            "N": N,
+            "width": net.width,
+            "s": s,
+            "s_bound": _f(net.s_bound),
+            "H": net.H,
+            "N_raw": net.N_raw,
+            "N_clamped": net.N_clamped,
+            "s_clamped": net.s_clamped,
+        },
+        "terms": {
+            "r_n": _f(r_n(n, L, N, s, p, B)),
+            "eps_n^2": _f(eps_n(n, L, N, s, p, delta=delta) ** 2),
+            "xi_bound": _f(xi),
+        },
+        "theorem_4_1": {k: _f(v) for k, v in thm.items()},
+        "optimal": {
+            "N": opt["N"],
+            "s": opt["s"],
+            "width": opt["width"],
+            "r_n": _f(opt["r_n"]),
+            "xi": _f(opt["xi"]),
+            "objective": _f(opt["objective"]),
+            "condition_5_3": condition_5_3(L, opt["N"], opt["s"], p),
+        },
+        "q_star_log10": {
+            slab: _f(q_star_log10(n, L, N, s, p, max(B, 1), slab))
+            for slab in ("gaussian", "uniform")
+        },
+        "log_prior_N": _f(log_prior_N(N, lam)),
+        "corollary_6_1_rate": _f(corollary_6_1_rate(n, alpha, p, delta)),
+        "predicted_exponent": {m: _f(predicted_exponent(alpha, p, m)) for m in METRICS},
+        "log_factor_power": {m: log_factor_power(m, delta) for m in METRICS},
+    }
+
+
+def format_report(r: dict) -> str:
+    i, net, t, thm, opt = r["inputs"], r["lemma_6_1"], r["terms"], r["theorem_4_1"], r["optimal"]
+    lines = [
+        f"asvi-rates theory report: n = {i['n']}, p = {i['p']}, alpha = {i['alpha']}, "
+        f"Hoelder norm = {i['holder_norm']}, B = {i['B']}, delta = {i['delta']}",
+        "(unknown constants M, C, C', C'' set to 1: bounds show shape, not level)",
+        "",
+        "Lemma 6.1 network (L hidden layers of width 12pN):",
+        f"  L = {net['L']}   N = {net['N']}   width 12pN = {net['width']}   edges H = {net['H']}",
+        f"  s = {net['s']}   (printed bound {g(net['s_bound'])}"
+        + (", capped at H" if net["s_clamped"] else "")
+        + ")"
+        + (f"   N clamped to 1 (printed value {net['N_raw']})" if net["N_clamped"] else ""),
+        "",
+        "Error terms at the Lemma 6.1 network:",
+        f"  variational   r_n      = {g(t['r_n'])}",
+        f"  estimation    eps_n^2  = {g(t['eps_n^2'])}",
+        f"  approximation xi bound = {g(t['xi_bound'])}",
+        f"Theorem 4.1 bound on E_q d^2: {g(thm['estimation'])} + {g(thm['variational'])} + "
+        f"{g(thm['approximation'])} = {g(thm['total'])}"
+        + ("   (vacuous: d^2 <= 1 always)" if thm["total"] >= 1 else ""),
+        "",
+        "(N*, s*) = argmin r_n + xi bound (Section 5):",
+        f"  N* = {opt['N']}   width = {opt['width']}   s* = {opt['s']}   "
+        f"r_n = {g(opt['r_n'])}   xi = {g(opt['xi'])}   sum = {g(opt['objective'])}",
+        f"  Condition 5.3 (s* >= 12pN* + L): {opt['condition_5_3']}",
+        "",
+        "q* constants of the proof of Lemma 4.1 (log10):",
+        f"  Gaussian slab sigma_n^2: {g(r['q_star_log10']['gaussian'])}   "
+        f"uniform slab a_n: {g(r['q_star_log10']['uniform'])}",
+        f"log pi(N = {net['N']}) with lambda = {i['lam']}: {g(r['log_prior_N'])}",
+        "",
+        f"Corollary 6.1 rate [n^(-a/(2a+p)) log^delta n]^2 = {g(r['corollary_6_1_rate'])}",
+        "Predicted exponents of n (log factors excluded; log n power in brackets):",
+    ]
+    for m, e in r["predicted_exponent"].items():
+        lines.append(f"  {m:5s} {g(e):>10s}   [log^{g(r['log_factor_power'][m])} n]")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m theory", description=__doc__)
+    ap.add_argument("--n", type=float, default=10000, help="sample size (> 1)")
+    ap.add_argument("--p", type=int, default=1, help="input dimension (positive integer)")
+    ap.add_argument("--alpha", type=float, default=1.0, help="Hoelder smoothness (> 0)")
+    ap.add_argument("--holder-norm", type=float, default=1.0, help="Hoelder norm of f_0")
+    ap.add_argument("--B", type=float, default=2.0, help="parameter bound B of Lemma 4.1")
+    ap.add_argument("--C-N", type=float, default=1.0, help="constant C_N of Lemma 6.1")
+    ap.add_argument("--lam", type=float, default=10.0, help="lambda of the prior on N")
+    ap.add_argument("--delta", type=float, default=1.0, help="log power delta (>= 1)")
+    ap.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if not math.isfinite(args.n):
+            raise ValueError(f"n must be a finite number > 1, got {args.n}")
+        n = int(args.n) if float(args.n).is_integer() else args.n
+        if args.json:
+            check_output_file(args.json, "--json")
+        r = report(n, args.p, args.alpha, args.holder_norm, args.B, args.C_N, args.lam, args.delta)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(format_report(r))
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as fh:
+            json.dump(r, fh, indent=2)
+    return 0
