@@ -211,7 +211,7 @@ def test_a_diverging_cell_is_recorded_failed_and_the_sweep_goes_on(tmp_path, mon
 
 
 def test_verify_excludes_failed_cells_and_says_so():
-    from test_decisive import fake_records
+    from tests.factories import fake_records
 
     recs = fake_records(asvi_exp=-0.5, ref_exp=-0.5, R=5)
     victim = next(r for r in recs if r["cell"]["replicate"] == 2 and r["cell"]["n"] == 1000)
