@@ -29,14 +29,16 @@ import sys
 import time
 
 from simulate.sweep import tiers
-from simulate.sweep.records import RecordsError, check_output_dir
+from simulate.sweep.records import RecordsError
+from theory._paths import check_output_dir
 
 NAMES = ("table1", "fig1b", "rates", "tradeoff", "uci", "mnist1d", "mnist1d-controls")
 VERIFY_TIER = tiers.FIGURES_RATES
 
 
 def _sweep_records(tier: str, path: str | None, recompute: bool):
-    from simulate.sweep.run import SweepConfig, one_configuration, read_records, run_sweep
+    from simulate.sweep.run import run_sweep
+    from simulate.sweep.spec import SweepConfig, one_configuration, read_records
 
     vt = tiers.RATES[VERIFY_TIER[tier]]
     if path is not None:  # records given: use them as they are (one configuration)
@@ -106,7 +108,8 @@ def _rates(args, names) -> None:
 
 
 def _uci(args) -> None:
-    from figures.realdata_figures import run_uci, uci_table
+    from figures.realdata_figures import uci_table
+    from simulate.experiments.realdata import run_uci
 
     t0 = time.perf_counter()
     recs = run_uci(args.tier, args.out, args.recompute)
@@ -115,7 +118,8 @@ def _uci(args) -> None:
 
 
 def _mnist1d(args) -> None:
-    from figures.realdata_figures import mnist_figure, mnist_table, run_mnist1d
+    from figures.realdata_figures import mnist_figure, mnist_table
+    from simulate.experiments.realdata import run_mnist1d
 
     recs = run_mnist1d(args.tier, args.out, args.recompute)
     mnist_figure(recs, args.out, args.tier)
@@ -123,11 +127,8 @@ def _mnist1d(args) -> None:
 
 
 def _mnist1d_controls(args) -> None:
-    from figures.realdata_figures import (
-        mnist_controls_figure,
-        mnist_controls_table,
-        run_mnist1d_controls,
-    )
+    from figures.realdata_figures import mnist_controls_figure, mnist_controls_table
+    from simulate.experiments.realdata import run_mnist1d_controls
 
     recs = run_mnist1d_controls(args.tier, args.out, args.recompute)
     mnist_controls_figure(recs, args.out, args.tier)

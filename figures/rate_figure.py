@@ -5,7 +5,9 @@ predicted slope with its log band) and the selected width against n."""
 from __future__ import annotations
 
 from figures._io import save_figure
-from verify.rates import METRICS, analyse, draw_rate_panel, draw_width_panel
+from theory.exponents import METRICS
+from verify.analysis import analyse
+from verify.render import draw_rate_panel, draw_width_panel
 
 __all__ = ["rate_figure"]
 

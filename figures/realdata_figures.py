@@ -8,22 +8,14 @@ from __future__ import annotations
 import numpy as np
 
 from figures._io import save_figure, write_table
-from simulate.experiments.realdata import (  # noqa: F401  (the drivers, re-exported)
+from simulate.experiments.realdata import (
     DATASETS,
-    MNIST_TIERS,
     UCI_CRITERIA,
     UCI_METHODS,
-    UCI_TIERS,
-    mnist_store,
-    run_mnist1d,
-    run_mnist1d_controls,
-    run_uci,
-    uci_store,
 )
 
 __all__ = [
-    "UCI_TIERS", "MNIST_TIERS", "run_uci", "uci_table", "run_mnist1d", "mnist_figure",
-    "mnist_rows", "mnist_table", "run_mnist1d_controls", "mnist_control_rows",
+    "uci_table", "mnist_figure", "mnist_rows", "mnist_table", "mnist_control_rows",
     "mnist_controls_table", "mnist_controls_figure",
 ]  # fmt: skip
 

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from simulate.sweep.run import SweepConfig, TruthSpec, cell_selection
+from simulate.sweep.spec import SweepConfig, TruthSpec, cell_selection
 from theory import METRICS, gp_matern_exponent, log_factor_power
 from verify.slopes import (
     ATTAIN_LOG_POWER,
@@ -35,7 +35,6 @@ from verify.starts import (
 )
 
 __all__ = [
-    "METRICS",
     "PRIMARY_METRIC",
     "analyse",
     "estimators_of",

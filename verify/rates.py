@@ -59,35 +59,29 @@ import traceback
 import numpy as np
 
 from simulate.sweep import tiers
-from simulate.sweep.records import check_output_dir, check_output_file
-from simulate.sweep.run import (
+from simulate.sweep.records import RecordsError
+from simulate.sweep.run import parse_truths, records_path_for
+from simulate.sweep.spec import (
     TRUTH_HELP,
-    RecordsError,
     SweepConfig,
     one_configuration,
-    parse_truths,
+    overrides_from_args,
     read_records,
-    records_path_for,
 )
-from simulate.sweep.spec import overrides_from_args
+from theory._paths import check_output_dir, check_output_file
 from verify.analysis import (
     EXIT_BAD_INPUT,
     EXIT_CRASH,
     EXIT_FAIL,
     EXIT_INCONCLUSIVE,
     EXIT_PASS,
-    METRICS,
     analyse,
-    budget_control,
-    compare_input_dimensions,
     control_config,
     exit_status,
     reselect,
 )
 from verify.render import (
     REPORT_KEYS,
-    draw_rate_panel,
-    draw_width_panel,
     format_results,
     markdown_results,
     plot_results,
@@ -95,21 +89,7 @@ from verify.render import (
 )
 from verify.slopes import ATTAIN_LOG_POWER
 
-__all__ = [
-    "main",
-    "METRICS",
-    "analyse",
-    "budget_control",
-    "compare_input_dimensions",
-    "control_config",
-    "exit_status",
-    "reselect",
-    "format_results",
-    "draw_rate_panel",
-    "draw_width_panel",
-    "plot_results",
-    "REPORT_KEYS",
-]
+__all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:

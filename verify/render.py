@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from verify.analysis import METRICS
+from theory.exponents import METRICS
 from verify.starts import ARM_HEADER, arm_row
 
 __all__ = [

@@ -45,8 +45,8 @@ from simulate.bench.baselines import ReferenceASVI, VmapEnsemble
 from simulate.core import Batch, Hyper, Trainer
 from simulate.core.recipe import build_trainer
 from simulate.experiments.table1 import METHODS, width_groups
-from simulate.sweep.records import check_output_file
 from simulate.sweep.tiers import PAPER_WIDTHS
+from theory._paths import check_output_file
 
 __all__ = ["run", "main", "table1_block_rate"]
 

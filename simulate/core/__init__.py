@@ -75,7 +75,7 @@ from simulate.core.objective import (
     slab_params,
 )
 from simulate.core.optim import Factors, Optimizer, OptState, optimizer_of
-from simulate.core.paths import Info, Step, build_step
+from simulate.core.paths import Info, Step, build_step, chunk_bounds
 from simulate.core.sampler import Inputs, Sampler
 from simulate.core.state import (
     Batch,
@@ -87,7 +87,7 @@ from simulate.core.state import (
     inverse_softplus,
 )
 from simulate.core.step import Consts, StepSpec, horseshoe_step, spike_slab_step
-from simulate.core.trainer import Trainer, chunk_bounds
+from simulate.core.trainer import Trainer
 
 # the core's public names, each defined in the module that holds its concern (see above)
 __all__ = [

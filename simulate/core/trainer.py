@@ -13,12 +13,12 @@ import torch
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout, neg_log_lik
 from simulate.core.objective import ELBOTerms, draw_network, family_of, kl_terms
-from simulate.core.paths import Info, build_step, chunk_bounds
+from simulate.core.paths import Info, build_step
 from simulate.core.sampler import Sampler
 from simulate.core.state import Batch, init_state
 from simulate.core.step import Consts
 
-__all__ = ["Trainer", "chunk_bounds"]
+__all__ = ["Trainer"]
 
 
 class Trainer:

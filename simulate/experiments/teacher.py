@@ -21,9 +21,9 @@ import numpy as np
 
 from simulate._alloc import tune_malloc
 from simulate.estimators import ASVIRegressor
-from simulate.sweep.records import check_output_file
 from simulate.sweep.tiers import PAPER_WIDTHS
 from simulate.truths.functions import TeacherNetwork, make_regression_data
+from theory._paths import check_output_file
 
 
 def run(

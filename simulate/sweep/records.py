@@ -17,16 +17,12 @@ import os
 import platform
 import sys
 
-from theory._paths import check_output_dir, check_output_file
-
 __all__ = [
     "RecordsError",
     "read_jsonl",
     "append_jsonl",
     "drop_incomplete_tail",
     "exclusive_writer",
-    "check_output_file",
-    "check_output_dir",
     "RecordStore",
     "tier_store",
     "fingerprint",

@@ -62,47 +62,20 @@ from simulate._alloc import tune_malloc
 from simulate.progress import Progress
 from simulate.sweep.job import run_job
 from simulate.sweep.parallel import check_workers, map_unordered
-from simulate.sweep.records import (
-    RecordsError,
-    RecordStore,
-    check_output_file,
-    fingerprint,
-)
+from simulate.sweep.records import RecordsError, RecordStore
 from simulate.sweep.spec import (
     RECORD_KEYS,
     SCHEMA,
     TRUTH_HELP,
     SweepConfig,
     TruthSpec,
-    candidate_widths,
-    cell_selection,
     fingerprint_fields,
-    group_widths,
     jobs_for,
-    one_configuration,
     overrides_from_args,
-    read_records,
 )
+from theory._paths import check_output_file
 
-__all__ = [
-    "TruthSpec",
-    "SweepConfig",
-    "run_sweep",
-    "run_job",
-    "read_records",
-    "RecordsError",
-    "SCHEMA",
-    "TRUTH_HELP",
-    "group_widths",
-    "candidate_widths",
-    "cell_selection",
-    "fingerprint",
-    "fingerprint_fields",
-    "one_configuration",
-    "records_path_for",
-    "parse_truths",
-    "main",
-]
+__all__ = ["main", "parse_truths", "records_path_for", "run_sweep"]
 
 
 def _cell_key(r: dict) -> tuple:

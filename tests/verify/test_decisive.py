@@ -10,11 +10,9 @@ from scipy import stats
 from simulate.core import Batch, Hyper, Layout, Trainer
 from simulate.core.stopping import Convergence, StopRule
 from simulate.references.classical import bin_grid, degree_for, fit_piecewise, oracle_piecewise
-from simulate.sweep.run import TruthSpec, candidate_widths
-from simulate.sweep.spec import SweepConfig, fingerprint_fields
+from simulate.sweep.spec import SweepConfig, TruthSpec, candidate_widths, fingerprint_fields
 from tests.factories import NS, SWEEP_TINY, fake_records, synthetic
-from verify.analysis import control_config
-from verify.rates import analyse, budget_control, exit_status
+from verify.analysis import analyse, budget_control, control_config, exit_status
 from verify.slopes import (
     attainment_test,
     curvature,
@@ -526,9 +524,10 @@ def test_reselection_with_the_recorded_lambda_changes_nothing(tmp_path):
     """``--lam`` on recorded sweeps re-selects from the recorded ELBOs: with the sweep's own
     lambda it reproduces every selection; another lambda shifts each candidate's penalised
     ELBO by exactly the change of its log prior, and selects the argmax."""
-    from simulate.sweep.run import SweepConfig, run_sweep
+    from simulate.sweep.run import run_sweep
+    from simulate.sweep.spec import SweepConfig
     from theory import log_prior_N
-    from verify.rates import reselect
+    from verify.analysis import reselect
 
     cfg = SweepConfig(
         truths=[TruthSpec("holder", p=1, alpha=0.5)],

@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
-from simulate.sweep.run import RecordsError, SweepConfig, TruthSpec, read_records, run_sweep
+from simulate.sweep.records import RecordsError
+from simulate.sweep.run import run_sweep
+from simulate.sweep.spec import SweepConfig, TruthSpec, read_records
 from tests.factories import EXIT_LINES, SWEEP_TINY
 
 TINY = SWEEP_TINY

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from figures.realdata_figures import mnist_figure, mnist_table, run_mnist1d, run_uci, uci_table
+from figures.realdata_figures import mnist_figure, mnist_table, uci_table
+from simulate.experiments.realdata import run_mnist1d, run_uci
 from simulate.truths.data import (
     boston,
     concrete,
@@ -172,12 +173,8 @@ def test_uci_grid_search_criteria(monkeypatch):
 def test_mnist1d_controls_tiny_run(tmp_path):
     """Each variant trains once per n with its one setting changed (and only that), the
     table and figure are written, and a second call reuses the records."""
-    from figures.realdata_figures import (
-        mnist_controls_figure,
-        mnist_controls_table,
-        run_mnist1d_controls,
-    )
-    from simulate.experiments.realdata import MNIST_CONTROL_VARIANTS
+    from figures.realdata_figures import mnist_controls_figure, mnist_controls_table
+    from simulate.experiments.realdata import MNIST_CONTROL_VARIANTS, run_mnist1d_controls
     from theory import lambda_s_rule
 
     recs = run_mnist1d_controls("tiny", str(tmp_path), log=lambda *_: None)

@@ -16,20 +16,18 @@ import simulate.sweep.parallel as parallel_mod
 import simulate.sweep.records as records_mod
 import simulate.sweep.run as sweep_mod
 from simulate.core.trainer import Trainer
-from simulate.sweep.records import exclusive_writer
-from simulate.sweep.run import (
-    RecordsError,
+from simulate.sweep.records import RecordsError, exclusive_writer, fingerprint
+from simulate.sweep.run import records_path_for, run_sweep
+from simulate.sweep.spec import (
     SweepConfig,
     TruthSpec,
-    fingerprint,
     fingerprint_fields,
     one_configuration,
     read_records,
-    records_path_for,
-    run_sweep,
 )
 from tests.factories import SWEEP_TINY
-from verify.rates import analyse, format_results
+from verify.analysis import analyse
+from verify.render import format_results
 
 TINY = {**SWEEP_TINY, "max_steps": 40, "n_test": 300, "replicate_block": 2}
 SWEEP = ["--truth", "holder", "--alpha", "0.5", "--p", "1", "--n", "64", "128", "256"]
