@@ -19,14 +19,14 @@ def rate_figure(records, out_dir: str, tag: str, metrics=METRICS) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    res = [r for r in analyse(records) if r["metric"] in metrics]
-    truths = list(dict.fromkeys(r["truth"] for r in res))
+    res = [r for r in analyse(records) if r.metric in metrics]
+    truths = list(dict.fromkeys(r.truth for r in res))
     cols = len(metrics) + 1
     fig, axes = plt.subplots(
         len(truths), cols, figsize=(4.2 * cols, 3.7 * len(truths)), squeeze=False
     )
     for row, key in zip(axes, truths, strict=True):
-        rs = [r for r in res if r["truth"] == key]
+        rs = [r for r in res if r.truth == key]
         for ax, r in zip(row[:-1], rs, strict=True):
             draw_rate_panel(ax, r)
             ax.set_title(f"{key}\n{ax.get_title()}", fontsize=8)

@@ -12,6 +12,7 @@ import numpy as np
 
 from simulate.sweep.spec import SweepConfig, TruthSpec, cell_selection
 from theory import METRICS, gp_matern_exponent, log_factor_power
+from verify.results import MetricResult
 from verify.slopes import (
     ATTAIN_LOG_POWER,
     OPT_SLOPE_TOL,
@@ -101,8 +102,9 @@ def analyse(
     log_power: float = ATTAIN_LOG_POWER,
 ):
     """Fit and test every (estimator, truth, metric) of the records; returns a list of
-    result dicts.  ``control``: the budget-doubling records (:func:`budget_control`), if
-    any; ``log_power``: the attainment allowance's log power c (``verify.slopes``)."""
+    :class:`verify.results.MetricResult`.  ``control``: the budget-doubling records
+    (:func:`budget_control`), if any; ``log_power``: the attainment allowance's log power c
+    (``verify.slopes``)."""
     by_truth: dict[str, list[dict]] = {}
     for r in records:
         by_truth.setdefault(r["cell"]["truth"], []).append(r)
@@ -124,9 +126,9 @@ def analyse(
                     c = ctrl if est == primary_estimator(first) else {}
                     rs = [_metric_result(view, m, delta, c, "asvi", log_power) for m in METRICS]
                     for r in rs:
-                        r["estimator"] = est
-                        r["arm"] = ESTIMATOR_ARMS[est]
-                        r["role"] = "arm" if is_arm(first, est) else "primary"
+                        r.estimator = est
+                        r.arm = ESTIMATOR_ARMS[est]
+                        r.role = "arm" if is_arm(first, est) else "primary"
                 else:
                     rs = [_metric_result(cells, m, delta, ctrl, est, log_power) for m in METRICS]
                 per_est[est] = rs
@@ -136,19 +138,18 @@ def analyse(
                     cmp = compare_starts(
                         cells["cells"], cells["ns"], metric, {e: rs[i] for e, rs in per_est.items()}
                     )
-                    per_est["asvi"][i]["starts"] = cmp
-                    per_est["asvi"][i].update({k: cmp[k] for k in START_KEYS})
+                    per_est["asvi"][i].update({"starts": cmp, **{k: cmp[k] for k in START_KEYS}})
     compare_input_dimensions(results)
     return results
 
 
-# the comparison's keys copied into the random start's entry (verify.starts)
-START_KEYS = (
-    "elbo_gap", "elbo_gap_ci", "slope_constructive", "slope_random",
-    "attainment_verdict_constructive", "attainment_verdict_random", "constructive_arm",
-    "elbo_gap_best", "elbo_gap_best_ci", "slope_best", "attainment_verdict_best",
-    "objective_evidence", "answer",
-)  # fmt: skip
+# the comparison's keys copied into the random start's entry (verify.starts): the fields of
+# MetricResult's "starts" group
+START_KEYS = tuple(
+    f.name
+    for f in dataclasses.fields(MetricResult)
+    if f.metadata["group"] == "starts" and f.name != "starts"
+)
 
 
 def _arm_cells(tc: dict, estimator: str) -> dict:
@@ -225,8 +226,8 @@ def _values(cells, estimator: str, metric: str) -> np.ndarray:
 def _metric_result(
     tc: dict, metric: str, delta: float, ctrl: dict, estimator: str = "asvi",
     log_power: float = ATTAIN_LOG_POWER,
-) -> dict:  # fmt: skip
-    """The result dict of one estimator, truth and metric: the slope fit, the power check
+) -> MetricResult:  # fmt: skip
+    """The result of one estimator, truth and metric: the slope fit, the power check
     and the one-sided theorem test, curvature, the attainment test against the class-
     matched reference (with its negative control), the budget control's slope shift, and
     for ASVI the oracle-width and fixed-width curves and the selection and convergence
@@ -289,7 +290,7 @@ def _metric_result(
         if res["attainment_verdict"] is not None:
             res["attainment_verdict"] = Verdict.INCONCLUSIVE
     res["finding"] = finding(res)
-    return res
+    return MetricResult(**res)
 
 
 def _fixed(tc, cells, metric):
@@ -346,36 +347,36 @@ def _control_shift(ctrl: dict, metric: str, estimator: str) -> dict:
     }
 
 
-def compare_input_dimensions(results: list[dict]) -> list[dict]:
+def compare_input_dimensions(results: list[MetricResult]) -> list[dict]:
     """Corollary 6.3: for the teacher the input dimension enters the rate only through log
     factors.  For every pair of teacher truths that differ only in p (same seed), per
     metric: both slopes and the ratio of their mean at the largest n both have.  The
     comparison is also stored in each result (``input_dimension``)."""
     out = []
-    teach = [r for r in results if r["kind"] == "teacher"]
+    teach = [r for r in results if r.kind == "teacher"]
     for a in teach:
         for b in teach:
-            if a["metric"] != b["metric"] or a["p"] >= b["p"]:
+            if a.metric != b.metric or a.p >= b.p:
                 continue
-            if a["truth"].split("-s")[-1] != b["truth"].split("-s")[-1]:
+            if a.truth.split("-s")[-1] != b.truth.split("-s")[-1]:
                 continue  # another teacher seed
-            common = sorted(set(a["ns"]) & set(b["ns"]))
+            common = sorted(set(a.ns) & set(b.ns))
             if not common:
                 continue
             n = common[-1]
-            ratio = b["mean"][b["ns"].index(n)] / a["mean"][a["ns"].index(n)]
+            ratio = b.mean[b.ns.index(n)] / a.mean[a.ns.index(n)]
             row = {
-                "metric": a["metric"],
-                "p_small": a["p"],
-                "p_large": b["p"],
-                "slope_small": a["slope"],
-                "slope_large": b["slope"],
+                "metric": a.metric,
+                "p_small": a.p,
+                "p_large": b.p,
+                "slope_small": a.slope,
+                "slope_large": b.slope,
                 "n": n,
                 "ratio_large_to_small": ratio,
             }
             out.append(row)
             for r in (a, b):
-                r.setdefault("input_dimension", []).append(row)
+                r.input_dimension = [*(r.input_dimension or []), row]
     return out
 
 
@@ -503,18 +504,18 @@ def _slope_shifts(pairs: dict) -> dict:
     return out
 
 
-def entry_outcome(r: dict) -> Verdict:
+def entry_outcome(r: MetricResult) -> Verdict:
     """One primary entry's outcome for the exit status: FAIL, INCONCLUSIVE or PASS.
     ASVI: FAIL when its theorem or attainment test fails; INCONCLUSIVE when either is
     inconclusive or undecidable; else PASS.  A known-answer control entry: whether its
     attainment verdict is the known answer (``expected_attainment``): FAIL when it is the
     opposite, INCONCLUSIVE when undecided."""
-    att = r["attainment_verdict"]
-    if r.get("expected_attainment") is not None:
-        if att == r["expected_attainment"]:
+    att = r.attainment_verdict
+    if r.expected_attainment is not None:
+        if att == r.expected_attainment:
             return Verdict.PASS
         return Verdict.FAIL if att in (Verdict.PASS, Verdict.FAIL) else Verdict.INCONCLUSIVE
-    verdicts = [r["verdict"]] + ([att] if att is not None else [])
+    verdicts = [r.verdict] + ([att] if att is not None else [])
     if Verdict.FAIL in verdicts:
         return Verdict.FAIL
     if any(v in (Verdict.INCONCLUSIVE, Verdict.UNDECIDABLE) for v in verdicts):
@@ -522,13 +523,9 @@ def entry_outcome(r: dict) -> Verdict:
     return Verdict.PASS
 
 
-def exit_status(results: list[dict]) -> int:
+def exit_status(results: list[MetricResult]) -> int:
     """0 / 1 / 3 from the primary metric's entries (:func:`entry_outcome`)."""
-    outcomes = [
-        entry_outcome(r)
-        for r in results
-        if r["metric"] == PRIMARY_METRIC and r.get("role") != "arm"
-    ]
+    outcomes = [entry_outcome(r) for r in results if r.metric == PRIMARY_METRIC and r.role != "arm"]
     if Verdict.FAIL in outcomes:
         return EXIT_FAIL
     if Verdict.INCONCLUSIVE in outcomes:

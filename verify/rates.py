@@ -81,7 +81,6 @@ from verify.analysis import (
     reselect,
 )
 from verify.render import (
-    REPORT_KEYS,
     format_results,
     markdown_results,
     plot_results,
@@ -312,7 +311,7 @@ def _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_recor
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as fh:
-            json.dump([{k: r.get(k) for k in REPORT_KEYS} for r in results], fh, indent=2)
+            json.dump([r.to_json() for r in results], fh, indent=2)
     if args.markdown:
         os.makedirs(os.path.dirname(os.path.abspath(args.markdown)), exist_ok=True)
         heading = f"verify.rates: {what} ({os.path.basename(source)})"

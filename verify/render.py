@@ -11,7 +11,7 @@ from theory.exponents import METRICS
 from verify.starts import ARM_HEADER, arm_row
 
 __all__ = [
-    "format_results", "draw_rate_panel", "draw_width_panel", "plot_results", "REPORT_KEYS",
+    "format_results", "draw_rate_panel", "draw_width_panel", "plot_results",
     "power_lines", "markdown_results",
 ]  # fmt: skip
 
@@ -25,24 +25,22 @@ def format_results(results: list[dict]) -> str:
     findings and budget control; then the input-dimension comparisons and a key to the
     columns."""
     lines = []
-    for key in dict.fromkeys(r["truth"] for r in results):
-        rows = [r for r in results if r["truth"] == key]
+    for key in dict.fromkeys(r.truth for r in results):
+        rows = [r for r in results if r.truth == key]
         lines += _truth_header(rows[0])
-        for est in dict.fromkeys(r["estimator"] for r in rows):
-            er = [r for r in rows if r["estimator"] == est]
-            if er[0].get("arm") is not None and est != "asvi":
-                lines.append(f"-- {est} (arm {er[0]['arm']}: {ARM_LABELS[er[0]['arm']]})")
+        for est in dict.fromkeys(r.estimator for r in rows):
+            er = [r for r in rows if r.estimator == est]
+            if er[0].arm is not None and est != "asvi":
+                lines.append(f"-- {est} (arm {er[0].arm}: {ARM_LABELS[er[0].arm]})")
             elif est != "asvi":
                 lines.append(
                     f"-- {est} (known-answer control: expected attainment "
-                    f"{er[0]['expected_attainment']})"
+                    f"{er[0].expected_attainment})"
                 )
             lines += _cell_table_lines(er)
             lines += _slope_table_lines(er)
             lines += _attain_table_lines(er)
-            lines += [
-                f"  {r['metric']}{' (decides)' if r['primary'] else ''}: {r['finding']}" for r in er
-            ]
+            lines += [f"  {r.metric}{' (decides)' if r.primary else ''}: {r.finding}" for r in er]
             lines += _power_note(er)
             lines += _budget_lines(er)
         lines += _starts_lines(rows)
@@ -79,7 +77,7 @@ def draw_elbo_gap_panel(ax, r: dict) -> None:
     """The constructive-start comparison's ELBO gaps against n (``verify.starts``): W - R
     and, where it is C, W0s - R, with their paired 95% intervals; the answer's key in the
     title."""
-    c = r["starts"]
+    c = r.starts
     ns = np.array(c["ns"], dtype=float)
     series = [("W", c["elbo_gap"], c["elbo_gap_ci"], "C5")]
     if c["constructive_arm"] != "W":
@@ -101,10 +99,10 @@ def _starts_lines(rows: list[dict]) -> list[str]:
     """The constructive-start comparison of one truth (``verify.starts``): per n the four
     arms' ELBO parts, kept edges, selected width, d^2 and steps (means over replicates),
     the paired ELBO gap W - R, and the answer."""
-    r = next((r for r in rows if r.get("starts") and r["primary"]), None)
+    r = next((r for r in rows if r.starts and r.primary), None)
     if r is None:
         return []
-    c = r["starts"]
+    c = r.starts
     lines = [
         "-- constructive start against random start (means over replicates; W0 = start"
         " untrained, W0s = its sds fitted, W = trained from W0, R = random start, P = plain"
@@ -133,19 +131,19 @@ def _starts_lines(rows: list[dict]) -> list[str]:
 def _truth_header(r0: dict) -> list[str]:
     lines = [
         "",
-        f"== {r0['truth']}  ({len(r0['replicates'])} replicates"
-        + (f"; dropped incomplete {r0['dropped_replicates']}" if r0["dropped_replicates"] else "")
+        f"== {r0.truth}  ({len(r0.replicates)} replicates"
+        + (f"; dropped incomplete {r0.dropped_replicates}" if r0.dropped_replicates else "")
         + (
-            f"; {100 * r0['converged_fraction']:.0f}% of candidate models converged)"
-            if r0["converged_fraction"] is not None
+            f"; {100 * r0.converged_fraction:.0f}% of candidate models converged)"
+            if r0.converged_fraction is not None
             else ")"
         ),
     ]
-    if r0["failed_cells"]:
+    if r0.failed_cells:
         lines.append(
             f"   FAILED cells (every candidate diverged), (n, replicate): "
-            f"{', '.join(f'({n}, {q})' for n, q in r0['failed_cells'])};"
-            f" replicates {r0['excluded_replicates']} excluded from every fit"
+            f"{', '.join(f'({n}, {q})' for n, q in r0.failed_cells)};"
+            f" replicates {r0.excluded_replicates} excluded from every fit"
         )
     return lines
 
@@ -154,23 +152,23 @@ def _cell_table_lines(rows: list[dict]) -> list[str]:
     """Per n: steps, candidates, selections, and each metric's mean, SE and local slope;
     an optimisation-limited n is starred."""
     r0 = rows[0]
-    if r0["estimator"] != "asvi":
+    if r0.estimator != "asvi":
         return _plain_cell_lines(rows)
-    limited = {c["n"] for c in (r0["budget_control"] or []) if c["limited"]}
+    limited = {c["n"] for c in (r0.budget_control or []) if c["limited"]}
     lines = [
         f"{'n':>7s} {'steps':>6s} {'cands':>9s} {'top':>3s} {'widths (selected)':>18s}  "
         + "  ".join(f"{m + ' mean':>10s} {'se':>8s} {'local':>6s}" for m in METRICS)
     ]
-    for j, n in enumerate(r0["ns"]):
-        ws = ",".join(str(w[j]) for w in r0["selected_widths"])
-        cands = f"{r0['candidate_widths'][j][0]}..{r0['candidate_widths'][j][-1]}"
+    for j, n in enumerate(r0.ns):
+        ws = ",".join(str(w[j]) for w in r0.selected_widths)
+        cands = f"{r0.candidate_widths[j][0]}..{r0.candidate_widths[j][-1]}"
         cols = []
         for r in rows:
-            loc = f"{r['local_slopes'][j - 1]:6.3f}" if j else f"{'':6s}"
-            cols.append(f"{r['mean'][j]:10.4g} {r['se'][j]:8.2g} {loc}")
+            loc = f"{r.local_slopes[j - 1]:6.3f}" if j else f"{'':6s}"
+            cols.append(f"{r.mean[j]:10.4g} {r.se[j]:8.2g} {loc}")
         mark = "*" if n in limited else " "
         lines.append(
-            f"{n:6d}{mark} {r0['steps_max'][j]:6d} {cands:>9s} {r0['selected_at_top'][j]:3d}"
+            f"{n:6d}{mark} {r0.steps_max[j]:6d} {cands:>9s} {r0.selected_at_top[j]:3d}"
             f" {ws:>18s}  " + "  ".join(cols)
         )
     if limited:
@@ -182,12 +180,12 @@ def _plain_cell_lines(rows: list[dict]) -> list[str]:
     """Per n each metric's mean, SE and local slope (an estimator with no widths)."""
     lines = [
         f"{'n':>7s}  "
-        + "  ".join(f"{r['metric'] + ' mean':>10s} {'se':>8s} {'local':>6s}" for r in rows)
+        + "  ".join(f"{r.metric + ' mean':>10s} {'se':>8s} {'local':>6s}" for r in rows)
     ]
-    for j, n in enumerate(rows[0]["ns"]):
+    for j, n in enumerate(rows[0].ns):
         cols = [
-            f"{r['mean'][j]:10.4g} {r['se'][j]:8.2g} "
-            + (f"{r['local_slopes'][j - 1]:6.3f}" if j else f"{'':6s}")
+            f"{r.mean[j]:10.4g} {r.se[j]:8.2g} "
+            + (f"{r.local_slopes[j - 1]:6.3f}" if j else f"{'':6s}")
             for r in rows
         ]
         lines.append(f"{n:7d}  " + "  ".join(cols))
@@ -210,12 +208,12 @@ def _slope_table_lines(rows: list[dict]) -> list[str]:
     ]
     for r in rows:
         lines.append(
-            f"{r['metric']:>6s} {r['predicted']:7.3f} {r['slope']:7.3f} "
-            f"{_ci(r['ci_low'], r['ci_high'])} {_ci(*r['band'])} "
-            f"{('rej' if r['control_slow_rejected'] else 'NOT'):>7s} "
-            f"{('yes' if r['power_separable'] else 'no'):>5s} {r['verdict']:>12s}   "
-            f"{r['top_half_slope']:8.3f} {_ci(*r['top_half_ci'])} "
-            f"{('yes' if r['bending'] else 'no'):>4s}"
+            f"{r.metric:>6s} {r.predicted:7.3f} {r.slope:7.3f} "
+            f"{_ci(r.ci_low, r.ci_high)} {_ci(*r.band)} "
+            f"{('rej' if r.control_slow_rejected else 'NOT'):>7s} "
+            f"{('yes' if r.power_separable else 'no'):>5s} {r.verdict:>12s}   "
+            f"{r.top_half_slope:8.3f} {_ci(*r.top_half_ci)} "
+            f"{('yes' if r.bending else 'no'):>4s}"
         )
     return lines
 
@@ -229,17 +227,17 @@ def _attain_table_lines(rows: list[dict]) -> list[str]:
         f" {'dbl shift':>9s} {'95% CI':>17s}  {'oracle':>7s} {'ratio':>6s}"
     ]
     for r in rows:
-        ac = r["attainment_control"]
-        sh = r["control_slope_shift"]
+        ac = r.attainment_control
+        sh = r.control_slope_shift
         lines.append(
-            f"{r['metric']:>6s} {_f(r['reference_slope'])} {_f(r['attainment_diff'], '8.3f')} "
-            + _ci(r["attainment_ci_low"], r["attainment_ci_high"])
-            + f" {_f(r['log_allowance'], '6.3f')} {_f(r['attainment_log_power'], '6.2f')} "
-            + _ci(*(r["attainment_log_power_ci"] or (None, None)))
-            + f" {r['attainment_verdict'] or 'n/a':>12s} "
+            f"{r.metric:>6s} {_f(r.reference_slope)} {_f(r.attainment_diff, '8.3f')} "
+            + _ci(r.attainment_ci_low, r.attainment_ci_high)
+            + f" {_f(r.log_allowance, '6.3f')} {_f(r.attainment_log_power, '6.2f')} "
+            + _ci(*(r.attainment_log_power_ci or (None, None)))
+            + f" {r.attainment_verdict or 'n/a':>12s} "
             + f"{(ac['verdict'] if ac else 'n/a'):>9s} {_f(sh, '9.3f')} "
-            + _ci(*(r["control_slope_shift_ci"] or (None, None)))
-            + f"  {_f(r['oracle_slope'])} {_f(r['oracle_ratio_slope'], '6.3f')}"
+            + _ci(*(r.control_slope_shift_ci or (None, None)))
+            + f"  {_f(r.oracle_slope)} {_f(r.oracle_ratio_slope, '6.3f')}"
         )
     return lines
 
@@ -247,8 +245,8 @@ def _attain_table_lines(rows: list[dict]) -> list[str]:
 def _power_note(rows: list[dict]) -> list[str]:
     out = []
     for r in rows:
-        if r["primary"] and not r["power_separable"]:
-            out.append("  " + _power_sentence(r["power"]))
+        if r.primary and not r.power_separable:
+            out.append("  " + _power_sentence(r.power))
     return out
 
 
@@ -290,39 +288,38 @@ def markdown_results(results: list[dict], heading: str) -> str:
         "|" + "---|" * 14,
     ]
     for r in results:
-        theorem = r["verdict"] + (" (faster)" if r["direction"] == "faster" else "")
-        theorem += " (opt.-limited)" if r["optimisation_limited"] else ""
-        top = f"{r['top_half_slope']:.3f}{_md_ci(r['top_half_ci'])}"
-        top += " (bending)" if r["bending"] else ""
-        att = r["attainment_verdict"] or "-"
-        if r["expected_attainment"] is not None:
-            att += f" (known: {r['expected_attainment']})"
+        theorem = r.verdict + (" (faster)" if r.direction == "faster" else "")
+        theorem += " (opt.-limited)" if r.optimisation_limited else ""
+        top = f"{r.top_half_slope:.3f}{_md_ci(r.top_half_ci)}"
+        top += " (bending)" if r.bending else ""
+        att = r.attainment_verdict or "-"
+        if r.expected_attainment is not None:
+            att += f" (known: {r.expected_attainment})"
         diff = (
             "-"
-            if r["attainment_diff"] is None
-            else f"{r['attainment_diff']:+.3f}"
-            + _md_ci([r["attainment_ci_low"], r["attainment_ci_high"]])
+            if r.attainment_diff is None
+            else f"{r.attainment_diff:+.3f}" + _md_ci([r.attainment_ci_low, r.attainment_ci_high])
         )
         lines.append(
-            f"| {r['estimator']} | {r['truth']} | {r['metric']} | {r['predicted']:.3f} | "
-            f"{r['slope']:.3f}{_md_ci([r['ci_low'], r['ci_high']])} | "
-            f"{'yes' if r['power_separable'] else 'no'} | {theorem} | {top} | "
-            f"{_md_num(r['reference_slope'], '.3f')} | {diff} | "
-            f"{_md_num(r['log_allowance'], '.3f')} | "
-            f"{_md_num(r['attainment_log_power'], '.2f')}"
-            f"{_md_ci(r['attainment_log_power_ci'])} | {att} | "
-            f"{_md_num(r['control_slope_shift'])}{_md_ci(r['control_slope_shift_ci'])} |"
+            f"| {r.estimator} | {r.truth} | {r.metric} | {r.predicted:.3f} | "
+            f"{r.slope:.3f}{_md_ci([r.ci_low, r.ci_high])} | "
+            f"{'yes' if r.power_separable else 'no'} | {theorem} | {top} | "
+            f"{_md_num(r.reference_slope, '.3f')} | {diff} | "
+            f"{_md_num(r.log_allowance, '.3f')} | "
+            f"{_md_num(r.attainment_log_power, '.2f')}"
+            f"{_md_ci(r.attainment_log_power_ci)} | {att} | "
+            f"{_md_num(r.control_slope_shift)}{_md_ci(r.control_slope_shift_ci)} |"
         )
     lines.append("")
     for r in results:
-        if r["primary"]:
-            note = f"- {r['estimator']}, {r['truth']}, d2: {r['finding']}"
-            if not r["power_separable"]:
-                note += f"; {_power_sentence(r['power'])}"
+        if r.primary:
+            note = f"- {r.estimator}, {r.truth}, d2: {r.finding}"
+            if not r.power_separable:
+                note += f"; {_power_sentence(r.power)}"
             lines.append(note)
     for r in results:
-        if r["primary"] and r.get("answer"):
-            lines.append(f"- {r['truth']}, constructive against random start: {r['answer']}")
+        if r.primary and r.answer:
+            lines.append(f"- {r.truth}, constructive against random start: {r.answer}")
     return "\n".join(lines) + "\n"
 
 
@@ -347,19 +344,19 @@ def power_lines(cfg, pilot_cv: float | None, delta: float = 1.0) -> str:
 
 def _budget_lines(rows: list[dict]) -> list[str]:
     return [
-        f"  budget x2 {r['metric']:>4s} n={c['n']}: {c['base_mean']:.4g} -> "
+        f"  budget x2 {r.metric:>4s} n={c['n']}: {c['base_mean']:.4g} -> "
         f"{c['doubled_mean']:.4g} (change {c['change']:+.3g} +- {c['change_se']:.2g}"
         f", cell SE {c['cell_se']:.2g}; selection changed in "
         f"{100 * c['selection_changed']:.0f}%)" + ("  OPTIMISATION-LIMITED" if c["limited"] else "")
         for r in rows
-        for c in r["budget_control"] or []
+        for c in r.budget_control or []
     ]
 
 
 def _input_dimension_lines(results: list[dict]) -> list[str]:
     lines, seen = [], set()
     for r in results:
-        for c in r.get("input_dimension", []):
+        for c in r.input_dimension or []:
             k = (c["metric"], c["p_small"], c["p_large"])
             if k in seen:
                 continue
@@ -389,7 +386,7 @@ def draw_rate_panel(ax, r: dict) -> None:
     oracle-width SVI and SVI at the smallest candidate width, the class-matched reference
     (linear spline) and the piecewise-polynomial oracle, and the predicted slope with the
     theorem's log band, drawn through the estimator's centre."""
-    ns, mean, se = np.array(r["ns"]), np.array(r["mean"]), np.array(r["se"])
+    ns, mean, se = np.array(r.ns), np.array(r.mean), np.array(r.se)
     x0, y0 = np.exp(np.log(ns).mean()), np.exp(np.log(mean).mean())
     grid = np.geomspace(ns[0], ns[-1], 50)
     ax.errorbar(
@@ -399,37 +396,35 @@ def draw_rate_panel(ax, r: dict) -> None:
         fmt="o-",
         color="k",
         capsize=3,
-        label=f"{r['estimator']} {r['slope']:.3f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]",
+        label=f"{r.estimator} {r.slope:.3f} [{r.ci_low:.2f}, {r.ci_high:.2f}]",
     )
     curves = []
-    if r["oracle_mean"] is not None:
+    if r.oracle_mean is not None:
         curves += [
-            ("oracle_mean", "s--", "C2", f"oracle-width SVI {r['oracle_slope']:.3f}"),
-            ("fixed_mean", "v:", "C1", f"SVI width {r['fixed_width']} {r['fixed_slope']:.3f}"),
+            ("oracle_mean", "s--", "C2", f"oracle-width SVI {r.oracle_slope:.3f}"),
+            ("fixed_mean", "v:", "C1", f"SVI width {r.fixed_width} {r.fixed_slope:.3f}"),
         ]
-    if r["reference_mean"] is not None:
-        curves.append(
-            ("reference_mean", "D-", "C0", f"linear spline (CV) {r['reference_slope']:.3f}")
-        )
-    if r.get("reference_oracle_mean") is not None:
+    if r.reference_mean is not None:
+        curves.append(("reference_mean", "D-", "C0", f"linear spline (CV) {r.reference_slope:.3f}"))
+    if r.reference_oracle_mean is not None:
         curves.append(
             (
                 "reference_oracle_mean", "x:", "C4",
-                f"piecewise poly. (oracle bins) {r['reference_oracle_slope']:.3f}",
+                f"piecewise poly. (oracle bins) {r.reference_oracle_slope:.3f}",
             )
         )  # fmt: skip
     for key, fmt, color, label in curves:
-        ax.plot(ns, r[key], fmt, color=color, ms=4, label=label)
-    if r.get("starts"):  # the constructive-start arms on the random start's panel
-        c = r["starts"]
+        ax.plot(ns, getattr(r, key), fmt, color=color, ms=4, label=label)
+    if r.starts:  # the constructive-start arms on the random start's panel
+        c = r.starts
         arms = (("W", "^-", "C5"), ("W0", "P:", "C8"), ("W0s", "h:", "C6"), ("P", "*:", "C9"))
         for a, fmt, color in arms:
             if a in c["arms"]:
                 slope = f" {c['slope_constructive']:.3f}" if a == "W" else ""
-                ax.plot(ns, c["arms"][a][r["metric"]], fmt, color=color, ms=4,
+                ax.plot(ns, c["arms"][a][r.metric], fmt, color=color, ms=4,
                         label=f"{a} ({ARM_SHORT[a]}){slope}")  # fmt: skip
-    band = y0 * (grid / x0) ** r["band"][0], y0 * (grid / x0) ** r["band"][1]
-    ax.plot(grid, band[0], "C3--", label=f"predicted {r['predicted']:.3f}")
+    band = y0 * (grid / x0) ** r.band[0], y0 * (grid / x0) ** r.band[1]
+    ax.plot(grid, band[0], "C3--", label=f"predicted {r.predicted:.3f}")
     ax.fill_between(
         grid,
         np.minimum(*band),
@@ -439,26 +434,26 @@ def draw_rate_panel(ax, r: dict) -> None:
         label="theorem band (log factor)",
     )
     loglog_axes(ax)
-    att = r["attainment_verdict"] or "n/a"
-    ax.set_title(f"{r['metric']}: theorem {r['verdict']}, attainment {att}", fontsize=8)
-    ax.legend(fontsize=5 if r.get("starts") else 6)
+    att = r.attainment_verdict or "n/a"
+    ax.set_title(f"{r.metric}: theorem {r.verdict}, attainment {att}", fontsize=8)
+    ax.legend(fontsize=5 if r.starts else 6)
 
 
 def draw_width_panel(ax, r: dict) -> None:
     """Selected widths against n (each replicate a dot, the median a line), the candidate
     range, and the predicted growth ``n^(p/(2 alpha + p))`` (Lemma 6.1's N) through the
     median at the middle n, where the truth has an alpha."""
-    ns = np.array(r["ns"])
-    W = np.array(r["selected_widths"], dtype=float)
+    ns = np.array(r.ns)
+    W = np.array(r.selected_widths, dtype=float)
     for row in W:
         ax.plot(ns, row, "o", color="k", alpha=0.35, ms=3)
     med = np.median(W, axis=0)
     ax.plot(ns, med, "k-", label="selected (median)")
-    lo = [c[0] for c in r["candidate_widths"]]
-    hi = [c[-1] for c in r["candidate_widths"]]
+    lo = [c[0] for c in r.candidate_widths]
+    hi = [c[-1] for c in r.candidate_widths]
     ax.fill_between(ns, lo, hi, color="C7", alpha=0.15, label="candidates")
-    if r["alpha"] is not None:
-        g = r["p"] / (2 * r["alpha"] + r["p"])
+    if r.alpha is not None:
+        g = r.p / (2 * r.alpha + r.p)
         j = len(ns) // 2
         ax.plot(ns, med[j] * (ns / ns[j]) ** g, "C3--", label=f"n^{g:.2f} (predicted growth)")
     loglog_axes(ax)
@@ -476,11 +471,11 @@ def plot_results(results: list[dict], out_dir: str) -> list[str]:
 
     paths = []
     os.makedirs(out_dir, exist_ok=True)
-    for key in dict.fromkeys(r["truth"] for r in results):
+    for key in dict.fromkeys(r.truth for r in results):
         # the arms are drawn on the random start's panels (draw_rate_panel)
-        rows = [r for r in results if r["truth"] == key and r.get("role") != "arm"]
-        widths = rows[0]["selected_widths"] is not None
-        gap = next((r for r in rows if r.get("starts") and r["primary"]), None)
+        rows = [r for r in results if r.truth == key and r.role != "arm"]
+        widths = rows[0].selected_widths is not None
+        gap = next((r for r in rows if r.starts and r.primary), None)
         extra = widths + (gap is not None)
         fig, axes = plt.subplots(
             1, len(rows) + extra, figsize=(4.4 * (len(rows) + extra), 3.8), squeeze=False
@@ -499,87 +494,3 @@ def plot_results(results: list[dict], out_dir: str) -> list[str]:
         plt.close(fig)
         paths.append(path)
     return paths
-
-
-REPORT_KEYS = (
-    "estimator",
-    "truth",
-    "alpha",
-    "p",
-    "metric",
-    "primary",
-    "predicted",
-    "slope",
-    "ci_low",
-    "ci_high",
-    "corrected_slope",
-    "verdict",
-    "direction",
-    "band",
-    "control_slow_rejected",
-    "power_separable",
-    "power",
-    "top_half_slope",
-    "top_half_ci",
-    "top_half_ns",
-    "bend",
-    "bend_ci",
-    "bending",
-    "reference_slope",
-    "reference_top_half_slope",
-    "attainment_diff",
-    "attainment_ci_low",
-    "attainment_ci_high",
-    "attainment_verdict",
-    "attainment_on_top_half",
-    "attainment_log_power",
-    "attainment_log_power_ci",
-    "log_allowance",
-    "log_power_allowed",
-    "attainment_control",
-    "expected_attainment",
-    "control_slope_shift",
-    "control_slope_shift_ci",
-    "control_ns",
-    "optimisation_limited",
-    "converged_fraction",
-    "finding",
-    "ns",
-    "mean",
-    "se",
-    "local_slopes",
-    "reference_mean",
-    "reference_k",
-    "reference_oracle_mean",
-    "reference_oracle_slope",
-    "oracle_mean",
-    "oracle_slope",
-    "oracle_ratio",
-    "oracle_ratio_slope",
-    "oracle_ratio_ci",
-    "fixed_width",
-    "fixed_mean",
-    "fixed_slope",
-    "selected_widths",
-    "selected_at_top",
-    "candidate_widths",
-    "steps_max",
-    "budget_control",
-    "input_dimension",
-    "arm",
-    "role",
-    "elbo_gap",
-    "elbo_gap_ci",
-    "slope_constructive",
-    "slope_random",
-    "attainment_verdict_constructive",
-    "attainment_verdict_random",
-    "constructive_arm",
-    "elbo_gap_best",
-    "elbo_gap_best_ci",
-    "slope_best",
-    "attainment_verdict_best",
-    "objective_evidence",
-    "answer",
-    "starts",
-)

@@ -125,7 +125,7 @@ def _verdict(res: dict | None) -> str | None:
     theorem test's."""
     if res is None:
         return None
-    return res["attainment_verdict"] if res["attainment_verdict"] is not None else res["verdict"]
+    return res.attainment_verdict if res.attainment_verdict is not None else res.verdict
 
 
 def compare_starts(cells: list, ns, metric: str, by_est: dict) -> dict:
@@ -163,7 +163,7 @@ def compare_starts(cells: list, ns, metric: str, by_est: dict) -> dict:
         "elbo_gap_best_ci": cis(gap_c),
         "log_risk_ratio_best": risk_c["diff"],
         "log_risk_ratio_best_ci": cis(risk_c),
-        "slope_best": None if rC is None else rC["slope"],
+        "slope_best": None if rC is None else rC.slope,
         "attainment_verdict_best": _verdict(rC),
         "drift_from": S,
         "elbo_w_minus_w0": w_vs_w0["diff"],
@@ -174,8 +174,8 @@ def compare_starts(cells: list, ns, metric: str, by_est: dict) -> dict:
         "drift_log_ratio_ci": [
             list(x) for x in zip(drift["ci_low"], drift["ci_high"], strict=True)
         ],
-        "slope_constructive": None if rW is None else rW["slope"],
-        "slope_random": None if rR is None else rR["slope"],
+        "slope_constructive": None if rW is None else rW.slope,
+        "slope_random": None if rR is None else rR.slope,
         "attainment_verdict_constructive": _verdict(rW),
         "attainment_verdict_random": _verdict(rR),
         "arms": table,

@@ -425,32 +425,32 @@ def test_curvature_flags_a_bent_curve_only():
 
 # --------------------------------------------------------------------------- analysis
 def test_analysis_attains_and_controls():
-    res = {r["metric"]: r for r in analyse(fake_records(-0.5, -0.5))}
+    res = {r.metric: r for r in analyse(fake_records(-0.5, -0.5))}
     d2 = res["d2"]
-    assert d2["attainment_verdict"] == "PASS" and d2["primary"]
-    assert d2["attainment_control"]["verdict"] == "FAIL"  # width 2 does not attain
-    assert d2["attainment_log_power"] == pytest.approx(0.0, abs=0.3)
-    assert d2["finding"].startswith("attains the reference's rate up to log^")
+    assert d2.attainment_verdict == "PASS" and d2.primary
+    assert d2.attainment_control["verdict"] == "FAIL"  # width 2 does not attain
+    assert d2.attainment_log_power == pytest.approx(0.0, abs=0.3)
+    assert d2.finding.startswith("attains the reference's rate up to log^")
     # alpha = 0.5: the theorem test has no power against e/2 at these n
-    assert d2["verdict"] == "UNDECIDABLE" and not d2["power_separable"]
-    assert d2["converged_fraction"] == pytest.approx(2 / 3)
-    assert d2["fixed_width"] == 2 and d2["estimator"] == "asvi"
+    assert d2.verdict == "UNDECIDABLE" and not d2.power_separable
+    assert d2.converged_fraction == pytest.approx(2 / 3)
+    assert d2.fixed_width == 2 and d2.estimator == "asvi"
     # oracle-width SVI is the per-cell minimum over the candidates: by construction of the
     # records width 8 (the selected one) is the best in every cell, so the oracle's curve is
     # ASVI's own; with the selected width made the worst, the oracle follows width 32
     # (about 1.3 times width 8's curve), between the two
-    np.testing.assert_allclose(d2["oracle_mean"], d2["mean"], rtol=1e-12)
+    np.testing.assert_allclose(d2.oracle_mean, d2.mean, rtol=1e-12)
     worse = fake_records(-0.5, -0.5)
     for r in worse:
         r["metrics"]["d2"] = r["per_width"]["d2"][1] = 10.0
-    d2w = next(r for r in analyse(worse) if r["metric"] == "d2")
-    assert d2w["mean"] == pytest.approx([10.0] * 4)
-    ratio = np.array(d2w["oracle_mean"]) / np.array(d2["mean"])
+    d2w = next(r for r in analyse(worse) if r.metric == "d2")
+    assert d2w.mean == pytest.approx([10.0] * 4)
+    ratio = np.array(d2w.oracle_mean) / np.array(d2.mean)
     assert np.all((ratio > 1.1) & (ratio < 1.5)), ratio
     assert exit_status(list(res.values())) == 3  # UNDECIDABLE counts as undecided
     # alpha = 1.5 (e = -0.75): the design separates, both tests PASS, exit 0
-    res = {r["metric"]: r for r in analyse(fake_records(-0.75, -0.75, alpha=1.5))}
-    assert res["d2"]["verdict"] == "PASS" and res["d2"]["attainment_verdict"] == "PASS"
+    res = {r.metric: r for r in analyse(fake_records(-0.75, -0.75, alpha=1.5))}
+    assert res["d2"].verdict == "PASS" and res["d2"].attainment_verdict == "PASS"
     assert exit_status(list(res.values())) == 0
 
 
@@ -467,29 +467,29 @@ def test_analysis_attains_and_controls():
 def test_attainment_on_synthetic_records(asvi, ref, want):
     """Slopes e, e + part of the allowance, e + twice it, e/2 and faster than e, against
     the log^2 n allowance over n = 250..16000 (0.27 in slope units)."""
-    res = {r["metric"]: r for r in analyse(fake_records(asvi, ref, alpha=1.5))}
+    res = {r.metric: r for r in analyse(fake_records(asvi, ref, alpha=1.5))}
     d2 = res["d2"]
-    assert d2["log_allowance"] == pytest.approx(2 * loglog_slope([250, 1000, 4000, 16000]))
-    assert d2["attainment_verdict"] == want
-    assert d2["attainment_log_power"] == pytest.approx(
+    assert d2.log_allowance == pytest.approx(2 * loglog_slope([250, 1000, 4000, 16000]))
+    assert d2.attainment_verdict == want
+    assert d2.attainment_log_power == pytest.approx(
         (asvi - ref) / loglog_slope([250, 1000, 4000, 16000]), abs=0.4
     )
     assert exit_status(list(res.values())) == (1 if want == "FAIL" else 0)
 
 
 def test_faster_than_the_exponent_is_not_a_failure():
-    res = {r["metric"]: r for r in analyse(fake_records(-1.2, -1.2, alpha=1.5))}
+    res = {r.metric: r for r in analyse(fake_records(-1.2, -1.2, alpha=1.5))}
     d2 = res["d2"]
-    assert d2["verdict"] == "PASS" and d2["direction"] == "faster"
-    assert "faster than the exponent" in d2["finding"]
+    assert d2.verdict == "PASS" and d2.direction == "faster"
+    assert "faster than the exponent" in d2.finding
 
 
 def test_attainment_without_power_is_inconclusive():
     """When the fixed small network also 'attains' (here: the reference is as flat as it),
     an attaining ASVI cannot be told from it: INCONCLUSIVE."""
-    res = {r["metric"]: r for r in analyse(fake_records(-0.1, -0.1))}
-    assert res["d2"]["attainment_control"]["verdict"] != "FAIL"
-    assert res["d2"]["attainment_verdict"] == "INCONCLUSIVE"
+    res = {r.metric: r for r in analyse(fake_records(-0.1, -0.1))}
+    assert res["d2"].attainment_control["verdict"] != "FAIL"
+    assert res["d2"].attainment_verdict == "INCONCLUSIVE"
 
 
 def test_budget_control_marks_cells_and_slopes_that_move():
@@ -508,16 +508,16 @@ def test_budget_control_marks_cells_and_slopes_that_move():
     ctl = budget_control(base, moved)
     assert [c["limited"] for c in ctl["d2"]] == [False, True]
     assert ctl["slope_shift"]["d2"]["diff"] == pytest.approx(math.log(0.7) / math.log(64))
-    res = {r["metric"]: r for r in analyse(base, control=moved)}
+    res = {r.metric: r for r in analyse(base, control=moved)}
     d2 = res["d2"]
-    assert d2["optimisation_limited"] is True and d2["control_ns"] == [250, 16000]
-    assert d2["control_slope_shift"] == pytest.approx(math.log(0.7) / math.log(64))
-    assert d2["verdict"] == d2["attainment_verdict"] == "INCONCLUSIVE"
-    assert "optimisation-limited" in d2["finding"]
+    assert d2.optimisation_limited is True and d2.control_ns == [250, 16000]
+    assert d2.control_slope_shift == pytest.approx(math.log(0.7) / math.log(64))
+    assert d2.verdict == d2.attainment_verdict == "INCONCLUSIVE"
+    assert "optimisation-limited" in d2.finding
     # an unmoved control leaves the verdicts alone
-    res = {r["metric"]: r for r in analyse(base, control=same)}
-    assert res["d2"]["optimisation_limited"] is False
-    assert res["d2"]["attainment_verdict"] == "PASS"
+    res = {r.metric: r for r in analyse(base, control=same)}
+    assert res["d2"].optimisation_limited is False
+    assert res["d2"].attainment_verdict == "PASS"
 
 
 def test_reselection_with_the_recorded_lambda_changes_nothing(tmp_path):
@@ -556,15 +556,15 @@ def test_teacher_input_dimensions_are_compared():
         + fake_records(-0.5, -0.5)
     )
     res = analyse(recs)
-    d2 = {r["truth"]: r for r in res if r["metric"] == "d2"}
-    rows = d2["teacher-p200-s0"]["input_dimension"]
-    assert len(rows) == 1 and rows == d2["teacher-p20-s0"]["input_dimension"]
+    d2 = {r.truth: r for r in res if r.metric == "d2"}
+    rows = d2["teacher-p200-s0"].input_dimension
+    assert len(rows) == 1 and rows == d2["teacher-p20-s0"].input_dimension
     row = rows[0]
     assert (row["p_small"], row["p_large"], row["n"]) == (20, 200, 16000)
     assert row["ratio_large_to_small"] == pytest.approx(
-        d2["teacher-p200-s0"]["mean"][-1] / d2["teacher-p20-s0"]["mean"][-1]
+        d2["teacher-p200-s0"].mean[-1] / d2["teacher-p20-s0"].mean[-1]
     )
     assert row["ratio_large_to_small"] == pytest.approx(16000**0.1, rel=0.1)
-    assert "input_dimension" not in d2["holder-a0.5-p1-s0"]
-    assert d2["teacher-p20-s0"]["reference_slope"] is None
-    assert d2["teacher-p20-s0"]["attainment_verdict"] is None
+    assert d2["holder-a0.5-p1-s0"].input_dimension is None
+    assert d2["teacher-p20-s0"].reference_slope is None
+    assert d2["teacher-p20-s0"].attainment_verdict is None

@@ -1,6 +1,7 @@
 """The verdicts' supports: the class-matched reference, the truths drawn per replicate,
 and the Gaussian-process known-answer control."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -16,7 +17,8 @@ from simulate.sweep.gp import gp_metrics, gp_posterior
 from simulate.sweep.spec import HOLDER_N_REF, SweepConfig, TruthSpec
 from theory import gp_matern_exponent, hellinger_sq_pointwise, predicted_exponent
 from verify.analysis import analyse, entry_outcome, exit_status
-from verify.slopes import fit_slope
+from verify.results import MetricResult
+from verify.slopes import Verdict, fit_slope
 
 
 # --------------------------------------------------------------------------- reference
@@ -140,10 +142,12 @@ def test_gp_exponents_and_known_answers():
     assert gp_matern_exponent(0.5, 0.5, 1) == pytest.approx(-0.5)
     assert gp_matern_exponent(0.5, 2.5, 1) == pytest.approx(-1 / 6)
     assert gp_matern_exponent(0.5, 2.5, 1, "d") == pytest.approx(-1 / 12)
-    r = {"expected_attainment": "FAIL", "attainment_verdict": "FAIL", "verdict": "PASS"}
+    r = MetricResult(
+        expected_attainment=Verdict.FAIL, attainment_verdict=Verdict.FAIL, verdict=Verdict.PASS
+    )
     assert entry_outcome(r) == "PASS"  # the over-smooth prior found slower: as known
-    assert entry_outcome({**r, "attainment_verdict": "PASS"}) == "FAIL"
-    assert entry_outcome({**r, "attainment_verdict": "INCONCLUSIVE"}) == "INCONCLUSIVE"
+    for att, outcome in ((Verdict.PASS, "FAIL"), (Verdict.INCONCLUSIVE, "INCONCLUSIVE")):
+        assert entry_outcome(dataclasses.replace(r, attainment_verdict=att)) == outcome
     with pytest.raises(ValueError, match="holder"):
         SweepConfig(truths=[TruthSpec("teacher", p=20)], ns=[10], estimator="gp",
                     gp_nus=[0.5]).validate()  # fmt: skip
@@ -173,9 +177,9 @@ def test_gp_known_answer_through_the_harness(tmp_path):
         replicate_block=1,
     )
     recs = run_sweep(cfg, tmp_path / "gp.jsonl", progress=False, log=lambda *_: None)
-    res = {(r["estimator"], r["metric"]): r for r in analyse(recs)}
-    assert res[("gp-matern-0.5", "d2")]["attainment_verdict"] == "PASS"
-    assert res[("gp-matern-2.5", "d2")]["attainment_verdict"] == "FAIL"
+    res = {(r.estimator, r.metric): r for r in analyse(recs)}
+    assert res[("gp-matern-0.5", "d2")].attainment_verdict == "PASS"
+    assert res[("gp-matern-2.5", "d2")].attainment_verdict == "FAIL"
     assert exit_status(list(res.values())) == 0
 
 

@@ -258,20 +258,20 @@ def test_start_is_in_the_fingerprint_only_when_not_random():
 
 def test_verify_reports_the_arms_without_letting_them_decide(both_records):
     results = analyse(both_records)
-    ests = {(r["truth"], r["estimator"]) for r in results if r["metric"] == "d2"}
+    ests = {(r.truth, r.estimator) for r in results if r.metric == "d2"}
     for t in ("holder-a0.5-p1-s0", "teacher-p20-s0"):
         for est in (
             "asvi", "asvi-constructive", "constructive-start", "constructive-start-scaled",
             "plain-adam",
         ):  # fmt: skip
             assert (t, est) in ests
-    prim = [r for r in results if r.get("role") == "primary"]
-    assert {r["estimator"] for r in prim} == {"asvi"}
+    prim = [r for r in results if r.role == "primary"]
+    assert {r.estimator for r in prim} == {"asvi"}
     # the exit status is the random start's alone
     assert exit_status(results) == exit_status(prim)
-    r = next(r for r in prim if r["metric"] == "d2" and r["truth"] == "holder-a0.5-p1-s0")
-    assert len(r["elbo_gap"]) == 3 and len(r["elbo_gap_ci"]) == 3
-    assert r["answer"].split(":")[0] in ANSWERS.values()
+    r = next(r for r in prim if r.metric == "d2" and r.truth == "holder-a0.5-p1-s0")
+    assert len(r.elbo_gap) == 3 and len(r.elbo_gap_ci) == 3
+    assert r.answer.split(":")[0] in ANSWERS.values()
     # --lam re-selects the arms that select by the ELBO, not the plain arm
     re = reselect(both_records, 1e-3)
     for a, b in zip(both_records, re, strict=True):
@@ -327,8 +327,8 @@ def with_arms(recs, w_exp, w0_exp, r_elbo, w_elbo, w0_elbo, w0s_elbo=None, seed=
 
 def _answer_of(recs):
     res = analyse(recs)
-    r = next(r for r in res if r["metric"] == "d2" and r.get("role") == "primary")
-    return r["starts"]["answer_key"], r
+    r = next(r for r in res if r.metric == "d2" and r.role == "primary")
+    return r.starts["answer_key"], r
 
 
 @pytest.mark.parametrize(
@@ -350,11 +350,11 @@ def _answer_of(recs):
 def test_the_comparison_gives_the_designed_answer(r_exp, w_exp, w0_exp, elbos, want):
     recs = with_arms(fake_records(r_exp, -0.75, alpha=1.5, noise=0.02), w_exp, w0_exp, *elbos)
     key, r = _answer_of(recs)
-    assert key == want, r["answer"]
-    assert r["elbo_gap"][-1] == pytest.approx(elbos[1] - elbos[0], abs=3)
-    assert r["slope_constructive"] == pytest.approx(w_exp, abs=0.05)
+    assert key == want, r.answer
+    assert r.elbo_gap[-1] == pytest.approx(elbos[1] - elbos[0], abs=3)
+    assert r.slope_constructive == pytest.approx(w_exp, abs=0.05)
     if want == "optimiser":  # no constructive candidate is both better in risk and worse
-        assert r["starts"]["objective_evidence"] == []
+        assert r.starts["objective_evidence"] == []
 
 
 def test_undecided_when_nothing_separates():
@@ -362,7 +362,7 @@ def test_undecided_when_nothing_separates():
     reference: no answer is claimed."""
     recs = with_arms(fake_records(-0.375, -0.75, alpha=1.5), -0.375, -0.375, -1000, -1000, -1000)
     key, r = _answer_of(recs)
-    r = r["starts"]
+    r = r.starts
     assert key == "undecided"
     assert answer(r)[0] == "undecided"
 
@@ -456,11 +456,11 @@ def test_the_figure_draws_what_the_analysis_found():
     def is_drawn(values):
         return any(d.shape == (len(values),) and np.allclose(d, values) for d in drawn)
 
-    assert is_drawn(r["mean"]) and is_drawn(r["reference_mean"])
+    assert is_drawn(r.mean) and is_drawn(r.reference_mean)
     for arm in ("W", "W0", "W0s", "P"):
-        assert is_drawn(r["starts"]["arms"][arm]["d2"]), arm
+        assert is_drawn(r.starts["arms"][arm]["d2"]), arm
     draw_elbo_gap_panel(gx, r)
     gaps = [np.asarray(line.get_ydata(), dtype=float) for line in gx.get_lines()]
-    assert any(g.shape == (4,) and np.allclose(g, r["elbo_gap"]) for g in gaps)
-    assert r["starts"]["answer_key"] in gx.get_title()
+    assert any(g.shape == (4,) and np.allclose(g, r.elbo_gap) for g in gaps)
+    assert r.starts["answer_key"] in gx.get_title()
     plt.close(fig)

@@ -215,9 +215,9 @@ def test_verify_excludes_failed_cells_and_says_so():
     victim = next(r for r in recs if r["cell"]["replicate"] == 2 and r["cell"]["n"] == 1000)
     victim.update(failed=True, selected_width=None, metrics=dict.fromkeys(victim["metrics"]))
     res = analyse(recs)
-    assert all(r["excluded_replicates"] == [2] for r in res)
-    assert all(2 not in r["replicates"] and len(r["replicates"]) == 4 for r in res)
-    assert res[0]["failed_cells"] == [[1000, 2]]
+    assert all(r.excluded_replicates == [2] for r in res)
+    assert all(2 not in r.replicates and len(r.replicates) == 4 for r in res)
+    assert res[0].failed_cells == [[1000, 2]]
     assert "FAILED cells" in format_results(res) and "(1000, 2)" in format_results(res)
 
 
