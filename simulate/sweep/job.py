@@ -17,7 +17,7 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from simulate.core import Batch, Hyper, Layout, failed_term_names
+from simulate.core import Batch, Layout, failed_term_names
 from simulate.core.posterior import Posterior
 from simulate.core.recipe import train_models
 from simulate.references.classical import oracle_piecewise, spline_reference
@@ -226,31 +226,6 @@ def _per_width(cols: dict, i: int) -> dict:
     return out
 
 
-def _record_config(cfg: SweepConfig, hyper: Hyper, W, n: int) -> dict:
-    """A record's ``config``: the settings its cell was trained with."""
-    return {
-        "widths": W,
-        "depth": cfg.depth,
-        "stop_rule": cfg.stop_rule_at(n).to_dict(),
-        "max_epochs": cfg.max_epochs,
-        "batch_size": hyper.batch_size,
-        "lr": cfg.lr,
-        "sigma": cfg.sigma,
-        "sigma_0": cfg.sigma_0,
-        "lambda_s": hyper.lambda_s,
-        "lam": cfg.lam,
-        "l3": cfg.l3,
-        "n_test": cfg.n_test,
-        "draws": cfg.draws,
-        "elbo_draws": cfg.elbo_draws,
-        "seed": cfg.seed,
-        "init_nu": cfg.init_nu,
-        "init_sigma": cfg.init_sigma,
-        "compile": cfg.compile,
-        "start": cfg.start,
-    }
-
-
 def run_job(job: Job) -> list[dict]:
     """Train one job and return its records (pure: no file access; runs on Dask workers).
     The records store stamps their configuration fingerprint when it appends them."""
@@ -324,7 +299,7 @@ def run_job(job: Job) -> list[dict]:
                 "failed": sel["failed"],
                 "cell": {"truth": job.truth.key, "n": job.n, "replicate": r},
                 "truth": {**asdict(job.truth), "function": f0_describe(f0s[i])},
-                "config": _record_config(cfg, hyper, W, job.n),
+                "config": cfg.cell_config(job.n, W),
                 "seeds": {"data": data_seeds[i], "models": model_seeds[sl], "test": test_seed},
                 **{k: sel[k] for k in ("selected_width", "selected_at_top", "metrics")},
                 "per_width": {**pw, "penalized_elbo": sel["penalized_elbo"]},

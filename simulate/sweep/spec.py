@@ -300,6 +300,29 @@ class SweepConfig:
             l3=self.l3,
         )
 
+    def cell_config(self, n: int, widths) -> dict:
+        """A record's ``config``: the settings its cell at sample size n was trained with
+        (for the known-answer control, ``estimator = "gp"``, its own settings)."""
+        if self.estimator == "gp":
+            return {
+                "estimator": "gp",
+                "gp_nus": list(self.gp_nus),
+                **{k: getattr(self, k) for k in ("gp_length_scale", "gp_amplitude", "sigma")},
+                **{k: getattr(self, k) for k in ("n_test", "draws", "seed")},
+            }
+        hyper = self.hyper_at(n)
+        return {
+            "widths": widths,
+            "depth": self.depth,
+            "stop_rule": self.stop_rule_at(n).to_dict(),
+            "max_epochs": self.max_epochs,
+            "batch_size": hyper.batch_size,
+            **{k: getattr(self, k) for k in ("lr", "sigma", "sigma_0")},
+            "lambda_s": hyper.lambda_s,
+            **{k: getattr(self, k) for k in ("lam", "l3", "n_test", "draws", "elbo_draws")},
+            **{k: getattr(self, k) for k in ("seed", "init_nu", "init_sigma", "compile", "start")},
+        }
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["truths"] = [asdict(t) for t in self.truths]
