@@ -1,4 +1,4 @@
-"""A textbook single-model ASVI trainer: the benchmark's reference loop, not the toolkit's core.
+"""A textbook single-model ASVI trainer: the benchmark's per-model baseline, not the toolkit's core.
 
 What someone writing the paper's algorithm for one network at a time would write in plain
 PyTorch (the way the predecessor paper's public code is organised): per layer a weight matrix
@@ -30,7 +30,7 @@ from simulate.core import (
     neg_log_lik,
 )
 
-__all__ = ["ReferenceASVI", "SpikeSlabMLP", "VmapEnsemble", "spike_slab_terms"]
+__all__ = ["TextbookASVI", "SpikeSlabMLP", "VmapEnsemble", "spike_slab_terms"]
 
 
 def spike_slab_terms(layers, xb, yb, noise, h: Hyper, n: int, H: int):
@@ -74,7 +74,7 @@ def _init_layers(p, depth, width, hyper: Hyper, gen, dtype):
     return out
 
 
-class ReferenceASVI:
+class TextbookASVI:
     """One spike-and-slab ReLU network ``p -> width^depth -> 1``, trained by autograd.
 
     ``X [n, p]``, ``y [n]`` float tensors (their dtype is the model's); ``seed`` seeds the
@@ -86,7 +86,9 @@ class ReferenceASVI:
     def __init__(self, p: int, depth: int, width: int, hyper: Hyper, X, y, seed: int = 0):
         hyper.validate()
         if hyper.slab != "gaussian" or hyper.likelihood != "gaussian" or hyper.l3 != "paper":
-            raise ValueError("the reference covers the Gaussian slab, likelihood and paper L3")
+            raise ValueError(
+                "the textbook trainer covers the Gaussian slab, likelihood and paper L3"
+            )
         if X.ndim != 2 or X.shape[1] != p or y.shape != X.shape[:1]:
             raise ValueError(f"X must be [n, {p}] and y [n], got {tuple(X.shape)}, {y.shape}")
         if X.shape[0] < hyper.batch_size:

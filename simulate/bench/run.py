@@ -10,7 +10,7 @@ reported as model-steps per second with the batched core's ratio to it:
 
 * ``loop``: a Python loop over E single-model trainers of the core itself (with
   ``--compile``, compiled too), so its ratio measures what batching adds;
-* ``textbook``: a loop over E :class:`~simulate.bench.baselines.ReferenceASVI` models (per-model
+* ``textbook``: a loop over E :class:`~simulate.bench.baselines.TextbookASVI` models (per-model
   PyTorch: autograd, ``torch.optim.Adam``, eager; CPU only);
 * ``vmap``: :class:`~simulate.bench.baselines.VmapEnsemble`, PyTorch's model-ensembling recipe
   (``stack_module_state`` + ``vmap(functional_call)``, autograd, ``torch.optim.Adam`` on the
@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from simulate._alloc import tune_malloc
-from simulate.bench.baselines import ReferenceASVI, VmapEnsemble
+from simulate.bench.baselines import TextbookASVI, VmapEnsemble
 from simulate.core import Batch, Hyper, Trainer
 from simulate.core.recipe import build_trainer
 from simulate.experiments.table1 import METHODS, width_groups
@@ -141,7 +141,7 @@ def _variants(data, widths, depth, batch_size, device, compile, timed_loop, work
     if cpu:
         h = Hyper(batch_size=batch_size)
         X, y = data.X[0], data.y[0]
-        out["textbook"] = [ReferenceASVI(p, depth, widths[e], h, X, y, seed=e).step for e in seeds]
+        out["textbook"] = [TextbookASVI(p, depth, widths[e], h, X, y, seed=e).step for e in seeds]
         out["vmap"] = [
             VmapEnsemble(p, depth, w, h, X, y, [e for e in seeds if widths[e] == w]).step
             for w in sorted(set(widths))
@@ -231,7 +231,7 @@ def compare_paths(
     log=print,
 ) -> dict:
     """Time the step paths (``simulate.core.paths``) on the same E models in one process,
-    interleaved: autograd through the sampler (``autograd``, the reference path), the
+    interleaved: autograd through the sampler (``autograd``, the autograd path), the
     hand-written step (``hand_written``, the default family's), and with ``compile`` the
     hand-written step compiled, both as one call for all E models
     (``hand_written_compiled``, the default) and in calls of 25 models

@@ -82,7 +82,7 @@ def _kl_lognormal_halfcauchy(m, s, b, grads: bool = False):
 class Dense:
     """Dense-BNN: Gaussian mean-field on every weight and bias, prior ``N(0, sigma_0^2)``.
     Trained by the hand-written step without indicators (``simulate.core.step.spike_slab_step``
-    with ``indicators=False``); ``draw`` and ``kl_terms`` serve the autograd reference,
+    with ``indicators=False``); ``draw`` and ``kl_terms`` serve the autograd path,
     posterior draws and the ELBO."""
 
     indicators, node_scales, hand_written_step = False, False, True
@@ -108,7 +108,7 @@ class Horseshoe:
     """HS-BNN: ``w = beta tau_lj upsilon_l`` with log-normal q on the scales (module
     docstring); biases ``N(0, sigma_0^2)``, not shrunk.  Trained by the hand-written
     horseshoe step (``simulate.core.step.horseshoe_step``); ``draw`` and ``kl_terms`` serve the
-    autograd reference, posterior draws and the ELBO."""
+    autograd path, posterior draws and the ELBO."""
 
     indicators, node_scales, hand_written_step = False, True, True
 

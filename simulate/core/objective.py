@@ -22,7 +22,7 @@ class ELBOTerms(NamedTuple):
     Algorithm 1 minimises), each ``[E]``: ``L1`` the (minibatch estimate of the) expected
     negative log-likelihood (eq. (loss1)), ``L2`` the slabs' KL (eq. (loss2)), ``L3`` the
     indicators' KL (eq. (loss3), as printed or exact).  Every step path returns them, the
-    autograd reference (``Trainer.loss_terms``) too."""
+    plain-autograd loss (``Trainer.loss_terms``) too."""
 
     L1: torch.Tensor
     L2: torch.Tensor

@@ -9,7 +9,7 @@
 * the **autograd path** (:class:`AutogradKernel`) -- the exact L3 and the families' draws
   that the hand-written kernels do not cover: the network's hand-written backward, then
   autograd through the sampler, L2 and L3 back to the variational parameters, then the
-  optimiser; with ``compile`` its three pieces are compiled apart.  It is the reference
+  optimiser; with ``compile`` its three pieces are compiled apart.  It is the check
   the hand-written kernels are tested against.
 
 Both have the kernel signature of ``simulate.core.step`` and compute the same numbers up to float

@@ -52,7 +52,7 @@ def build_trainer(
     The family's node scales (the horseshoe's) follow ``hyper.family``.  For drivers that step
     the trainer themselves (the benchmark, runs evaluated every few epochs).  ``init_from``:
     a start built by hand (``Trainer``; ``simulate.references.constructive``), else the random one;
-    ``autograd``: the autograd step path for any family (the reference)."""
+    ``autograd``: the autograd step path for any family (the hand-written kernels' check)."""
     layout = Layout(
         X.shape[2], depth, list(widths), out_dim, node_scales=family_of(hyper).node_scales
     )

@@ -27,8 +27,8 @@ class Trainer:
     The step path (``simulate.core.paths``) is chosen once here: the hand-written step (eager,
     or with ``compile=True`` through ``torch.compile``: a one-time cost of seconds, cached
     by torch on disk), or autograd through the sampler for the exact L3 (and with
-    ``autograd=True`` for any family: the reference).  They compute the same numbers up
-    to float rounding; the eager paths are what most tests use.  ``chunk`` (compiled
+    ``autograd=True`` for any family: the hand-written kernels' check).  They compute the
+    same numbers up to float rounding; the eager paths are what most tests use.  ``chunk`` (compiled
     hand-written step only): models per compiled call (``simulate.core.paths.chunk_bounds``);
     it changes nothing but speed, and by default all models go in one call
     (``BENCHMARKS.md`` has the measurements behind that default).  ``init_from``:
@@ -129,7 +129,7 @@ class Trainer:
     # ----------------------------------------------------------------- losses
     def loss_terms(self, var, xb, yb, step: int) -> ELBOTerms:
         """Per-model (L1, L2, L3), each ``[E]``, for one minibatch and step ``step``'s noise,
-        in plain autograd: the reference every step path is tested against."""
+        in plain autograd: what every step path is tested against."""
         h, K = self.hyper, self.hyper.mc_samples
         mb = xb.shape[1]  # minibatch size (m of the paper)
         thetas = torch.cat([self.draw(var, step * K + k) for k in range(K)])

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from simulate.bench.baselines import ReferenceASVI
+from simulate.bench.baselines import TextbookASVI
 from simulate.core import Batch, Hyper, Layout, Trainer
 
 
@@ -15,7 +15,7 @@ def _pair(p=3, depth=2, width=4, n=256, hyper=None):
     core = Trainer(
         Layout(p, depth, [width]), hyper, [5], Batch(X[None], y[None], [0]), dtype=torch.float64
     )
-    ref = ReferenceASVI(p, depth, width, hyper, X, y, seed=5)
+    ref = TextbookASVI(p, depth, width, hyper, X, y, seed=5)
     # the reference's parameters := the core model's (block l of the core is [out, in + 1])
     lay = core.layout
     with torch.no_grad():
@@ -72,11 +72,11 @@ def test_reference_trains_and_rejects_what_it_does_not_cover():
     assert last < first  # the ELBO's negative falls under Adam
     X, y = torch.zeros(100, 3), torch.zeros(100)
     with pytest.raises(ValueError, match="reference covers"):
-        ReferenceASVI(3, 1, 2, Hyper(slab="uniform"), X, y)
+        TextbookASVI(3, 1, 2, Hyper(slab="uniform"), X, y)
     with pytest.raises(ValueError, match="batch_size"):
-        ReferenceASVI(3, 1, 2, Hyper(), X, y)
+        TextbookASVI(3, 1, 2, Hyper(), X, y)
     with pytest.raises(ValueError, match="X must be"):
-        ReferenceASVI(4, 1, 2, Hyper(batch_size=8), X, y)
+        TextbookASVI(4, 1, 2, Hyper(batch_size=8), X, y)
 
 
 def _vmap_pair(E=2, p=3, depth=2, width=4, n=256):
