@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from verify.starts import (
 )
 
 __all__ = [
+    "control_records_path",
     "PRIMARY_METRIC",
     "analyse",
     "estimators_of",
@@ -521,6 +523,12 @@ def entry_outcome(r: MetricResult) -> Verdict:
     if any(v in (Verdict.INCONCLUSIVE, Verdict.UNDECIDABLE) for v in verdicts):
         return Verdict.INCONCLUSIVE
     return Verdict.PASS
+
+
+def control_records_path(path: str) -> str:
+    """Where a sweep's budget-doubling control writes beside it: ``RECORDS-double.jsonl``."""
+    root, ext = os.path.splitext(path)
+    return f"{root}-double{ext or '.jsonl'}"
 
 
 def exit_status(results: list[MetricResult]) -> int:

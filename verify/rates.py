@@ -77,6 +77,7 @@ from verify.analysis import (
     EXIT_PASS,
     analyse,
     control_config,
+    control_records_path,
     exit_status,
     reselect,
 )
@@ -174,11 +175,6 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _control_path(path: str) -> str:
-    root, ext = os.path.splitext(path)
-    return f"{root}-double{ext or '.jsonl'}"
-
-
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -248,7 +244,7 @@ def _existing_records(args, overrides: dict):
     records = one_configuration(read_records(args.records), args.fingerprint, args.records)
     if not records:
         raise ValueError(f"{args.records} holds no records")
-    cpath = args.control_records or _control_path(args.records)
+    cpath = args.control_records or control_records_path(args.records)
     if args.control_records and not os.path.isfile(cpath):
         raise ValueError(f"no control records file {cpath}")
     control_records: list[dict] = []
@@ -267,7 +263,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict):
     cfg = SweepConfig(truths=truths or tier["truths"], **{**tier["sweep"], **overrides})
     source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
     check_output_file(source, "--out")
-    cpath = args.control_records or _control_path(source)
+    cpath = args.control_records or control_records_path(source)
     source = records_path_for(cfg, source, new_file=args.new_file)
     ccfg = None
     if not tier.get("control", True):

@@ -273,21 +273,23 @@ def _md_num(x, fmt="+.3f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def markdown_results(results: list[dict], heading: str) -> str:
+def markdown_results(results: list, heading: str | None, metrics=None) -> str:
     """The report as Markdown (``verify.rates --markdown``): one row per (estimator,
     truth, metric) with the slope, the power check and theorem test, the top-half slope,
     the attainment test with its allowance and c_hat, and the budget control's slope
     change; then each d^2 entry's finding and, where the design has no power, what it
-    would take.  Generated from the records, so a results file can quote it verbatim."""
-    lines = [
-        f"## {heading}",
-        "",
+    would take.  Generated from the records, so a results file can quote it verbatim
+    (``figures.results_md``: without a heading, rows of ``metrics`` only)."""
+    lines = [f"## {heading}", ""] if heading else []
+    lines += [
         "| estimator | truth | metric | predicted | slope [95% CI] | power | theorem |"
         " top-half slope [95% CI] | ref. slope | minus ref. [95% CI] | allowance |"
         " c_hat [95% CI] | attainment | budget x2: slope change [95% CI] |",
         "|" + "---|" * 14,
     ]
     for r in results:
+        if metrics is not None and r.metric not in metrics:
+            continue
         theorem = r.verdict + (" (faster)" if r.direction == "faster" else "")
         theorem += " (opt.-limited)" if r.optimisation_limited else ""
         top = f"{r.top_half_slope:.3f}{_md_ci(r.top_half_ci)}"

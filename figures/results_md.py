@@ -1,0 +1,95 @@
+"""``RESULTS.md``'s measured numbers, regenerated from the records
+(``python -m figures --only results``).
+
+Every table of measured numbers in the results file sits in a *generated block*::
+
+    <!-- generated: KIND records=PATH [metric=NAME] -->
+    ...
+    <!-- end generated -->
+
+and is rewritten from the records file ``PATH`` (relative to the repository root):
+
+* ``verify-rates`` -- ``python -m verify.rates --markdown``'s table and findings (without
+  its heading), the budget-doubling control read from ``PATH``'s ``-double`` file when it
+  exists, as ``verify.rates`` does; ``metric=d2`` keeps that metric's rows only;
+* ``starts`` -- ``python -m verify.starts PATH``'s per-arm tables, in a code block.
+
+A block whose records file is missing (they are git-ignored, and the long tiers' are not on
+every machine) is left as it is and reported, so a regeneration never silently drops a
+result; a block of an unknown kind is an error.  The prose between blocks interprets the
+numbers and is written by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+
+from simulate.sweep.spec import one_configuration, read_records
+from verify.analysis import analyse, control_records_path
+from verify.render import markdown_results
+from verify.starts import arms_table
+
+__all__ = ["BLOCK", "render_block", "regenerate"]
+
+BLOCK = re.compile(
+    r"(?P<open><!-- generated: (?P<spec>[^\n]*?) -->\n)(?P<body>.*?)"
+    r"(?P<close><!-- end generated -->)",
+    re.S,
+)
+KINDS = ("verify-rates", "starts")
+
+
+def _parse(spec: str) -> tuple[str, dict]:
+    kind, *args = shlex.split(spec)
+    if kind not in KINDS:
+        raise ValueError(f"generated block of unknown kind {kind!r} (known: {KINDS})")
+    opts = dict(a.split("=", 1) for a in args)
+    if "records" not in opts or set(opts) - {"records", "metric"}:
+        raise ValueError(f"generated block {spec!r}: give records=PATH [metric=NAME]")
+    return kind, opts
+
+
+def render_block(spec: str, root: str = ".") -> str | None:
+    """The body of the block ``spec`` from its records under ``root``; None when the
+    records file is missing."""
+    kind, opts = _parse(spec)
+    path = os.path.join(root, opts["records"])
+    if not os.path.isfile(path):
+        return None
+    records = read_records(path)
+    if kind == "starts":
+        return "```\n" + arms_table(records) + "\n```\n"
+    records = one_configuration(records, source=path)
+    cpath = control_records_path(path)
+    control = one_configuration(read_records(cpath), source=cpath) if os.path.isfile(cpath) else []
+    metrics = None if "metric" not in opts else {opts["metric"]}
+    return markdown_results(analyse(records, control=control), None, metrics)
+
+
+def regenerate(path: str = "RESULTS.md", root: str = ".", log=print) -> dict:
+    """Rewrite every generated block of ``path`` from its records; returns the specs
+    ``{"regenerated": [...], "unchanged": [...], "missing": [...]}`` (missing: records not
+    found, block left as it was)."""
+    with open(path) as fh:
+        text = fh.read()
+    out = {"regenerated": [], "unchanged": [], "missing": []}
+
+    def one(m: re.Match) -> str:
+        spec = m.group("spec")
+        body = render_block(spec, root)
+        if body is None:
+            out["missing"].append(spec)
+            return m.group(0)
+        out["unchanged" if body == m.group("body") else "regenerated"].append(spec)
+        return m.group("open") + body + m.group("close")
+
+    new = BLOCK.sub(one, text)
+    if new != text:
+        with open(path, "w") as fh:
+            fh.write(new)
+    for key, specs in out.items():
+        for s in specs:
+            log(f"{path}: {key}: {s}")
+    return out

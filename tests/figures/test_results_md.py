@@ -1,0 +1,53 @@
+"""RESULTS.md's generated blocks (``figures.results_md``): rewritten from their records,
+kept and reported when the records are missing, refused when of an unknown kind."""
+
+import json
+
+import pytest
+
+from figures.results_md import regenerate, render_block
+from simulate.sweep.spec import SCHEMA
+from tests.factories import fake_records
+from verify.analysis import analyse
+from verify.render import markdown_results
+
+
+def _write(path, records):
+    with open(path, "w") as fh:
+        for r in records:
+            fh.write(json.dumps({**r, "schema": SCHEMA, "fingerprint": "f"}) + "\n")
+
+
+def test_blocks_are_rewritten_from_their_records_and_missing_ones_are_kept(tmp_path):
+    recs = fake_records(-0.5, -0.5)
+    _write(tmp_path / "r.jsonl", recs)
+    doc = tmp_path / "RESULTS.md"
+    doc.write_text(
+        "prose that stays\n\n"
+        "<!-- generated: verify-rates records=r.jsonl metric=d2 -->\n| stale | 0.1 |\n"
+        "<!-- end generated -->\n\nmore prose\n\n"
+        "<!-- generated: verify-rates records=gone.jsonl -->\nkept as it was\n"
+        "<!-- end generated -->\n"
+    )
+    out = regenerate(str(doc), str(tmp_path), log=lambda *_: None)
+    assert out == {
+        "regenerated": ["verify-rates records=r.jsonl metric=d2"],
+        "unchanged": [],
+        "missing": ["verify-rates records=gone.jsonl"],
+    }
+    text = doc.read_text()
+    want = markdown_results(analyse(recs), None, {"d2"})  # the oracle: verify.rates' own
+    assert want in text and "| stale |" not in text
+    assert "| asvi | holder-a0.5-p1-s0 | d2 |" in want and "| d |" not in want
+    assert "prose that stays" in text and "more prose" in text and "kept as it was" in text
+    again = regenerate(str(doc), str(tmp_path), log=lambda *_: None)  # idempotent
+    assert again["unchanged"] == ["verify-rates records=r.jsonl metric=d2"]
+    assert doc.read_text() == text
+
+
+def test_a_block_of_unknown_kind_or_without_records_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown kind"):
+        render_block("tables records=r.jsonl", str(tmp_path))
+    with pytest.raises(ValueError, match="records=PATH"):
+        render_block("verify-rates metric=d2", str(tmp_path))
+    assert render_block("starts records=absent.jsonl", str(tmp_path)) is None
