@@ -71,7 +71,7 @@ def test_reference_trains_and_rejects_what_it_does_not_cover():
         last = ref.step()
     assert last < first  # the ELBO's negative falls under Adam
     X, y = torch.zeros(100, 3), torch.zeros(100)
-    with pytest.raises(ValueError, match="reference covers"):
+    with pytest.raises(ValueError, match="textbook trainer covers"):
         TextbookASVI(3, 1, 2, Hyper(slab="uniform"), X, y)
     with pytest.raises(ValueError, match="batch_size"):
         TextbookASVI(3, 1, 2, Hyper(), X, y)
