@@ -31,6 +31,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from simulate.core import Hyper, Layout
+from simulate.core.constraints import POSITIVE, Interval, check
 from simulate.core.posterior import select_width
 from simulate.core.recipe import train_models
 from simulate.progress import Progress
@@ -83,21 +84,8 @@ def _dtype(x) -> torch.dtype:
 
 
 def _integer(name, v, lo=1, hi=None) -> int:
-    if (
-        isinstance(v, bool)
-        or not isinstance(v, numbers.Integral)
-        or v < lo
-        or (hi is not None and v > hi)
-    ):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name} must be an integer {rng}, got {v!r}")
-    return int(v)
-
-
-def _positive(name, v) -> float:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-    return float(v)
+    """``v`` as an int when an integer in [lo, hi] (``simulate.core.constraints``)."""
+    return int(check(name, v, Interval(numbers.Integral, lo, hi, "both")))
 
 
 class _Base(BaseEstimator):
@@ -113,16 +101,18 @@ class _Base(BaseEstimator):
         raise NotImplementedError
 
     def _hyper(self, n: int) -> Hyper:
+        """The training hyperparameters (checked by ``Hyper.validate``: one rule per
+        field); the batch at most n."""
         return Hyper(
             likelihood=self._likelihood,
-            sigma=_positive("sigma", self.sigma),
-            sigma_0=_positive("sigma_0", self.sigma_0),
+            sigma=self.sigma,
+            sigma_0=self.sigma_0,
             slab=self.slab,
-            lambda_s=_positive("lambda_s", self.lambda_s),
-            lam=_positive("lam", self.lam),
+            lambda_s=self.lambda_s,
+            lam=self.lam,
             batch_size=min(_integer("batch_size", self.batch_size), n),
-            mc_samples=_integer("mc_samples", self.mc_samples),
-            lr=_positive("lr", self.lr),
+            mc_samples=self.mc_samples,
+            lr=self.lr,
             optimizer=self.optimizer,
             l3=self.l3,
             sampling=self.sampling,
@@ -136,7 +126,7 @@ class _Base(BaseEstimator):
         """Train every candidate width in one batched program and select (ASVI)."""
         widths = _check_widths(self._candidate_widths())
         depth = _integer("depth", self.depth)
-        _positive("epochs", self.epochs)
+        check("epochs", self.epochs, POSITIVE)
         _integer("elbo_draws", self.elbo_draws, lo=10)  # the selection rule needs >= 10
         _integer("predict_draws", self.predict_draws)
         seed = _integer("seed", self.seed, lo=0, hi=_SEED_MAX)

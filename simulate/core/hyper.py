@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from numbers import Real
 
+from simulate.core.constraints import INT_POSITIVE, POSITIVE, Interval, Options, validate_params
 from simulate.core.families import FAMILIES
 from simulate.core.likelihoods import LIKELIHOODS
+from simulate.core.optim import OPTIMIZERS
 from simulate.core.slabs import SLABS
 
 
@@ -39,35 +41,33 @@ class Hyper:
     hs_bg: float = 1e-5  # horseshoe: layer-scale prior C+(0, bg)
 
     def validate(self) -> None:
-        if self.likelihood not in LIKELIHOODS:
-            raise ValueError(
-                f"likelihood must be one of {tuple(LIKELIHOODS)}, got {self.likelihood!r}"
-            )
-        if self.slab not in SLABS:
-            raise ValueError(f"slab must be one of {tuple(SLABS)}, got {self.slab!r}")
-        if self.family not in FAMILIES:
-            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
-        if self.sampling not in ("iid", "permutation"):
-            raise ValueError(f"sampling must be 'iid' or 'permutation', got {self.sampling!r}")
-        if self.optimizer not in ("adam", "rmsprop"):
-            raise ValueError(f"optimizer must be 'adam' or 'rmsprop', got {self.optimizer!r}")
-        if not 0 <= self.rmsprop_alpha < 1:
-            raise ValueError(f"rmsprop_alpha must be in [0, 1), got {self.rmsprop_alpha!r}")
-        if self.l3 not in ("paper", "exact"):
-            raise ValueError(f"l3 must be 'paper' or 'exact', got {self.l3!r}")
-        for name in ("sigma", "sigma_0", "B0", "lambda_s", "lam", "tau", "lr", "init_sigma"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not (
-                isinstance(v, (int, float)) and math.isfinite(v) and v > 0
-            ):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-        for name in ("batch_size", "mc_samples"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not (isinstance(v, int) and v >= 1):
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        if isinstance(self.init_nu, bool) or not (
-            isinstance(self.init_nu, (int, float)) and 0 < self.init_nu < 1
-        ):
-            raise ValueError(f"init_nu must be in (0, 1), got {self.init_nu!r}")
+        """Raise ``ValueError`` naming the first field outside :data:`HYPER_CONSTRAINTS`,
+        or the uniform slab's ``init_mu >= B0``."""
+        validate_params(self, HYPER_CONSTRAINTS)
+        b = self.betas
+        if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(map(_BETA.accepts, b))):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
         if self.slab == "uniform" and self.init_mu >= self.B0:
             raise ValueError("init_mu must be < B0 for the uniform slab")
+
+
+_BETA = Interval(Real, 0, 1, "left")
+
+# every field's allowed values (simulate.core.constraints), checked by Hyper.validate
+HYPER_CONSTRAINTS = {
+    "likelihood": [Options(tuple(LIKELIHOODS))],
+    "slab": [Options(tuple(SLABS))],
+    "family": [Options(tuple(FAMILIES))],
+    "sampling": [Options(("iid", "permutation"))],
+    "optimizer": [Options(tuple(OPTIMIZERS))],
+    "l3": [Options(("paper", "exact"))],
+    **dict.fromkeys(
+        ("sigma", "sigma_0", "B0", "lambda_s", "lam", "tau", "lr", "init_sigma", "init_mu"),
+        [POSITIVE],
+    ),
+    **dict.fromkeys(("adam_eps", "hs_b0", "hs_bg"), [POSITIVE]),
+    "batch_size": [INT_POSITIVE],
+    "mc_samples": [INT_POSITIVE],
+    "rmsprop_alpha": [_BETA],
+    "init_nu": [Interval(Real, 0, 1, "neither")],
+}

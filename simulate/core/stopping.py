@@ -62,6 +62,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from simulate.core.constraints import INT_POSITIVE, POSITIVE, validate_params
+
 __all__ = ["StopRule", "Convergence"]
 
 
@@ -78,19 +80,8 @@ class StopRule:
     risk_tol: float | None = None  # relative change of the held-out risk per window
 
     def validate(self) -> None:
-        for name in ("max_steps", "window", "patience"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        for name in ("tol", "kl_abs"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-        v = self.risk_tol
-        if v is not None and not (
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-        ):
-            raise ValueError(f"risk_tol must be None or a finite number > 0, got {v!r}")
+        """Raise ``ValueError`` naming the first field outside its constraints."""
+        validate_params(self, _STOP_CONSTRAINTS)
 
     def doubled(self) -> StopRule:
         """The budget-doubling control: twice the cap, half the tolerance."""
@@ -105,6 +96,13 @@ class StopRule:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+_STOP_CONSTRAINTS = {
+    **dict.fromkeys(("max_steps", "window", "patience"), [INT_POSITIVE]),
+    **dict.fromkeys(("tol", "kl_abs"), [POSITIVE]),
+    "risk_tol": [POSITIVE, None],
+}
 
 
 class Convergence:

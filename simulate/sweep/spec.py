@@ -9,9 +9,18 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import asdict, dataclass
+from numbers import Integral
 
 import numpy as np
 
+from simulate.core.constraints import (
+    BOOL,
+    INT_POSITIVE,
+    POSITIVE,
+    Interval,
+    Options,
+    validate_params,
+)
 from simulate.core.hyper import Hyper
 from simulate.core.posterior import select_width
 from simulate.core.stopping import StopRule
@@ -103,6 +112,36 @@ class TruthSpec:
         return float(teacher_exponent(metric))
 
 
+# the fields a sweep checks by constraint (simulate.core.constraints); the training
+# hyperparameters are Hyper's (SweepConfig.hyper_at(n).validate()), the stopping rule's
+# StopRule's, the cross-field rules (sample sizes, widths, starts, the GP control) code
+SWEEP_CONSTRAINTS = {
+    **dict.fromkeys(
+        (
+            "replicates",
+            "replicate_block",
+            "depth",
+            "max_steps",
+            "batch_size",
+            "n_test",
+            "draws",
+            "width_min",
+            "width_max",
+            "risk_n_eval",
+            "risk_draws",
+        ),
+        [INT_POSITIVE],
+    ),  # fmt: skip
+    "elbo_draws": [Interval(Integral, 10, None, "left")],
+    **dict.fromkeys(("lambda_s_a", "width_scale", "gp_length_scale", "gp_amplitude"), [POSITIVE]),
+    "seed": [Interval(Integral, 0, 2**63, "left")],
+    "max_epochs": [POSITIVE, None],
+    "compile": [BOOL],
+    "estimator": [Options(("asvi", "gp"))],
+    "start": [Options(("random", "constructive", "both"))],
+}
+
+
 @dataclass(frozen=True)
 class SweepConfig:
     """What a sweep is: its truths, sample sizes, replicates, candidate widths, stopping
@@ -172,56 +211,15 @@ class SweepConfig:
             raise ValueError(f"sample sizes must be distinct and increasing, got {ns}")
         if ns[0] < 2:
             raise ValueError("every n must be >= 2")
-        if self.replicates < 1 or self.replicate_block < 1:
-            raise ValueError("replicates and replicate_block must be >= 1")
+        validate_params(self, SWEEP_CONSTRAINTS)
         if self.widths is not None and (not self.widths or any(int(w) < 1 for w in self.widths)):
             raise ValueError(f"widths must be a non-empty list of integers >= 1: {self.widths}")
         if self.width_min < 1 or self.width_max < self.width_min:
             raise ValueError("need 1 <= width_min <= width_max")
-        if not (math.isfinite(self.width_scale) and self.width_scale > 0):
-            raise ValueError(f"width_scale must be > 0, got {self.width_scale}")
-        if self.batch_size < 1 or self.depth < 1:
-            raise ValueError("batch_size and depth must be positive")
         self.stop_rule.validate()
-        for name in (
-            "replicates", "replicate_block", "depth", "max_steps", "batch_size", "n_test",
-            "draws", "elbo_draws", "width_min", "width_max", "risk_n_eval", "risk_draws",
-        ):  # fmt: skip
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        if self.elbo_draws < 10:
-            raise ValueError("elbo_draws must be >= 10")
-        v = self.lambda_s_a
-        if (
-            isinstance(v, bool)
-            or not isinstance(v, (int, float))
-            or not (math.isfinite(v) and v > 0)
-        ):
-            raise ValueError(f"lambda_s_a must be a finite number > 0, got {v!r}")
         # the training hyperparameters (lr, sigma, sigma_0, lambda_s, lam, init_sigma,
         # init_nu, l3) are checked where they are defined: Hyper.validate
         self.hyper_at(ns[0]).validate()
-        if (
-            isinstance(self.seed, bool)
-            or not isinstance(self.seed, int)
-            or not (0 <= self.seed < 2**63)
-        ):
-            raise ValueError(f"seed must be an integer in [0, 2^63), got {self.seed!r}")
-        if self.max_epochs is not None and (
-            isinstance(self.max_epochs, bool)
-            or not isinstance(self.max_epochs, (int, float))
-            or not (math.isfinite(self.max_epochs) and self.max_epochs > 0)
-        ):
-            raise ValueError(f"max_epochs must be a finite number > 0, got {self.max_epochs!r}")
-        if not isinstance(self.compile, bool):
-            raise ValueError(f"compile must be true or false, got {self.compile!r}")
-        if self.estimator not in ("asvi", "gp"):
-            raise ValueError(f"estimator must be 'asvi' or 'gp', got {self.estimator!r}")
-        if self.start not in ("random", "constructive", "both"):
-            raise ValueError(
-                f"start must be 'random', 'constructive' or 'both', got {self.start!r}"
-            )
         if self.start != "random":
             if self.estimator != "asvi":
                 raise ValueError("a constructive start is for the ASVI estimator")
@@ -241,10 +239,6 @@ class SweepConfig:
                 raise ValueError(f"gp_nus must be a non-empty list of numbers > 0: {self.gp_nus}")
             if any(t.kind != "holder" for t in self.truths):
                 raise ValueError("the Gaussian-process control runs on holder truths only")
-            for name in ("gp_length_scale", "gp_amplitude"):
-                v = getattr(self, name)
-                if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                    raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
 
     @property
     def stop_rule(self) -> StopRule:
