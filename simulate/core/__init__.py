@@ -2,7 +2,7 @@
 
 E independent ReLU networks (depth L = number of hidden layers, as in ``theory.network``;
 possibly different widths, padded to the largest and masked) live in one parameter tensor
-``var`` of shape ``[3, E, P]``: per weight and bias the slab location, the slab scale
+``params`` of shape ``[3, E, P]``: per weight and bias the slab location, the slab scale
 (unconstrained) and the inclusion logit.  One training step samples every model's network,
 computes the three loss terms per model, back-propagates once (by hand: no autograd graph
 for the default family, see :func:`spike_slab_step`) and applies one Adam update;

@@ -43,9 +43,9 @@ _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(20)  # probabilists' Hermite
 _GH_W = _GH_W / math.sqrt(2 * math.pi)
 
 
-def _gaussian_draw(var, z):
+def _gaussian_draw(params, z):
     """``mu + softplus(rho) z`` for every slot ``[E, P]`` (weights, biases, log-scales)."""
-    return var[0] + torch.nn.functional.softplus(var[1]) * z
+    return params[0] + torch.nn.functional.softplus(params[1]) * z
 
 
 def _normals(hyper, u):
@@ -90,15 +90,15 @@ class Dense:
     noise = staticmethod(_normals)
 
     @staticmethod
-    def draw(var, hyper, layout, mask, noise, u=None, hard_only=False, node_index=None):
+    def draw(params, hyper, layout, mask, noise, u=None, hard_only=False, node_index=None):
         """One network per model ``[E, P_net]`` for standard normals ``noise [E, P]``."""
         Pn = layout.P_net
-        return _gaussian_draw(var, noise)[:, :Pn] * mask[:, :Pn]
+        return _gaussian_draw(params, noise)[:, :Pn] * mask[:, :Pn]
 
     @staticmethod
-    def kl_terms(var, hyper, layout, mask, H, node_index=None):
+    def kl_terms(params, hyper, layout, mask, H, node_index=None):
         """(L2, L3): the closed-form Gaussian KL; no indicators, so L3 = 0."""
-        mu, sd = var[0], torch.nn.functional.softplus(var[1])
+        mu, sd = params[0], torch.nn.functional.softplus(params[1])
         Pn = layout.P_net
         L2 = (_kl_normal(mu[:, :Pn], sd[:, :Pn], hyper.sigma_0) * mask[:, :Pn]).sum(-1)
         return L2, torch.zeros_like(L2)
@@ -115,10 +115,10 @@ class Horseshoe:
     noise = staticmethod(_normals)
 
     @staticmethod
-    def draw(var, hyper, layout, mask, noise, u=None, hard_only=False, node_index=None):
+    def draw(params, hyper, layout, mask, noise, u=None, hard_only=False, node_index=None):
         """One network per model ``[E, P_net]`` for standard normals ``noise [E, P]``: each
         unit's weights times its scale."""
-        draw = _gaussian_draw(var, noise)  # [E, P]
+        draw = _gaussian_draw(params, noise)  # [E, P]
         Pn = layout.P_net
         slot_unit, unit_layer = node_index
         log_scale = draw[:, Pn:]
@@ -129,10 +129,10 @@ class Horseshoe:
         return draw[:, :Pn] * full[:, slot_unit] * mask[:, :Pn]
 
     @staticmethod
-    def kl_terms(var, hyper, layout, mask, H, node_index=None):
+    def kl_terms(params, hyper, layout, mask, H, node_index=None):
         """(L2, L3): Gaussian KLs of beta and the biases plus the scales' log-normal to
         half-Cauchy KLs; L3 = 0."""
-        mu, sd = var[0], torch.nn.functional.softplus(var[1])
+        mu, sd = params[0], torch.nn.functional.softplus(params[1])
         Pn = layout.P_net
         slot_unit, _ = node_index
         is_bias = (slot_unit == layout.units)[None, :]

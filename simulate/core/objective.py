@@ -43,22 +43,22 @@ class ELBOTerms(NamedTuple):
         return {"L1": self.L1, "L2": self.L2, "L3": self.L3, "total": self.total}
 
 
-def slab_params(var: torch.Tensor, hyper: Hyper):
+def slab_params(params: torch.Tensor, hyper: Hyper):
     """(location, scale, nu): Gaussian (mu, sigma, nu) or uniform (centre, half-width, nu)
     (``simulate.core.slabs``)."""
-    loc, scale = slab_of(hyper).params(var, hyper)
-    return loc, scale, torch.sigmoid(var[2])
+    loc, scale = slab_of(hyper).location_scale(params, hyper)
+    return loc, scale, torch.sigmoid(params[2])
 
 
-def sample_theta(var, hyper: Hyper, mask, noise, u, hard_only=False):
+def sample_theta(params, hyper: Hyper, mask, noise, u, hard_only=False):
     """One network per model: ``theta [E, P]`` with hard indicators forward and the relaxed
     Gumbel-sigmoid backward (module docstring); padding is zeroed by ``mask``.  ``noise``
     is the slab's standardised noise (:meth:`SpikeSlab.noise`) and ``u`` the
     Gumbel-sigmoid uniforms, each ``[E, P]``."""
-    loc, scale, _ = slab_params(var, hyper)
+    loc, scale, _ = slab_params(params, hyper)
     w = loc + scale * noise
-    G = torch.sigmoid((var[2] + torch.log(u) - torch.log1p(-u)) / hyper.tau)
-    hard = (G > 0.5).to(var.dtype)
+    G = torch.sigmoid((params[2] + torch.log(u) - torch.log1p(-u)) / hyper.tau)
+    hard = (G > 0.5).to(params.dtype)
     gamma = hard if hard_only else hard + G - G.detach()
     return gamma * w * mask
 
@@ -119,28 +119,36 @@ def l3_paper(S: torch.Tensor, H: torch.Tensor, lambda_s: float) -> torch.Tensor:
     return -0.5 * torch.log(2 * math.pi * math.e * S * (H - S) / H) / _LOG2 + lambda_s * S
 
 
-def kl_slab(var, hyper: Hyper, mask) -> torch.Tensor:
+def kl_slab(params, hyper: Hyper, mask) -> torch.Tensor:
     """L2 per model: ``sum_i nu_i KL(slab_i || prior slab)`` over real edges (eq. (loss2))."""
-    loc, scale, nu = slab_params(var, hyper)
+    loc, scale, nu = slab_params(params, hyper)
     return (nu * kl_slab_edge(loc, scale, hyper) * mask).sum(-1)
 
 
 def draw_network(
-    var, hyper: Hyper, layout: Layout, mask, eps, gumbel, offset, hard_only=False, node_index=None
+    params,
+    hyper: Hyper,
+    layout: Layout,
+    mask,
+    eps,
+    gumbel,
+    offset,
+    hard_only=False,
+    node_index=None,
 ):
     """One network per model, ``[E, P_net]``, from the model's variational family, with
     draw number ``offset`` of the models' streams ``eps`` (the family's noise,
     ``family.noise``) and ``gumbel`` (the indicators' uniforms; families with indicators
     only)."""
     fam = family_of(hyper)
-    noise = fam.noise(hyper, eps.uniform(offset, var.dtype))
-    u = gumbel.uniform(offset, var.dtype) if fam.indicators else None
-    return fam.draw(var, hyper, layout, mask, noise, u, hard_only, node_index)
+    noise = fam.noise(hyper, eps.uniform(offset, params.dtype))
+    u = gumbel.uniform(offset, params.dtype) if fam.indicators else None
+    return fam.draw(params, hyper, layout, mask, noise, u, hard_only, node_index)
 
 
-def kl_terms(var, hyper: Hyper, layout: Layout, mask, H, node_index=None):
+def kl_terms(params, hyper: Hyper, layout: Layout, mask, H, node_index=None):
     """(L2, L3) per model for the model's family (L3 = 0 without indicators)."""
-    return family_of(hyper).kl_terms(var, hyper, layout, mask, H, node_index)
+    return family_of(hyper).kl_terms(params, hyper, layout, mask, H, node_index)
 
 
 def _poisson_binomial_pmf(nu: torch.Tensor, mask: torch.Tensor, H: int) -> torch.Tensor:
@@ -156,9 +164,9 @@ def _poisson_binomial_pmf(nu: torch.Tensor, mask: torch.Tensor, H: int) -> torch
     return pmf.clamp_min(0)
 
 
-def kl_indicator(var, hyper: Hyper, mask, H_per_model: torch.Tensor) -> torch.Tensor:
+def kl_indicator(params, hyper: Hyper, mask, H_per_model: torch.Tensor) -> torch.Tensor:
     """L3 per model: the paper's approximation (default) or the exact KL (module docstring)."""
-    nu = torch.sigmoid(var[2])
+    nu = torch.sigmoid(params[2])
     S = (nu * mask).sum(-1)
     H = H_per_model
     if hyper.l3 == "paper":
@@ -194,12 +202,12 @@ class SpikeSlab:
         return slab_of(hyper).noise(u)
 
     @staticmethod
-    def draw(var, hyper, layout, mask, noise, u, hard_only=False, node_index=None):
-        return sample_theta(var, hyper, mask, noise, u, hard_only)
+    def draw(params, hyper, layout, mask, noise, u, hard_only=False, node_index=None):
+        return sample_theta(params, hyper, mask, noise, u, hard_only)
 
     @staticmethod
-    def kl_terms(var, hyper, layout, mask, H, node_index=None):
-        return kl_slab(var, hyper, mask), kl_indicator(var, hyper, mask, H)
+    def kl_terms(params, hyper, layout, mask, H, node_index=None):
+        return kl_slab(params, hyper, mask), kl_indicator(params, hyper, mask, H)
 
 
 FAMILY = {"spike_slab": SpikeSlab(), "dense": Dense(), "horseshoe": Horseshoe()}

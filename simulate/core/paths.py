@@ -70,7 +70,7 @@ def _raise_recompile_limit() -> None:
 
 
 class AutogradKernel:
-    """The autograd path as a kernel (module docstring): ``kernel(consts, var, opt, inputs,
+    """The autograd path as a kernel (module docstring): ``kernel(consts, params, opt, inputs,
     factors)``, the parameters and moments updated in place (eager or compiled)."""
 
     def __init__(self, spec: StepSpec, compile: bool = False):
@@ -88,23 +88,23 @@ class AutogradKernel:
             self._update = torch.compile(self._update, dynamic=False)
 
     @staticmethod
-    def _sample_kl_impl(spec, consts: Consts, var, noise, gumbel):
+    def _sample_kl_impl(spec, consts: Consts, params, noise, gumbel):
         """K networks per model ``[K*E, P]`` (draw k from ``noise[k]``, ``gumbel[k]``), L2
         and L3."""
         fam, h, lay = family_of(spec.hyper), spec.hyper, spec.layout
         thetas = torch.cat(
             [
-                fam.draw(var, h, lay, consts.mask, noise[k], gumbel[k], False, consts.node_index)
+                fam.draw(params, h, lay, consts.mask, noise[k], gumbel[k], False, consts.node_index)
                 for k in range(noise.shape[0])
             ]
         )
-        return (thetas, *kl_terms(var, h, lay, consts.mask, consts.H, consts.node_index))
+        return (thetas, *kl_terms(params, h, lay, consts.mask, consts.H, consts.node_index))
 
-    def __call__(self, consts: Consts, var, opt: OptState, inputs: Inputs, factors):
-        K, E = inputs.noise.shape[0], var.shape[1]
+    def __call__(self, consts: Consts, params, opt: OptState, inputs: Inputs, factors):
+        K, E = inputs.noise.shape[0], params.shape[1]
         n, xb, yb = self.spec.n, inputs.xb, inputs.yb
-        var_g = var.detach().requires_grad_(True)
-        thetas, L2, L3 = self._sample_kl(consts, var_g, inputs.noise, inputs.gumbel)
+        params_g = params.detach().requires_grad_(True)
+        thetas, L2, L3 = self._sample_kl(consts, params_g, inputs.noise, inputs.gumbel)
         mb = xb.shape[1]
         with torch.no_grad():
             nll, dtheta = self._mlp(
@@ -123,12 +123,12 @@ class AutogradKernel:
         else:
             kl = torch.where(alive, L2 + L3, torch.zeros_like(L2)).sum()
             dtheta = torch.where(alive.repeat(K)[:, None], dtheta, torch.zeros_like(dtheta))
-        (grad,) = torch.autograd.grad([thetas, kl], var_g, grad_outputs=[dtheta, None])
+        (grad,) = torch.autograd.grad([thetas, kl], params_g, grad_outputs=[dtheta, None])
         if not everyone:
             grad = torch.where(alive[None, :, None], grad, torch.zeros_like(grad))
         with torch.no_grad():
-            var, opt = self._update(grad, opt, var, factors, None if everyone else alive)
-        return var, opt, nonfinite, terms
+            params, opt = self._update(grad, opt, params, factors, None if everyone else alive)
+        return params, opt, nonfinite, terms
 
 
 class Step:
@@ -142,32 +142,34 @@ class Step:
         self.hand_written, self.compiled, self.chunk = hand_written, compiled, chunk
 
     def __call__(self, state: State, inputs: Inputs) -> tuple[State, Info]:
-        var = state.var
-        factors = self.spec.optimizer.factors(state.count + 1, var.dtype, var.device)
-        E = var.shape[1]
+        params = state.params
+        factors = self.spec.optimizer.factors(state.count + 1, params.dtype, params.device)
+        E = params.shape[1]
         if self.chunk >= E:
-            var, opt, nonfinite, terms = self.kernel(self.consts, var, state.opt, inputs, factors)
+            params, opt, nonfinite, terms = self.kernel(
+                self.consts, params, state.opt, inputs, factors
+            )
         else:
-            var, opt, nonfinite, terms = self._chunked(state, inputs, factors)
+            params, opt, nonfinite, terms = self._chunked(state, inputs, factors)
         newly = nonfinite & ~inputs.held
         health = record_failures(state.health, newly, terms, state.count)
-        return State(var, opt, state.count + 1, health), Info(terms, newly)
+        return State(params, opt, state.count + 1, health), Info(terms, newly)
 
     def _chunked(self, state: State, inputs: Inputs, factors):
         """The kernel on consecutive chunks of models, joined."""
-        bounds = chunk_bounds(state.var.shape[1], self.chunk)
+        bounds = chunk_bounds(state.params.shape[1], self.chunk)
         c = self.consts
         parts = []
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             s = slice(a, b)
             opt = OptState(*(x[:, s] for x in state.opt))
             consts = Consts(c.mask[s], c.H[s], c.node_index)
-            parts.append(self.kernel(consts, state.var[:, s], opt, inputs.part(s), factors))
-        var = torch.cat([p[0] for p in parts], 1)
+            parts.append(self.kernel(consts, state.params[:, s], opt, inputs.part(s), factors))
+        params = torch.cat([p[0] for p in parts], 1)
         opt = OptState(*(torch.cat([p[1][i] for p in parts], 1) for i in range(2)))
         nonfinite = torch.cat([p[2] for p in parts])
         terms = ELBOTerms(*(torch.cat([p[3][i] for p in parts]) for i in range(3)))
-        return var, opt, nonfinite, terms
+        return params, opt, nonfinite, terms
 
 
 def uses_hand_written(hyper) -> bool:

@@ -26,18 +26,18 @@ __all__ = ["Posterior", "select_width"]
 class Posterior:
     layout: Layout
     hyper: Hyper
-    var: torch.Tensor  # [3, E, P]
+    params: torch.Tensor  # [3, E, P]
     seeds: torch.Tensor  # [E]
     eval_dtype: torch.dtype = torch.float64
 
     def __post_init__(self):
-        self.var = self.var.detach().to(self.eval_dtype)
-        self.mask = self.layout.mask(self.var.device, self.eval_dtype)
+        self.params = self.params.detach().to(self.eval_dtype)
+        self.mask = self.layout.mask(self.params.device, self.eval_dtype)
         self.H = self.mask[:, : self.layout.P_net].sum(-1)
         self.node_index = (
-            self.layout.node_index(self.var.device) if self.layout.node_scales else None
+            self.layout.node_index(self.params.device) if self.layout.node_scales else None
         )
-        counter = self.layout.counters(self.var.device)
+        counter = self.layout.counters(self.params.device)
         self._streams = tuple(
             rng.Stream(rng.seed_key(self.seeds, s)[:, None], counter)
             for s in (rng.STREAM_EVAL_EPS, rng.STREAM_EVAL_GUMBEL)
@@ -51,7 +51,7 @@ class Posterior:
         """Posterior draw number t of every model, ``[E, P]``: indicators exactly
         Bernoulli(nu) (module docstring of ``simulate.core``), slab values from the slab."""
         return draw_network(
-            self.var,
+            self.params,
             self.hyper,
             self.layout,
             self.mask,
@@ -65,7 +65,7 @@ class Posterior:
     def _x(self, X) -> torch.Tensor:
         if isinstance(X, np.ndarray) and not X.flags.writeable:
             X = X.copy()  # torch would share a read-only buffer (and warn)
-        X = torch.as_tensor(X, dtype=self.eval_dtype, device=self.var.device)
+        X = torch.as_tensor(X, dtype=self.eval_dtype, device=self.params.device)
         if X.ndim != 2 or X.shape[1] != self.layout.p:
             raise ValueError(f"X must be (m, {self.layout.p}), got {tuple(X.shape)}")
         return X.unsqueeze(0).expand(self.E, -1, -1)
@@ -93,7 +93,7 @@ class Posterior:
         edge for the families without indicators: Dense-BNN and HS-BNN)."""
         mask = self.mask[:, : self.layout.P_net]
         if family_of(self.hyper).indicators:
-            nu = torch.sigmoid(self.var[2]) * mask
+            nu = torch.sigmoid(self.params[2]) * mask
         else:
             nu = mask.clone()
         return {
@@ -158,18 +158,18 @@ class Posterior:
         in training.  Returns per-model numpy arrays ``elbo, L1, L2, L3``."""
         if draws < 1:
             raise ValueError(f"draws must be >= 1, got {draws}")
-        X = torch.as_tensor(X, dtype=self.eval_dtype, device=self.var.device)
+        X = torch.as_tensor(X, dtype=self.eval_dtype, device=self.params.device)
         ydt = likelihood_of(self.hyper).target_dtype(self.eval_dtype)
-        y = torch.as_tensor(y, device=self.var.device).to(ydt)
+        y = torch.as_tensor(y, device=self.params.device).to(ydt)
         if X.ndim == 2:
             X, y = X.unsqueeze(0), y.unsqueeze(0)
         d = (
             torch.zeros(self.E, dtype=torch.int64)
             if data_index is None
             else torch.as_tensor(data_index, dtype=torch.int64)
-        ).to(self.var.device)
+        ).to(self.params.device)
         n = X.shape[1]
-        L1 = torch.zeros(self.E, dtype=self.eval_dtype, device=self.var.device)
+        L1 = torch.zeros(self.E, dtype=self.eval_dtype, device=self.params.device)
         with torch.no_grad():
             for t in range(draws):
                 theta = self.draw(t)
@@ -179,7 +179,9 @@ class Posterior:
                         self.layout.forward(theta, xb), y[d, a : a + chunk], self.hyper
                     ).sum(-1)
             L1 /= draws
-            L2, L3 = kl_terms(self.var, self.hyper, self.layout, self.mask, self.H, self.node_index)
+            L2, L3 = kl_terms(
+                self.params, self.hyper, self.layout, self.mask, self.H, self.node_index
+            )
         terms = {"L1": L1, "L2": L2, "L3": L3}
         out = {k: v.cpu().numpy() for k, v in terms.items()}
         out["elbo"] = -(out["L1"] + out["L2"] + out["L3"])

@@ -90,7 +90,7 @@ def train_models(
     ``out_dim``, ``compile``, ``chunk``, ``device``, ``dtype``) for ``steps`` steps, or until
     ``rule`` (a :class:`simulate.core.stopping.StopRule`) stops each; the trainer, the
     posteriors and the stopping summary.  ``risk``: for a rule that watches the held-out
-    risk, a function ``(trainer, var) -> [E]`` (``Trainer.fit_until``)."""
+    risk, a function ``(trainer, params) -> [E]`` (``Trainer.fit_until``)."""
     if (steps is None) == (rule is None):
         raise ValueError("give either steps or a stopping rule")
     tr = build_trainer(hyper, widths, seeds, X, y, data_index, **build)
@@ -98,7 +98,7 @@ def train_models(
         if risk is None:
             conv = tr.fit_until(rule)
         else:
-            conv = tr.fit_until(rule, risk=lambda var: risk(tr, var))
+            conv = tr.fit_until(rule, risk=lambda params: risk(tr, params))
     else:
         tr.fit(steps, progress=progress, record_every=record_every)
         conv = None

@@ -1,9 +1,9 @@
 """The slab of the spike-and-slab family, one class per slab (eq. (vbpost):
 ``q(theta_i) = nu_i M(theta_i) + (1 - nu_i) delta_0``; ``M`` is the slab).
 
-Each slab says, from the first two rows of the variational parameters ``var [3, E, P]``
+Each slab says, from the first two rows of the variational parameters ``params [3, E, P]``
 (location row and unconstrained scale row): how they map to its location and scale
-(:meth:`params`), how a draw is made from the stream's uniforms (:meth:`noise`: ``w =
+(:meth:`location_scale`), how a draw is made from the stream's uniforms (:meth:`noise`: ``w =
 loc + scale * noise``), its KL to the prior slab per edge (:meth:`kl_edge`, eq. (loss2)),
 its initial parameters (:meth:`init`), and, for the hand-written step
 (``simulate.core.step.spike_slab_step``), the draw and the closed-form derivatives of the draw
@@ -47,9 +47,9 @@ class GaussianSlab:
     """``N(mu, softplus(rho)^2)`` against the prior slab ``N(0, sigma_0^2)``."""
 
     @staticmethod
-    def params(var, hyper):
+    def location_scale(params, hyper):
         """(location, scale): ``(mu, softplus(rho))``."""
-        return var[0], torch.nn.functional.softplus(var[1])
+        return params[0], torch.nn.functional.softplus(params[1])
 
     @staticmethod
     def noise(u: torch.Tensor) -> torch.Tensor:
@@ -83,10 +83,10 @@ class UniformSlab:
     the prior slab ``U(-B0, B0)``."""
 
     @staticmethod
-    def params(var, hyper):
+    def location_scale(params, hyper):
         """(centre, half-width)."""
-        c = hyper.B0 * torch.tanh(var[0])
-        return c, (hyper.B0 - c.abs()) * torch.sigmoid(var[1])
+        c = hyper.B0 * torch.tanh(params[0])
+        return c, (hyper.B0 - c.abs()) * torch.sigmoid(params[1])
 
     @staticmethod
     def noise(u: torch.Tensor) -> torch.Tensor:

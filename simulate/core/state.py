@@ -29,13 +29,13 @@ class Health(NamedTuple):
 class State(NamedTuple):
     """What one training step carries to the next (immutable: a step returns a new one).
 
-    ``var [3, E, P]``: the variational parameters (rows: slab location, raw slab scale,
+    ``params [3, E, P]``: the variational parameters (rows: slab location, raw slab scale,
     inclusion logit); ``opt``: the optimiser's moments (:class:`simulate.core.optim.OptState`);
     ``count``: steps taken; ``health``: the failures (:class:`Health`).  The minibatch
     sampler's cache lives in the sampler, the stopping rule's held models and the loss
     history in the trainer's loop (``simulate.core.trainer``)."""
 
-    var: torch.Tensor
+    params: torch.Tensor
     opt: OptState
     count: int
     health: Health
@@ -86,8 +86,8 @@ def init_state(layout: Layout, hyper: Hyper, seeds, device=None, dtype=torch.flo
     if layout.node_scales:  # horseshoe scales: log tau ~ N(0, 0.1^2), tau near 1
         loc[:, layout.P_net :] = 0.0
         scale_raw[:, layout.P_net :] = inverse_softplus(0.1)
-    var = torch.stack([loc, scale_raw, torch.full_like(loc, inclusion_logit(hyper.init_nu))])
-    return State(var, optimizer_of(hyper).init(var), 0, healthy(layout.E, device))
+    params = torch.stack([loc, scale_raw, torch.full_like(loc, inclusion_logit(hyper.init_nu))])
+    return State(params, optimizer_of(hyper).init(params), 0, healthy(layout.E, device))
 
 
 def healthy(E: int, device=None) -> Health:

@@ -1,9 +1,9 @@
 """The hand-written training steps, one per family, as pure functions of typed values.
 
-A step kernel is ``kernel(spec, consts, var, opt, inputs, factors) -> (var, opt,
+A step kernel is ``kernel(spec, consts, params, opt, inputs, factors) -> (params, opt,
 nonfinite, terms)``: ``spec`` (:class:`StepSpec`) the static setting (layout,
 hyper-parameters, n, the optimiser, whether buffers may be reused), ``consts``
-(:class:`Consts`) the models' fixed tensors (edge masks, edge counts), ``var`` and ``opt``
+(:class:`Consts`) the models' fixed tensors (edge masks, edge counts), ``params`` and ``opt``
 the variational parameters and the optimiser's moments (``simulate.core.state.State``),
 ``inputs`` the step's draws (:class:`simulate.core.sampler.Inputs`), ``factors`` the
 optimiser's step-t scalars (:class:`simulate.core.optim.Factors`).  It returns the new
@@ -59,12 +59,12 @@ class Consts(NamedTuple):
     node_index: tuple | None = None
 
 
-def _update(spec: StepSpec, var, opt, grad, stopped, factors):
+def _update(spec: StepSpec, params, opt, grad, stopped, factors):
     """The optimiser's step on the models not ``stopped`` (their gradients zeroed, their
     parameters not moved)."""
     alive = ~stopped
     grad = torch.where(alive[None, :, None], grad, torch.zeros_like(grad))
-    return spec.optimizer.update(grad, opt, var, factors, alive)
+    return spec.optimizer.update(grad, opt, params, factors, alive)
 
 
 def _nll(spec: StepSpec, theta, inputs: Inputs, K: int):
@@ -82,7 +82,7 @@ def _nll(spec: StepSpec, theta, inputs: Inputs, K: int):
 
 
 def spike_slab_step(
-    spec: StepSpec, consts: Consts, var, opt: OptState, inputs: Inputs, factors: Factors
+    spec: StepSpec, consts: Consts, params, opt: OptState, inputs: Inputs, factors: Factors
 ):
     """One whole training step of the spike-and-slab family with the paper's L3, with every
     gradient written by hand (module docstring for the signature and the returns).
@@ -106,8 +106,8 @@ def spike_slab_step(
     hyper, mask = spec.hyper, consts.mask
     indicators = family_of(hyper).indicators
     eps, u = inputs.noise, inputs.gumbel
-    K, E = eps.shape[0], var.shape[1]
-    loc, raw, logit = var[0], var[1], var[2]
+    K, E = eps.shape[0], params.shape[1]
+    loc, raw, logit = params[0], params[1], params[2]
     nu = torch.sigmoid(logit) if indicators else torch.ones_like(logit)
     slab = slab_of(hyper) if indicators else SLABS["gaussian"]
     w, kl, g_loc_kl, g_raw_kl, dw_dloc, dw_draw = slab.draw_and_grads(
@@ -115,7 +115,7 @@ def spike_slab_step(
     )
     if indicators:
         G = torch.sigmoid((logit + torch.log(u) - torch.log1p(-u)) / hyper.tau)
-        hard = (G > 0.5).to(var.dtype)
+        hard = (G > 0.5).to(params.dtype)
         theta = (hard * w * mask).reshape(K * E, -1)
     else:  # every edge kept: no indicator to multiply by
         theta = (w * mask).reshape(K * E, -1)
@@ -139,12 +139,12 @@ def spike_slab_step(
     else:
         g_logit = torch.zeros_like(logit)
     grad = torch.stack([g_loc, g_raw, g_logit])
-    var, opt = _update(spec, var, opt, grad, inputs.held | nonfinite, factors)
-    return var, opt, nonfinite, ELBOTerms(L1, L2, L3)
+    params, opt = _update(spec, params, opt, grad, inputs.held | nonfinite, factors)
+    return params, opt, nonfinite, ELBOTerms(L1, L2, L3)
 
 
 def horseshoe_step(
-    spec: StepSpec, consts: Consts, var, opt: OptState, inputs: Inputs, factors: Factors
+    spec: StepSpec, consts: Consts, params, opt: OptState, inputs: Inputs, factors: Factors
 ):
     """One whole training step of the horseshoe family (HS-BNN, ``simulate.core.families.
     Horseshoe``) with every gradient written by hand; the same signature and returns as
@@ -164,9 +164,9 @@ def horseshoe_step(
     use each layer's ``[out, in + 1]`` block (static slices, nothing gathered).
     """
     layout, hyper, mask, eps = spec.layout, spec.hyper, consts.mask, inputs.noise
-    K, E = eps.shape[0], var.shape[1]
+    K, E = eps.shape[0], params.shape[1]
     Pn, U = layout.P_net, layout.units
-    loc, raw = var[0], var[1]
+    loc, raw = params[0], params[1]
     sd = torch.nn.functional.softplus(raw)
     dsd = torch.sigmoid(raw)
     z = loc + sd * eps  # [K, E, P]
@@ -228,5 +228,5 @@ def horseshoe_step(
     g_loc = g_z.sum(0) + g_mu_kl
     g_raw = ((g_z * eps).sum(0) + g_sd_kl) * dsd
     grad = torch.stack([g_loc, g_raw, torch.zeros_like(g_loc)])
-    var, opt = _update(spec, var, opt, grad, inputs.held | nonfinite, factors)
-    return var, opt, nonfinite, ELBOTerms(L1, L2, L3)
+    params, opt = _update(spec, params, opt, grad, inputs.held | nonfinite, factors)
+    return params, opt, nonfinite, ELBOTerms(L1, L2, L3)

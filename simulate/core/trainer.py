@@ -72,14 +72,14 @@ class Trainer:
         self.state = init_state(layout, hyper, self.seeds, device, dtype)
         if init_from is not None:
             start = torch.as_tensor(init_from)
-            if tuple(start.shape) != tuple(self.state.var.shape):
+            if tuple(start.shape) != tuple(self.state.params.shape):
                 raise ValueError(
-                    f"init_from must be [3, E, P] = {tuple(self.state.var.shape)}, "
+                    f"init_from must be [3, E, P] = {tuple(self.state.params.shape)}, "
                     f"got {tuple(start.shape)}"
                 )
             if not bool(torch.isfinite(start).all()):
                 raise ValueError("init_from holds non-finite values")
-            self.state = self.state._replace(var=start.to(device=device, dtype=dtype).clone())
+            self.state = self.state._replace(params=start.to(device=device, dtype=dtype).clone())
         self.frozen = torch.zeros(layout.E, dtype=torch.bool, device=device)
         self.history: list = []
         consts = Consts(self.mask, self.H, self.node_index)
@@ -102,23 +102,23 @@ class Trainer:
         """Models per kernel call (all of them but for a chunked compiled step)."""
         return self.step_fn.chunk
 
-    def posterior(self, var: torch.Tensor | None = None):
+    def posterior(self, params: torch.Tensor | None = None):
         """The models' variational posteriors (:class:`simulate.core.posterior.Posterior`) at the
-        current parameters, or at ``var`` (e.g. a stopping rule's look at them mid-run)."""
+        current parameters, or at ``params`` (e.g. a stopping rule's look at them mid-run)."""
         from simulate.core.posterior import (
             Posterior,  # posterior builds on the core: imported on use
         )
 
         return Posterior(
-            self.layout, self.hyper, self.state.var if var is None else var, self.seeds
+            self.layout, self.hyper, self.state.params if params is None else params, self.seeds
         )
 
     # ----------------------------------------------------------------- sampling
-    def draw(self, var, offset, hard_only=False):
+    def draw(self, params, offset, hard_only=False):
         """``theta [E, P]``: one network per model for noise offset ``offset``."""
         sm = self.sampler
         return draw_network(
-            var, self.hyper, self.layout, self.mask, sm.eps_stream, sm.gumbel_stream, offset,
+            params, self.hyper, self.layout, self.mask, sm.eps_stream, sm.gumbel_stream, offset,
             hard_only, self.node_index,
         )  # fmt: skip
 
@@ -127,17 +127,17 @@ class Trainer:
         return self.sampler.minibatch(self.state.count if t is None else t)
 
     # ----------------------------------------------------------------- losses
-    def loss_terms(self, var, xb, yb, step: int) -> ELBOTerms:
+    def loss_terms(self, params, xb, yb, step: int) -> ELBOTerms:
         """Per-model (L1, L2, L3), each ``[E]``, for one minibatch and step ``step``'s noise,
         in plain autograd: what every step path is tested against."""
         h, K = self.hyper, self.hyper.mc_samples
         mb = xb.shape[1]  # minibatch size (m of the paper)
-        thetas = torch.cat([self.draw(var, step * K + k) for k in range(K)])
+        thetas = torch.cat([self.draw(params, step * K + k) for k in range(K)])
         x = xb[..., :-1]
         out = self.layout.forward(thetas, x.repeat(K, 1, 1) if K > 1 else x)
         nll = neg_log_lik(out, yb.repeat(K, 1) if K > 1 else yb, h).sum(-1)
         L1 = nll.reshape(K, -1).mean(0) * (self.n / mb)
-        return ELBOTerms(L1, *kl_terms(var, h, self.layout, self.mask, self.H, self.node_index))
+        return ELBOTerms(L1, *kl_terms(params, h, self.layout, self.mask, self.H, self.node_index))
 
     # ----------------------------------------------------------------- step
     def step(self) -> ELBOTerms:
@@ -180,9 +180,9 @@ class Trainer:
         are independent and each decision uses only its own objective; tested)."""
         from simulate.core.stopping import Convergence
 
-        conv = Convergence(rule, self.layout.E, self.state.var.device)
+        conv = Convergence(rule, self.layout.E, self.state.params.device)
         conv.done |= self.state.health.failed.cpu() | self.frozen.cpu()
-        window_risk = None if risk is None else (lambda: risk(self.state.var))  # at call
+        window_risk = None if risk is None else (lambda: risk(self.state.params))  # at call
         for i in range(rule.max_steps):
             terms = self.step()
             newly = conv.update(terms.total, self.state.health.failed, terms.kl, window_risk)

@@ -61,7 +61,7 @@ def run(
     f0t = f0(Xt)
     layout = Layout(1, depth, widths)
     if start == "random":
-        theta0 = init_state(layout, Hyper(), list(range(len(widths)))).var[0]
+        theta0 = init_state(layout, Hyper(), list(range(len(widths)))).params[0]
     else:
         theta0 = net_theta(layout, spline_starts(X, y, widths, depth, seed=seed))
     steps = max(int(min_steps), math.ceil(float(epochs) * n / batch_size))

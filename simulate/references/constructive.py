@@ -252,19 +252,19 @@ def encode_theta(
 
 
 def gauss_newton_scales(
-    layout: Layout, var: torch.Tensor, X, data_index, hyper: Hyper, chunk: int = 1024
+    layout: Layout, params: torch.Tensor, X, data_index, hyper: Hyper, chunk: int = 1024
 ) -> torch.Tensor:
-    """``var`` (an encoded start, Gaussian slab) with every kept edge's slab sd set to
+    """``params`` (an encoded start, Gaussian slab) with every kept edge's slab sd set to
     ``(h_i + 1 / sigma_0^2)^(-1/2)``, ``h_i = sum_x (d f(x) / d theta_i)^2 / sigma^2`` at the
     locations over model e's training inputs ``X[data_index[e]]`` (module docstring);
-    other edges keep theirs.  Returns a new ``[3, E, P]`` tensor (``var``'s dtype)."""
+    other edges keep theirs.  Returns a new ``[3, E, P]`` tensor (``params``'s dtype)."""
     from torch.func import grad, vmap
 
     if hyper.slab != "gaussian" or not family_of(hyper).indicators:
         raise ValueError("fitted scales are for the spike-and-slab family's Gaussian slab")
     X = torch.as_tensor(X, dtype=torch.float64)
-    loc = var[0].to(torch.float64)
-    kept = torch.sigmoid(var[2].to(torch.float64)) > 0.5
+    loc = params[0].to(torch.float64)
+    kept = torch.sigmoid(params[2].to(torch.float64)) > 0.5
 
     def f(t, x):
         return layout.forward(t[None], x[None, None])[0, 0, 0]
@@ -278,8 +278,8 @@ def gauss_newton_scales(
     h /= hyper.sigma**2
     sd = (h + 1 / hyper.sigma_0**2).rsqrt()
     raw = torch.log(torch.expm1(sd))  # inverse softplus, elementwise
-    out = var.clone()
-    out[1] = torch.where(kept, raw.to(var.dtype), var[1])
+    out = params.clone()
+    out[1] = torch.where(kept, raw.to(params.dtype), params[1])
     return out
 
 

@@ -74,8 +74,8 @@ def _risk_fn(cfg: SweepConfig, truth_eval: np.ndarray, Xe: np.ndarray):
     per model) on the evaluation points ``Xe`` (not the test points), from ``risk_draws``
     draws -- the same draws at every window (counter-based noise)."""
 
-    def risk(tr, var):
-        post = tr.posterior(var)
+    def risk(tr, params):
+        post = tr.posterior(params)
         return post.test_metrics(truth_eval, Xe, cfg.risk_draws)[1]
 
     return risk

@@ -137,12 +137,14 @@ def test_compiled_step_tiny_with_a_frozen_model():
         a.step(), b.step()
     for t in (a, b):
         t.frozen = torch.tensor([True, False])
-    held = b.state.var[:, 0].clone()
+    held = b.state.params[:, 0].clone()
     for _ in range(2):
         ta, tb = a.step(), b.step()
         np.testing.assert_allclose(ta.total.numpy(), tb.total.numpy(), rtol=1e-9)
-    assert torch.equal(b.state.var[:, 0], held)
-    np.testing.assert_allclose(a.state.var.numpy(), b.state.var.numpy(), rtol=1e-7, atol=1e-10)
+    assert torch.equal(b.state.params[:, 0], held)
+    np.testing.assert_allclose(
+        a.state.params.numpy(), b.state.params.numpy(), rtol=1e-7, atol=1e-10
+    )
 
 
 @pytest.mark.slow
@@ -167,7 +169,7 @@ def test_compiled_step_matches_eager():
             np.testing.assert_allclose(tc.total.numpy(), tb.total.numpy(), rtol=1e-12)
         for t in (b, c):
             np.testing.assert_allclose(
-                a.state.var.numpy(), t.state.var.numpy(), rtol=1e-7, atol=1e-10
+                a.state.params.numpy(), t.state.params.numpy(), rtol=1e-7, atol=1e-10
             )
 
 
@@ -195,7 +197,9 @@ def test_dense_hand_written_step_equals_autograd(compile):
         ta, tb = a.step(), b.step()
         np.testing.assert_allclose(tb.total.numpy(), ta.total.numpy(), rtol=1e-10)
         assert torch.all(tb.L3 == 0)
-    np.testing.assert_allclose(b.state.var.numpy(), a.state.var.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        b.state.params.numpy(), a.state.params.numpy(), rtol=1e-9, atol=1e-12
+    )
     # planted error: the same models stepped with indicators (the spike-and-slab kernel)
     c, d = trainer(), trainer(autograd=True)
     spec = c.step_fn.spec
@@ -239,7 +243,8 @@ def test_horseshoe_hand_written_step_equals_autograd(compile):
         assert b.hand_written and not a.hand_written
         for _ in range(12):
             b.state = b.state._replace(
-                var=a.state.var.clone(), opt=type(a.state.opt)(*(x.clone() for x in a.state.opt))
+                params=a.state.params.clone(),
+                opt=type(a.state.opt)(*(x.clone() for x in a.state.opt)),
             )
             m0 = a.state.opt.exp_avg.clone()
             ta, ga = gradient(a, m0)

@@ -33,7 +33,7 @@ def svi_fit(teacher_data):
 def test_teacher_student_reaches_noise_level(teacher_data, svi_fit):
     """Test RMSE of the posterior mean within 5% of sigma = 1 after 100 epochs (1563 steps).
     Tolerance: the noise floor's own standard error on 20,000 test points is about 0.005,
-    so 1.05 is 10 SE above the floor; a model that learnt nothing scores sqrt(1 + var f0)."""
+    so 1.05 is 10 SE above the floor; a model that learnt nothing scores sqrt(1 + params f0)."""
     t, _, _, Xt, yt = teacher_data
     rmse = math.sqrt(np.mean((svi_fit.predict(Xt) - yt) ** 2))
     assert rmse < 1.05
@@ -187,4 +187,4 @@ def test_cuda_path_matches_cpu(teacher_data):
 def test_float64_estimator_runs(teacher_data):
     _, X, y, Xt, _ = teacher_data
     m = SVIRegressor(width=3, batch_size=256, epochs=1, dtype=torch.float64).fit(X, y)
-    assert m.posterior_.var.dtype == torch.float64 and m.predict(Xt[:5]).shape == (5,)
+    assert m.posterior_.params.dtype == torch.float64 and m.predict(Xt[:5]).shape == (5,)

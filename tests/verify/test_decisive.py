@@ -200,11 +200,11 @@ def test_frozen_model_does_not_change(l3):
     for _ in range(3):
         tr.step()
     tr.frozen = torch.tensor([True, False])
-    before = tr.state.var.clone()
+    before = tr.state.params.clone()
     for _ in range(5):
         tr.step()
-    assert torch.equal(tr.state.var[:, 0], before[:, 0])
-    assert not torch.equal(tr.state.var[:, 1], before[:, 1])
+    assert torch.equal(tr.state.params[:, 0], before[:, 0])
+    assert not torch.equal(tr.state.params[:, 1], before[:, 1])
     assert not bool(tr.state.health.failed.any())
 
 
@@ -227,8 +227,8 @@ def test_model_stopped_inside_a_batch_equals_it_trained_alone():
         assert a["steps"][0] == s["steps"][e] and a["converged"][0] == s["converged"][e]
         mask = together.mask[e] > 0
         np.testing.assert_allclose(
-            together.state.var[:, e][:, mask].numpy(),
-            alone.state.var[:, 0].numpy(),
+            together.state.params[:, e][:, mask].numpy(),
+            alone.state.params[:, 0].numpy(),
             rtol=1e-9,
             atol=1e-12,
         )

@@ -21,7 +21,7 @@ def _pair(p=3, depth=2, width=4, n=256, hyper=None):
     with torch.no_grad():
         for l in range(depth + 1):
             for j in range(3):
-                blk = lay.block(core.state.var[j], l)[0]
+                blk = lay.block(core.state.params[j], l)[0]
                 ref.layers[2 * l][j].data = blk[:, :-1].clone()
                 ref.layers[2 * l + 1][j].data = blk[:, -1].clone()
     return core, ref
@@ -44,12 +44,12 @@ def _core_noise(core, offset, model=0):
 def test_reference_loss_and_gradients_equal_the_core():
     core, ref = _pair()
     xb, yb = core.minibatch()
-    var = core.state.var.clone().requires_grad_(True)
-    c_terms = core.loss_terms(var, xb, yb, 0)
+    params = core.state.params.clone().requires_grad_(True)
+    c_terms = core.loss_terms(params, xb, yb, 0)
     r_terms = ref.loss_terms(xb[0, :, :-1], yb[0], _core_noise(core, 0))
     for c, r in zip(c_terms, r_terms, strict=True):
         assert float(c[0].detach()) == pytest.approx(float(r.detach()), rel=1e-12)
-    (g_core,) = torch.autograd.grad(sum(t.sum() for t in c_terms), var)
+    (g_core,) = torch.autograd.grad(sum(t.sum() for t in c_terms), params)
     sum(r_terms).backward()
     lay = core.layout
     for l in range(lay.depth + 1):
@@ -97,7 +97,7 @@ def _vmap_pair(E=2, p=3, depth=2, width=4, n=256):
     with torch.no_grad():
         for l in range(depth + 1):
             for j, name in enumerate(("mu", "rho", "logit")):
-                blk = lay.block(core.state.var[j], l)  # [E, out, in + 1]
+                blk = lay.block(core.state.params[j], l)  # [E, out, in + 1]
                 ens.params[f"{name}.{2 * l}"].copy_(blk[:, :, :-1])
                 ens.params[f"{name}.{2 * l + 1}"].copy_(blk[:, :, -1])
     return core, ens
@@ -109,13 +109,13 @@ def test_vmap_ensemble_loss_and_gradients_equal_the_core():
     noise; planted errors (the models' noise swapped, one parameter moved) are seen."""
     core, ens = _vmap_pair()
     xb, yb = core.minibatch()
-    var = core.state.var.clone().requires_grad_(True)
-    c_terms = core.loss_terms(var, xb, yb, 0)
+    params = core.state.params.clone().requires_grad_(True)
+    c_terms = core.loss_terms(params, xb, yb, 0)
     noise = _core_noise(core, 0, model=None)
     v_terms = ens.loss_terms(xb[..., :-1], yb, noise)  # [E, 3]
     for k, c in enumerate(c_terms):
         torch.testing.assert_close(v_terms[:, k], c.detach(), rtol=1e-12, atol=0)
-    (g_core,) = torch.autograd.grad(sum(t.sum() for t in c_terms), var)
+    (g_core,) = torch.autograd.grad(sum(t.sum() for t in c_terms), params)
     v_terms.sum().backward()
     lay = core.layout
     for l in range(lay.depth + 1):

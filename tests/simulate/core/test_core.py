@@ -66,8 +66,8 @@ def test_batching_is_exact(likelihood, slab):
                 )
         mask = together.mask[e] > 0
         np.testing.assert_allclose(
-            together.state.var[:, e][:, mask].numpy(),
-            alone.state.var[:, 0].numpy(),
+            together.state.params[:, e][:, mask].numpy(),
+            alone.state.params[:, 0].numpy(),
             rtol=1e-9,
             atol=1e-12,
         )
@@ -78,8 +78,8 @@ def test_batched_gradients_equal_single_model_gradients():
     batch = make_batch(2)
     tb = Trainer(Layout(3, 2, [4, 6]), h, [5, 6], batch, dtype=torch.float64)
     xb, yb = tb.minibatch()
-    var = tb.state.var.clone().requires_grad_(True)
-    g_batch = torch.autograd.grad(sum(t.sum() for t in tb.loss_terms(var, xb, yb, 0)), var)[0]
+    params = tb.state.params.clone().requires_grad_(True)
+    g_batch = torch.autograd.grad(sum(t.sum() for t in tb.loss_terms(params, xb, yb, 0)), params)[0]
     ts = Trainer(
         Layout(3, 2, [4]),
         h,
@@ -88,7 +88,7 @@ def test_batched_gradients_equal_single_model_gradients():
         dtype=torch.float64,
     )
     xs, ys = ts.minibatch()
-    var1 = ts.state.var.clone().requires_grad_(True)
+    var1 = ts.state.params.clone().requires_grad_(True)
     g1 = torch.autograd.grad(sum(t.sum() for t in ts.loss_terms(var1, xs, ys, 0)), var1)[0]
     m = tb.mask[0] > 0
     np.testing.assert_allclose(g_batch[:, 0][:, m].numpy(), g1[:, 0].numpy(), rtol=1e-10)
@@ -144,9 +144,9 @@ def test_training_step_matches_autograd_reference(kw):
     )
     assert tr.hand_written == (kw.get("l3", "paper") == "paper")
     xb, yb = ref.minibatch()
-    var = ref.state.var.clone().requires_grad_(True)
-    L1, L2, L3 = ref.loss_terms(var, xb, yb, 0)
-    (g,) = torch.autograd.grad((L1 + L2 + L3).sum(), var)
+    params = ref.state.params.clone().requires_grad_(True)
+    L1, L2, L3 = ref.loss_terms(params, xb, yb, 0)
+    (g,) = torch.autograd.grad((L1 + L2 + L3).sum(), params)
     terms = tr.step()
     for got, ref_k in zip(terms, (L1, L2, L3), strict=True):  # ELBOTerms: L1, L2, L3
         np.testing.assert_allclose(got.numpy(), ref_k.detach().numpy(), rtol=1e-12)
@@ -154,7 +154,7 @@ def test_training_step_matches_autograd_reference(kw):
     np.testing.assert_allclose(grad.numpy(), g.numpy(), rtol=1e-9, atol=1e-10)
     assert (grad[:, tr.mask == 0] == 0).all()  # padding gets no gradient
     # first Adam step moves each parameter by -lr * g / (|g| + eps)
-    step = (tr.state.var - ref.state.var).numpy()
+    step = (tr.state.params - ref.state.params).numpy()
     expect = (-h.lr * g / (g.abs() + h.adam_eps)).numpy()
     np.testing.assert_allclose(step, expect, rtol=1e-6, atol=1e-12)
 
@@ -164,9 +164,9 @@ def test_gaussian_l2_closed_form_and_monte_carlo():
     lay = Layout(2, 1, [3])
     mask = lay.mask(dtype=torch.float64)
     g = torch.Generator().manual_seed(0)
-    var = torch.randn(3, 1, lay.P, generator=g, dtype=torch.float64)
-    mu, sd, nu = slab_params(var, h)
-    got = float(kl_slab(var, h, mask)[0])
+    params = torch.randn(3, 1, lay.P, generator=g, dtype=torch.float64)
+    mu, sd, nu = slab_params(params, h)
+    got = float(kl_slab(params, h, mask)[0])
     # closed form, written independently: KL(N(m, s^2) || N(0, s0^2))
     s0 = 0.8
     kl = np.log(s0 / sd.numpy()) + (sd.numpy() ** 2 + mu.numpy() ** 2) / (2 * s0**2) - 0.5
@@ -184,10 +184,12 @@ def test_uniform_l2_closed_form_and_monte_carlo():
     h = Hyper(slab="uniform", B0=2.0)
     lay = Layout(1, 1, [2])
     mask = lay.mask(dtype=torch.float64)
-    var = torch.randn(3, 1, lay.P, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    c, hw, nu = slab_params(var, h)
+    params = torch.randn(
+        3, 1, lay.P, generator=torch.Generator().manual_seed(2), dtype=torch.float64
+    )
+    c, hw, nu = slab_params(params, h)
     assert torch.all(c - hw >= -2) and torch.all(c + hw <= 2)  # support inside the prior's
-    got = float(kl_slab(var, h, mask)[0])
+    got = float(kl_slab(params, h, mask)[0])
     assert got == pytest.approx(float((nu * torch.log(2.0 / hw)).sum()), rel=1e-12)
     gen = np.random.default_rng(3)
     cc, hh = c.numpy()[0], hw.numpy()[0]
@@ -200,9 +202,11 @@ def test_l3_paper_formula_as_printed():
     h = Hyper(lambda_s=3.0)
     lay = Layout(2, 2, [3, 5])
     mask = lay.mask(dtype=torch.float64)
-    var = torch.randn(3, 2, lay.P, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
-    got = kl_indicator(var, h, mask, mask.sum(-1)).numpy()
-    nu = 1 / (1 + np.exp(-var[2].numpy()))
+    params = torch.randn(
+        3, 2, lay.P, generator=torch.Generator().manual_seed(4), dtype=torch.float64
+    )
+    got = kl_indicator(params, h, mask, mask.sum(-1)).numpy()
+    nu = 1 / (1 + np.exp(-params[2].numpy()))
     for e in range(2):
         m = mask[e].numpy() > 0
         S, H = nu[e][m].sum(), m.sum()
@@ -217,9 +221,11 @@ def test_l3_exact_equals_enumeration():
     lay = Layout(1, 1, [1])
     mask = lay.mask(dtype=torch.float64)
     H = int(mask.sum())
-    var = torch.randn(3, 1, lay.P, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
-    got = float(kl_indicator(var, h, mask, mask.sum(-1))[0])
-    nu = 1 / (1 + np.exp(-var[2, 0].numpy()))
+    params = torch.randn(
+        3, 1, lay.P, generator=torch.Generator().manual_seed(5), dtype=torch.float64
+    )
+    got = float(kl_indicator(params, h, mask, mask.sum(-1))[0])
+    nu = 1 / (1 + np.exp(-params[2, 0].numpy()))
     norm = sum(math.exp(-1.7 * t) for t in range(H + 1))  # sum_gamma e^{-ls G} / C(H, G)
     kl = 0.0
     for gam in itertools.product([0, 1], repeat=H):
@@ -234,8 +240,10 @@ def test_straight_through_forward_hard_backward_relaxed():
     h = Hyper(tau=0.5)
     lay = Layout(2, 1, [3])
     mask = torch.ones(1, lay.P, dtype=torch.float64)
-    var = torch.randn(3, 1, lay.P, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
-    var.requires_grad_(True)
+    params = torch.randn(
+        3, 1, lay.P, generator=torch.Generator().manual_seed(6), dtype=torch.float64
+    )
+    params.requires_grad_(True)
     keys = (
         rng.seed_key(torch.tensor([9]), 1)[:, None],
         rng.seed_key(torch.tensor([9]), 2)[:, None],
@@ -243,20 +251,20 @@ def test_straight_through_forward_hard_backward_relaxed():
     ctr = lay.counters()
     u = rng.uniform(keys[1], ctr, 0, torch.float64)
     eps = rng.normal(keys[0], ctr, 0, torch.float64)
-    theta = sample_theta(var, h, mask, eps, u)
+    theta = sample_theta(params, h, mask, eps, u)
     # recompute the relaxation independently
-    mu, sd, _ = slab_params(var, h)
-    G = torch.sigmoid((var[2] + torch.log(u / (1 - u))) / 0.5)
+    mu, sd, _ = slab_params(params, h)
+    G = torch.sigmoid((params[2] + torch.log(u / (1 - u))) / 0.5)
     w = mu + sd * eps
     hard = (G > 0.5).double()
     assert set(hard.unique().tolist()) <= {0.0, 1.0}
     torch.testing.assert_close(theta, hard * w)  # forward: hard indicator
     up = torch.randn(theta.shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
-    (g_st,) = torch.autograd.grad((theta * up).sum(), var)
+    (g_st,) = torch.autograd.grad((theta * up).sum(), params)
     # backward wrt the logit is that of the relaxed G * w; wrt mu that of the hard gamma * w
-    (g_rel,) = torch.autograd.grad((G * w.detach() * up).sum(), var, retain_graph=True)
+    (g_rel,) = torch.autograd.grad((G * w.detach() * up).sum(), params, retain_graph=True)
     torch.testing.assert_close(g_st[2], g_rel[2])
-    (g_mu,) = torch.autograd.grad((hard * w * up).sum(), var)
+    (g_mu,) = torch.autograd.grad((hard * w * up).sum(), params)
     torch.testing.assert_close(g_st[0], g_mu[0])
 
 
@@ -265,8 +273,8 @@ def test_hard_indicator_is_exactly_bernoulli_nu():
     lay = Layout(1, 1, [1])
     P = lay.P
     nu = np.array([0.1, 0.5, 0.8, 0.97])
-    var = torch.zeros(3, 4, P, dtype=torch.float64)
-    var[2] = torch.tensor(np.log(nu / (1 - nu)))[:, None]
+    params = torch.zeros(3, 4, P, dtype=torch.float64)
+    params[2] = torch.tensor(np.log(nu / (1 - nu)))[:, None]
     ctr = lay.counters()
     streams = [rng.Stream(rng.seed_key(torch.arange(4), s)[:, None], ctr) for s in (1, 2)]
     T = 4000
@@ -274,7 +282,7 @@ def test_hard_indicator_is_exactly_bernoulli_nu():
     for t in range(T):
         ones = torch.ones(4, P, dtype=torch.float64)
         noise = [s.uniform(t, torch.float64) for s in streams]
-        th = sample_theta(var, Hyper(), ones, rng.uniform_to_normal(noise[0]), noise[1], True)
+        th = sample_theta(params, Hyper(), ones, rng.uniform_to_normal(noise[0]), noise[1], True)
         inc += (th != 0).numpy()
     freq = inc / T
     se = np.sqrt(nu * (1 - nu) / T)[:, None]
@@ -368,19 +376,19 @@ def test_non_finite_loss_stops_that_model_only():
     h = Hyper(batch_size=64)
     tr = Trainer(Layout(3, 2, [3, 4]), h, [1, 2], make_batch(2), dtype=torch.float64)
     tr.step()
-    tr.state.var[1, 1, 0] = float("nan")  # corrupt model 1's first slab scale
-    frozen = tr.state.var[:, 1].clone()
+    tr.state.params[1, 1, 0] = float("nan")  # corrupt model 1's first slab scale
+    frozen = tr.state.params[:, 1].clone()
     terms = tr.step()
     assert not torch.isfinite(terms.total[1]) and torch.isfinite(terms.total[0])
     assert tr.state.health.failed.tolist() == [False, True]
     assert tr.state.health.failed_step.tolist() == [-1, 1]
-    before0 = tr.state.var[:, 0].clone()
+    before0 = tr.state.params[:, 0].clone()
     tr.step()
-    assert torch.equal(torch.isnan(tr.state.var[:, 1]), torch.isnan(frozen))
+    assert torch.equal(torch.isnan(tr.state.params[:, 1]), torch.isnan(frozen))
     np.testing.assert_array_equal(
-        tr.state.var[:, 1].nan_to_num().numpy(), frozen.nan_to_num().numpy()
+        tr.state.params[:, 1].nan_to_num().numpy(), frozen.nan_to_num().numpy()
     )
-    assert not torch.equal(tr.state.var[:, 0], before0)  # the healthy model keeps learning
+    assert not torch.equal(tr.state.params[:, 0], before0)  # the healthy model keeps learning
 
 
 def test_same_seed_same_run_and_iid_minibatches_cover_data():
@@ -389,11 +397,11 @@ def test_same_seed_same_run_and_iid_minibatches_cover_data():
     b = Trainer(Layout(3, 2, [3]), h, [42], make_batch(1))
     for _ in range(3):
         a.step(), b.step()
-    assert torch.equal(a.state.var, b.state.var)
+    assert torch.equal(a.state.params, b.state.params)
     c = Trainer(Layout(3, 2, [3]), h, [43], make_batch(1))
     c.step()
     assert not torch.equal(
-        c.state.var, Trainer(Layout(3, 2, [3]), h, [42], make_batch(1)).state.var
+        c.state.params, Trainer(Layout(3, 2, [3]), h, [42], make_batch(1)).state.params
     )
     # iid minibatches: indices in [0, n), and 60 steps of 64 draws cover all n = 256 points
     # (a point is missed with probability (1 - 1/256)^3840 ~ 3e-7; the seed is fixed)

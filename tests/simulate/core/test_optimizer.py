@@ -28,26 +28,26 @@ def test_update_equals_torch_optim(optimizer, donate):
     control: RMSprop's update is not Adam's."""
     h = Hyper(optimizer=optimizer, lr=1e-2)
     g = torch.Generator().manual_seed(1)
-    var = torch.randn(3, 2, 7, generator=g, dtype=torch.float64)
+    params = torch.randn(3, 2, 7, generator=g, dtype=torch.float64)
     opt_fn = optimizer_of(h, donate)
-    state = opt_fn.init(var)
-    frozen = var[:, 1].clone()
-    p = torch.nn.Parameter(var[:, 0].clone())
+    state = opt_fn.init(params)
+    frozen = params[:, 1].clone()
+    p = torch.nn.Parameter(params[:, 0].clone())
     opt = _torch_optimizer(h, [p])
     alive = torch.tensor([True, False])
     for t in range(1, 31):
         grad = torch.randn(3, 2, 7, generator=g, dtype=torch.float64)
         grad = grad * 10.0 ** torch.randint(-4, 3, (3, 2, 7), generator=g)
-        before = (var.clone(), *(x.clone() for x in state))
+        before = (params.clone(), *(x.clone() for x in state))
         factors = opt_fn.factors(t, torch.float64)
-        new_var, state_new = opt_fn.update(grad, state, var, factors, alive)
+        new_var, state_new = opt_fn.update(grad, state, params, factors, alive)
         if not donate:  # nothing written in place
-            assert all(torch.equal(a, b) for a, b in zip(before, (var, *state), strict=True))
-        var, state = new_var, state_new
+            assert all(torch.equal(a, b) for a, b in zip(before, (params, *state), strict=True))
+        params, state = new_var, state_new
         p.grad = grad[:, 0].clone()
         opt.step()
-        np.testing.assert_allclose(var[:, 0].numpy(), p.detach().numpy(), rtol=1e-12, atol=1e-14)
-    assert torch.equal(var[:, 1], frozen)
+        np.testing.assert_allclose(params[:, 0].numpy(), p.detach().numpy(), rtol=1e-12, atol=1e-14)
+    assert torch.equal(params[:, 1], frozen)
     other = dataclasses.replace(h, optimizer="adam" if optimizer == "rmsprop" else "rmsprop")
     x = torch.zeros(3, 1, 7, dtype=torch.float64)
     one = torch.ones_like(x)
@@ -60,9 +60,9 @@ def _grad_of_step(tr, twin):
     """The gradient ``tr``'s next step uses: its twin (the same model and streams, Adam)
     steps once from ``tr``'s parameters with zeroed moments; Adam's first moment is then
     ``(1 - b1) grad``."""
-    var = tr.state.var.clone()
+    params = tr.state.params.clone()
     twin.state = twin.state._replace(
-        var=var, opt=optimizer_of(twin.hyper).init(var), count=tr.state.count
+        params=params, opt=optimizer_of(twin.hyper).init(params), count=tr.state.count
     )
     twin.step()
     return twin.state.opt.exp_avg / (1 - twin.hyper.betas[0])
@@ -87,7 +87,7 @@ def test_rmsprop_training_equals_torch_rmsprop(path):
         dtype=torch.float64, **kw,
     )  # fmt: skip
     assert tr.hand_written == (path != "autograd") and tr.compiled == (path == "compiled")
-    p = torch.nn.Parameter(tr.state.var[:, 0].clone())
+    p = torch.nn.Parameter(tr.state.params[:, 0].clone())
     opt = _torch_optimizer(h, [p])
     for _ in range(15):
         grad = _grad_of_step(tr, twin)
@@ -95,7 +95,7 @@ def test_rmsprop_training_equals_torch_rmsprop(path):
         p.grad = grad[:, 0].clone()
         opt.step()
         np.testing.assert_allclose(
-            tr.state.var[:, 0].numpy(), p.detach().numpy(), rtol=1e-9, atol=1e-12
+            tr.state.params[:, 0].numpy(), p.detach().numpy(), rtol=1e-9, atol=1e-12
         )
         np.testing.assert_allclose(
             tr.state.opt.exp_avg_sq[:, 0].numpy(),

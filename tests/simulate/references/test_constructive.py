@@ -99,8 +99,8 @@ def test_posterior_mean_equals_the_encoded_function():
     nets = spline_starts(X, y, widths, 2)
     layout = Layout(1, 2, widths)
     hyper = Hyper(init_sigma=1e-9)
-    var = encode(layout, nets, hyper, torch.float64, nu_on=1 - 1e-12)
-    post = Posterior(layout, hyper, var, torch.arange(3))
+    params = encode(layout, nets, hyper, torch.float64, nu_on=1 - 1e-12)
+    post = Posterior(layout, hyper, params, torch.arange(3))
     grid = np.linspace(-1, 1, 501)[:, None]
     mean = post.predict_mean(grid).numpy()
     for e, net in enumerate(nets):
@@ -124,21 +124,21 @@ def test_gauss_newton_scales_match_the_per_sample_gradients():
     X, y = _data(60)
     layout = Layout(1, 2, [3, 5])
     hyper = Hyper(sigma=0.7, sigma_0=0.8)
-    var = encode(layout, spline_starts(X, y, [3, 5], 2), hyper, torch.float64)
+    params = encode(layout, spline_starts(X, y, [3, 5], 2), hyper, torch.float64)
     Xd = torch.tensor(X[None])
-    out = gauss_newton_scales(layout, var, Xd, [0, 0], hyper, chunk=7)
-    assert torch.equal(out[0], var[0]) and torch.equal(out[2], var[2])
-    kept = torch.sigmoid(var[2]) > 0.5
+    out = gauss_newton_scales(layout, params, Xd, [0, 0], hyper, chunk=7)
+    assert torch.equal(out[0], params[0]) and torch.equal(out[2], params[2])
+    kept = torch.sigmoid(params[2]) > 0.5
     for e in range(2):
         h = torch.zeros(layout.P, dtype=torch.float64)
         for x in Xd[0]:
-            t = var[0, e].clone().requires_grad_(True)
+            t = params[0, e].clone().requires_grad_(True)
             layout.forward(t[None], x[None, None])[0, 0, 0].backward()
             h += t.grad**2
         sd = (h / 0.7**2 + 1 / 0.8**2).rsqrt()
         got = torch.nn.functional.softplus(out[1, e])
         torch.testing.assert_close(got[kept[e]], sd[kept[e]])
-        torch.testing.assert_close(out[1, e][~kept[e]], var[1, e][~kept[e]])
+        torch.testing.assert_close(out[1, e][~kept[e]], params[1, e][~kept[e]])
 
 
 def test_trainer_starts_from_init_from():
@@ -149,9 +149,9 @@ def test_trainer_starts_from_init_from():
     start = encode(layout, nets, hyper)
     batch = Batch(torch.tensor(X[None]), torch.tensor(y[None]), torch.zeros(2, dtype=torch.int64))
     tr = Trainer(layout, hyper, [1, 2], batch, init_from=start)
-    assert torch.equal(tr.state.var, start)
+    assert torch.equal(tr.state.params, start)
     tr.fit(3)
-    assert not torch.equal(tr.state.var, start)  # it trains from there
+    assert not torch.equal(tr.state.params, start)  # it trains from there
     with pytest.raises(ValueError, match="init_from"):
         Trainer(layout, hyper, [1, 2], batch, init_from=start[:, :1])
 

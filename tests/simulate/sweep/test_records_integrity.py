@@ -191,7 +191,7 @@ def test_a_diverging_cell_is_recorded_failed_and_the_sweep_goes_on(tmp_path, mon
     def diverge_at_128(self, rule, progress=None):
         if self.n == 128:  # every candidate of the n = 128 cells blows up at once
             with torch.no_grad():
-                self.state.var[0] = float("inf")
+                self.state.params[0] = float("inf")
         return real(self, rule, progress)
 
     monkeypatch.setattr(Trainer, "fit_until", diverge_at_128)
