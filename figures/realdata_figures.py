@@ -133,7 +133,7 @@ def mnist_rows(recs) -> list[dict]:
                 "lambda_s": rec["lambda_s"],
                 "lam": rec["lam"],
                 "selected_width": rec["selected_width"],
-                "kept_fraction": rec["sparsity"][k],
+                "kept_fraction": rec["kept_fraction"][k],
                 "asvi_final": asvi[-1],
                 "asvi_best": asvi[best],
                 "asvi_best_epoch": sv["epochs"][best],
@@ -240,7 +240,7 @@ def mnist_figure(recs, out_dir: str, tier: str) -> dict:
         )  # fmt: skip
         ax.set_xlabel("epoch")
         ax.set_ylabel("test accuracy")
-        ax.set_title(f"n = {rec['n']}: {100 * rec['sparsity'][k]:.1f}% of edges kept", fontsize=9)
+        ax.set_title(f"n = {rec['n']}: {100 * rec['kept_fraction'][k]:.1f}% of edges kept", fontsize=9)
         ax.legend(fontsize=6)
     if len(recs) > 1:
         rows = mnist_rows(recs)
