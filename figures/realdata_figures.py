@@ -240,7 +240,8 @@ def mnist_figure(recs, out_dir: str, tier: str) -> dict:
         )  # fmt: skip
         ax.set_xlabel("epoch")
         ax.set_ylabel("test accuracy")
-        ax.set_title(f"n = {rec['n']}: {100 * rec['kept_fraction'][k]:.1f}% of edges kept", fontsize=9)
+        kept = 100 * rec["kept_fraction"][k]
+        ax.set_title(f"n = {rec['n']}: {kept:.1f}% of edges kept", fontsize=9)
         ax.legend(fontsize=6)
     if len(recs) > 1:
         rows = mnist_rows(recs)

@@ -229,7 +229,7 @@ def _per_width(cols: dict, i: int) -> dict:
 def run_job(job: Job) -> list[dict]:
     """Train one job and return its records (pure: no file access; runs on Dask workers).
     The records store stamps their configuration fingerprint when it appends them."""
-    cfg = SweepConfig.from_dict(job.config)
+    cfg = job.config
     if cfg.estimator == "gp":  # the known-answer control: no network is trained
         from simulate.sweep.gp import run_gp_job
 

@@ -363,7 +363,7 @@ class Job:
     truth: TruthSpec
     n: int
     replicates: tuple
-    config: dict
+    config: SweepConfig  # the sweep's own (frozen, validated once; pickled to workers)
 
     def cells(self):
         return [(self.truth.key, self.n, r) for r in self.replicates]
@@ -376,7 +376,7 @@ def jobs_for(cfg: SweepConfig) -> list[Job]:
         for n in cfg.ns:
             for b in range(0, cfg.replicates, cfg.replicate_block):
                 reps = tuple(range(b, min(b + cfg.replicate_block, cfg.replicates)))
-                out.append(Job(t, int(n), reps, cfg.to_dict()))
+                out.append(Job(t, int(n), reps, cfg))
     return out
 
 
