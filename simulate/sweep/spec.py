@@ -322,12 +322,6 @@ class SweepConfig:
         d["truths"] = [asdict(t) for t in self.truths]
         return d
 
-    @classmethod
-    def from_dict(cls, d: dict) -> SweepConfig:
-        d = dict(d)
-        d["truths"] = [TruthSpec(**t) for t in d["truths"]]
-        return cls(**d)
-
 
 # Command-line flags (argparse destinations) -> SweepConfig fields: the one mapping both
 # command lines use (``simulate.sweep``, ``verify.rates``); each takes the flags its parser
