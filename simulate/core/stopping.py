@@ -108,19 +108,23 @@ _STOP_CONSTRAINTS = {
 class Convergence:
     """Per-model bookkeeping of :class:`StopRule` over a run (host syncs once per window).
 
-    ``update(total, failed, kl, risk)`` takes one step's per-model objective and KL part
-    ``[E]`` (and ``risk``, a function of nothing returning the per-model held-out risk
-    ``[E]``, called at window ends only; required when the rule has ``risk_tol``); at a
-    window's end it returns the models newly converged (bool ``[E]``), else None.
+    ``update(info, risk)`` reads one step's :class:`simulate.core.paths.Info` (the
+    per-model objective ``info.terms.total``, its KL part ``info.terms.kl`` and the models
+    that failed at this step, ``info.failed``) and ``risk`` (a function of nothing returning
+    the per-model held-out risk ``[E]``, called at window ends only; required when the rule
+    has ``risk_tol``); at a window's end it returns the models newly converged (bool
+    ``[E]``), else None.  ``held`` (bool ``[E]``, optional): models already stopped or
+    failed before the run, never updated.
     Afterwards ``steps`` (steps each model trained), ``converged``, ``rel_change`` (the
     objective's last relative improvement), ``kl_change`` (the KL's last change, nats) and
     ``risk_change`` (the risk's last relative change; all NaN before two windows) describe
     every model.
     """
 
-    def __init__(self, rule: StopRule, E: int, device=None):
+    def __init__(self, rule: StopRule, E: int, device=None, held=None):
         rule.validate()
         self.rule, self.E = rule, E
+        self._failed = torch.zeros(E, dtype=torch.bool, device=device)
         self._acc = torch.zeros(E, dtype=torch.float64, device=device)
         self._acc_kl = torch.zeros(E, dtype=torch.float64, device=device)
         self._count = 0
@@ -134,12 +138,13 @@ class Convergence:
         self.converged = torch.zeros(E, dtype=torch.bool)
         self.steps = torch.zeros(E, dtype=torch.int64)
         self.done = torch.zeros(E, dtype=torch.bool)  # converged or failed: frozen
+        if held is not None:
+            self.done |= torch.as_tensor(held).cpu()
 
-    def update(
-        self, total: torch.Tensor, failed: torch.Tensor, kl: torch.Tensor, risk=None
-    ) -> torch.Tensor | None:
-        self._acc += total.detach().to(torch.float64)
-        self._acc_kl += kl.detach().to(torch.float64)
+    def update(self, info, risk=None) -> torch.Tensor | None:
+        self._acc += info.terms.total.detach().to(torch.float64)
+        self._acc_kl += info.terms.kl.detach().to(torch.float64)
+        self._failed |= info.failed
         self._count += 1
         active = ~self.done
         self.steps += active.to(torch.int64)
@@ -150,7 +155,7 @@ class Convergence:
         self._acc.zero_()
         self._acc_kl.zero_()
         self._count = 0
-        failed = failed.cpu()
+        failed = self._failed.cpu()
         rel = (self.prev - cur) / cur.abs()
         dkl = (self.prev_kl - cur_kl).abs()
         upd = active & ~failed

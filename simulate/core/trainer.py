@@ -180,12 +180,11 @@ class Trainer:
         are independent and each decision uses only its own objective; tested)."""
         from simulate.core.stopping import Convergence
 
-        conv = Convergence(rule, self.layout.E, self.state.params.device)
-        conv.done |= self.state.health.failed.cpu() | self.frozen.cpu()
+        held = self.state.health.failed | self.frozen
+        conv = Convergence(rule, self.layout.E, self.state.params.device, held)
         window_risk = None if risk is None else (lambda: risk(self.state.params))  # at call
         for i in range(rule.max_steps):
-            terms = self.step()
-            newly = conv.update(terms.total, self.state.health.failed, terms.kl, window_risk)
+            newly = conv.update(self.advance(), window_risk)
             if newly is not None:
                 if bool(newly.any()):
                     self.frozen = self.frozen | newly.to(self.frozen.device)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy import stats
 
-from simulate.core import Batch, Hyper, Layout, Trainer
+from simulate.core import Batch, ELBOTerms, Hyper, Info, Layout, Trainer
 from simulate.core.stopping import Convergence, StopRule
 from simulate.references.classical import bin_grid, degree_for, fit_piecewise, oracle_piecewise
 from simulate.sweep.spec import SweepConfig, TruthSpec, candidate_widths, fingerprint_fields
@@ -29,12 +29,17 @@ from verify.slopes import (
 
 
 # --------------------------------------------------------------------------- stopping rule
+def info(total, kl):
+    """A step's Info with this objective and KL part (L1 the rest, nobody failed)."""
+    total, kl = (torch.as_tensor(x, dtype=torch.float64) for x in (total, kl))
+    failed = torch.zeros(total.shape, dtype=torch.bool)
+    return Info(ELBOTerms(total - kl, kl, torch.zeros_like(kl)), failed)
+
+
 def run_rule(curve, rule, E=1, kl=lambda t: np.array([50.0])):
     conv = Convergence(rule, E)
-    failed = torch.zeros(E, dtype=torch.bool)
     for t in range(rule.max_steps):
-        total = torch.as_tensor(curve(t), dtype=torch.float64)
-        newly = conv.update(total, failed, torch.as_tensor(kl(t), dtype=torch.float64))
+        newly = conv.update(info(curve(t), kl(t)))
         if newly is not None and bool(conv.done.all()):
             break
     return conv
@@ -100,10 +105,9 @@ def test_the_rule_waits_for_the_held_out_risk():
         return np.array([0.95**k, 1 + 0.5 * math.exp(-k / 2)])
 
     conv = Convergence(rule, 2)
-    failed = torch.zeros(2, dtype=torch.bool)
     flat = torch.full((2,), 100.0, dtype=torch.float64)
     for _ in range(rule.max_steps):
-        conv.update(flat, failed, flat / 10, risk)
+        conv.update(info(flat, flat / 10), risk)
         if bool(conv.done.all()):
             break
     assert len(calls) == rule.max_steps // rule.window  # once per window end
@@ -118,14 +122,14 @@ def test_the_rule_waits_for_the_held_out_risk():
     # without the risk the same objective stops both models at once (the negative control)
     plain = Convergence(StopRule(max_steps=3000, window=100, tol=1e-3, patience=2), 2)
     for _ in range(3000):
-        plain.update(flat, failed, flat / 10)
+        plain.update(info(flat, flat / 10))
         if bool(plain.done.all()):
             break
     assert plain.summary()["converged"] == [True, True] and max(plain.summary()["steps"]) < 500
     with pytest.raises(ValueError, match="risk"):
         c = Convergence(rule, 2)
         for _ in range(rule.window):
-            c.update(flat, failed, flat / 10)
+            c.update(info(flat, flat / 10))
     with pytest.raises(ValueError, match="risk_tol"):
         StopRule(risk_tol=0.0).validate()
     assert rule.doubled().risk_tol == 0.005
