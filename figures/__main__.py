@@ -40,7 +40,7 @@ VERIFY_TIER = tiers.FIGURES_RATES
 
 
 def _sweep_records(tier: str, path: str | None, recompute: bool):
-    from simulate.sweep.run import run_sweep
+    from simulate.sweep.runner import run_sweep
     from simulate.sweep.spec import SweepConfig, one_configuration, read_records
 
     vt = tiers.RATES[VERIFY_TIER[tier]]

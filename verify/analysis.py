@@ -543,7 +543,7 @@ def exit_status(results: list[MetricResult]) -> int:
 
 def reselect(records: list[dict], lam: float) -> list[dict]:
     """The records with the width re-selected under the width prior's ``lam`` from their
-    recorded ELBOs (``simulate.sweep.run.cell_selection``, eq. (13)); ``lam`` enters nothing
+    recorded ELBOs (``simulate.sweep.runner.cell_selection``, eq. (13)); ``lam`` enters nothing
     else, so this equals a sweep run with it."""
     out = []
     for r in records:

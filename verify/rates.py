@@ -60,7 +60,7 @@ import numpy as np
 
 from simulate.sweep import tiers
 from simulate.sweep.records import RecordsError
-from simulate.sweep.run import parse_truths, records_path_for
+from simulate.sweep.runner import parse_truths, records_path_for
 from simulate.sweep.spec import (
     TRUTH_HELP,
     SweepConfig,
@@ -283,7 +283,7 @@ def _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_recor
     t0 = time.perf_counter()
     if not args.records:
         from simulate._alloc import tune_malloc
-        from simulate.sweep.run import run_sweep
+        from simulate.sweep.runner import run_sweep
 
         tune_malloc()
         print(power_lines(cfg, tiers.RATES[args.tier].get("pilot_cv"), args.delta))

@@ -1,7 +1,7 @@
-"""``python -m simulate.bench``: :func:`simulate.bench.run.main`."""
+"""``python -m simulate.bench``: :func:`simulate.bench.timing.main`."""
 
 import sys
 
-from simulate.bench.run import main
+from simulate.bench.timing import main
 
 sys.exit(main())

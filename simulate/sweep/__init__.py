@@ -1,4 +1,4 @@
 """Growing-n sweeps: what a sweep is (``spec``: truths, configuration, jobs, record
 schema; ``tiers``), one job (``job``), the records files (``records``), workers
-(``parallel``), the command line (``run``; ``python -m simulate.sweep``) and the
+(``parallel``), the command line (``runner``; ``python -m simulate.sweep``) and the
 Gaussian-process known-answer control (``gp``)."""

@@ -1,7 +1,7 @@
-"""``python -m simulate.sweep``: :func:`simulate.sweep.run.main`."""
+"""``python -m simulate.sweep``: :func:`simulate.sweep.runner.main`."""
 
 import sys
 
-from simulate.sweep.run import main
+from simulate.sweep.runner import main
 
 sys.exit(main())

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from simulate.bench import run as bench
+from simulate.bench import timing as bench
 from simulate.core import Batch, Hyper, Layout, Trainer
 from simulate.truths.functions import TeacherNetwork, make_regression_data
 

@@ -528,7 +528,7 @@ def test_reselection_with_the_recorded_lambda_changes_nothing(tmp_path):
     """``--lam`` on recorded sweeps re-selects from the recorded ELBOs: with the sweep's own
     lambda it reproduces every selection; another lambda shifts each candidate's penalised
     ELBO by exactly the change of its log prior, and selects the argmax."""
-    from simulate.sweep.run import run_sweep
+    from simulate.sweep.runner import run_sweep
     from simulate.sweep.spec import SweepConfig
     from theory import log_prior_N
     from verify.analysis import reselect

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from simulate.sweep.records import RecordsError
-from simulate.sweep.run import run_sweep
+from simulate.sweep.runner import run_sweep
 from simulate.sweep.spec import SweepConfig, TruthSpec, read_records
 from tests.factories import EXIT_LINES, SWEEP_TINY
 from verify.results import check_against_schema

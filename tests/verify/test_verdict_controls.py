@@ -164,7 +164,7 @@ def test_gp_known_answer_through_the_harness(tmp_path):
     (n = 250..8000, 6 replicates; measured slopes -0.49 and -0.19, c_hat 0.18 and 3.17):
     on n up to 4000 with 4 replicates the over-smooth prior's interval still reached the
     allowance (INCONCLUSIVE)."""
-    from simulate.sweep.run import run_sweep
+    from simulate.sweep.runner import run_sweep
 
     cfg = SweepConfig(
         truths=[TruthSpec("holder", p=1, alpha=0.5)],
@@ -189,7 +189,7 @@ def test_sweep_stops_no_earlier_when_it_also_waits_for_the_held_out_risk(tmp_pat
     candidate, and since it only adds a condition, no candidate stops earlier with it (same
     seeds, same data: identical trajectories up to each stop).  With the rule off the
     fingerprint carries none of its settings (earlier records keep theirs)."""
-    from simulate.sweep.run import run_sweep
+    from simulate.sweep.runner import run_sweep
     from simulate.sweep.spec import fingerprint_fields
 
     base = dict(

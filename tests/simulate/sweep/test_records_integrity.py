@@ -14,10 +14,10 @@ import torch
 
 import simulate.sweep.parallel as parallel_mod
 import simulate.sweep.records as records_mod
-import simulate.sweep.run as sweep_mod
+import simulate.sweep.runner as sweep_mod
 from simulate.core.trainer import Trainer
 from simulate.sweep.records import RecordsError, exclusive_writer, fingerprint
-from simulate.sweep.run import records_path_for, run_sweep
+from simulate.sweep.runner import records_path_for, run_sweep
 from simulate.sweep.spec import (
     SweepConfig,
     TruthSpec,
