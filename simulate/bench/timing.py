@@ -48,10 +48,59 @@ from simulate.experiments.table1 import METHODS, width_groups
 from simulate.sweep.tiers import PAPER_WIDTHS
 from theory._paths import check_output_file
 
-__all__ = ["run", "main", "table1_block_rate"]
+__all__ = [
+    "flops_per_model_step",
+    "main",
+    "peak_gflops",
+    "run",
+    "table1_block_rate",
+    "workload_flops",
+]
 
 # the bench network and data (module docstring), one place for run, compare_paths and the JSON
 N, P, WIDTH, DEPTH, BATCH = 10_000, 20, 20, 2, 1024
+
+
+def flops_per_model_step(
+    p: int, hidden: list[int], out: int = 1, batch_size: int = BATCH, mc_samples: int = 1
+) -> float:
+    """Floating-point operations of one model's training step in the network's matrix
+    products, from the layer shapes (the multiply-adds counted as 2): per draw, the forward
+    pass ``2 m (in + 1) out`` per layer (bias as a column of ones), the weights' gradient
+    the same, and the inputs' gradient ``2 m in out`` for every layer but the first; times
+    the K draws.  The elementwise work (sampling, KL terms, the optimiser: O(P) per step,
+    not O(m P)) is left out, so the count is what the step must do at the least.  For
+    20-20-20-1 at m = 1024: 4.39 MFLOP.  Equal to ``torch.utils.flop_counter``'s count of the
+    hand-written step's products, which misses only the width-1 output layer's input
+    gradient, done by broadcasting (tested)."""
+    dims = [p, *hidden, out]
+    fwd = sum(2 * batch_size * (i + 1) * o for i, o in zip(dims[:-1], dims[1:], strict=True))
+    igrad = sum(2 * batch_size * i * o for i, o in zip(dims[1:-1], dims[2:], strict=True))
+    return float(mc_samples * (2 * fwd + igrad))
+
+
+def peak_gflops(device="cpu", size: int = 2048, repeats: int = 5) -> float:
+    """The machine's sustained single-precision GEMM rate in this process, GFLOP/s: the
+    median of ``repeats`` timings of three ``torch.mm`` of ``size x size`` float32 matrices
+    (``2 size^3`` FLOPs each), after a warm-up; the threads are the process's."""
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(size, size, generator=g).to(device) for _ in "ab")
+    c = torch.mm(a, b)
+    rates = []
+    for _ in range(repeats):
+        _sync(device)
+        t0 = time.perf_counter()
+        for _ in range(3):
+            c = torch.mm(a, b, out=c)
+        _sync(device)
+        rates.append(3 * 2 * size**3 / (time.perf_counter() - t0) / 1e9)
+    return statistics.median(rates)
+
+
+def workload_flops(widths: list[int], p: int = P, depth: int = DEPTH, batch_size: int = BATCH):
+    """Mean FLOPs per model-step over models of these widths (:func:`flops_per_model_step`
+    of each model's own shape: padding is not useful work)."""
+    return statistics.fmean(flops_per_model_step(p, [w] * depth, 1, batch_size) for w in widths)
 
 
 def network_name(p: int = P, width: int = WIDTH, depth: int = DEPTH) -> str:
@@ -172,8 +221,14 @@ def run(
     block); the data then lives on the GPU too, and the textbook and vmap baselines (CPU
     only) are not timed.  For ``E > loop_max`` only the batched core is timed (the other
     rates and ratios are then None): a loop over thousands of models takes minutes and its
-    per-model rate does not depend on E."""
+    per-model rate does not depend on E.
+
+    Each E's entry also has ``gflops`` (the batched core's model-steps per second times
+    :func:`workload_flops`), ``peak_gflops`` (:func:`peak_gflops`, measured once in this
+    process before the timings) and ``peak_fraction`` (their ratio)."""
     data = _data(n, p)
+    peak = peak_gflops(device)
+    log(f"sustained float32 GEMM rate (torch.mm 2048^3): {peak:.1f} GFLOP/s")
     out = {}
     for E in Es:
         widths = workload_widths(workload, E)
@@ -197,13 +252,20 @@ def run(
         if "batched_groups" in med:
             res["batched_groups_model_steps_per_s"] = med["batched_groups"]
             res["groups_ratio"] = med["batched_groups"] / b
+        flops = workload_flops(widths, p, depth, batch_size)
+        res.update(
+            flops_per_model_step=flops,
+            gflops=b * flops / 1e9,
+            peak_gflops=peak,
+            peak_fraction=b * flops / 1e9 / peak,
+        )
         out[E] = res
         log(f"E = {E:5d}: batched {b:9.0f} model-steps/s   " + _tail(res))
     return out
 
 
 def _tail(res: dict) -> str:
-    parts = []
+    parts = [f"{res['gflops']:.2f} GFLOP/s ({100 * res['peak_fraction']:.1f}% of peak)"]
     for name, ratio in (("loop", "ratio"), ("textbook_loop", "textbook_ratio"),
                         ("vmap", "vmap_ratio")):  # fmt: skip
         r = res[f"{name}_model_steps_per_s"]

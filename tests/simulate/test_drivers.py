@@ -30,10 +30,20 @@ def test_bench_reports_the_documented_keys(tmp_path):
         "textbook_ratio",
         "vmap_model_steps_per_s",
         "vmap_ratio",
+        "flops_per_model_step",
+        "gflops",
+        "peak_gflops",
+        "peak_fraction",
     }
+    measured = {"batched_model_steps_per_s", "flops_per_model_step", "gflops", "peak_gflops",
+                "peak_fraction"}  # fmt: skip
     assert set(res[5]) == keys
-    assert all(res[5][k] is None for k in keys - {"batched_model_steps_per_s"})
+    assert all(res[5][k] is None for k in keys - measured)
     assert res[5]["batched_model_steps_per_s"] > 0
+    for r in res.values():  # the fraction of peak is the useful FLOPs over the GEMM rate
+        assert r["flops_per_model_step"] == bench.flops_per_model_step(20, [20, 20])
+        assert r["gflops"] == pytest.approx(r["batched_model_steps_per_s"] * 4.386816e-3)
+        assert r["peak_fraction"] == pytest.approx(r["gflops"] / r["peak_gflops"])
     for E in (1, 3):  # every rate measured (timings, so no value is asserted)
         assert set(res[E]) == keys
         assert all(np.isfinite(res[E][k]) and res[E][k] > 0 for k in keys)
@@ -44,6 +54,30 @@ def test_bench_reports_the_documented_keys(tmp_path):
     assert set(data["2"]) == keys
     bad = run_bench("--E", "0")
     assert bad.returncode == 2
+
+
+@pytest.mark.parametrize(("p", "hidden", "out"), [(4, [5, 5], 3), (20, [20, 20], 1), (7, [3], 2)])
+def test_flops_per_model_step_counts_the_step_s_products(p, hidden, out):
+    """The bench's FLOP count against torch's own counter of the hand-written step's
+    products (an independent oracle): equal, but for a width-1 output layer, whose input
+    gradient is a broadcast product (2 m in FLOPs) the counter does not see."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from simulate.core import mlp_nll_and_grad
+
+    lay, E, m = Layout(p, len(hidden), [hidden[0]], out), 3, 50
+    h = Hyper(likelihood="categorical" if out > 1 else "gaussian")
+    g = torch.Generator().manual_seed(0)
+    theta = torch.randn(E, lay.P, generator=g) * lay.mask()
+    x = torch.cat([torch.randn(E, m, p, generator=g), torch.ones(E, m, 1)], -1)
+    y = torch.randint(0, out, (E, m), generator=g) if out > 1 else torch.randn(E, m, generator=g)
+    with FlopCounterMode(display=False) as fc:
+        mlp_nll_and_grad(lay, theta, x, y, h, 1.0, functional=True)
+    broadcast = 2 * m * hidden[-1] if out == 1 else 0
+    assert fc.get_total_flops() / E + broadcast == bench.flops_per_model_step(p, hidden, out, m)
+    assert bench.flops_per_model_step(p, hidden, out, m, mc_samples=2) == 2 * (
+        bench.flops_per_model_step(p, hidden, out, m)
+    )
 
 
 def test_bench_table1_workload_times_every_variant_and_the_width_groups(tmp_path):
