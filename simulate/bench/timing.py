@@ -45,6 +45,7 @@ from simulate.bench.baselines import TextbookASVI, VmapEnsemble
 from simulate.core import Batch, Hyper, Trainer
 from simulate.core.recipe import build_trainer
 from simulate.experiments.table1 import METHODS, width_groups
+from simulate.sweep import tiers
 from simulate.sweep.tiers import PAPER_WIDTHS
 from theory._paths import check_output_file
 
@@ -152,7 +153,7 @@ def _rate(step_fns, steps: int, models: int, device="cpu") -> float:
     return models * steps / (time.perf_counter() - t0)
 
 
-WORKLOADS = ("net20", "table1")
+WORKLOADS = ("net20", "table1", "sweep")
 
 
 def workload_widths(workload: str, E: int) -> list[int]:
@@ -398,7 +399,15 @@ def _parser() -> argparse.ArgumentParser:
         choices=WORKLOADS,
         default="net20",
         help="net20: E models 20-20-20-1 (default); table1: Table 1's students 20-w-w-1, "
-        "w = 2..20 in turn",
+        "w = 2..20 in turn; sweep: a rate tier's own programs (--tier, --records; "
+        "simulate.bench.sweep_mix)",
+    )
+    ap.add_argument("--tier", default="full", help="--workload sweep: the rate tier (full)")
+    ap.add_argument(
+        "--records",
+        metavar="PATH",
+        help="--workload sweep: the tier's sweep records, for the steps each program ran and "
+        "the useful fraction (default: every program runs to its step cap)",
     )
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     ap.add_argument(
@@ -440,6 +449,10 @@ def _check(args) -> None:
         raise ValueError("--device cuda asked for but torch.cuda.is_available() is False")
     if args.json:
         check_output_file(args.json, "--json")
+    if args.tier not in tiers.RATES:
+        raise ValueError(f"--tier must be one of {tuple(tiers.RATES)}, got {args.tier!r}")
+    if args.records is not None and not os.path.isfile(args.records):
+        raise ValueError(f"no records file {args.records}")
 
 
 def main(argv=None) -> int:
@@ -468,6 +481,31 @@ def main(argv=None) -> int:
         if args.json:
             with open(args.json, "w") as fh:
                 json.dump({"where": where, "torch": torch.__version__, **res}, fh, indent=2)
+        return 0
+    if args.workload == "sweep":
+        from simulate.bench.sweep_mix import sweep_workload
+
+        peak = peak_gflops(args.device)
+        print(f"sustained float32 GEMM rate (torch.mm 2048^3): {peak:.1f} GFLOP/s")
+        res = sweep_workload(
+            args.tier, args.steps, args.repeats, True if args.compile else None, args.records,
+            peak,
+        )  # fmt: skip
+        print(
+            f"{args.tier} tier: {res['model_steps_per_s']:.0f} model-steps/s, "
+            f"{res['gflops']:.2f} GFLOP/s ({100 * res['peak_fraction']:.1f}% of peak), "
+            f"projected training {res['projected_full_tier_min']:.1f} min on "
+            f"{res['workers']} worker(s) (steps from {res['steps_from']}"
+            + (
+                f"; useful fraction {res['useful_fraction']:.3f})"
+                if res["useful_fraction"] is not None
+                else ")"
+            )
+        )
+        if args.json:
+            with open(args.json, "w") as fh:
+                meta = {"torch": torch.__version__, "threads": torch.get_num_threads()}
+                json.dump({"meta": meta, "where": where, "sweep": res}, fh, indent=2)
         return 0
     if args.compare_paths:
         res = compare_paths(

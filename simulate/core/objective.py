@@ -99,7 +99,9 @@ def draw_step_inputs(
     the iid indices; ``None`` draws them."""
     a, b = words[:, 0, None, None], words[:, 1, None, None]
     u_slab = rng.bits_uniform(rng.draw_bits(eps_base, a, b), dtype)
-    u_gumbel = rng.bits_uniform(rng.draw_bits(gumbel_base, a, b), dtype)
+    u_gumbel = (
+        None if gumbel_base is None else rng.bits_uniform(rng.draw_bits(gumbel_base, a, b), dtype)
+    )
     if idx is None:
         u = rng.bits_uniform(rng.draw_bits(iid_base, iid_words[0], iid_words[1]), torch.float64)
         idx = iid_index(u, n)

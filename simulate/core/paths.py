@@ -92,10 +92,12 @@ class AutogradKernel:
         """K networks per model ``[K*E, P]`` (draw k from ``noise[k]``, ``gumbel[k]``), L2
         and L3."""
         fam, h, lay = family_of(spec.hyper), spec.hyper, spec.layout
+        K = noise.shape[0]
+        us = [None] * K if gumbel is None else list(gumbel)
         thetas = torch.cat(
             [
-                fam.draw(params, h, lay, consts.mask, noise[k], gumbel[k], False, consts.node_index)
-                for k in range(noise.shape[0])
+                fam.draw(params, h, lay, consts.mask, noise[k], us[k], False, consts.node_index)
+                for k in range(K)
             ]
         )
         return (thetas, *kl_terms(params, h, lay, consts.mask, consts.H, consts.node_index))

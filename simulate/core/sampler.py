@@ -38,8 +38,9 @@ __all__ = ["Inputs", "Sampler"]
 class Inputs(NamedTuple):
     """One step's inputs: every model's minibatch (``xb [E, m, p + 1]`` with a last column
     of ones, ``yb [E, m]``), its K draws' noise and Gumbel-sigmoid uniforms (``noise``,
-    ``gumbel``, each ``[K, E, P]``), and ``held [E]``: the models the step must leave
-    alone (failed, or stopped by the stopping rule)."""
+    ``gumbel``, each ``[K, E, P]``; ``gumbel`` None for the families without indicators,
+    which have no use for it), and ``held [E]``: the models the step must leave alone
+    (failed, or stopped by the stopping rule)."""
 
     xb: torch.Tensor
     yb: torch.Tensor
@@ -49,7 +50,8 @@ class Inputs(NamedTuple):
 
     def part(self, s: slice) -> Inputs:
         """The inputs of models ``s`` (a chunk of the batch)."""
-        return Inputs(self.xb[s], self.yb[s], self.noise[:, s], self.gumbel[:, s], self.held[s])
+        gumbel = None if self.gumbel is None else self.gumbel[:, s]
+        return Inputs(self.xb[s], self.yb[s], self.noise[:, s], gumbel, self.held[s])
 
 
 class Sampler:
@@ -155,8 +157,9 @@ class Sampler:
         """Step ``t``'s :class:`Inputs` for every model (``held`` passed through)."""
         if self.compiled:
             words, iid_words, idx = self.draw_words(t)
+            gumbel_base = self.gumbel_stream.base if self.family.indicators else None
             u_eps, u, xb, yb = self._draw(
-                self.eps_stream.base, self.gumbel_stream.base, self.iid_stream.base, words,
+                self.eps_stream.base, gumbel_base, self.iid_stream.base, words,
                 iid_words, self.X_aug, self.y_flat, self.data_index, idx,
             )  # fmt: skip
             return Inputs(xb, yb, self.family.noise(self.hyper, u_eps), u, held)
@@ -164,6 +167,8 @@ class Sampler:
         offsets = [t * K + k for k in range(K)]
         xb, yb = self.minibatch(t)
         eps = [self.noise(o) for o in offsets]
+        eps = eps[0][None] if K == 1 else torch.stack(eps)
+        if not self.family.indicators:  # no indicators: no Gumbel-sigmoid uniforms to draw
+            return Inputs(xb, yb, eps, None, held)
         u = [self.gumbel_stream.uniform(o, self.dtype) for o in offsets]
-        eps, u = (eps[0][None], u[0][None]) if K == 1 else (torch.stack(eps), torch.stack(u))
-        return Inputs(xb, yb, eps, u, held)
+        return Inputs(xb, yb, eps, u[0][None] if K == 1 else torch.stack(u), held)

@@ -215,6 +215,7 @@ def test_dense_hand_written_step_equals_autograd(compile):
     from functools import partial
 
     from simulate.core import spike_slab_step
+    from simulate.core.objective import family_of
 
     g = torch.Generator().manual_seed(0)
     X = torch.rand(1, 512, 3, generator=g, dtype=torch.float64) * 2 - 1
@@ -239,6 +240,7 @@ def test_dense_hand_written_step_equals_autograd(compile):
     spec = c.step_fn.spec
     wrong = dataclasses.replace(spec, hyper=dataclasses.replace(h, family="spike_slab"))
     c.step_fn.kernel = partial(spike_slab_step, wrong)
+    c.sampler.family = family_of(wrong.hyper)  # which draws the indicators' uniforms too
     assert not np.allclose(c.step().total.numpy(), d.step().total.numpy(), rtol=1e-6)
 
 
@@ -291,3 +293,36 @@ def test_horseshoe_hand_written_step_equals_autograd(compile):
     wrong_h = dataclasses.replace(h, hs_b0=2.0)
     c.step_fn = build_step(c.layout, wrong_h, c.n, Consts(c.mask, c.H, c.node_index))
     assert not np.allclose(c.step().total.numpy(), d.step().total.numpy(), rtol=1e-6)
+
+
+def test_bench_sweep_workload_is_the_tier_s_programs_and_projects_from_its_records(tmp_path):
+    """The sweep workload lists the tiny tier's programs as the sweep runs them (one job per
+    n, one width group of 2 replicates x 2 widths), projects from the step cap without
+    records and from the recorded steps with them: the projection is the programs' run
+    steps over their timed rates, and the useful fraction the recorded model-steps over
+    the steps run (computed here from the records by hand)."""
+    from simulate.bench.sweep_mix import sweep_programs, sweep_workload
+    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.spec import SweepConfig
+    from simulate.sweep.tiers import RATES
+
+    progs = sweep_programs("tiny")
+    assert [(p["n"], p["widths"], p["E"], p["p"], p["cap"]) for p in progs] == [
+        (128, [4, 2], 4, 1, 200),
+        (256, [4, 2], 4, 1, 200),
+        (512, [4, 2], 4, 1, 200),
+    ]
+    capped = sweep_workload("tiny", steps=2, repeats=1, log=lambda *_: None)
+    assert capped["steps_from"] == "cap" and capped["useful_fraction"] is None
+    want = sum(p["cap"] / p["steps_per_s"] for p in capped["programs"]) / 60
+    assert capped["projected_full_tier_min"] == pytest.approx(want)
+    path = tmp_path / "tiny.jsonl"
+    run_sweep(SweepConfig(truths=RATES["tiny"]["truths"], **RATES["tiny"]["sweep"]), str(path))
+    res = sweep_workload("tiny", steps=2, repeats=1, records=str(path), log=lambda *_: None)
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    steps = {(r["cell"]["n"], r["cell"]["replicate"]): r["per_width"]["steps"] for r in recs}
+    run = {n: max(max(steps[(n, q)]) for q in (0, 1)) for n in (128, 256, 512)}
+    assert [p["run_steps"] for p in res["programs"]] == [run[128], run[256], run[512]]
+    used = sum(sum(v) for v in steps.values())
+    assert res["useful_fraction"] == pytest.approx(used / sum(4 * s for s in run.values()))
+    assert 0 < res["useful_fraction"] <= 1 and res["steps_from"] == "records"
