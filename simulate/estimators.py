@@ -32,10 +32,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from simulate.core import Hyper, Layout
 from simulate.core.constraints import POSITIVE, Interval, check
+from simulate.core.hyper import PAPER_WIDTHS
 from simulate.core.posterior import select_width
 from simulate.core.recipe import train_models
 from simulate.progress import Progress
-from simulate.sweep.tiers import PAPER_WIDTHS
 
 __all__ = [
     "BNNRegressor",

@@ -43,10 +43,10 @@ import torch
 from simulate._alloc import tune_malloc
 from simulate.bench.baselines import TextbookASVI, VmapEnsemble
 from simulate.core import Batch, Hyper, Trainer
+from simulate.core.hyper import PAPER_WIDTHS
 from simulate.core.recipe import build_trainer
 from simulate.experiments.table1 import METHODS, width_groups
 from simulate.sweep import tiers
-from simulate.sweep.tiers import PAPER_WIDTHS
 from theory._paths import check_output_file
 
 __all__ = [

@@ -11,6 +11,9 @@ from simulate.core.likelihoods import LIKELIHOODS
 from simulate.core.optim import OPTIMIZERS
 from simulate.core.slabs import SLABS
 
+# the teacher experiment's candidate widths (Table 1, appendix C.1), beside its defaults below
+PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)
+
 
 @dataclass(frozen=True)
 class Hyper:

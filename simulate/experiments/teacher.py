@@ -20,8 +20,8 @@ import sys
 import numpy as np
 
 from simulate._alloc import tune_malloc
+from simulate.core.hyper import PAPER_WIDTHS
 from simulate.estimators import ASVIRegressor
-from simulate.sweep.tiers import PAPER_WIDTHS
 from simulate.truths.functions import TeacherNetwork, make_regression_data
 from theory._paths import check_output_file
 

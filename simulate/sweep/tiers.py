@@ -14,13 +14,12 @@ Measured costs are in RESULTS.md.
 
 from __future__ import annotations
 
+from simulate.core.hyper import PAPER_WIDTHS
 from simulate.sweep.spec import TruthSpec
 
 __all__ = [
-    "RATES", "TEACHER", "UCI", "MNIST1D", "MNIST1D_CONTROLS", "FIGURES_RATES", "PAPER_WIDTHS",
+    "RATES", "TEACHER", "UCI", "MNIST1D", "MNIST1D_CONTROLS", "FIGURES_RATES",
 ]  # fmt: skip
-
-PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)  # Table 1's candidate widths
 
 # Each tier: sweep settings, default truths, how many replicates the budget-doubling
 # control re-trains (at the smallest and the largest n), and the default number of local
