@@ -76,3 +76,15 @@ def fake_records(
                 }
             )
     return recs
+
+
+def assert_model_alone(together, e: int, alone) -> None:
+    """Model ``e`` of the batched trainer ``together`` has the parameters of the trainer
+    ``alone`` of that one model (its real slots; float64 rounding)."""
+    mask = together.mask[e] > 0
+    np.testing.assert_allclose(
+        together.state.params[:, e][:, mask].numpy(),
+        alone.state.params[:, 0].numpy(),
+        rtol=1e-9,
+        atol=1e-12,
+    )

@@ -187,10 +187,9 @@ _JSON_TYPES = {str: "string", float: "number", int: "integer", bool: "boolean",
                list: "array", dict: "object", Verdict: "string", type(None): "null"}  # fmt: skip
 
 
-def _json_types(annotation) -> list[str]:
-    t = eval(annotation, {"Verdict": Verdict}) if isinstance(annotation, str) else annotation
-    members = typing.get_args(t) if isinstance(t, types.UnionType) else (t,)
-    return [_JSON_TYPES[m] for m in members]
+def _members(t) -> tuple:
+    """The types a field's annotation allows (``X | None`` -> ``(X, NoneType)``)."""
+    return typing.get_args(t) if isinstance(t, types.UnionType) else (t,)
 
 
 def json_schema() -> dict:
@@ -198,13 +197,16 @@ def json_schema() -> dict:
     :class:`MetricResult` objects; each property carries its group's description.  A
     float field may also be null (a non-finite number)."""
     props = {}
+    hints = typing.get_type_hints(MetricResult)
     for f in fields(MetricResult):
-        kinds = _json_types(f.type)
+        allowed = _members(hints[f.name])
+        kinds = [_JSON_TYPES[m] for m in allowed]
         if "number" in kinds and "null" not in kinds:
             kinds.append("null")
         prop: dict = {"type": kinds[0] if len(kinds) == 1 else kinds}
-        if f.type in ("Verdict", "Verdict | None"):
-            prop["enum"] = [str(v) for v in Verdict] + ([None] if "None" in f.type else [])
+        if Verdict in allowed:
+            none = [None] if type(None) in allowed else []
+            prop["enum"] = [str(v) for v in Verdict] + none
         prop["description"] = f"[{f.metadata['group']}] {GROUPS[f.metadata['group']]}"
         props[f.name] = prop
     return {

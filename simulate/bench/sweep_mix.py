@@ -35,6 +35,8 @@ import time
 import numpy as np
 import torch
 
+from simulate.bench.timing import workload_flops
+from simulate.core import Hyper
 from simulate.core.recipe import build_trainer
 from simulate.sweep import tiers
 from simulate.sweep.spec import SweepConfig, group_widths, jobs_for, read_records
@@ -86,8 +88,6 @@ def _program_rate(prog: dict, steps: int, repeats: int, compile: bool) -> float:
     y = torch.tensor(rng.normal(0, 1, (D, n)), dtype=torch.float32)
     widths = prog["widths"] * D
     data_index = [d for d in range(D) for _ in prog["widths"]]
-    from simulate.core import Hyper
-
     tr = build_trainer(
         Hyper(batch_size=prog["batch_size"]), widths, list(range(len(widths))), X, y,
         data_index, depth=prog["depth"], compile=compile,
@@ -113,11 +113,9 @@ def sweep_workload(
     """Time the tier's programs and project its training time (module docstring).
     ``compile``: as the tier (None) or forced; ``peak``: the GEMM rate to compare with
     (``simulate.bench.timing.peak_gflops``, measured by the caller)."""
-    from simulate.bench.timing import flops_per_model_step
-
     programs = sweep_programs(tier)
     recorded = _recorded_steps(read_records(records)) if records else None
-    workers = max(1, int(tiers.RATES[tier].get("workers", 0) or 1))
+    workers = tiers.RATES[tier].get("workers") or 1
     rates: dict = {}
     total_s = total_model_steps = useful = flops = 0.0
     for prog in programs:
@@ -141,9 +139,8 @@ def sweep_workload(
         prog["steps_per_s"], prog["run_steps"] = rates[key], run_steps
         total_s += run_steps / rates[key]
         total_model_steps += prog["E"] * run_steps
-        per_model = [flops_per_model_step(prog["p"], [w] * prog["depth"], 1, prog["batch_size"])
-                     for w in prog["widths"]]  # fmt: skip
-        flops += run_steps * len(prog["replicates"]) * sum(per_model)
+        per_model = workload_flops(prog["widths"], prog["p"], prog["depth"], prog["batch_size"])
+        flops += run_steps * prog["E"] * per_model
     gflops = flops / total_s / 1e9
     return {
         "tier": tier,

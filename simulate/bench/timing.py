@@ -277,7 +277,7 @@ def _tail(res: dict) -> str:
             f"width groups {res['batched_groups_model_steps_per_s']:7.0f} "
             f"(x{res['groups_ratio']:.2f} of one program)"
         )
-    return "   ".join(parts) or "loops not timed"
+    return "   ".join(parts)
 
 
 def compare_paths(

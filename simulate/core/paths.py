@@ -176,11 +176,10 @@ class Step:
 
 def uses_hand_written(hyper) -> bool:
     """Whether the hand-written kernel serves ``hyper``: the spike-and-slab family with the
-    paper's L3, and the families without indicators with the Gaussian slab (their kernels
-    take the slab's noise, normal only for that slab); everything else takes autograd."""
+    paper's L3, and the families without indicators (whose noise is normal whatever
+    ``hyper.slab`` says: ``family.noise``); the exact L3 takes autograd."""
     fam = family_of(hyper)
-    dense_ok = not fam.indicators and hyper.slab == "gaussian"
-    return fam.hand_written_step and (hyper.l3 == "paper" if fam.indicators else dense_ok)
+    return fam.hand_written_step and (hyper.l3 == "paper" or not fam.indicators)
 
 
 def build_step(

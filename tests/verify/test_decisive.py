@@ -11,7 +11,7 @@ from simulate.core import Batch, ELBOTerms, Hyper, Info, Layout, Trainer
 from simulate.core.stopping import Convergence, StopRule
 from simulate.references.classical import bin_grid, degree_for, fit_piecewise, oracle_piecewise
 from simulate.sweep.spec import SweepConfig, TruthSpec, candidate_widths, fingerprint_fields
-from tests.factories import NS, SWEEP_TINY, fake_records, synthetic
+from tests.factories import NS, SWEEP_TINY, assert_model_alone, fake_records, synthetic
 from verify.analysis import analyse, budget_control, control_config, exit_status
 from verify.slopes import (
     attainment_test,
@@ -229,13 +229,7 @@ def test_model_stopped_inside_a_batch_equals_it_trained_alone():
         )
         a = alone.fit_until(rule)
         assert a["steps"][0] == s["steps"][e] and a["converged"][0] == s["converged"][e]
-        mask = together.mask[e] > 0
-        np.testing.assert_allclose(
-            together.state.params[:, e][:, mask].numpy(),
-            alone.state.params[:, 0].numpy(),
-            rtol=1e-9,
-            atol=1e-12,
-        )
+        assert_model_alone(together, e, alone)
 
 
 # --------------------------------------------------------------------------- candidates
