@@ -87,7 +87,7 @@ from simulate.core.state import (
     inverse_softplus,
 )
 from simulate.core.step import Consts, StepSpec, horseshoe_step, spike_slab_step
-from simulate.core.trainer import Trainer
+from simulate.core.trainer import Compaction, Trainer
 
 # the core's public names, each defined in the module that holds its concern (see above)
 __all__ = [
@@ -109,6 +109,7 @@ __all__ = [
     "build_step",
     "spike_slab_step",
     "horseshoe_step",
+    "Compaction",
     "Trainer",
     "chunk_bounds",
     "ELBOTerms",

@@ -157,6 +157,14 @@ class Step:
         health = record_failures(state.health, newly, terms, state.count)
         return State(params, opt, state.count + 1, health), Info(terms, newly)
 
+    def subset(self, idx: torch.Tensor) -> Step:
+        """The step of models ``idx`` alone (int64 ``[k]``): the same kernel (compiled, it
+        compiles once more for the new number of models) on their constants."""
+        c = self.consts
+        consts = Consts(c.mask.index_select(0, idx), c.H.index_select(0, idx), c.node_index)
+        chunk = min(self.chunk, idx.numel()) if self.compiled and self.hand_written else idx.numel()
+        return Step(self.spec, consts, self.kernel, self.hand_written, self.compiled, chunk)
+
     def _chunked(self, state: State, inputs: Inputs, factors):
         """The kernel on consecutive chunks of models, joined."""
         bounds = chunk_bounds(state.params.shape[1], self.chunk)

@@ -8,6 +8,9 @@ the loop owns what is not the step's business -- which models the stopping rule 
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import torch
 
 from simulate.core.hyper import Hyper
@@ -15,10 +18,10 @@ from simulate.core.layout import Layout, neg_log_lik
 from simulate.core.objective import ELBOTerms, draw_network, family_of, kl_terms
 from simulate.core.paths import Info, build_step
 from simulate.core.sampler import Sampler
-from simulate.core.state import Batch, init_state
+from simulate.core.state import Batch, init_state, put_models, take_models
 from simulate.core.step import Consts
 
-__all__ = ["Trainer"]
+__all__ = ["Compaction", "Trainer"]
 
 
 class Trainer:
@@ -167,7 +170,7 @@ class Trainer:
                 progress(i + 1, steps)
         return self.state
 
-    def fit_until(self, rule, progress=None, risk=None):
+    def fit_until(self, rule, progress=None, risk=None, compact: Compaction | None = None):
         """Train each model until ``rule`` (:class:`simulate.core.stopping.StopRule`) stops it:
         converged models are frozen (:attr:`frozen`) while the others go on; the run ends
         when every model has converged or failed, or at ``rule.max_steps``.  Training
@@ -177,19 +180,119 @@ class Trainer:
         risk, a function of the current variational parameters returning each model's risk
         ``[E]`` (called at window ends only).
         A model stopped inside the batch ends exactly where it would trained alone (models
-        are independent and each decision uses only its own objective; tested)."""
+        are independent and each decision uses only its own objective; tested).
+
+        ``compact`` (:class:`Compaction`; default None: never): at window ends, stopped
+        models may leave the running program, so that the models still training stop
+        paying for them.  Off by default: on the full rate tier it saved nothing measurable
+        (BENCHMARKS.md, "Scheduling").  Every model's trajectory, and so
+        everything this returns and the final :attr:`state`'s parameters, are bit for bit
+        the same either way (tested); only the wall time differs (and the moments of
+        models already stopped, which no longer decay)."""
         from simulate.core.stopping import Convergence
 
+        compact = Compaction(False) if compact is None else compact
+        E = self.layout.E
         held = self.state.health.failed | self.frozen
-        conv = Convergence(rule, self.layout.E, self.state.params.device, held)
-        window_risk = None if risk is None else (lambda: risk(self.state.params))  # at call
+        conv = Convergence(rule, E, self.state.params.device, held)
+        run = _Program(self)
+        window_risk = None if risk is None else (lambda: risk(run.synced(self).params))
+        t_window = time.perf_counter()
         for i in range(rule.max_steps):
-            newly = conv.update(self.advance(), window_risk)
+            newly = conv.update(run.advance(self), window_risk)
             if newly is not None:
                 if bool(newly.any()):
                     self.frozen = self.frozen | newly.to(self.frozen.device)
                 if bool(conv.done.all()):
                     break
+                now = time.perf_counter()
+                step_s, t_window = (now - t_window) / rule.window, now
+                active = (~conv.done).to(self.frozen.device)
+                if compact.pays(run.E, int(active.sum()), step_s, rule.max_steps - i - 1,
+                                self.compiled and self.hand_written):  # fmt: skip
+                    run.synced(self)
+                    run = _Program(self, torch.nonzero(active).reshape(-1))
+                    t_window = time.perf_counter()  # the new program's time, compile included
             if progress is not None:
                 progress(i + 1, rule.max_steps)
+        run.synced(self)
         return conv.summary()
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """When :meth:`Trainer.fit_until` drops stopped models from the running program.
+
+    Compiled hand-written steps only (``compiled`` in :meth:`pays`): at a window end,
+    with ``a`` of the program's ``E_run`` models still training, when ``a <= fraction *
+    E_run`` and the saving it expects beats compiling the new shape,
+    ``(step_s - fixed_s) (1 - a / E_run) * remaining / 2 > compile_s``: ``step_s`` the
+    program's measured seconds per step over the last window, ``fixed_s`` the part of a
+    step that does not scale with its models, ``remaining`` the steps left to the cap
+    (half of them expected, since the models left stop before it as a rule).  The
+    defaults are measurements on the 2-core CPU (BENCHMARKS.md, "Scheduling"): a compiled
+    step of one p = 1 model takes 0.40 ms, compiling a program's new shape 5.8-9.9 s.  A
+    bad guess costs only time: the models' trajectories do not depend on it.
+
+    Eager steps never compact: an eager elementwise kernel computes the last few elements
+    of a tensor (the program's last model's last slots) in a scalar tail that can round
+    differently from the vectorised body (``softplus`` does: 136 of the elements of short
+    float32 tensors differ from the same elements inside a long one), so a model that
+    becomes a smaller program's last drifts from its trajectory in the last ulp
+    (measured: 5e-7 after 3,000 steps).  The compiled kernels run every model's slots
+    through the same vector code (a masked vector tail per model), which the tests check
+    bit for bit.  The autograd path (the exact L3) does not compact either: its L3 sums
+    the Poisson-binomial pmf by an FFT whose length is the program's largest edge count,
+    so a model's rounding depends on which models share its program (measured: 6e-8 to
+    1.2e-7 apart after 1,500 steps when the widest left)."""
+
+    enabled: bool = True
+    fraction: float = 0.5
+    fixed_s: float = 4e-4
+    compile_s: float = 10.0
+
+    def pays(self, E_run: int, active: int, step_s: float, remaining: int, compiled: bool):
+        """Whether to drop the program's stopped models now (class docstring); ``compiled``:
+        whether the step is the compiled hand-written kernel."""
+        if not (self.enabled and compiled) or active in (0, E_run):
+            return False
+        if active > self.fraction * E_run:
+            return False
+        saving = max(step_s - self.fixed_s, 0.0) * (1 - active / E_run) * remaining / 2
+        return saving > self.compile_s
+
+
+class _Program:
+    """The models :meth:`Trainer.fit_until` is stepping: all of the trainer's (``idx``
+    None: the trainer's own step), or a subset ``idx`` with its own sampler, step and
+    (copied) state, written back by :meth:`synced`.  A subset keeps the trainer's layout
+    (the same padding), so each model computes exactly what it computes in the whole
+    program."""
+
+    def __init__(self, tr: Trainer, idx: torch.Tensor | None = None):
+        self.idx = idx
+        self.E = tr.layout.E if idx is None else idx.numel()
+        if idx is not None:
+            self.sampler, self.step_fn = tr.sampler.subset(idx), tr.step_fn.subset(idx)
+            self.state = take_models(tr.state, idx)
+
+    def advance(self, tr: Trainer) -> Info:
+        """One step of the program's models; the :class:`Info` over all the trainer's
+        models (the others' terms zero: they are stopped or failed, and the stopping rule
+        reads nothing of theirs)."""
+        if self.idx is None:
+            return tr.advance()
+        held = self.state.health.failed | tr.frozen.index_select(0, self.idx)
+        inputs = self.sampler.draw(self.state.count, held)
+        self.state, info = self.step_fn(self.state, inputs)
+        E = tr.layout.E
+        terms = [torch.zeros(E, dtype=t.dtype, device=t.device).index_copy_(0, self.idx, t)
+                 for t in info.terms]  # fmt: skip
+        failed = torch.zeros(E, dtype=torch.bool, device=info.failed.device)
+        return Info(ELBOTerms(*terms), failed.index_copy_(0, self.idx, info.failed))
+
+    def synced(self, tr: Trainer):
+        """The trainer's state with this program's models written back; returns it."""
+        if self.idx is not None:
+            tr.state = put_models(tr.state, self.idx, self.state)
+        return tr.state

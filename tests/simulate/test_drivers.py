@@ -36,10 +36,13 @@ def test_bench_reports_the_documented_keys(tmp_path):
         "peak_fraction",
     }
     measured = {"batched_model_steps_per_s", "flops_per_model_step", "gflops", "peak_gflops",
-                "peak_fraction"}  # fmt: skip
+                "peak_fraction", "vmap_model_steps_per_s", "vmap_ratio"}  # fmt: skip
     assert set(res[5]) == keys
     assert all(res[5][k] is None for k in keys - measured)
     assert res[5]["batched_model_steps_per_s"] > 0
+    assert res[5]["vmap_ratio"] == pytest.approx(  # batched like the core: timed past loop_max
+        res[5]["batched_model_steps_per_s"] / res[5]["vmap_model_steps_per_s"]
+    )
     for r in res.values():  # the fraction of peak is the useful FLOPs over the GEMM rate
         assert r["flops_per_model_step"] == bench.flops_per_model_step(20, [20, 20])
         assert r["gflops"] == pytest.approx(
@@ -98,7 +101,8 @@ def test_bench_table1_workload_times_every_variant_and_the_width_groups(tmp_path
                     "--loop-max", "0", "--json", str(out))  # fmt: skip
     assert cli.returncode == 0, cli.stderr
     data = json.loads(out.read_text())
-    assert data["meta"]["workload"] == "table1" and data["10"]["vmap_ratio"] is None
+    assert data["meta"]["workload"] == "table1" and data["10"]["vmap_ratio"] > 0
+    assert data["10"]["textbook_ratio"] is None  # a per-model loop: not timed past loop_max
     with pytest.raises(ValueError, match="workload"):
         bench.workload_widths("table2", 10)
 
