@@ -5,7 +5,32 @@ from __future__ import annotations
 import csv
 import os
 
-__all__ = ["save_figure", "write_table"]
+__all__ = ["save_figure", "tex_escape", "write_table"]
+
+# LaTeX's special characters in running text and their escapes (backslash first, so the
+# escapes' own backslashes are not escaped again)
+_TEX_SPECIALS = (
+    ("\\", r"\textbackslash{}"),
+    ("&", r"\&"),
+    ("%", r"\%"),
+    ("$", r"\$"),
+    ("#", r"\#"),
+    ("_", r"\_"),
+    ("{", r"\{"),
+    ("}", r"\}"),
+    ("~", r"\textasciitilde{}"),
+    ("^", r"\textasciicircum{}"),
+)
+
+
+def tex_escape(text) -> str:
+    """``text`` (any value, through ``str``) safe inside a LaTeX table cell: every special
+    character escaped (``lambda_s=1e-6`` -> ``lambda\\_s=1e-6``).  Every table writes its
+    names (datasets, methods, variants) through it; the numbers need none."""
+    out = []
+    for ch in str(text):
+        out.append(next((esc for c, esc in _TEX_SPECIALS if c == ch), ch))
+    return "".join(out)
 
 
 def save_figure(fig, out_dir: str, stem: str) -> list[str]:

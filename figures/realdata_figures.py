@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from figures._io import save_figure, write_table
+from figures._io import save_figure, tex_escape, write_table
 from simulate.experiments.realdata import (
     DATASETS,
     UCI_CRITERIA,
@@ -105,8 +105,9 @@ def uci_table(recs, out_dir: str, tier: str) -> dict:
         "lllcc",
         r"Dataset & Method & Chosen by & RMSE & Test LL",
         [
-            f"{r['dataset']} & {r['method']}{'$^*$' if r['source'] == 'published' else ''} & "
-            f"{r['criterion']} & {r['rmse']:.3f} $\\pm$ {r['rmse_se']:.3f} & "
+            f"{tex_escape(r['dataset'])} & {tex_escape(r['method'])}"
+            f"{'$^*$' if r['source'] == 'published' else ''} & "
+            f"{tex_escape(r['criterion'])} & {r['rmse']:.3f} $\\pm$ {r['rmse_se']:.3f} & "
             f"{r['ll']:.3f} $\\pm$ {r['ll_se']:.3f}"
             for r in rows
         ],
@@ -328,7 +329,7 @@ def mnist_controls_table(recs, out_dir: str, tier: str) -> dict:
         r"$n$ & variant & $\lambda_s$ & accuracy (final) & accuracy (best) & "
         r"edges kept (\%) & budget",
         [
-            f"{r['n']} & {r['variant']} & {r['lambda_s']:.3g} & {r['acc_final']:.3f} & "
+            f"{r['n']} & {tex_escape(r['variant'])} & {r['lambda_s']:.3g} & {r['acc_final']:.3f} & "
             f"{r['acc_best']:.3f} & {100 * r['kept_fraction']:.2f} & {r['edge_budget']:.3g}"
             for r in rows
         ],

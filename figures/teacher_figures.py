@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from figures._io import save_figure, write_table
+from figures._io import save_figure, tex_escape, write_table
 from figures.paper_values import TABLE1_ASVI, TABLE1_EDGES, TABLE1_RMSE
 from simulate.core.posterior import select_width
 from simulate.experiments.table1 import METHODS
@@ -165,9 +165,9 @@ def _table1_tex(rows, a_rmse, a_edges) -> list[str]:
         r"\begin{tabular}{l" + "c" * 6 + "}",
         r"\toprule",
         r"Width & "
-        + " & ".join(f"{m} RMSE" for m in METHODS)
+        + " & ".join(f"{tex_escape(m)} RMSE" for m in METHODS)
         + " & "
-        + " & ".join(f"{m} edges" for m in METHODS)
+        + " & ".join(f"{tex_escape(m)} edges" for m in METHODS)
         + r" \\",
         r"\midrule",
     ]

@@ -6,11 +6,13 @@ references, the budget-doubling control, failed cells, and the exit status (rule
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 
 import numpy as np
 
+from simulate.sweep.records import RecordsError, fields_differing
 from simulate.sweep.spec import SweepConfig, TruthSpec, cell_selection
 from theory import METRICS, gp_matern_exponent, log_factor_power
 from verify.results import MetricResult
@@ -523,6 +525,42 @@ def entry_outcome(r: MetricResult) -> Verdict:
     if any(v in (Verdict.INCONCLUSIVE, Verdict.UNDECIDABLE) for v in verdicts):
         return Verdict.INCONCLUSIVE
     return Verdict.PASS
+
+
+def control_fields(fields: dict) -> dict:
+    """The fingerprint fields (``simulate.sweep.spec.fingerprint_fields``) of the
+    budget-doubling control of a sweep with ``fields``: :func:`control_config`'s changes
+    applied to the fields themselves (tested equal to the fields of :func:`control_config`),
+    so a control file can be checked against the records it controls without rebuilding
+    their configuration."""
+    out = dict(fields)
+    out["max_steps"] = 2 * out["max_steps"]
+    if out.get("max_epochs") is not None:
+        out["max_epochs"] = 2 * out["max_epochs"]
+    out["stop_tol"] = out["stop_tol"] / 2
+    out["stop_kl_abs"] = out["stop_kl_abs"] / 2
+    if out.get("stop_risk_tol") is not None:
+        out["stop_risk_tol"] = out["stop_risk_tol"] / 2
+    if out.get("start") == "both":  # the control re-trains the random start's run
+        out.pop("start")
+    return out
+
+
+def check_control(records: list[dict], control: list[dict], source: str, cpath: str) -> None:
+    """Raise :class:`~simulate.sweep.records.RecordsError` unless the control records
+    ``control`` (file ``cpath``) are the budget-doubling control of ``records`` (file
+    ``source``): their fingerprint fields must be :func:`control_fields` of the records'
+    (the same data, seeds, truths and code settings; twice the cap, half the tolerance)."""
+    if not records or not control:
+        return
+    want = control_fields(records[0].get("fingerprint_fields") or {})
+    got = control[0].get("fingerprint_fields") or {}
+    if json.dumps(got, sort_keys=True) != json.dumps(want, sort_keys=True):
+        raise RecordsError(
+            f"{cpath} is not the budget-doubling control of {source} ("
+            f"{fields_differing(want, got)}); give the control file of those records"
+            " (--control-records) or --no-control"
+        )
 
 
 def control_records_path(path: str) -> str:

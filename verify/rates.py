@@ -76,6 +76,7 @@ from verify.analysis import (
     EXIT_INCONCLUSIVE,
     EXIT_PASS,
     analyse,
+    check_control,
     control_config,
     control_records_path,
     exit_status,
@@ -194,15 +195,22 @@ def main(argv=None) -> int:
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # argparse
         return EXIT_BAD_INPUT if exc.code else 0
+    except Exception:  # reading the input crashed: a crash, never the FAIL code
+        return _crashed()
     try:
         return _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_records)
     except (RecordsError, OSError, TimeoutError) as exc:  # a held lock, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception:  # a crash is not a verdict: never exit 1 for it
-        traceback.print_exc()
-        print("verify.rates: crashed (exit 4): see the traceback above", file=sys.stderr)
-        return EXIT_CRASH
+        return _crashed()
+
+
+def _crashed() -> int:
+    """Report the exception being handled as a crash (traceback, then one line); exit 4."""
+    traceback.print_exc()
+    print("verify.rates: crashed (exit 4): see the traceback above", file=sys.stderr)
+    return EXIT_CRASH
 
 
 def _checked_overrides(args) -> dict:
@@ -250,6 +258,7 @@ def _existing_records(args, overrides: dict):
     control_records: list[dict] = []
     if not args.no_control and os.path.isfile(cpath):
         control_records = one_configuration(read_records(cpath), source=cpath)
+        check_control(records, control_records, args.records, cpath)
     if args.lam is not None:
         records = reselect(records, args.lam)
         control_records = reselect(control_records, args.lam)

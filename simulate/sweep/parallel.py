@@ -22,14 +22,39 @@ __all__ = ["map_unordered", "SCHEDULER_TIMEOUT_S", "check_workers"]
 SCHEDULER_TIMEOUT_S = 30
 
 
-def _worker_init() -> None:
-    """Each pool process: one torch thread, the training allocator settings."""
+# how often a pool process checks that the process that started it is alive
+PARENT_POLL_S = 0.5
+
+
+def _worker_init(parent_pid: int | None = None) -> None:
+    """Each pool process: one torch thread, the training allocator settings, and a watch
+    on its parent (:func:`_exit_with_parent`)."""
     import torch
 
     from simulate._alloc import tune_malloc
 
     torch.set_num_threads(1)
     tune_malloc()
+    if parent_pid is not None:
+        _exit_with_parent(parent_pid)
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """End this process when ``parent_pid`` is no longer its parent (the sweep was killed:
+    SIGKILL gives the pool no chance to stop its workers, which would otherwise train on
+    for good, adopted by PID 1).  A daemon thread polls ``os.getppid()`` every
+    :data:`PARENT_POLL_S` seconds; portable, and a dead parent's orphan is reparented at
+    once, so the check cannot miss it."""
+    import os
+    import threading
+    import time
+
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def check_workers(workers, scheduler=None) -> None:
@@ -50,10 +75,13 @@ def map_unordered(fn, items, workers: int | None = None, scheduler: str | None =
     items = list(items)
     if workers:
         import multiprocessing as mp
+        import os
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         ctx = mp.get_context("spawn")  # no fork of a process holding torch threads
-        with ProcessPoolExecutor(int(workers), mp_context=ctx, initializer=_worker_init) as ex:
+        with ProcessPoolExecutor(
+            int(workers), mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),)
+        ) as ex:
             futures = [ex.submit(fn, it) for it in items]
             try:
                 for fut in as_completed(futures):

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import os
 import platform
+import stat
 import sys
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # Windows: msvcrt's byte-range lock on the lock file's first byte
+    fcntl = None
+    import msvcrt
 
 __all__ = [
     "RecordsError",
@@ -35,11 +41,16 @@ class RecordsError(ValueError):
     """A records file that is not (entirely) ours."""
 
 
-def read_jsonl(path, schema: str, required=()) -> list[dict]:
-    """All records of ``path`` (none if it does not exist), each checked for ``schema`` and
-    the ``required`` keys; raises :class:`RecordsError` naming the offending line."""
+def read_jsonl(path, schema: str, required=(), check=None) -> list[dict]:
+    """All records of ``path`` (none if it does not exist), each checked for ``schema``,
+    the ``required`` keys and ``check`` (a function of a record returning what is wrong
+    with it, or None); raises :class:`RecordsError` naming the offending line.  Only a
+    regular file is read (a device or a FIFO is refused before any read: ``/dev/zero``
+    would never end)."""
     if not os.path.exists(path):
         return []
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise RecordsError(f"{path}: not a regular file (records are read from files only)")
     with open(path, "rb") as fh:
         data = fh.read()
     lines = data.split(b"\n")
@@ -70,16 +81,40 @@ def read_jsonl(path, schema: str, required=()) -> list[dict]:
         for key in required:
             if key not in rec:
                 raise RecordsError(f"{path}, line {i}: record lacks {key!r}")
+        problem = None if check is None else check(rec)
+        if problem:
+            raise RecordsError(f"{path}, line {i}: {problem}")
         out.append(rec)
     return out
 
 
 def append_jsonl(path, records) -> None:
-    """Append records, one ``write`` per line on an O_APPEND descriptor, then fsync."""
+    """Append records, one line each on an O_APPEND descriptor, then fsync; every line is
+    written whole or not at all.
+
+    ``os.write`` may write fewer bytes than asked (the rest is written by further calls)
+    or fail part-way (a full disk: ``ENOSPC``).  On a failure the file is cut back to its
+    length before the failed line, so it holds complete records only and a later append
+    (when space is back) starts on a fresh line; the error is re-raised as a
+    :class:`RecordsError` naming the file (the records from the failed one on are not
+    written: a resumed run trains those cells again)."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for rec in records:
-            os.write(fd, (json.dumps(rec, sort_keys=True) + "\n").encode())
+            data = (json.dumps(rec, sort_keys=True) + "\n").encode()
+            start = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, start)
+                raise RecordsError(
+                    f"{path}: could not append a record ({exc.strerror or exc}); the file was"
+                    " cut back to its last complete record -- free space or give another"
+                    " file, then run again to resume"
+                ) from exc
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -97,22 +132,32 @@ def drop_incomplete_tail(path) -> None:
 
 @contextlib.contextmanager
 def exclusive_writer(path):
-    """Hold an exclusive lock (``fcntl.flock``) on the sidecar ``PATH.lock`` while the body
-    runs: a second writer of the same records file fails at once with a
-    :class:`RecordsError` naming it, instead of appending the same cells twice.  Yields
-    whether ``path`` can be written: False when neither the file nor its folder is
-    writable (then no lock is needed -- nobody can write -- and a caller with nothing to
-    write may still read).  The lock file stays (empty): removing it would let a third
-    writer lock a fresh file while the second still holds the old one."""
+    """Hold an exclusive lock (``fcntl.flock``; on Windows ``msvcrt.locking``) on the
+    sidecar ``PATH.lock`` while the body runs: a second writer of the same records file
+    fails at once with a :class:`RecordsError` naming it, instead of appending the same
+    cells twice.  Yields whether ``path`` can be written: False when neither the file nor
+    its folder is writable (then no lock is needed -- nobody can write -- and a caller
+    with nothing to write may still read).  The lock file stays (empty): removing it would
+    let a third writer lock a fresh file while the second still holds the old one.
+
+    The lock belongs to the file, not to the name it is given by: it sits beside the
+    resolved path (symbolic links and relative names followed, ``os.path.realpath``), so a
+    second writer through another name of the same file is refused too.  (Two hard links
+    to one file are two names that no path resolution joins; they are not covered.)"""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise RecordsError(f"records file {path} is a directory")
+    if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        raise RecordsError(
+            f"records file {path} is not a regular file (a device or a FIFO); give a file"
+        )
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise RecordsError(f"records file {path}: folder {parent} does not exist")
     writable = os.access(path, os.W_OK) if os.path.exists(path) else os.access(parent, os.W_OK)
+    lock = os.path.realpath(path) + ".lock"
     try:
-        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM) and not writable:
             yield False
@@ -120,18 +165,38 @@ def exclusive_writer(path):
         raise RecordsError(f"{path}: cannot create its lock file ({exc.strerror})") from exc
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock(fd)
         except BlockingIOError:
             raise RecordsError(
-                f"{path} is being written by another run (lock {path}.lock); wait for it or"
+                f"{path} is being written by another run (lock {lock}); wait for it or"
                 " give another output file"
             ) from None
         try:
             yield writable
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            _unlock(fd)
     finally:
         os.close(fd)
+
+
+def _lock(fd) -> None:
+    """Take the exclusive lock on ``fd`` without waiting (``BlockingIOError`` when another
+    process holds it)."""
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    try:
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+    except OSError as exc:  # EACCES / EDEADLK: held elsewhere
+        raise BlockingIOError(exc.errno, exc.strerror) from exc
+
+
+def _unlock(fd) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    else:
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
 
 
 # --------------------------------------------------------------------------- configurations
@@ -199,9 +264,11 @@ class RecordStore:
     """
 
     def __init__(
-        self, path, schema: str, key, required=(), fields: dict | None = None, hint: str = ""
-    ):
+        self, path, schema: str, key, required=(), fields: dict | None = None, hint: str = "",
+        check=None,
+    ):  # fmt: skip
         self.path, self.schema, self.key, self.hint = os.fspath(path), schema, key, hint
+        self.check = check  # read_jsonl's per-record check
         self.fields = None if fields is None else json.loads(json.dumps(fields, sort_keys=True))
         self.fp = None if fields is None else fingerprint(self.fields)
         self.required = tuple(required) + (() if fields is None else ("fingerprint",))
@@ -216,7 +283,7 @@ class RecordStore:
         return self._writable
 
     def read(self) -> list[dict]:
-        return read_jsonl(self.path, self.schema, self.required)
+        return read_jsonl(self.path, self.schema, self.required, self.check)
 
     def foreign(self, records) -> dict | None:
         """The first record of another configuration, if any."""

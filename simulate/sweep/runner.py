@@ -72,6 +72,7 @@ from simulate.sweep.spec import (
     fingerprint_fields,
     jobs_for,
     overrides_from_args,
+    record_problem,
 )
 from theory._paths import check_output_file
 
@@ -87,8 +88,9 @@ _NEW_FILE_HINT = "give another --out, or --new-file to write beside it"
 
 def _store(cfg: SweepConfig, path) -> RecordStore:
     return RecordStore(
-        path, SCHEMA, _cell_key, RECORD_KEYS, fingerprint_fields(cfg), _NEW_FILE_HINT
-    )
+        path, SCHEMA, _cell_key, RECORD_KEYS, fingerprint_fields(cfg), _NEW_FILE_HINT,
+        record_problem,
+    )  # fmt: skip
 
 
 def records_path_for(cfg: SweepConfig, path: str, new_file: bool = False) -> str:

@@ -488,12 +488,46 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
     return d  # the records store keeps it as canonical JSON
 
 
-RECORD_KEYS = ("cell", "metrics", "selected_width", "truth", "failed")
+RECORD_KEYS = ("cell", "metrics", "selected_width", "truth", "failed", "config")
 
 
 def read_records(path) -> list[dict]:
-    """All sweep records of a JSON-lines file (``simulate.sweep.records.read_jsonl``)."""
-    return read_jsonl(path, SCHEMA, (*RECORD_KEYS, "fingerprint"))
+    """All sweep records of a JSON-lines file (``simulate.sweep.records.read_jsonl``),
+    each checked for the shape the analysis reads (:func:`record_problem`)."""
+    return read_jsonl(path, SCHEMA, (*RECORD_KEYS, "fingerprint"), record_problem)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def record_problem(rec: dict) -> str | None:
+    """What is wrong with a sweep record's shape (types of the fields the analysis reads),
+    or None: a hand-edited or foreign record is refused at reading, naming its line,
+    instead of failing deep inside the analysis."""
+    if not isinstance(rec["fingerprint"], str):
+        return f"'fingerprint' must be a string, got {rec['fingerprint']!r}"
+    if not isinstance(rec.get("fingerprint_fields", {}), dict):
+        return f"'fingerprint_fields' must be an object, got {rec['fingerprint_fields']!r}"
+    cell = rec["cell"]
+    if not isinstance(cell, dict):
+        return f"'cell' must be an object, got {cell!r}"
+    if not isinstance(cell.get("truth"), str):
+        return f"'cell.truth' must be a string, got {cell.get('truth')!r}"
+    for key, low in (("n", 1), ("replicate", 0)):
+        if not _is_int(cell.get(key)) or cell[key] < low:
+            return f"'cell.{key}' must be an integer >= {low}, got {cell.get(key)!r}"
+    for key in ("metrics", "truth", "config"):
+        if not isinstance(rec.get(key), dict):
+            return f"{key!r} must be an object, got {rec.get(key)!r}"
+    if not isinstance(rec["failed"], bool):
+        return f"'failed' must be true or false, got {rec['failed']!r}"
+    if rec["config"].get("estimator") != "gp" and not isinstance(rec.get("per_width"), dict):
+        return f"'per_width' must be an object, got {rec.get('per_width')!r}"
+    sw = rec["selected_width"]
+    if sw is not None and not _is_int(sw):
+        return f"'selected_width' must be an integer or null, got {sw!r}"
+    return None
 
 
 def one_configuration(records: list[dict], choose: str | None = None, source="records"):
@@ -519,7 +553,10 @@ def one_configuration(records: list[dict], choose: str | None = None, source="re
         + (
             ""
             if rs[0] is first
-            else f", {fields_differing(first['fingerprint_fields'], rs[0]['fingerprint_fields'])}"
+            else ", "
+            + fields_differing(
+                first.get("fingerprint_fields") or {}, rs[0].get("fingerprint_fields") or {}
+            )
         )
         + ")"
         for fp, rs in fps.items()

@@ -194,6 +194,9 @@ def test_mnist1d_controls_tiny_run(tmp_path):
         assert all(np.isfinite(c[k]).all() for k in ("accuracy", "kept", "L1", "L2", "L3"))
     tab = mnist_controls_table(recs, str(tmp_path), "tiny")
     assert len(tab["rows"]) == len(MNIST_CONTROL_VARIANTS) and "budget" in tab["text"]
+    tex = (tmp_path / "mnist1d-controls-tiny.tex").read_text()
+    assert r"lambda\_s=1e-6" in tex and r"init\_sigma=0.05" in tex  # escaped: it compiles
+    assert "lambda_s=1e-6" not in tex
     out = mnist_controls_figure(recs, str(tmp_path), "tiny")
     assert all((tmp_path / p.split("/")[-1]).exists() for p in out["paths"])
     assert run_mnist1d_controls("tiny", str(tmp_path), log=lambda *_: None) == recs

@@ -59,12 +59,6 @@ def one_line_error(r):
     return r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ")
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    path = tmp_path_factory.mktemp("rec") / "r.jsonl"
-    return run_sweep(cfg(), path, progress=False, log=quiet), path
-
-
 # ------------------------------------------------------------------ fingerprints
 def test_every_record_carries_the_fingerprint_of_its_configuration(recorded):
     recs, _ = recorded

@@ -1,0 +1,268 @@
+"""Records files under a full disk, a second name and another platform's locks."""
+
+from __future__ import annotations
+
+import errno
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+import simulate.sweep.records as records_mod
+from simulate.sweep.records import RecordsError, append_jsonl, exclusive_writer, read_jsonl
+from tests.simulate.sweep.test_records_integrity import SWEEP, cli, one_line_error
+
+SCHEMA = "asvi-rates/test/1"
+
+
+def rec(i: int) -> dict:
+    return {"schema": SCHEMA, "cell": i, "payload": "x" * 200}
+
+
+class DiskFillsUp:
+    """``os.write`` that writes ``room`` more bytes in all, in short writes of at most
+    ``chunk`` bytes, then fails with ENOSPC (a disk that fills up mid-record)."""
+
+    def __init__(self, room: int, chunk: int = 64):
+        self.room, self.chunk, self.real = room, chunk, os.write
+
+    def __call__(self, fd, data):
+        if self.room <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        n = min(len(data), self.chunk, self.room)
+        self.room -= n
+        return self.real(fd, bytes(data[:n]))
+
+
+def test_short_writes_are_completed(tmp_path, monkeypatch):
+    path = tmp_path / "r.jsonl"
+    monkeypatch.setattr(records_mod.os, "write", DiskFillsUp(room=10**9, chunk=7))
+    append_jsonl(path, [rec(0), rec(1)])
+    assert [r["cell"] for r in read_jsonl(path, SCHEMA)] == [0, 1]
+
+
+def test_a_full_disk_mid_record_leaves_a_resumable_file_with_no_lost_cell(tmp_path, monkeypatch):
+    """The disk fills inside the third record: the file is cut back to two whole records
+    (no fragment for the next append to glue onto), the error names the file, and once
+    space is back the remaining cells append cleanly -- every cell there exactly once."""
+    path = tmp_path / "r.jsonl"
+    append_jsonl(path, [rec(0)])
+    line = len(json.dumps(rec(1), sort_keys=True)) + 1
+    monkeypatch.setattr(records_mod.os, "write", DiskFillsUp(room=line + line // 2))
+    with pytest.raises(RecordsError, match=r"r\.jsonl: could not append.*No space left"):
+        append_jsonl(path, [rec(1), rec(2), rec(3)])
+    assert path.read_bytes().endswith(b"\n")
+    assert [r["cell"] for r in read_jsonl(path, SCHEMA)] == [0, 1]
+    monkeypatch.undo()  # space is back: the run resumes with the cells not written
+    append_jsonl(path, [rec(2), rec(3)])
+    assert [r["cell"] for r in read_jsonl(path, SCHEMA)] == [0, 1, 2, 3]
+
+
+def test_the_lock_follows_the_file_not_its_name(tmp_path, monkeypatch):
+    """A second writer through a symbolic link, or through a relative name from another
+    folder, finds the first writer's lock."""
+    real = tmp_path / "data" / "r.jsonl"
+    real.parent.mkdir()
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    (tmp_path / "other").mkdir()
+    with exclusive_writer(real):
+        with pytest.raises(RecordsError, match="being written by another run"):
+            with exclusive_writer(link):
+                pass
+        monkeypatch.chdir(tmp_path / "other")
+        with pytest.raises(RecordsError, match="being written by another run"):
+            with exclusive_writer(os.path.join("..", "data", "r.jsonl")):
+                pass
+    with exclusive_writer(link):  # released: the link takes it
+        pass
+
+
+def test_a_sweep_through_a_symlink_exits_2_while_another_writes(tmp_path):
+    real = tmp_path / "r.jsonl"
+    link = tmp_path / "alias.jsonl"
+    link.symlink_to(real)
+    with exclusive_writer(real):  # a sweep holding the file under its own name
+        r = cli("simulate.sweep", *SWEEP, "--out", str(link))
+    assert one_line_error(r) and "being written by another run" in r.stderr
+    assert not real.exists()
+
+
+def test_records_import_without_fcntl(monkeypatch):
+    """Where ``fcntl`` does not exist (Windows) the module imports and locks through
+    ``msvcrt`` (faked here: its lock calls are recorded)."""
+    calls = []
+
+    class FakeMsvcrt:
+        LK_NBLCK, LK_UNLCK = 2, 0
+
+        @staticmethod
+        def locking(fd, mode, nbytes):
+            calls.append((mode, nbytes))
+
+    monkeypatch.setitem(sys.modules, "fcntl", None)  # import fcntl -> ImportError
+    monkeypatch.setitem(sys.modules, "msvcrt", FakeMsvcrt)
+    spec = importlib.util.spec_from_file_location("records_windows", records_mod.__file__)
+    mod = importlib.util.module_from_spec(spec)  # a separate copy: the real module untouched
+    spec.loader.exec_module(mod)
+    assert mod.fcntl is None
+    fd = os.open(os.devnull, os.O_RDONLY)
+    try:
+        mod._lock(fd)
+        mod._unlock(fd)
+    finally:
+        os.close(fd)
+    assert calls == [(2, 1), (0, 1)]
+
+
+# ------------------------------------------------------------------ bad input is exit 2
+def rewritten(path, tmp_path, edit, line: int = 1):
+    """A copy of the records file ``path`` with record ``line`` (0-based) edited."""
+    lines = path.read_text().splitlines()
+    rec = json.loads(lines[line])
+    edit(rec)
+    lines[line] = json.dumps(rec)
+    out = tmp_path / "edited.jsonl"
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda r: r.update(fingerprint=[1]), "'fingerprint' must be a string"),
+        (lambda r: r.pop("per_width"), "'per_width' must be an object"),
+        (lambda r: r.pop("config"), "record lacks 'config'"),
+        (lambda r: r["cell"].pop("replicate"), "'cell.replicate' must be an integer"),
+        (lambda r: r.update(metrics=None), "'metrics' must be an object"),
+        (lambda r: r["cell"].update(n="128"), "'cell.n' must be an integer"),
+        (lambda r: r.update(failed="false"), "'failed' must be true or false"),
+    ],
+)
+def test_a_malformed_record_is_bad_input_naming_its_line(recorded, tmp_path, capsys, edit, message):
+    """Exit 2 with the file, the line and the field -- not a traceback and exit 1 (the
+    FAIL code) or 4."""
+    from verify.rates import main
+
+    _, path = recorded
+    bad = rewritten(path, tmp_path, edit)
+    assert main(["--records", str(bad), "--no-control"]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}, line 2: {message}" in err and "Traceback" not in err
+
+
+def test_inputs_and_outputs_must_be_regular_files(recorded, tmp_path, capsys):
+    """``--records /dev/zero`` would read for ever and a FIFO would hang: both refused at
+    once; ``--out /dev/null`` is refused without creating ``/dev/null.lock``."""
+    from verify.rates import main
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for source in (os.devnull, "/dev/zero", str(fifo)):
+        if not os.path.exists(source):
+            continue
+        assert main(["--records", source, "--no-control"]) == 2
+        assert "not a regular file" in capsys.readouterr().err
+    with pytest.raises(RecordsError, match="not a regular file"):
+        with exclusive_writer(os.devnull):
+            pass
+    assert not os.path.exists(os.devnull + ".lock")
+    r = cli("simulate.sweep", *SWEEP, "--out", os.devnull)
+    assert one_line_error(r) and "not a regular file" in r.stderr
+
+
+def test_a_crash_while_reading_is_exit_4_never_1(recorded, tmp_path, monkeypatch, capsys):
+    """Whatever goes wrong reading the input is a crash (4), not a FAIL verdict (1)."""
+    import verify.rates as rates
+
+    _, path = recorded
+
+    def boom(*_a, **_k):
+        raise MemoryError
+
+    monkeypatch.setattr(rates, "_existing_records", boom)
+    assert rates.main(["--records", str(path), "--no-control"]) == 4
+    assert "crashed (exit 4)" in capsys.readouterr().err
+
+
+def test_mixed_fingerprints_without_their_fields_are_named_not_a_crash(recorded, tmp_path, capsys):
+    from verify.rates import main
+
+    _, path = recorded
+
+    def other(r):
+        r["fingerprint"] = "f" * 16
+        r.pop("fingerprint_fields")
+
+    bad = rewritten(path, tmp_path, other)
+    assert main(["--records", str(bad), "--no-control"]) == 2
+    err = capsys.readouterr().err
+    assert "mixes 2 configurations" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ the control file
+@pytest.mark.parametrize(
+    "change",
+    [{}, {"max_epochs": 30}, {"stop_risk_tol": 0.1}, {"start": "both"}, {"lambda_s_a": 5.0}],
+)
+def test_control_fields_are_the_control_configurations_fields(change):
+    from simulate.sweep.spec import fingerprint_fields
+    from tests.simulate.sweep.test_records_integrity import cfg
+    from verify.analysis import control_config, control_fields
+
+    c = cfg(**change)
+    assert control_fields(fingerprint_fields(c)) == fingerprint_fields(control_config(c, 1))
+
+
+def test_a_control_file_of_other_records_is_refused(recorded, tmp_path, capsys):
+    """The control of a sweep with another ``lambda_s_a`` beside the records (or given by
+    ``--control-records``) is refused naming the field; the records' own control is used."""
+    from simulate.sweep.runner import run_sweep
+    from tests.simulate.sweep.test_records_integrity import cfg, quiet
+    from verify.analysis import control_config
+    from verify.rates import main
+
+    _, path = recorded
+    other = tmp_path / "other-double.jsonl"
+    run_sweep(control_config(cfg(lambda_s_a=5.0), 1), other, progress=False, log=quiet)
+    assert main(["--records", str(path), "--control-records", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert f"{other} is not the budget-doubling control of {path}" in err
+    assert "lambda_s_a 0.1 -> 5.0" in err
+    own = tmp_path / "own-double.jsonl"
+    run_sweep(control_config(cfg(), 1), own, progress=False, log=quiet)
+    assert main(["--records", str(path), "--control-records", str(own)]) != 2
+
+
+# ------------------------------------------------------------------ the code in the fingerprint
+def test_the_fingerprint_hashes_the_code_a_record_runs():
+    from simulate.sweep.records import code_hashes
+
+    files = code_hashes()
+    assert "simulate/core/trainer.py" in files and "simulate/truths/functions.py" in files
+    assert "theory/__init__.py" in files
+    assert not any(f.startswith(("simulate/bench/", "simulate/experiments/")) for f in files)
+    assert all(len(h) == 12 for h in files.values())
+
+
+def test_resuming_across_a_code_change_is_refused_naming_the_files(tmp_path, monkeypatch):
+    """A sweep half-written by one version of the code, resumed by an edited one: refused
+    with the edited file named; with ``accept_code_change`` it resumes under the file's
+    fingerprint and every record it adds notes the change."""
+    import simulate.sweep.spec as spec
+    from simulate.sweep.runner import run_sweep
+    from tests.simulate.sweep.test_records_integrity import cfg, quiet
+
+    path = tmp_path / "r.jsonl"
+    first = run_sweep(cfg(), path, progress=False, log=quiet, max_jobs=1)
+    edited = {**spec.code_hashes(), "simulate/truths/functions.py": "0" * 12}
+    monkeypatch.setattr(spec, "code_hashes", lambda: edited)
+    with pytest.raises(RecordsError, match=r"code\.simulate/truths/functions\.py"):
+        run_sweep(cfg(), path, progress=False, log=quiet)
+    recs = run_sweep(cfg(), path, progress=False, log=quiet, accept_code_change=True)
+    assert len({r["fingerprint"] for r in recs}) == 1  # still one configuration
+    added = [r for r in recs if "code_change_accepted" in r]
+    assert len(added) == len(recs) - len(first) > 0
+    assert all("simulate/truths/functions.py" in r["code_change_accepted"] for r in added)
