@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="if the records file holds another configuration, write RECORDS-FINGERPRINT.jsonl"
         " beside it instead of stopping",
     )
+    ap.add_argument(
+        "--accept-code-change",
+        action="store_true",
+        help="resume the records file although the code that wrote it differs (the"
+        " configuration otherwise the same); each new record notes the files that changed",
+    )
     ap.add_argument("--n", type=int, nargs="+", help="override the tier's sample sizes")
     ap.add_argument("--replicates", type=int, help="override the tier's replicates")
     ap.add_argument("--depth", type=int, help="override the number of hidden layers (2)")
@@ -273,7 +279,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict):
     source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
     check_output_file(source, "--out")
     cpath = args.control_records or control_records_path(source)
-    source = records_path_for(cfg, source, new_file=args.new_file)
+    source = records_path_for(cfg, source, args.new_file, args.accept_code_change)
     ccfg = None
     if not tier.get("control", True):
         args.no_control = True  # the known-answer control trains nothing to re-run
@@ -281,7 +287,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict):
         check_output_file(cpath, "--control-records")
         every_n = args.control_every_n or tier.get("control_every_n", False)
         ccfg = control_config(cfg, tier["control_replicates"], every_n=every_n)
-        cpath = records_path_for(ccfg, cpath, new_file=args.new_file)
+        cpath = records_path_for(ccfg, cpath, args.new_file, args.accept_code_change)
     return cfg, ccfg, source, cpath
 
 
@@ -297,7 +303,8 @@ def _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_recor
         tune_malloc()
         print(power_lines(cfg, tiers.RATES[args.tier].get("pilot_cv"), args.delta))
         os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
-        par = {"scheduler": args.scheduler, "workers": None if args.scheduler else workers or None}
+        par = {"scheduler": args.scheduler, "workers": None if args.scheduler else workers or None,
+               "accept_code_change": args.accept_code_change}  # fmt: skip
         records = run_sweep(cfg, source, **par)
         if not args.no_control:
             print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")

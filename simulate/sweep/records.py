@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -34,6 +35,7 @@ __all__ = [
     "fingerprint",
     "fields_differing",
     "versions",
+    "code_hashes",
 ]
 
 
@@ -200,6 +202,33 @@ def _unlock(fd) -> None:
 
 
 # --------------------------------------------------------------------------- configurations
+# the code a sweep record's numbers come from: every module of these packages but the
+# drivers that compute no sweep record
+CODE_PACKAGES = ("simulate", "theory")
+_CODE_SKIP = ("simulate/bench/", "simulate/experiments/")
+
+
+@functools.cache
+def code_hashes() -> dict:
+    """``{path: hash}`` of the source the records' computation runs: every ``.py`` file of
+    :data:`CODE_PACKAGES` (less the benchmark and the experiments' drivers), its path
+    relative to the repository root, the first 12 hex digits of its SHA-256.  Part of the
+    sweep's fingerprint, so a records file is resumed only by the code that began it, and
+    a refusal names the files that changed (``fields_differing``).  Read once per
+    process."""
+    import pathlib
+
+    here = pathlib.Path(__file__).resolve()
+    base = here.parents[2]  # the folder holding the packages
+    out = {}
+    for pkg in CODE_PACKAGES:
+        for f in sorted((base / pkg).rglob("*.py")):
+            rel = f.relative_to(base).as_posix()
+            if not rel.startswith(_CODE_SKIP):
+                out[rel] = hashlib.sha256(f.read_bytes()).hexdigest()[:12]
+    return out
+
+
 def versions() -> dict:
     """The versions that can change a record's numbers (part of every fingerprint)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -265,10 +294,13 @@ class RecordStore:
 
     def __init__(
         self, path, schema: str, key, required=(), fields: dict | None = None, hint: str = "",
-        check=None,
+        check=None, accept_code_change: bool = False,
     ):  # fmt: skip
         self.path, self.schema, self.key, self.hint = os.fspath(path), schema, key, hint
         self.check = check  # read_jsonl's per-record check
+        # resume a file whose records differ from this configuration in "code" only
+        self.accept_code_change = bool(accept_code_change)
+        self.code_change: str | None = None  # the accepted change, stamped on new records
         self.fields = None if fields is None else json.loads(json.dumps(fields, sort_keys=True))
         self.fp = None if fields is None else fingerprint(self.fields)
         self.required = tuple(required) + (() if fields is None else ("fingerprint",))
@@ -286,10 +318,22 @@ class RecordStore:
         return read_jsonl(self.path, self.schema, self.required, self.check)
 
     def foreign(self, records) -> dict | None:
-        """The first record of another configuration, if any."""
+        """The first record of another configuration, if any (with
+        ``accept_code_change``, one that differs in more than the ``code`` field)."""
         if self.fp is None:
             return None
-        return next((r for r in records if r["fingerprint"] != self.fp), None)
+        return next(
+            (r for r in records if r["fingerprint"] != self.fp and not self._code_only(r)), None
+        )
+
+    def _code_only(self, rec) -> bool:
+        """Whether ``rec``'s configuration differs from this one in ``code`` alone, and
+        such a change is accepted."""
+        if not self.accept_code_change:
+            return False
+        theirs = {k: v for k, v in (rec.get("fingerprint_fields") or {}).items() if k != "code"}
+        ours = {k: v for k, v in self.fields.items() if k != "code"}
+        return json.dumps(theirs, sort_keys=True) == json.dumps(ours, sort_keys=True)
 
     def mismatch(self, other: dict) -> RecordsError:
         hint = self.hint
@@ -307,6 +351,12 @@ class RecordStore:
             other = self.foreign(recs)
             if other is not None:
                 raise self.mismatch(other)
+            older = next(
+                (r for r in recs if self.fp is not None and r["fingerprint"] != self.fp), None
+            )
+            if older is not None:  # a code change, accepted: resume under the file's fingerprint
+                self.code_change = fields_differing(older["fingerprint_fields"], self.fields)
+                self.fp, self.fields = older["fingerprint"], older["fingerprint_fields"]
             self.records, self.done = recs, {self.key(r) for r in recs}
             self._writable, self._tail_cut = writable, False
             try:
@@ -328,6 +378,8 @@ class RecordStore:
                 continue
             if self.fp is not None and "fingerprint" not in r:
                 r = {**r, "fingerprint": self.fp, "fingerprint_fields": self.fields}
+                if self.code_change is not None:  # recorded: which code wrote this record
+                    r["code_change_accepted"] = self.code_change
             new.append(r)
             self.done.add(k)
         append_jsonl(self.path, new)

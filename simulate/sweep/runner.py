@@ -83,29 +83,36 @@ def _cell_key(r: dict) -> tuple:
     return (r["cell"]["truth"], r["cell"]["n"], r["cell"]["replicate"])
 
 
-_NEW_FILE_HINT = "give another --out, or --new-file to write beside it"
+_NEW_FILE_HINT = (
+    "give another --out, or --new-file to write beside it (if only the code differs:"
+    " --accept-code-change resumes it, each new record noting the change)"
+)
 
 
-def _store(cfg: SweepConfig, path) -> RecordStore:
+def _store(cfg: SweepConfig, path, accept_code_change: bool = False) -> RecordStore:
     return RecordStore(
         path, SCHEMA, _cell_key, RECORD_KEYS, fingerprint_fields(cfg), _NEW_FILE_HINT,
-        record_problem,
+        record_problem, accept_code_change,
     )  # fmt: skip
 
 
-def records_path_for(cfg: SweepConfig, path: str, new_file: bool = False) -> str:
+def records_path_for(
+    cfg: SweepConfig, path: str, new_file: bool = False, accept_code_change: bool = False
+) -> str:
     """The records file a sweep of ``cfg`` writes: ``path`` if it holds nothing or only
     this configuration's records; with ``new_file``, otherwise ``STEM-FINGERPRINT.jsonl``
     beside it (resumed if it exists).  Without ``new_file`` a file of another
-    configuration is a :class:`RecordsError` naming the fields that differ."""
-    store = _store(cfg, path)
+    configuration is a :class:`RecordsError` naming the fields that differ;
+    ``accept_code_change`` takes a file that differs in the code alone as this
+    configuration's (:class:`~simulate.sweep.records.RecordStore`)."""
+    store = _store(cfg, path, accept_code_change)
     other = store.foreign(store.read())
     if other is None:
         return path
     if new_file:
         stem, ext = os.path.splitext(path)
         alt = f"{stem}-{store.fp}{ext or '.jsonl'}"
-        return records_path_for(cfg, alt) if alt != path else path
+        return records_path_for(cfg, alt, False, accept_code_change) if alt != path else path
     raise store.mismatch(other)
 
 
@@ -117,6 +124,7 @@ def run_sweep(
     log=print,
     max_jobs: int | None = None,
     workers: int | None = None,
+    accept_code_change: bool = False,
 ) -> list[dict]:
     """Run every unfinished job of ``cfg`` and append its records to ``out_path``; returns
     all records of the sweep's cells.  ``scheduler``: address of an existing Dask cluster;
@@ -125,9 +133,10 @@ def run_sweep(
     process on the 2-core machine).  ``max_jobs`` stops after that many jobs (tests
     simulate a killed sweep).  The records file is a
     :class:`simulate.sweep.records.RecordStore`: locked while the sweep runs, of this
-    configuration only."""
+    configuration only (``accept_code_change``: or of it with other code, the change noted
+    in each new record as ``code_change_accepted``)."""
     check_workers(workers, scheduler)
-    store = _store(cfg, out_path)
+    store = _store(cfg, out_path, accept_code_change)
     with store.writing() as st:  # one sweep per records file, or exit 2
         todo = [j for j in jobs_for(cfg) if not all(c in st.done for c in j.cells())]
         if max_jobs is not None:
@@ -233,6 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="if --out holds another configuration's records, write OUT-FINGERPRINT.jsonl"
         " beside it instead of stopping",
     )
+    ap.add_argument(
+        "--accept-code-change",
+        action="store_true",
+        help="resume --out although the code that wrote it differs (the configuration"
+        " otherwise the same); each new record notes the files that changed",
+    )
     return ap
 
 
@@ -262,14 +277,17 @@ def main(argv=None) -> int:
         if args.scheduler and args.workers:
             raise ValueError("give either --scheduler or --workers, not both")
         check_output_file(args.out, "--out")
-        out = records_path_for(cfg, args.out, new_file=args.new_file)
+        out = records_path_for(cfg, args.out, args.new_file, args.accept_code_change)
     except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     tune_malloc()
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     try:
-        recs = run_sweep(cfg, out, scheduler=args.scheduler, workers=args.workers)
+        recs = run_sweep(
+            cfg, out, scheduler=args.scheduler, workers=args.workers,
+            accept_code_change=args.accept_code_change,
+        )  # fmt: skip
     except (RecordsError, OSError, TimeoutError) as exc:  # a lock held, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -24,7 +24,13 @@ from simulate.core.constraints import (
 from simulate.core.hyper import Hyper
 from simulate.core.posterior import select_width
 from simulate.core.stopping import StopRule
-from simulate.sweep.records import RecordsError, fields_differing, read_jsonl, versions
+from simulate.sweep.records import (
+    RecordsError,
+    code_hashes,
+    fields_differing,
+    read_jsonl,
+    versions,
+)
 from simulate.truths.functions import HolderFunction, TeacherNetwork
 from theory import lambda_s_rule, predicted_exponent, teacher_exponent
 
@@ -473,7 +479,9 @@ _BOOKKEEPING = ("truths", "ns", "replicates")
 
 def fingerprint_fields(cfg: SweepConfig) -> dict:
     """Everything besides the cell key (truth, n, replicate) that changes a cell's record:
-    the config less :data:`_BOOKKEEPING`, the largest n, the schema and the versions."""
+    the config less :data:`_BOOKKEEPING`, the largest n, the schema, the versions and the
+    code (``simulate.sweep.records.code_hashes``: an edited module is a new configuration,
+    and resuming across it is refused naming the files, unless accepted explicitly)."""
     d = {k: v for k, v in cfg.to_dict().items() if k not in _BOOKKEEPING}
     if d.get("max_epochs") is None:  # added later: unset, it changes nothing, so records
         d.pop("max_epochs", None)  # written before it existed keep their fingerprint
@@ -485,6 +493,7 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
     d["n_max"] = max(int(n) for n in cfg.ns)
     d["schema"] = SCHEMA
     d["versions"] = versions()
+    d["code"] = code_hashes()  # an edit of the code that computes a cell is a new configuration
     return d  # the records store keeps it as canonical JSON
 
 
