@@ -256,6 +256,11 @@ def config_from_args(truths, args) -> SweepConfig:
     if args.config:
         with open(args.config) as fh:
             base = json.load(fh)
+        if not isinstance(base, dict):
+            raise ValueError(
+                f"--config {args.config}: the top level must be a JSON object of sweep"
+                f" settings, got {type(base).__name__}"
+            )
         base["truths"] = [TruthSpec(**t) for t in base.get("truths", [])]
     if truths:
         base["truths"] = truths

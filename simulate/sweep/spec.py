@@ -19,6 +19,7 @@ from simulate.core.constraints import (
     POSITIVE,
     Interval,
     Options,
+    check,
     validate_params,
 )
 from simulate.core.hyper import Hyper
@@ -142,6 +143,11 @@ SWEEP_CONSTRAINTS = {
     **dict.fromkeys(("lambda_s_a", "width_scale", "gp_length_scale", "gp_amplitude"), [POSITIVE]),
     "seed": [Interval(Integral, 0, 2**63, "left")],
     "max_epochs": [POSITIVE, None],
+    # the stopping rule's and training settings, checked here as given (StopRule and Hyper
+    # would see them only after int() / float(): 10.5 -> 10 and True -> 1 slipped through)
+    **dict.fromkeys(("stop_window", "stop_patience"), [INT_POSITIVE]),
+    **dict.fromkeys(("stop_tol", "stop_kl_abs"), [POSITIVE]),
+    **dict.fromkeys(("stop_risk_tol", "lambda_s"), [POSITIVE, None]),
     "compile": [BOOL],
     "estimator": [Options(("asvi", "gp"))],
     "start": [Options(("random", "constructive", "both"))],
@@ -210,16 +216,24 @@ class SweepConfig:
         for t in self.truths:
             if not isinstance(t, TruthSpec):
                 raise ValueError(f"truths must be TruthSpec, got {t!r}")
+        if not isinstance(self.ns, (list, tuple)) or not self.ns:
+            # a slope needs three (verify.rates checks); a control may use fewer
+            raise ValueError(f"ns must be a non-empty list of sample sizes, got {self.ns!r}")
+        for n in self.ns:  # integers as given: "345" or 1e3 is not silently converted
+            check("every n (ns)", n, Interval(Integral, 2, None, "left"))
         ns = [int(n) for n in self.ns]
-        if not ns:  # a slope needs three (verify.rates checks); a control may use fewer
-            raise ValueError("need at least one sample size")
         if sorted(set(ns)) != ns:
             raise ValueError(f"sample sizes must be distinct and increasing, got {ns}")
         if ns[0] < 2:
             raise ValueError("every n must be >= 2")
         validate_params(self, SWEEP_CONSTRAINTS)
-        if self.widths is not None and (not self.widths or any(int(w) < 1 for w in self.widths)):
-            raise ValueError(f"widths must be a non-empty list of integers >= 1: {self.widths}")
+        if self.widths is not None:
+            if not isinstance(self.widths, (list, tuple)) or not self.widths:
+                raise ValueError(
+                    f"widths must be a non-empty list of integers >= 1: {self.widths!r}"
+                )
+            for w in self.widths:  # 2.7 is not trained as 2
+                check("every width (widths)", w, INT_POSITIVE)
         if self.width_min < 1 or self.width_max < self.width_min:
             raise ValueError("need 1 <= width_min <= width_max")
         self.stop_rule.validate()
@@ -502,8 +516,21 @@ RECORD_KEYS = ("cell", "metrics", "selected_width", "truth", "failed", "config")
 
 def read_records(path) -> list[dict]:
     """All sweep records of a JSON-lines file (``simulate.sweep.records.read_jsonl``),
-    each checked for the shape the analysis reads (:func:`record_problem`)."""
-    return read_jsonl(path, SCHEMA, (*RECORD_KEYS, "fingerprint"), record_problem)
+    each checked for the shape the analysis reads (:func:`record_problem`); a cell recorded
+    twice under one configuration (a hand-merged file: which one would count?) is a
+    :class:`RecordsError` naming both records."""
+    recs = read_jsonl(path, SCHEMA, (*RECORD_KEYS, "fingerprint"), record_problem)
+    seen: dict = {}
+    for i, r in enumerate(recs, 1):
+        c = r["cell"]
+        key = (r["fingerprint"], c["truth"], c["n"], c["replicate"])
+        if key in seen:
+            raise RecordsError(
+                f"{path}: the cell {c['truth']}, n = {c['n']}, replicate {c['replicate']} is"
+                f" recorded twice (records {seen[key]} and {i}); keep one"
+            )
+        seen[key] = i
+    return recs
 
 
 def _is_int(x) -> bool:

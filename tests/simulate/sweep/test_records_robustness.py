@@ -6,6 +6,7 @@ import errno
 import importlib.util
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -266,3 +267,52 @@ def test_resuming_across_a_code_change_is_refused_naming_the_files(tmp_path, mon
     added = [r for r in recs if "code_change_accepted" in r]
     assert len(added) == len(recs) - len(first) > 0
     assert all("simulate/truths/functions.py" in r["code_change_accepted"] for r in added)
+
+
+# ------------------------------------------------------------------ no silent conversion
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("widths", [2.7, 4.2], "every width (widths) must be an integer >= 1, got 2.7"),
+        ("widths", "24", "widths must be a non-empty list"),
+        ("stop_window", 10.5, "stop_window must be an integer >= 1, got 10.5"),
+        ("lambda_s", True, "lambda_s must be a finite number > 0 or None, got True"),
+        ("stop_tol", "0.01", "stop_tol must be a finite number > 0, got '0.01'"),
+        ("ns", ["345"], "every n (ns) must be an integer >= 2, got '345'"),
+        ("ns", [64.0, 128, 256], "every n (ns) must be an integer >= 2, got 64.0"),
+    ],
+)
+def test_a_config_value_of_the_wrong_type_is_refused_not_converted(field, value, message):
+    from tests.simulate.sweep.test_records_integrity import cfg
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        cfg(**{field: value})
+
+
+def test_a_config_file_with_a_wrong_type_is_a_one_line_error(tmp_path):
+    conf = tmp_path / "c.json"
+    conf.write_text(json.dumps({"ns": [64, 128, 256], "widths": [2.7, 4.2]}))
+    r = cli("simulate.sweep", "--truth", "holder", "--alpha", "0.5", "--p", "1",
+            "--config", str(conf), "--out", str(tmp_path / "r.jsonl"))  # fmt: skip
+    assert one_line_error(r) and "got 2.7" in r.stderr
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_cell_recorded_twice_is_refused_naming_both(recorded, tmp_path):
+    from simulate.sweep.spec import read_records
+
+    _, path = recorded
+    lines = path.read_text().splitlines()
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("\n".join([*lines, lines[0]]) + "\n")
+    with pytest.raises(RecordsError, match=rf"recorded twice \(records 1 and {len(lines) + 1}\)"):
+        read_records(twice)
+
+
+@pytest.mark.parametrize("top", ["[1, 2]", "null", '"ns"'])
+def test_a_config_file_that_is_not_an_object_is_a_one_line_error(tmp_path, top):
+    conf = tmp_path / "c.json"
+    conf.write_text(top)
+    r = cli("simulate.sweep", "--truth", "holder", "--alpha", "0.5", "--p", "1",
+            "--config", str(conf), "--out", str(tmp_path / "r.jsonl"))  # fmt: skip
+    assert one_line_error(r) and "must be a JSON object" in r.stderr
