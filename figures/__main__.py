@@ -40,12 +40,13 @@ VERIFY_TIER = tiers.FIGURES_RATES
 
 
 def _sweep_records(tier: str, path: str | None, recompute: bool):
+    from figures._io import ONE_CONFIG_HINT
     from simulate.sweep.runner import run_sweep
     from simulate.sweep.spec import SweepConfig, one_configuration, read_records
 
     vt = tiers.RATES[VERIFY_TIER[tier]]
     if path is not None:  # records given: use them as they are (one configuration)
-        return one_configuration(read_records(path), source=path), path
+        return one_configuration(read_records(path), None, path, ONE_CONFIG_HINT), path
     path = os.path.join("results", f"records-{VERIFY_TIER[tier]}.jsonl")
     if recompute and os.path.exists(path):
         os.remove(path)
@@ -53,7 +54,7 @@ def _sweep_records(tier: str, path: str | None, recompute: bool):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     recs = read_records(path)
     if recs:  # the tier's file already holds records: use them as they are
-        return one_configuration(recs, source=path), path
+        return one_configuration(recs, None, path, ONE_CONFIG_HINT), path
     return run_sweep(cfg, path), path
 
 

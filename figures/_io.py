@@ -5,7 +5,13 @@ from __future__ import annotations
 import csv
 import os
 
-__all__ = ["save_figure", "tex_escape", "write_table"]
+__all__ = ["ONE_CONFIG_HINT", "save_figure", "tex_escape", "write_table"]
+
+# what figures says of a records file that mixes configurations (it has no --fingerprint)
+ONE_CONFIG_HINT = (
+    "figures reads files of one configuration: pick one with python -m verify.rates"
+    " --records FILE --fingerprint PREFIX, or split the file by fingerprint"
+)
 
 # LaTeX's special characters in running text and their escapes (backslash first, so the
 # escapes' own backslashes are not escaped again)

@@ -26,6 +26,7 @@ import os
 import re
 import shlex
 
+from figures._io import ONE_CONFIG_HINT
 from simulate.sweep.spec import one_configuration, read_records
 from verify.analysis import analyse, control_records_path
 from verify.render import markdown_results
@@ -61,9 +62,13 @@ def render_block(spec: str, root: str = ".") -> str | None:
     records = read_records(path)
     if kind == "starts":
         return "```\n" + arms_table(records) + "\n```\n"
-    records = one_configuration(records, source=path)
+    records = one_configuration(records, None, path, ONE_CONFIG_HINT)
     cpath = control_records_path(path)
-    control = one_configuration(read_records(cpath), source=cpath) if os.path.isfile(cpath) else []
+    control = (
+        one_configuration(read_records(cpath), None, cpath, ONE_CONFIG_HINT)
+        if os.path.isfile(cpath)
+        else []
+    )
     metrics = None if "metric" not in opts else {opts["metric"]}
     return markdown_results(analyse(records, control=control), None, metrics)
 

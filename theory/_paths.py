@@ -1,17 +1,24 @@
 """Checks of output paths before any work, shared by every command line (theory's report
 and, downstream, the simulate/verify/figures drivers): one clear ``ValueError`` each.
-Nothing is created here; a caller creates missing folders when it writes."""
+Nothing is left behind here (a probe file is created and removed at once); a caller
+creates missing folders when it writes."""
 
 from __future__ import annotations
 
 import os
+import stat
+import tempfile
 
 __all__ = ["check_output_file", "check_output_dir"]
 
 
 def check_output_file(path, what="output file") -> None:
     """Raise ``ValueError`` (one line) unless ``path`` can be a file we write: not a
-    directory, and its folder exists or can be created (nothing is created here)."""
+    directory and not a device or a FIFO (``/dev/null``, ``/dev/full``), and its folder
+    exists or can be created.  Where the file does not exist yet, creating one is tried
+    (a hidden probe file, removed at once): ``os.access`` says yes to root everywhere,
+    even in ``/proc``, where the write would fail only after the work.  Nothing is left
+    behind."""
     path = os.fspath(path)
     if not path:
         raise ValueError(f"{what}: empty path")
@@ -24,10 +31,21 @@ def check_output_file(path, what="output file") -> None:
     if not os.path.isdir(probe):
         raise ValueError(f"{what} {path}: {probe} is not a directory")
     if os.path.exists(path):
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ValueError(f"{what} {path} is not a regular file (a device or a FIFO)")
         if not os.access(path, os.W_OK):
             raise ValueError(f"{what} {path} is not writable")
-    elif not os.access(probe, os.W_OK | os.X_OK):
+        return
+    if not os.access(probe, os.W_OK | os.X_OK):
         raise ValueError(f"{what} {path}: cannot create files in {probe}")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".asvi-probe-")
+    except OSError as exc:
+        raise ValueError(
+            f"{what} {path}: cannot create files in {probe} ({exc.strerror})"
+        ) from None
+    os.close(fd)
+    os.unlink(tmp)
 
 
 def check_output_dir(path, what="output folder") -> None:

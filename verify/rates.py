@@ -228,8 +228,11 @@ def _checked_overrides(args) -> dict:
         raise ValueError(f"--log-power must be a finite number >= 0, got {args.log_power}")
     if args.n is not None and len(args.n) < 3:
         raise ValueError(f"need at least 3 sample sizes, got {args.n}")
-    if args.replicates is not None and args.replicates < 1:
-        raise ValueError(f"--replicates must be >= 1, got {args.replicates}")
+    if args.replicates is not None and args.replicates < 2:
+        raise ValueError(
+            f"--replicates must be >= 2 (the slopes' intervals are over replicates),"
+            f" got {args.replicates}"
+        )
     if args.workers is not None and args.workers < 0:
         raise ValueError(f"--workers must be >= 0, got {args.workers}")
     if args.lam is not None and not (np.isfinite(args.lam) and args.lam > 0):
@@ -258,6 +261,15 @@ def _existing_records(args, overrides: dict):
     records = one_configuration(read_records(args.records), args.fingerprint, args.records)
     if not records:
         raise ValueError(f"{args.records} holds no records")
+    reps: dict = {}
+    for r in records:
+        reps.setdefault(r["cell"]["truth"], set()).add(r["cell"]["replicate"])
+    few = sorted(t for t, s in reps.items() if len(s) < 2)
+    if few:
+        raise ValueError(
+            f"{args.records}: one replicate of {', '.join(few)}; the slopes' intervals are"
+            " over replicates and need at least 2"
+        )
     cpath = args.control_records or control_records_path(args.records)
     if args.control_records and not os.path.isfile(cpath):
         raise ValueError(f"no control records file {cpath}")

@@ -234,7 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--scheduler", help="address of an existing Dask scheduler")
     ap.add_argument(
-        "--workers", type=int, help="run the jobs on N single-threaded worker processes"
+        "--workers",
+        type=int,
+        help="run the jobs on N single-threaded worker processes (0: in this process)",
     )
     ap.add_argument(
         "--new-file",
@@ -277,8 +279,8 @@ def main(argv=None) -> int:
         truths, rest = parse_truths(argv)
         args = build_parser().parse_args(rest)
         cfg = config_from_args(truths, args)  # validated as it is made
-        if args.workers is not None and args.workers < 1:
-            raise ValueError(f"--workers must be >= 1, got {args.workers}")
+        if args.workers is not None and args.workers < 0:
+            raise ValueError(f"--workers must be >= 0 (0: in this process), got {args.workers}")
         if args.scheduler and args.workers:
             raise ValueError("give either --scheduler or --workers, not both")
         check_output_file(args.out, "--out")

@@ -566,11 +566,17 @@ def record_problem(rec: dict) -> str | None:
     return None
 
 
-def one_configuration(records: list[dict], choose: str | None = None, source="records"):
+def one_configuration(
+    records: list[dict],
+    choose: str | None = None,
+    source="records",
+    hint: str = "choose one with --fingerprint",
+):
     """The records of one fingerprint: all of them when the file holds one; else those
     whose fingerprint starts with ``choose``.  A file mixing fingerprints with no
     ``choose`` (or a ``choose`` matching none or several) is a :class:`RecordsError` that
-    lists each fingerprint, its record count and how it differs from the first."""
+    lists each fingerprint, its record count and how it differs from the first, then
+    ``hint`` (what the caller's command line offers)."""
     fps: dict[str, list[dict]] = {}
     for r in records:
         fps.setdefault(r["fingerprint"], []).append(r)
@@ -597,6 +603,4 @@ def one_configuration(records: list[dict], choose: str | None = None, source="re
         + ")"
         for fp, rs in fps.items()
     )
-    raise RecordsError(
-        f"{source} mixes {len(fps)} configurations: {desc}; choose one with --fingerprint"
-    )
+    raise RecordsError(f"{source} mixes {len(fps)} configurations: {desc}; {hint}")

@@ -316,3 +316,48 @@ def test_a_config_file_that_is_not_an_object_is_a_one_line_error(tmp_path, top):
     r = cli("simulate.sweep", "--truth", "holder", "--alpha", "0.5", "--p", "1",
             "--config", str(conf), "--out", str(tmp_path / "r.jsonl"))  # fmt: skip
     assert one_line_error(r) and "must be a JSON object" in r.stderr
+
+
+# ------------------------------------------------------------------ messages (item 10)
+def test_sweep_workers_0_runs_in_this_process(tmp_path):
+    r = cli("simulate.sweep", *SWEEP, "--workers", "0", "--out", str(tmp_path / "r.jsonl"))
+    assert r.returncode == 0, r.stderr
+    assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 3
+
+
+def test_outputs_that_cannot_be_written_are_refused_before_any_training(tmp_path, capsys):
+    """``/proc`` passes ``os.access`` for root; a device is not a file: both refused at
+    once (exit 2), not after the training."""
+    from verify.rates import main
+
+    for bad in ("/proc/x.json", os.devnull):
+        if bad.startswith("/proc") and not os.path.isdir("/proc/self"):
+            continue
+        assert main(["--tier", "tiny", "--json", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --json") and "sweep:" not in err
+
+
+def test_one_replicate_is_refused_with_the_reason(recorded, tmp_path, capsys):
+    from verify.rates import main
+
+    assert main(["--tier", "tiny", "--replicates", "1"]) == 2
+    assert "intervals are over replicates" in capsys.readouterr().err
+    _, path = recorded
+    lines = [x for x in path.read_text().splitlines() if json.loads(x)["cell"]["replicate"] == 0]
+    one = tmp_path / "one.jsonl"
+    one.write_text("\n".join(lines) + "\n")
+    assert main(["--records", str(one), "--no-control"]) == 2
+    assert "need at least 2" in capsys.readouterr().err
+
+
+def test_figures_names_its_own_way_out_of_a_mixed_file(recorded, tmp_path):
+    _, path = recorded
+
+    def other(r):
+        r["fingerprint"] = "f" * 16
+
+    mixed = rewritten(path, tmp_path, other)
+    r = cli("figures", "--only", "rates", "--records", str(mixed), "--out", str(tmp_path / "f"))
+    assert r.returncode == 2 and "figures reads files of one configuration" in r.stderr
+    assert "choose one with --fingerprint" not in r.stderr
