@@ -11,12 +11,15 @@ cluster: its worker trained a Table 1 block 3.5x slower than a pool process did 
 against 28-31 s, measured one after the other; BENCHMARKS.md), most likely because
 Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, the page-refaulting
 allocator behaviour ``tune_malloc`` exists to avoid.  An existing Dask cluster
-(``scheduler``) is used as it is configured.
+(``scheduler``) gets a worker plugin (:func:`local_setup_plugin`) that sets each of its
+workers up like a pool process (one torch thread, ``tune_malloc``); its records are
+compared with this process's package versions by the sweep (``simulate.sweep.runner``).
+Pool processes exit when the process that started them dies (:func:`_exit_with_parent`).
 """
 
 from __future__ import annotations
 
-__all__ = ["map_unordered", "SCHEDULER_TIMEOUT_S", "check_workers"]
+__all__ = ["map_unordered", "SCHEDULER_TIMEOUT_S", "check_workers", "local_setup_plugin"]
 
 # how long a client waits for an existing scheduler before giving up
 SCHEDULER_TIMEOUT_S = 30
@@ -57,6 +60,40 @@ def _exit_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
+def local_setup_plugin():
+    """A Dask worker plugin (``distributed.WorkerPlugin``) that sets every worker of a
+    cluster up like a local pool process: one torch thread and the training allocator
+    settings (:func:`_worker_init`).  A worker started with several threads would otherwise
+    run torch's default intra-op threads (a Dask worker was measured 3.5x slower per job
+    than a pool process; BENCHMARKS.md).  Registered by :func:`map_unordered` on the
+    cluster it is given (workers that join later get it too).  Built on call, so that
+    importing this module does not import ``distributed``."""
+    import os
+
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class LocalSetup(WorkerPlugin):
+        name = "asvi-rates-local-setup"
+
+        def __init__(self):
+            self.client_pid = os.getpid()
+
+        def setup(self, worker=None) -> None:
+            if os.getpid() != self.client_pid:  # a worker inside the caller is the caller
+                _worker_init()
+
+    return LocalSetup()
+
+
+def _threads_and_allocator() -> tuple:
+    """What :class:`LocalSetup` sets, read back in a worker: ``(torch threads, tuned)``."""
+    import torch
+
+    from simulate import _alloc
+
+    return torch.get_num_threads(), _alloc._done
+
+
 def check_workers(workers, scheduler=None) -> None:
     """Raise ``ValueError`` for a negative worker count or for both a scheduler and workers."""
     if scheduler and workers:
@@ -94,6 +131,7 @@ def map_unordered(fn, items, workers: int | None = None, scheduler: str | None =
         from distributed import Client, as_completed
 
         with Client(scheduler, timeout=SCHEDULER_TIMEOUT_S) as client:
+            client.register_plugin(local_setup_plugin(), name="asvi-rates-local-setup")
             futures = [client.submit(fn, it, pure=False) for it in items]
             for fut in as_completed(futures):
                 yield fut.result()

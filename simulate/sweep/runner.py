@@ -62,7 +62,7 @@ from simulate._alloc import tune_malloc
 from simulate.progress import Progress
 from simulate.sweep.job import run_job
 from simulate.sweep.parallel import check_workers, map_unordered
-from simulate.sweep.records import RecordsError, RecordStore
+from simulate.sweep.records import RecordsError, RecordStore, fields_differing, versions
 from simulate.sweep.spec import (
     RECORD_KEYS,
     SCHEMA,
@@ -156,7 +156,15 @@ def _run_jobs(todo, store: RecordStore, scheduler, workers, progress) -> None:
     they arrive."""
     total = len(todo)
     bar = Progress("sweep") if progress else None
+    here = versions()
     for i, recs in enumerate(map_unordered(run_job, todo, workers, scheduler), 1):
+        for r in recs:  # a remote worker with other versions computes other numbers
+            if r.get("versions") != here:
+                theirs = fields_differing(here, r.get("versions") or {})
+                raise RecordsError(
+                    f"a worker computed {r['cell']} with other versions ({theirs}: this"
+                    " process's -> the worker's); install the same versions on every worker"
+                )
         store.append(recs)
         if bar:
             bar(i, total)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -69,3 +70,69 @@ def test_a_killed_sweep_leaves_no_worker_alive(tmp_path, sig):
                 os.kill(k, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def test_a_real_cluster_is_set_up_like_the_local_pool_and_gives_its_records(tmp_path):
+    """A scheduler and two single-threaded worker processes started apart, as a user would
+    (``dask scheduler`` / ``dask worker``, on 127.0.0.1): every worker gets the local pool's
+    set-up (one torch thread, the allocator settings) and the sweep's records equal the
+    local pool's."""
+    distributed = pytest.importorskip("distributed")
+    from simulate.sweep.parallel import _threads_and_allocator
+    from simulate.sweep.runner import run_sweep
+    from tests.simulate.sweep.test_records_integrity import cfg, quiet
+    from tests.verify.test_sweep_verify import stable
+
+    sched_file = tmp_path / "scheduler.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}  # the plugin, not the environment, sets 1
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+             "--port", "0", "--no-dashboard", "--scheduler-file", str(sched_file)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        )
+    ]  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not sched_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sched_file.exists(), "the scheduler did not start"
+        for _ in range(2):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+                     str(sched_file), "--nthreads", "1", "--nworkers", "1", "--no-dashboard",
+                     "--host", "127.0.0.1"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                )
+            )  # fmt: skip
+        with distributed.Client(scheduler_file=str(sched_file), timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+            address = client.scheduler.address
+            remote = run_sweep(cfg(), tmp_path / "d.jsonl", scheduler=address, progress=False,
+                               log=quiet)  # fmt: skip
+            setups = client.run(_threads_and_allocator)
+        assert len(setups) == 2 and all(s == (1, True) for s in setups.values()), setups
+        local = run_sweep(cfg(), tmp_path / "l.jsonl", workers=2, progress=False, log=quiet)
+        assert stable(remote) == stable(local)
+    finally:
+        for p in procs[::-1]:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test_records_computed_with_other_versions_are_refused_by_name(tmp_path, monkeypatch):
+    """A worker whose packages differ from this process's (here: this process pretends
+    another torch) computes other numbers: its records are refused, naming the package."""
+    import simulate.sweep.runner as runner
+    from simulate.sweep.records import RecordsError, versions
+    from tests.simulate.sweep.test_records_integrity import cfg, quiet
+
+    mine = {**versions(), "torch": "0.0-other"}
+    monkeypatch.setattr(runner, "versions", lambda: mine)
+    with pytest.raises(RecordsError, match=re.escape("torch 0.0-other -> " + versions()["torch"])):
+        runner.run_sweep(cfg(), tmp_path / "r.jsonl", progress=False, log=quiet)
