@@ -259,9 +259,10 @@ def optimal_structure(n, p, alpha, holder_norm=1, L=None, B=2, N_max=None):
     Lemma 6.1 bound :func:`xi_bound`.
 
     That bound holds once s reaches Lemma 6.1's sparsity for the given N, and r_n increases
-    in s, so for each N the minimising admissible s is ``s(N) = min(lemma_6_1_sparsity, H)``;
-    the search is then over N = 1..N_max (default ``min(floor(n), 10**6)``), vectorised in
-    float64 and re-evaluated in mpmath at the minimiser.  L defaults to Lemma 6.1's depth.
+    in s, so for each N the minimising admissible s is ``s(N) = min(floor(lemma_6_1_sparsity),
+    H)`` (the floor as in :func:`lemma_6_1`); the search is then over N = 1..N_max (default
+    ``min(floor(n), 10**6)``), vectorised in float64 and re-evaluated in mpmath at the
+    minimiser.  L defaults to Lemma 6.1's depth.
     Returns a dict: ``N``, ``s``, ``L``, ``width``, ``r_n``, ``xi``, ``objective``.
     """
     for arg in (n, p, alpha, holder_norm, L, B, N_max):
@@ -280,7 +281,10 @@ def optimal_structure(n, p, alpha, holder_norm=1, L=None, B=2, N_max=None):
         N_max = int(min(mpmath.floor(n), 10**6))
     check.positive_int("N_max", N_max)
     Ns = np.arange(1, int(N_max) + 1, dtype=float)
-    s_N = np.minimum(lemma_6_1_sparsity(Ns, L, p, alpha), num_edges(L, lemma_width(Ns, p), p))
+    # floor, as lemma_6_1 does: the bound 94 p^2 (alpha+1)^(2p) N (L + ceil(log2 p)) is not an
+    # integer for every N (alpha = 0.5, p = 1: 211.5 N L, a half-integer for odd N L)
+    bound = np.floor(lemma_6_1_sparsity(Ns, L, p, alpha))
+    s_N = np.minimum(bound, num_edges(L, lemma_width(Ns, p), p))
     obj = r_n(float(n), L, Ns, s_N, p, B) + xi_bound(float(n), Ns, p, alpha, holder_norm)
     k = int(np.argmin(obj))
     N_star, s_star = int(Ns[k]), int(s_N[k])

@@ -80,6 +80,8 @@ def main(argv=None) -> int:
                 f"epochs must be a finite number > 0 and n >= 1024 (the batch size), got"
                 f" {args.epochs} and {args.n}"
             )
+        if not 0 <= args.seed < 2**32:  # numpy's seed range: a traceback otherwise
+            raise ValueError(f"--seed must be an integer in [0, 2^32), got {args.seed}")
         if args.json:
             check_output_file(args.json, "--json")
     except ValueError as exc:

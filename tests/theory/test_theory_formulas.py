@@ -230,6 +230,26 @@ def test_optimal_structure_brute_force():
     assert 1 < opt["N"] < 399  # an interior optimum: the trade-off is real here
 
 
+def test_optimal_structure_floors_a_fractional_sparsity_bound():
+    """alpha = 0.5, p = 1 makes Lemma 6.1's bound 211.5 N L: a half-integer for odd N L.  The
+    search floors it as lemma_6_1 does (it once passed 1.5-fractional s on, and failed from
+    n = 1e17 on, where L is odd), and matches the brute force there."""
+    n, p, alpha, Hn, L = 10**17, 1, 0.5, 1.0, 5
+    best = None
+    for N in range(1, 200):
+        s = min(math.floor(94 * (alpha + 1) ** 2 * N * L), edges(L, 12 * N, 1))
+        obj = (
+            L * s / n * math.log(24 * N)
+            + s / n * math.log(n * L / s)
+            + ((2 * Hn + 1) * 9 * N / n + Hn * 2**alpha * N ** (-alpha)) ** 2
+        )
+        if best is None or obj < best[0]:
+            best = (obj, N, s)
+    opt = T.optimal_structure(n, p, alpha, Hn, L=L, N_max=199)
+    assert (opt["N"], opt["s"]) == best[1:]
+    assert isinstance(opt["s"], int)
+
+
 def test_corollary_rates():
     n = 10**5
     assert float(T.corollary_6_1_rate(n, 1, 2, 1.5)) == pytest.approx(

@@ -326,6 +326,18 @@ BAD_OTHER = [
     ("figures", ["--records", "typo.jsonl"]),
     ("figures", ["--records", "."]),
     ("figures", ["--out", "afile"]),
+    ("simulate.experiments.teacher", ["--seed", "-1"]),
+    # root may "access" /proc, where no file can be created: refused before any work
+    *[
+        (m, [*a, "--json", "/proc/x.json"])
+        for m, a in (
+            ("theory", ["--n", "1000", "--p", "1", "--alpha", "0.5"]),
+            ("simulate.experiments.teacher", []),
+            ("simulate.bench", ["--E", "1"]),
+        )
+        if os.path.isdir("/proc/self")
+    ],
+    ("simulate.bench", ["--E", "1", "--json", os.devnull]),
 ]
 
 
