@@ -13,6 +13,7 @@ import errno
 import functools
 import hashlib
 import json
+import math
 import os
 import platform
 import stat
@@ -70,6 +71,10 @@ def read_jsonl(path, schema: str, required=(), check=None) -> list[dict]:
             rec = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RecordsError(f"{path}, line {i}: not JSON ({exc})") from exc
+        try:
+            rec = restore_nonfinite(rec)
+        except RecordsError as exc:
+            raise RecordsError(f"{path}, line {i}: {exc}") from None
         if not isinstance(rec, dict) or rec.get("schema") != schema:
             found = rec.get("schema") if isinstance(rec, dict) else None
             hint = (
@@ -90,6 +95,56 @@ def read_jsonl(path, schema: str, required=(), check=None) -> list[dict]:
     return out
 
 
+# where a record's non-finite numbers were, so that the file is strict JSON
+NONFINITE_KEY = "nonfinite"
+_NONFINITE_VALUES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def strict_json(rec: dict) -> dict:
+    """``rec`` with every non-finite float (NaN, +-inf: a failed candidate's metrics, an
+    undefined change) replaced by null, and the key :data:`NONFINITE_KEY` listing each as
+    ``[path, "NaN" | "Infinity" | "-Infinity"]`` (path: the keys and list indices down to
+    it).  JSON has no NaN; a bare ``NaN`` token is refused by strict parsers.
+    :func:`restore_nonfinite` undoes it.  Records without non-finite numbers are
+    unchanged (no key added)."""
+    found: list = []
+
+    def walk(x, path):
+        if isinstance(x, float) and not math.isfinite(x):  # numpy's floats too
+            found.append([path, "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")])
+            return None
+        if isinstance(x, dict):
+            return {k: walk(v, [*path, k]) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [walk(v, [*path, i]) for i, v in enumerate(x)]
+        return x
+
+    out = walk(rec, [])
+    if found:
+        if NONFINITE_KEY in rec:
+            raise RecordsError(f"a record may not carry its own {NONFINITE_KEY!r} key")
+        out[NONFINITE_KEY] = found
+    return out
+
+
+def restore_nonfinite(rec):
+    """The record as it was before :func:`strict_json`: each listed null back to its
+    non-finite float, the list removed (records written before it, with bare ``NaN``
+    tokens, read as they are)."""
+    if not isinstance(rec, dict) or NONFINITE_KEY not in rec:
+        return rec
+    marks = rec.pop(NONFINITE_KEY)
+    try:
+        for path, name in marks:
+            node = rec
+            for k in path[:-1]:
+                node = node[k]
+            node[path[-1]] = _NONFINITE_VALUES[name]
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise RecordsError(f"a record's {NONFINITE_KEY!r} list does not fit it ({exc})") from None
+    return rec
+
+
 def append_jsonl(path, records) -> None:
     """Append records, one line each on an O_APPEND descriptor, then fsync; every line is
     written whole or not at all.
@@ -103,7 +158,7 @@ def append_jsonl(path, records) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for rec in records:
-            data = (json.dumps(rec, sort_keys=True) + "\n").encode()
+            data = (json.dumps(strict_json(rec), sort_keys=True, allow_nan=False) + "\n").encode()
             start = os.fstat(fd).st_size
             try:
                 view = memoryview(data)

@@ -361,3 +361,65 @@ def test_figures_names_its_own_way_out_of_a_mixed_file(recorded, tmp_path):
     r = cli("figures", "--only", "rates", "--records", str(mixed), "--out", str(tmp_path / "f"))
     assert r.returncode == 2 and "figures reads files of one configuration" in r.stderr
     assert "choose one with --fingerprint" not in r.stderr
+
+
+# ------------------------------------------------------------------ strict JSON (item 9)
+def strict_loads(text: str):
+    """``json.loads`` that refuses NaN / Infinity tokens, as strict parsers do."""
+
+    def refuse(token):
+        raise ValueError(f"non-standard JSON token {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_records_are_strict_json_and_read_back_their_non_finite_numbers(tmp_path):
+    import math
+
+    import numpy as np
+
+    path = tmp_path / "r.jsonl"
+    odd = {**rec(0), "per_width": {"d2": [0.1, math.nan, np.float64("inf")]}, "x": -math.inf}
+    append_jsonl(path, [odd, rec(1)])
+    lines = path.read_text().splitlines()
+    first = strict_loads(lines[0])  # no bare NaN / Infinity on disk
+    assert first["per_width"]["d2"] == [0.1, None, None] and first["x"] is None
+    assert first["nonfinite"] == [
+        [["per_width", "d2", 1], "NaN"],
+        [["per_width", "d2", 2], "Infinity"],
+        [["x"], "-Infinity"],
+    ]
+    assert "nonfinite" not in strict_loads(lines[1])  # a finite record is unchanged
+    back = read_jsonl(path, SCHEMA)
+    d2 = back[0]["per_width"]["d2"]
+    assert d2[0] == 0.1 and math.isnan(d2[1]) and d2[2] == math.inf and back[0]["x"] == -math.inf
+    assert "nonfinite" not in back[0]
+
+
+def test_an_older_file_with_bare_nan_still_reads(tmp_path):
+    import math
+
+    path = tmp_path / "old.jsonl"
+    path.write_text(f'{{"schema": "{SCHEMA}", "cell": 0, "v": NaN}}\n')
+    assert math.isnan(read_jsonl(path, SCHEMA)[0]["v"])
+
+
+def test_a_nonfinite_list_that_does_not_fit_its_record_names_the_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(
+        json.dumps({"schema": SCHEMA, "v": [1], "nonfinite": [[["v", 5], "NaN"]]}) + "\n"
+    )
+    with pytest.raises(RecordsError, match=r"bad\.jsonl, line 1: a record's 'nonfinite' list"):
+        read_jsonl(path, SCHEMA)
+
+
+def test_a_failed_cell_is_recorded_and_verified_through_strict_json(tmp_path):
+    """A sweep whose cells diverge writes strict JSON and verify.rates reads it back."""
+    from simulate.sweep.runner import run_sweep
+    from tests.simulate.sweep.test_records_integrity import cfg, quiet
+
+    path = tmp_path / "r.jsonl"
+    recs = run_sweep(cfg(lr=1e6), path, progress=False, log=quiet)  # diverges at once
+    assert any(r["failed"] for r in recs)
+    for line in path.read_text().splitlines():
+        strict_loads(line)
