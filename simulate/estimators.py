@@ -52,13 +52,20 @@ __all__ = [
 
 def resolve_device(device) -> torch.device:
     """``torch.device`` for a user's ``device``; CUDA only when asked for and present."""
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:  # torch's own message lists twenty device types
+        raise ValueError(
+            f"device must be a torch device such as 'cpu' or 'cuda', got {device!r}"
+        ) from exc
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' was asked for but torch.cuda.is_available() is False")
     return dev
 
 
 def _check_widths(widths) -> list[int]:
+    if isinstance(widths, (str, bytes)):  # "24" iterates as "2", "4"
+        raise ValueError(f"widths must be a list of positive integers, got {widths!r}")
     try:
         ws = [w for w in widths]
     except TypeError as exc:
@@ -66,7 +73,9 @@ def _check_widths(widths) -> list[int]:
     if not ws:
         raise ValueError("widths must be a non-empty list of positive integers")
     for w in ws:
-        if isinstance(w, bool) or not float(w).is_integer() or w < 1:
+        if not isinstance(w, numbers.Real) or isinstance(w, bool):
+            raise ValueError(f"every width must be an integer >= 1, got {w!r}")
+        if not float(w).is_integer() or w < 1:
             raise ValueError(f"every width must be an integer >= 1, got {w!r}")
     return [int(w) for w in ws]
 

@@ -140,15 +140,43 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+_INPUT_NAMES = ("n", "p", "alpha", "holder_norm", "B", "C_N", "lam", "delta")
+
+
+def _report_or_range_error(n, args) -> dict:
+    """:func:`report`, or -- the inputs being valid -- a ``ValueError`` saying which inputs
+    carried a quantity of the theory out of double precision (``alpha = 1000`` makes Lemma
+    6.1's approximation bound xi about 1e602) instead of naming the internal quantity
+    alone."""
+    try:
+        return report(n, args.p, args.alpha, args.holder_norm, args.B, args.C_N, args.lam,
+                      args.delta)  # fmt: skip
+    except ValueError as exc:
+        msg = str(exc)
+        if msg.split(" ", 1)[0] in _INPUT_NAMES:  # an input out of its range: said as is
+            raise
+        detail = msg if len(msg) <= 120 else msg[:117] + "..."
+        raise ValueError(
+            f"at n = {n:g}, p = {args.p}, alpha = {args.alpha:g} the theory's quantities leave"
+            f" double precision ({detail}); the report evaluates them as floats: use a smaller"
+            " alpha or p"
+        ) from None
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if not math.isfinite(args.n):
             raise ValueError(f"n must be a finite number > 1, got {args.n}")
+        if args.n >= 2**63:  # int(n) leaves numpy's integers beyond this
+            raise ValueError(f"n must be below 2^63 (about 9.2e18), got {args.n:g}")
+        for name, v in (("alpha", args.alpha), ("holder-norm", args.holder_norm)):
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f"--{name} must be a finite number > 0, got {v}")
         n = int(args.n) if float(args.n).is_integer() else args.n
         if args.json:
             check_output_file(args.json, "--json")
-        r = report(n, args.p, args.alpha, args.holder_norm, args.B, args.C_N, args.lam, args.delta)
+        r = _report_or_range_error(n, args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -60,7 +60,7 @@ import numpy as np
 
 from simulate.sweep import tiers
 from simulate.sweep.records import RecordsError
-from simulate.sweep.runner import parse_truths, records_path_for
+from simulate.sweep.runner import check_memory, parse_truths, records_path_for
 from simulate.sweep.spec import (
     TRUTH_HELP,
     SweepConfig,
@@ -291,6 +291,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict):
     source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
     check_output_file(source, "--out")
     cpath = args.control_records or control_records_path(source)
+    check_memory(cfg)
     source = records_path_for(cfg, source, args.new_file, args.accept_code_change)
     ccfg = None
     if not tier.get("control", True):

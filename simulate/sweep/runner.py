@@ -76,7 +76,7 @@ from simulate.sweep.spec import (
 )
 from theory._paths import check_output_file
 
-__all__ = ["main", "parse_truths", "records_path_for", "run_sweep"]
+__all__ = ["check_memory", "main", "parse_truths", "records_path_for", "run_sweep"]
 
 
 def _cell_key(r: dict) -> tuple:
@@ -94,6 +94,24 @@ def _store(cfg: SweepConfig, path, accept_code_change: bool = False) -> RecordSt
         path, SCHEMA, _cell_key, RECORD_KEYS, fingerprint_fields(cfg), _NEW_FILE_HINT,
         record_problem, accept_code_change,
     )  # fmt: skip
+
+
+def check_memory(cfg: SweepConfig) -> None:
+    """``ValueError`` (one line, before anything is locked or written) when one job of
+    ``cfg`` needs more memory than the machine has (``SweepConfig.job_bytes``, a lower
+    bound): ``--n 10**12`` or a width of 10^6 would otherwise fail with a MemoryError deep
+    in a worker."""
+    need = cfg.job_bytes()
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX: nothing to compare with
+        return
+    if need > have:
+        raise ValueError(
+            f"one job of this sweep needs at least {need / 2**30:.3g} GiB (data at"
+            f" n = {max(cfg.ns)}, widths up to {max(cfg.widths_at(max(cfg.ns)))}); this machine"
+            f" has {have / 2**30:.3g} GiB: use smaller n or widths"
+        )
 
 
 def records_path_for(
@@ -292,6 +310,7 @@ def main(argv=None) -> int:
         if args.scheduler and args.workers:
             raise ValueError("give either --scheduler or --workers, not both")
         check_output_file(args.out, "--out")
+        check_memory(cfg)
         out = records_path_for(cfg, args.out, args.new_file, args.accept_code_change)
     except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -298,6 +298,24 @@ class SweepConfig:
             return sorted({int(w) for w in self.widths})
         return candidate_widths(n, self.width_min, self.width_scale, self.width_max)
 
+    def job_bytes(self) -> int:
+        """A lower bound on one job's memory, in bytes, at the largest n: each replicate's
+        float64 data drawn for it (``[n_max, p]`` inputs, targets) and its float32 copy, the
+        test and evaluation inputs, and the widest width group's state (parameters, two
+        moments, gradient and the step's temporaries: ~6 copies of ``[3, E, P]`` float32)
+        and activations (``[E, batch, width]``, ~6 float32 copies).  The sweep refuses a
+        configuration whose jobs cannot fit in the machine (``simulate.sweep.runner``)
+        before it locks or writes anything."""
+        n, p = max(int(x) for x in self.ns), max(t.p for t in self.truths)
+        block = min(self.replicate_block, self.replicates)
+        data = block * n * (p + 1) * (8 + 4) + (self.n_test + self.risk_n_eval) * p * 8
+        state = 0
+        for g in group_widths(self.widths_at(n)):
+            w, E = max(g), len(g) * block
+            P = (p + 1) * w + (self.depth - 1) * (w + 1) * w + (w + 1)
+            state = max(state, 6 * 3 * E * P * 4 + 6 * E * min(self.batch_size, n) * w * 4)
+        return data + state
+
     def hyper_at(self, n: int) -> Hyper:
         """The training hyperparameters of the cells at sample size n: the config's, with
         ``lambda_s`` from the theory's rule at n (``cell_lambda_s``) and the batch at most

@@ -146,6 +146,9 @@ def test_classifier_learns_a_separable_problem():
         ({}, None, "short", "inconsistent numbers of samples"),
         ({}, "1d", None, "2D array"),
         ({"device": "cuda"}, None, None, "cuda"),
+        ({"widths": "24"}, None, None, "widths must be a list of positive integers, got '24'"),
+        ({"widths": ["2"]}, None, None, "every width must be an integer >= 1, got '2'"),
+        ({"device": "tpu"}, None, None, "device must be a torch device"),
     ],
 )
 def test_bad_arguments_raise(kwargs, X, y, match):

@@ -62,3 +62,25 @@ def test_cli_report_and_bad_input():
         check=False,
     )
     assert bad.returncode == 2 and "alpha" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--alpha", "1000"], "at n = 1000, p = 1, alpha = 1000 the theory's quantities leave"),
+        (["--alpha", "1e300"], "leave double precision"),
+        (["--p", "1000000", "--alpha", "0.5"], "p = 1000000, alpha = 0.5 the theory's"),
+        (["--n", "1e300"], "n must be below 2^63"),
+        (["--alpha", "-1"], "--alpha must be a finite number > 0"),
+    ],
+)
+def test_the_report_says_which_inputs_leave_its_range(argv, message, capsys):
+    """Out-of-range inputs are named as inputs, not by the internal quantity that overflowed
+    (xi of 1e602 at alpha = 1000)."""
+    from theory.summary import main
+
+    base = {"--n": "1000", "--p": "1"}
+    args = [x for k, v in base.items() if k not in argv for x in (k, v)] + argv
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

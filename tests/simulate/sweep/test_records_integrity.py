@@ -337,6 +337,11 @@ BAD_OTHER = [
         if os.path.isdir("/proc/self")
     ],
     ("simulate.bench", ["--E", "1", "--json", os.devnull]),
+    # a newline in a name, a path past PATH_MAX, a name past NAME_MAX: before any folder
+    ("theory", ["--n", "1000", "--p", "1", "--alpha", "0.5", "--json", "a\nb/t.json"]),
+    ("theory", ["--n", "1000", "--p", "1", "--alpha", "0.5", "--json", "d/" * 2100 + "t.json"]),
+    ("theory", ["--n", "1000", "--p", "1", "--alpha", "0.5", "--json", "x" * 300 + "/t.json"]),
+    ("figures", ["--out", "f\ng"]),
 ]
 
 

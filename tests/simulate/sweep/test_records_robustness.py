@@ -423,3 +423,25 @@ def test_a_failed_cell_is_recorded_and_verified_through_strict_json(tmp_path):
     assert any(r["failed"] for r in recs)
     for line in path.read_text().splitlines():
         strict_loads(line)
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [["--n", "64", "128", "1000000000000"], ["--n", "64", "128", "256", "--widths", "1000000"]],
+)
+def test_a_sweep_that_cannot_fit_in_memory_is_refused_before_anything(tmp_path, grid):
+    """``--n 10**12`` or a width of 10^6 ended in a MemoryError inside a job; now one line,
+    exit 2, nothing locked or written."""
+    r = cli("simulate.sweep", "--truth", "holder", "--alpha", "0.5", "--p", "1", *grid,
+            "--out", str(tmp_path / "r.jsonl"))  # fmt: skip
+    assert one_line_error(r) and "GiB" in r.stderr and "this machine has" in r.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_tier_s_jobs_fit_easily():
+    from simulate.sweep import tiers
+    from simulate.sweep.spec import SweepConfig
+
+    for name in ("tiny", "quick", "full"):
+        spec = tiers.RATES[name]
+        assert SweepConfig(truths=spec["truths"], **spec["sweep"]).job_bytes() < 2**30
