@@ -553,8 +553,17 @@ def check_control(records: list[dict], control: list[dict], source: str, cpath: 
     (the same data, seeds, truths and code settings; twice the cap, half the tolerance)."""
     if not records or not control:
         return
-    want = control_fields(records[0].get("fingerprint_fields") or {})
-    got = control[0].get("fingerprint_fields") or {}
+    main_fields = records[0].get("fingerprint_fields")
+    got = control[0].get("fingerprint_fields")
+    if not isinstance(main_fields, dict) or not isinstance(got, dict) or not main_fields:
+        raise RecordsError(
+            f"{source} or {cpath} carries no fingerprint_fields, so the control cannot be"
+            " checked against its records; give --no-control"
+        )
+    try:
+        want = control_fields(main_fields)
+    except (KeyError, TypeError) as exc:
+        raise RecordsError(f"{source}: fingerprint_fields lack {exc}; give --no-control") from None
     if json.dumps(got, sort_keys=True) != json.dumps(want, sort_keys=True):
         raise RecordsError(
             f"{cpath} is not the budget-doubling control of {source} ("

@@ -445,3 +445,16 @@ def test_a_tier_s_jobs_fit_easily():
     for name in ("tiny", "quick", "full"):
         spec = tiers.RATES[name]
         assert SweepConfig(truths=spec["truths"], **spec["sweep"]).job_bytes() < 2**30
+
+
+def test_a_control_beside_records_without_fingerprint_fields_is_refused_not_a_crash(
+    recorded, tmp_path, capsys
+):
+    from verify.rates import main
+
+    _, path = recorded
+    bare = rewritten(path, tmp_path, lambda r: r.pop("fingerprint_fields"), line=0)
+    ctl = tmp_path / "edited-double.jsonl"
+    ctl.write_text(path.read_text())
+    assert main(["--records", str(bare)]) == 2
+    assert "carries no fingerprint_fields" in capsys.readouterr().err
