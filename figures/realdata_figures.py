@@ -32,13 +32,26 @@ def _se(a) -> float:
     return float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else float("nan")
 
 
+def _published_mark(row) -> str:
+    """`` (published)`` for a published row, `` (published, unverified)`` for one typed
+    from a paper not checked here (``figures.paper_values.UCI_UNVERIFIED``), else ''."""
+    if row["source"] != "published":
+        return ""
+    return " (published)" if row.get("verified", True) else " (published, unverified)"
+
+
+# the LaTeX table's marks: * published, dagger published and not checked here
+_TEX_MARK = {" (published)": "$^*$", " (published, unverified)": "$^{*\\dagger}$"}
+
+
 def uci_table(recs, out_dir: str, tier: str) -> dict:
     """``uci-TIER``: per dataset, our methods under each selection criterion (test RMSE and
     log-likelihood, mean +- SE over splits, the median epochs and sigma chosen, the wall
     time) and below them the published results of other methods under the same protocol
     (``figures.paper_values.UCI_PUBLISHED``, cited in the caption), marked
-    ``(published)``."""
-    from figures.paper_values import UCI_PUBLISHED, UCI_PUBLISHED_SOURCES
+    ``(published)``, or ``(published, unverified)`` where their values could not be checked
+    against their source here."""
+    from figures.paper_values import UCI_PUBLISHED, UCI_PUBLISHED_SOURCES, UCI_UNVERIFIED
 
     rows = []
     for name in DATASETS:
@@ -79,6 +92,7 @@ def uci_table(recs, out_dir: str, tier: str) -> dict:
                         "epochs_median": float("nan"), "sigma_median": float("nan"),
                         "wall_s": float("nan"),
                         "source": "published",
+                        "verified": method not in UCI_UNVERIFIED,
                     }
                 )  # fmt: skip
     lines = [
@@ -87,16 +101,16 @@ def uci_table(recs, out_dir: str, tier: str) -> dict:
         "(rmse: the paper's best prediction accuracy; ll: log-likelihood); sigma: median "
         "chosen noise sd (standardised units); wall: grid search and refits of both "
         "criteria; (published): " + UCI_PUBLISHED_SOURCES,
-        f"{'dataset':>9s} {'method':>22s} {'chosen by':>9s} {'splits':>6s} {'RMSE':>16s} "
+        f"{'dataset':>9s} {'method':>36s} {'chosen by':>9s} {'splits':>6s} {'RMSE':>16s} "
         f"{'log-lik':>16s} {'epochs':>6s} {'sigma':>5s} {'wall s':>7s}",
     ]
     for r in rows:
-        label = r["method"] + (" (published)" if r["source"] == "published" else "")
+        label = r["method"] + _published_mark(r)
         ep = "-" if np.isnan(r["epochs_median"]) else f"{r['epochs_median']:.0f}"
         sg = "-" if np.isnan(r["sigma_median"]) else f"{r['sigma_median']:.2f}"
         wall = "-" if np.isnan(r["wall_s"]) else f"{r['wall_s']:.0f}"
         lines.append(
-            f"{r['dataset']:>9s} {label:>22s} {r['criterion']:>9s} {r['splits']:6d} "
+            f"{r['dataset']:>9s} {label:>36s} {r['criterion']:>9s} {r['splits']:6d} "
             f"{r['rmse']:8.3f}+-{r['rmse_se']:6.3f} {r['ll']:8.3f}+-{r['ll_se']:6.3f} "
             f"{ep:>6s} {sg:>5s} {wall:>7s}"
         )
@@ -106,7 +120,7 @@ def uci_table(recs, out_dir: str, tier: str) -> dict:
         r"Dataset & Method & Chosen by & RMSE & Test LL",
         [
             f"{tex_escape(r['dataset'])} & {tex_escape(r['method'])}"
-            f"{'$^*$' if r['source'] == 'published' else ''} & "
+            f"{_TEX_MARK.get(_published_mark(r), '')} & "
             f"{tex_escape(r['criterion'])} & {r['rmse']:.3f} $\\pm$ {r['rmse_se']:.3f} & "
             f"{r['ll']:.3f} $\\pm$ {r['ll_se']:.3f}"
             for r in rows
