@@ -33,6 +33,7 @@ import time
 
 from simulate.sweep import tiers
 from simulate.sweep.records import RecordsError
+from theory._cli import Parser
 from theory._paths import check_output_dir
 
 NAMES = ("table1", "fig1b", "rates", "tradeoff", "uci", "mnist1d", "mnist1d-controls", "results")
@@ -140,7 +141,7 @@ def _mnist1d_controls(args) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="python -m figures",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -8,6 +8,7 @@ import math
 import os
 import sys
 
+from theory._cli import Parser
 from theory._paths import check_output_file
 from theory.bounds import eps_n, lemma_6_1, optimal_structure, r_n, theorem_4_1_bound, xi_bound
 from theory.conditions import condition_5_3
@@ -127,7 +128,7 @@ def format_report(r: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m theory", description=__doc__)
+    ap = Parser(prog="python -m theory", description=__doc__)
     ap.add_argument("--n", type=float, default=10000, help="sample size (> 1)")
     ap.add_argument("--p", type=int, default=1, help="input dimension (positive integer)")
     ap.add_argument("--alpha", type=float, default=1.0, help="Hoelder smoothness (> 0)")

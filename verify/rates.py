@@ -68,6 +68,7 @@ from simulate.sweep.spec import (
     overrides_from_args,
     read_records,
 )
+from theory._cli import Parser
 from theory._paths import check_output_dir, check_output_file
 from verify.analysis import (
     EXIT_BAD_INPUT,
@@ -94,7 +95,7 @@ __all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="python -m verify.rates",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

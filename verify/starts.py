@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from theory._cli import Parser
 from verify.slopes import Verdict, paired_mean_diff
 
 __all__ = [
@@ -315,14 +316,13 @@ def arms_table(records: list[dict]) -> str:
 
 def main(argv=None) -> int:
     """``python -m verify.starts RECORDS``: :func:`arms_table` of a records file."""
-    import argparse
     import os
     import sys
 
     from simulate.sweep.records import RecordsError
     from simulate.sweep.spec import read_records
 
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="python -m verify.starts",
         description="The constructive-start arms of a records file, per truth, depth and n.",
     )

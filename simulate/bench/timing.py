@@ -47,6 +47,7 @@ from simulate.core.hyper import PAPER_WIDTHS
 from simulate.core.recipe import build_trainer
 from simulate.experiments.table1 import METHODS, width_groups
 from simulate.sweep import tiers
+from theory._cli import Parser
 from theory._paths import check_output_file
 
 __all__ = [
@@ -382,7 +383,7 @@ def table1_block_rate(
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m simulate.bench", description=__doc__)
+    ap = Parser(prog="python -m simulate.bench", description=__doc__)
     ap.add_argument("--json", metavar="PATH", help="write the results as JSON")
     ap.add_argument("--E", type=int, nargs="+", default=[1, 10, 100])
     ap.add_argument("--steps", type=int, default=20, help="steps per timed repeat")

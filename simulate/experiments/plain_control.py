@@ -14,6 +14,7 @@ import torch
 
 from simulate.core.layout import Layout
 from simulate.references.plain import train_plain, validation_split
+from theory._cli import Parser
 
 
 def run(
@@ -89,13 +90,12 @@ def run(
 
 def main(argv=None) -> int:
     """``python -m simulate.references.plain``: plain ReLU networks against the linear spline."""
-    import argparse
     import json
 
     from simulate.progress import Progress
     from theory._paths import check_output_file
 
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="python -m simulate.experiments.plain_control",
         description="Plain ReLU networks (Adam on squared error, early-stopped on validation"
         " data) on a p = 1 Hoelder truth, from a random or a constructive start, beside the"

@@ -11,7 +11,6 @@ edge count, and writes them as JSON with ``--json``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -23,6 +22,7 @@ from simulate._alloc import tune_malloc
 from simulate.core.hyper import PAPER_WIDTHS
 from simulate.estimators import ASVIRegressor
 from simulate.truths.functions import TeacherNetwork, make_regression_data
+from theory._cli import Parser
 from theory._paths import check_output_file
 
 
@@ -65,7 +65,7 @@ def run(
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simulate.experiments.teacher", description=__doc__)
+    ap = Parser(prog="python -m simulate.experiments.teacher", description=__doc__)
     ap.add_argument("--epochs", type=float, default=7000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n", type=int, default=10_000)

@@ -74,6 +74,7 @@ from simulate.sweep.spec import (
     overrides_from_args,
     record_problem,
 )
+from theory._cli import Parser
 from theory._paths import check_output_file
 
 __all__ = ["check_memory", "main", "parse_truths", "records_path_for", "run_sweep"]
@@ -223,7 +224,7 @@ def parse_truths(argv: list[str]):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="python -m simulate.sweep",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -458,3 +458,16 @@ def test_a_control_beside_records_without_fingerprint_fields_is_refused_not_a_cr
     ctl.write_text(path.read_text())
     assert main(["--records", str(bare)]) == 2
     assert "carries no fingerprint_fields" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["verify.rates", "simulate.sweep", "theory", "figures", "simulate.bench",
+     "simulate.experiments.teacher", "simulate.experiments.plain_control", "verify.starts"],
+)  # fmt: skip
+def test_a_malformed_flag_is_one_line_on_every_command_line(module):
+    """``--n 1e3`` (or an unknown flag) was argparse's usage block and the error; every
+    entry point parses with ``theory._cli.Parser``: one line, exit 2, pointing to --help."""
+    r = cli(module, "--workers", "x", "--n", "1e3", "--bogus")
+    assert one_line_error(r), (module, r.stderr)
+    assert f"see python -m {module} --help" in r.stderr
