@@ -78,7 +78,7 @@ def run_gp_job(job, cfg) -> list[dict]:
     posterior of every prior in ``cfg.gp_nus`` and the same reference as ASVI's cells, on
     the same data.  Records hold each prior's metrics under ``per_estimator``."""
     from simulate.sweep.job import _job_data, _reference, f0_describe
-    from simulate.sweep.records import versions
+    from simulate.sweep.records import code_digest, versions
     from simulate.sweep.spec import SCHEMA, stable_seed
 
     t0 = time.perf_counter()
@@ -112,6 +112,7 @@ def run_gp_job(job, cfg) -> list[dict]:
                 "reference": _reference(X_all[i], y_all[i], Xt, f0t, cfg, job),
                 "timing": {"job_s": time.perf_counter() - t0},
                 "versions": versions(),
+                "code": code_digest(),  # the worker's code (the sweep compares it with its own)
             }
         )
     return records

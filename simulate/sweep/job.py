@@ -30,7 +30,7 @@ from simulate.references.constructive import (
     teacher_network,
 )
 from simulate.references.plain import train_plain, validation_split
-from simulate.sweep.records import versions
+from simulate.sweep.records import code_digest, versions
 from simulate.sweep.spec import (
     SCHEMA,
     Job,
@@ -306,6 +306,7 @@ def run_job(job: Job) -> list[dict]:
                 "reference": refs[i],
                 "timing": {"job_train_s": train_s, "job_eval_s": eval_s, "job_models": R * len(W)},
                 "versions": versions(),
+                "code": code_digest(),  # the worker's code (the sweep compares it with its own)
                 **extra,
             }
         )

@@ -37,6 +37,7 @@ __all__ = [
     "fields_differing",
     "versions",
     "code_hashes",
+    "code_digest",
 ]
 
 
@@ -282,6 +283,13 @@ def code_hashes() -> dict:
             if not rel.startswith(_CODE_SKIP):
                 out[rel] = hashlib.sha256(f.read_bytes()).hexdigest()[:12]
     return out
+
+
+def code_digest() -> str:
+    """One hash of :func:`code_hashes` (16 hex digits): what a worker stamps on the records
+    it computes, so the sweep can refuse records computed by other code than its own."""
+    blob = json.dumps(code_hashes(), sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def versions() -> dict:

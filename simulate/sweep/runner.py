@@ -62,7 +62,13 @@ from simulate._alloc import tune_malloc
 from simulate.progress import Progress
 from simulate.sweep.job import run_job
 from simulate.sweep.parallel import check_workers, map_unordered
-from simulate.sweep.records import RecordsError, RecordStore, fields_differing, versions
+from simulate.sweep.records import (
+    RecordsError,
+    RecordStore,
+    code_digest,
+    fields_differing,
+    versions,
+)
 from simulate.sweep.spec import (
     RECORD_KEYS,
     SCHEMA,
@@ -175,14 +181,19 @@ def _run_jobs(todo, store: RecordStore, scheduler, workers, progress) -> None:
     they arrive."""
     total = len(todo)
     bar = Progress("sweep") if progress else None
-    here = versions()
+    here, code = versions(), code_digest()
     for i, recs in enumerate(map_unordered(run_job, todo, workers, scheduler), 1):
-        for r in recs:  # a remote worker with other versions computes other numbers
+        for r in recs:  # a remote worker with other versions or code computes other numbers
             if r.get("versions") != here:
                 theirs = fields_differing(here, r.get("versions") or {})
                 raise RecordsError(
                     f"a worker computed {r['cell']} with other versions ({theirs}: this"
                     " process's -> the worker's); install the same versions on every worker"
+                )
+            if r.get("code") != code:
+                raise RecordsError(
+                    f"a worker computed {r['cell']} with other code (digest {r.get('code')},"
+                    f" this process's {code}); give every worker this checkout of the toolkit"
                 )
         store.append(recs)
         if bar:

@@ -136,3 +136,16 @@ def test_records_computed_with_other_versions_are_refused_by_name(tmp_path, monk
     monkeypatch.setattr(runner, "versions", lambda: mine)
     with pytest.raises(RecordsError, match=re.escape("torch 0.0-other -> " + versions()["torch"])):
         runner.run_sweep(cfg(), tmp_path / "r.jsonl", progress=False, log=quiet)
+
+
+def test_records_computed_by_other_code_are_refused(tmp_path, monkeypatch):
+    """A worker running an edited checkout stamps another code digest on its records: the
+    sweep refuses them instead of appending them under its own fingerprint."""
+    import simulate.sweep.runner as runner
+    from simulate.sweep.records import RecordsError
+    from tests.simulate.sweep.test_records_integrity import cfg, quiet
+
+    monkeypatch.setattr(runner, "code_digest", lambda: "0" * 16)
+    with pytest.raises(RecordsError, match="with other code"):
+        runner.run_sweep(cfg(), tmp_path / "r.jsonl", progress=False, log=quiet)
+    assert not (tmp_path / "r.jsonl").exists() or not (tmp_path / "r.jsonl").read_text()
