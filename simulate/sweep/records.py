@@ -1,9 +1,12 @@
-"""JSON-lines record files: atomic appends and strict reading (shared by every driver).
+"""JSON-lines record files: whole appends and strict reading (shared by every driver).
 
-Each record is one line, appended with a single ``write`` on an ``O_APPEND`` descriptor and
-flushed to disk.  Reading refuses anything that is not a JSON object of the expected
-schema, naming the line; a last line without its newline (a crash inside a write) is
-skipped with a warning and cut off before the next append.
+Each record is one line of strict JSON (non-finite numbers as null, listed under the
+record's ``nonfinite`` key and restored on reading), appended on an ``O_APPEND``
+descriptor -- short writes completed, a failed write cut back to the last whole record --
+and flushed to disk.  Only regular files are read or written.  Reading refuses anything
+that is not a JSON object of the expected schema, naming the line; a last line without its
+newline (a crash inside a write) is skipped with a warning and cut off before the next
+append.  One writer per file: a lock beside the file's resolved path.
 """
 
 from __future__ import annotations
