@@ -32,16 +32,15 @@ def _se(a) -> float:
     return float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else float("nan")
 
 
-def _published_mark(row) -> str:
+def _published_mark(row, tex: bool = False) -> str:
     """`` (published)`` for a published row, `` (published, unverified)`` for one typed
-    from a paper not checked here (``figures.paper_values.UCI_UNVERIFIED``), else ''."""
+    from a paper not checked here (``figures.paper_values.UCI_UNVERIFIED``), else '';
+    ``tex``: the LaTeX table's marks instead, ``$^*$`` and ``$^{*\\dagger}$``."""
     if row["source"] != "published":
         return ""
-    return " (published)" if row.get("verified", True) else " (published, unverified)"
-
-
-# the LaTeX table's marks: * published, dagger published and not checked here
-_TEX_MARK = {" (published)": "$^*$", " (published, unverified)": "$^{*\\dagger}$"}
+    if row.get("verified", True):
+        return "$^*$" if tex else " (published)"
+    return "$^{*\\dagger}$" if tex else " (published, unverified)"
 
 
 def uci_table(recs, out_dir: str, tier: str) -> dict:
@@ -120,7 +119,7 @@ def uci_table(recs, out_dir: str, tier: str) -> dict:
         r"Dataset & Method & Chosen by & RMSE & Test LL",
         [
             f"{tex_escape(r['dataset'])} & {tex_escape(r['method'])}"
-            f"{_TEX_MARK.get(_published_mark(r), '')} & "
+            f"{_published_mark(r, tex=True)} & "
             f"{tex_escape(r['criterion'])} & {r['rmse']:.3f} $\\pm$ {r['rmse_se']:.3f} & "
             f"{r['ll']:.3f} $\\pm$ {r['ll_se']:.3f}"
             for r in rows

@@ -6,12 +6,12 @@ references, the budget-doubling control, failed cells, and the exit status (rule
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 
 import numpy as np
 
+from simulate.core.stopping import StopRule
 from simulate.sweep.records import RecordsError, fields_differing
 from simulate.sweep.spec import SweepConfig, TruthSpec, cell_selection
 from theory import METRICS, gp_matern_exponent, log_factor_power
@@ -534,13 +534,15 @@ def control_fields(fields: dict) -> dict:
     so a control file can be checked against the records it controls without rebuilding
     their configuration."""
     out = dict(fields)
-    out["max_steps"] = 2 * out["max_steps"]
+    rule = StopRule(
+        out["max_steps"], out["stop_window"], out["stop_tol"], out["stop_patience"],
+        out["stop_kl_abs"], out.get("stop_risk_tol"),
+    ).doubled()  # fmt: skip
+    out.update(max_steps=rule.max_steps, stop_tol=rule.tol, stop_kl_abs=rule.kl_abs)
+    if rule.risk_tol is not None:
+        out["stop_risk_tol"] = rule.risk_tol
     if out.get("max_epochs") is not None:
         out["max_epochs"] = 2 * out["max_epochs"]
-    out["stop_tol"] = out["stop_tol"] / 2
-    out["stop_kl_abs"] = out["stop_kl_abs"] / 2
-    if out.get("stop_risk_tol") is not None:
-        out["stop_risk_tol"] = out["stop_risk_tol"] / 2
     if out.get("start") == "both":  # the control re-trains the random start's run
         out.pop("start")
     return out
@@ -564,7 +566,7 @@ def check_control(records: list[dict], control: list[dict], source: str, cpath: 
         want = control_fields(main_fields)
     except (KeyError, TypeError) as exc:
         raise RecordsError(f"{source}: fingerprint_fields lack {exc}; give --no-control") from None
-    if json.dumps(got, sort_keys=True) != json.dumps(want, sort_keys=True):
+    if got != want:
         raise RecordsError(
             f"{cpath} is not the budget-doubling control of {source} ("
             f"{fields_differing(want, got)}); give the control file of those records"

@@ -131,7 +131,7 @@ def map_unordered(fn, items, workers: int | None = None, scheduler: str | None =
         from distributed import Client, as_completed
 
         with Client(scheduler, timeout=SCHEDULER_TIMEOUT_S) as client:
-            client.register_plugin(local_setup_plugin(), name="asvi-rates-local-setup")
+            client.register_plugin(local_setup_plugin())  # named by its ``name``
             futures = [client.submit(fn, it, pure=False) for it in items]
             for fut in as_completed(futures):
                 yield fut.result()

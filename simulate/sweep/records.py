@@ -398,8 +398,7 @@ class RecordStore:
         if not self.accept_code_change:
             return False
         theirs = {k: v for k, v in (rec.get("fingerprint_fields") or {}).items() if k != "code"}
-        ours = {k: v for k, v in self.fields.items() if k != "code"}
-        return json.dumps(theirs, sort_keys=True) == json.dumps(ours, sort_keys=True)
+        return theirs == {k: v for k, v in self.fields.items() if k != "code"}
 
     def mismatch(self, other: dict) -> RecordsError:
         hint = self.hint

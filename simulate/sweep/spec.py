@@ -224,8 +224,6 @@ class SweepConfig:
         ns = [int(n) for n in self.ns]
         if sorted(set(ns)) != ns:
             raise ValueError(f"sample sizes must be distinct and increasing, got {ns}")
-        if ns[0] < 2:
-            raise ValueError("every n must be >= 2")
         validate_params(self, SWEEP_CONSTRAINTS)
         if self.widths is not None:
             if not isinstance(self.widths, (list, tuple)) or not self.widths:
@@ -551,10 +549,6 @@ def read_records(path) -> list[dict]:
     return recs
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def record_problem(rec: dict) -> str | None:
     """What is wrong with a sweep record's shape (types of the fields the analysis reads),
     or None: a hand-edited or foreign record is refused at reading, naming its line,
@@ -569,7 +563,7 @@ def record_problem(rec: dict) -> str | None:
     if not isinstance(cell.get("truth"), str):
         return f"'cell.truth' must be a string, got {cell.get('truth')!r}"
     for key, low in (("n", 1), ("replicate", 0)):
-        if not _is_int(cell.get(key)) or cell[key] < low:
+        if not Interval(Integral, low, None, "left").accepts(cell.get(key)):
             return f"'cell.{key}' must be an integer >= {low}, got {cell.get(key)!r}"
     for key in ("metrics", "truth", "config"):
         if not isinstance(rec.get(key), dict):
@@ -579,8 +573,8 @@ def record_problem(rec: dict) -> str | None:
     if rec["config"].get("estimator") != "gp" and not isinstance(rec.get("per_width"), dict):
         return f"'per_width' must be an object, got {rec.get('per_width')!r}"
     sw = rec["selected_width"]
-    if sw is not None and not _is_int(sw):
-        return f"'selected_width' must be an integer or null, got {sw!r}"
+    if sw is not None and not INT_POSITIVE.accepts(sw):
+        return f"'selected_width' must be an integer >= 1 or null, got {sw!r}"
     return None
 
 

@@ -212,10 +212,11 @@ def test_theorem_5_1_terms_use_printed_eps_star():
     assert float(t["total"]) == pytest.approx(eps2 + float(T.r_n(n, L, N, s, p)) + 0.02)
 
 
-def test_optimal_structure_brute_force():
-    n, p, alpha, Hn, L = 10**7, 1, 2.0, 1.0, 3
+def brute_force_structure(n, alpha, Hn, L, N_max):
+    """``(objective, N, s)`` minimising r_n + xi over N = 1..N_max for p = 1, written out
+    from the formulas (s = min(floor(Lemma 6.1's bound), edges), as lemma_6_1 does)."""
     best = None
-    for N in range(1, 400):
+    for N in range(1, N_max + 1):
         s = min(math.floor(94 * (alpha + 1) ** 2 * N * L), edges(L, 12 * N, 1))
         obj = (
             L * s / n * math.log(24 * N)
@@ -224,6 +225,12 @@ def test_optimal_structure_brute_force():
         )
         if best is None or obj < best[0]:
             best = (obj, N, s)
+    return best
+
+
+def test_optimal_structure_brute_force():
+    n, p, alpha, Hn, L = 10**7, 1, 2.0, 1.0, 3
+    best = brute_force_structure(n, alpha, Hn, L, 399)
     opt = T.optimal_structure(n, p, alpha, Hn, L=L, N_max=399)
     assert (opt["N"], opt["s"]) == best[1:]
     assert float(opt["objective"]) == pytest.approx(best[0])
@@ -232,19 +239,10 @@ def test_optimal_structure_brute_force():
 
 def test_optimal_structure_floors_a_fractional_sparsity_bound():
     """alpha = 0.5, p = 1 makes Lemma 6.1's bound 211.5 N L: a half-integer for odd N L.  The
-    search floors it as lemma_6_1 does (it once passed 1.5-fractional s on, and failed from
+    search floors it as lemma_6_1 does (it once passed half-integer s on, and failed from
     n = 1e17 on, where L is odd), and matches the brute force there."""
     n, p, alpha, Hn, L = 10**17, 1, 0.5, 1.0, 5
-    best = None
-    for N in range(1, 200):
-        s = min(math.floor(94 * (alpha + 1) ** 2 * N * L), edges(L, 12 * N, 1))
-        obj = (
-            L * s / n * math.log(24 * N)
-            + s / n * math.log(n * L / s)
-            + ((2 * Hn + 1) * 9 * N / n + Hn * 2**alpha * N ** (-alpha)) ** 2
-        )
-        if best is None or obj < best[0]:
-            best = (obj, N, s)
+    best = brute_force_structure(n, alpha, Hn, L, 199)
     opt = T.optimal_structure(n, p, alpha, Hn, L=L, N_max=199)
     assert (opt["N"], opt["s"]) == best[1:]
     assert isinstance(opt["s"], int)
