@@ -34,23 +34,39 @@ def _se(a) -> float:
 
 def _published_mark(row, tex: bool = False) -> str:
     """`` (published)`` for a published row, `` (published, unverified)`` for one typed
-    from a paper not checked here (``figures.paper_values.UCI_UNVERIFIED``), else '';
-    ``tex``: the LaTeX table's marks instead, ``$^*$`` and ``$^{*\\dagger}$``."""
+    from a paper not checked here (``figures.paper_values.UCI_UNVERIFIED``), `` (published,
+    +- as printed)`` for one whose +- is not a standard error
+    (``figures.paper_values.UCI_SPREAD_AS_PRINTED``), else ''; ``tex``: the LaTeX table's
+    marks instead, ``$^*$``, ``$^{*\\dagger}$`` and ``$^{*\\ddagger}$``."""
     if row["source"] != "published":
         return ""
-    if row.get("verified", True):
-        return "$^*$" if tex else " (published)"
-    return "$^{*\\dagger}$" if tex else " (published, unverified)"
+    if not row.get("verified", True):
+        return "$^{*\\dagger}$" if tex else " (published, unverified)"
+    if row.get("spread") == "as printed":
+        return "$^{*\\ddagger}$" if tex else " (published, +- as printed)"
+    return "$^*$" if tex else " (published)"
 
 
-def uci_table(recs, out_dir: str, tier: str) -> dict:
+def uci_table(recs, out_dir: str, tier: str, splits: str = "random") -> dict:
     """``uci-TIER``: per dataset, our methods under each selection criterion (test RMSE and
     log-likelihood, mean +- SE over splits, the median epochs and sigma chosen, the wall
     time) and below them the published results of other methods under the same protocol
     (``figures.paper_values.UCI_PUBLISHED``, cited in the caption), marked
     ``(published)``, or ``(published, unverified)`` where their values could not be checked
-    against their source here."""
-    from figures.paper_values import UCI_PUBLISHED, UCI_PUBLISHED_SOURCES, UCI_UNVERIFIED
+    against their source here, or ``(published, +- as printed)`` where their +- is not a
+    standard error.  Our rows also give the 90% predictive interval's coverage of the test
+    targets (PICP) and its mean width (original units), mean over splits; the published
+    papers report neither.  ``splits``: the records' split kind (``random`` or
+    ``standard``), which names the outputs (``uci-TIER``, ``uci-standard-TIER``)."""
+    from figures.paper_values import (
+        UCI_PUBLISHED,
+        UCI_PUBLISHED_SOURCES,
+        UCI_SPREAD_AS_PRINTED,
+        UCI_UNVERIFIED,
+    )
+    from simulate.experiments.realdata import uci_stem
+
+    stem = uci_stem(splits)
 
     rows = []
     for name in DATASETS:
@@ -76,6 +92,8 @@ def uci_table(recs, out_dir: str, tier: str) -> dict:
                         "rmse_se": _se(rm),
                         "ll": ll.mean(),
                         "ll_se": _se(ll),
+                        "picp90": float(np.mean([r["picp90"] for r in rs])),
+                        "width90": float(np.mean([r["width90"] for r in rs])),
                         "epochs_median": float(np.median(ep)),
                         "sigma_median": float(np.median([r["sigma"] for r in rs])),
                         "wall_s": rs[0]["wall_s_method"],
@@ -88,44 +106,50 @@ def uci_table(recs, out_dir: str, tier: str) -> dict:
                     {
                         "dataset": name, "method": method, "criterion": "-", "splits": 20,
                         "rmse": rm, "rmse_se": rm_se, "ll": ll, "ll_se": ll_se,
+                        "picp90": float("nan"), "width90": float("nan"),
                         "epochs_median": float("nan"), "sigma_median": float("nan"),
                         "wall_s": float("nan"),
                         "source": "published",
                         "verified": method not in UCI_UNVERIFIED,
+                        "spread": "as printed" if method in UCI_SPREAD_AS_PRINTED else "se",
                     }
                 )  # fmt: skip
     lines = [
-        f"UCI protocol, tier {tier}: test RMSE (original units) and test log-likelihood, "
-        "mean +- SE over splits; 'chosen by': the validation criterion of the grid search "
+        f"UCI protocol, tier {tier}, {splits} splits: test RMSE (original units) and test "
+        "log-likelihood, mean +- SE over splits; PICP: the fraction of test targets inside "
+        "the central 90% predictive interval, width: its mean width (original units), means "
+        "over splits; 'chosen by': the validation criterion of the grid search "
         "(rmse: the paper's best prediction accuracy; ll: log-likelihood); sigma: median "
         "chosen noise sd (standardised units); wall: grid search and refits of both "
         "criteria; (published): " + UCI_PUBLISHED_SOURCES,
-        f"{'dataset':>9s} {'method':>36s} {'chosen by':>9s} {'splits':>6s} {'RMSE':>16s} "
-        f"{'log-lik':>16s} {'epochs':>6s} {'sigma':>5s} {'wall s':>7s}",
+        f"{'dataset':>9s} {'method':>40s} {'chosen by':>9s} {'splits':>6s} {'RMSE':>16s} "
+        f"{'log-lik':>16s} {'PICP90':>6s} {'width':>7s} {'epochs':>6s} {'sigma':>5s} "
+        f"{'wall s':>7s}",
     ]
+    dash = lambda v, fmt: "-" if np.isnan(v) else format(v, fmt)  # noqa: E731
     for r in rows:
         label = r["method"] + _published_mark(r)
-        ep = "-" if np.isnan(r["epochs_median"]) else f"{r['epochs_median']:.0f}"
-        sg = "-" if np.isnan(r["sigma_median"]) else f"{r['sigma_median']:.2f}"
-        wall = "-" if np.isnan(r["wall_s"]) else f"{r['wall_s']:.0f}"
         lines.append(
-            f"{r['dataset']:>9s} {label:>36s} {r['criterion']:>9s} {r['splits']:6d} "
+            f"{r['dataset']:>9s} {label:>40s} {r['criterion']:>9s} {r['splits']:6d} "
             f"{r['rmse']:8.3f}+-{r['rmse_se']:6.3f} {r['ll']:8.3f}+-{r['ll_se']:6.3f} "
-            f"{ep:>6s} {sg:>5s} {wall:>7s}"
+            f"{dash(r['picp90'], '.3f'):>6s} {dash(r['width90'], '.2f'):>7s} "
+            f"{dash(r['epochs_median'], '.0f'):>6s} {dash(r['sigma_median'], '.2f'):>5s} "
+            f"{dash(r['wall_s'], '.0f'):>7s}"
         )
     text = "\n".join(lines)
     tex = ["% published rows: " + UCI_PUBLISHED_SOURCES] + _tabular(
-        "lllcc",
-        r"Dataset & Method & Chosen by & RMSE & Test LL",
+        "lllcccc",
+        r"Dataset & Method & Chosen by & RMSE & Test LL & PICP$_{90}$ & Width$_{90}$",
         [
             f"{tex_escape(r['dataset'])} & {tex_escape(r['method'])}"
             f"{_published_mark(r, tex=True)} & "
             f"{tex_escape(r['criterion'])} & {r['rmse']:.3f} $\\pm$ {r['rmse_se']:.3f} & "
-            f"{r['ll']:.3f} $\\pm$ {r['ll_se']:.3f}"
+            f"{r['ll']:.3f} $\\pm$ {r['ll_se']:.3f} & {dash(r['picp90'], '.3f')} & "
+            f"{dash(r['width90'], '.2f')}"
             for r in rows
         ],
     )
-    write_table(out_dir, f"uci-{tier}", text, rows, tex)
+    write_table(out_dir, f"{stem}-{tier}", text, rows, tex)
     return {"rows": rows, "text": text}
 
 

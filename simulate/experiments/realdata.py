@@ -46,7 +46,15 @@ from simulate.core.posterior import select_width
 from simulate.core.recipe import build_trainer
 from simulate.sweep import tiers
 from simulate.sweep.records import RecordStore, tier_store
-from simulate.truths.data import boston, concrete, mnist1d_split, standardize, uci_splits
+from simulate.truths.data import (
+    UCI_SPLIT_KINDS,
+    boston,
+    concrete,
+    mnist1d_split,
+    standardize,
+    uci_splits,
+    uci_standard_splits,
+)
 from theory import lambda_s_rule
 
 __all__ = [
@@ -58,6 +66,7 @@ __all__ = [
     "run_uci",
     "run_mnist1d",
     "uci_store",
+    "uci_stem",
     "mnist_store",
     "mnist_lambda",
     "MNIST_CONTROL_VARIANTS",
@@ -65,7 +74,7 @@ __all__ = [
     "control_store",
 ]
 
-UCI_SCHEMA = "asvi-rates/uci-record/3"
+UCI_SCHEMA = "asvi-rates/uci-record/4"  # 4: picp90, width90; split_kind in the settings
 UCI_CRITERIA = ("rmse", "ll")  # how the grid search chooses; see _uci_grid_search
 MNIST_SCHEMA = "asvi-rates/mnist1d-record/4"  # 4: "kept_fraction" (was "sparsity")
 UCI_METHODS = {"SVI": "spike_slab", "Dense-BNN": "dense", "HS-BNN": "horseshoe"}
@@ -124,12 +133,33 @@ def _per_model(post, Xs, draws=30):
     return out
 
 
-def uci_store(tier: str, out_dir: str, recompute: bool = False) -> RecordStore:
-    """``uci-TIER.jsonl``, keyed by (dataset, method, criterion, split), of the tier's
-    settings."""
+def uci_stem(splits: str = "random") -> str:
+    """The UCI records' and tables' file stem: ``uci`` for drawn splits, ``uci-standard``
+    for the protocol's standard ones."""
+    if splits not in UCI_SPLIT_KINDS:
+        raise ValueError(f"splits must be one of {UCI_SPLIT_KINDS}, got {splits!r}")
+    return "uci" if splits == "random" else "uci-standard"
+
+
+def uci_store(
+    tier: str, out_dir: str, recompute: bool = False, splits: str = "random"
+) -> RecordStore:
+    """``uci-TIER.jsonl`` (``uci-standard-TIER.jsonl`` for the standard splits), keyed by
+    (dataset, method, criterion, split), of the tier's settings and the split kind."""
     key = lambda r: (r["dataset"], r["method"], r["criterion"], r["split"])  # noqa: E731
-    required = ("dataset", "method", "criterion", "split", "rmse", "ll")
-    return tier_store(out_dir, "uci", tier, UCI_TIERS[tier], UCI_SCHEMA, key, required, recompute)
+    required = ("dataset", "method", "criterion", "split", "rmse", "ll", "picp90", "width90")
+    settings = {**UCI_TIERS[tier], "split_kind": splits}
+    return tier_store(
+        out_dir, uci_stem(splits), tier, settings, UCI_SCHEMA, key, required, recompute
+    )
+
+
+def _splits_of(kind: str, n: int, n_splits: int):
+    """The tier's ``n_splits`` splits: drawn here (``random``, seed 0) or the protocol's
+    standard ones (``simulate.truths.data.uci_standard_splits``: the first ``n_splits``)."""
+    if kind == "standard":
+        return uci_standard_splits(n, n_splits)
+    return uci_splits(n, n_splits, seed=0)
 
 
 def mnist_store(tier: str, out_dir: str, recompute: bool = False) -> RecordStore:
@@ -140,22 +170,26 @@ def mnist_store(tier: str, out_dir: str, recompute: bool = False) -> RecordStore
     return tier_store(out_dir, "mnist1d", tier, settings, MNIST_SCHEMA, key, required, recompute)
 
 
-def run_uci(tier: str, out_dir: str, recompute: bool = False, log=print) -> list[dict]:
+def run_uci(
+    tier: str, out_dir: str, recompute: bool = False, log=print, splits: str = "random"
+) -> list[dict]:
     """Every (dataset, method) of the tier not yet recorded: the grid search of sigma and
     sigma_0 on validation parts, then each split refitted with the values each criterion
-    chose and scored on its test part (test RMSE and log-likelihood in the original
-    units)."""
+    chose and scored on its test part (test RMSE, log-likelihood, and the 90% predictive
+    interval's coverage and mean width, in the original units).  ``splits``: ``random``
+    (drawn here, seed 0) or ``standard`` (the protocol's own, on which the published rows
+    were computed: :func:`simulate.truths.data.uci_standard_splits`)."""
     cfg = UCI_TIERS[tier]
-    store = uci_store(tier, out_dir, recompute)
+    store = uci_store(tier, out_dir, recompute, splits)
     with store.writing() as st:
         done = {k[:2] for k in st.done}  # a (dataset, method) is appended whole
         for name, loader in DATASETS.items():
             X, y = loader()
-            splits = uci_splits(len(y), cfg["splits"], seed=0)
+            parts = _splits_of(splits, len(y), cfg["splits"])
             rng = np.random.default_rng(1)
-            n_val = int(round(0.2 * len(splits[0][0])))
+            n_val = int(round(0.2 * len(parts[0][0])))
             tr_parts, val_parts = [], []
-            for tr_idx, _ in splits:
+            for tr_idx, _ in parts:
                 perm = rng.permutation(tr_idx)
                 tr_parts.append(perm[n_val:])
                 val_parts.append(perm[:n_val])
@@ -164,7 +198,7 @@ def run_uci(tier: str, out_dir: str, recompute: bool = False, log=print) -> list
                     continue
                 t0 = time.perf_counter()
                 best = _uci_grid_search(cfg, family, X, y, tr_parts, val_parts)
-                new = _uci_refit(cfg, family, X, y, splits, best, name, method)
+                new = _uci_refit(cfg, family, X, y, parts, best, name, method)
                 wall = time.perf_counter() - t0
                 for r in new:
                     r["wall_s_method"] = wall
@@ -246,7 +280,7 @@ def _uci_refit(cfg, family, X, y, splits, best, name, method) -> list[dict]:
             cfg.get("eval_every"), score,
         )  # fmt: skip
         for (d, c), ep in sorted(want.items()):
-            rmse, ll = scored[(d, c)]
+            rmse, ll, picp, width = scored[(d, c)]
             new.append(
                 {
                     "schema": UCI_SCHEMA,
@@ -258,6 +292,8 @@ def _uci_refit(cfg, family, X, y, splits, best, name, method) -> list[dict]:
                     "sigma_0": k[1],
                     "rmse": rmse,
                     "ll": ll,
+                    "picp90": picp,
+                    "width90": width,
                     "failed": bool(failed[ds.index(d)]),
                     "epochs": ep,
                 }
@@ -265,16 +301,23 @@ def _uci_refit(cfg, family, X, y, splits, best, name, method) -> list[dict]:
     return sorted(new, key=lambda r: (UCI_CRITERIA.index(r["criterion"]), r["split"]))
 
 
-def _uci_scores(f_std, y_orig, mu, sd, sigma) -> tuple[float, float]:
-    """Test RMSE and log-likelihood in the original units from draws ``f_std [T, m]`` in
-    standardised units: the posterior mean's RMSE and the log of the predictive mixture
-    ``(1/T) sum_t N(y; f_t, (sigma sd)^2)``, averaged over the test points."""
+def _uci_scores(f_std, y_orig, mu, sd, sigma) -> tuple[float, float, float, float]:
+    """Test RMSE, log-likelihood, 90% interval coverage (PICP) and mean 90% interval width,
+    in the original units, from draws ``f_std [T, m]`` in standardised units: the
+    posterior mean's RMSE; the log of the predictive mixture ``(1/T) sum_t N(y; f_t,
+    (sigma sd)^2)``, averaged over the test points; and that same mixture's central 90%
+    interval (its 5% and 95% quantiles, :func:`simulate.core.posterior.mixture_quantiles`):
+    the fraction of test targets inside it and its mean width."""
+    from simulate.core.posterior import mixture_quantiles
+
     f = f_std * sd + mu
     s_o = sigma * sd
     rmse = float(np.sqrt(np.mean((f.mean(0) - y_orig) ** 2)))
     logp = -0.5 * np.log(2 * np.pi * s_o**2) - (y_orig[None, :] - f) ** 2 / (2 * s_o**2)
     ll = float(np.mean(np.logaddexp.reduce(logp, axis=0) - np.log(len(f))))
-    return rmse, ll
+    lo, hi = mixture_quantiles(f, np.full(f.shape[1], s_o), (0.05, 0.95))
+    picp = float(np.mean((y_orig >= lo) & (y_orig <= hi)))
+    return rmse, ll, picp, float(np.mean(hi - lo))
 
 
 def _accuracy(post, X, y, draws=10):

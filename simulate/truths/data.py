@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["concrete", "boston", "mnist1d", "mnist1d_pool", "mnist1d_split", "uci_splits",
-           "standardize"]  # fmt: skip
+           "uci_standard_splits", "UCI_SPLIT_KINDS", "standardize"]  # fmt: skip
 
 
 def _rdataset(package: str, item: str, target: str, n: int, p: int):
@@ -113,6 +113,44 @@ def uci_splits(n: int, n_splits: int = 20, test_frac: float = 0.1, seed: int = 0
     for _ in range(n_splits):
         perm = rng.permutation(n)
         out.append((np.sort(perm[n_test:]), np.sort(perm[:n_test])))
+    return out
+
+
+# How ``uci_splits`` draws (``random``) or regenerates (``standard``) the protocol's splits.
+UCI_SPLIT_KINDS = ("random", "standard")
+
+
+def uci_standard_splits(n: int, n_splits: int = 20):
+    """The protocol's *standard* splits, the ones its published results were computed on,
+    regenerated rather than shipped: the protocol's own split script seeds numpy's legacy
+    generator with 1 and, ``n_splits`` times, draws ``choice(n, n, replace=False)`` (a
+    permutation), whose first ``round(0.9 n)`` indices are the training part and the rest
+    the test part (indices into the rows in the datasets' published order).
+
+    Why regenerate: the index files that carry these splits are distributed under a
+    non-commercial licence (CC BY-NC 4.0), which this toolkit does not take on; the
+    procedure that made them is a fact, not their expression.  Checked once against the
+    files themselves (``tests/simulate/truths/test_standard_splits.py`` holds the SHA-256
+    of their concatenated text, which the regenerated indices reproduce byte for byte),
+    and this module's ``concrete()`` and ``boston()`` rows were checked to be those files'
+    ``data.txt`` rows in the same order (features and targets equal).  numpy's legacy
+    ``RandomState`` stream is frozen by numpy's compatibility policy, so the splits do not
+    move with numpy's version.  Returns ``n_splits`` (train_idx, test_idx) pairs, each
+    sorted (the split's sets; the order within a part plays no role here)."""
+    if not 1 <= n_splits <= 20:
+        raise ValueError(f"the standard protocol has 20 splits; asked for {n_splits}")
+    return [(np.sort(a), np.sort(b)) for a, b in _standard_parts(n)[:n_splits]]
+
+
+def _standard_parts(n: int):
+    """The 20 standard (train, test) index arrays in the order the protocol's script writes
+    them (:func:`uci_standard_splits`)."""
+    rs = np.random.RandomState(1)
+    end = int(round(n * 9.0 / 10))
+    out = []
+    for _ in range(20):
+        perm = rs.choice(n, n, replace=False)
+        out.append((perm[:end], perm[end:]))
     return out
 
 

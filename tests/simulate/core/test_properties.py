@@ -62,3 +62,23 @@ def test_fit_slope_is_invariant_to_scaling_the_values(c, seed):
     a, b = fit_slope(ns, V), fit_slope(ns, c * V)
     assert b.slope == pytest.approx(a.slope, abs=1e-9)
     assert (b.ci_low, b.ci_high) == pytest.approx((a.ci_low, a.ci_high), abs=1e-9)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.floats(-50, 50), min_size=1, max_size=30),
+    st.floats(0.01, 20),
+    st.floats(0.01, 0.99),
+)
+def test_mixture_quantile_is_where_the_mixture_cdf_reaches_its_level(draws, s, q):
+    """``mixture_quantiles``: the mixture's CDF at the returned point is the level (to 1e-9),
+    and the quantiles are ordered in the level."""
+    from scipy.special import ndtr
+
+    from simulate.core.posterior import mixture_quantiles
+
+    f = np.array(draws, dtype=float)[:, None]
+    (x,) = mixture_quantiles(f, s, (q,))
+    assert ndtr((x[0] - f[:, 0]) / s).mean() == pytest.approx(q, abs=1e-9)
+    lo, hi = mixture_quantiles(f, s, (min(q, 0.5), max(q, 0.5)))
+    assert lo[0] <= hi[0]

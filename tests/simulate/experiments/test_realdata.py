@@ -89,17 +89,23 @@ def test_uci_and_mnist_tiny_runs(tmp_path):
     res = uci_table(recs, str(tmp_path), "tiny")
     ours = [r for r in res["rows"] if r["source"] == "this run"]
     published = [r for r in res["rows"] if r["source"] == "published"]
-    # 2 criteria; PBP, VI, MC dropout (paper, 10x epochs, 2018 grid search)
-    assert len(ours) == 12 and len(published) == 10
+    # 2 criteria; PBP, VI, MC dropout (paper, 10x epochs, 2018 grid search), deep ensembles
+    assert len(ours) == 12 and len(published) == 12
     unverified = {r["method"] for r in published if not r["verified"]}
-    assert unverified == {"PBP", "VI"}  # typed from a paper not checked here: marked so
-    assert "PBP (published, unverified)" in res["text"]
+    assert unverified == {"VI"}  # typed from a paper not checked here: marked so
+    assert "VI (published, unverified)" in res["text"]
+    assert "PBP (published)" in res["text"]  # checked against its reprint (paper_values)
     assert "MC dropout (grid 2018) (published)" in res["text"]
+    assert "Deep ensembles (published, +- as printed)" in res["text"]
     boston_grid = next(
         r for r in published if r["dataset"] == "boston" and r["method"] == "MC dropout (grid 2018)"
     )
     assert (boston_grid["rmse"], boston_grid["rmse_se"]) == (2.90, 0.18)  # README, 6eb4497
-    assert r"PBP$^{*\dagger}$" in (tmp_path / "uci-tiny.tex").read_text()
+    tex = (tmp_path / "uci-tiny.tex").read_text()
+    assert r"VI$^{*\dagger}$" in tex and r"Deep ensembles$^{*\ddagger}$" in tex
+    # the 90% interval: a coverage in [0, 1] and a positive width for every record
+    assert all(0 <= r["picp90"] <= 1 and r["width90"] > 0 for r in recs)
+    assert all(np.isnan(r["picp90"]) for r in published)  # the papers report none
     assert {r["criterion"] for r in ours} == {"rmse", "ll"}
     assert len(recs) == 2 * 3 * 2 * 2  # dataset x method x criterion x split
     assert "Hernandez-Lobato" in res["text"] and (tmp_path / "uci-tiny.tex").stat().st_size > 0
@@ -210,3 +216,31 @@ def test_mnist1d_controls_tiny_run(tmp_path):
     out = mnist_controls_figure(recs, str(tmp_path), "tiny")
     assert all((tmp_path / p.split("/")[-1]).exists() for p in out["paths"])
     assert run_mnist1d_controls("tiny", str(tmp_path), log=lambda *_: None) == recs
+
+
+def test_uci_standard_splits_are_a_separate_run_of_the_protocol_s_splits(tmp_path):
+    from simulate.experiments import realdata as rd
+    from simulate.truths.data import uci_standard_splits
+
+    got = rd._splits_of("standard", 506, 2)
+    want = uci_standard_splits(506, 2)
+    assert all(np.array_equal(a, c) and np.array_equal(b, d) for (a, b), (c, d) in zip(got, want))
+    drawn = rd._splits_of("random", 506, 2)
+    assert not np.array_equal(drawn[0][1], got[0][1])
+    assert rd.uci_stem("standard") == "uci-standard" and rd.uci_stem("random") == "uci"
+    with pytest.raises(ValueError, match="splits must be one of"):
+        rd.uci_stem("shuffled")
+    store = rd.uci_store("tiny", str(tmp_path), splits="standard")
+    assert store.path.endswith("uci-standard-tiny.jsonl")
+
+
+def test_uci_scores_interval_is_the_predictive_mixture_s():
+    """One draw: the mixture is N(f, (sigma sd)^2), so the 90% interval is f +- 1.645 sigma sd;
+    targets inside it and outside it count as they should."""
+    from simulate.experiments.realdata import _uci_scores
+
+    f_std = np.zeros((1, 4))
+    y = np.array([10.0, 10.0 + 1.6 * 2.0, 10.0 - 1.7 * 2.0, 10.0 + 0.1])  # mu 10, sd 2 (sigma 1)
+    rmse, ll, picp, width = _uci_scores(f_std, y, 10.0, 2.0, 1.0)
+    assert picp == 0.75  # the third target lies below the 5% quantile
+    assert width == pytest.approx(2 * 1.6448536 * 2.0, rel=1e-6)
