@@ -224,7 +224,10 @@ def test_uci_standard_splits_are_a_separate_run_of_the_protocol_s_splits(tmp_pat
 
     got = rd._splits_of("standard", 506, 2)
     want = uci_standard_splits(506, 2)
-    assert all(np.array_equal(a, c) and np.array_equal(b, d) for (a, b), (c, d) in zip(got, want))
+    assert all(
+        np.array_equal(a, c) and np.array_equal(b, d)
+        for (a, b), (c, d) in zip(got, want, strict=True)
+    )
     drawn = rd._splits_of("random", 506, 2)
     assert not np.array_equal(drawn[0][1], got[0][1])
     assert rd.uci_stem("standard") == "uci-standard" and rd.uci_stem("random") == "uci"
