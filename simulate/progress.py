@@ -9,16 +9,21 @@ import time
 class Progress:
     """Callable ``progress(done, total)``; prints ``label [####   ] 45% 450/1000 ETA 12s``."""
 
-    def __init__(self, label: str = "", stream=None, min_interval: float = 0.5):
+    def __init__(self, label: str = "", stream=None, min_interval: float = 0.5, delay: float = 0):
+        """``delay``: seconds before the first line (a run that ends sooner prints nothing)."""
         self.label, self.stream = label, stream or sys.stderr
-        self.min_interval = min_interval
+        self.min_interval, self.delay = min_interval, delay
         self.t0 = time.monotonic()
         self.last = -1e9
+        self.shown = False
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
+        if not self.shown and now - self.t0 < self.delay:
+            return
         if done < total and now - self.last < self.min_interval:
             return
+        self.shown = True
         self.last = now
         frac = done / total if total else 1.0
         elapsed = now - self.t0

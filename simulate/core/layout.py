@@ -138,15 +138,16 @@ class Layout:
         return torch.bmm(self.block(theta, self.depth), h)
 
 
-def neg_log_lik(out: torch.Tensor, y: torch.Tensor, hyper: Hyper) -> torch.Tensor:
+def neg_log_lik(out: torch.Tensor, y: torch.Tensor, hyper: Hyper, sd=None) -> torch.Tensor:
     """-log p(y | f) elementwise ``[B, m]`` for outputs ``out [B, out_dim, m]``
-    (``simulate.core.likelihoods``)."""
-    return likelihood_of(hyper).nll(out, y, hyper)
+    (``simulate.core.likelihoods``; ``sd [B]``: each network's learned noise sd, else
+    ``hyper.sigma``)."""
+    return likelihood_of(hyper).nll(out, y, hyper, sd)
 
 
-def nll_grad(out: torch.Tensor, y: torch.Tensor, hyper: Hyper) -> torch.Tensor:
+def nll_grad(out: torch.Tensor, y: torch.Tensor, hyper: Hyper, sd=None) -> torch.Tensor:
     """d(-log p(y | f)) / d out, ``[B, out_dim, m]`` (hand-derived; tested against autograd)."""
-    return likelihood_of(hyper).nll_grad(out, y, hyper)
+    return likelihood_of(hyper).nll_grad(out, y, hyper, sd)
 
 
 def mlp_nll_and_grad(
@@ -157,6 +158,7 @@ def mlp_nll_and_grad(
     hyper: Hyper,
     scale,
     functional: bool = False,
+    sd=None,
 ):
     """Per-network summed negative log-likelihood ``[B]`` and its gradient with respect to
     ``theta [B, P]``, by a hand-written backward pass through the batched ReLU network.
@@ -167,7 +169,8 @@ def mlp_nll_and_grad(
     augmented buffer, the gradient of weights and bias together is one ``bmm``, the ReLU
     backward is one fused ``threshold_backward``, and a width-1 output layer
     back-propagates by broadcasting instead of an outer-product ``bmm``.  ``scale`` ([B] or
-    scalar) multiplies the gradient (the ``n/(mK)`` of eq. (loss1)).  The returned tensors
+    scalar) multiplies the gradient (the ``n/(mK)`` of eq. (loss1)); ``sd [B]``: each
+    network's learned noise sd (Gaussian likelihood), else ``hyper.sigma``.  The returned tensors
     do not alias the cached buffers.  ``functional=True`` allocates instead of reusing
     buffers and writes nothing in place, the form ``torch.compile`` traces.
     """
@@ -184,8 +187,8 @@ def mlp_nll_and_grad(
         pre.append(z)
         ins.append(buf)
     out = torch.bmm(layout.block(theta, layout.depth), ins[-1])
-    nll = neg_log_lik(out, y, hyper).sum(-1)
-    g = nll_grad(out, y, hyper) * (scale.reshape(-1, 1, 1) if torch.is_tensor(scale) else scale)
+    nll = neg_log_lik(out, y, hyper, sd).sum(-1)
+    g = nll_grad(out, y, hyper, sd) * (scale.reshape(-1, 1, 1) if torch.is_tensor(scale) else scale)
     parts = []
     for l in range(layout.depth, -1, -1):
         _, i, o = layout.blocks[l]

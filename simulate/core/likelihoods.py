@@ -20,18 +20,25 @@ __all__ = ["LIKELIHOODS", "Categorical", "Gaussian", "likelihood_of"]
 
 
 class Gaussian:
-    """``y = f(x) + N(0, sigma^2)``."""
+    """``y = f(x) + N(0, sigma^2)``: ``sigma`` is ``hyper.sigma`` (the known noise of the
+    theory), or per network ``sd [B]`` where the noise is learned (``Trainer(...,
+    learn_noise=True)``)."""
 
     @staticmethod
-    def nll(out: torch.Tensor, y: torch.Tensor, hyper) -> torch.Tensor:
+    def nll(out: torch.Tensor, y: torch.Tensor, hyper, sd=None) -> torch.Tensor:
         """``-log N(y; f, sigma^2)`` elementwise ``[B, m]``."""
-        s2 = hyper.sigma**2
-        return 0.5 * math.log(2 * math.pi * s2) + (y - out[:, 0, :]) ** 2 / (2 * s2)
+        if sd is None:
+            s2 = hyper.sigma**2
+            return 0.5 * math.log(2 * math.pi * s2) + (y - out[:, 0, :]) ** 2 / (2 * s2)
+        s2 = (sd * sd)[:, None]
+        return 0.5 * torch.log(2 * math.pi * s2) + (y - out[:, 0, :]) ** 2 / (2 * s2)
 
     @staticmethod
-    def nll_grad(out: torch.Tensor, y: torch.Tensor, hyper) -> torch.Tensor:
+    def nll_grad(out: torch.Tensor, y: torch.Tensor, hyper, sd=None) -> torch.Tensor:
         """d nll / d out, ``[B, 1, m]``."""
-        return (out - y.unsqueeze(1)) / hyper.sigma**2
+        if sd is None:
+            return (out - y.unsqueeze(1)) / hyper.sigma**2
+        return (out - y.unsqueeze(1)) / (sd * sd)[:, None, None]
 
     @staticmethod
     def target_dtype(dtype):
@@ -47,13 +54,13 @@ class Categorical:
     """Softmax over the output units."""
 
     @staticmethod
-    def nll(out: torch.Tensor, y: torch.Tensor, hyper) -> torch.Tensor:
-        """``-log softmax(out)[y]`` elementwise ``[B, m]``."""
+    def nll(out: torch.Tensor, y: torch.Tensor, hyper, sd=None) -> torch.Tensor:
+        """``-log softmax(out)[y]`` elementwise ``[B, m]`` (``sd``: no noise here; None)."""
         logp = torch.log_softmax(out, dim=1)
         return -logp.gather(1, y.unsqueeze(1)).squeeze(1)
 
     @staticmethod
-    def nll_grad(out: torch.Tensor, y: torch.Tensor, hyper) -> torch.Tensor:
+    def nll_grad(out: torch.Tensor, y: torch.Tensor, hyper, sd=None) -> torch.Tensor:
         """d nll / d out = softmax(out) - onehot(y), ``[B, classes, m]``."""
         g = torch.softmax(out, dim=1)
         g.scatter_add_(1, y.unsqueeze(1), torch.full_like(g[:, :1], -1.0))

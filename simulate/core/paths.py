@@ -32,7 +32,7 @@ from simulate.core.objective import ELBOTerms, family_of, kl_terms
 from simulate.core.optim import OptState, optimizer_of
 from simulate.core.sampler import Inputs
 from simulate.core.state import State, record_failures
-from simulate.core.step import Consts, StepSpec, horseshoe_step, spike_slab_step
+from simulate.core.step import Consts, StepSpec, horseshoe_step, repeat_draws, spike_slab_step
 
 __all__ = ["AutogradKernel", "Info", "Step", "build_step", "chunk_bounds", "hand_written_kernel"]
 
@@ -111,9 +111,10 @@ class AutogradKernel:
         with torch.no_grad():
             nll, dtheta = self._mlp(
                 thetas.detach(),
-                xb.repeat(K, 1, 1) if K > 1 else xb,
-                yb.repeat(K, 1) if K > 1 else yb,
+                repeat_draws(xb, K),
+                repeat_draws(yb, K),
                 scale=n / (mb * K),
+                sd=repeat_draws(consts.noise_sd, K),
             )
         L1 = nll.reshape(K, E).mean(0) * (n / mb)
         terms = ELBOTerms(L1, L2.detach(), L3.detach())
@@ -160,20 +161,18 @@ class Step:
     def subset(self, idx: torch.Tensor) -> Step:
         """The step of models ``idx`` alone (int64 ``[k]``): the same kernel (compiled, it
         compiles once more for the new number of models) on their constants."""
-        c = self.consts
-        consts = Consts(c.mask.index_select(0, idx), c.H.index_select(0, idx), c.node_index)
+        consts = self.consts.part(idx)
         chunk = min(self.chunk, idx.numel()) if self.compiled and self.hand_written else idx.numel()
         return Step(self.spec, consts, self.kernel, self.hand_written, self.compiled, chunk)
 
     def _chunked(self, state: State, inputs: Inputs, factors):
         """The kernel on consecutive chunks of models, joined."""
         bounds = chunk_bounds(state.params.shape[1], self.chunk)
-        c = self.consts
         parts = []
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             s = slice(a, b)
             opt = OptState(*(x[:, s] for x in state.opt))
-            consts = Consts(c.mask[s], c.H[s], c.node_index)
+            consts = self.consts.part(s)
             parts.append(self.kernel(consts, state.params[:, s], opt, inputs.part(s), factors))
         params = torch.cat([p[0] for p in parts], 1)
         opt = OptState(*(torch.cat([p[1][i] for p in parts], 1) for i in range(2)))

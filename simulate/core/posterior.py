@@ -29,9 +29,20 @@ class Posterior:
     params: torch.Tensor  # [3, E, P]
     seeds: torch.Tensor  # [E]
     eval_dtype: torch.dtype = torch.float64
+    # [E]: each model's learned Gaussian noise sd (``Trainer(learn_noise=True)``); None:
+    # the known ``hyper.sigma``
+    noise_sd: torch.Tensor | None = None
 
     def __post_init__(self):
         self.params = self.params.detach().to(self.eval_dtype)
+        if self.noise_sd is not None:
+            self.noise_sd = (
+                torch.as_tensor(self.noise_sd)
+                .detach()
+                .to(device=self.params.device, dtype=self.eval_dtype)
+            )
+            if self.noise_sd.shape != (self.E,):
+                raise ValueError(f"noise_sd must be [{self.E}], got {tuple(self.noise_sd.shape)}")
         self.mask = self.layout.mask(self.params.device, self.eval_dtype)
         self.H = self.mask[:, : self.layout.P_net].sum(-1)
         self.node_index = (
@@ -82,10 +93,17 @@ class Posterior:
         (regression) or the mean class probabilities ``[E, classes, m]`` (classification)."""
         return likelihood_of(self.hyper).mean_prediction(self.outputs(X, draws))
 
+    def noise_var(self) -> torch.Tensor | float:
+        """Each model's Gaussian noise variance ``[E, 1]`` (learned), or ``hyper.sigma^2``."""
+        if self.noise_sd is None:
+            return self.hyper.sigma**2
+        return (self.noise_sd**2)[:, None]
+
     def predict_std(self, X, draws: int = 30) -> torch.Tensor:
-        """Predictive sd of y, ``sqrt(Var_q f(x) + sigma^2)`` over ``draws`` draws, ``[E, m]``."""
+        """Predictive sd of y, ``sqrt(Var_q f(x) + sigma^2)`` over ``draws`` draws, ``[E, m]``
+        (each model's own sigma where the noise was learned)."""
         f = self.outputs(X, draws)[:, :, 0, :]
-        return torch.sqrt(f.var(0, unbiased=False) + self.hyper.sigma**2)
+        return torch.sqrt(f.var(0, unbiased=False) + self.noise_var())
 
     # ------------------------------------------------------------------ summaries
     def edges(self) -> dict:
@@ -113,7 +131,10 @@ class Posterior:
         of the ``draws`` networks over X (the two are the same draws' outputs: computing them
         apart ran every forward pass twice, a third of a full-tier job's evaluation).  ``f0``:
         the truth (a callable), or its values at X, ``[m]`` or one row per model ``[E, m]``
-        (each replicate its own truth)."""
+        (each replicate its own truth).  The distance is the theory's, at its known
+        ``hyper.sigma``: a posterior with learned noise is refused."""
+        if self.noise_sd is not None:
+            raise ValueError("d^2 is defined at the theory's known sigma; this noise was learned")
         x = self._x(X)
         if callable(f0):
             truth = np.asarray(f0(np.asarray(X)), dtype=float).reshape(1, -1)
@@ -155,7 +176,10 @@ class Posterior:
         """ELBO of each model on its full training set (``X [D, n, p]``, ``y [D, n]``),
         ``-(L1 + L2 + L3)`` with L1 the full-data negative log-likelihood averaged over
         ``draws`` posterior draws (at least 10, the selection rule of issue #3), L2, L3 as
-        in training.  Returns per-model numpy arrays ``elbo, L1, L2, L3``."""
+        in training, at each model's learned noise sd where it has one.  Returns per-model
+        numpy arrays ``elbo, L1, L2, L3`` and, for regression, ``rss``: the same draws'
+        mean residual sum of squares, ``E_q[sum_i (y_i - f(x_i))^2]`` (whose ``/ n`` is the
+        ELBO-maximising noise variance given q)."""
         if draws < 1:
             raise ValueError(f"draws must be >= 1, got {draws}")
         X = torch.as_tensor(X, dtype=self.eval_dtype, device=self.params.device)
@@ -170,21 +194,27 @@ class Posterior:
         ).to(self.params.device)
         n = X.shape[1]
         L1 = torch.zeros(self.E, dtype=self.eval_dtype, device=self.params.device)
+        gaussian = self.hyper.likelihood == "gaussian"
+        rss = torch.zeros_like(L1)
         with torch.no_grad():
             for t in range(draws):
                 theta = self.draw(t)
                 for a in range(0, n, chunk):
-                    xb = X[d, a : a + chunk]
-                    L1 += neg_log_lik(
-                        self.layout.forward(theta, xb), y[d, a : a + chunk], self.hyper
-                    ).sum(-1)
+                    xb, yb = X[d, a : a + chunk], y[d, a : a + chunk]
+                    out = self.layout.forward(theta, xb)
+                    L1 += neg_log_lik(out, yb, self.hyper, self.noise_sd).sum(-1)
+                    if gaussian:
+                        rss += ((yb - out[:, 0, :]) ** 2).sum(-1)
             L1 /= draws
+            rss /= draws
             L2, L3 = kl_terms(
                 self.params, self.hyper, self.layout, self.mask, self.H, self.node_index
             )
         terms = {"L1": L1, "L2": L2, "L3": L3}
         out = {k: v.cpu().numpy() for k, v in terms.items()}
         out["elbo"] = -(out["L1"] + out["L2"] + out["L3"])
+        if gaussian:
+            out["rss"] = rss.cpu().numpy()
         return out
 
 

@@ -45,6 +45,9 @@ def build_trainer(
     dtype=torch.float32,
     init_from=None,
     autograd: bool = False,
+    learn_noise: bool = False,
+    noise_every: int = 100,
+    noise_floor: float = 1e-3,
 ) -> Trainer:
     """The first half of the recipe, ``Layout -> Batch -> Trainer``: one model per entry of
     ``widths`` (``depth`` hidden layers, padded together) on datasets ``X [D, n, p]``,
@@ -52,7 +55,9 @@ def build_trainer(
     The family's node scales (the horseshoe's) follow ``hyper.family``.  For drivers that step
     the trainer themselves (the benchmark, runs evaluated every few epochs).  ``init_from``:
     a start built by hand (``Trainer``; ``simulate.references.constructive``), else the random one;
-    ``autograd``: the autograd step path for any family (the hand-written kernels' check)."""
+    ``autograd``: the autograd step path for any family (the hand-written kernels' check);
+    ``learn_noise``, ``noise_every``, ``noise_floor``: the noise sd learned with each model
+    (``Trainer``)."""
     layout = Layout(
         X.shape[2], depth, list(widths), out_dim, node_scales=family_of(hyper).node_scales
     )
@@ -68,6 +73,9 @@ def build_trainer(
         chunk=chunk,
         init_from=init_from,
         autograd=autograd,
+        learn_noise=learn_noise,
+        noise_every=noise_every,
+        noise_floor=noise_floor,
     )
 
 
@@ -87,10 +95,10 @@ def train_models(
     **build,
 ) -> Trained:
     """Train the models of :func:`build_trainer` (``build``: its keywords -- ``depth``,
-    ``out_dim``, ``compile``, ``chunk``, ``device``, ``dtype``) for ``steps`` steps, or until
-    ``rule`` (a :class:`simulate.core.stopping.StopRule`) stops each; the trainer, the
-    posteriors and the stopping summary.  ``risk``: for a rule that watches the held-out
-    risk, a function ``(trainer, params) -> [E]`` (``Trainer.fit_until``)."""
+    ``out_dim``, ``compile``, ``chunk``, ``device``, ``dtype``, ``learn_noise``, ...) for
+    ``steps`` steps, or until ``rule`` (a :class:`simulate.core.stopping.StopRule`) stops
+    each; the trainer, the posteriors and the stopping summary.  ``risk``: for a rule that
+    watches the held-out risk, a function ``(trainer, params) -> [E]`` (``Trainer.fit_until``)."""
     if (steps is None) == (rule is None):
         raise ValueError("give either steps or a stopping rule")
     tr = build_trainer(hyper, widths, seeds, X, y, data_index, **build)

@@ -52,11 +52,22 @@ class StepSpec:
 
 class Consts(NamedTuple):
     """The models' fixed tensors: ``mask [E, P]`` (1 on real slots), ``H [E]`` (real edges
-    of the network) and the horseshoe's ``node_index`` (None for the other families)."""
+    of the network), the horseshoe's ``node_index`` (None for the other families) and
+    ``noise_sd [E]``, each model's Gaussian noise sd where it is learned (None: the known
+    ``hyper.sigma``).  ``noise_sd`` is fixed within a step; the trainer rewrites its values
+    in place between steps (``Trainer.update_noise``), which a compiled step reads as it
+    reads any input."""
 
     mask: torch.Tensor
     H: torch.Tensor
     node_index: tuple | None = None
+    noise_sd: torch.Tensor | None = None
+
+    def part(self, s) -> Consts:
+        """The constants of models ``s`` (a slice or an int64 index tensor)."""
+        take = (lambda t: t.index_select(0, s)) if torch.is_tensor(s) else (lambda t: t[s])
+        sd = None if self.noise_sd is None else take(self.noise_sd)
+        return Consts(take(self.mask), take(self.H), self.node_index, sd)
 
 
 def _update(spec: StepSpec, params, opt, grad, stopped, factors):
@@ -67,17 +78,26 @@ def _update(spec: StepSpec, params, opt, grad, stopped, factors):
     return spec.optimizer.update(grad, opt, params, factors, alive)
 
 
-def _nll(spec: StepSpec, theta, inputs: Inputs, K: int):
+def repeat_draws(t, K: int):
+    """A per-model tensor ``[E, ...]`` for the K draws' networks ``[K*E, ...]`` (network
+    ``k E + e`` is model e's draw k); None stays None."""
+    if t is None or K == 1:
+        return t
+    return t.repeat(K, *([1] * (t.dim() - 1)))
+
+
+def _nll(spec: StepSpec, consts: Consts, theta, inputs: Inputs, K: int):
     """The K draws' minibatch negative log-likelihood and its gradient in ``theta``."""
     xb, yb = inputs.xb, inputs.yb
     return mlp_nll_and_grad(
         spec.layout,
         theta,
-        xb.repeat(K, 1, 1) if K > 1 else xb,
-        yb.repeat(K, 1) if K > 1 else yb,
+        repeat_draws(xb, K),
+        repeat_draws(yb, K),
         spec.hyper,
         scale=spec.n / (xb.shape[1] * K),
         functional=not spec.donate,
+        sd=repeat_draws(consts.noise_sd, K),
     )
 
 
@@ -119,7 +139,7 @@ def spike_slab_step(
         theta = (hard * w * mask).reshape(K * E, -1)
     else:  # every edge kept: no indicator to multiply by
         theta = (w * mask).reshape(K * E, -1)
-    nll, dtheta = _nll(spec, theta, inputs, K)
+    nll, dtheta = _nll(spec, consts, theta, inputs, K)
     L1 = nll.reshape(K, E).mean(0) * (spec.n / inputs.xb.shape[1])
     L2 = (nu * kl * mask).sum(-1)
     if indicators:
@@ -183,7 +203,7 @@ def horseshoe_step(
     full = torch.cat(slot_factors, -1)  # [K, E, P_net]
     mask_net = mask[:, :Pn]
     theta = (beta * full * mask_net).reshape(K * E, -1)
-    nll, dtheta = _nll(spec, theta, inputs, K)
+    nll, dtheta = _nll(spec, consts, theta, inputs, K)
     L1 = nll.reshape(K, E).mean(0) * (spec.n / inputs.xb.shape[1])
     g = dtheta.reshape(K, E, -1) * mask_net  # d L1 / d theta, real slots only
     g_beta = g * full

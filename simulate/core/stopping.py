@@ -141,6 +141,10 @@ class Convergence:
         if held is not None:
             self.done |= torch.as_tensor(held).cpu()
 
+    def at_window_end(self) -> bool:
+        """Whether the next :meth:`update` ends a window."""
+        return self._count + 1 >= self.rule.window
+
     def update(self, info, risk=None) -> torch.Tensor | None:
         self._acc += info.terms.total.detach().to(torch.float64)
         self._acc_kl += info.terms.kl.detach().to(torch.float64)

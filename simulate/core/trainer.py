@@ -39,6 +39,20 @@ class Trainer:
     (``simulate.references.constructive.encode``); the optimiser's moments start at zero either way,
     and the random streams are the seeds' as usual.
 
+    ``learn_noise`` (Gaussian likelihood only): each model's noise sd is learned with it, a
+    point estimate maximising the ELBO, by variational EM: the step treats the current sd
+    as known (``Consts.noise_sd``, starting at ``hyper.sigma``), and
+    :meth:`update_noise` sets each model's sd to the ELBO's exact maximiser given its
+    current variational posterior, ``sigma^2 = E_q[sum_i (y_i - f(x_i))^2] / n`` (the
+    ELBO's sigma-dependent part is ``-(n/2) log sigma^2 - E_q[RSS] / (2 sigma^2)``), with
+    ``E_q[RSS]`` estimated free of charge from the steps' own minibatch likelihood terms
+    since the last update (unbiased: each step's L1 is an unbiased estimate of the
+    expected negative log-likelihood).  Alternating gradient steps on q with this exact
+    step on sigma is an ascent of the joint ELBO; at a fixed point, sigma maximises the ELBO
+    given q.  :meth:`fit` updates every ``noise_every`` steps, :meth:`fit_until` at every
+    window end; the sd never falls below ``noise_floor`` (an interpolating fit would drive
+    it to zero).  Held models' sds stay where they are.
+
     ``state`` is replaced by every step.  The eager step reuses the buffers of the state
     it is given (the returned state holds the same tensors, updated), so keep a
     ``.clone()`` of anything you want to compare against later.
@@ -56,8 +70,17 @@ class Trainer:
         chunk: int | None = None,
         init_from: torch.Tensor | None = None,
         autograd: bool = False,
+        learn_noise: bool = False,
+        noise_every: int = 100,
+        noise_floor: float = 1e-3,
     ):
         hyper.validate()
+        if learn_noise and hyper.likelihood != "gaussian":
+            raise ValueError("learn_noise is for the Gaussian likelihood (regression)")
+        if learn_noise and (int(noise_every) < 1 or not noise_floor > 0):
+            raise ValueError(
+                f"noise_every must be >= 1 and noise_floor > 0, got {noise_every}, {noise_floor}"
+            )
         if chunk is not None and int(chunk) < 1:
             raise ValueError(f"chunk must be a positive number of models, got {chunk}")
         if layout.node_scales != family_of(hyper).node_scales:
@@ -85,7 +108,13 @@ class Trainer:
             self.state = self.state._replace(params=start.to(device=device, dtype=dtype).clone())
         self.frozen = torch.zeros(layout.E, dtype=torch.bool, device=device)
         self.history: list = []
-        consts = Consts(self.mask, self.H, self.node_index)
+        self.noise_sd = None
+        if learn_noise:
+            self.noise_sd = torch.full((layout.E,), float(hyper.sigma), device=device, dtype=dtype)
+            self.noise_every, self.noise_floor = int(noise_every), float(noise_floor)
+            self._rss_sum = torch.zeros(layout.E, dtype=torch.float64, device=device)
+            self._rss_steps = 0
+        consts = Consts(self.mask, self.H, self.node_index, self.noise_sd)
         self.step_fn = build_step(
             layout, hyper, self.n, consts, bool(compile), chunk, autograd=autograd
         )
@@ -113,8 +142,38 @@ class Trainer:
         )
 
         return Posterior(
-            self.layout, self.hyper, self.state.params if params is None else params, self.seeds
+            self.layout,
+            self.hyper,
+            self.state.params if params is None else params,
+            self.seeds,
+            noise_sd=None if self.noise_sd is None else self.noise_sd.clone(),
         )
+
+    # ----------------------------------------------------------------- noise
+    def update_noise(self) -> None:
+        """The EM step on the learned noise (class docstring): each model not held gets
+        ``sigma^2 = mean over the steps since the last update of the step's RSS estimate,
+        divided by n``, floored at ``noise_floor^2``; nothing happens before a step."""
+        if self.noise_sd is None:
+            raise ValueError("this trainer's noise is known (learn_noise=False)")
+        if self._rss_steps == 0:
+            return
+        var = (self._rss_sum / self._rss_steps / self.n).clamp_min(self.noise_floor**2)
+        held = self.state.health.failed | self.frozen
+        ok = ~held & torch.isfinite(var)
+        new = torch.where(ok, var.sqrt().to(self.noise_sd.dtype), self.noise_sd)
+        self.noise_sd.copy_(new)  # in place: the step's constants hold this tensor
+        self._rss_sum.zero_()
+        self._rss_steps = 0
+
+    def _collect_rss(self, L1: torch.Tensor) -> None:
+        """Each model's estimate of ``E_q[RSS]`` from its step's ``L1 = (n/2) log(2 pi s^2)
+        + RSS / (2 s^2)`` (the minibatch sum scaled to n), added up until
+        :meth:`update_noise`."""
+        s2 = (self.noise_sd * self.noise_sd).to(torch.float64)
+        L1 = L1.detach().to(torch.float64)
+        self._rss_sum += 2 * s2 * (L1 - 0.5 * self.n * torch.log(2 * torch.pi * s2))
+        self._rss_steps += 1
 
     # ----------------------------------------------------------------- sampling
     def draw(self, params, offset, hard_only=False):
@@ -156,15 +215,22 @@ class Trainer:
         held = self.state.health.failed | self.frozen
         inputs = self.sampler.draw(self.state.count, held)
         self.state, info = self.step_fn(self.state, inputs)
+        if self.noise_sd is not None:
+            self._collect_rss(info.terms.L1)
         return info
 
     def fit(self, steps: int, progress=None, record_every: int = 0):
         """Run ``steps`` steps; ``progress`` a callable(i, steps) or None; every
-        ``record_every`` steps the per-model terms go to :attr:`history`."""
+        ``record_every`` steps the per-model terms go to :attr:`history` (with each model's
+        ``noise_sd`` where it is learned, updated every ``noise_every`` steps)."""
         for i in range(steps):
             terms = self.step()
+            if self.noise_sd is not None and (i + 1) % self.noise_every == 0:
+                self.update_noise()
             if record_every and (i % record_every == 0 or i == steps - 1):
                 per_term = {k: v.tolist() for k, v in terms.as_dict().items()}
+                if self.noise_sd is not None:
+                    per_term["noise_sd"] = self.noise_sd.tolist()
                 self.history.append({"step": self.state.count, **per_term})
             if progress is not None:
                 progress(i + 1, steps)
@@ -188,10 +254,16 @@ class Trainer:
         (BENCHMARKS.md, "Scheduling").  Every model's trajectory, and so
         everything this returns and the final :attr:`state`'s parameters, are bit for bit
         the same either way (tested); only the wall time differs (and the moments of
-        models already stopped, which no longer decay)."""
+        models already stopped, which no longer decay).
+
+        With learned noise, each window end first updates every running model's noise sd
+        (:meth:`update_noise`), so the rule judges the joint convergence of q and sigma;
+        such a run never compacts (a compacted program would hold a copy of the sds)."""
         from simulate.core.stopping import Convergence
 
         compact = Compaction(False) if compact is None else compact
+        if self.noise_sd is not None:
+            compact = Compaction(False)
         E = self.layout.E
         held = self.state.health.failed | self.frozen
         conv = Convergence(rule, E, self.state.params.device, held)
@@ -199,7 +271,10 @@ class Trainer:
         window_risk = None if risk is None else (lambda: risk(run.synced(self).params))
         t_window = time.perf_counter()
         for i in range(rule.max_steps):
-            newly = conv.update(run.advance(self), window_risk)
+            info = run.advance(self)
+            if self.noise_sd is not None and conv.at_window_end():
+                self.update_noise()
+            newly = conv.update(info, window_risk)
             if newly is not None:
                 if bool(newly.any()):
                     self.frozen = self.frozen | newly.to(self.frozen.device)
