@@ -211,15 +211,16 @@ class _Base(BaseEstimator):
 
     def _budget(self, n: int, batch: int):
         """``(steps, rule)``: a fixed number of steps (``epochs`` given) or the stopping
-        rule capped at ``max_epochs`` (``epochs=None``), its window at most a twentieth of
-        the cap (500 steps, the sweeps', when the cap allows)."""
+        rule capped at ``max_epochs`` (``epochs=None``), its window a twentieth of the cap
+        between 50 steps (a shorter window's mean is too noisy for the rule's tolerance: with
+        windows of 1 step a model "converged" after 5) and 500 (the sweeps')."""
         per_epoch = n / batch
         if self.epochs is not None:
             check("epochs", self.epochs, POSITIVE)
             return max(1, math.ceil(float(self.epochs) * per_epoch)), None
         check("max_epochs", self.max_epochs, POSITIVE)
         cap = max(1, math.ceil(float(self.max_epochs) * per_epoch))
-        return None, StopRule(max_steps=cap, window=max(1, min(500, cap // 20)))
+        return None, StopRule(max_steps=cap, window=min(500, max(50, cap // 20)))
 
     def _validation(self, n: int, seed: int):
         """``(fit_idx, val_idx)``: with ``validation_fraction`` that fraction of the points
