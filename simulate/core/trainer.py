@@ -51,7 +51,8 @@ class Trainer:
     step on sigma is an ascent of the joint ELBO; at a fixed point, sigma maximises the ELBO
     given q.  :meth:`fit` updates every ``noise_every`` steps, :meth:`fit_until` at every
     window end; the sd never falls below ``noise_floor`` (an interpolating fit would drive
-    it to zero).  Held models' sds stay where they are.
+    it to zero).  Held models' sds stay where they are, and so do all of them while
+    ``noise_updates`` is False (a warm-up at the start value).
 
     ``state`` is replaced by every step.  The eager step reuses the buffers of the state
     it is given (the returned state holds the same tensors, updated), so keep a
@@ -112,6 +113,7 @@ class Trainer:
         if learn_noise:
             self.noise_sd = torch.full((layout.E,), float(hyper.sigma), device=device, dtype=dtype)
             self.noise_every, self.noise_floor = int(noise_every), float(noise_floor)
+            self.noise_updates = True  # False: the sds stay where they are (a warm-up)
             self._rss_sum = torch.zeros(layout.E, dtype=torch.float64, device=device)
             self._rss_steps = 0
         consts = Consts(self.mask, self.H, self.node_index, self.noise_sd)
@@ -165,6 +167,9 @@ class Trainer:
         self.noise_sd.copy_(new)  # in place: the step's constants hold this tensor
         self._rss_sum.zero_()
         self._rss_steps = 0
+
+    def _learning_noise(self) -> bool:
+        return self.noise_sd is not None and self.noise_updates
 
     def _collect_rss(self, L1: torch.Tensor) -> None:
         """Each model's estimate of ``E_q[RSS]`` from its step's ``L1 = (n/2) log(2 pi s^2)
@@ -225,7 +230,7 @@ class Trainer:
         ``noise_sd`` where it is learned, updated every ``noise_every`` steps)."""
         for i in range(steps):
             terms = self.step()
-            if self.noise_sd is not None and (i + 1) % self.noise_every == 0:
+            if self._learning_noise() and (i + 1) % self.noise_every == 0:
                 self.update_noise()
             if record_every and (i % record_every == 0 or i == steps - 1):
                 per_term = {k: v.tolist() for k, v in terms.as_dict().items()}
@@ -272,7 +277,7 @@ class Trainer:
         t_window = time.perf_counter()
         for i in range(rule.max_steps):
             info = run.advance(self)
-            if self.noise_sd is not None and conv.at_window_end():
+            if self._learning_noise() and conv.at_window_end():
                 self.update_noise()
             newly = conv.update(info, window_risk)
             if newly is not None:
