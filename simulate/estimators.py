@@ -143,6 +143,10 @@ NOISE_FLOOR = 1e-3  # learned noise sd's floor, in standardised units (Trainer.n
 # 0.1; tests/simulate/test_practitioner.py); the EM raises a small start to the residual
 # level within a few windows.
 NOISE_START = 0.1
+# The learned noise's warm-up (``_train``) ends when the objective's windowed improvement
+# falls below this many times the rule's tolerance, once (it is there to fit the signal
+# first, not to converge at the start value)
+WARMUP_TOL_FACTOR = 4.0
 
 
 def _train(tr, steps, rule, risk, progress, learn_noise: bool):
@@ -171,7 +175,8 @@ def _train(tr, steps, rule, risk, progress, learn_noise: bool):
         tr.noise_updates = True
         tr.fit(steps - warm, progress=progress, record_every=record)
         return None
-    first = tr.fit_until(rule, progress=progress, risk=_bound(risk, tr))
+    warm_rule = replace(rule, tol=WARMUP_TOL_FACTOR * rule.tol, patience=1)
+    first = tr.fit_until(warm_rule, progress=progress, risk=_bound(risk, tr))
     left = rule.max_steps - max(first["steps"])
     if left <= 0:  # the cap ended the warm-up: EM never ran
         return first
