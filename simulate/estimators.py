@@ -313,6 +313,7 @@ class _Base(BaseEstimator):
         init = self._start(X, y_enc, widths, depth, hyper, seed, dtype)
         risk = None
         if Xv is not None:
+            # the held-out criterion's tolerance: the rate tiers' (simulate.sweep.tiers)
             rule = StopRule(max_steps=rule.max_steps, window=rule.window, risk_tol=0.1)
             risk = self._validation_risk(Xv, yv)
         noise_every = 100 if rule is None else rule.window
@@ -354,10 +355,10 @@ class _Base(BaseEstimator):
         self.n_edges_all_ = edges["sum_nu"]
         self.n_edges_ = float(edges["sum_nu"][sel["index"]])
         self.n_edges_gt_half_ = int(edges["n_nu_gt_half"][sel["index"]])
-        self._set_noise(learn_noise, sigma)
+        self._set_noise(sigma)
         return self
 
-    def _set_noise(self, learned: bool, sigma: float) -> None:
+    def _set_noise(self, sigma: float) -> None:
         """The regressors' ``sigma_`` (selected candidate) and ``sigma_all_``, in y's units."""
 
     def _record_budget(self, conv, steps, widths) -> None:
@@ -428,7 +429,7 @@ class _Regressor(RegressorMixin, _Base):
             self.y_mean_, self.y_scale_ = 0.0, 1.0
         return (y - self.y_mean_) / self.y_scale_, 1
 
-    def _set_noise(self, learned: bool, sigma: float) -> None:
+    def _set_noise(self, sigma: float) -> None:
         sd = self.posterior_.noise_sd
         per = np.full(len(self.widths_), sigma) if sd is None else sd.cpu().numpy()
         self.sigma_all_ = per * self.y_scale_
