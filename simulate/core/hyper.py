@@ -19,8 +19,8 @@ PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)
 class Hyper:
     """Hyperparameters; defaults are the paper's teacher experiment (appendix C.1)."""
 
-    likelihood: str = "gaussian"  # "gaussian" (known sigma) or "categorical"
-    sigma: float = 1.0  # noise sd of the Gaussian likelihood
+    likelihood: str = "gaussian"  # "gaussian" or "categorical"
+    sigma: float = 1.0  # Gaussian noise sd: known, or where learned its start (Trainer)
     sigma_0: float = 0.8  # Gaussian prior slab sd
     B0: float = 2.0  # uniform prior slab half-width
     slab: str = "gaussian"  # or "uniform"
