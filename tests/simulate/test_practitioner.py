@@ -116,6 +116,8 @@ def test_known_sigma_is_in_y_units_and_kept():
     assert m.sigma_ == pytest.approx(3.0) and np.allclose(m.sigma_all_, 3.0)
     assert m.posterior_.noise_sd is None  # the known-noise model: nothing learned
     assert m.posterior_.hyper.sigma == pytest.approx(3.0 / m.y_scale_)
+    lo, hi = m.predict_interval(X[:20])  # at least the noise's own 90% width, 2 z sigma
+    assert np.all(hi - lo >= 2 * Z90 * 3.0 * (1 - 1e-6))
 
 
 def test_lambda_s_auto_is_the_paper_s_rule():
