@@ -220,7 +220,7 @@ class Trainer:
         held = self.state.health.failed | self.frozen
         inputs = self.sampler.draw(self.state.count, held)
         self.state, info = self.step_fn(self.state, inputs)
-        if self.noise_sd is not None:
+        if self._learning_noise():  # a warm-up's steps do not count towards the first update
             self._collect_rss(info.terms.L1)
         return info
 
