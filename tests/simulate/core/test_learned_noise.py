@@ -84,6 +84,13 @@ def test_held_models_keep_their_sd_and_the_history_records_it():
     tr.fit(100, record_every=50)
     assert tr.noise_sd[1].item() == 1.0 and tr.noise_sd[0].item() != 1.0
     assert "noise_sd" in tr.history[-1] and len(tr.history[-1]["noise_sd"]) == 2
+    warm = _trainer(Hyper(sigma=0.1, **H), learn=True, noise_every=50)
+    warm.noise_updates = False  # a warm-up: sds fixed, and its steps not collected
+    warm.fit(120)
+    assert warm._rss_steps == 0 and np.allclose(warm.noise_sd.numpy(), 0.1)
+    warm.noise_updates = True
+    warm.fit(50)  # the first update averages these 50 steps only
+    assert warm._rss_steps == 0 and not np.allclose(warm.noise_sd.numpy(), 0.1)
 
 
 def test_fit_until_updates_the_noise_at_window_ends():
