@@ -137,11 +137,11 @@ def _integer(name, v, lo=1, hi=None) -> int:
 LAMBDA_S_A = {"gaussian": 0.1, "categorical": 1.5}
 NOISE_FLOOR = 1e-3  # learned noise sd's floor, in standardised units (Trainer.noise_floor)
 # Where the learned noise sd starts, in standardised units (a tenth of y's sd): small, so the
-# network fits before the noise settles.  A start at y's own sd (the constant fit's) let a
-# narrow network's posterior collapse to the constant fit, a fixed point of the EM
-# (measured: SVI width 2 on y = x_1 + N(0, 0.1^2), n = 300: R^2 0.00 from sd 1, 0.96 from
-# 0.1; tests/simulate/test_practitioner.py); the EM raises a small start to the residual
-# level within a few windows.
+# network fits before the noise settles (with the warm-up of ``_train``).  A start at y's own
+# sd (the constant fit's) let a narrow network's posterior collapse to the constant fit, an
+# optimisation trap far below the fitted ELBO (measured: SVI width 2 on y = x_1 +
+# N(0, 0.1^2), n = 300: R^2 0.00 and ELBO -425 from sd 1; R^2 0.97 and ELBO +14 from 0.1
+# with the warm-up; tests/simulate/test_practitioner.py).
 NOISE_START = 0.1
 # The learned noise's warm-up (``_train``) ends when the objective's windowed improvement
 # falls below this many times the rule's tolerance, once (it is there to fit the signal
