@@ -105,18 +105,17 @@ def _irrelevant_weight_energy(model):
     return float(energy[2:].mean() / energy[:2].mean())
 
 
+# one small fit on the irrelevant-inputs data, in the paper's setting (known sigma,
+# targets as generated, lambda_s = 3)
+IRRELEVANT_FIT = {
+    "width": 8, "depth": 1, "sigma": 0.5, "epochs": 60, "batch_size": 256, "seed": 0,
+    "standardize_y": False, "lambda_s": 3.0,
+}  # fmt: skip
+
+
 def test_horseshoe_shrinks_irrelevant_inputs_more_than_dense(irrelevant_inputs):
     X, y, _, _ = irrelevant_inputs
-    kw = {
-        "width": 8,
-        "depth": 1,
-        "sigma": 0.5,
-        "epochs": 60,
-        "batch_size": 256,
-        "seed": 0,
-        "standardize_y": False,
-        "lambda_s": 3.0,
-    }
+    kw = IRRELEVANT_FIT
     dense = DenseBNNRegressor(**kw).fit(X, y)
     hs = HSBNNRegressor(**kw).fit(X, y)
     assert _irrelevant_weight_energy(hs) < _irrelevant_weight_energy(dense)
@@ -127,16 +126,7 @@ def test_svi_keeps_the_spike_and_slab_family(irrelevant_inputs):
     (pruning: 77.1 of 81 after 60 epochs, measured); the Dense-BNN baseline counts every
     edge (checked above)."""
     X, y, _, _ = irrelevant_inputs
-    kw = {
-        "width": 8,
-        "depth": 1,
-        "sigma": 0.5,
-        "epochs": 60,
-        "batch_size": 256,
-        "seed": 0,
-        "standardize_y": False,
-        "lambda_s": 3.0,
-    }
+    kw = IRRELEVANT_FIT
     m = SVIRegressor(**kw).fit(X, y)
     e = m.posterior_.edges()
     assert e["sum_nu"][0] < 0.99 * e["H"][0] - 2
