@@ -355,10 +355,10 @@ class _Base(BaseEstimator):
         self.n_edges_all_ = edges["sum_nu"]
         self.n_edges_ = float(edges["sum_nu"][sel["index"]])
         self.n_edges_gt_half_ = int(edges["n_nu_gt_half"][sel["index"]])
-        self._set_noise(sigma)
+        self._set_noise()
         return self
 
-    def _set_noise(self, sigma: float) -> None:
+    def _set_noise(self) -> None:
         """The regressors' ``sigma_`` (selected candidate) and ``sigma_all_``, in y's units."""
 
     def _record_budget(self, conv, steps, widths) -> None:
@@ -429,10 +429,8 @@ class _Regressor(RegressorMixin, _Base):
             self.y_mean_, self.y_scale_ = 0.0, 1.0
         return (y - self.y_mean_) / self.y_scale_, 1
 
-    def _set_noise(self, sigma: float) -> None:
-        sd = self.posterior_.noise_sd
-        per = np.full(len(self.widths_), sigma) if sd is None else sd.cpu().numpy()
-        self.sigma_all_ = per * self.y_scale_
+    def _set_noise(self) -> None:
+        self.sigma_all_ = self.posterior_.noise_sd_all().cpu().numpy() * self.y_scale_
         self.sigma_ = float(self.sigma_all_[self.selected_index_])
 
     def _validation_risk(self, Xv, yv):
@@ -468,8 +466,7 @@ class _Regressor(RegressorMixin, _Base):
         k, T = self.selected_index_, int(self.predict_draws)
         post = self.posterior_
         f = post.outputs(X, T)[:, k, 0, :].cpu().numpy()
-        var = post.noise_var()
-        s = float(np.sqrt(var if isinstance(var, float) else var[k, 0].item()))
+        s = float(post.noise_sd_all()[k])
         a = (1 - float(level)) / 2
         lo, hi = mixture_quantiles(f, s, (a, 1 - a))
         return lo * self.y_scale_ + self.y_mean_, hi * self.y_scale_ + self.y_mean_

@@ -93,17 +93,18 @@ class Posterior:
         (regression) or the mean class probabilities ``[E, classes, m]`` (classification)."""
         return likelihood_of(self.hyper).mean_prediction(self.outputs(X, draws))
 
-    def noise_var(self) -> torch.Tensor | float:
-        """Each model's Gaussian noise variance ``[E, 1]`` (learned), or ``hyper.sigma^2``."""
-        if self.noise_sd is None:
-            return self.hyper.sigma**2
-        return (self.noise_sd**2)[:, None]
+    def noise_sd_all(self) -> torch.Tensor:
+        """Each model's Gaussian noise sd ``[E]``: learned, or ``hyper.sigma`` for all."""
+        if self.noise_sd is not None:
+            return self.noise_sd
+        return torch.full((self.E,), float(self.hyper.sigma), dtype=self.eval_dtype,
+                          device=self.params.device)  # fmt: skip
 
     def predict_std(self, X, draws: int = 30) -> torch.Tensor:
         """Predictive sd of y, ``sqrt(Var_q f(x) + sigma^2)`` over ``draws`` draws, ``[E, m]``
         (each model's own sigma where the noise was learned)."""
         f = self.outputs(X, draws)[:, :, 0, :]
-        return torch.sqrt(f.var(0, unbiased=False) + self.noise_var())
+        return torch.sqrt(f.var(0, unbiased=False) + self.noise_sd_all()[:, None] ** 2)
 
     # ------------------------------------------------------------------ summaries
     def edges(self) -> dict:

@@ -19,7 +19,7 @@ from simulate.core.objective import ELBOTerms, draw_network, family_of, kl_terms
 from simulate.core.paths import Info, build_step
 from simulate.core.sampler import Sampler
 from simulate.core.state import Batch, init_state, put_models, take_models
-from simulate.core.step import Consts
+from simulate.core.step import Consts, repeat_draws
 
 __all__ = ["Compaction", "Trainer"]
 
@@ -201,8 +201,8 @@ class Trainer:
         mb = xb.shape[1]  # minibatch size (m of the paper)
         thetas = torch.cat([self.draw(params, step * K + k) for k in range(K)])
         x = xb[..., :-1]
-        out = self.layout.forward(thetas, x.repeat(K, 1, 1) if K > 1 else x)
-        nll = neg_log_lik(out, yb.repeat(K, 1) if K > 1 else yb, h).sum(-1)
+        out = self.layout.forward(thetas, repeat_draws(x, K))
+        nll = neg_log_lik(out, repeat_draws(yb, K), h, repeat_draws(self.noise_sd, K)).sum(-1)
         L1 = nll.reshape(K, -1).mean(0) * (self.n / mb)
         return ELBOTerms(L1, *kl_terms(params, h, self.layout, self.mask, self.H, self.node_index))
 

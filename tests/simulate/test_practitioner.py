@@ -167,10 +167,23 @@ def test_bad_noise_settings_are_refused():
         SVIRegressor(width=2, epochs=1, progress="sometimes").fit(X, y)
 
 
-def test_progress_auto_draws_only_in_a_terminal_after_its_delay():
+class _Stream(io.StringIO):
+    def __init__(self, tty: bool):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_progress_auto_draws_only_in_a_terminal_after_its_delay(monkeypatch):
     assert _progress(False, "x") is None and isinstance(_progress(True, "x"), Progress)
-    out = io.StringIO()  # not a terminal: "auto" draws nothing
-    assert _progress("auto", "x") is None or not hasattr(out, "fileno")
+    monkeypatch.setattr("sys.stderr", _Stream(tty=False))
+    assert _progress("auto", "x") is None  # not a terminal: no bar
+    monkeypatch.setattr("sys.stderr", _Stream(tty=True))
+    auto = _progress("auto", "x")
+    assert isinstance(auto, Progress) and auto.delay == 3.0
+    out = io.StringIO()
     bar = Progress("fit", stream=out, delay=60.0)
     bar(1, 10), bar(10, 10)
     assert out.getvalue() == ""  # ended before its delay: silent
