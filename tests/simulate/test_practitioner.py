@@ -235,3 +235,15 @@ def test_a_small_noise_start_avoids_the_constant_fit():
         assert SVIRegressor(**kw).fit(X, y).score(X, y) < 0.1
     finally:
         est.NOISE_START = 0.1
+
+
+def test_the_default_fit_report_runs_and_records_the_cap(tmp_path):
+    """``simulate.experiments.default_fit`` (the README's cost of the default fit), at a
+    small n and a cap that binds: the report holds every field and the cap's warning."""
+    from simulate.experiments.default_fit import main, run
+
+    r = run(n=300, n_test=200, widths=(2, 4), max_epochs=1)
+    assert r["widths"] == [2, 4] and len(r["n_iter"]) == 2 and not any(r["converged"])
+    assert 0 <= r["picp90"] <= 1 and r["test_rmse"] > 0 and r["sigma"] > 0
+    assert any("max_epochs=1" in w for w in r["warnings"])
+    assert main(["--n", "5"]) == 2
