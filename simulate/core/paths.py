@@ -34,7 +34,18 @@ from simulate.core.sampler import Inputs
 from simulate.core.state import State, record_failures
 from simulate.core.step import Consts, StepSpec, horseshoe_step, repeat_draws, spike_slab_step
 
-__all__ = ["AutogradKernel", "Info", "Step", "build_step", "chunk_bounds", "hand_written_kernel"]
+__all__ = [
+    "MLP_KINDS",
+    "AutogradKernel",
+    "Info",
+    "Step",
+    "build_step",
+    "chunk_bounds",
+    "hand_written_kernel",
+]
+
+# how the network's pass is computed (``StepSpec.mlp``)
+MLP_KINDS = ("batched", "native")
 
 # Every trainer compiles the same functions; past dynamo's default of 8 graphs per function
 # it would silently run later trainers' new shapes eagerly.
@@ -191,15 +202,24 @@ def uses_hand_written(hyper) -> bool:
 
 def build_step(
     layout, hyper, n: int, consts: Consts, compile: bool = False, chunk: int | None = None,
-    autograd: bool = False,
+    autograd: bool = False, mlp: str = "batched",
 ) -> Step:  # fmt: skip
     """The step of E models (``layout.E``) on data of size ``n``, its path chosen once:
     the hand-written kernel where it serves (:func:`uses_hand_written`) unless
     ``autograd``, else the autograd path; ``compile`` compiles it; ``chunk`` (compiled
-    hand-written step only) models per kernel call."""
+    hand-written step only) models per kernel call; ``mlp`` (``StepSpec``; hand-written
+    step only) how the network's pass is computed."""
     E = layout.E
-    if not autograd and uses_hand_written(hyper):
-        spec = StepSpec(layout, hyper, n, optimizer_of(hyper, donate=not compile), not compile)
+    hand = not autograd and uses_hand_written(hyper)
+    if mlp not in MLP_KINDS:
+        raise ValueError(f"mlp must be one of {MLP_KINDS}, got {mlp!r}")
+    if mlp == "native" and not hand:
+        raise ValueError(
+            "mlp='native' runs in the hand-written step; this family, L3 or autograd=True "
+            "takes the autograd path, whose network pass is the batched one"
+        )
+    if hand:
+        spec = StepSpec(layout, hyper, n, optimizer_of(hyper, donate=not compile), not compile, mlp)
         kernel = hand_written_kernel(spec)
         if compile:
             _raise_recompile_limit()

@@ -48,6 +48,7 @@ def build_trainer(
     learn_noise: bool = False,
     noise_every: int = 100,
     noise_floor: float = 1e-3,
+    mlp: str = "batched",
 ) -> Trainer:
     """The first half of the recipe, ``Layout -> Batch -> Trainer``: one model per entry of
     ``widths`` (``depth`` hidden layers, padded together) on datasets ``X [D, n, p]``,
@@ -56,8 +57,8 @@ def build_trainer(
     the trainer themselves (the benchmark, runs evaluated every few epochs).  ``init_from``:
     a start built by hand (``Trainer``; ``simulate.references.constructive``), else the random one;
     ``autograd``: the autograd step path for any family (the hand-written kernels' check);
-    ``learn_noise``, ``noise_every``, ``noise_floor``: the noise sd learned with each model
-    (``Trainer``)."""
+    ``learn_noise``, ``noise_every``, ``noise_floor``: the noise sd learned with each model;
+    ``mlp``: how the network's pass is computed (``Trainer``)."""
     layout = Layout(
         X.shape[2], depth, list(widths), out_dim, node_scales=family_of(hyper).node_scales
     )
@@ -76,6 +77,7 @@ def build_trainer(
         learn_noise=learn_noise,
         noise_every=noise_every,
         noise_floor=noise_floor,
+        mlp=mlp,
     )
 
 

@@ -40,14 +40,19 @@ from simulate.core.slabs import SLABS, slab_of
 @dataclass(frozen=True)
 class StepSpec:
     """The static setting of a step: ``n`` (the data size, for eq. (loss1)'s ``n / m``),
-    the optimiser (``simulate.core.optim``), and ``donate``: whether the step may overwrite its
-    inputs' buffers (the eager step; ``False`` for the form ``torch.compile`` traces)."""
+    the optimiser (``simulate.core.optim``), ``donate``: whether the step may overwrite its
+    inputs' buffers (the eager step; ``False`` for the form ``torch.compile`` traces), and
+    ``mlp``: how the network's pass is computed -- ``"batched"``, one batched product per
+    layer over all models (:func:`simulate.core.layout.mlp_nll_and_grad`), or ``"native"``,
+    fused per model in C (:func:`simulate.core.native.fused_nll_and_grad`; equal to float
+    rounding)."""
 
     layout: Layout
     hyper: Hyper
     n: int
     optimizer: Optimizer
     donate: bool = False
+    mlp: str = "batched"
 
 
 class Consts(NamedTuple):
@@ -89,6 +94,18 @@ def repeat_draws(t, K: int):
 def _nll(spec: StepSpec, consts: Consts, theta, inputs: Inputs, K: int):
     """The K draws' minibatch negative log-likelihood and its gradient in ``theta``."""
     xb, yb = inputs.xb, inputs.yb
+    if spec.mlp == "native":
+        from simulate.core.native import fused_nll_and_grad
+
+        return fused_nll_and_grad(
+            spec.layout,
+            theta,
+            repeat_draws(xb, K),
+            repeat_draws(yb, K),
+            spec.hyper,
+            scale=spec.n / (xb.shape[1] * K),
+            sd=repeat_draws(consts.noise_sd, K),
+        )
     return mlp_nll_and_grad(
         spec.layout,
         theta,

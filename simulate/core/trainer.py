@@ -74,6 +74,7 @@ class Trainer:
         learn_noise: bool = False,
         noise_every: int = 100,
         noise_floor: float = 1e-3,
+        mlp: str = "batched",
     ):
         hyper.validate()
         if learn_noise and hyper.likelihood != "gaussian":
@@ -118,8 +119,12 @@ class Trainer:
             self._rss_steps = 0
         consts = Consts(self.mask, self.H, self.node_index, self.noise_sd)
         self.step_fn = build_step(
-            layout, hyper, self.n, consts, bool(compile), chunk, autograd=autograd
+            layout, hyper, self.n, consts, bool(compile), chunk, autograd=autograd, mlp=mlp
         )
+        if mlp == "native":
+            from simulate.core.native import check_supported
+
+            check_supported(layout, hyper, torch.device(device or "cpu"), dtype)
 
     @property
     def hand_written(self) -> bool:
