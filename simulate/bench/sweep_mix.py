@@ -47,7 +47,7 @@ __all__ = ["sweep_programs", "sweep_workload"]
 def sweep_programs(tier: str = "full") -> list[dict]:
     """Every training program of the rate tier ``tier``, in the sweep's order: ``truth``,
     ``n``, ``replicates``, ``p``, ``widths`` (the group), ``E`` (models), ``batch_size``,
-    ``depth``, ``cap`` (the step cap), ``compile``."""
+    ``depth``, ``cap`` (the step cap), ``compile``, ``mlp``."""
     spec = tiers.RATES[tier]
     cfg = SweepConfig(truths=spec["truths"], **spec["sweep"])
     out = []
@@ -65,6 +65,7 @@ def sweep_programs(tier: str = "full") -> list[dict]:
                     "depth": cfg.depth,
                     "cap": cfg.steps_cap(job.n),
                     "compile": cfg.compile,
+                    "mlp": cfg.mlp,
                 }
             )
     return out
@@ -80,7 +81,7 @@ def _recorded_steps(records: list[dict]) -> dict:
     return out
 
 
-def _program_rate(prog: dict, steps: int, repeats: int, compile: bool) -> float:
+def _program_rate(prog: dict, steps: int, repeats: int, compile: bool, mlp: str) -> float:
     """Steps per second of one program (all its models), median of ``repeats``.
 
     Compiled, each program starts from a fresh dynamo cache, as each sweep job does
@@ -90,11 +91,11 @@ def _program_rate(prog: dict, steps: int, repeats: int, compile: bool) -> float:
     if compile:
         torch._dynamo.reset()
         with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
-            return _timed_program(prog, steps, repeats, compile)
-    return _timed_program(prog, steps, repeats, compile)
+            return _timed_program(prog, steps, repeats, compile, mlp)
+    return _timed_program(prog, steps, repeats, compile, mlp)
 
 
-def _timed_program(prog: dict, steps: int, repeats: int, compile: bool) -> float:
+def _timed_program(prog: dict, steps: int, repeats: int, compile: bool, mlp: str) -> float:
     rng = np.random.default_rng(0)
     D, n, p = len(prog["replicates"]), prog["n"], prog["p"]
     X = torch.tensor(rng.uniform(-1, 1, (D, n, p)), dtype=torch.float32)
@@ -103,7 +104,7 @@ def _timed_program(prog: dict, steps: int, repeats: int, compile: bool) -> float
     data_index = [d for d in range(D) for _ in prog["widths"]]
     tr = build_trainer(
         Hyper(batch_size=prog["batch_size"]), widths, list(range(len(widths))), X, y,
-        data_index, depth=prog["depth"], compile=compile,
+        data_index, depth=prog["depth"], compile=compile, mlp=mlp,
     )  # fmt: skip
     tr.fit(3)  # warm-up (compilation included)
     rates = []
@@ -122,10 +123,12 @@ def sweep_workload(
     records: str | None = None,
     peak: float | None = None,
     log=print,
+    mlp: str | None = None,
 ) -> dict:
     """Time the tier's programs and project its training time (module docstring).
     ``compile``: as the tier (None) or forced; ``peak``: the GEMM rate to compare with
-    (``simulate.bench.timing.peak_gflops``, measured by the caller)."""
+    (``simulate.bench.timing.peak_gflops``, measured by the caller); ``mlp``: the network's
+    pass, as the tier (None) or forced (``simulate.core.native``)."""
     programs = sweep_programs(tier)
     recorded = _recorded_steps(read_records(records)) if records else None
     workers = tiers.RATES[tier].get("workers") or 1
@@ -133,9 +136,10 @@ def sweep_workload(
     total_s = total_model_steps = useful = flops = 0.0
     for prog in programs:
         comp = prog["compile"] if compile is None else bool(compile)
-        key = (prog["p"], prog["n"], tuple(prog["widths"]), prog["E"], comp)
+        how = prog["mlp"] if mlp is None else mlp
+        key = (prog["p"], prog["n"], tuple(prog["widths"]), prog["E"], comp, how)
         if key not in rates:
-            rates[key] = _program_rate(prog, steps, repeats, comp)
+            rates[key] = _program_rate(prog, steps, repeats, comp, how)
             log(
                 f"  p={prog['p']:3d} n={prog['n']:6d} widths {prog['widths']}: "
                 f"{rates[key] * prog['E']:8.0f} model-steps/s"
@@ -157,6 +161,7 @@ def sweep_workload(
     gflops = flops / total_s / 1e9
     return {
         "tier": tier,
+        "mlp": mlp or programs[0]["mlp"],
         "programs": programs,
         "distinct_programs": len(rates),
         "workers": workers,

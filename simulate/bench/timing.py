@@ -54,6 +54,7 @@ __all__ = [
     "flops_per_model_step",
     "main",
     "peak_gflops",
+    "peak_rates",
     "run",
     "table1_block_rate",
     "workload_flops",
@@ -81,22 +82,53 @@ def flops_per_model_step(
     return float(mc_samples * (2 * fwd + igrad))
 
 
-def peak_gflops(device="cpu", size: int = 2048, repeats: int = 5) -> float:
-    """The machine's sustained single-precision GEMM rate in this process, GFLOP/s: the
-    median of ``repeats`` timings of three ``torch.mm`` of ``size x size`` float32 matrices
-    (``2 size^3`` FLOPs each), after a warm-up; the threads are the process's."""
+def _onednn_mm(size: int, g):
+    """A ``size x size`` float32 product through oneDNN (``torch._C._nn.mkldnn_linear`` on
+    oneDNN tensors), or None where torch has no oneDNN."""
+    if not torch.backends.mkldnn.is_available():
+        return None
+    try:
+        a, b = (torch.randn(size, size, generator=g).to_mkldnn() for _ in "ab")
+        torch._C._nn.mkldnn_linear(a, b)
+    except (RuntimeError, AttributeError):
+        return None
+    return lambda: torch._C._nn.mkldnn_linear(a, b)
+
+
+def peak_rates(device="cpu", size: int = 2048, repeats: int = 5) -> dict:
+    """The machine's sustained single-precision GEMM rates in this process, GFLOP/s, by
+    library: ``mm``, ``torch.mm`` (the BLAS torch's products use: MKL here), and on the CPU
+    ``onednn``, the same product through oneDNN -- the medians of ``repeats`` timings of
+    three ``size x size`` products (``2 size^3`` FLOPs each) after a warm-up; the threads
+    are the process's.  Both, because one library is no measure of the machine: on this AMD
+    CPU MKL's sgemm takes a code path that reaches half of oneDNN's rate (BENCHMARKS.md)."""
     g = torch.Generator().manual_seed(0)
     a, b = (torch.randn(size, size, generator=g).to(device) for _ in "ab")
     c = torch.mm(a, b)
-    rates = []
-    for _ in range(repeats):
-        _sync(device)
-        t0 = time.perf_counter()
-        for _ in range(3):
-            c = torch.mm(a, b, out=c)
-        _sync(device)
-        rates.append(3 * 2 * size**3 / (time.perf_counter() - t0) / 1e9)
-    return statistics.median(rates)
+    fns = {"mm": lambda: torch.mm(a, b, out=c)}
+    if torch.device(device).type == "cpu":
+        dnn = _onednn_mm(size, g)
+        if dnn is not None:
+            fns["onednn"] = dnn
+    out = {}
+    for name, f in fns.items():
+        f()
+        rates = []
+        for _ in range(repeats):
+            _sync(device)
+            t0 = time.perf_counter()
+            for _ in range(3):
+                f()
+            _sync(device)
+            rates.append(3 * 2 * size**3 / (time.perf_counter() - t0) / 1e9)
+        out[name] = statistics.median(rates)
+    return out
+
+
+def peak_gflops(device="cpu", size: int = 2048, repeats: int = 5) -> float:
+    """The machine's sustained single-precision GEMM rate in this process, GFLOP/s: the
+    fastest library's of :func:`peak_rates`."""
+    return max(peak_rates(device, size, repeats).values())
 
 
 def workload_flops(widths: list[int], p: int = P, depth: int = DEPTH, batch_size: int = BATCH):
@@ -122,21 +154,34 @@ def _data(n: int, p: int, seed: int = 0) -> Batch:
 
 
 def _batched(
-    data: Batch, E: int, p, depth, width, batch_size, device, compile, chunk=None, autograd=False
-) -> Trainer:
+    data: Batch, E: int, p, depth, width, batch_size, device, compile, chunk=None, autograd=False,
+    mlp="batched",
+) -> Trainer:  # fmt: skip
     """One batched trainer of the E bench models (seeds 0..E-1, all on ``data``)."""
     return _trainer(
-        data, [width] * E, list(range(E)), depth, batch_size, device, compile, chunk, autograd
-    )
+        data, [width] * E, list(range(E)), depth, batch_size, device, compile, chunk, autograd,
+        mlp,
+    )  # fmt: skip
 
 
 def _trainer(
-    data: Batch, widths, seeds, depth, batch_size, device, compile, chunk=None, autograd=False
-):
+    data: Batch, widths, seeds, depth, batch_size, device, compile, chunk=None, autograd=False,
+    mlp="batched",
+):  # fmt: skip
     return build_trainer(
         Hyper(batch_size=batch_size), widths, seeds, data.X, data.y, [0] * len(widths),
-        depth=depth, compile=compile, chunk=chunk, device=device, autograd=autograd,
+        depth=depth, compile=compile, chunk=chunk, device=device, autograd=autograd, mlp=mlp,
     )  # fmt: skip
+
+
+def native_available(device="cpu") -> bool:
+    """Whether the fused network pass (``mlp="native"``) can run here: the CPU and a C
+    compiler (``simulate.core.native``)."""
+    if torch.device(device).type != "cpu":
+        return False
+    from simulate.core import native
+
+    return native.available()
 
 
 def _sync(device) -> None:
@@ -170,7 +215,8 @@ def workload_widths(workload: str, E: int) -> list[int]:
 
 def _variants(data, widths, depth, batch_size, device, compile, timed_loop, workload):
     """Each timed variant as a list of step functions over the same E models (seeds 0..E-1):
-    the batched core (one program), for ``table1`` also the core in three width-group
+    the batched core (one program), the same with the fused network pass (``native``,
+    where it can run: :func:`native_available`), for ``table1`` also the core in three width-group
     programs (``simulate.experiments.table1.width_groups``), the per-model core loop, the
     textbook loop and the vmap ensembles (one per width; CPU)."""
     E, p = len(widths), data.X.shape[2]
@@ -178,6 +224,9 @@ def _variants(data, widths, depth, batch_size, device, compile, timed_loop, work
     seeds = list(range(E))
     tr = _trainer(data, widths, seeds, depth, batch_size, device, compile)
     out = {"batched": [tr.step]}
+    if native_available(device):  # the same program with the network's pass fused per model
+        nat = _trainer(data, widths, seeds, depth, batch_size, device, compile, mlp="native")
+        out["native"] = [nat.step]
     if workload == "table1":
         out["batched_groups"] = []
         for group in width_groups(sorted(set(widths)), 3):
@@ -228,10 +277,19 @@ def run(
 
     Each E's entry also has ``gflops`` (the batched core's model-steps per second times
     :func:`workload_flops`), ``peak_gflops`` (:func:`peak_gflops`, measured once in this
-    process before the timings) and ``peak_fraction`` (their ratio)."""
+    process before the timings; ``peak_rates``: each library's) and ``peak_fraction`` (their
+    ratio); and for the core with the fused network pass (``mlp="native"``, timed where it
+    can run, :func:`native_available`; else these are None)
+    ``native_model_steps_per_s``, ``native_ratio`` (over the batched core),
+    ``native_vmap_ratio``, ``native_gflops`` and ``native_peak_fraction``."""
     data = _data(n, p)
-    peak = peak_gflops(device)
-    log(f"sustained float32 GEMM rate (torch.mm 2048^3): {peak:.1f} GFLOP/s")
+    rates_by_library = peak_rates(device)
+    peak = max(rates_by_library.values())
+    log(
+        "sustained float32 GEMM rate (2048^3): "
+        + ", ".join(f"{k} {v:.1f}" for k, v in rates_by_library.items())
+        + f" GFLOP/s; peak {peak:.1f}"
+    )
     out = {}
     for E in Es:
         widths = workload_widths(workload, E)
@@ -261,7 +319,14 @@ def run(
             gflops=b * flops / 1e9,
             peak_gflops=peak,
             peak_fraction=b * flops / 1e9 / peak,
+            peak_rates=rates_by_library,
         )
+        nat = med.get("native")
+        res["native_model_steps_per_s"] = nat
+        res["native_ratio"] = nat / b if nat else None
+        res["native_vmap_ratio"] = nat / med["vmap"] if nat and med.get("vmap") else None
+        res["native_gflops"] = nat * flops / 1e9 if nat else None
+        res["native_peak_fraction"] = nat * flops / 1e9 / peak if nat else None
         out[E] = res
         log(f"E = {E:5d}: batched {b:9.0f} model-steps/s   " + _tail(res))
     return out
@@ -274,6 +339,13 @@ def _tail(res: dict) -> str:
         r = res[f"{name}_model_steps_per_s"]
         if r:
             parts.append(f"{name} {r:7.0f} (x{res[ratio]:.1f})")
+    if res.get("native_model_steps_per_s"):
+        parts.append(
+            f"native {res['native_model_steps_per_s']:7.0f} "
+            f"({res['native_gflops']:.1f} GFLOP/s, {100 * res['native_peak_fraction']:.1f}%; "
+            f"x{res['native_ratio']:.2f} of batched"
+            + (f", x{res['native_vmap_ratio']:.1f} of vmap)" if res["native_vmap_ratio"] else ")")
+        )
     if "groups_ratio" in res:
         parts.append(
             f"width groups {res['batched_groups_model_steps_per_s']:7.0f} "
@@ -409,6 +481,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--tier", default="full", help="--workload sweep: the rate tier (full)")
     ap.add_argument(
+        "--mlp",
+        choices=("batched", "native"),
+        help="--workload sweep: the network's pass, forced (default: the tier's)",
+    )
+    ap.add_argument(
         "--records",
         metavar="PATH",
         help="--workload sweep: the tier's sweep records, for the steps each program ran and "
@@ -491,10 +568,10 @@ def main(argv=None) -> int:
         from simulate.bench.sweep_mix import sweep_workload
 
         peak = peak_gflops(args.device)
-        print(f"sustained float32 GEMM rate (torch.mm 2048^3): {peak:.1f} GFLOP/s")
+        print(f"sustained float32 GEMM rate (2048^3, the faster library): {peak:.1f} GFLOP/s")
         res = sweep_workload(
             args.tier, args.steps, args.repeats, True if args.compile else None, args.records,
-            peak,
+            peak, mlp=args.mlp,
         )  # fmt: skip
         print(
             f"{args.tier} tier: {res['model_steps_per_s']:.0f} model-steps/s, "

@@ -107,7 +107,9 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, ev, start
         Xe, f0e = ev
         risk = _risk_fn(cfg, f0e[di], Xe)
     truth = f0t[di]  # each model against its replicate's truth
-    train = dict(depth=cfg.depth, rule=cfg.stop_rule_at(n), compile=cfg.compile, risk=risk)
+    train = dict(
+        depth=cfg.depth, rule=cfg.stop_rule_at(n), compile=cfg.compile, risk=risk, mlp=cfg.mlp
+    )
     train_s = 0.0
     if "R" in arms:
         t0 = time.perf_counter()

@@ -149,6 +149,7 @@ SWEEP_CONSTRAINTS = {
     **dict.fromkeys(("stop_tol", "stop_kl_abs"), [POSITIVE]),
     **dict.fromkeys(("stop_risk_tol", "lambda_s"), [POSITIVE, None]),
     "compile": [BOOL],
+    "mlp": [Options(("batched", "native"))],
     "estimator": [Options(("asvi", "gp"))],
     "start": [Options(("random", "constructive", "both"))],
 }
@@ -195,6 +196,9 @@ class SweepConfig:
     init_nu: float = 0.99  # initial inclusion probability (simulate.core.Hyper)
     init_sigma: float = 0.0025  # initial slab sd
     compile: bool = False  # run the step through torch.compile (simulate.core.Trainer)
+    # the network's pass: "batched" (one product per layer over all models) or "native"
+    # (fused per model in C, simulate.core.native: the same numbers to float rounding)
+    mlp: str = "batched"
     # "asvi", or "gp": the known-answer control (simulate.sweep.gp), exact Gaussian-process
     # posteriors under Matern priors of smoothness gp_nus, fixed length scale and amplitude
     estimator: str = "asvi"
@@ -351,6 +355,7 @@ class SweepConfig:
             "lambda_s": hyper.lambda_s,
             **{k: getattr(self, k) for k in ("lam", "l3", "n_test", "draws", "elbo_draws")},
             **{k: getattr(self, k) for k in ("seed", "init_nu", "init_sigma", "compile", "start")},
+            **({"mlp": self.mlp} if self.mlp != "batched" else {}),
         }
 
     def to_dict(self) -> dict:
@@ -367,6 +372,7 @@ FLAG_FIELDS = {
     "max_steps": "max_steps", "max_epochs": "max_epochs", "stop_tol": "stop_tol",
     "batch_size": "batch_size", "lambda_s": "lambda_s", "lambda_s_a": "lambda_s_a",
     "lam": "lam", "l3": "l3", "seed": "seed", "start": "start", "compile": "compile",
+    "mlp": "mlp",
 }  # fmt: skip
 
 
@@ -517,6 +523,8 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
         d.pop("max_epochs", None)  # written before it existed keep their fingerprint
     if d.get("start") == "random":  # likewise: the start every earlier record had
         d.pop("start")
+    if d.get("mlp") == "batched":  # likewise: the network pass every earlier record had
+        d.pop("mlp")
     if d.get("stop_risk_tol") is None:  # likewise: the rule off, its settings unused
         for k in ("stop_risk_tol", "risk_n_eval", "risk_draws"):
             d.pop(k, None)
