@@ -53,6 +53,7 @@ from theory._paths import check_output_file
 __all__ = [
     "flops_per_model_step",
     "main",
+    "native_available",
     "peak_gflops",
     "peak_rates",
     "run",

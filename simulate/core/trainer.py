@@ -37,7 +37,11 @@ class Trainer:
     (``BENCHMARKS.md`` has the measurements behind that default).  ``init_from``:
     variational parameters ``[3, E, P]`` to start from instead of the seeded random start
     (``simulate.references.constructive.encode``); the optimiser's moments start at zero either way,
-    and the random streams are the seeds' as usual.
+    and the random streams are the seeds' as usual.  ``mlp``: how the hand-written step
+    computes the network's pass -- ``"batched"`` (one product per layer over all models,
+    the default) or ``"native"`` (fused per model in C, ``simulate.core.native``: the
+    Gaussian likelihood on the CPU in float32; the same numbers to float rounding, about
+    twice the steps per second).
 
     ``learn_noise`` (Gaussian likelihood only): each model's noise sd is learned with it, a
     point estimate maximising the ELBO, by variational EM: the step treats the current sd

@@ -269,7 +269,8 @@ _CODE_SKIP = ("simulate/bench/", "simulate/experiments/")
 
 @functools.cache
 def code_hashes() -> dict:
-    """``{path: hash}`` of the source the records' computation runs: every ``.py`` file of
+    """``{path: hash}`` of the source the records' computation runs: every ``.py`` and
+    ``.c`` file (the fused network pass, ``simulate.core.native``) of
     :data:`CODE_PACKAGES` (less the benchmark and the experiments' drivers), its path
     relative to the repository root, the first 12 hex digits of its SHA-256.  Part of the
     sweep's fingerprint, so a records file is resumed only by the code that began it, and
@@ -281,7 +282,7 @@ def code_hashes() -> dict:
     base = here.parents[2]  # the folder holding the packages
     out = {}
     for pkg in CODE_PACKAGES:
-        for f in sorted((base / pkg).rglob("*.py")):
+        for f in sorted([*(base / pkg).rglob("*.py"), *(base / pkg).rglob("*.c")]):
             rel = f.relative_to(base).as_posix()
             if not rel.startswith(_CODE_SKIP):
                 out[rel] = hashlib.sha256(f.read_bytes()).hexdigest()[:12]

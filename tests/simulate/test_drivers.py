@@ -34,9 +34,19 @@ def test_bench_reports_the_documented_keys(tmp_path):
         "gflops",
         "peak_gflops",
         "peak_fraction",
+        "native_model_steps_per_s",
+        "native_ratio",
+        "native_vmap_ratio",
+        "native_gflops",
+        "native_peak_fraction",
     }
     measured = {"batched_model_steps_per_s", "flops_per_model_step", "gflops", "peak_gflops",
                 "peak_fraction", "vmap_model_steps_per_s", "vmap_ratio"}  # fmt: skip
+    if bench.native_available():  # the fused pass, where a C compiler builds it
+        measured |= {k for k in keys if k.startswith("native_")}
+    for r in res.values():  # each library's GEMM rate, the peak the fastest
+        assert set(r.pop("peak_rates")) >= {"mm"}
+        assert r["peak_gflops"] >= 0
     assert set(res[5]) == keys
     assert all(res[5][k] is None for k in keys - measured)
     assert res[5]["batched_model_steps_per_s"] > 0
@@ -49,14 +59,15 @@ def test_bench_reports_the_documented_keys(tmp_path):
             r["batched_model_steps_per_s"] * r["flops_per_model_step"] / 1e9
         )
         assert r["peak_fraction"] == pytest.approx(r["gflops"] / r["peak_gflops"])
+    timed = keys if bench.native_available() else {k for k in keys if "native" not in k}
     for E in (1, 3):  # every rate measured (timings, so no value is asserted)
         assert set(res[E]) == keys
-        assert all(np.isfinite(res[E][k]) and res[E][k] > 0 for k in keys)
+        assert all(np.isfinite(res[E][k]) and res[E][k] > 0 for k in timed)
     out = tmp_path / "b.json"
     r = run_bench("--E", "2", "--steps", "1", "--repeats", "1", "--json", str(out))
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
-    assert set(data["2"]) == keys
+    assert set(data["2"]) == keys | {"peak_rates"}
     bad = run_bench("--E", "0")
     assert bad.returncode == 2
 
@@ -95,7 +106,9 @@ def test_bench_table1_workload_times_every_variant_and_the_width_groups(tmp_path
     assert r["vmap_ratio"] == pytest.approx(
         r["batched_model_steps_per_s"] / r["vmap_model_steps_per_s"]
     )
-    assert all(v > 0 for v in r.values())
+    assert set(r.pop("peak_rates")) >= {"mm"}
+    assert all(v > 0 for v in r.values() if v is not None)
+    assert (r["native_model_steps_per_s"] is not None) == bench.native_available()
     out = tmp_path / "t.json"
     cli = run_bench("--workload", "table1", "--E", "10", "--steps", "1", "--repeats", "1",
                     "--loop-max", "0", "--json", str(out))  # fmt: skip

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import math
 import os
 import platform
 import shutil
@@ -122,7 +121,7 @@ def load():
         lib = ctypes.CDLL(str(path))
         f = lib.asvi_fused_mlp_gaussian
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
-        f.argtypes = [i64, i64, ctypes.c_int, ptr, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, ptr]
+        f.argtypes = [i64, i64, ctypes.c_int, ptr, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr]
         f.argtypes += [ptr, ptr, ctypes.c_int]
         f.restype = ctypes.c_int
         _lib = lib
@@ -156,22 +155,27 @@ def check_supported(layout, hyper, device, dtype) -> None:
     load()
 
 
+_ARRAYS: dict = {}  # (dims, offs) -> their ctypes arrays, made once per network shape
+
+
 def _call(theta, x, y, scale, sd, dims: list[int], offs: list[int]):
     E, m = x.shape[0], x.shape[1]
     P_net = offs[-1]
     theta, x, y = theta.contiguous(), x.contiguous(), y.contiguous()
-    var = (sd * sd).to(torch.float32)
-    inv_var = (1.0 / var).contiguous()
-    half_log = (0.5 * torch.log(2 * math.pi * var)).contiguous()
-    scale = scale.to(torch.float32).contiguous()
+    scale, sd = scale.to(torch.float32).contiguous(), sd.to(torch.float32).contiguous()
     nll = torch.empty(E, dtype=torch.float32)
     grad = torch.empty(E, P_net, dtype=torch.float32)
-    d = (ctypes.c_int64 * len(dims))(*dims)
-    o = (ctypes.c_int64 * len(offs))(*offs)
+    key = (tuple(dims), tuple(offs))
+    arrays = _ARRAYS.get(key)
+    if arrays is None:
+        arrays = _ARRAYS[key] = (
+            (ctypes.c_int64 * len(dims))(*dims),
+            (ctypes.c_int64 * len(offs))(*offs),
+        )
     rc = load().asvi_fused_mlp_gaussian(
-        E, m, len(dims) - 2, d, o, P_net, theta.data_ptr(), theta.stride(0),
-        x.data_ptr(), y.data_ptr(), scale.data_ptr(), inv_var.data_ptr(),
-        half_log.data_ptr(), nll.data_ptr(), grad.data_ptr(), torch.get_num_threads(),
+        E, m, len(dims) - 2, *arrays, P_net, theta.data_ptr(), theta.stride(0), x.data_ptr(),
+        y.data_ptr(), scale.data_ptr(), sd.data_ptr(), nll.data_ptr(), grad.data_ptr(),
+        torch.get_num_threads(),
     )  # fmt: skip
     if rc != 0:
         raise MemoryError("the fused kernel could not allocate its per-thread scratch")

@@ -12,6 +12,9 @@
  * of the compiler; the result does not depend on the number of threads).
  */
 #include <math.h>
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,13 +265,12 @@ static double one_model(int depth, const int64_t *dims, const int64_t *offs, con
 }
 
 /* The entry point (simulate/core/native/__init__.py): E models (rows of theta with stride
- * ldt; x [E][m][p + 1], y [E][m]); per-model scale, 1 / s^2 and 0.5 log(2 pi s^2); writes
- * nll [E] and grad [E][P_net].  Returns 0, or 1 where scratch memory could not be had. */
+ * ldt; x [E][m][p + 1], y [E][m]); per-model scale and noise sd s; writes nll [E] and
+ * grad [E][P_net].  Returns 0, or 1 where scratch memory could not be had. */
 int asvi_fused_mlp_gaussian(int64_t E, int64_t m, int depth, const int64_t *dims,
                             const int64_t *offs, int64_t P_net, const float *theta, int64_t ldt,
-                            const float *x, const float *y, const float *scale,
-                            const float *inv_var, const float *half_log, float *nll,
-                            float *grad, int nthreads) {
+                            const float *x, const float *y, const float *scale, const float *sd,
+                            float *nll, float *grad, int nthreads) {
     /* rows of mp floats: m rounded up to VL lanes, plus VL where that is a multiple of 256
      * floats -- rows 4 KiB apart share their L1 sets (measured: the products 25% slower) */
     int64_t mp = (m + VL - 1) / VL * VL, wmax = 1;
@@ -300,11 +302,14 @@ int asvi_fused_mlp_gaussian(int64_t E, int64_t m, int depth, const int64_t *dims
             float *out = q, *g0 = q + mp, *g1 = q + mp + wmax * mp, *ones = g1 + wmax * mp;
             for (int64_t j = 0; j < mp; j++) ones[j] = 1.0f;
 #pragma omp for schedule(static)
-            for (int64_t e = 0; e < E; e++)
+            for (int64_t e = 0; e < E; e++) {
+                float var = sd[e] * sd[e];  /* as torch computes them: sd * sd, then log */
+                float half_log = 0.5f * logf(2.0f * (float)M_PI * var);
                 nll[e] = (float)one_model(depth, dims, offs, theta + e * ldt,
                                           x + e * m * (dims[0] + 1), y + e * m, m, mp, scale[e],
-                                          inv_var[e], half_log[e], act, out, g0, g1, ones,
+                                          1.0f / var, half_log, act, out, g0, g1, ones,
                                           grad + e * P_net);
+            }
         }
         free(buf);
     }

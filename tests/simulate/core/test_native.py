@@ -221,3 +221,47 @@ def test_the_library_is_built_once_per_source_compiler_and_cpu(monkeypatch, tmp_
     native.load()
     assert [p.stat().st_mtime_ns for p in tmp_path.rglob("*.so")] == [stamp]
     assert sorted(p.name for p in (tmp_path / "native").iterdir()) == [built[0].name]
+
+
+def test_the_sweep_runs_the_fused_pass_and_fingerprints_it(monkeypatch, tmp_path):
+    """``SweepConfig(mlp="native")``: its records carry it in their fingerprint (the default
+    leaves the fingerprint as records before the option had it), and its cells equal the
+    batched pass's to float rounding."""
+    from simulate.sweep.runner import check_native, run_sweep
+    from simulate.sweep.spec import fingerprint_fields
+    from tests.simulate.sweep.test_records_integrity import cfg, quiet
+
+    assert "mlp" not in fingerprint_fields(cfg())
+    assert fingerprint_fields(cfg(mlp="native"))["mlp"] == "native"
+    recs = {
+        mlp: run_sweep(cfg(mlp=mlp), tmp_path / f"{mlp}.jsonl", progress=False, log=quiet)
+        for mlp in ("batched", "native")
+    }
+    assert len(recs["native"]) == len(recs["batched"]) > 0
+    for a, b in zip(recs["batched"], recs["native"], strict=True):
+        assert a["cell"] == b["cell"] and b["config"]["mlp"] == "native"
+        for k in ("d2", "l2sq"):
+            assert abs(a["metrics"][k] - b["metrics"][k]) <= 1e-4 * abs(a["metrics"][k])
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setenv("ASVI_RATES_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(ValueError, match="--mlp native: no C compiler"):
+        check_native(cfg(mlp="native"))
+    check_native(cfg())  # the batched pass needs no compiler
+
+
+def test_the_bench_reports_the_fused_pass_beside_the_batched_core():
+    from simulate.bench.timing import run
+
+    res = run(Es=(2,), steps=2, repeats=1, n=2048, loop_max=0, log=lambda *_: None)[2]
+    assert res["native_model_steps_per_s"] > 0
+    assert res["native_ratio"] == pytest.approx(
+        res["native_model_steps_per_s"] / res["batched_model_steps_per_s"]
+    )
+    assert res["native_vmap_ratio"] == pytest.approx(
+        res["native_model_steps_per_s"] / res["vmap_model_steps_per_s"]
+    )
+    assert res["native_gflops"] == pytest.approx(
+        res["native_model_steps_per_s"] * res["flops_per_model_step"] / 1e9
+    )
+    assert res["peak_gflops"] == max(res["peak_rates"].values())
