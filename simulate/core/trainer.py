@@ -40,8 +40,8 @@ class Trainer:
     and the random streams are the seeds' as usual.  ``mlp``: how the hand-written step
     computes the network's pass -- ``"batched"`` (one product per layer over all models,
     the default) or ``"native"`` (fused per model in C, ``simulate.core.native``: the
-    Gaussian likelihood on the CPU in float32; the same numbers to float rounding, about
-    twice the steps per second).
+    Gaussian likelihood on the CPU in float32; the same numbers to float rounding, 2-2.4x
+    the steps per second at batch 1024, about the same at batch 128: BENCHMARKS.md).
 
     ``learn_noise`` (Gaussian likelihood only): each model's noise sd is learned with it, a
     point estimate maximising the ELBO, by variational EM: the step treats the current sd

@@ -31,8 +31,10 @@ def _case(p, depth, widths, m, seed=0, learned=False):
     g = torch.Generator().manual_seed(seed)
     lay = Layout(p, depth, widths)
     E = len(widths)
-    theta = torch.randn(E, lay.P, generator=g, dtype=torch.float64) * 0.5 * lay.mask(
-        dtype=torch.float64
+    theta = (
+        torch.randn(E, lay.P, generator=g, dtype=torch.float64)
+        * 0.5
+        * lay.mask(dtype=torch.float64)
     )
     x = torch.rand(E, m, p, generator=g, dtype=torch.float64) * 2 - 1
     x_aug = torch.cat([x, torch.ones(E, m, 1, dtype=torch.float64)], -1)
