@@ -118,7 +118,12 @@ def load():
         path = library_path()
         if not path.exists():
             _build(path)
-        lib = ctypes.CDLL(str(path))
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError as e:
+            raise NativeUnavailable(
+                f"could not load the fused kernel {path} ({e}); delete it to rebuild"
+            ) from e
         f = lib.asvi_fused_mlp_gaussian
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
         f.argtypes = [i64, i64, ctypes.c_int, ptr, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr]
@@ -158,11 +163,31 @@ def check_supported(layout, hyper, device, dtype) -> None:
 _ARRAYS: dict = {}  # (dims, offs) -> their ctypes arrays, made once per network shape
 
 
+def _check_inputs(theta, x, y, scale, sd, dims, offs) -> None:
+    """``ValueError`` unless the tensors are what the C function reads: float32 on the CPU,
+    ``x [E, m, p + 1]``, ``theta [E, >= P_net]``, ``y [E, m]``, ``scale`` and ``sd [E]``."""
+    E, P_net = x.shape[0] if x.dim() == 3 else -1, offs[-1]
+    for name, t in (("theta", theta), ("x", x), ("y", y), ("scale", scale), ("sd", sd)):
+        if t.dtype != torch.float32 or t.device.type != "cpu":
+            raise ValueError(f"the fused pass takes float32 CPU tensors; {name} is {t.dtype} "
+                             f"on {t.device}")  # fmt: skip
+    if (x.dim() != 3 or x.shape[2] != dims[0] + 1 or tuple(y.shape) != tuple(x.shape[:2])
+            or theta.dim() != 2 or theta.shape[0] != E or theta.shape[1] < P_net
+            or tuple(scale.shape) != (E,) or tuple(sd.shape) != (E,)):  # fmt: skip
+        raise ValueError(
+            f"the fused pass needs x [E, m, {dims[0] + 1}], y [E, m], theta [E, >= {P_net}], "
+            f"scale and sd [E]; got x {tuple(x.shape)}, y {tuple(y.shape)}, theta "
+            f"{tuple(theta.shape)}, scale {tuple(scale.shape)}, sd {tuple(sd.shape)}"
+        )
+
+
 def _call(theta, x, y, scale, sd, dims: list[int], offs: list[int]):
+    scale, sd = scale.to(torch.float32), sd.to(torch.float32)
+    _check_inputs(theta, x, y, scale, sd, dims, offs)
     E, m = x.shape[0], x.shape[1]
     P_net = offs[-1]
     theta, x, y = theta.contiguous(), x.contiguous(), y.contiguous()
-    scale, sd = scale.to(torch.float32).contiguous(), sd.to(torch.float32).contiguous()
+    scale, sd = scale.contiguous(), sd.contiguous()
     nll = torch.empty(E, dtype=torch.float32)
     grad = torch.empty(E, P_net, dtype=torch.float32)
     key = (tuple(dims), tuple(offs))
@@ -177,6 +202,8 @@ def _call(theta, x, y, scale, sd, dims: list[int], offs: list[int]):
         y.data_ptr(), scale.data_ptr(), sd.data_ptr(), nll.data_ptr(), grad.data_ptr(),
         torch.get_num_threads(),
     )  # fmt: skip
+    if rc == 2:
+        raise ValueError(f"the fused pass takes at most 63 hidden layers, got {len(dims) - 2}")
     if rc != 0:
         raise MemoryError("the fused kernel could not allocate its per-thread scratch")
     return nll, grad

@@ -266,7 +266,8 @@ static double one_model(int depth, const int64_t *dims, const int64_t *offs, con
 
 /* The entry point (simulate/core/native/__init__.py): E models (rows of theta with stride
  * ldt; x [E][m][p + 1], y [E][m]); per-model scale and noise sd s; writes nll [E] and
- * grad [E][P_net].  Returns 0, or 1 where scratch memory could not be had. */
+ * grad [E][P_net].  Returns 0; 1 where scratch memory could not be had, 2 for more than 63
+ * hidden layers. */
 int asvi_fused_mlp_gaussian(int64_t E, int64_t m, int depth, const int64_t *dims,
                             const int64_t *offs, int64_t P_net, const float *theta, int64_t ldt,
                             const float *x, const float *y, const float *scale, const float *sd,
@@ -277,7 +278,7 @@ int asvi_fused_mlp_gaussian(int64_t E, int64_t m, int depth, const int64_t *dims
     if (mp % 256 == 0) mp += VL;
     for (int l = 0; l <= depth + 1; l++)
         if (dims[l] > wmax) wmax = dims[l];
-    if (depth + 1 > 64) return 1;
+    if (depth + 1 > 64) return 2;
     int failed = 0;
 #pragma omp parallel num_threads(nthreads)
     {

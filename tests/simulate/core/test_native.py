@@ -267,3 +267,19 @@ def test_the_bench_reports_the_fused_pass_beside_the_batched_core():
         res["native_model_steps_per_s"] * res["flops_per_model_step"] / 1e9
     )
     assert res["peak_gflops"] == max(res["peak_rates"].values())
+
+
+def test_inputs_the_kernel_cannot_read_are_refused_not_misread():
+    """The C function reads raw float32 buffers: a float64 target or a mis-shaped input is a
+    ValueError naming it, never memory read as the wrong type."""
+    lay, theta, x_aug, y, scale, _ = (_f32(t) if torch.is_tensor(t) else t for t in
+                                      _case(4, 2, [6, 3], 50))  # fmt: skip
+    h = Hyper()
+    with pytest.raises(ValueError, match="y is torch.float64"):
+        native.fused_nll_and_grad(lay, theta, x_aug, y.double(), h, scale)
+    with pytest.raises(ValueError, match=r"x \[E, m, 5\]"):
+        native.fused_nll_and_grad(lay, theta, x_aug[..., :4], y, h, scale)
+    with pytest.raises(ValueError, match=r"y \[E, m\]"):
+        native.fused_nll_and_grad(lay, theta, x_aug, y[:, :10], h, scale)
+    with pytest.raises(ValueError, match=r"theta \[E, >= "):
+        native.fused_nll_and_grad(lay, theta[:, :10], x_aug, y, h, scale)
