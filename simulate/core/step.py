@@ -95,7 +95,7 @@ def _nll(spec: StepSpec, consts: Consts, theta, inputs: Inputs, K: int):
     """The K draws' minibatch negative log-likelihood and its gradient in ``theta``."""
     xb, yb = inputs.xb, inputs.yb
     if spec.mlp == "native":
-        from simulate.core.native import fused_nll_and_grad
+        from simulate.core.native import fused_nll_and_grad, real_widths
 
         return fused_nll_and_grad(
             spec.layout,
@@ -105,6 +105,7 @@ def _nll(spec: StepSpec, consts: Consts, theta, inputs: Inputs, K: int):
             spec.hyper,
             scale=spec.n / (xb.shape[1] * K),
             sd=repeat_draws(consts.noise_sd, K),
+            widths=repeat_draws(real_widths(spec.layout, consts.mask), K),
         )
     return mlp_nll_and_grad(
         spec.layout,

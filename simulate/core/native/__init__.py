@@ -50,6 +50,7 @@ __all__ = [
     "fused_nll_and_grad",
     "library_path",
     "load",
+    "real_widths",
 ]
 
 _SOURCE = Path(__file__).with_name("fused_mlp.c")
@@ -126,7 +127,7 @@ def load():
             ) from e
         f = lib.asvi_fused_mlp_gaussian
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
-        f.argtypes = [i64, i64, ctypes.c_int, ptr, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr]
+        f.argtypes = [i64, i64, ctypes.c_int, ptr, ptr, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr]
         f.argtypes += [ptr, ptr, ctypes.c_int]
         f.restype = ctypes.c_int
         _lib = lib
@@ -181,7 +182,7 @@ def _check_inputs(theta, x, y, scale, sd, dims, offs) -> None:
         )
 
 
-def _call(theta, x, y, scale, sd, dims: list[int], offs: list[int]):
+def _call(theta, x, y, scale, sd, dims: list[int], offs: list[int], widths):
     scale, sd = scale.to(torch.float32), sd.to(torch.float32)
     _check_inputs(theta, x, y, scale, sd, dims, offs)
     E, m = x.shape[0], x.shape[1]
@@ -190,6 +191,13 @@ def _call(theta, x, y, scale, sd, dims: list[int], offs: list[int]):
     scale, sd = scale.contiguous(), sd.contiguous()
     nll = torch.empty(E, dtype=torch.float32)
     grad = torch.empty(E, P_net, dtype=torch.float32)
+    widths = widths.to(torch.int64).contiguous()
+    if (
+        tuple(widths.shape) != (E,)
+        or E
+        and not (1 <= int(widths.min()) and int(widths.max()) <= dims[1])
+    ):
+        raise ValueError(f"widths must be [{E}] numbers in 1..{dims[1]}, got {widths.tolist()}")
     key = (tuple(dims), tuple(offs))
     arrays = _ARRAYS.get(key)
     if arrays is None:
@@ -198,9 +206,9 @@ def _call(theta, x, y, scale, sd, dims: list[int], offs: list[int]):
             (ctypes.c_int64 * len(offs))(*offs),
         )
     rc = load().asvi_fused_mlp_gaussian(
-        E, m, len(dims) - 2, *arrays, P_net, theta.data_ptr(), theta.stride(0), x.data_ptr(),
-        y.data_ptr(), scale.data_ptr(), sd.data_ptr(), nll.data_ptr(), grad.data_ptr(),
-        torch.get_num_threads(),
+        E, m, len(dims) - 2, *arrays, widths.data_ptr(), P_net, theta.data_ptr(),
+        theta.stride(0), x.data_ptr(), y.data_ptr(), scale.data_ptr(), sd.data_ptr(),
+        nll.data_ptr(), grad.data_ptr(), torch.get_num_threads(),
     )  # fmt: skip
     if rc == 2:
         raise ValueError(f"the fused pass takes at most 63 hidden layers, got {len(dims) - 2}")
@@ -218,26 +226,43 @@ def _fused_op(
     sd: torch.Tensor,
     dims: list[int],
     offs: list[int],
+    widths: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    return _call(theta, x, y, scale, sd, dims, offs)
+    return _call(theta, x, y, scale, sd, dims, offs, widths)
 
 
 @_fused_op.register_fake
-def _(theta, x, y, scale, sd, dims, offs):
+def _(theta, x, y, scale, sd, dims, offs, widths):
     E = x.shape[0]
     return x.new_empty(E), x.new_empty(E, offs[-1])
 
 
-def fused_nll_and_grad(layout, theta, x_aug, y, hyper, scale, sd=None):
+def fused_nll_and_grad(layout, theta, x_aug, y, hyper, scale, sd=None, widths=None):
     """:func:`simulate.core.layout.mlp_nll_and_grad` fused per model (module docstring):
     per-network summed negative log-likelihood ``[B]`` and its gradient ``[B, P_net]`` in
-    ``theta [B, P]``, for inputs ``x_aug [B, m, p + 1]`` (last column ones), targets
-    ``y [B, m]``, ``scale`` ([B] or scalar) and ``sd [B]`` (None: ``hyper.sigma``).  A
-    ``torch.library`` custom op, so ``torch.compile`` calls it as one opaque node."""
+    ``theta [B, P]`` (padding slots 0), for inputs ``x_aug [B, m, p + 1]`` (last column
+    ones), targets ``y [B, m]``, ``scale`` ([B] or scalar), ``sd [B]`` (None:
+    ``hyper.sigma``) and each network's hidden width ``widths [B]`` (None: ``layout``'s,
+    B = its E; the step passes :func:`real_widths` of the models it runs).  A network's
+    padding -- units past its width -- is skipped, not computed: it would add exact zeros.
+    A ``torch.library`` custom op, so ``torch.compile`` calls it as one opaque node."""
     B = theta.shape[0]
     if sd is None:
         sd = torch.full((B,), float(hyper.sigma), dtype=torch.float32, device=theta.device)
     if not torch.is_tensor(scale):
         scale = torch.full((B,), float(scale), dtype=torch.float32, device=theta.device)
+    if widths is None:
+        widths = torch.tensor(layout.widths, dtype=torch.int64, device=theta.device)
     offs = [off for off, _, _ in layout.blocks] + [layout.P_net]
-    return _fused_op(theta, x_aug, y, scale.reshape(B), sd.reshape(B), list(layout.dims), offs)
+    return _fused_op(
+        theta, x_aug, y, scale.reshape(B), sd.reshape(B), list(layout.dims), offs, widths
+    )
+
+
+def real_widths(layout, mask: torch.Tensor) -> torch.Tensor:
+    """Each model's hidden width ``[E]`` (int64) read off its edge mask ``[E, P]``: the
+    number of first-layer units whose bias is a real slot -- so it follows whatever subset
+    of models the mask rows are (a compacted program's)."""
+    off, i, o = layout.blocks[0]
+    bias = off + torch.arange(o, device=mask.device) * (i + 1) + i
+    return mask[:, bias].sum(-1).to(torch.int64)

@@ -38,18 +38,20 @@ static inline float hsum(vf v) {
     return s;
 }
 
-/* out[o][:] = b[o] + sum_i W[o][i] a[i][:], then ReLU if relu; W is [out][in + 1]. */
-static void layer_forward(const float *W, int in, int out, const float *a, float *z,
+/* out[o][:] = b[o] + sum_i W[o][i] a[i][:], then ReLU if relu; W's rows are ld floats
+ * apart (the padded block [out][ld], its bias in the last column), of which the first in
+ * are this model's inputs. */
+static void layer_forward(const float *W, int ld, int in, int out, const float *a, float *z,
                           int64_t mp, int relu) {
     int o = 0;
     /* 4 outputs x 2 vectors of samples: 8 independent accumulators, enough to keep two
      * FMA pipes busy through their latency */
     for (; o + 4 <= out; o += 4) {
-        const float *w0 = W + (int64_t)o * (in + 1), *w1 = w0 + in + 1, *w2 = w1 + in + 1,
-                    *w3 = w2 + in + 1;
+        const float *w0 = W + (int64_t)o * ld, *w1 = w0 + ld, *w2 = w1 + ld, *w3 = w2 + ld;
         int64_t j = 0;
         for (; j + 2 * VL <= mp; j += 2 * VL) {
-            vf c0 = vbcast(w0[in]), c1 = vbcast(w1[in]), c2 = vbcast(w2[in]), c3 = vbcast(w3[in]);
+            vf c0 = vbcast(w0[ld - 1]), c1 = vbcast(w1[ld - 1]), c2 = vbcast(w2[ld - 1]),
+               c3 = vbcast(w3[ld - 1]);
             vf d0 = c0, d1 = c1, d2 = c2, d3 = c3;
             for (int i = 0; i < in; i++) {
                 vf x = vload(a + i * mp + j), y = vload(a + i * mp + j + VL);
@@ -76,7 +78,8 @@ static void layer_forward(const float *W, int in, int out, const float *a, float
             vstore(z + (o + 3) * mp + j + VL, d3);
         }
         for (; j < mp; j += VL) {
-            vf c0 = vbcast(w0[in]), c1 = vbcast(w1[in]), c2 = vbcast(w2[in]), c3 = vbcast(w3[in]);
+            vf c0 = vbcast(w0[ld - 1]), c1 = vbcast(w1[ld - 1]), c2 = vbcast(w2[ld - 1]),
+               c3 = vbcast(w3[ld - 1]);
             for (int i = 0; i < in; i++) {
                 vf x = vload(a + i * mp + j);
                 c0 += w0[i] * x;
@@ -92,9 +95,9 @@ static void layer_forward(const float *W, int in, int out, const float *a, float
         }
     }
     for (; o < out; o++) {
-        const float *w0 = W + (int64_t)o * (in + 1);
+        const float *w0 = W + (int64_t)o * ld;
         for (int64_t j = 0; j < mp; j += VL) {
-            vf c0 = vbcast(w0[in]);
+            vf c0 = vbcast(w0[ld - 1]);
             for (int i = 0; i < in; i++) c0 += w0[i] * vload(a + i * mp + j);
             if (relu) c0 = vrelu(c0);
             vstore(z + o * mp + j, c0);
@@ -102,11 +105,11 @@ static void layer_forward(const float *W, int in, int out, const float *a, float
     }
 }
 
-/* One tile of the weight gradient: d[r][c] = sum_j g[r][j] rows[c][j] for r < NO, c < NI
+/* One tile of the weight gradient: t[r][c] = sum_j g[r][j] rows[c][j] for r < NO, c < NI
  * (constants where it is called, so the NO x NI accumulators live in registers). */
 static inline __attribute__((always_inline)) void wg_tile(const float *g, int64_t mp,
                                                          const float *const *rows, int NO,
-                                                         int NI, float *d, int ld) {
+                                                         int NI, float t[4][4]) {
     vf acc[4][4];
     for (int r = 0; r < NO; r++)
         for (int c = 0; c < NI; c++) acc[r][c] = vbcast(0.0f);
@@ -119,41 +122,48 @@ static inline __attribute__((always_inline)) void wg_tile(const float *g, int64_
         }
     }
     for (int r = 0; r < NO; r++)
-        for (int c = 0; c < NI; c++) d[r * ld + c] = hsum(acc[r][c]);
+        for (int c = 0; c < NI; c++) t[r][c] = hsum(acc[r][c]);
 }
 
-#define WG_NI(NO)                                                      \
-    switch (ni) {                                                      \
-        case 1: wg_tile(g + o0 * mp, mp, rows, NO, 1, dd, in + 1); break; \
-        case 2: wg_tile(g + o0 * mp, mp, rows, NO, 2, dd, in + 1); break; \
-        case 3: wg_tile(g + o0 * mp, mp, rows, NO, 3, dd, in + 1); break; \
-        default: wg_tile(g + o0 * mp, mp, rows, NO, 4, dd, in + 1); break; \
+#define WG_NI(NO)                                            \
+    switch (ni) {                                            \
+        case 1: wg_tile(g + o0 * mp, mp, rows, NO, 1, t); break; \
+        case 2: wg_tile(g + o0 * mp, mp, rows, NO, 2, t); break; \
+        case 3: wg_tile(g + o0 * mp, mp, rows, NO, 3, t); break; \
+        default: wg_tile(g + o0 * mp, mp, rows, NO, 4, t); break; \
     }
 
-/* dW[o][i] = sum_j g[o][j] a[i][j], dW[o][in] = sum_j g[o][j] (the bias: a row of ones),
- * into the row-major block [out][in + 1] at d. */
-static void layer_weight_grad(const float *g, int out, const float *a, int in, float *d,
-                              int64_t mp, const float *ones) {
+/* dW[o][i] = sum_j g[o][j] a[i][j] for i < in, and the bias dW[o][ld - 1] = sum_j g[o][j]
+ * (a row of ones), into the block [out][ld] at d (its padding left as it is). */
+static void layer_weight_grad(const float *g, int out, const float *a, int in, int ld,
+                              float *d, int64_t mp, const float *ones) {
     for (int o0 = 0; o0 < out; o0 += 4) {
         int no = out - o0 < 4 ? out - o0 : 4;
         for (int i0 = 0; i0 <= in; i0 += 4) {
             int ni = in + 1 - i0 < 4 ? in + 1 - i0 : 4;
             const float *rows[4];
-            for (int c = 0; c < ni; c++) rows[c] = i0 + c < in ? a + (i0 + c) * mp : ones;
-            float *dd = d + o0 * (in + 1) + i0;
+            int cols[4];
+            for (int c = 0; c < ni; c++) {
+                int i = i0 + c;
+                rows[c] = i < in ? a + i * mp : ones;
+                cols[c] = i < in ? i : ld - 1;
+            }
+            float t[4][4];
             switch (no) {
                 case 1: WG_NI(1) break;
                 case 2: WG_NI(2) break;
                 case 3: WG_NI(3) break;
                 default: WG_NI(4) break;
             }
+            for (int r = 0; r < no; r++)
+                for (int c = 0; c < ni; c++) d[(int64_t)(o0 + r) * ld + cols[c]] = t[r][c];
         }
     }
 }
 
 /* gin[i][:] = (sum_o W[o][i] g[o][:]) where a[i][:] > 0, else 0 (the ReLU's backward). */
-static void layer_input_grad(const float *W, int in, int out, const float *g, const float *a,
-                             float *gin, int64_t mp) {
+static void layer_input_grad(const float *W, int ld, int in, int out, const float *g,
+                             const float *a, float *gin, int64_t mp) {
     const vf zero = vbcast(0.0f);
     int i = 0;
     for (; i + 4 <= in; i += 4) {  /* 4 inputs x 2 vectors of samples (as layer_forward) */
@@ -162,7 +172,7 @@ static void layer_input_grad(const float *W, int in, int out, const float *g, co
             vf c0 = zero, c1 = zero, c2 = zero, c3 = zero, d0 = zero, d1 = zero, d2 = zero,
                d3 = zero;
             for (int o = 0; o < out; o++) {
-                const float *w = W + (int64_t)o * (in + 1) + i;
+                const float *w = W + (int64_t)o * ld + i;
                 vf x = vload(g + o * mp + j), y = vload(g + o * mp + j + VL);
                 c0 += w[0] * x;
                 c1 += w[1] * x;
@@ -193,7 +203,7 @@ static void layer_input_grad(const float *W, int in, int out, const float *g, co
         for (; j < mp; j += VL) {
             vf c0 = zero, c1 = zero, c2 = zero, c3 = zero;
             for (int o = 0; o < out; o++) {
-                const float *w = W + (int64_t)o * (in + 1) + i;
+                const float *w = W + (int64_t)o * ld + i;
                 vf x = vload(g + o * mp + j);
                 c0 += w[0] * x;
                 c1 += w[1] * x;
@@ -209,19 +219,21 @@ static void layer_input_grad(const float *W, int in, int out, const float *g, co
     for (; i < in; i++) {
         for (int64_t j = 0; j < mp; j += VL) {
             vf c0 = zero;
-            for (int o = 0; o < out; o++) c0 += W[(int64_t)o * (in + 1) + i] * vload(g + o * mp + j);
+            for (int o = 0; o < out; o++) c0 += W[(int64_t)o * ld + i] * vload(g + o * mp + j);
             c0 = vmask(c0, vload(a + i * mp + j));
             vstore(gin + i * mp + j, c0);
         }
     }
 }
 
-/* One model: see the header.  act: depth + 1 activation buffers [dims[l]][mp] (act[0] the
- * inputs), out: [mp], g0/g1: [wmax][mp] ping-pong gradients. */
-static double one_model(int depth, const int64_t *dims, const int64_t *offs, const float *th,
-                        const float *x, const float *y, int64_t m, int64_t mp, float scale,
-                        float inv_var, float half_log, float **act, float *out, float *g0,
-                        float *g1, const float *ones, float *grad) {
+/* One model of hidden width `width` (the block's padding, dims[l] >= width, is skipped: its
+ * products would add exact zeros): see the header.  act: depth + 1 activation buffers
+ * [dims[l]][mp] (act[0] the inputs), out: [mp], g0/g1: [wmax][mp] ping-pong gradients;
+ * grad: the model's [P_net] slots, its padding set to 0. */
+static double one_model(int depth, const int64_t *dims, const int64_t *offs, int width,
+                        const float *th, const float *x, const float *y, int64_t m, int64_t mp,
+                        float scale, float inv_var, float half_log, float **act, float *out,
+                        float *g0, float *g1, const float *ones, float *grad) {
     int p = (int)dims[0];
     float *a0 = act[0];
     /* the inputs, feature-major: blocks of VL samples, whose rows stay in L1 while their
@@ -236,9 +248,13 @@ static double one_model(int depth, const int64_t *dims, const int64_t *offs, con
         for (int64_t j = j0; j < m; j++) a0[i * mp + j] = x[j * (p + 1) + i];
         for (int64_t j = m; j < mp; j++) a0[i * mp + j] = 0.0f;
     }
+    /* layer l: real in -> out, its block's rows dims[l] + 1 floats apart */
+#define REAL(l) ((l) == 0 ? p : (l) == depth + 1 ? 1 : width)
     for (int l = 0; l < depth; l++)
-        layer_forward(th + offs[l], (int)dims[l], (int)dims[l + 1], act[l], act[l + 1], mp, 1);
-    layer_forward(th + offs[depth], (int)dims[depth], 1, act[depth], out, mp, 0);
+        layer_forward(th + offs[l], (int)dims[l] + 1, REAL(l), REAL(l + 1), act[l], act[l + 1],
+                      mp, 1);
+    layer_forward(th + offs[depth], (int)dims[depth] + 1, REAL(depth), 1, act[depth], out, mp,
+                  0);
     /* the Gaussian likelihood: nll_j = 0.5 log(2 pi s^2) + r^2 / (2 s^2), r = y - f;
      * d nll_j / d f = (f - y) / s^2, times the objective's scale */
     double nll = 0.0;
@@ -249,27 +265,29 @@ static double one_model(int depth, const int64_t *dims, const int64_t *offs, con
         g0[j] = -r * gs;
     }
     for (int64_t j = m; j < mp; j++) g0[j] = 0.0f;
+    memset(grad, 0, (size_t)offs[depth + 1] * sizeof(float));
     float *g = g0, *gn = g1;
-    int out_dim = 1;
     for (int l = depth; l >= 0; l--) {
-        int in = (int)dims[l];
-        layer_weight_grad(g, out_dim, act[l], in, grad + offs[l], mp, ones);
+        int in = REAL(l), ld = (int)dims[l] + 1;
+        layer_weight_grad(g, REAL(l + 1), act[l], in, ld, grad + offs[l], mp, ones);
         if (l == 0) break;
-        layer_input_grad(th + offs[l], in, out_dim, g, act[l], gn, mp);
+        layer_input_grad(th + offs[l], ld, in, REAL(l + 1), g, act[l], gn, mp);
         float *t = g;
         g = gn;
         gn = t;
-        out_dim = in;
     }
+#undef REAL
     return nll;
 }
 
 /* The entry point (simulate/core/native/__init__.py): E models (rows of theta with stride
- * ldt; x [E][m][p + 1], y [E][m]); per-model scale and noise sd s; writes nll [E] and
+ * ldt, hidden widths widths[e] <= dims[1]; x [E][m][p + 1], y [E][m]); per-model scale and
+ * noise sd s; writes nll [E] and
  * grad [E][P_net].  Returns 0; 1 where scratch memory could not be had, 2 for more than 63
  * hidden layers. */
 int asvi_fused_mlp_gaussian(int64_t E, int64_t m, int depth, const int64_t *dims,
-                            const int64_t *offs, int64_t P_net, const float *theta, int64_t ldt,
+                            const int64_t *offs, const int64_t *widths, int64_t P_net,
+                            const float *theta, int64_t ldt,
                             const float *x, const float *y, const float *scale, const float *sd,
                             float *nll, float *grad, int nthreads) {
     /* rows of mp floats: m rounded up to VL lanes, plus VL where that is a multiple of 256
@@ -306,7 +324,7 @@ int asvi_fused_mlp_gaussian(int64_t E, int64_t m, int depth, const int64_t *dims
             for (int64_t e = 0; e < E; e++) {
                 float var = sd[e] * sd[e];  /* as torch computes them: sd * sd, then log */
                 float half_log = 0.5f * logf(2.0f * (float)M_PI * var);
-                nll[e] = (float)one_model(depth, dims, offs, theta + e * ldt,
+                nll[e] = (float)one_model(depth, dims, offs, (int)widths[e], theta + e * ldt,
                                           x + e * m * (dims[0] + 1), y + e * m, m, mp, scale[e],
                                           1.0f / var, half_log, act, out, g0, g1, ones,
                                           grad + e * P_net);
