@@ -15,10 +15,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulate.core import Hyper, Layout, mlp_nll_and_grad
+from simulate.core import Hyper, Layout, mlp_nll_and_grad, native
 from simulate.core.recipe import build_trainer
-
-native = pytest.importorskip("simulate.core.native")
 
 pytestmark = pytest.mark.skipif(
     shutil.which(native._compiler()) is None, reason="no C compiler to build the fused kernel"
