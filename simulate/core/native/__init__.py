@@ -93,7 +93,12 @@ def library_path() -> Path:
 
 
 def _build(target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise NativeUnavailable(
+            f"cannot write the build folder {target.parent} ({e}); set $ASVI_RATES_CACHE"
+        ) from e
     cc = _compiler()
     if shutil.which(cc) is None:
         raise NativeUnavailable(f"no C compiler: `{cc}` is not on PATH (set $CC)")

@@ -8,6 +8,7 @@ term -- a dropped bias, a missed ReLU, a wrong scale -- still exceeds by orders 
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -316,3 +317,21 @@ def test_compaction_with_the_fused_pass_changes_nothing(monkeypatch):
     assert runs_a == [None] and len(runs_b) > 1  # the second run compacted
     assert any(sorted(widths[i] for i in r) != sorted(widths) for r in runs_b[1:])
     assert ca == cb and torch.equal(pa, pb)
+
+
+def test_an_unwritable_build_folder_is_a_clear_error(monkeypatch, tmp_path):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setenv("ASVI_RATES_CACHE", str(tmp_path / "file" / "cache"))
+    with pytest.raises(native.NativeUnavailable, match="cannot write the build folder"):
+        native.load()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="Linux's /proc only")
+def test_the_library_shares_torch_s_openmp_runtime():
+    """One OpenMP runtime in the process (the library's libgomp.so.1 is the one torch
+    loaded): two would each start a thread pool of their own."""
+    native.load()
+    with open("/proc/self/maps") as fh:
+        gomps = {ln.split()[-1] for ln in fh if "libgomp" in ln}
+    assert len(gomps) == 1, gomps
