@@ -8,8 +8,11 @@ term -- a dropped bias, a missed ReLU, a wrong scale -- still exceeds by orders 
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -329,9 +332,15 @@ def test_an_unwritable_build_folder_is_a_clear_error(monkeypatch, tmp_path):
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="Linux's /proc only")
 def test_the_library_shares_torch_s_openmp_runtime():
-    """One OpenMP runtime in the process (the library's libgomp.so.1 is the one torch
-    loaded): two would each start a thread pool of their own."""
-    native.load()
-    with open("/proc/self/maps") as fh:
-        gomps = {ln.split()[-1] for ln in fh if "libgomp" in ln}
-    assert len(gomps) == 1, gomps
+    """One OpenMP runtime in a process that loads torch and the library (the library's
+    libgomp.so.1 is the one torch loaded): two would each start a thread pool of their own.
+    In a fresh process, since other packages vendor OpenMP runtimes of their own."""
+    code = (
+        "import torch\n"
+        "from simulate.core import native\n"
+        "native.load()\n"
+        "print(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libgomp' in l}))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    gomps = ast.literal_eval(r.stdout.strip().splitlines()[-1])
+    assert len(gomps) == 1 and "torch" in gomps[0], gomps
