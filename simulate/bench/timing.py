@@ -408,11 +408,13 @@ def table1_block_rate(
     repeats: int = 3,
     replicates: int = 5,
     log=print,
+    mlp: str = "batched",
 ) -> dict:
     """Model-steps per second of one Table 1 block: ``replicates`` teacher datasets
     (n = 10,000, the driver's seeds) x the ten widths of ``method`` (``"SVI"``,
     ``"Dense-BNN"``, ``"HS-BNN"``), in ``groups`` programs of similar widths, compiled or
-    not, on the hand-written step or (``autograd``) the autograd path.  After 5 warm-up
+    not, on the hand-written step or (``autograd``) the autograd path, with the network's
+    pass ``mlp`` (``"batched"``, or ``"native"``: ``simulate.core.native``).  After 5 warm-up
     steps per program (compilation included), ``repeats`` timings of ``steps`` steps of
     every program; returns the median and the repeats."""
     from simulate.truths.functions import TeacherNetwork, make_regression_data
@@ -433,7 +435,7 @@ def table1_block_rate(
         seeds = list(range(len(data_index)))
         tr = build_trainer(
             hyper, ws * replicates, seeds, Xs, ys, data_index, depth=DEPTH, compile=compile,
-            autograd=autograd,
+            autograd=autograd, mlp=mlp,
         )  # fmt: skip
         tr.fit(5)
         trainers.append(tr)
@@ -445,11 +447,12 @@ def table1_block_rate(
             tr.fit(steps)
         rates.append(models * steps / (time.perf_counter() - t0))
     out = {"method": method, "compile": bool(compile), "groups": int(groups),
-           "autograd": bool(autograd), "threads": torch.get_num_threads(),
+           "autograd": bool(autograd), "mlp": mlp, "threads": torch.get_num_threads(),
            "model_steps_per_s": statistics.median(rates), "repeats": rates}  # fmt: skip
     log(
         f"Table 1 block, {method}, {'compiled' if compile else 'eager'}, {groups} program(s), "
-        f"{'autograd' if autograd else 'hand-written'} step, {out['threads']} thread(s): "
+        f"{'autograd' if autograd else 'hand-written'} step, {mlp} network pass, "
+        f"{out['threads']} thread(s): "
         f"{out['model_steps_per_s']:.0f} model-steps/s {[round(r) for r in rates]}"
     )
     return out
@@ -484,7 +487,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--mlp",
         choices=("batched", "native"),
-        help="--workload sweep: the network's pass, forced (default: the tier's)",
+        help="--workload sweep: the network's pass, forced (default: the tier's); "
+        "--table1-block: the block's (default batched)",
     )
     ap.add_argument(
         "--records",
@@ -534,6 +538,10 @@ def _check(args) -> None:
         check_output_file(args.json, "--json")
     if args.tier not in tiers.RATES:
         raise ValueError(f"--tier must be one of {tuple(tiers.RATES)}, got {args.tier!r}")
+    if args.autograd and args.mlp == "native":
+        raise ValueError("--mlp native runs in the hand-written step, not with --autograd")
+    if args.mlp == "native" and not native_available(args.device):
+        raise ValueError("--mlp native: the fused pass cannot be built here (no C compiler?)")
     if args.records is not None and not os.path.isfile(args.records):
         raise ValueError(f"no records file {args.records}")
 
@@ -559,8 +567,9 @@ def main(argv=None) -> int:
     )
     if args.table1_block:
         res = table1_block_rate(
-            args.table1_block, args.compile, args.groups, args.autograd, args.steps, args.repeats
-        )
+            args.table1_block, args.compile, args.groups, args.autograd, args.steps, args.repeats,
+            mlp=args.mlp or "batched",
+        )  # fmt: skip
         if args.json:
             with open(args.json, "w") as fh:
                 json.dump({"where": where, "torch": torch.__version__, **res}, fh, indent=2)

@@ -133,6 +133,11 @@ def test_bench_times_a_table1_block(tmp_path):
     data = json.loads(out.read_text())
     assert data["method"] == "Dense-BNN" and data["autograd"] and data["model_steps_per_s"] > 0
     assert run_bench("--table1-block", "SVI", "--groups", "11").returncode == 2
+    assert run_bench("--table1-block", "SVI", "--autograd", "--mlp", "native").returncode == 2
+    if bench.native_available():  # the block with the fused network pass
+        nat = bench.table1_block_rate("SVI", groups=1, steps=2, repeats=1, replicates=1,
+                                      log=lambda *_: None, mlp="native")  # fmt: skip
+        assert nat["mlp"] == "native" and nat["model_steps_per_s"] > 0
     with pytest.raises(ValueError, match="method"):
         bench.table1_block_rate("ASVI")
 
