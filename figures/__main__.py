@@ -69,10 +69,12 @@ def _teacher(args, names) -> None:
     t0 = time.perf_counter()
     recs = run_teacher(
         args.tier, args.out, args.recompute, bias=args.teacher_bias, workers=args.workers,
-        methods=args.teacher_methods,
+        methods=args.teacher_methods, mlp=args.teacher_mlp,
     )  # fmt: skip
     cfg = tiers.TEACHER[args.tier]
     name = args.tier if args.teacher_bias == "subtract" else f"{args.tier}-{args.teacher_bias}"
+    if args.teacher_mlp != "batched":
+        name = f"{name}-{args.teacher_mlp}"
     print(
         f"teacher records: {len(recs)} ({cfg['replicates']} replications x "
         f"{cfg['epochs']} epochs), {time.perf_counter() - t0:.0f} s"
@@ -165,6 +167,14 @@ def main(argv=None) -> int:
         action="append",
         help="train only these Table 1 methods (repeatable; default all; Figure 1(b) and the"
         " ASVI row need SVI alone); the table shows every method recorded",
+    )
+    ap.add_argument(
+        "--teacher-mlp",
+        choices=["batched", "native"],
+        default="batched",
+        help="Table 1's network pass: batched (default) or native (fused per model in C, one"
+        " program per block: ~2.6x faster blocks at float-rounding differences; needs a C"
+        " compiler); separate records and outputs (TIER-native)",
     )
     ap.add_argument(
         "--workers",

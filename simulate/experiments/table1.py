@@ -58,12 +58,18 @@ RUN_PLAN = {
 COMPILE_FROM_STEPS = 5000
 
 
-def block_plan(method: str, steps: int, plan=None) -> dict:
+def block_plan(method: str, steps: int, plan=None, mlp: str = "batched") -> dict:
     """How a block of ``method`` runs at ``steps`` steps: ``plan`` (default ``RUN_PLAN``)'s
-    entry, compiled and split only from ``COMPILE_FROM_STEPS`` steps."""
+    entry, compiled and split only from ``COMPILE_FROM_STEPS`` steps.  ``mlp="native"``
+    (the network's pass fused per model, ``simulate.core.native``): one program per block
+    -- the fused pass skips each model's padding, so one program padded to width 20 beats
+    three width groups (BENCHMARKS.md, "A Table 1 block as the driver runs it": SVI
+    10,966 -> 28,066 model-steps/s at one thread, compiled)."""
     p = dict((plan or RUN_PLAN)[method])
     if steps < COMPILE_FROM_STEPS and plan is None:
         p = {"compile": False, "groups": 1}
+    if mlp != "batched":
+        p.update(groups=1, mlp=mlp)
     return p
 
 
@@ -100,7 +106,7 @@ def _block_data(reps, cfg: dict, teacher):
     return Xs, ys, Xt, yt
 
 
-def _train_group(method, reps, widths, group, cfg, data, compile: bool) -> dict:
+def _train_group(method, reps, widths, group, cfg, data, compile: bool, mlp="batched") -> dict:
     """Train the widths ``group`` (a subset of ``widths``) of every replicate in ``reps`` as
     one batched program; per (replicate, width): test RMSE, edges, ELBO, failed."""
     Xs, ys, Xt, yt = data
@@ -111,7 +117,7 @@ def _train_group(method, reps, widths, group, cfg, data, compile: bool) -> dict:
     data_index = [i for i in range(len(reps)) for _ in group]
     trained = train_models(
         hyper, group * len(reps), seeds, Xs, ys, data_index, depth=2, steps=tier_steps(cfg),
-        compile=compile,
+        compile=compile, mlp=mlp,
     )  # fmt: skip
     tr, post = trained.trainer, trained.posterior
     el = post.elbo(Xs, ys, data_index, draws=10)["elbo"]
@@ -143,7 +149,8 @@ def train_block(task) -> list[dict]:
     cells = {}
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
         for group in width_groups(widths, plan["groups"]):
-            cells.update(_train_group(method, reps, widths, group, cfg, data, plan["compile"]))
+            cells.update(_train_group(method, reps, widths, group, cfg, data, plan["compile"],
+                                      plan.get("mlp", "batched")))  # fmt: skip
     graphs = counters["stats"]["unique_graphs"] - graphs0
     out = []
     for r in reps:
@@ -164,6 +171,7 @@ def train_block(task) -> list[dict]:
                 "train_s": time.perf_counter() - t0,
                 "programs": plan["groups"],
                 "compiled": plan["compile"],
+                "mlp": plan.get("mlp", "batched"),
                 "graphs_compiled": graphs,
             }
         )
@@ -171,19 +179,24 @@ def train_block(task) -> list[dict]:
 
 
 def teacher_store(
-    tier: str, out_dir: str, recompute: bool = False, bias: str = "subtract"
+    tier: str, out_dir: str, recompute: bool = False, bias: str = "subtract", mlp="batched"
 ) -> RecordStore:
     """The tier's records file (``teacher-subtract-TIER.jsonl`` for the default teacher,
     eq. (eqmod2)'s subtracted biases; ``teacher-TIER.jsonl`` for ``relu(h W + b)``, the
     name and key its records had when it was the default), keyed by (method, replicate),
     of one configuration: the tier's settings (less the replicate count, which only says
     how many there are), the teacher's bias convention (for ``subtract``), the schema and
-    the versions."""
+    the versions.  ``mlp="native"``: a file of its own (``teacher-...-native-TIER.jsonl``,
+    ``mlp`` in its configuration), since its numbers differ from the batched pass's by
+    float rounding."""
     settings = {k: v for k, v in tiers.TEACHER[tier].items() if k != "replicates"}
     stem = "teacher"
     if bias != "add":  # "add" files keep the key they were written with
         settings["teacher_bias"] = bias
         stem = f"teacher-{bias}"
+    if mlp != "batched":
+        settings["mlp"] = mlp
+        stem = f"{stem}-{mlp}"
     key = lambda r: (r["method"], r["replicate"])  # noqa: E731
     required = ("method", "replicate", "rmse", "elbo")
     return tier_store(out_dir, stem, tier, settings, SCHEMA, key, required, recompute)
@@ -198,6 +211,7 @@ def run_teacher(
     workers: int | None = None,
     methods=None,
     plan=None,
+    mlp: str = "batched",
 ) -> list[dict]:
     """Train what the tier needs and is not yet recorded; return all its records.
     ``bias``: the teacher's bias convention (``simulate.truths.functions.TeacherNetwork``);
@@ -206,19 +220,27 @@ def run_teacher(
     finishes, so a run stopped anywhere loses at most the blocks in flight); ``methods``: a
     subset of ``METHODS`` to train (default all; Figure 1(b) and the ASVI row need SVI
     alone); ``plan``: a ``RUN_PLAN``-shaped override of how blocks run, taken at any
-    number of steps (tests).  Returns the records of every method recorded so far."""
+    number of steps (tests); ``mlp``: the network's pass (:func:`block_plan`; the
+    ``"native"`` records in a file of their own, :func:`teacher_store`).  Returns the
+    records of every method recorded so far."""
     cfg = tiers.TEACHER[tier]
     methods = list(METHODS) if methods is None else list(methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
     TeacherNetwork(seed=0, bias=bias)  # a bad convention fails before any file
-    store = teacher_store(tier, out_dir, recompute, bias)
+    if mlp not in ("batched", "native"):
+        raise ValueError(f"mlp must be 'batched' or 'native', got {mlp!r}")
+    if mlp == "native":  # no compiler: a clear error before any file
+        from simulate.core import native
+
+        native.load()
+    store = teacher_store(tier, out_dir, recompute, bias, mlp)
     t0 = time.perf_counter()
     with store.writing() as st:
         steps = tier_steps(cfg)
         todo = [
-            (method, reps, cfg, bias, block_plan(method, steps, plan))
+            (method, reps, cfg, bias, block_plan(method, steps, plan, mlp))
             for method in methods
             for reps in _blocks(cfg)
             if not all((method, r) in st.done for r in reps)

@@ -112,3 +112,28 @@ def test_teacher_bias_convention_writes_its_own_records_and_table(teacher_recs, 
     assert a["rmse"] != s["rmse"]
     bad = run_figures("--only", "table1", "--teacher-bias", "minus", "--out", str(tmp_path))
     assert bad.returncode == 2
+
+
+def test_teacher_with_the_fused_pass_writes_its_own_records_and_table(teacher_recs, tmp_path):
+    """``--teacher-mlp native``: Table 1 trained with the fused network pass (one program
+    per block), its own records (``mlp`` in the configuration and in each record) and
+    outputs (``TIER-native``); the same numbers as the batched pass's to float rounding
+    (tiny tier: 2 epochs, 20 steps, not yet chaotic: 1e-4 relative is ~100x what rounding
+    gives here)."""
+    import numpy as np
+
+    recs_bat, _ = teacher_recs
+    r = run_figures("--only", "table1", "--teacher-mlp", "native", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert nonempty(tmp_path / "teacher-subtract-native-tiny.jsonl")
+    assert nonempty(tmp_path / "table1-tiny-native.txt")
+    assert not (tmp_path / "teacher-subtract-tiny.jsonl").exists()
+    recs_nat = run_teacher("tiny", str(tmp_path), log=lambda *_: None, mlp="native")
+    key = lambda x: (x["method"], x["replicate"])  # noqa: E731
+    bat = {key(x): x for x in recs_bat}
+    assert len(recs_nat) == len(recs_bat)
+    for x in recs_nat:
+        assert x["mlp"] == "native" and x["programs"] == 1
+        np.testing.assert_allclose(x["rmse"], bat[key(x)]["rmse"], rtol=1e-4)
+    with pytest.raises(ValueError, match="mlp must be"):
+        run_teacher("tiny", str(tmp_path), log=lambda *_: None, mlp="fused")
