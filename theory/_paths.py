@@ -5,11 +5,20 @@ creates missing folders when it writes."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import tempfile
 
-__all__ = ["check_output_file", "check_output_dir"]
+__all__ = ["check_output_file", "check_output_dir", "write_json"]
+
+
+def write_json(path, obj) -> None:
+    """Write ``obj`` as indented JSON to ``path`` (checked before the work by
+    :func:`check_output_file`), creating its folder: every command line's ``--json``."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump(obj, fh, indent=2)
 
 
 def check_output_file(path, what="output file") -> None:

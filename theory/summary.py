@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import sys
 
 from theory._cli import Parser
-from theory._paths import check_output_file
+from theory._paths import check_output_file, write_json
 from theory.bounds import eps_n, lemma_6_1, optimal_structure, r_n, theorem_4_1_bound, xi_bound
 from theory.conditions import condition_5_3
 from theory.exponents import METRICS, corollary_6_1_rate, log_factor_power, predicted_exponent
@@ -183,7 +181,5 @@ def main(argv=None) -> int:
         return 2
     print(format_report(r))
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as fh:
-            json.dump(r, fh, indent=2)
+        write_json(args.json, r)
     return 0

@@ -31,6 +31,7 @@ import torch
 from simulate.core.families import _kl_lognormal_halfcauchy, _kl_normal
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout, mlp_nll_and_grad
+from simulate.core.native import fused_nll_and_grad
 from simulate.core.objective import _LOG2, ELBOTerms, family_of, l3_paper
 from simulate.core.optim import Factors, Optimizer, OptState
 from simulate.core.sampler import Inputs
@@ -61,18 +62,21 @@ class Consts(NamedTuple):
     ``noise_sd [E]``, each model's Gaussian noise sd where it is learned (None: the known
     ``hyper.sigma``).  ``noise_sd`` is fixed within a step; the trainer rewrites its values
     in place between steps (``Trainer.update_noise``), which a compiled step reads as it
-    reads any input."""
+    reads any input.  ``widths [E]`` (int64): each model's hidden width, which the fused
+    network pass (``StepSpec.mlp = "native"``) reads to skip the padding (None: unused)."""
 
     mask: torch.Tensor
     H: torch.Tensor
     node_index: tuple | None = None
     noise_sd: torch.Tensor | None = None
+    widths: torch.Tensor | None = None
 
     def part(self, s) -> Consts:
         """The constants of models ``s`` (a slice or an int64 index tensor)."""
         take = (lambda t: t.index_select(0, s)) if torch.is_tensor(s) else (lambda t: t[s])
-        sd = None if self.noise_sd is None else take(self.noise_sd)
-        return Consts(take(self.mask), take(self.H), self.node_index, sd)
+        maybe = lambda t: None if t is None else take(t)  # noqa: E731
+        return Consts(take(self.mask), take(self.H), self.node_index,
+                      maybe(self.noise_sd), maybe(self.widths))  # fmt: skip
 
 
 def _update(spec: StepSpec, params, opt, grad, stopped, factors):
@@ -94,29 +98,11 @@ def repeat_draws(t, K: int):
 def _nll(spec: StepSpec, consts: Consts, theta, inputs: Inputs, K: int):
     """The K draws' minibatch negative log-likelihood and its gradient in ``theta``."""
     xb, yb = inputs.xb, inputs.yb
+    args = (spec.layout, theta, repeat_draws(xb, K), repeat_draws(yb, K), spec.hyper)
+    scale, sd = spec.n / (xb.shape[1] * K), repeat_draws(consts.noise_sd, K)
     if spec.mlp == "native":
-        from simulate.core.native import fused_nll_and_grad, real_widths
-
-        return fused_nll_and_grad(
-            spec.layout,
-            theta,
-            repeat_draws(xb, K),
-            repeat_draws(yb, K),
-            spec.hyper,
-            scale=spec.n / (xb.shape[1] * K),
-            sd=repeat_draws(consts.noise_sd, K),
-            widths=repeat_draws(real_widths(spec.layout, consts.mask), K),
-        )
-    return mlp_nll_and_grad(
-        spec.layout,
-        theta,
-        repeat_draws(xb, K),
-        repeat_draws(yb, K),
-        spec.hyper,
-        scale=spec.n / (xb.shape[1] * K),
-        functional=not spec.donate,
-        sd=repeat_draws(consts.noise_sd, K),
-    )
+        return fused_nll_and_grad(*args, scale, sd, repeat_draws(consts.widths, K))
+    return mlp_nll_and_grad(*args, scale, functional=not spec.donate, sd=sd)
 
 
 def spike_slab_step(

@@ -121,7 +121,8 @@ class Trainer:
             self.noise_updates = True  # False: the sds stay where they are (a warm-up)
             self._rss_sum = torch.zeros(layout.E, dtype=torch.float64, device=device)
             self._rss_steps = 0
-        consts = Consts(self.mask, self.H, self.node_index, self.noise_sd)
+        widths = torch.as_tensor(layout.widths, dtype=torch.int64, device=device)
+        consts = Consts(self.mask, self.H, self.node_index, self.noise_sd, widths)
         self.step_fn = build_step(
             layout, hyper, self.n, consts, bool(compile), chunk, autograd=autograd, mlp=mlp
         )

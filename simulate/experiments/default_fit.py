@@ -11,8 +11,6 @@ recorded, not lost."""
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
 import warnings
@@ -21,7 +19,7 @@ import numpy as np
 
 from simulate._alloc import tune_malloc
 from theory._cli import Parser
-from theory._paths import check_output_file
+from theory._paths import check_output_file, write_json
 
 
 def run(n: int = 10_000, n_test: int = 5_000, compile: bool = False, **overrides) -> dict:
@@ -85,9 +83,7 @@ def main(argv=None) -> int:
     for w in r["warnings"]:
         print(f"warning: {w}")
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as fh:
-            json.dump(r, fh, indent=2)
+        write_json(args.json, r)
     return 0
 
 

@@ -90,10 +90,9 @@ def run(
 
 def main(argv=None) -> int:
     """``python -m simulate.references.plain``: plain ReLU networks against the linear spline."""
-    import json
 
     from simulate.progress import Progress
-    from theory._paths import check_output_file
+    from theory._paths import check_output_file, write_json
 
     ap = Parser(
         prog="python -m simulate.experiments.plain_control",
@@ -138,8 +137,7 @@ def main(argv=None) -> int:
     for w, l2, v, s in zip(r["widths"], r["l2sq"], r["val_mse"], r["best_step"], strict=True):
         print(f"{w:6d} {l2:10.4g} {l2 / r['reference_l2sq']:9.2f} {v:9.4f} {s:10d}")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(r, fh, indent=2)
+        write_json(args.json, r)
     return 0
 
 

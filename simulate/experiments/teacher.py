@@ -11,9 +11,7 @@ edge count, and writes them as JSON with ``--json``.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import sys
 
 import numpy as np
@@ -23,7 +21,7 @@ from simulate.core.hyper import PAPER_WIDTHS
 from simulate.estimators import ASVIRegressor
 from simulate.truths.functions import TeacherNetwork, make_regression_data
 from theory._cli import Parser
-from theory._paths import check_output_file
+from theory._paths import check_output_file, write_json
 
 
 def run(
@@ -110,9 +108,7 @@ def main(argv=None) -> int:
         f"edges {r['edges_sum_nu']:.1f}"
     )
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as fh:
-            json.dump(r, fh, indent=2)
+        write_json(args.json, r)
     return 0
 
 

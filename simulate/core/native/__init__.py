@@ -50,7 +50,6 @@ __all__ = [
     "fused_nll_and_grad",
     "library_path",
     "load",
-    "real_widths",
 ]
 
 _SOURCE = Path(__file__).with_name("fused_mlp.c")
@@ -248,7 +247,7 @@ def fused_nll_and_grad(layout, theta, x_aug, y, hyper, scale, sd=None, widths=No
     ``theta [B, P]`` (padding slots 0), for inputs ``x_aug [B, m, p + 1]`` (last column
     ones), targets ``y [B, m]``, ``scale`` ([B] or scalar), ``sd [B]`` (None:
     ``hyper.sigma``) and each network's hidden width ``widths [B]`` (None: ``layout``'s,
-    B = its E; the step passes :func:`real_widths` of the models it runs).  A network's
+    B = its E; the step passes ``Consts.widths`` of the models it runs).  A network's
     padding -- units past its width -- is skipped, not computed: it would add exact zeros.
     A ``torch.library`` custom op, so ``torch.compile`` calls it as one opaque node."""
     B = theta.shape[0]
@@ -262,12 +261,3 @@ def fused_nll_and_grad(layout, theta, x_aug, y, hyper, scale, sd=None, widths=No
     return _fused_op(
         theta, x_aug, y, scale.reshape(B), sd.reshape(B), list(layout.dims), offs, widths
     )
-
-
-def real_widths(layout, mask: torch.Tensor) -> torch.Tensor:
-    """Each model's hidden width ``[E]`` (int64) read off its edge mask ``[E, P]``: the
-    number of first-layer units whose bias is a real slot -- so it follows whatever subset
-    of models the mask rows are (a compacted program's)."""
-    off, i, o = layout.blocks[0]
-    bias = off + torch.arange(o, device=mask.device) * (i + 1) + i
-    return mask[:, bias].sum(-1).to(torch.int64)
