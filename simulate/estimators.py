@@ -313,7 +313,8 @@ class _Base(BaseEstimator):
         init = self._start(X, y_enc, widths, depth, hyper, seed, dtype)
         risk = None
         if Xv is not None:
-            # the held-out criterion's tolerance: the rate tiers' (simulate.sweep.tiers)
+            # the held-out criterion's tolerance: 10% per window (the sweep's stop_risk_tol
+            # as the rate tiers once used it, RESULTS.md)
             rule = StopRule(max_steps=rule.max_steps, window=rule.window, risk_tol=0.1)
             risk = self._validation_risk(Xv, yv)
         noise_every = 100 if rule is None else rule.window

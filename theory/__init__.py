@@ -30,6 +30,7 @@ from theory.exponents import (
     log_factor_power,
     predicted_exponent,
     teacher_exponent,
+    teacher_log_power,
 )
 from theory.hellinger import hellinger_sq, hellinger_sq_pointwise, hellinger_sq_sup_bound
 from theory.network import lemma_width, num_edges
@@ -63,6 +64,7 @@ __all__ = [
     "optimal_structure",
     "predicted_exponent",
     "teacher_exponent",
+    "teacher_log_power",
     "lambda_s_rule",
     "q_star",
     "q_star_log10",

@@ -27,6 +27,7 @@ __all__ = [
     "predicted_exponent",
     "teacher_exponent",
     "log_factor_power",
+    "teacher_log_power",
     "gp_matern_exponent",
     "corollary_6_1_rate",
     "corollary_6_2_rate",
@@ -180,6 +181,33 @@ def teacher_exponent(metric="d2"):
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     e = _teacher_d2_exponent()
     return e / 2 if metric == "d" else e
+
+
+def teacher_log_power(ns, s0, p, L0=2, max_width0=10, delta=1, metric="d2") -> float:
+    """The log power c that Corollary 6.4's own expression, eq. (postcon3), carries over a
+    design ``ns``: its least-squares log-log slope over ``ns`` is ``e + c ell`` with ``e`` =
+    :func:`teacher_exponent` and ``ell = slope(log log n ~ log n)``, so the teacher's band
+    is ``[e, e + c ell]``.  The expression is ``(s0 log(n L0/s0) + L0 s0 log(p w0)) / n *
+    log^(2 delta) n``: besides ``log^(2 delta) n`` the first term grows like log n, so c is
+    above ``2 delta`` (about 2.4-2.6 at delta = 1 over n = 500..32,000 for s0 165-300, p 20
+    or 200).  ``L0``, ``s0``, ``max_width0``: the teacher's hidden layers, non-zero weights
+    and biases, and widest layer (the paper's 20-10-10-1: 2, about 165, 10).  For the
+    Hellinger distance d (the square root) c is half."""
+    import numpy as np
+
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    x = np.log(np.asarray(ns, dtype=float))
+    if x.size < 2 or np.any(x <= 0):
+        raise ValueError(f"need at least two sample sizes > 1, got {ns}")
+    y = np.log(
+        [float(corollary_6_4_rate(float(n), L0, s0, p, max_width0, delta)) for n in np.exp(x)]
+    )
+    xc = x - x.mean()
+    slope = float(xc @ (y - y.mean()) / (xc @ xc))
+    ell = float(xc @ (np.log(x) - np.log(x).mean()) / (xc @ xc))
+    c = (slope - float(teacher_exponent("d2"))) / ell
+    return c / 2 if metric == "d" else c
 
 
 def gp_matern_exponent(alpha, nu, p, metric="d2") -> float:

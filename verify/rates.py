@@ -7,29 +7,41 @@ replicate its own truth drawn from the class, a class-matched reference fitted o
 same datasets) and, for each truth and metric, prints a convergence table and its tests
 (rules in ``verify.slopes``):
 
-* **attainment test** (primary): ASVI's slope minus the slope of the class-matched
-  reference (the least-squares continuous linear spline, its mesh chosen by
-  cross-validation on the training data) on the same replicates, paired, one-sided
-  against an allowance of ``log^c n`` fixed before the run (``--log-power``, default 2:
-  the theorem's log factor at its tightest); it reports the implied log power c_hat
+Every number a verdict depends on is in a **protocol** (``verify.protocol``; ``--protocol
+NAME``, default ``exploratory-v1``), whose digest every record written under it and every
+JSON entry carries; a report on records of another protocol says so.
+
+* **attainment test**: ASVI's slope minus the slope of the class-matched reference (the
+  least-squares continuous linear spline, its mesh chosen by cross-validation on the
+  training data) on the same replicates, paired, over the whole design, one-sided
+  against an allowance of ``log^c n`` (the protocol's ``attainment_log_power``, 2: the
+  theorem's log factor at its tightest); it reports the implied log power c_hat
   ("attains up to log^c_hat n").  Its negative control is non-adaptive SVI at the
-  smallest candidate width, which must FAIL it (otherwise a PASS says INCONCLUSIVE).
-  Decided on the top half of the n range when the curve bends;
+  smallest candidate width, which must FAIL it (otherwise a PASS says INCONCLUSIVE); a
+  PASS also needs the design's power against half the reference's rate (else
+  UNDECIDABLE);
 * **theorem test**, one-sided (the theorems are upper bounds: faster is never a FAIL):
-  FAIL when the slope's interval lies above the band ``[e, e + shift]``; UNDECIDABLE when
-  the design cannot separate that band from the too-slow control's (e/2) by two interval
-  half-widths (the power check, printed before training with the tier's pilot variance
-  and decided on the measured one); PASS when the e/2 control is rejected;
+  FAIL ("slower than n^e log^c n over n = a..b") when the slope's interval lies above the
+  band ``[e, e + c ell]``, c the log power of the result covering the truth; PASS
+  ("consistent with ...") when the e/2 control is rejected; otherwise UNDECIDABLE where
+  the design, computed before the data from the protocol's pilot cv, cannot separate the
+  band from e/2's, else INCONCLUSIVE;
 * **curvature**: the top-half slope with its interval; *bending* when it differs from
-  the global slope beyond its interval;
+  the global slope beyond its interval -- stated, never deciding;
 * **oracle-width SVI**: per cell the candidate with the smallest true error in hindsight;
   the ASVI/oracle risk ratio per n and its slope (Corollary 6.2).
 
 A **budget-doubling control** re-trains the smallest and largest n of each truth (every n
 with ``--control-every-n``; the full tier does) with twice the step cap and half the
 stopping tolerance (same data, same seeds) and reports the change of each slope with a
-paired interval; a slope that moves by more than 0.05 makes its verdicts INCONCLUSIVE
-(optimisation-limited).
+paired interval, an equivalence test against the protocol's margin: converged (the
+verdicts stand), undetermined (they stand, labelled) or limited (they become
+INCONCLUSIVE).
+
+``--tier confirm`` is the pre-registered confirmatory run: its design (truths with a fresh
+truth seed, n, replicates, the control, the known-answer control at three priors) is the
+``[design]`` of the protocol ``confirm-v1``, committed before the run; ``--dry-run`` prints
+the design and its power without training.
 
 ``--tier gp`` runs the harness's **known-answer control** (``simulate.sweep.gp``): exact
 Gaussian-process posteriors with a matched and an over-smooth Matern prior, whose rates
@@ -41,15 +53,17 @@ Theorems 4.1 and 5.1) decides; ``d`` (posterior mean Hellinger distance) and ``l
 (squared L2 error of the posterior-mean predictor), near-transforms of it, are reported
 against their own exponents and not counted again.
 
-Exit status (from the d^2 entries): 1 when a theorem or attainment test FAILs (for the
-known-answer control: when an entry contradicts its known answer), 3 when none fails but
-some is INCONCLUSIVE or UNDECIDABLE, 0 when all pass; 2 on bad input (nothing is trained
-and no record file is touched); 4 on a crash.
+Exit status (from the d^2 entries): 1 when a theorem or attainment test FAILs at the
+family-wise level (Holm over every test that sets the status; for the known-answer
+control: when an entry contradicts its known answer), 3 when none fails but some is
+INCONCLUSIVE or UNDECIDABLE, 0 when all pass; 2 on bad input (nothing is trained and no
+record file is touched); 4 on a crash.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -70,6 +84,7 @@ from simulate.sweep.spec import (
 )
 from theory._cli import Parser
 from theory._paths import check_output_dir, check_output_file
+from verify import protocol as protocols
 from verify.analysis import (
     EXIT_BAD_INPUT,
     EXIT_CRASH,
@@ -80,7 +95,9 @@ from verify.analysis import (
     check_control,
     control_config,
     control_records_path,
+    design_power,
     exit_status,
+    refusal,
     reselect,
 )
 from verify.render import (
@@ -89,7 +106,6 @@ from verify.render import (
     plot_results,
     power_lines,
 )
-from verify.slopes import ATTAIN_LOG_POWER
 
 __all__ = ["main"]
 
@@ -101,7 +117,24 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=TRUTH_HELP,
     )
-    ap.add_argument("--tier", choices=sorted(tiers.RATES), default="quick")
+    ap.add_argument(
+        "--tier",
+        choices=sorted(tiers.RATES) + sorted(protocols.CONFIRM_TIERS),
+        default="quick",
+        help="the sweep to run (confirm: the pre-registered run of protocol confirm-v1)",
+    )
+    ap.add_argument(
+        "--protocol",
+        choices=protocols.names(),
+        help="the protocol the verdicts are decided under (default exploratory-v1; a"
+        " confirmatory tier's own protocol for that tier)",
+    )
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the design and its power before training, and stop (nothing is trained"
+        " or written)",
+    )
     ap.add_argument("--records", help="verify these existing records; train nothing")
     ap.add_argument(
         "--out", help="records file to write/resume (default results/records-TIER.jsonl)"
@@ -172,13 +205,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--markdown", metavar="PATH", help="write the report's tables and findings as Markdown"
     )
     ap.add_argument("--figures", metavar="DIR", help="figure folder (default results/verify-TIER)")
-    ap.add_argument("--delta", type=float, default=1.0, help="log power delta (>= 1)")
+    ap.add_argument(
+        "--delta",
+        type=float,
+        help="override the protocol's log power delta (>= 1); the verdicts are then"
+        " exploratory (refused for a confirmatory protocol)",
+    )
     ap.add_argument(
         "--log-power",
         type=float,
-        default=ATTAIN_LOG_POWER,
-        help="the attainment allowance's log power c (allowance: log^c n; default"
-        f" {ATTAIN_LOG_POWER:g}, the theorem's log^(2 delta) n at delta = 1)",
+        help="override the protocol's attainment allowance log power c (allowance: log^c"
+        " n); the verdicts are then exploratory (refused for a confirmatory protocol)",
     )
     ap.add_argument("--scheduler", help="Dask scheduler address for the sweep")
     ap.add_argument(
@@ -195,15 +232,19 @@ def main(argv=None) -> int:
     try:
         truths, rest = parse_truths(argv)
         args = build_parser().parse_args(rest)
-        tier = tiers.RATES[args.tier]
+        proto = _protocol(args)
+        tier = _tier(args, proto)
+        if truths and args.tier in protocols.CONFIRM_TIERS:
+            raise ValueError("a confirmatory tier's truths are its protocol's; give no --truth")
         overrides = _checked_overrides(args)
         workers = tier.get("workers", 0) if args.workers is None else args.workers
         control_records: list[dict] = []
-        cfg = ccfg = records = None
+        plan = records = None
         if args.records:
-            records, control_records, source, cpath = _existing_records(args, overrides)
+            records, control_records, source, _ = _existing_records(args, overrides)
         else:
-            cfg, ccfg, source, cpath = _planned_sweep(args, truths, tier, overrides)
+            plan = _planned_sweep(args, truths, tier, overrides, proto)
+            source = plan["source"]
     except (ValueError, RecordsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -211,13 +252,49 @@ def main(argv=None) -> int:
         return EXIT_BAD_INPUT if exc.code else 0
     except Exception:  # reading the input crashed: a crash, never the FAIL code
         return _crashed()
+    if args.dry_run:
+        return _dry_run(args, plan, proto)
     try:
-        return _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_records)
+        return _run(args, truths, workers, plan, source, records, control_records, proto)
     except (RecordsError, OSError, TimeoutError) as exc:  # a held lock, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception:  # a crash is not a verdict: never exit 1 for it
         return _crashed()
+
+
+def _protocol(args) -> protocols.Protocol:
+    """The protocol of the run: ``--protocol``, a confirmatory tier's own, or the default;
+    ``--delta`` / ``--log-power`` make a modified, exploratory copy (refused for a
+    confirmatory protocol: its numbers were fixed before its run)."""
+    own = protocols.CONFIRM_TIERS.get(args.tier)
+    if own and args.protocol and args.protocol != own:
+        raise ValueError(f"--tier {args.tier} runs under its protocol {own}, not {args.protocol}")
+    proto = protocols.load(args.protocol or own or protocols.DEFAULT)
+    changes = {}
+    if args.delta is not None:
+        if not args.delta >= 1:
+            raise ValueError(f"--delta must be >= 1, got {args.delta}")
+        changes["delta"] = float(args.delta)
+    if args.log_power is not None:
+        if not (np.isfinite(args.log_power) and args.log_power >= 0):
+            raise ValueError(f"--log-power must be a finite number >= 0, got {args.log_power}")
+        changes["attainment_log_power"] = float(args.log_power)
+    if not changes:
+        return proto
+    if proto.kind == "confirmatory":
+        raise ValueError(
+            f"protocol {proto.name} is confirmatory: its delta and allowance are fixed; give"
+            " --protocol exploratory-v1 to explore other values"
+        )
+    label = ",".join(f"{k}={v:g}" for k, v in changes.items())
+    return dataclasses.replace(proto, name=f"{proto.name}+{label}", **changes)
+
+
+def _tier(args, proto: protocols.Protocol) -> dict:
+    if args.tier in protocols.CONFIRM_TIERS:
+        return protocols.design_tier(proto)
+    return tiers.RATES[args.tier]
 
 
 def _crashed() -> int:
@@ -230,10 +307,15 @@ def _crashed() -> int:
 def _checked_overrides(args) -> dict:
     """Validate the flags (ValueError on bad input, before anything runs); the sweep
     settings they override."""
-    if args.delta < 1:
-        raise ValueError(f"--delta must be >= 1, got {args.delta}")
-    if not (np.isfinite(args.log_power) and args.log_power >= 0):
-        raise ValueError(f"--log-power must be a finite number >= 0, got {args.log_power}")
+    if args.tier in protocols.CONFIRM_TIERS and any(
+        getattr(args, k, None) is not None
+        for k in ("n", "replicates", "depth", "l3", "start", "lambda_s_a", "lam")
+    ):
+        raise ValueError(
+            f"--tier {args.tier} is pre-registered: its design is its protocol's; no overrides"
+        )
+    if args.dry_run and args.records:
+        raise ValueError("--dry-run plans a sweep; it does not go with --records")
     if args.n is not None and len(args.n) < 3:
         raise ValueError(f"need at least 3 sample sizes, got {args.n}")
     if args.replicates is not None and args.replicates < 2:
@@ -291,53 +373,130 @@ def _existing_records(args, overrides: dict):
     return records, control_records, args.records, cpath
 
 
-def _planned_sweep(args, truths, tier: dict, overrides: dict):
-    """The tier's sweep (with the flags' overrides) and its budget-doubling control, and
-    the records files they write; returns ``(cfg, control_cfg, source, control_path)``.
+def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
+    """The tier's sweeps (with the flags' overrides), each with its budget-doubling
+    control, and a confirmatory tier's known-answer control, with the records files they
+    write: ``{"runs": [(name, cfg, path, control cfg or None, control path)], "gp": (cfg,
+    path) or None, "source", "cpath"}``.  A plain tier is one sweep (``--out``); a
+    confirmatory tier writes one file per sweep beside ``--out`` (``RECORDS-NAME.jsonl``).
     A foreign, corrupt or other-configuration file stops here, before any training."""
-    cfg = SweepConfig(truths=truths or tier["truths"], **{**tier["sweep"], **overrides})
     source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
     check_output_file(source, "--out")
-    cpath = args.control_records or control_records_path(source)
-    check_memory(cfg)
-    check_native(cfg)
-    source = records_path_for(cfg, source, args.new_file, args.accept_code_change)
-    ccfg = None
+    root, ext = os.path.splitext(source)
+    ext = ext or ".jsonl"
+    if "sweeps" in tier:  # a confirmatory tier: its protocol's sweeps
+        specs = [(s["name"], s["truths"], s["sweep"], s["control_replicates"])
+                 for s in tier["sweeps"]]  # fmt: skip
+    else:
+        specs = [(None, truths or tier["truths"], {**tier["sweep"], **overrides},
+                  tier.get("control_replicates"))]  # fmt: skip
     if not tier.get("control", True):
         args.no_control = True  # the known-answer control trains nothing to re-run
-    if not args.no_control:
-        check_output_file(cpath, "--control-records")
-        every_n = args.control_every_n or tier.get("control_every_n", False)
-        ccfg = control_config(cfg, tier["control_replicates"], every_n=every_n)
-        cpath = records_path_for(ccfg, cpath, args.new_file, args.accept_code_change)
-    return cfg, ccfg, source, cpath
+    every_n = args.control_every_n or tier.get("control_every_n", False)
+    runs = []
+    for name, ts, settings, crep in specs:
+        cfg = SweepConfig(truths=ts, **settings)
+        for t in cfg.truths:
+            why = refusal(t)[0]
+            if why:
+                raise ValueError(f"{t.key}: verdicts refused: {why}")
+        if cfg.protocol is None and proto.kind == "confirmatory":
+            raise ValueError(f"protocol {proto.name} is confirmatory: run it as its tier")
+        path = source if name is None else f"{root}-{name}{ext}"
+        check_output_file(path, "--out")
+        cpath = args.control_records if name is None and args.control_records else (
+            control_records_path(path)
+        )  # fmt: skip
+        check_memory(cfg)
+        check_native(cfg)
+        ccfg = None
+        if not args.no_control:
+            check_output_file(cpath, "--control-records")
+            ccfg = control_config(cfg, crep, every_n=every_n)
+        if not args.dry_run:
+            path = records_path_for(cfg, path, args.new_file, args.accept_code_change)
+            if ccfg is not None:
+                cpath = records_path_for(ccfg, cpath, args.new_file, args.accept_code_change)
+        runs.append((name, cfg, path, ccfg, cpath))
+    gp = None
+    if tier.get("gp"):
+        gcfg = SweepConfig(truths=tier["gp"]["truths"], **tier["gp"]["sweep"])
+        gpath = f"{root}-gp{ext}"
+        check_output_file(gpath, "--out")
+        if not args.dry_run:
+            gpath = records_path_for(gcfg, gpath, args.new_file, args.accept_code_change)
+        gp = (gcfg, gpath)
+    return {"runs": runs, "gp": gp, "source": runs[0][2] if len(runs) == 1 else source,
+            "cpath": runs[0][4]}  # fmt: skip
 
 
-def _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_records) -> int:
+def _dry_run(args, plan: dict, proto) -> int:
+    """``--dry-run``: the protocol, the design of every sweep and its power before any
+    training; nothing is trained or written."""
+    print(f"protocol {proto.tag} ({proto.kind})")
+    sweeps = [(n or "sweep", cfg, path) for n, cfg, path, _, _ in plan["runs"]]
+    if plan["gp"]:
+        sweeps.append(("known-answer control", *plan["gp"]))
+    for name, cfg, path in sweeps:
+        print(
+            f"{name}: truths {[t.key for t in cfg.truths]}, n = {list(cfg.ns)}, "
+            f"{cfg.replicates} replicates, data seed {cfg.seed}"
+            + (f", priors nu = {cfg.gp_nus}" if cfg.estimator == "gp" else "")
+            + f"; records {path}"
+        )
+        print(power_lines(design_power(cfg, proto), cfg))
+    for name, _, _, c, cpath in plan["runs"]:
+        if c is not None:
+            print(f"budget-doubling control{' of ' + name if name else ''}: n = {list(c.ns)},"
+                  f" replicates 0..{c.replicates - 1}, twice the cap, half the tolerance;"
+                  f" margin +-{proto.budget_margin:g}; records {cpath}")  # fmt: skip
+    return 0
+
+
+def _run(args, truths, workers, plan, source, records, control_records, proto) -> int:
     """Train (unless ``--records``), analyse, print, draw and write; returns the status.
-    ``cfg``, ``ccfg``: the sweep's and the control's configurations (None with
-    ``--records``)."""
+    ``plan``: :func:`_planned_sweep`'s (None with ``--records``)."""
     t0 = time.perf_counter()
     if not args.records:
         from simulate._alloc import tune_malloc
         from simulate.sweep.runner import run_sweep
 
         tune_malloc()
-        print(power_lines(cfg, tiers.RATES[args.tier].get("pilot_cv"), args.delta))
+        print(f"protocol {proto.tag} ({proto.kind})")
         os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
         par = {"scheduler": args.scheduler, "workers": None if args.scheduler else workers or None,
                "accept_code_change": args.accept_code_change}  # fmt: skip
-        records = run_sweep(cfg, source, **par)
-        if not args.no_control:
-            print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
-            control_records = run_sweep(ccfg, cpath, **par)
+        records = []
+        for name, cfg, path, ccfg, cpath_i in plan["runs"]:
+            print(power_lines(design_power(cfg, proto), cfg))
+            t1 = time.perf_counter()
+            records += run_sweep(cfg, path, **par)
+            print(f"sweep{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
+            if ccfg is not None:
+                print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
+                t1 = time.perf_counter()
+                control_records += run_sweep(ccfg, cpath_i, **par)
+                print(f"control{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
+        if plan["gp"] is not None:
+            gcfg, gpath = plan["gp"]
+            print(power_lines(design_power(gcfg, proto), gcfg))
+            t1 = time.perf_counter()
+            records += run_sweep(gcfg, gpath, **par)
+            print(f"known-answer control: {time.perf_counter() - t1:.0f} s")
     try:
-        results = analyse(records, truths or None, args.delta, control_records, args.log_power)
+        results = analyse(records, truths or None, control_records, proto)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     what = "recorded sweeps" if args.records else f"tier {args.tier}"
     print(f"verify.rates: {what}, records {source}, {time.perf_counter() - t0:.0f} s")
+    theirs = results[0].records_protocol if results else None
+    print(f"protocol: {proto.tag} ({proto.kind})")
+    if theirs != proto.tag:
+        print(
+            f"note: the records were written under {theirs or 'no protocol'}; these verdicts"
+            f" are under {proto.tag}"
+        )
     print(format_results(results))
     fig_dir = args.figures or os.path.join("results", f"verify-{args.tier}")
     paths = plot_results(results, fig_dir)
@@ -348,14 +507,14 @@ def _run(args, truths, workers, cfg, ccfg, source, cpath, records, control_recor
             json.dump([r.to_json() for r in results], fh, indent=2)
     if args.markdown:
         os.makedirs(os.path.dirname(os.path.abspath(args.markdown)), exist_ok=True)
-        heading = f"verify.rates: {what} ({os.path.basename(source)})"
+        heading = f"verify.rates: {what} ({os.path.basename(source)}; protocol {proto.tag})"
         with open(args.markdown, "w") as fh:
             fh.write(markdown_results(results, heading))
     status = exit_status(results)
     words = {
         EXIT_PASS: "every d^2 test PASSES (a known-answer control's: as known)",
-        EXIT_FAIL: "some d^2 test FAILS: see above",
-        EXIT_INCONCLUSIVE: "no d^2 test fails, but some is INCONCLUSIVE or UNDECIDABLE",
+        EXIT_FAIL: "some d^2 test FAILS at the family-wise level: see above",
+        EXIT_INCONCLUSIVE: "no d^2 test fails family-wise, but some is INCONCLUSIVE or UNDECIDABLE",
     }
     print(f"\n{words[status]}")
     return status

@@ -48,15 +48,21 @@ def format_results(results: list[dict]) -> str:
     lines += [
         "",
         "columns: steps = most steps any candidate used; cands = candidate widths; top = "
-        "selections at the largest candidate; band = [e, e + log shift]; e/2 ctl = the "
-        "too-slow control rejected?; power = can this design separate e from e/2 (else the "
-        "theorem test is UNDECIDABLE); top-half = slope over the upper half of log n "
-        "(bend: differs from the global slope beyond its CI); ref = class-matched reference "
-        "(linear spline, mesh by CV) slope; ASVI-ref = paired slope difference, against the "
-        "log^c allowance; c_hat = the log power it amounts to; w-min ctl = the same test for "
-        "SVI at the smallest candidate width (must FAIL); dbl shift = the budget control's "
-        "change of the slope (> 0.05: optimisation-limited); oracle = oracle-width SVI's "
-        "slope; ratio = slope of ASVI/oracle risk.",
+        "selections at the largest candidate; band = [e, e + c ell] (c: c_band, the log "
+        "power of the result covering the truth); c_flip = the band log power below which "
+        "the theorem test FAILs; e/2 ctl = the too-slow control rejected?; power = can this "
+        "design separate e from e/2, computed before the data from the protocol's pilot cv "
+        "(a non-rejection is then INCONCLUSIVE, else UNDECIDABLE; a rejection stands "
+        "either way); top-half = slope over the upper half of log n (bend: differs from the "
+        "global slope beyond its CI; stated, never deciding); ref = class-matched reference "
+        "(linear spline, mesh by CV) slope; ASVI-ref = paired slope difference over the "
+        "whole design, against the log^c allowance; c_hat = the log power it amounts to; "
+        "a-pow = can the attainment test tell the allowance from half the reference's rate "
+        "(else a PASS is UNDECIDABLE); w-min ctl = the same test for SVI at the smallest "
+        "candidate width (must FAIL); dbl shift = the budget control's change of the slope, "
+        "an equivalence test against the protocol's margin (converged: verdicts stand; "
+        "undetermined: they stand, labelled; limited: INCONCLUSIVE); oracle = oracle-width "
+        "SVI's slope; ratio = slope of ASVI/oracle risk.",
     ]
     return "\n".join(lines)
 
@@ -154,7 +160,7 @@ def _cell_table_lines(rows: list[dict]) -> list[str]:
     r0 = rows[0]
     if r0.estimator != "asvi":
         return _plain_cell_lines(rows)
-    limited = {c["n"] for c in (r0.budget_control or []) if c["limited"]}
+    limited = {c["n"] for c in (r0.budget_control or []) if c["moved"]}
     lines = [
         f"{'n':>7s} {'steps':>6s} {'cands':>9s} {'top':>3s} {'widths (selected)':>18s}  "
         + "  ".join(f"{m + ' mean':>10s} {'se':>8s} {'local':>6s}" for m in METRICS)
@@ -172,7 +178,10 @@ def _cell_table_lines(rows: list[dict]) -> list[str]:
             f" {ws:>18s}  " + "  ".join(cols)
         )
     if limited:
-        lines.append("  * optimisation-limited (moved by more than its SE with twice the budget)")
+        lines.append(
+            "  * moved by more than its SE with twice the budget (per n; the slope's"
+            " budget state decides)"
+        )
     return lines
 
 
@@ -203,13 +212,14 @@ def _slope_table_lines(rows: list[dict]) -> list[str]:
     theorem verdict, the top-half slope and the bend flag."""
     lines = [
         f"{'metric':>6s} {'pred':>7s} {'slope':>7s} {'95% CI':>17s} {'band':>17s}"
-        f" {'e/2 ctl':>7s} {'power':>5s} {'theorem':>12s}   {'top-half':>8s}"
-        f" {'95% CI':>17s} {'bend':>4s}"
+        f" {'c_band':>6s} {'c_flip':>6s} {'e/2 ctl':>7s} {'power':>5s} {'theorem':>12s}"
+        f"   {'top-half':>8s} {'95% CI':>17s} {'bend':>4s}"
     ]
     for r in rows:
         lines.append(
             f"{r.metric:>6s} {r.predicted:7.3f} {r.slope:7.3f} "
             f"{_ci(r.ci_low, r.ci_high)} {_ci(*r.band)} "
+            f"{r.band_log_power:6.2f} {_f(r.c_flip, '6.2f')} "
             f"{('rej' if r.control_slow_rejected else 'NOT'):>7s} "
             f"{('yes' if r.power_separable else 'no'):>5s} {r.verdict:>12s}   "
             f"{r.top_half_slope:8.3f} {_ci(*r.top_half_ci)} "
@@ -223,8 +233,8 @@ def _attain_table_lines(rows: list[dict]) -> list[str]:
     negative control, the budget control's slope shift and the oracle-width columns."""
     lines = [
         f"{'metric':>6s} {'ref':>7s} {'ASVI-ref':>8s} {'95% CI':>17s} {'allow':>6s}"
-        f" {'c_hat':>6s} {'c_hat 95% CI':>17s} {'attain':>12s} {'w-min ctl':>9s}"
-        f" {'dbl shift':>9s} {'95% CI':>17s}  {'oracle':>7s} {'ratio':>6s}"
+        f" {'c_hat':>6s} {'c_hat 95% CI':>17s} {'a-pow':>5s} {'attain':>12s} {'w-min ctl':>9s}"
+        f" {'dbl shift':>9s} {'95% CI':>17s} {'budget':>12s}  {'oracle':>7s} {'ratio':>6s}"
     ]
     for r in rows:
         ac = r.attainment_control
@@ -234,12 +244,18 @@ def _attain_table_lines(rows: list[dict]) -> list[str]:
             + _ci(r.attainment_ci_low, r.attainment_ci_high)
             + f" {_f(r.log_allowance, '6.3f')} {_f(r.attainment_log_power, '6.2f')} "
             + _ci(*(r.attainment_log_power_ci or (None, None)))
+            + f" {_yes(r.attainment_power):>5s}"
             + f" {r.attainment_verdict or 'n/a':>12s} "
             + f"{(ac['verdict'] if ac else 'n/a'):>9s} {_f(sh, '9.3f')} "
             + _ci(*(r.control_slope_shift_ci or (None, None)))
+            + f" {r.budget_state or 'n/a':>12s}"
             + f"  {_f(r.oracle_slope)} {_f(r.oracle_ratio_slope, '6.3f')}"
         )
     return lines
+
+
+def _yes(power: dict | None) -> str:
+    return "n/a" if power is None else ("yes" if power["separable"] else "no")
 
 
 def _power_note(rows: list[dict]) -> list[str]:
@@ -257,8 +273,9 @@ def _power_sentence(pw: dict) -> str:
     if pw["replicates_needed"] is not None:
         need.append(f"{pw['replicates_needed']} replicates")
     return (
-        f"power: this design cannot separate e from e/2 (gap {pw['gap']:.3f} between the "
-        f"bands, CI half-width {pw['half_width']:.3f}); it would need "
+        f"power (before the data, pilot cv {pw.get('pilot_cv', float('nan')):.2g}): this"
+        f" design cannot separate e from e/2 (gap {pw['gap']:.3f} between the bands,"
+        f" expected CI half-width {pw['half_width']:.3f}); it would need "
         + (" or ".join(need) if need else "n beyond 1e12 (the log allowance eats the gap)")
     )
 
@@ -282,16 +299,18 @@ def markdown_results(results: list, heading: str | None, metrics=None) -> str:
     (``figures.results_md``: without a heading, rows of ``metrics`` only)."""
     lines = [f"## {heading}", ""] if heading else []
     lines += [
-        "| estimator | truth | metric | predicted | slope [95% CI] | power | theorem |"
-        " top-half slope [95% CI] | ref. slope | minus ref. [95% CI] | allowance |"
-        " c_hat [95% CI] | attainment | budget x2: slope change [95% CI] |",
-        "|" + "---|" * 14,
+        "| estimator | truth | metric | predicted | slope [95% CI] | c (band) | c_flip |"
+        " power | theorem | top-half slope [95% CI] | ref. slope | minus ref. [95% CI] |"
+        " allowance | c_hat [95% CI] | power (attain.) | attainment |"
+        " budget x2: slope change [95% CI] |",
+        "|" + "---|" * 17,
     ]
     for r in results:
         if metrics is not None and r.metric not in metrics:
             continue
         theorem = r.verdict + (" (faster)" if r.direction == "faster" else "")
         theorem += " (opt.-limited)" if r.optimisation_limited else ""
+        theorem += " (not family-wise)" if r.fail_familywise is False else ""
         top = f"{r.top_half_slope:.3f}{_md_ci(r.top_half_ci)}"
         top += " (bending)" if r.bending else ""
         att = r.attainment_verdict or "-"
@@ -304,13 +323,15 @@ def markdown_results(results: list, heading: str | None, metrics=None) -> str:
         )
         lines.append(
             f"| {r.estimator} | {r.truth} | {r.metric} | {r.predicted:.3f} | "
-            f"{r.slope:.3f}{_md_ci([r.ci_low, r.ci_high])} | "
+            f"{r.slope:.3f}{_md_ci([r.ci_low, r.ci_high])} | {r.band_log_power:.2f} | "
+            f"{_md_num(r.c_flip, '.2f')} | "
             f"{'yes' if r.power_separable else 'no'} | {theorem} | {top} | "
             f"{_md_num(r.reference_slope, '.3f')} | {diff} | "
             f"{_md_num(r.log_allowance, '.3f')} | "
             f"{_md_num(r.attainment_log_power, '.2f')}"
-            f"{_md_ci(r.attainment_log_power_ci)} | {att} | "
-            f"{_md_num(r.control_slope_shift)}{_md_ci(r.control_slope_shift_ci)} |"
+            f"{_md_ci(r.attainment_log_power_ci)} | {_yes(r.attainment_power)} | {att} | "
+            f"{_md_num(r.control_slope_shift)}{_md_ci(r.control_slope_shift_ci)}"
+            f"{' ' + r.budget_state if r.budget_state else ''} |"
         )
     lines.append("")
     for r in results:
@@ -325,22 +346,47 @@ def markdown_results(results: list, heading: str | None, metrics=None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def power_lines(cfg, pilot_cv: float | None, delta: float = 1.0) -> str:
-    """The power check before training, per truth (d^2, the tier's n and replicates, and
-    the pilot coefficient of variation ``pilot_cv``); empty without a pilot value."""
-    from theory import log_factor_power
-    from verify.slopes import expected_slope_se, power_check
-
-    if pilot_cv is None or cfg.estimator != "asvi":
-        return ""
-    se = expected_slope_se(cfg.ns, cfg.replicates, pilot_cv)
-    lines = [f"power check before training (d^2; pilot cv {pilot_cv:g}, slope SE {se:.3f}):"]
-    for t in cfg.truths:
-        pw = power_check(
-            cfg.ns, t.predicted("d2"), log_factor_power("d2", delta), se, cfg.replicates
+def power_lines(rows: list[dict], cfg) -> str:
+    """The power check before training (``verify.analysis.design_power``'s rows for the
+    sweep ``cfg``): per truth and estimator, d^2's band, the pilot cv and the slope SE it
+    implies, whether the theorem test can separate e from e/2 and the attainment test
+    the allowance from half the reference's rate, and a control's known answer."""
+    lines = [
+        f"power check before training (d^2; n = {list(cfg.ns)}, {cfg.replicates} replicates;"
+        " prospective, from the protocol's pilot cv):"
+    ]
+    for r in rows:
+        tp, ap = r["theorem_power"], r["attainment_power"]
+        s = (
+            f"  {r['truth']} {r['estimator']}: e = {r['predicted']:.3f}, band log^"
+            f"{r['band_log_power']:.2f} n, pilot cv {r['pilot_cv']:.2g}, slope SE"
+            f" {r['slope_se']:.3f}; theorem: "
+            + (
+                "separable"
+                if tp["separable"]
+                else _power_sentence({**tp, "pilot_cv": r["pilot_cv"]})
+            )
         )
-        word = "separable" if pw["separable"] else _power_sentence(pw)
-        lines.append(f"  {t.key}: {word}")
+        if ap is not None:
+            s += (
+                f"; attainment: allowance {r['allowance']:.3f}, gap to half the rate"
+                f" {ap['gap']:.3f} against 2 x {ap['half_width']:.3f} (pilot cv of the"
+                f" difference {ap['pilot_cv_diff']:.2g}): "
+                + (
+                    "the allowance eats half the rate (a PASS would be UNDECIDABLE)"
+                    if ap["gap"] <= 0
+                    else "separable"
+                    if ap["separable"]
+                    else "no power (a non-rejection would be UNDECIDABLE)"
+                )
+            )
+        elif r["attainment_refused"]:
+            s += f"; attainment refused: {r['attainment_refused']}"
+        if r["estimator"] != "asvi":
+            s += f"; known answer: {r['expected_attainment'] or 'none at this design'}"
+        if r["refused"]:
+            s += f"; verdicts refused: {r['refused']}"
+        lines.append(s)
     return "\n".join(lines)
 
 
@@ -349,7 +395,7 @@ def _budget_lines(rows: list[dict]) -> list[str]:
         f"  budget x2 {r.metric:>4s} n={c['n']}: {c['base_mean']:.4g} -> "
         f"{c['doubled_mean']:.4g} (change {c['change']:+.3g} +- {c['change_se']:.2g}"
         f", cell SE {c['cell_se']:.2g}; selection changed in "
-        f"{100 * c['selection_changed']:.0f}%)" + ("  OPTIMISATION-LIMITED" if c["limited"] else "")
+        f"{100 * c['selection_changed']:.0f}%)" + ("  moved beyond its SE" if c["moved"] else "")
         for r in rows
         for c in r.budget_control or []
     ]

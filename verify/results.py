@@ -22,7 +22,7 @@ from verify.slopes import Verdict
 
 __all__ = ["GROUPS", "SCHEMA_ID", "MetricResult", "check_against_schema", "json_schema"]
 
-SCHEMA_ID = "asvi-rates/metric-result/1"
+SCHEMA_ID = "asvi-rates/metric-result/2"
 
 
 def _g(group: str, default=None):
@@ -35,8 +35,10 @@ GROUPS = {
     "for the constructive-start arms, the arm's letter and whether it decides",
     "theorem": "the slope of log metric against log n (replicate bootstrap; ``level`` its "
     "confidence), the predicted slope, the slope corrected for the theorem's log factor, "
-    "the one-sided theorem test's ``verdict`` and ``direction``, its band and the slow "
-    "negative control, and the power check",
+    "the one-sided theorem test's ``verdict`` and ``direction``, its band (``band_log_power``: "
+    "the log power c of the result that covers the truth) and the slow negative control, "
+    "the prospective power check, and ``c_flip``: the band log power below which the "
+    "verdict is a FAIL",
     "curve": "the fitted curve: per n the mean and standard error of the metric, local "
     "slopes, the top half's slope and the bend between halves",
     "replicates": "the replicates used, those dropped (incomplete) and those excluded (a "
@@ -45,12 +47,20 @@ GROUPS = {
     "ASVI's ratio to it, the fixed-width curve, the selected and candidate widths, the "
     "largest steps per n, lambda_s and the fraction of candidates converged",
     "attainment": "the attainment test against the class-matched reference (None without "
-    "one): the reference's curve and slope, the paired slope difference and its interval, "
-    "the verdict, its negative control, the log allowance and the fitted log power",
+    "one): the reference's curve and slope, the paired slope difference and its interval "
+    "over the whole design, the verdict, its negative control, the log allowance and the "
+    "fitted log power, the top half's difference (reported, not deciding), the "
+    "prospective power against half the reference's rate, the allowance's log powers at "
+    "which the verdict flips, and a refusal (alpha beyond the reference's saturation)",
     "control": "the budget-doubling control (None where none ran): its summary, the slope "
-    "shift it causes with its interval and n, and whether the verdicts are then "
-    "optimisation-limited (INCONCLUSIVE)",
+    "shift it causes with its interval and n, and its state as an equivalence test "
+    "against ``budget_margin`` (converged: the verdicts stand; undetermined: they stand, "
+    "labelled; limited: they become INCONCLUSIVE; ``optimisation_limited``: limited)",
     "finding": "the sentence the report prints, and the input dimension of the truth",
+    "decision": "how the entry enters the exit status: the protocol it was decided under "
+    "(``NAME@DIGEST``) and the records' own protocol, a refusal (a truth the verdicts do "
+    "not apply to), the one-sided FAIL p-values of its tests, their Holm-adjusted values "
+    "over the run's family and whether its FAIL survives the family-wise level",
     "starts": "the constructive-start comparison, on the random start's entry only: the "
     "paired ELBO gaps per n, the constructive and random slopes and attainment verdicts, the "
     "best arm's, the objective's evidence and the answer (``verify.starts``)",
@@ -84,6 +94,8 @@ class MetricResult:
     power_separable: bool = _g("theorem")
     power: dict = _g("theorem")
     level: float = _g("theorem")
+    band_log_power: float = _g("theorem")
+    c_flip: float | None = _g("theorem")
     ns: list = _g("curve")
     mean: list = _g("curve")
     se: list = _g("curve")
@@ -128,14 +140,25 @@ class MetricResult:
     attainment_log_power_ci: list | None = _g("attainment")
     log_allowance: float | None = _g("attainment")
     log_power_allowed: float | None = _g("attainment")
-    attainment_on_top_half: bool | None = _g("attainment")
+    attainment_top_half: dict | None = _g("attainment")
+    attainment_power: dict | None = _g("attainment")
+    attainment_c_flip: dict | None = _g("attainment")
+    attainment_refused: str | None = _g("attainment")
     budget_control: list | None = _g("control")
     control_slope_shift: float | None = _g("control")
     control_slope_shift_ci: list | None = _g("control")
     control_ns: list | None = _g("control")
     optimisation_limited: bool | None = _g("control")
+    budget_state: str | None = _g("control")
+    budget_margin: float | None = _g("control")
     finding: str = _g("finding", "")
     input_dimension: list | None = _g("finding")
+    protocol: str | None = _g("decision")
+    records_protocol: str | None = _g("decision")
+    refused: str | None = _g("decision")
+    fail_p: dict | None = _g("decision")
+    fail_p_holm: dict | None = _g("decision")
+    fail_familywise: bool | None = _g("decision")
     starts: dict | None = _g("starts")
     elbo_gap: list | None = _g("starts")
     elbo_gap_ci: list | None = _g("starts")

@@ -2,7 +2,8 @@
 
 Data: ``values[r, j]``, the metric of replicate r at sample size ``ns[j]`` (replicates are
 nested across n, so each row is one curve).  The fitted quantity is the least-squares
-slope of ``log(mean_r values[:, j])`` against ``log ns[j]``.
+slope of ``log(mean_r values[:, j])`` against ``log ns[j]``, over every n of the design:
+the fitted range is fixed before the run.
 
 Confidence interval (``level``, default 95%): the slope is recomputed on ``n_boot``
 bootstrap resamples of whole replicates (rows); their standard deviation, multiplied by
@@ -12,47 +13,64 @@ from R = 3..10 replicates undercovers badly (there are only 10 distinct resample
 t-interval on the bootstrap SE holds its nominal coverage (tested over many seeds).
 Differences of slopes (two estimators on the same replicates, two parts of one curve, a
 run and its budget-doubled re-run) resample the replicates jointly
-(:func:`paired_slope_diff`), so what the two share cancels.
+(:func:`paired_slope_diff`), so what the two share cancels.  Each one-sided test below is
+at level ``(1 - level) / 2`` (2.5%): the interval's end against a bound.
 
 **Log allowances.**  A rate ``n^e log^c n`` has log-log slope ``e + c * ell`` over a design,
 ``ell = slope(log log n ~ log n)`` (:func:`loglog_slope`; 0.146 over n = 250..4,000, 0.123
 over 500..32,000).  Every log factor below is stated as its power c and converted with ell
-of the n it is fitted on.
+of the n it is fitted on.  Each verdict also reports ``c_flip``, the log power at which it
+would change (:func:`theorem_test`, :func:`attainment_test`).
+
+**Power is a property of the design**, computed before the data from a pilot coefficient
+of variation (:func:`expected_slope_se`, the protocol's ``pilot_cv``): it says what a
+*non-rejection* means (UNDECIDABLE: the design could not have decided; INCONCLUSIVE: it
+could, this run did not); it never withholds a rejection the interval already makes.
 
 **Theorem test** (:func:`theorem_test`), one-sided: the theorems are *upper* bounds,
-``d^2 <~ n^e log^c n`` with ``c = 2 delta`` (``theory.log_factor_power``), so a faster
-slope never contradicts them.
+``d^2 <~ n^e log^c n`` (c per truth: ``verify.analysis.band_log_power``), so a faster
+slope is never a FAIL.
 
-* **FAIL** when the interval lies above the band's top ``e + c ell`` (slower than the
-  theorem allows);
-* **UNDECIDABLE** when the design has no power (:func:`power_check`): the predicted band
-  ``[e, e + c ell]`` and the band of the too-slow control, ``[e/2, e/2 + c ell]``, are not
-  separated by two interval half-widths, so no interval this wide could tell the
-  predicted rate from half of it.  With c = 2 this is so for alpha = 0.5, p = 1 at every
-  feasible n (the gap ``|e|/2 - c ell`` is 0.25 - 0.29 over 250..4,000 and 0.25 - 0.246
-  over 500..32,000);
-* **PASS** when the interval lies below ``e/2`` (the slow control rejected) -- and with
-  ``direction = "faster"`` when it lies wholly below e: faster than the exponent (the
-  truth is easier than its class at these n, or the curve is pre-asymptotic);
-* **INCONCLUSIVE** otherwise (or no interval: one replicate).
+* **FAIL** when the interval lies above the band's top ``e + c ell``: "slower than
+  ``n^e log^c n`` over n = a..b" -- a finite-range statement about a bound with an unknown
+  constant, never "contradicts the theorem";
+* **PASS** when the interval lies below the too-slow control ``e/2`` (rejects it) and not
+  above the band -- with ``direction = "faster"`` when it lies wholly below e;
+* otherwise **UNDECIDABLE** when the design has no power (:func:`power_check`: the band
+  ``[e, e + c ell]`` and the control's ``[e/2, e/2 + c ell]`` are not separated by two
+  expected half-widths), else **INCONCLUSIVE** (also with one replicate: no interval).
 
-**Attainment test** (:func:`attainment_test`), the primary verdict: ASVI's slope minus a
-class-matched reference's (same replicates, paired), against an allowance stated as a log
-power, ``allowance = c ell``.  The implied log power ``c_hat = diff / ell`` (with its
-interval) says "attains up to log^c_hat n".  Default ``c = ATTAIN_LOG_POWER = 2``: the
-reference attains the minimax rate with no log factor, and Theorem 4.1 with Corollary 6.1
-grants ASVI ``eps_n^2 = n^e log^(2 delta) n`` with delta >= 1 (the paper asks delta > 1;
-delta -> 1 is the least log the theorems' rate carries): an allowance of ``log^2 n`` is
-what the theorem promises at its tightest, fixed before any run.  The further logs of
-Lemma 6.1's construction (L ~ log n, s ~ N L) are slack of the proof's network, not part
-of the stated rate, and are not granted.  **PASS** when the interval's upper end is at
-most the allowance, **FAIL** when its lower end is above it, **INCONCLUSIVE** otherwise;
-faster than the reference is a PASS.
+**Attainment test** (:func:`attainment_test`): ASVI's slope minus a class-matched
+reference's (same replicates, paired), against an allowance stated as a log power,
+``allowance = c ell``.  The implied log power ``c_hat = diff / ell`` (with its interval)
+says "attains up to log^c_hat n".  Default ``c = ATTAIN_LOG_POWER = 2``: the reference
+attains the minimax rate with no log factor, and Theorem 4.1 with Corollary 6.1 grants
+ASVI ``eps_n^2 = n^e log^(2 delta) n`` with delta >= 1 (the paper asks delta > 1); the
+further logs of Lemma 6.1's construction (L ~ log n, s ~ N L) are slack of the proof's
+network and are not granted.  **FAIL** when the interval's lower end is above the
+allowance; **PASS** when its upper end is at most the allowance and the allowance is below
+half the reference's exponent (the gap ``|e_ref| / 2 - allowance`` positive: the interval
+then rejects an estimator at half the rate as well); where the allowance eats that gap a
+PASS could not tell attainment from half the rate and says **UNDECIDABLE**; a
+non-rejection is UNDECIDABLE where the design has no power (:func:`attainment_power`: the
+gap is not two expected half-widths of the paired difference), else INCONCLUSIVE.
 
 **Curvature** (:func:`curvature`): the slope over the top half of the n range (the n whose
 log lies in the upper half of the design's log range, at least two) with its interval, and
 the paired difference top-half minus global slope; **bending** when that difference's
-interval excludes 0.  A bending curve's attainment is decided on the top half.
+interval excludes 0.  A bend is stated beside the verdicts; it never changes which slope
+decides (the global one, over the range fixed before the run).
+
+**Budget control** (:func:`budget_state`): an equivalence test with a stated margin m on
+the slope's change under twice the budget: **converged** when its interval lies inside
+``[-m, m]`` (the verdicts stand), **limited** when it lies wholly outside (the analysis
+sets the entry's verdicts INCONCLUSIVE), **undetermined** otherwise (they stand,
+labelled).
+
+**Family-wise level** (:func:`holm`): the FAILs that set the exit status are Holm-adjusted
+over every test that could set it; a FAIL that does not survive the adjustment is reported
+as a FAIL at its own level and counts as INCONCLUSIVE.  The PASS of the whole run needs
+every test to pass (an intersection-union test: no adjustment is needed for it).
 """
 
 from __future__ import annotations
@@ -78,7 +96,10 @@ __all__ = [
     "top_half",
     "curvature",
     "ATTAIN_LOG_POWER",
-    "OPT_SLOPE_TOL",
+    "attainment_power",
+    "budget_state",
+    "fail_p_value",
+    "holm",
     "finding",
 ]
 
@@ -94,7 +115,6 @@ class Verdict(StrEnum):
 
 
 ATTAIN_LOG_POWER = 2.0  # the attainment allowance's log power c (module docstring)
-OPT_SLOPE_TOL = 0.05  # a slope moved this much by twice the budget: optimisation-limited
 
 
 @dataclass
@@ -254,27 +274,50 @@ def power_check(
     }
 
 
-def theorem_test(fit: SlopeFit, predicted: float, separable: bool = True) -> dict:
-    """The one-sided theorem test of the module docstring: ``verdict`` and ``direction``
-    ("slower" on a FAIL, "faster" when the interval lies below the exponent, else None),
-    whether the too-slow control ``e/2`` is rejected, and the band."""
+def fail_p_value(estimate: float, bound: float, se: float, replicates: int) -> float:
+    """One-sided p-value of ``H0: theta <= bound`` for an estimate with standard error
+    ``se`` over ``replicates`` (t with R - 1 degrees of freedom): small when the estimate
+    lies far above the bound.  ``p < (1 - level) / 2`` exactly when the ``level``
+    interval's lower end is above the bound, so it agrees with the interval rules."""
+    if replicates < 2 or not (math.isfinite(se) and se > 0):
+        return math.nan
+    return float(stats.t.sf((estimate - bound) / se, replicates - 1))
+
+
+def theorem_test(fit: SlopeFit, predicted: float, powered: bool = True) -> dict:
+    """The one-sided theorem test of the module docstring.  ``fit``: the slope with its
+    band shift (``fit.shift = c ell``); ``powered``: the *prospective* power check's
+    answer (:func:`power_check` on :func:`expected_slope_se`), which only says what a
+    non-rejection means.  Returns ``verdict``; ``direction`` ("slower" on a FAIL, "faster"
+    when the interval lies below the exponent, else None); ``control_slow_rejected``; the
+    ``band``; ``fail_p`` (one-sided p of "the slope is within the band",
+    :func:`fail_p_value`); ``c_flip`` (the band's log power at which the FAIL would flip:
+    the verdict is a FAIL for every c below it)."""
     slow = 0.5 * predicted
     top = predicted + fit.shift
+    ell = loglog_slope(fit.ns)
     out = {"slow_exponent": slow, "band": [predicted, top], "direction": None}
     if not (np.isfinite(fit.ci_low) and np.isfinite(fit.ci_high)):
-        return {**out, "verdict": Verdict.INCONCLUSIVE, "control_slow_rejected": False}
+        return {**out, "verdict": Verdict.INCONCLUSIVE, "control_slow_rejected": False,
+                "fail_p": math.nan, "c_flip": math.nan}  # fmt: skip
     slow_rej = bool(fit.ci_high < slow)
     if fit.ci_high < predicted:
         out["direction"] = "faster"
     if fit.ci_low > top:
         v, out["direction"] = Verdict.FAIL, "slower"
-    elif not separable:
-        v = Verdict.UNDECIDABLE
     elif slow_rej:
         v = Verdict.PASS
+    elif not powered:
+        v = Verdict.UNDECIDABLE
     else:
         v = Verdict.INCONCLUSIVE
-    return {**out, "verdict": v, "control_slow_rejected": slow_rej}
+    return {
+        **out,
+        "verdict": v,
+        "control_slow_rejected": slow_rej,
+        "fail_p": fail_p_value(fit.slope, top, fit.se_slope, fit.replicates),
+        "c_flip": (fit.ci_low - predicted) / ell,
+    }
 
 
 def paired_slope_diff(ns, A, B, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> dict:
@@ -316,17 +359,82 @@ def paired_mean_diff(A, B, level: float = 0.95) -> dict:
     return {"diff": mean.tolist(), "ci_low": (mean - h).tolist(), "ci_high": (mean + h).tolist()}
 
 
-def attainment_test(diff: dict, allowance: float) -> Verdict:
-    """PASS / FAIL / INCONCLUSIVE for a :func:`paired_slope_diff` against ``allowance``
-    (slope units, :func:`log_allowance`; module docstring)."""
+def attainment_power(
+    ns, reference_exponent: float, allowance: float, diff_se: float, replicates: int,
+    level: float = 0.95,
+) -> dict:  # fmt: skip
+    """Can the attainment test tell an estimator within the allowance from one at half the
+    reference's rate (a slope difference of ``|e_ref| / 2``)?  ``gap = |e_ref| / 2 -
+    allowance``: where it is not positive the allowance eats the half-rate alternative and
+    no interval can tell them apart (a PASS is UNDECIDABLE at every replicate count);
+    ``separable`` when the gap exceeds two expected half-widths ``t_{R-1} diff_se`` of the
+    paired difference's interval (``diff_se``: its prospective SE, :func:`expected_slope_se`
+    with the protocol's pilot cv of the paired difference)."""
+    gap = abs(float(reference_exponent)) / 2 - float(allowance)
+    h = _half_width(diff_se, replicates, level) if math.isfinite(diff_se) else math.inf
+    return {"separable": bool(gap > 2 * h), "gap": gap, "half_width": h, "ns": list(map(float, ns))}
+
+
+def attainment_test(
+    diff: dict, allowance: float, powered: bool = True, gap: float = math.inf
+) -> Verdict:
+    """PASS / FAIL / INCONCLUSIVE / UNDECIDABLE for a :func:`paired_slope_diff` against
+    ``allowance`` (slope units, :func:`log_allowance`); ``powered`` and ``gap``: the
+    prospective :func:`attainment_power` (module docstring).  A FAIL stands whatever the
+    power; a PASS stands where the gap to half the reference's rate is positive (its
+    interval then rejects that alternative too) and is UNDECIDABLE where the allowance eats
+    it; a non-rejection is UNDECIDABLE without power, else INCONCLUSIVE."""
     lo, hi = diff["ci_low"], diff["ci_high"]
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return Verdict.INCONCLUSIVE
-    if hi <= allowance:
-        return Verdict.PASS
     if lo > allowance:
         return Verdict.FAIL
-    return Verdict.INCONCLUSIVE
+    if hi <= allowance:
+        return Verdict.PASS if gap > 0 else Verdict.UNDECIDABLE
+    return Verdict.INCONCLUSIVE if powered else Verdict.UNDECIDABLE
+
+
+def attainment_flip(diff: dict, ns) -> dict:
+    """The allowance's log powers at which the attainment verdict changes: a FAIL for
+    every ``c`` below ``fail_below = ci_low / ell``, a PASS (given power) for every ``c``
+    at or above ``pass_from = ci_high / ell``."""
+    ell = loglog_slope(ns)
+    return {"fail_below": diff["ci_low"] / ell, "pass_from": diff["ci_high"] / ell}
+
+
+def budget_state(shift: dict | None, margin: float) -> str | None:
+    """The budget control as an equivalence test (module docstring): ``"converged"`` when
+    the slope change's interval lies inside ``[-margin, margin]``, ``"limited"`` when it
+    lies wholly outside, ``"undetermined"`` otherwise; None without a control."""
+    if shift is None:
+        return None
+    lo, hi = shift["ci_low"], shift["ci_high"]
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "undetermined"
+    if -margin <= lo and hi <= margin:
+        return "converged"
+    if lo > margin or hi < -margin:
+        return "limited"
+    return "undetermined"
+
+
+def holm(pvalues, alpha: float) -> dict:
+    """Holm's step-down procedure over ``pvalues`` (NaN: not a test, never rejected) at
+    family-wise level ``alpha``: ``adjusted`` p-values (``max_{j <= i} min(1, (m - j + 1)
+    p_(j))`` in sorted order) and ``rejected`` (``adjusted <= alpha``), in the input's
+    order."""
+    p = np.asarray(pvalues, dtype=float)
+    ok = np.flatnonzero(np.isfinite(p))
+    adj = np.full(p.shape, math.nan)
+    m = ok.size
+    if m:
+        order = ok[np.argsort(p[ok], kind="stable")]
+        running = 0.0
+        for i, k in enumerate(order):
+            running = max(running, min(1.0, (m - i) * p[k]))
+            adj[k] = running
+    rejected = np.where(np.isfinite(adj), adj <= alpha, False)
+    return {"adjusted": adj.tolist(), "rejected": [bool(x) for x in rejected]}
 
 
 def log_power_of(diff: dict, ns) -> dict:
@@ -373,43 +481,78 @@ def curvature(ns, V, level: float = 0.95, seed: int = 0) -> dict:
     }
 
 
+def _range(ns) -> str:
+    return f"n = {int(ns[0])}..{int(ns[-1])}"
+
+
 def finding(res: dict) -> str:
     """The report's sentence for one (estimator, truth, metric) result of
-    ``verify.analysis``: the attainment verdict first (the primary one), then the theorem
-    test, the curve's shape and the optimisation control."""
+    ``verify.analysis``: the attainment verdict first, then the theorem test (worded as
+    what it measured: "slower than n^e log^c n over n = a..b", "consistent with ..."),
+    the curve's shape, the budget control's state and the family-wise adjustment."""
+    if res.get("refused"):
+        return f"not decided (verdicts set UNDECIDABLE): {res['refused']}"
     parts = []
     att = res.get("attainment_verdict")
     c = res.get("attainment_log_power")
-    where = " (top half: the curve bends)" if res.get("attainment_on_top_half") else ""
+    allowed = res.get("log_power_allowed")
     if att is None:
-        parts.append("attainment not tested (no reference)")
+        why = res.get("attainment_refused") or "no reference"
+        parts.append(f"attainment not tested ({why})")
     elif att == Verdict.PASS:
         parts.append(
-            f"attains the reference's rate up to log^{c:.2f} n within the log^"
-            f"{res['log_power_allowed']:g} n allowance{where}"
+            f"attains the reference's rate up to log^{c:.2f} n within the log^{allowed:g} n"
+            " allowance"
         )
     elif att == Verdict.FAIL:
         parts.append(
-            f"slower than the class-matched reference beyond the log^"
-            f"{res['log_power_allowed']:g} n allowance (log^{c:.2f} n){where}"
+            f"slower than the class-matched reference beyond the log^{allowed:g} n allowance"
+            f" over {_range(res['ns'])} (log^{c:.2f} n)"
+        )
+    elif att == Verdict.UNDECIDABLE and (res.get("attainment_power") or {}).get("gap", 1) <= 0:
+        parts.append(
+            f"attainment undecidable (log^{c:.2f} n): the log^{allowed:g} n allowance is as"
+            " large as half the reference's exponent, so a pass could not tell attainment"
+            " from half the rate"
+        )
+    elif att == Verdict.UNDECIDABLE:
+        parts.append(
+            f"attainment undecidable with this design (log^{c:.2f} n; no power against half"
+            " the reference's rate)"
         )
     else:
-        parts.append(f"attainment inconclusive (log^{c:.2f} n){where}")
+        parts.append(f"attainment inconclusive (log^{c:.2f} n)")
     th = res.get("verdict")
+    band_c, e = res.get("band_log_power"), res.get("predicted")
+    rate = f"n^{e:.3f} log^{band_c:.2f} n" if band_c is not None and e is not None else "the band"
     if th == Verdict.FAIL:
-        parts.append("contradicts the theorem's rate (slower than its band)")
+        parts.append(
+            f"slower than {rate} over {_range(res['ns'])} (a FAIL for every band log power"
+            f" below {res['c_flip']:.2f})"
+        )
     elif th == Verdict.UNDECIDABLE:
         parts.append("theorem test undecidable with this design (no power against e/2)")
-    elif res.get("direction") == "faster":
+    elif th == Verdict.PASS and res.get("direction") == "faster":
         parts.append(
-            "faster than the exponent (easier than its class at these n, or pre-asymptotic)"
+            f"consistent with {rate} over {_range(res['ns'])}, faster than the exponent"
+            " (easier than its class at these n, or pre-asymptotic)"
         )
     elif th == Verdict.PASS:
-        parts.append("within the theorem's band")
+        parts.append(f"consistent with {rate} over {_range(res['ns'])} (rejects e/2)")
     else:
         parts.append("theorem test inconclusive")
+    if res.get("fail_familywise") is False:
+        parts.append("a FAIL at its own level that does not survive the family-wise adjustment")
     if res.get("bending"):
-        parts.append(f"bending (top-half slope {res['top_half_slope']:.3f})")
-    if res.get("optimisation_limited"):
-        parts.append("optimisation-limited (twice the budget moves the slope by > 0.05)")
+        parts.append(f"bending (top-half slope {res['top_half_slope']:.3f}; stated, not deciding)")
+    state = res.get("budget_state")
+    if state == "limited":
+        parts.append(
+            "optimisation-limited (twice the budget moves the slope beyond the margin: the"
+            " verdicts are set INCONCLUSIVE)"
+        )
+    elif state == "undetermined":
+        parts.append("budget control undetermined (the slope change's interval crosses the margin)")
+    elif state == "converged":
+        parts.append("converged by the budget control")
     return "; ".join(parts)

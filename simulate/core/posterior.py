@@ -77,20 +77,26 @@ class Posterior:
         if isinstance(X, np.ndarray) and not X.flags.writeable:
             X = X.copy()  # torch would share a read-only buffer (and warn)
         X = torch.as_tensor(X, dtype=self.eval_dtype, device=self.params.device)
+        if X.ndim == 3 and X.shape[0] == self.E and X.shape[2] == self.layout.p:
+            return X  # each model its own inputs
         if X.ndim != 2 or X.shape[1] != self.layout.p:
-            raise ValueError(f"X must be (m, {self.layout.p}), got {tuple(X.shape)}")
+            raise ValueError(
+                f"X must be (m, {self.layout.p}) or ({self.E}, m, {self.layout.p}),"
+                f" got {tuple(X.shape)}"
+            )
         return X.unsqueeze(0).expand(self.E, -1, -1)
 
     def outputs(self, X, draws: int = 30) -> torch.Tensor:
-        """Network outputs of ``draws`` posterior draws at shared inputs X (m, p):
-        ``[draws, E, out_dim, m]``."""
+        """Network outputs of ``draws`` posterior draws at shared inputs X (m, p), or at
+        each model's own inputs X (E, m, p): ``[draws, E, out_dim, m]``."""
         x = self._x(X)
         with torch.no_grad():
             return torch.stack([self.layout.forward(self.draw(t), x) for t in range(draws)])
 
     def predict_mean(self, X, draws: int = 30) -> torch.Tensor:
         """The paper's posterior-mean predictor ``(1/30) sum_t f_{theta_t}(x)``, ``[E, m]``
-        (regression) or the mean class probabilities ``[E, classes, m]`` (classification)."""
+        (regression) or the mean class probabilities ``[E, classes, m]`` (classification);
+        X shared ``(m, p)`` or each model's own ``(E, m, p)`` (:meth:`outputs`)."""
         return likelihood_of(self.hyper).mean_prediction(self.outputs(X, draws))
 
     def noise_sd_all(self) -> torch.Tensor:

@@ -30,12 +30,16 @@ the fitted function still moves by more than the rate's own scale -- at 5e-3 of 
 objective of ~1.42 n nats a window's quiet allows the squared L2 error to change by about
 0.014 at every n, 16% of ASVI's at alpha = 0.5, n = 32,000, and more than the whole risk at
 alpha = 1.5.  With ``risk_tol`` set, the caller passes ``risk``, a function returning each
-model's held-out excess risk (the sweep: the posterior mean's squared L2 error against
-its replicate's truth on a fixed evaluation set, not the test points; see
-``simulate.sweep.job``), evaluated once per window end only; a window is quiet only when also
-``|risk_previous - risk_current| / risk_current < risk_tol``.  The evaluation uses the
-same posterior draws every time (counter-based noise), so its change between windows is
-the parameters' change, not Monte Carlo noise.
+model's held-out criterion, computed from the training data alone and never from the
+truth (which no user has): the sweep holds each replicate's last points out of training
+and measures the posterior mean's squared error on their y (``simulate.sweep.job``,
+``SweepConfig.stop_val_fraction``); the estimators do the same on their
+``validation_fraction`` (``simulate.estimators``).  It is evaluated once per window end
+only; a window is quiet only when also ``|risk_previous - risk_current| / risk_current <
+risk_tol``.  The evaluation uses the same posterior draws every time (counter-based
+noise), so its change between windows is the parameters' change, not Monte Carlo noise.
+An error on y carries the noise variance (``sigma^2`` plus the excess risk), so a given
+``risk_tol`` is a looser test of the fit than the same tolerance on the excess risk.
 
 A model whose loss turned non-finite is frozen by the trainer and reported as failed,
 neither converged nor capped.

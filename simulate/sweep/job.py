@@ -7,6 +7,16 @@ Per job: each replicate's nested dataset and the shared test inputs (seeded by
 (``simulate.sweep.spec.group_widths``) until the stopping rule holds for each, every candidate's
 test metrics (squared Hellinger draws, posterior-mean L2) and ELBO, ASVI's selection per
 cell, and the classical reference on the same data.  Its records are what the sweep writes.
+
+No truth in training: the truth ``f0`` draws the data and is evaluated against (test
+metrics, d^2), nothing else.  Training, the stopping rule and the selection see the data
+only.  With the risk stop on (``SweepConfig.stop_risk_tol``) each replicate's last
+``n_val = SweepConfig.n_val_at(n)`` points are held out of ASVI's training (every arm's),
+the rule watches each model's posterior-mean squared error on their y (:func:`_risk_fn`),
+and the ELBOs that select (eq. (13)) are those of the ``n - n_val`` training points, whose
+sample size also sets ``lambda_s``, the batch and the step cap (``SweepConfig.cell_config``).
+The classical reference and the constructive starts (and the plain arm P, a classical
+control) see all n points: each chooses its own settings by its own validation on them.
 """
 
 from __future__ import annotations
@@ -68,15 +78,18 @@ def _job_data(job: Job, cfg: SweepConfig, f0s):
     return X_all, y_all, seeds
 
 
-def _risk_fn(cfg: SweepConfig, truth_eval: np.ndarray, Xe: np.ndarray):
+def _risk_fn(cfg: SweepConfig, X_val: torch.Tensor, y_val: torch.Tensor):
     """The held-out risk the stopping rule watches (``StopRule.risk_tol``): each model's
-    posterior-mean squared L2 error against its replicate's truth (``truth_eval``, one row
-    per model) on the evaluation points ``Xe`` (not the test points), from ``risk_draws``
-    draws -- the same draws at every window (counter-based noise)."""
+    posterior-mean squared error on its replicate's held-out points (``X_val [E, n_val, p]``,
+    ``y_val [E, n_val]``, one row per model), from ``risk_draws`` draws -- the same draws at
+    every window (counter-based noise), so its change is the parameters'.  Data only: the
+    error is against the observed y (noise included, so it is ``sigma^2`` plus the excess
+    risk), never against the truth; ``simulate.estimators`` watches the same criterion on
+    its ``validation_fraction``."""
 
     def risk(tr, params):
-        post = tr.posterior(params)
-        return post.test_metrics(truth_eval, Xe, cfg.risk_draws)[1]
+        m = tr.posterior(params).predict_mean(X_val, cfg.risk_draws)  # [E, n_val]
+        return ((m - y_val.to(m)) ** 2).mean(-1)
 
     return risk
 
@@ -87,25 +100,25 @@ def _risk_fn(cfg: SweepConfig, truth_eval: np.ndarray, Xe: np.ndarray):
 ARMS = ("W0", "W0s", "W", "P")
 
 
-def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, ev, starts) -> float:
+def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, starts) -> float:
     """Train the candidates ``js`` (positions in ``W``) of every replicate in one padded
-    program until the stopping rule holds for each, evaluate them against their
-    replicate's truth (``f0t [R, m]``: its values at the test points ``Xt``), and fill
-    each arm's columns (``arms``: ``"R"`` the random start, and with a constructive start
-    ``"W0"``, ``"W0s"``, ``"W"``, ``"P"``); returns the training seconds.  ``ev``: the evaluation
-    points and the truths' values there ``(Xe, f0e [R, m])`` for a rule that watches the
-    held-out risk, else None.  ``starts``: None, or ``(nets, val_masks)``: the constructive
-    start of replicate i at width position j (``nets[i][j]``) and each replicate's
-    validation points for the plain arm."""
-    R, n = batch.X.shape[0], batch.X.shape[1]
+    program on the training points ``batch`` until the stopping rule holds for each,
+    evaluate them against their replicate's truth (``f0t [R, m]``: its values at the test
+    points ``Xt``), and fill each arm's columns (``arms``: ``"R"`` the random start, and
+    with a constructive start ``"W0"``, ``"W0s"``, ``"W"``, ``"P"``); returns the training
+    seconds.  ``val``: each replicate's held-out points ``(X_val [R, n_val, p], y_val
+    [R, n_val])`` for a rule that watches the held-out risk, else None.  ``starts``: None,
+    or ``(nets, val_masks, full)``: the constructive start of replicate i at width position
+    j (``nets[i][j]``), and the plain arm's data -- all n points of each replicate
+    (``full``, a :class:`Batch`) with its validation points among them (``val_masks``)."""
+    R, n = batch.X.shape[0], batch.X.shape[1]  # n: the training points
     order = [(i, j) for j in js for i in range(R)]  # model = (replicate i, width j)
     di = [i for i, _ in order]
     widths = [W[j] for _, j in order]
     seeds = [model_seeds[i * len(W) + j] for i, j in order]
     risk = None
-    if ev is not None:
-        Xe, f0e = ev
-        risk = _risk_fn(cfg, f0e[di], Xe)
+    if val is not None:
+        risk = _risk_fn(cfg, val[0][di], val[1][di])  # each model its replicate's points
     truth = f0t[di]  # each model against its replicate's truth
     train = dict(
         depth=cfg.depth, rule=cfg.stop_rule_at(n), compile=cfg.compile, risk=risk, mlp=cfg.mlp
@@ -140,9 +153,11 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, ev, start
     _fill(arms["W"], order, *_measured(cfg, trained.posterior, batch, di, truth, Xt),
           {**_state_columns(trained.trainer.state, trained.convergence), **st_cols})  # fmt: skip
     t0 = time.perf_counter()
+    full = starts[2]
     res = train_plain(
-        layout, net_theta(layout, nets)[:, : layout.P_net], batch.X, batch.y, di, seeds,
-        starts[1], lr=cfg.lr, batch_size=hyper.batch_size, max_steps=cfg.steps_cap(n),
+        layout, net_theta(layout, nets)[:, : layout.P_net], full.X, full.y, di, seeds,
+        starts[1], lr=cfg.lr, batch_size=min(cfg.batch_size, full.X.shape[1]),
+        max_steps=cfg.steps_cap(full.X.shape[1]),
     )  # fmt: skip
     train_s += time.perf_counter() - t0
     theta = torch.zeros(layout.E, layout.P, dtype=torch.float64)
@@ -156,7 +171,8 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, ev, start
 
 def _measured(cfg, post, batch, di, truth, Xt):
     """A posterior's test metrics (squared Hellinger draws, posterior-mean L2), its ELBO
-    parts on the training data and its edges."""
+    parts on the training points ``batch`` (those ASVI trained on: every arm's ELBO, the
+    selection's, is on the same points) and its edges."""
     d2_draws, l2 = post.test_metrics(truth, Xt, cfg.draws)  # [T, models], [models]
     el = post.elbo(batch.X, batch.y, di, draws=cfg.elbo_draws)
     per_model = {
@@ -246,27 +262,31 @@ def run_job(job: Job) -> list[dict]:
     f0s = [job.truth.build(r) for r in job.replicates]  # each replicate its own truth
     W, R = cfg.widths_at(job.n), len(job.replicates)
     X_all, y_all, data_seeds = _job_data(job, cfg, f0s)
-    hyper = cfg.hyper_at(job.n)
+    # ASVI's training points: with the risk stop, each replicate's last n_val points are
+    # held out for it (the same count for every replicate, so shapes stay uniform)
+    n_train = cfg.n_train_at(job.n)
+    hyper = cfg.hyper_at(n_train)
     model_seeds = [
         stable_seed(cfg.seed, job.truth.key, job.n, r, "model", w)
         for r in job.replicates
         for w in W
     ]
-    batch = Batch(
+    full = Batch(
         torch.tensor(np.stack(X_all), dtype=torch.float32),
         torch.tensor(np.stack(y_all), dtype=torch.float32),
         torch.arange(R, dtype=torch.int64),
     )
+    batch = Batch(
+        full.X[:, :n_train].contiguous(), full.y[:, :n_train].contiguous(), full.data_index
+    )
+    val = None
+    if n_train < job.n:  # the risk stop's held-out points, never the truth's values
+        val = (full.X[:, n_train:], full.y[:, n_train:])
     test_seed = stable_seed(cfg.seed, job.truth.key, "test")
     Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, job.truth.p))
     # Widths are trained in groups (``group_widths``): one batched program per group, its
     # models padded to the group's widest, each model stopped by the rule on its own.
-    f0t = np.stack([f(Xt) for f in f0s])  # [R, m]
-    ev = None
-    if cfg.stop_risk_tol is not None:  # the stopping rule's own points, never the test's
-        eval_seed = stable_seed(cfg.seed, job.truth.key, "eval")
-        Xe = np.random.default_rng(eval_seed).uniform(-1, 1, size=(cfg.risk_n_eval, job.truth.p))
-        ev = (Xe, np.stack([f(Xe) for f in f0s]))
+    f0t = np.stack([f(Xt) for f in f0s])  # [R, m]: for evaluation only
     names = {"random": ["R"], "constructive": list(ARMS), "both": ["R", *ARMS]}[cfg.start]
     arms = {a: {k: np.empty((R, len(W))) for k in _COLUMNS} for a in names}
     starts = None
@@ -274,10 +294,11 @@ def run_job(job: Job) -> list[dict]:
         starts = (
             [_starts(job, cfg, f0s[i], X_all[i], y_all[i], W) for i in range(R)],
             np.stack([validation_split(job.n, s) for s in data_seeds]),
+            full,
         )
     train_s = sum(
         _train_group(
-            cfg, hyper, batch, W, [W.index(w) for w in g], model_seeds, f0t, Xt, arms, ev, starts
+            cfg, hyper, batch, W, [W.index(w) for w in g], model_seeds, f0t, Xt, arms, val, starts
         )
         for g in group_widths(W)
     )

@@ -11,10 +11,14 @@ Design (every choice recorded in each record's ``config``):
   means, relative improvement below ``stop_tol`` and KL change below
   ``max(stop_tol KL, stop_kl_abs)``, and with ``stop_risk_tol`` the held-out risk's
   relative change below it, twice in a row) or until ``max_steps``; a stopped model is
-  frozen.  The ELBO of eq. (pelbo) is a maximum, so widths are compared at (near) their
-  optima, not at a fixed budget that leaves wide networks unpruned.  Each record carries,
-  per candidate, the steps used, converged or capped, and the last relative change of the
-  objective, change of the KL and relative change of the held-out risk.
+  frozen.  The held-out risk is computed from the data alone: each replicate's last
+  ``stop_val_fraction`` of its points are held out of ASVI's training and the rule watches
+  the posterior mean's squared error on their y (the record's ``config.n_train``: the
+  points trained on); the truth is used for evaluation only.  The ELBO of eq. (pelbo) is a
+  maximum, so widths are compared at (near) their optima, not at a fixed budget that
+  leaves wide networks unpruned.  Each record carries, per candidate, the steps used,
+  converged or capped, and the last relative change of the objective, change of the KL
+  and relative change of the held-out risk.
 * **Candidate widths that grow with n** (``candidate_widths``): powers of two from
   ``width_min`` up to the first power of two >= ``width_scale * sqrt(n)`` (capped at
   ``width_max``), so the selection can be interior at every n; ``sqrt(n)`` is the predicted

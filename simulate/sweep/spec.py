@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import asdict, dataclass
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 
@@ -134,7 +134,6 @@ SWEEP_CONSTRAINTS = {
             "draws",
             "width_min",
             "width_max",
-            "risk_n_eval",
             "risk_draws",
         ),
         [INT_POSITIVE],
@@ -148,6 +147,7 @@ SWEEP_CONSTRAINTS = {
     **dict.fromkeys(("stop_window", "stop_patience"), [INT_POSITIVE]),
     **dict.fromkeys(("stop_tol", "stop_kl_abs"), [POSITIVE]),
     **dict.fromkeys(("stop_risk_tol", "lambda_s"), [POSITIVE, None]),
+    "stop_val_fraction": [Interval(Real, 0, 0.5, "right")],
     "compile": [BOOL],
     "mlp": [Options(("batched", "native"))],
     "estimator": [Options(("asvi", "gp"))],
@@ -175,10 +175,12 @@ class SweepConfig:
     stop_tol: float = 5e-3
     stop_patience: int = 2
     stop_kl_abs: float = 2.0
-    # None: off; else the stopping rule also waits for the held-out risk (StopRule.risk_tol)
-    # measured on risk_n_eval fresh points from risk_draws posterior draws
+    # None: off; else the stopping rule also waits for a held-out risk (StopRule.risk_tol):
+    # each replicate's last stop_val_fraction of its n points (at least 2) are held out of
+    # ASVI's training, and the rule watches the posterior mean's squared error on their y
+    # from risk_draws posterior draws (n_val_at; simulate.sweep.job) -- never the truth
     stop_risk_tol: float | None = None
-    risk_n_eval: int = 1000
+    stop_val_fraction: float = 0.2
     risk_draws: int = 10
     batch_size: int = 128
     lr: float = 5e-3
@@ -209,6 +211,10 @@ class SweepConfig:
     # from a hand-built posterior, with the untrained start and the plain-network control
     # beside it), or "both" (the random start and the constructive arms on the same cells)
     start: str = "random"
+    # the protocol the sweep runs under (``NAME@DIGEST``, verify.protocol), or None: written
+    # into every record's config and part of the fingerprint, so records of a
+    # pre-registered run name the protocol that was committed before them
+    protocol: str | None = None
 
     def __post_init__(self):
         self.validate()
@@ -217,6 +223,10 @@ class SweepConfig:
         """Raise ``ValueError`` naming the first bad field (run at construction)."""
         if not self.truths:
             raise ValueError("no truth given")
+        if self.protocol is not None and not (
+            isinstance(self.protocol, str) and "@" in self.protocol and len(self.protocol) <= 200
+        ):
+            raise ValueError(f"protocol must be 'NAME@DIGEST' or None, got {self.protocol!r}")
         for t in self.truths:
             if not isinstance(t, TruthSpec):
                 raise ValueError(f"truths must be TruthSpec, got {t!r}")
@@ -238,6 +248,12 @@ class SweepConfig:
                 check("every width (widths)", w, INT_POSITIVE)
         if self.width_min < 1 or self.width_max < self.width_min:
             raise ValueError("need 1 <= width_min <= width_max")
+        for n in ns:
+            if self.n_train_at(n) < 2:
+                raise ValueError(
+                    f"n = {n} leaves {self.n_train_at(n)} training point(s) beside the"
+                    f" {self.n_val_at(n)} held out for the risk stop (stop_risk_tol); need 2"
+                )
         self.stop_rule.validate()
         # the training hyperparameters (lr, sigma, sigma_0, lambda_s, lam, init_sigma,
         # init_nu, l3) are checked where they are defined: Hyper.validate
@@ -294,6 +310,18 @@ class SweepConfig:
             None if self.stop_risk_tol is None else float(self.stop_risk_tol),
         )
 
+    def n_val_at(self, n: int) -> int:
+        """How many of a cell's n points are held out of ASVI's training for the risk stop
+        (``stop_risk_tol``): ``max(2, ceil(stop_val_fraction n))``, each replicate's last
+        ones (``simulate.sweep.job``); 0 with the risk stop off."""
+        if self.stop_risk_tol is None:
+            return 0
+        return max(2, math.ceil(float(self.stop_val_fraction) * int(n)))
+
+    def n_train_at(self, n: int) -> int:
+        """The points ASVI trains on in a cell of n points: ``n - n_val_at(n)``."""
+        return int(n) - self.n_val_at(n)
+
     def widths_at(self, n: int) -> list[int]:
         """The candidate widths of the cells at sample size n."""
         if self.widths is not None:
@@ -303,14 +331,14 @@ class SweepConfig:
     def job_bytes(self) -> int:
         """A lower bound on one job's memory, in bytes, at the largest n: each replicate's
         float64 data drawn for it (``[n_max, p]`` inputs, targets) and its float32 copy, the
-        test and evaluation inputs, and the widest width group's state (parameters, two
+        test inputs, and the widest width group's state (parameters, two
         moments, gradient and the step's temporaries: ~6 copies of ``[3, E, P]`` float32)
         and activations (``[E, batch, width]``, ~6 float32 copies).  The sweep refuses a
         configuration whose jobs cannot fit in the machine (``simulate.sweep.runner``)
         before it locks or writes anything."""
         n, p = max(int(x) for x in self.ns), max(t.p for t in self.truths)
         block = min(self.replicate_block, self.replicates)
-        data = block * n * (p + 1) * (8 + 4) + (self.n_test + self.risk_n_eval) * p * 8
+        data = block * n * (p + 1) * (8 + 4) + self.n_test * p * 8
         state = 0
         for g in group_widths(self.widths_at(n)):
             w, E = max(g), len(g) * block
@@ -336,19 +364,25 @@ class SweepConfig:
 
     def cell_config(self, n: int, widths) -> dict:
         """A record's ``config``: the settings its cell at sample size n was trained with
-        (for the known-answer control, ``estimator = "gp"``, its own settings)."""
+        (for the known-answer control, ``estimator = "gp"``, its own settings).  With the
+        risk stop on (``stop_risk_tol``) also ``n_train``, the points ASVI trained on
+        (:meth:`n_train_at`); its hyperparameters and step cap are those of ``n_train``
+        points, the sample its posterior conditions on."""
         if self.estimator == "gp":
             return {
                 "estimator": "gp",
                 "gp_nus": list(self.gp_nus),
                 **{k: getattr(self, k) for k in ("gp_length_scale", "gp_amplitude", "sigma")},
                 **{k: getattr(self, k) for k in ("n_test", "draws", "seed")},
+                **({"protocol": self.protocol} if self.protocol is not None else {}),
             }
-        hyper = self.hyper_at(n)
+        n_train = self.n_train_at(n)
+        hyper = self.hyper_at(n_train)
         return {
             "widths": widths,
             "depth": self.depth,
-            "stop_rule": self.stop_rule_at(n).to_dict(),
+            **({"n_train": n_train} if self.stop_risk_tol is not None else {}),
+            "stop_rule": self.stop_rule_at(n_train).to_dict(),
             "max_epochs": self.max_epochs,
             "batch_size": hyper.batch_size,
             **{k: getattr(self, k) for k in ("lr", "sigma", "sigma_0")},
@@ -356,6 +390,7 @@ class SweepConfig:
             **{k: getattr(self, k) for k in ("lam", "l3", "n_test", "draws", "elbo_draws")},
             **{k: getattr(self, k) for k in ("seed", "init_nu", "init_sigma", "compile", "start")},
             **({"mlp": self.mlp} if self.mlp != "batched" else {}),
+            **({"protocol": self.protocol} if self.protocol is not None else {}),
         }
 
     def to_dict(self) -> dict:
@@ -525,8 +560,10 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
         d.pop("start")
     if d.get("mlp") == "batched":  # likewise: the network pass every earlier record had
         d.pop("mlp")
+    if d.get("protocol") is None:  # likewise: records written outside a protocol
+        d.pop("protocol", None)
     if d.get("stop_risk_tol") is None:  # likewise: the rule off, its settings unused
-        for k in ("stop_risk_tol", "risk_n_eval", "risk_draws"):
+        for k in ("stop_risk_tol", "stop_val_fraction", "risk_draws"):
             d.pop(k, None)
     d["n_max"] = max(int(n) for n in cfg.ns)
     d["schema"] = SCHEMA

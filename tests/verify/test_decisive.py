@@ -11,10 +11,18 @@ from simulate.core import Batch, ELBOTerms, Hyper, Info, Layout, Trainer
 from simulate.core.stopping import Convergence, StopRule
 from simulate.references.classical import bin_grid, degree_for, fit_piecewise, oracle_piecewise
 from simulate.sweep.spec import SweepConfig, TruthSpec, candidate_widths, fingerprint_fields
-from tests.factories import NS, SWEEP_TINY, assert_model_alone, fake_records, synthetic
+from tests.factories import (
+    NS,
+    SWEEP_TINY,
+    assert_model_alone,
+    fake_records,
+    protocol_with,
+    synthetic,
+)
 from verify.analysis import analyse, budget_control, control_config, exit_status
 from verify.slopes import (
     attainment_test,
+    budget_state,
     curvature,
     expected_slope_se,
     fit_slope,
@@ -26,6 +34,9 @@ from verify.slopes import (
     theorem_test,
     top_half,
 )
+
+# a protocol whose pilot cv matches the synthetic records' small noise: designs with power
+TIGHT = protocol_with(pilot_cv={"default": 0.05}, pilot_cv_diff={"default": 0.05})
 
 
 # --------------------------------------------------------------------------- stopping rule
@@ -318,22 +329,28 @@ def test_theorem_verdict_is_one_sided(R):
 
 @pytest.mark.parametrize("R", [3, 5, 8])
 def test_half_the_exponent_is_never_passed(R):
-    """The defect this guards against: a rate half the predicted one used to be
-    indistinguishable from it and could never FAIL.  At alpha = 0.5 (e = -0.5) the
-    theorem's log^2 band over n = 250..8000 is wider than |e|/2, the power check says so,
-    and the test is UNDECIDABLE for data at e and at e/2 alike -- never PASS.  On the
-    separable design (e = -0.75) data at e/2 FAIL: a one-sided miss of a 95% interval
-    lets at most 2.5% through; over 100 seeds at most 8 do not FAIL (3.5 binomial SE)."""
+    """A rate half the predicted one is never passed, and a rejection of e/2 stands
+    whatever the power.  At alpha = 0.5 (e = -0.5) the theorem's log^2 band over n =
+    250..8000 is wider than |e|/2 and the prospective power check says so: data at e/2 are
+    UNDECIDABLE but for the one-sided test's own 2.5% (over 100 seeds at most 8 PASS, 3.5
+    binomial SE), data at e with small noise reject e/2 and PASS (on the earlier code,
+    which gated every verdict on power, they were UNDECIDABLE).  On the separable design
+    (e = -0.75) data at e/2 FAIL: a one-sided miss of a 95% interval lets at most 2.5%
+    through; over 100 seeds at most 8 do not FAIL."""
+    pw = power_check(NS, -0.5, 2.0, expected_slope_se(NS, R, 0.25), R)
+    assert not pw["separable"] and pw["gap"] < 0
     for x in (-0.5, -0.25):
-        fits = [fit_slope(NS, synthetic(x, 0.0, R, 0.03, s), log_power=2.0) for s in range(20)]
-        for f in fits:
-            pw = power_check(NS, -0.5, 2.0, f.se_slope, R)
-            assert not pw["separable"] and pw["gap"] < 0
-            assert theorem_test(f, -0.5, pw["separable"])["verdict"] == "UNDECIDABLE"
+        fits = [fit_slope(NS, synthetic(x, 0.0, R, 0.03, s), log_power=2.0, n_boot=500)
+                for s in range(100)]  # fmt: skip
+        got = [theorem_test(f, -0.5, pw["separable"])["verdict"] for f in fits]
+        if x == -0.5:
+            assert got == ["PASS"] * 100
+        else:
+            assert set(got) <= {"PASS", "UNDECIDABLE"} and got.count("PASS") <= 8
     verdicts = []
+    pw = power_check(NS, -0.75, 2.0, expected_slope_se(NS, R, 0.03), R)
     for s in range(100):
         f = fit_slope(NS, synthetic(-0.375, 0.0, R, 0.03, s), log_power=2.0, n_boot=500)
-        pw = power_check(NS, -0.75, 2.0, f.se_slope, R)
         verdicts.append(theorem_test(f, -0.75, pw["separable"])["verdict"])
     assert verdicts.count("FAIL") >= 92 and "PASS" not in verdicts
 
@@ -395,6 +412,13 @@ def test_attainment_verdicts_and_log_power():
     assert attainment_test({"ci_low": a + 0.01, "ci_high": 0.4}, a) == "FAIL"
     assert attainment_test({"ci_low": 0.05, "ci_high": 0.3}, a) == "INCONCLUSIVE"
     assert attainment_test({"ci_low": math.nan, "ci_high": math.nan}, a) == "INCONCLUSIVE"
+    # where the allowance eats half the reference's rate (gap <= 0) a PASS is withheld;
+    # with a positive gap it stands whatever the power (it rejects the half rate too); a
+    # non-rejection without power is UNDECIDABLE; a FAIL always stands
+    assert attainment_test({"ci_low": -0.05, "ci_high": a}, a, True, gap=-0.02) == "UNDECIDABLE"
+    assert attainment_test({"ci_low": -0.05, "ci_high": a}, a, False, gap=0.1) == "PASS"
+    assert attainment_test({"ci_low": 0.05, "ci_high": 0.3}, a, False) == "UNDECIDABLE"
+    assert attainment_test({"ci_low": a + 0.01, "ci_high": 0.4}, a, False, -0.1) == "FAIL"
     ns = [500, 2000, 8000, 32000]
     assert log_allowance(ns, 2.0) == pytest.approx(2 * loglog_slope(ns))
     lp = log_power_of({"diff": 0.246, "ci_low": 0.21, "ci_high": 0.30}, ns)
@@ -425,12 +449,17 @@ def test_curvature_flags_a_bent_curve_only():
 def test_analysis_attains_and_controls():
     res = {r.metric: r for r in analyse(fake_records(-0.5, -0.5))}
     d2 = res["d2"]
-    assert d2.attainment_verdict == "PASS" and d2.primary
+    # alpha = 0.5: the log^2 allowance (0.26 here) is above |e|/2 = 0.25, so the attainment
+    # test has no power against half the rate: its PASS is withheld (the earlier code said
+    # PASS); width 2 still FAILs the same test (a FAIL stands)
+    assert d2.attainment_verdict == "UNDECIDABLE" and d2.primary
+    assert not d2.attainment_power["separable"] and d2.attainment_power["gap"] < 0
     assert d2.attainment_control["verdict"] == "FAIL"  # width 2 does not attain
     assert d2.attainment_log_power == pytest.approx(0.0, abs=0.3)
-    assert d2.finding.startswith("attains the reference's rate up to log^")
-    # alpha = 0.5: the theorem test has no power against e/2 at these n
-    assert d2.verdict == "UNDECIDABLE" and not d2.power_separable
+    assert d2.finding.startswith("attainment undecidable (log^")
+    # the theorem test has no power against e/2 at these n, but the interval rejects e/2:
+    # PASS (the earlier code withheld it as UNDECIDABLE)
+    assert d2.verdict == "PASS" and not d2.power_separable
     assert d2.converged_fraction == pytest.approx(2 / 3)
     assert d2.fixed_width == 2 and d2.estimator == "asvi"
     # oracle-width SVI is the per-cell minimum over the candidates: by construction of the
@@ -446,8 +475,9 @@ def test_analysis_attains_and_controls():
     ratio = np.array(d2w.oracle_mean) / np.array(d2.mean)
     assert np.all((ratio > 1.1) & (ratio < 1.5)), ratio
     assert exit_status(list(res.values())) == 3  # UNDECIDABLE counts as undecided
-    # alpha = 1.5 (e = -0.75): the design separates, both tests PASS, exit 0
-    res = {r.metric: r for r in analyse(fake_records(-0.75, -0.75, alpha=1.5))}
+    # alpha = 1.5 (e = -0.75): with a pilot cv this small the design separates both tests,
+    # both PASS, exit 0; at the protocol's measured cv (0.61) neither has power at R = 4
+    res = {r.metric: r for r in analyse(fake_records(-0.75, -0.75, alpha=1.5), protocol=TIGHT)}
     assert res["d2"].verdict == "PASS" and res["d2"].attainment_verdict == "PASS"
     assert exit_status(list(res.values())) == 0
 
@@ -465,7 +495,7 @@ def test_analysis_attains_and_controls():
 def test_attainment_on_synthetic_records(asvi, ref, want):
     """Slopes e, e + part of the allowance, e + twice it, e/2 and faster than e, against
     the log^2 n allowance over n = 250..16000 (0.27 in slope units)."""
-    res = {r.metric: r for r in analyse(fake_records(asvi, ref, alpha=1.5))}
+    res = {r.metric: r for r in analyse(fake_records(asvi, ref, alpha=1.5), protocol=TIGHT)}
     d2 = res["d2"]
     assert d2.log_allowance == pytest.approx(2 * loglog_slope([250, 1000, 4000, 16000]))
     assert d2.attainment_verdict == want
@@ -485,37 +515,58 @@ def test_faster_than_the_exponent_is_not_a_failure():
 def test_attainment_without_power_is_inconclusive():
     """When the fixed small network also 'attains' (here: the reference is as flat as it),
     an attaining ASVI cannot be told from it: INCONCLUSIVE."""
-    res = {r.metric: r for r in analyse(fake_records(-0.1, -0.1))}
+    res = {r.metric: r for r in analyse(fake_records(-0.1, -0.1, alpha=1.5), protocol=TIGHT)}
     assert res["d2"].attainment_control["verdict"] != "FAIL"
     assert res["d2"].attainment_verdict == "INCONCLUSIVE"
 
 
 def test_budget_control_marks_cells_and_slopes_that_move():
+    """Per n the control marks cells that moved beyond their SE (descriptive); the slope's
+    change is an equivalence test against the protocol's margin (0.1): a shift of -0.167
+    with a zero-width interval is *limited* (verdicts INCONCLUSIVE), one of -0.086 is
+    *converged* (on the earlier code any |shift| > 0.05 was optimisation-limited)."""
     base = fake_records(-0.75, -0.75, alpha=1.5)
     same = [dict(r) for r in base if r["cell"]["n"] in (250, 16000)]
     ctl = budget_control(base, same)
     assert [c["n"] for c in ctl["d2"]] == [250, 16000]
-    assert not any(c["limited"] for c in ctl["d2"]) and ctl["d2"][0]["change"] == 0
+    assert not any(c["moved"] for c in ctl["d2"]) and ctl["d2"][0]["change"] == 0
     assert ctl["slope_shift"]["d2"]["diff"] == pytest.approx(0.0, abs=1e-12)
-    moved = []
-    for r in same:
-        r = {**r, "metrics": dict(r["metrics"])}
-        if r["cell"]["n"] == 16000:
-            r["metrics"]["d2"] *= 0.7  # the largest n falls: the slope steepens by 0.088
-        moved.append(r)
-    ctl = budget_control(base, moved)
-    assert [c["limited"] for c in ctl["d2"]] == [False, True]
-    assert ctl["slope_shift"]["d2"]["diff"] == pytest.approx(math.log(0.7) / math.log(64))
-    res = {r.metric: r for r in analyse(base, control=moved)}
+
+    def moved_by(factor):
+        out = []
+        for r in same:
+            r = {**r, "metrics": dict(r["metrics"])}
+            if r["cell"]["n"] == 16000:
+                r["metrics"]["d2"] *= factor  # the largest n falls: the slope steepens
+            out.append(r)
+        return out
+
+    ctl = budget_control(base, moved_by(0.5))
+    assert [c["moved"] for c in ctl["d2"]] == [False, True]
+    assert ctl["slope_shift"]["d2"]["diff"] == pytest.approx(math.log(0.5) / math.log(64))
+    res = {r.metric: r for r in analyse(base, control=moved_by(0.5), protocol=TIGHT)}
     d2 = res["d2"]
-    assert d2.optimisation_limited is True and d2.control_ns == [250, 16000]
-    assert d2.control_slope_shift == pytest.approx(math.log(0.7) / math.log(64))
+    assert d2.budget_state == "limited" and d2.optimisation_limited is True
+    assert d2.control_ns == [250, 16000] and d2.budget_margin == 0.1
     assert d2.verdict == d2.attainment_verdict == "INCONCLUSIVE"
     assert "optimisation-limited" in d2.finding
-    # an unmoved control leaves the verdicts alone
-    res = {r.metric: r for r in analyse(base, control=same)}
-    assert res["d2"].optimisation_limited is False
+    # a shift of -0.086 inside the margin: converged, the verdicts stand
+    res = {r.metric: r for r in analyse(base, control=moved_by(0.7), protocol=TIGHT)}
+    assert res["d2"].control_slope_shift == pytest.approx(math.log(0.7) / math.log(64))
+    assert res["d2"].budget_state == "converged" and res["d2"].optimisation_limited is False
     assert res["d2"].attainment_verdict == "PASS"
+
+
+def test_budget_state_is_an_equivalence_test():
+    """Inside the margin: converged; wholly outside: limited; crossing it: undetermined
+    (the earlier point rule read [-0.08, +0.04] as converged and -0.05 as limited)."""
+    m = 0.1
+    assert budget_state({"ci_low": -0.08, "ci_high": 0.04}, m) == "converged"
+    assert budget_state({"ci_low": -0.21, "ci_high": 0.11}, m) == "undetermined"
+    assert budget_state({"ci_low": -0.48, "ci_high": -0.18}, m) == "limited"
+    assert budget_state({"ci_low": 0.12, "ci_high": 0.3}, m) == "limited"
+    assert budget_state({"ci_low": math.nan, "ci_high": math.nan}, m) == "undetermined"
+    assert budget_state(None, m) is None
 
 
 def test_reselection_with_the_recorded_lambda_changes_nothing(tmp_path):

@@ -140,7 +140,9 @@ def test_verify_rates_end_to_end_tiny_tier(tmp_path):
         assert e["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE", "UNDECIDABLE")
         assert e["estimator"] == "asvi" and isinstance(e["power_separable"], bool)
         assert isinstance(e["control_slope_shift"], float)
-        assert e["attainment_verdict"] in ("PASS", "FAIL", "INCONCLUSIVE")
+        assert e["attainment_verdict"] in ("PASS", "FAIL", "INCONCLUSIVE", "UNDECIDABLE")
+        assert e["budget_state"] in ("converged", "undetermined", "limited")
+        assert e["protocol"].startswith("exploratory-v1@") and e["records_protocol"] is None
         assert isinstance(e["reference_slope"], float) and 0 <= e["converged_fraction"] <= 1
         assert isinstance(e["optimisation_limited"], bool)  # the control ran
         assert [c["n"] for c in e["budget_control"]] == [128, 512]

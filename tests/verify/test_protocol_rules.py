@@ -1,0 +1,234 @@
+"""The corrected verdict rules and the protocol that freezes them: each test names the
+rule it holds and fails on the code before it (the earlier behaviour in its docstring)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from simulate.sweep.spec import SweepConfig, TruthSpec
+from tests.factories import fake_records, protocol_with
+from theory import corollary_6_4_rate, teacher_log_power
+from verify import protocol as protocols
+from verify.analysis import analyse, band_log_power, design_power, entry_outcome, exit_status
+from verify.results import MetricResult
+from verify.slopes import Verdict, holm, loglog_slope
+
+FAKE_NS = [250, 1000, 4000, 16000]
+TIGHT = protocol_with(pilot_cv={"default": 0.05}, pilot_cv_diff={"default": 0.05})
+
+
+def _d2(results, truth_prefix="", estimator="asvi"):
+    return next(
+        r for r in results
+        if r.metric == "d2" and r.truth.startswith(truth_prefix) and r.estimator == estimator
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------ the band per truth
+def test_teacher_band_is_corollary_6_4s_own_expression():
+    """Defect 1: the teacher was held to the Hoelder truths' log^2 n.  Its band's log power
+    is now the one Corollary 6.4's expression carries over the design (its own log-log
+    slope, computed independently here), ~2.57 over n = 500..32,000 for s0 = 165, p = 20:
+    a teacher slope of -0.70 lies above the log^2 band's top (-1 + 2 ell = -0.74, a FAIL
+    on the earlier code) and inside Corollary 6.4's (-0.67): it PASSes (rejects e/2)."""
+    ns = np.array([500, 2000, 8000, 32000.0])
+    y = np.log([float(corollary_6_4_rate(float(n), 2, 165, 20, 10)) for n in ns])
+    slope = np.polyfit(np.log(ns), y, 1)[0]
+    c = teacher_log_power(ns, 165, 20)
+    assert c == pytest.approx((slope + 1) / loglog_slope(ns), rel=1e-9)
+    assert 2.4 < c < 2.7 and teacher_log_power(ns, 165, 20, metric="d") == pytest.approx(c / 2)
+    res = analyse(fake_records(-0.70, 0, teacher_p=20, noise=0.01), protocol=TIGHT)
+    d2 = _d2(res, "teacher")
+    assert d2.band_log_power == pytest.approx(teacher_log_power(FAKE_NS, 165, 20))
+    assert d2.band[1] == pytest.approx(-1 + d2.band_log_power * loglog_slope(FAKE_NS))
+    assert d2.ci_low > -1 + 2 * loglog_slope(FAKE_NS)  # above the earlier band
+    assert d2.verdict == "PASS" and "consistent with n^-1.000 log^2." in d2.finding
+
+
+def test_gp_control_band_carries_no_log_and_holder_two_delta():
+    tc = {"spec": TruthSpec("holder", p=1, alpha=0.5), "ns": FAKE_NS, "key": "k", "recs": []}
+    assert band_log_power(tc, "gp-matern-0.5", "d2", 1.0) == 0.0
+    assert band_log_power(tc, "asvi", "d2", 1.5) == 3.0
+    assert band_log_power(tc, "asvi", "d", 1.0) == 1.0
+
+
+def test_c_flip_is_the_band_power_where_the_verdict_changes():
+    """Every verdict reports c_flip: the theorem test FAILs for band log powers below
+    (ci_low - e) / ell and not above; the attainment test FAILs below ci_low / ell and
+    PASSes (given power) from ci_high / ell."""
+    d2 = _d2(analyse(fake_records(-0.75, -0.75, alpha=1.5), protocol=TIGHT))
+    ell = loglog_slope(FAKE_NS)
+    assert d2.c_flip == pytest.approx((d2.ci_low - d2.predicted) / ell)
+    assert d2.attainment_c_flip["fail_below"] == pytest.approx(d2.attainment_ci_low / ell)
+    assert d2.attainment_c_flip["pass_from"] == pytest.approx(d2.attainment_ci_high / ell)
+
+
+# ------------------------------------------------------------------ curvature
+def test_a_bend_is_stated_and_never_switches_the_deciding_slope():
+    """Defect 5: a bending curve's attainment was decided on the top half (a two-point
+    slope).  ASVI at the reference's slope but flattening over the top half: the global
+    difference (inside the allowance) decides; the top half's is reported beside it."""
+    recs = fake_records(-0.75, -0.75, alpha=1.5, noise=0.01)
+    for r in recs:
+        if r["cell"]["n"] == 16000:  # the top point lifted: the top half flattens
+            for m, f in (("d2", 2.2), ("d", math.sqrt(2.2)), ("l2sq", 2.2)):
+                r["metrics"][m] *= f
+                r["per_width"][m][1] *= f
+    d2 = _d2(analyse(recs, protocol=TIGHT))
+    assert d2.bending
+    top = d2.attainment_top_half
+    assert top["ci"][0] > d2.log_allowance  # the top half alone would FAIL
+    assert d2.attainment_diff < d2.log_allowance  # the global difference decides
+    assert d2.attainment_verdict != "FAIL"
+    assert "stated, not deciding" in d2.finding
+
+
+# ------------------------------------------------------------------ family-wise level
+def test_holm_against_hand_computed_values():
+    """Holm (1979): sorted p (0.01, 0.02, 0.03, 0.5) times (4, 3, 2, 1), made monotone."""
+    got = holm([0.03, 0.5, 0.01, 0.02, math.nan], 0.05)
+    assert got["adjusted"][:4] == pytest.approx([0.06, 0.5, 0.04, 0.06])
+    assert math.isnan(got["adjusted"][4])
+    assert got["rejected"] == [False, False, True, False, False]
+
+
+def test_a_fail_that_does_not_survive_the_familywise_level_is_not_exit_1():
+    """Defect 7: the exit status ORed one-sided tests at 2.5% each.  A FAIL with
+    ``fail_familywise`` False counts as INCONCLUSIVE; one that survives stays a FAIL."""
+    r = MetricResult(estimator="asvi", metric="d2", verdict=Verdict.FAIL,
+                     attainment_verdict=Verdict.PASS, fail_familywise=False)  # fmt: skip
+    assert entry_outcome(r) == "INCONCLUSIVE"
+    assert entry_outcome(dataclasses.replace(r, fail_familywise=True)) == "FAIL"
+    # two truths, one FAILing attainment clearly: Holm over 4 tests keeps it (exit 1)
+    recs = fake_records(-0.2, -0.75, alpha=1.5) + [
+        {**r, "cell": {**r["cell"], "truth": "holder-a1.5-p1-s1"},
+         "truth": {**r["truth"], "seed": 1}}
+        for r in fake_records(-0.75, -0.75, alpha=1.5, seed=3)
+    ]  # fmt: skip
+    res = analyse(recs, protocol=TIGHT)
+    bad = _d2(res, "holder-a1.5-p1-s0")
+    assert bad.attainment_verdict == "FAIL" and bad.fail_familywise is True
+    assert bad.fail_p_holm["attainment"] <= 0.025 and len(bad.fail_p_holm) == 2
+    assert exit_status(res) == 1
+
+
+def test_wording_never_says_contradicts():
+    """Defect 7: a FAIL read "contradicts the theorem's rate"; it now says what it
+    measured: slower than n^e log^c n over the design's n."""
+    d2 = _d2(analyse(fake_records(-0.2, -0.75, alpha=1.5), protocol=TIGHT))
+    assert d2.verdict == "FAIL"
+    assert "slower than n^-0.750 log^2.00 n over n = 250..16000" in d2.finding
+    assert "contradict" not in d2.finding
+
+
+# ------------------------------------------------------------------ truths refused
+def test_integer_alpha_is_refused_and_alpha_beyond_saturation_skips_attainment(tmp_path):
+    """Defect 9: integer alpha's construction is smoother than named; the linear-spline
+    reference saturates beyond alpha = 2.  Earlier both were decided as any truth."""
+    d2 = _d2(analyse(fake_records(-0.6, -0.6, alpha=1.0), protocol=TIGHT))
+    assert d2.verdict == d2.attainment_verdict == "UNDECIDABLE"
+    assert "integer alpha" in d2.refused
+    assert d2.finding.startswith("not decided (verdicts set UNDECIDABLE): integer alpha")
+    d2 = _d2(analyse(fake_records(-0.8, -0.8, alpha=2.5), protocol=TIGHT))
+    assert d2.attainment_verdict is None and "saturates" in d2.attainment_refused
+    r = subprocess.run(
+        [sys.executable, "-m", "verify.rates", "--truth", "holder", "--alpha", "1", "--p", "1",
+         "--out", str(tmp_path / "r.jsonl")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode == 2 and "integer alpha" in r.stderr
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+# ------------------------------------------------------------------ the protocol
+def test_protocols_load_and_their_digest_is_the_files():
+    """Every shipped protocol loads; its digest is its file's SHA-256 (a changed number is
+    a new digest); the confirmatory one holds a fresh truth seed no tier uses."""
+    import hashlib
+    from importlib import resources
+
+    from simulate.sweep import tiers
+
+    assert {"exploratory-v1", "confirm-v1"} <= set(protocols.names())
+    for name in protocols.names():
+        p = protocols.load(name)
+        raw = (resources.files("verify") / "protocols" / f"{name}.toml").read_bytes()
+        assert p.digest == hashlib.sha256(raw).hexdigest()[:12] and p.tag == f"{name}@{p.digest}"
+    c = protocols.load("confirm-v1")
+    assert c.kind == "confirmatory"
+    tier = protocols.design_tier(c)
+    seeds = {t.seed for s in tier["sweeps"] for t in s["truths"]} | {tier["gp"]["truths"][0].seed}
+    used = {t.seed for tr in tiers.RATES.values() for t in tr["truths"]}
+    assert seeds == {c.design["truth_seed"]} and not seeds & used and 0 in used
+    for s in tier["sweeps"]:
+        assert s["sweep"]["protocol"] == c.tag and "stop_risk_tol" not in s["sweep"]
+    with pytest.raises(ValueError, match="no protocol"):
+        protocols.load("nope")
+
+
+def test_the_confirm_design_has_the_power_it_was_sized_for():
+    """The prospective power of confirm-v1's design (no training): the theorem test
+    separates e from e/2 for alpha = 1.5 and the teacher; the GP control's known answers
+    are UNDECIDABLE, none (reported only) and FAIL at nu = 0.5, 1.5, 2.5."""
+    p = protocols.load("confirm-v1")
+    tier = protocols.design_tier(p)
+    for s in tier["sweeps"]:
+        cfg = SweepConfig(truths=s["truths"], **s["sweep"])
+        for row in design_power(cfg, p):
+            assert row["theorem_power"]["separable"], row
+    g = tier["gp"]
+    rows = design_power(SweepConfig(truths=g["truths"], **g["sweep"]), p)
+    assert [r["expected_attainment"] for r in rows] == ["UNDECIDABLE", None, "FAIL"]
+
+
+def test_records_carry_the_protocol_and_a_report_on_another_says_so(tmp_path):
+    """A sweep under a protocol writes ``NAME@DIGEST`` into every record's config (and its
+    fingerprint); ``verify.rates --records`` under another protocol says so; the JSON
+    entries carry both."""
+    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.spec import fingerprint_fields
+    from simulate.sweep.tiers import RATES
+
+    tiny = RATES["tiny"]
+    cfg = SweepConfig(truths=tiny["truths"], **{**tiny["sweep"], "protocol": "x-v9@abc"})
+    assert fingerprint_fields(cfg)["protocol"] == "x-v9@abc"
+    path = tmp_path / "r.jsonl"
+    recs = run_sweep(cfg, path, progress=False, log=lambda *_: None)
+    assert {r["config"]["protocol"] for r in recs} == {"x-v9@abc"}
+    rep = tmp_path / "rep.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "verify.rates", "--records", str(path), "--json", str(rep),
+         "--figures", str(tmp_path / "f")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode in (0, 1, 3), r.stderr
+    assert "the records were written under x-v9@abc" in r.stdout
+    entries = json.loads(rep.read_text())
+    tag = protocols.load().tag
+    assert {(e["protocol"], e["records_protocol"]) for e in entries} == {(tag, "x-v9@abc")}
+
+
+def test_confirm_tier_dry_run_and_its_refusals():
+    """``--tier confirm --dry-run`` prints the protocol, the design and its power and
+    trains nothing; overrides of a pre-registered design, and another protocol's numbers,
+    are refused (exit 2)."""
+
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", "verify.rates", *a], capture_output=True,
+                              text=True, check=False)  # fmt: skip
+
+    r = run("--tier", "confirm", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert protocols.load("confirm-v1").tag in r.stdout and "confirmatory" in r.stdout
+    assert "holder-a1.5-p1-s20261127" in r.stdout and "40 replicates" in r.stdout
+    assert "known answer: FAIL" in r.stdout
+    for bad in (["--replicates", "8"], ["--log-power", "1"], ["--protocol", "exploratory-v1"]):
+        r = run("--tier", "confirm", "--dry-run", *bad)
+        assert r.returncode == 2 and r.stderr.startswith("error:"), (bad, r.stderr)

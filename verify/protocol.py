@@ -1,0 +1,184 @@
+"""Protocols: every number a verdict depends on, in one versioned file, and its digest.
+
+A protocol is a TOML file in ``verify/protocols/`` (``NAME.toml``).  Its ``[rules]`` hold
+what the analysis decides with (interval level, family-wise rule, delta, the theorem
+band's log power per truth kind, the attainment allowance, the budget control's
+equivalence margin, the starts' criterion); ``[pilot_cv]`` the between-replicate
+coefficient of variation of a cell's d^2 that the *prospective* power checks use, and
+``[pilot_cv_diff]`` that of the paired difference with the reference (the attainment
+test's), both read off earlier records and committed before a run.  A confirmatory
+protocol also holds its ``[design]`` (truths and a fresh truth seed, the n grid,
+replicates, the stopping rule, the reference's tuning, the control's size), from which
+``verify.rates --tier NAME`` builds its sweeps.
+
+The **digest** is the SHA-256 of the file's bytes (its first 12 hex digits): a record
+written under a protocol carries ``"protocol": "NAME@DIGEST"`` (``SweepConfig.protocol``,
+part of its fingerprint), every JSON entry of the report carries the protocol it was
+decided under, and a report on records of another protocol (or of none) says so.  A
+protocol is *exploratory* (``kind = "exploratory"``: rules settled while looking at
+results) or *confirmatory* (``kind = "confirmatory"``: committed before its run, its
+result reported whatever it says); the version history shows the order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+
+__all__ = ["Protocol", "load", "names", "DEFAULT"]
+
+DEFAULT = "exploratory-v1"
+KINDS = ("exploratory", "confirmatory")
+BAND_RULES = {"holder": "2*delta", "teacher": "corollary-6.4", "gp": "0"}
+FAMILYWISE = ("holm", "none")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One protocol file, read and checked (module docstring)."""
+
+    name: str
+    kind: str
+    digest: str
+    level: float
+    familywise: str
+    delta: float
+    band_log_power: dict
+    attainment_log_power: float
+    budget_margin: float
+    starts_arm: str
+    pilot_cv: dict
+    pilot_cv_diff: dict
+    design: dict = field(default_factory=dict)
+    text: str = ""
+
+    @property
+    def tag(self) -> str:
+        """``NAME@DIGEST``: what records and report entries carry."""
+        return f"{self.name}@{self.digest}"
+
+    @property
+    def alpha_one_sided(self) -> float:
+        """Each one-sided test's level: ``(1 - level) / 2`` (the two-sided intervals')."""
+        return (1 - self.level) / 2
+
+    def cv_for(self, truth_key: str, kind: str, diff: bool = False) -> float:
+        """The pilot cv of a cell's d^2 for a truth (``diff``: of the paired difference
+        with the reference, ``[pilot_cv_diff]``, for the attainment test's power): for the
+        known-answer control (``kind = "gp"``) the ``gp`` entry, else the truth's own key
+        with the seed part dropped (``holder-a1.5-p1``), else its kind's (``holder``,
+        ``teacher``), else ``default``."""
+        table = self.pilot_cv_diff if diff else self.pilot_cv
+        stem = truth_key.rsplit("-s", 1)[0]
+        keys = ("gp", "default") if kind == "gp" else (truth_key, stem, kind, "default")
+        for k in keys:
+            if k in table:
+                return float(table[k])
+        what = "pilot_cv_diff" if diff else "pilot_cv"
+        raise ValueError(f"protocol {self.name}: no {what} for {truth_key} (and no default)")
+
+
+def names() -> list[str]:
+    """The protocols shipped in ``verify/protocols``."""
+    root = resources.files("verify") / "protocols"
+    return sorted(p.name.removesuffix(".toml") for p in root.iterdir() if p.name.endswith(".toml"))
+
+
+def load(name: str = DEFAULT) -> Protocol:
+    """Read and check protocol ``name`` (``ValueError`` naming the first bad field)."""
+    if name not in names():
+        raise ValueError(f"no protocol {name!r}; shipped: {', '.join(names())}")
+    raw = (resources.files("verify") / "protocols" / f"{name}.toml").read_bytes()
+    data = tomllib.loads(raw.decode())
+    rules, cv = data.get("rules", {}), data.get("pilot_cv", {})
+    if data.get("name") != name:
+        raise ValueError(f"protocol file {name}.toml names itself {data.get('name')!r}")
+    if data.get("kind") not in KINDS:
+        raise ValueError(f"protocol {name}: kind must be one of {KINDS}, got {data.get('kind')!r}")
+    band = dict(rules.get("band_log_power", {}))
+    if band != BAND_RULES:
+        raise ValueError(f"protocol {name}: band_log_power must be {BAND_RULES}, got {band}")
+    p = Protocol(
+        name=name,
+        kind=data["kind"],
+        digest=hashlib.sha256(raw).hexdigest()[:12],
+        level=float(rules["level"]),
+        familywise=str(rules["familywise"]),
+        delta=float(rules["delta"]),
+        band_log_power=band,
+        attainment_log_power=float(rules["attainment_log_power"]),
+        budget_margin=float(rules["budget_margin"]),
+        starts_arm=str(rules["starts_arm"]),
+        pilot_cv={k: float(v) for k, v in cv.items()},
+        pilot_cv_diff={k: float(v) for k, v in data.get("pilot_cv_diff", {}).items()},
+        design=data.get("design", {}),
+        text=raw.decode(),
+    )
+    _check(p)
+    return p
+
+
+def _check(p: Protocol) -> None:
+    if not 0.5 < p.level < 1:
+        raise ValueError(f"protocol {p.name}: level must be in (0.5, 1), got {p.level}")
+    if p.familywise not in FAMILYWISE:
+        raise ValueError(f"protocol {p.name}: familywise must be one of {FAMILYWISE}")
+    if not p.delta >= 1:
+        raise ValueError(f"protocol {p.name}: delta must be >= 1, got {p.delta}")
+    for k, v in (("attainment_log_power", p.attainment_log_power),
+                 ("budget_margin", p.budget_margin)):  # fmt: skip
+        if not (math.isfinite(v) and v >= 0):
+            raise ValueError(f"protocol {p.name}: {k} must be finite and >= 0, got {v}")
+    if p.starts_arm not in ("W", "W0s"):
+        raise ValueError(f"protocol {p.name}: starts_arm must be 'W' or 'W0s'")
+    for what, table in (("pilot_cv", p.pilot_cv), ("pilot_cv_diff", p.pilot_cv_diff)):
+        if any(not (v > 0) for v in table.values()) or "default" not in table:
+            raise ValueError(f"protocol {p.name}: {what} needs a default and positive values")
+
+
+# the confirmatory tiers of ``verify.rates --tier``: each runs its protocol's [design]
+CONFIRM_TIERS = {"confirm": "confirm-v1"}
+
+
+def design_tier(p: Protocol) -> dict:
+    """A confirmatory protocol's ``[design]`` as a tier of ``verify.rates``: its ASVI
+    sweeps (``sweeps``: each a name, its truths, its ``simulate.sweep.spec.SweepConfig``
+    settings -- the shared ``[design.common]`` with its own replicates, the protocol's tag
+    and seeds -- and its budget control's replicates), whether the control runs at every
+    n, the workers, and the known-answer control's sweep (``gp``, or None)."""
+    from simulate.sweep.spec import TruthSpec
+
+    d = p.design
+    if not d:
+        raise ValueError(f"protocol {p.name} has no [design]: it is not a tier")
+
+    def truths(rows):
+        return [TruthSpec(**{**t, "seed": int(d["truth_seed"])}) for t in rows]
+
+    seeds = {"seed": int(d["data_seed"]), "protocol": p.tag}
+    sweeps = [
+        {
+            "name": s["name"],
+            "truths": truths(s["truths"]),
+            "sweep": {**d["common"], "replicates": int(s["replicates"]), **seeds},
+            "control_replicates": int(s["control_replicates"]),
+        }
+        for s in d["sweeps"]
+    ]
+    gp = None
+    if "gp" in d:
+        g = d["gp"]
+        gp = {
+            "name": "gp",
+            "truths": truths(g["truths"]),
+            "sweep": {**g["sweep"], "estimator": "gp", **seeds},
+        }
+    return {
+        "sweeps": sweeps,
+        "control_every_n": bool(d["control_every_n"]),
+        "workers": int(d["workers"]),
+        "gp": gp,
+    }
