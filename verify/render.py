@@ -261,7 +261,7 @@ def _yes(power: dict | None) -> str:
 def _power_note(rows: list[dict]) -> list[str]:
     out = []
     for r in rows:
-        if r.primary and not r.power_separable:
+        if r.primary and not r.power_separable and r.verdict == "UNDECIDABLE":
             out.append("  " + _power_sentence(r.power))
     return out
 
@@ -337,7 +337,7 @@ def markdown_results(results: list, heading: str | None, metrics=None) -> str:
     for r in results:
         if r.primary:
             note = f"- {r.estimator}, {r.truth}, d2: {r.finding}"
-            if not r.power_separable:
+            if not r.power_separable and r.verdict == "UNDECIDABLE":
                 note += f"; {_power_sentence(r.power)}"
             lines.append(note)
     for r in results:
