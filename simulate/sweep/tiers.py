@@ -41,7 +41,6 @@ RATES = {
             "replicate_block": 2,
         },
         "control_replicates": 2,
-        "pilot_cv": 0.25,
     },
     "quick": {
         "truths": [TruthSpec("holder", p=1, alpha=0.5), TruthSpec("holder", p=1, alpha=1.5)],
@@ -61,11 +60,7 @@ RATES = {
         },
         "control_replicates": 4,
         "workers": 2,
-        # between-replicate coefficient of variation of a cell's d^2, for the power check
-        # printed before training (verify.slopes.expected_slope_se); measured on this
-        # tier's records (8 replicates, median over n): 0.22 at alpha 0.5, 0.61 at alpha
-        # 1.5 -- optimistic there; the verdict's check uses the measured slope SE
-        "pilot_cv": 0.25,
+        # the power checks' pilot cvs are the protocol's (verify/protocols), not a tier's
     },
     "full": {
         "truths": [
@@ -94,11 +89,10 @@ RATES = {
             # in training; a validation-split criterion exists as stop_risk_tol, exploratory)
         },
         "control_replicates": 4,
-        # the control at every n: its change of the slope enters the verdicts
-        # (verify.slopes.OPT_SLOPE_TOL); it adds ~24 min over the ends only
+        # the control at every n: its change of the slope enters the verdicts (an
+        # equivalence test against the protocol's margin); it adds ~12 min over the ends only
         "control_every_n": True,
         "workers": 2,
-        "pilot_cv": 0.25,
     },
     # the theorem's object (simulate.references.constructive): each cell trained from a random start
     # (R, as in every other tier) and from a constructive start (W: the validation-chosen
@@ -128,7 +122,6 @@ RATES = {
         # control would re-train all three
         "control": False,
         "workers": 2,
-        "pilot_cv": 0.25,
     },
     # the harness's known-answer control (simulate.sweep.gp): exact Gaussian-process posteriors
     # under a matched (nu = alpha) and an over-smooth Matern prior, through the same sweep,
