@@ -49,6 +49,12 @@ def protocol_with(**changes):
     return dataclasses.replace(protocol.load(), **changes)
 
 
+def tight_protocol():
+    """The default protocol with pilot cvs as small as the synthetic records' noise (0.05):
+    their designs then have power, so the rules' decided branches can be tested."""
+    return protocol_with(pilot_cv={"default": 0.05}, pilot_cv_diff={"default": 0.05})
+
+
 def fake_records(
     asvi_exp, ref_exp, R=4, ns=(250, 1000, 4000, 16000), noise=0.03, seed=0, teacher_p=None,
     alpha=0.5,

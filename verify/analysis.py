@@ -395,13 +395,9 @@ def _metric_result(
     asvi = estimator == "asvi"
     V = _values(cells, estimator, metric)
     R = V.shape[0]
-    lp = band_log_power(tc, estimator, metric, proto.delta)
+    pro = _prospective(tc, estimator, metric, R, proto)
+    lp, pred, power = pro["band_log_power"], pro["predicted"], pro["theorem_power"]
     fit = fit_slope(ns, V, log_power=lp, level=proto.level)
-    pred = _predicted(spec, estimator, metric)
-    cv, cv_diff = _pilot_cvs(proto, tc["key"], spec, estimator, metric)
-    se_pro = expected_slope_se(ns, R, cv)
-    power = {**power_check(ns, pred, lp, se_pro, R, proto.level), "pilot_cv": cv,
-             "slope_se": se_pro}  # fmt: skip
     th = theorem_test(fit, pred, power["separable"])
     curv = curvature(ns, V, level=proto.level)
     refused, att_refused = refusal(spec)
@@ -447,20 +443,10 @@ def _metric_result(
     F = _fixed(tc, cells, metric) if asvi else None
     res.update(_asvi_summaries(tc, cells, metric, V, F) if asvi else _no_asvi_summaries())
     has_ref = att_refused is None and all(c.get("reference") for row in cells for c in row)
-    # the allowance in the metric's own log power (d is the square root of d^2)
-    c = (
-        proto.attainment_log_power
-        * log_factor_power(metric, 1)
-        / log_factor_power(PRIMARY_METRIC, 1)
-    )
-    a_power = attainment_power(ns, spec.predicted(metric), log_allowance(ns, c),
-                               expected_slope_se(ns, R, cv_diff), R, proto.level)  # fmt: skip
-    a_power["pilot_cv_diff"] = cv_diff
+    c, a_power = pro["allowance_log_power"], pro["attainment_power"]
     res.update(_attainment(ns, V, F, cells, metric, has_ref, curv, c, a_power, proto.level))
     res["attainment_refused"] = att_refused
-    res["expected_attainment"] = expected_attainment(
-        spec, estimator, metric, log_allowance(ns, c), a_power
-    )
+    res["expected_attainment"] = pro["expected_attainment"]
     res["fail_p"] = {
         "theorem": th["fail_p"],
         "attainment": res.pop("attainment_fail_p"),
@@ -476,6 +462,36 @@ def _metric_result(
             res["attainment_verdict"] = Verdict.UNDECIDABLE
     res["finding"] = finding(res)
     return MetricResult(**res)
+
+
+def _prospective(tc: dict, estimator: str, metric: str, R: int, proto) -> dict:
+    """Everything an entry's verdicts take from the design before its data, for
+    ``_metric_result`` and :func:`design_power` alike: the predicted exponent, the band's
+    log power, the pilot cvs and the slope SE they imply, the theorem test's power, the
+    attainment allowance (its log power in the metric's own scale: d is the square root of
+    d^2) with its power against half the reference's rate, and a control's known
+    answer.  ``tc``: the truth's ``spec``, ``key``, ``ns`` and ``recs`` (teachers' edges)."""
+    spec, ns = tc["spec"], list(tc["ns"])
+    lp = band_log_power(tc, estimator, metric, proto.delta)
+    pred = _predicted(spec, estimator, metric)
+    cv, cv_diff = _pilot_cvs(proto, tc["key"], spec, estimator, metric)
+    se = expected_slope_se(ns, R, cv)
+    power = {**power_check(ns, pred, lp, se, R, proto.level), "pilot_cv": cv, "slope_se": se}
+    c = (
+        proto.attainment_log_power
+        * log_factor_power(metric, 1)
+        / log_factor_power(PRIMARY_METRIC, 1)
+    )
+    allowance = log_allowance(ns, c)
+    a_power = attainment_power(ns, spec.predicted(metric), allowance,
+                               expected_slope_se(ns, R, cv_diff), R, proto.level)  # fmt: skip
+    a_power["pilot_cv_diff"] = cv_diff
+    return {
+        "predicted": pred, "band_log_power": lp, "pilot_cv": cv, "slope_se": se,
+        "theorem_power": power, "allowance_log_power": c, "allowance": allowance,
+        "attainment_power": a_power,
+        "expected_attainment": expected_attainment(spec, estimator, metric, allowance, a_power),
+    }  # fmt: skip
 
 
 def _pilot_cvs(proto, key: str, spec: TruthSpec, estimator: str, metric: str):
@@ -867,31 +883,16 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[dict]:
         tc = {"spec": t, "ns": ns, "key": t.key, "recs": recs}
         refused, att_refused = refusal(t)
         for est in ests:
-            lp = band_log_power(tc, est, m, proto.delta)
-            cv, cv_diff = _pilot_cvs(proto, t.key, t, est, m)
-            se = expected_slope_se(ns, R, cv)
-            pred = _predicted(t, est, m)
+            pro = _prospective(tc, est, m, R, proto)
             row = {
-                "truth": t.key, "estimator": est, "predicted": pred, "band_log_power": lp,
-                "pilot_cv": cv, "slope_se": se, "refused": refused,
-                "theorem_power": power_check(ns, pred, lp, se, R, proto.level),
-                "attainment_power": None, "allowance": None, "expected_attainment": None,
+                "truth": t.key, "estimator": est, "refused": refused,
                 "attainment_refused": att_refused,
+                **{k: pro[k] for k in ("predicted", "band_log_power", "pilot_cv", "slope_se",
+                                       "theorem_power")},
+                "attainment_power": None, "allowance": None, "expected_attainment": None,
             }  # fmt: skip
             if t.kind == "holder" and att_refused is None:
-                allowance = log_allowance(ns, proto.attainment_log_power)
-                ap = attainment_power(
-                    ns,
-                    t.predicted(m),
-                    allowance,
-                    expected_slope_se(ns, R, cv_diff),
-                    R,
-                    proto.level,
-                )
-                ap["pilot_cv_diff"] = cv_diff
-                row.update(
-                    attainment_power=ap, allowance=allowance,
-                    expected_attainment=expected_attainment(t, est, m, allowance, ap),
-                )  # fmt: skip
+                row.update({k: pro[k] for k in ("attainment_power", "allowance",
+                                                "expected_attainment")})  # fmt: skip
             rows.append(row)
     return rows

@@ -16,8 +16,8 @@ from tests.factories import (
     SWEEP_TINY,
     assert_model_alone,
     fake_records,
-    protocol_with,
     synthetic,
+    tight_protocol,
 )
 from verify.analysis import analyse, budget_control, control_config, exit_status
 from verify.slopes import (
@@ -35,8 +35,7 @@ from verify.slopes import (
     top_half,
 )
 
-# a protocol whose pilot cv matches the synthetic records' small noise: designs with power
-TIGHT = protocol_with(pilot_cv={"default": 0.05}, pilot_cv_diff={"default": 0.05})
+TIGHT = tight_protocol()
 
 
 # --------------------------------------------------------------------------- stopping rule

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from simulate.sweep.spec import SweepConfig, TruthSpec
-from tests.factories import fake_records, protocol_with
+from tests.factories import fake_records, tight_protocol
 from theory import corollary_6_4_rate, teacher_log_power
 from verify import protocol as protocols
 from verify.analysis import analyse, band_log_power, design_power, entry_outcome, exit_status
@@ -21,7 +21,7 @@ from verify.results import MetricResult
 from verify.slopes import Verdict, holm, loglog_slope
 
 FAKE_NS = [250, 1000, 4000, 16000]
-TIGHT = protocol_with(pilot_cv={"default": 0.05}, pilot_cv_diff={"default": 0.05})
+TIGHT = tight_protocol()
 
 
 def _d2(results, truth_prefix="", estimator="asvi"):
