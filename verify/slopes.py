@@ -43,8 +43,9 @@ slope is never a FAIL.
 **Attainment test** (:func:`attainment_test`): ASVI's slope minus a class-matched
 reference's (same replicates, paired), against an allowance stated as a log power,
 ``allowance = c ell``.  The implied log power ``c_hat = diff / ell`` (with its interval)
-says "attains up to log^c_hat n".  Default ``c = ATTAIN_LOG_POWER = 2``: the reference
-attains the minimax rate with no log factor, and Theorem 4.1 with Corollary 6.1 grants
+says "attains up to log^c_hat n".  c is the protocol's ``attainment_log_power`` (2 in the
+shipped protocols, ``verify.protocol``): the reference attains the minimax rate with no
+log factor, and Theorem 4.1 with Corollary 6.1 grants
 ASVI ``eps_n^2 = n^e log^(2 delta) n`` with delta >= 1 (the paper asks delta > 1); the
 further logs of Lemma 6.1's construction (L ~ log n, s ~ N L) are slack of the proof's
 network and are not granted.  **FAIL** when the interval's lower end is above the
@@ -95,7 +96,6 @@ __all__ = [
     "log_power_of",
     "top_half",
     "curvature",
-    "ATTAIN_LOG_POWER",
     "attainment_power",
     "budget_state",
     "fail_p_value",
@@ -112,9 +112,6 @@ class Verdict(StrEnum):
     FAIL = "FAIL"
     INCONCLUSIVE = "INCONCLUSIVE"  # the design could decide, this run did not
     UNDECIDABLE = "UNDECIDABLE"  # the design cannot decide (no power against e/2)
-
-
-ATTAIN_LOG_POWER = 2.0  # the attainment allowance's log power c (module docstring)
 
 
 @dataclass
@@ -159,7 +156,7 @@ def loglog_slope(ns) -> float:
     return float(_ls_slope(x, np.log(x)))
 
 
-def log_allowance(ns, c: float = ATTAIN_LOG_POWER) -> float:
+def log_allowance(ns, c: float) -> float:
     """The slope allowance of ``log^c n`` over ``ns``: ``c * loglog_slope(ns)``."""
     return float(c) * loglog_slope(ns)
 
