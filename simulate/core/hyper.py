@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Real
+from numbers import Integral, Real
 
 from simulate.core.constraints import INT_POSITIVE, POSITIVE, Interval, Options, validate_params
 from simulate.core.families import FAMILIES
@@ -42,6 +42,9 @@ class Hyper:
     family: str = "spike_slab"  # or the baselines "dense", "horseshoe" (simulate.core.families)
     hs_b0: float = 1.0  # horseshoe: unit-scale prior C+(0, b0)
     hs_bg: float = 1e-5  # horseshoe: layer-scale prior C+(0, bg)
+    # KL warm-up: over the first kl_warmup steps the gradient of the KL part (L2 + L3) is
+    # weighted by t / kl_warmup (the terms reported stay the ELBO's); 0: none
+    kl_warmup: int = 0
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first field outside :data:`HYPER_CONSTRAINTS`,
@@ -73,4 +76,5 @@ HYPER_CONSTRAINTS = {
     "mc_samples": [INT_POSITIVE],
     "rmsprop_alpha": [_BETA],
     "init_nu": [Interval(Real, 0, 1, "neither")],
+    "kl_warmup": [Interval(Integral, 0, None, "left")],
 }

@@ -32,7 +32,14 @@ from simulate.core.objective import ELBOTerms, family_of, kl_terms
 from simulate.core.optim import OptState, optimizer_of
 from simulate.core.sampler import Inputs
 from simulate.core.state import State, record_failures
-from simulate.core.step import Consts, StepSpec, horseshoe_step, repeat_draws, spike_slab_step
+from simulate.core.step import (
+    Consts,
+    StepSpec,
+    horseshoe_step,
+    repeat_draws,
+    scaled_factors,
+    spike_slab_step,
+)
 
 __all__ = [
     "MLP_KINDS",
@@ -132,10 +139,13 @@ class AutogradKernel:
         nonfinite = ~torch.isfinite(terms.total)
         alive = ~(inputs.held | nonfinite)
         everyone = bool(alive.all())  # one check; the masking below only if needed
+        kl_w = L2 + L3
+        if factors.kl_weight is not None:  # the KL warm-up (Hyper.kl_warmup)
+            kl_w = kl_w * factors.kl_weight
         if everyone:
-            kl = (L2 + L3).sum()
+            kl = kl_w.sum()
         else:
-            kl = torch.where(alive, L2 + L3, torch.zeros_like(L2)).sum()
+            kl = torch.where(alive, kl_w, torch.zeros_like(L2)).sum()
             dtheta = torch.where(alive.repeat(K)[:, None], dtheta, torch.zeros_like(dtheta))
         (grad,) = torch.autograd.grad([thetas, kl], params_g, grad_outputs=[dtheta, None])
         if not everyone:
@@ -158,11 +168,16 @@ class Step:
     def __call__(self, state: State, inputs: Inputs) -> tuple[State, Info]:
         params = state.params
         factors = self.spec.optimizer.factors(state.count + 1, params.dtype, params.device)
+        warm = self.spec.hyper.kl_warmup
+        if warm:  # the KL part's weight t / kl_warmup, then 1 (a tensor throughout: one graph)
+            w = min(1.0, (state.count + 1) / warm)
+            factors = factors._replace(
+                kl_weight=torch.tensor(w, dtype=params.dtype, device=params.device)
+            )
         E = params.shape[1]
         if self.chunk >= E:
-            params, opt, nonfinite, terms = self.kernel(
-                self.consts, params, state.opt, inputs, factors
-            )
+            f = scaled_factors(factors, self.consts.lr_scale)
+            params, opt, nonfinite, terms = self.kernel(self.consts, params, state.opt, inputs, f)
         else:
             params, opt, nonfinite, terms = self._chunked(state, inputs, factors)
         newly = nonfinite & ~inputs.held
@@ -184,7 +199,8 @@ class Step:
             s = slice(a, b)
             opt = OptState(*(x[:, s] for x in state.opt))
             consts = self.consts.part(s)
-            parts.append(self.kernel(consts, state.params[:, s], opt, inputs.part(s), factors))
+            f = scaled_factors(factors, consts.lr_scale)
+            parts.append(self.kernel(consts, state.params[:, s], opt, inputs.part(s), f))
         params = torch.cat([p[0] for p in parts], 1)
         opt = OptState(*(torch.cat([p[1][i] for p in parts], 1) for i in range(2)))
         nonfinite = torch.cat([p[2] for p in parts])

@@ -63,20 +63,32 @@ class Consts(NamedTuple):
     ``hyper.sigma``).  ``noise_sd`` is fixed within a step; the trainer rewrites its values
     in place between steps (``Trainer.update_noise``), which a compiled step reads as it
     reads any input.  ``widths [E]`` (int64): each model's hidden width, which the fused
-    network pass (``StepSpec.mlp = "native"``) reads to skip the padding (None: unused)."""
+    network pass (``StepSpec.mlp = "native"``) reads to skip the padding (None: unused).
+    ``lr_scale [E]``: each model's learning-rate multiplier where a schedule lowers it
+    (``simulate.core.stopping.StopRule.lr_decays``; rewritten in place between steps like
+    ``noise_sd``), None: every model at ``hyper.lr``."""
 
     mask: torch.Tensor
     H: torch.Tensor
     node_index: tuple | None = None
     noise_sd: torch.Tensor | None = None
     widths: torch.Tensor | None = None
+    lr_scale: torch.Tensor | None = None
 
     def part(self, s) -> Consts:
         """The constants of models ``s`` (a slice or an int64 index tensor)."""
         take = (lambda t: t.index_select(0, s)) if torch.is_tensor(s) else (lambda t: t[s])
         maybe = lambda t: None if t is None else take(t)  # noqa: E731
         return Consts(take(self.mask), take(self.H), self.node_index,
-                      maybe(self.noise_sd), maybe(self.widths))  # fmt: skip
+                      maybe(self.noise_sd), maybe(self.widths), maybe(self.lr_scale))  # fmt: skip
+
+
+def scaled_factors(factors: Factors, lr_scale: torch.Tensor | None) -> Factors:
+    """The step's factors with each model's step size times its ``lr_scale [E]`` (shaped
+    ``[1, E, 1]`` to broadcast over the parameters ``[3, E, P]``); unchanged for None."""
+    if lr_scale is None:
+        return factors
+    return factors._replace(step_size=factors.step_size * lr_scale[None, :, None])
 
 
 def _update(spec: StepSpec, params, opt, grad, stopped, factors):
@@ -153,13 +165,18 @@ def spike_slab_step(
     else:
         L3 = torch.zeros_like(L2)
     nonfinite = ~torch.isfinite(L1 + L2 + L3)
+    if factors.kl_weight is not None:  # the KL warm-up (Hyper.kl_warmup)
+        g_loc_kl, g_raw_kl = g_loc_kl * factors.kl_weight, g_raw_kl * factors.kl_weight
     gw = dtheta.reshape(K, E, -1) * mask  # d L1 / d w = d L1 / d theta * gamma (below)
     gwh = gw * hard if indicators else gw
     g_loc = (gwh if dw_dloc is None else gwh * dw_dloc).sum(0) + g_loc_kl
     g_raw = (gwh * dw_draw).sum(0) + g_raw_kl
     if indicators:
         dnu = nu * (1 - nu) * mask
-        g_logit = (gw * w * G * (1 - G)).sum(0) / hyper.tau + (kl + dL3_dS[:, None]) * dnu
+        g_kl = (kl + dL3_dS[:, None]) * dnu
+        if factors.kl_weight is not None:
+            g_kl = g_kl * factors.kl_weight
+        g_logit = (gw * w * G * (1 - G)).sum(0) / hyper.tau + g_kl
     else:
         g_logit = torch.zeros_like(logit)
     grad = torch.stack([g_loc, g_raw, g_logit])
@@ -249,6 +266,8 @@ def horseshoe_step(
     nonfinite = ~torch.isfinite(L1 + L2)
     g_mu_kl = torch.cat([g_mu_w, gm_tau * m_tau_ups, gm_ups * mask_ups], -1)
     g_sd_kl = torch.cat([g_sd_w, gs_tau * m_tau_ups, gs_ups * mask_ups], -1)
+    if factors.kl_weight is not None:  # the KL warm-up (Hyper.kl_warmup)
+        g_mu_kl, g_sd_kl = g_mu_kl * factors.kl_weight, g_sd_kl * factors.kl_weight
     g_loc = g_z.sum(0) + g_mu_kl
     g_raw = ((g_z * eps).sum(0) + g_sd_kl) * dsd
     grad = torch.stack([g_loc, g_raw, torch.zeros_like(g_loc)])

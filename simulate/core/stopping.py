@@ -44,6 +44,16 @@ An error on y carries the noise variance (``sigma^2`` plus the excess risk), so 
 A model whose loss turned non-finite is frozen by the trainer and reported as failed,
 neither converged nor capped.
 
+**Learning rate lowered on a plateau** (``lr_decays``; 0, the default, is off): a model
+that meets the rule above is not stopped at once but has its learning rate multiplied by
+``lr_factor`` (the trainer's per-model ``lr_scale``) and its quiet count reset, up to
+``lr_decays`` times; it stops at the first plateau after its last decay.  The decision
+reads only the model's own objective (the ELBO, never the truth), at window ends, like
+the stop itself.  Why: a constant Adam step keeps every coordinate moving by about
+``lr`` per step around an optimum, which at large n is the scale of the posterior's own
+sds, so the iterate rattles around the optimum instead of settling in it (the optimiser
+benchmark, ``python -m verify.optimiser``, measures what lowering it buys).
+
 Why these defaults (measured on the 2-core machine, Hoelder truth alpha = 0.5, p = 1,
 n = 1000, batch 128, widths 4..64, two replicates, 12,000 steps):
 
@@ -63,10 +73,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from numbers import Integral, Real
 
 import torch
 
-from simulate.core.constraints import INT_POSITIVE, POSITIVE, validate_params
+from simulate.core.constraints import INT_POSITIVE, POSITIVE, Interval, validate_params
 
 __all__ = ["StopRule", "Convergence"]
 
@@ -82,6 +93,8 @@ class StopRule:
     patience: int = 2
     kl_abs: float = 2.0  # nats per window: a third of one edge's typical KL (~6 nats)
     risk_tol: float | None = None  # relative change of the held-out risk per window
+    lr_decays: int = 0  # plateaus that lower the learning rate before one stops the model
+    lr_factor: float = 0.1  # the learning rate's multiplier at each such plateau
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first field outside its constraints."""
@@ -96,16 +109,26 @@ class StopRule:
             self.patience,
             self.kl_abs / 2,
             None if self.risk_tol is None else self.risk_tol / 2,
+            self.lr_decays,
+            self.lr_factor,
         )
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The rule's fields; the plateau schedule's only where it is on (a rule without
+        it writes what rules wrote before it existed)."""
+        d = asdict(self)
+        if not self.lr_decays:
+            d.pop("lr_decays")
+            d.pop("lr_factor")
+        return d
 
 
 _STOP_CONSTRAINTS = {
     **dict.fromkeys(("max_steps", "window", "patience"), [INT_POSITIVE]),
     **dict.fromkeys(("tol", "kl_abs"), [POSITIVE]),
     "risk_tol": [POSITIVE, None],
+    "lr_decays": [Interval(Integral, 0, None, "left")],
+    "lr_factor": [Interval(Real, 0, 1, "neither")],
 }
 
 
@@ -118,16 +141,19 @@ class Convergence:
     the per-model held-out risk ``[E]``, called at window ends only; required when the rule
     has ``risk_tol``); at a window's end it returns the models newly converged (bool
     ``[E]``), else None.  ``held`` (bool ``[E]``, optional): models already stopped or
-    failed before the run, never updated.
+    failed before the run, never updated.  ``not_before``: no window ending within the
+    run's first ``not_before`` steps is quiet (the trainer's KL warm-up,
+    ``Hyper.kl_warmup``, during which the step does not yet follow the ELBO).
     Afterwards ``steps`` (steps each model trained), ``converged``, ``rel_change`` (the
     objective's last relative improvement), ``kl_change`` (the KL's last change, nats) and
     ``risk_change`` (the risk's last relative change; all NaN before two windows) describe
     every model.
     """
 
-    def __init__(self, rule: StopRule, E: int, device=None, held=None):
+    def __init__(self, rule: StopRule, E: int, device=None, held=None, not_before: int = 0):
         rule.validate()
         self.rule, self.E = rule, E
+        self.not_before, self._t = int(not_before), 0  # no window before it is quiet
         self._failed = torch.zeros(E, dtype=torch.bool, device=device)
         self._acc = torch.zeros(E, dtype=torch.float64, device=device)
         self._acc_kl = torch.zeros(E, dtype=torch.float64, device=device)
@@ -142,6 +168,8 @@ class Convergence:
         self.converged = torch.zeros(E, dtype=torch.bool)
         self.steps = torch.zeros(E, dtype=torch.int64)
         self.done = torch.zeros(E, dtype=torch.bool)  # converged or failed: frozen
+        self.decays = torch.zeros(E, dtype=torch.int64)  # plateaus that lowered the lr
+        self.decayed = torch.zeros(E, dtype=torch.bool)  # ... at the last window end
         if held is not None:
             self.done |= torch.as_tensor(held).cpu()
 
@@ -154,6 +182,7 @@ class Convergence:
         self._acc_kl += info.terms.kl.detach().to(torch.float64)
         self._failed |= info.failed
         self._count += 1
+        self._t += 1
         active = ~self.done
         self.steps += active.to(torch.int64)
         if self._count < self.rule.window:
@@ -171,6 +200,8 @@ class Convergence:
         self.kl_change = torch.where(upd & torch.isfinite(dkl), dkl, self.kl_change)
         kl_bound = torch.clamp(self.rule.tol * cur_kl.abs(), min=self.rule.kl_abs)
         quiet = torch.isfinite(rel) & (rel < self.rule.tol) & torch.isfinite(dkl) & (dkl < kl_bound)
+        if self._t <= self.not_before:  # e.g. a KL warm-up: the objective is still changing
+            quiet = torch.zeros_like(quiet)
         if self.rule.risk_tol is not None:
             if risk is None:
                 raise ValueError("the rule has risk_tol: give update() the risk function")
@@ -182,17 +213,23 @@ class Convergence:
         self.below = torch.where(upd, torch.where(quiet, self.below + 1, 0), self.below)
         self.prev = torch.where(upd, cur, self.prev)
         self.prev_kl = torch.where(upd, cur_kl, self.prev_kl)
-        newly = upd & (self.below >= self.rule.patience)
+        plateau = upd & (self.below >= self.rule.patience)
+        self.decayed = plateau & (self.decays < self.rule.lr_decays)
+        self.decays += self.decayed.to(torch.int64)
+        self.below = torch.where(self.decayed, 0, self.below)
+        newly = plateau & ~self.decayed
         self.converged |= newly
         self.done |= newly | failed
         return newly
 
     def summary(self) -> dict:
         """Per-model lists: ``steps``, ``converged``, ``rel_change``, ``kl_change`` and
-        ``risk_change``."""
+        ``risk_change`` (and ``lr_decays``, the plateaus that lowered each model's learning
+        rate, where the rule has them)."""
         return {
             "steps": self.steps.tolist(),
             "converged": self.converged.tolist(),
+            **({"lr_decays": self.decays.tolist()} if self.rule.lr_decays else {}),
             **{
                 k: [None if math.isnan(x) else x for x in getattr(self, k).tolist()]
                 for k in ("rel_change", "kl_change", "risk_change")

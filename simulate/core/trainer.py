@@ -113,6 +113,7 @@ class Trainer:
                 raise ValueError("init_from holds non-finite values")
             self.state = self.state._replace(params=start.to(device=device, dtype=dtype).clone())
         self.frozen = torch.zeros(layout.E, dtype=torch.bool, device=device)
+        self.lr_scale = None  # each model's learning-rate multiplier, where a rule lowers it
         self.history: list = []
         self.noise_sd = None
         if learn_noise:
@@ -189,6 +190,14 @@ class Trainer:
         L1 = L1.detach().to(torch.float64)
         self._rss_sum += 2 * s2 * (L1 - 0.5 * self.n * torch.log(2 * torch.pi * s2))
         self._rss_steps += 1
+
+    def _enable_lr_scale(self) -> None:
+        """Give every model a learning-rate multiplier (:attr:`lr_scale`, ones at first)
+        that the step reads (``Consts.lr_scale``); a no-op where it exists."""
+        if self.lr_scale is None:
+            self.lr_scale = torch.ones(self.layout.E, device=self.device, dtype=self.dtype)
+            fn = self.step_fn
+            fn.consts = fn.consts._replace(lr_scale=self.lr_scale)
 
     # ----------------------------------------------------------------- sampling
     def draw(self, params, offset, hard_only=False):
@@ -273,15 +282,23 @@ class Trainer:
 
         With learned noise, each window end first updates every running model's noise sd
         (:meth:`update_noise`), so the rule judges the joint convergence of q and sigma;
-        such a run never compacts (a compacted program would hold a copy of the sds)."""
+        such a run never compacts (a compacted program would hold a copy of the sds).
+
+        With ``rule.lr_decays`` (``StopRule``), a model's plateau first multiplies its
+        learning rate by ``rule.lr_factor`` (:attr:`lr_scale`, kept across calls) and
+        only a plateau after its last decay stops it; such a run never compacts either
+        (the same reason: the program's constants would be copies)."""
         from simulate.core.stopping import Convergence
 
         compact = Compaction(False) if compact is None else compact
-        if self.noise_sd is not None:
+        if self.noise_sd is not None or rule.lr_decays:
             compact = Compaction(False)
+        if rule.lr_decays:
+            self._enable_lr_scale()
         E = self.layout.E
         held = self.state.health.failed | self.frozen
-        conv = Convergence(rule, E, self.state.params.device, held)
+        warm = max(0, int(self.hyper.kl_warmup) - int(self.state.count))
+        conv = Convergence(rule, E, self.state.params.device, held, not_before=warm)
         run = _Program(self)
         window_risk = None if risk is None else (lambda: risk(run.synced(self).params))
         t_window = time.perf_counter()
@@ -290,6 +307,10 @@ class Trainer:
             if self._learning_noise() and conv.at_window_end():
                 self.update_noise()
             newly = conv.update(info, window_risk)
+            if newly is not None and bool(conv.decayed.any()):
+                lower = conv.decayed.to(self.lr_scale.device)
+                lowered = torch.where(lower, self.lr_scale * rule.lr_factor, self.lr_scale)
+                self.lr_scale.copy_(lowered)
             if newly is not None:
                 if bool(newly.any()):
                     self.frozen = self.frozen | newly.to(self.frozen.device)

@@ -156,7 +156,7 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, star
     full = starts[2]
     res = train_plain(
         layout, net_theta(layout, nets)[:, : layout.P_net], full.X, full.y, di, seeds,
-        starts[1], lr=cfg.lr, batch_size=min(cfg.batch_size, full.X.shape[1]),
+        starts[1], lr=cfg.lr, batch_size=cfg.batch_at(full.X.shape[1]),
         max_steps=cfg.steps_cap(full.X.shape[1]),
     )  # fmt: skip
     train_s += time.perf_counter() - t0

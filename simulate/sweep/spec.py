@@ -142,6 +142,10 @@ SWEEP_CONSTRAINTS = {
     **dict.fromkeys(("lambda_s_a", "width_scale", "gp_length_scale", "gp_amplitude"), [POSITIVE]),
     "seed": [Interval(Integral, 0, 2**63, "left")],
     "max_epochs": [POSITIVE, None],
+    "batch_fraction": [Interval(Real, 0, 1, "right"), None],
+    "stop_lr_decays": [Interval(Integral, 0, None, "left")],
+    "stop_lr_factor": [Interval(Real, 0, 1, "neither")],
+    "kl_warmup": [Interval(Integral, 0, None, "left")],
     # the stopping rule's and training settings, checked here as given (StopRule and Hyper
     # would see them only after int() / float(): 10.5 -> 10 and True -> 1 slipped through)
     **dict.fromkeys(("stop_window", "stop_patience"), [INT_POSITIVE]),
@@ -183,6 +187,15 @@ class SweepConfig:
     stop_val_fraction: float = 0.2
     risk_draws: int = 10
     batch_size: int = 128
+    # None: the batch is batch_size at every n; else it grows with n (batch_at):
+    # max(batch_size, ceil(batch_fraction n)), at most n
+    batch_fraction: float | None = None
+    # plateaus that lower each model's learning rate by stop_lr_factor before one stops it
+    # (simulate.core.stopping.StopRule.lr_decays; 0: off, the constant rate)
+    stop_lr_decays: int = 0
+    stop_lr_factor: float = 0.1
+    # steps over which the KL part's gradient weight rises from 0 to 1 (Hyper.kl_warmup)
+    kl_warmup: int = 0
     lr: float = 5e-3
     sigma: float = 1.0
     sigma_0: float = 0.8
@@ -296,8 +309,22 @@ class SweepConfig:
         wide candidates need to prune (about 10,000 steps at n = 1,000)."""
         cap = int(self.max_steps)
         if self.max_epochs is not None and n is not None:
-            cap = max(cap, math.ceil(float(self.max_epochs) * int(n) / int(self.batch_size)))
+            cap = max(cap, math.ceil(float(self.max_epochs) * int(n) / self.batch_at(n)))
         return cap
+
+    def batch_at(self, n: int | None) -> int:
+        """The minibatch of the cells at sample size n: ``batch_size``, or with
+        ``batch_fraction`` set ``max(batch_size, ceil(batch_fraction n))``; at most n.
+
+        Why a batch that grows with n (an optimiser recipe, ``python -m verify.optimiser``):
+        the minibatch estimate of L1 is scaled by ``n / m``, so at a fixed m its noise
+        grows with n while the posterior it must resolve narrows."""
+        if n is None:
+            return int(self.batch_size)
+        b = int(self.batch_size)
+        if self.batch_fraction is not None:
+            b = max(b, math.ceil(float(self.batch_fraction) * int(n)))
+        return min(b, int(n))
 
     def stop_rule_at(self, n: int | None) -> StopRule:
         """The stopping rule of the cells at sample size n (:meth:`steps_cap`)."""
@@ -308,6 +335,8 @@ class SweepConfig:
             int(self.stop_patience),
             float(self.stop_kl_abs),
             None if self.stop_risk_tol is None else float(self.stop_risk_tol),
+            int(self.stop_lr_decays),
+            float(self.stop_lr_factor),
         )
 
     def n_val_at(self, n: int) -> int:
@@ -343,7 +372,7 @@ class SweepConfig:
         for g in group_widths(self.widths_at(n)):
             w, E = max(g), len(g) * block
             P = (p + 1) * w + (self.depth - 1) * (w + 1) * w + (w + 1)
-            state = max(state, 6 * 3 * E * P * 4 + 6 * E * min(self.batch_size, n) * w * 4)
+            state = max(state, 6 * 3 * E * P * 4 + 6 * E * self.batch_at(n) * w * 4)
         return data + state
 
     def hyper_at(self, n: int) -> Hyper:
@@ -355,11 +384,12 @@ class SweepConfig:
             sigma_0=self.sigma_0,
             lambda_s=cell_lambda_s(self, n),
             lam=self.lam,
-            batch_size=min(self.batch_size, int(n)),
+            batch_size=self.batch_at(n),
             lr=self.lr,
             init_nu=self.init_nu,
             init_sigma=self.init_sigma,
             l3=self.l3,
+            kl_warmup=self.kl_warmup,
         )
 
     def cell_config(self, n: int, widths) -> dict:
@@ -385,6 +415,8 @@ class SweepConfig:
             "stop_rule": self.stop_rule_at(n_train).to_dict(),
             "max_epochs": self.max_epochs,
             "batch_size": hyper.batch_size,
+            **({"batch_fraction": self.batch_fraction} if self.batch_fraction is not None else {}),
+            **({"kl_warmup": self.kl_warmup} if self.kl_warmup else {}),
             **{k: getattr(self, k) for k in ("lr", "sigma", "sigma_0")},
             "lambda_s": hyper.lambda_s,
             **{k: getattr(self, k) for k in ("lam", "l3", "n_test", "draws", "elbo_draws")},
@@ -562,6 +594,13 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
         d.pop("mlp")
     if d.get("protocol") is None:  # likewise: records written outside a protocol
         d.pop("protocol", None)
+    if d.get("batch_fraction") is None:  # likewise: the fixed batch of every earlier record
+        d.pop("batch_fraction", None)
+    if not d.get("kl_warmup"):  # likewise: no KL warm-up
+        d.pop("kl_warmup", None)
+    if not d.get("stop_lr_decays"):  # likewise: the constant learning rate
+        d.pop("stop_lr_decays", None)
+        d.pop("stop_lr_factor", None)
     if d.get("stop_risk_tol") is None:  # likewise: the rule off, its settings unused
         for k in ("stop_risk_tol", "stop_val_fraction", "risk_draws"):
             d.pop(k, None)

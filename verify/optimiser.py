@@ -1,0 +1,250 @@
+"""The optimiser benchmark: how far ASVI's training recipe stops from its own objective's
+optimum, per recipe (``python -m verify.optimiser``).
+
+The theorems speak of the ELBO's maximiser; a sweep measures what the optimiser finds from
+a random start.  Where the truth is (nearly) in the network class, a constructive
+posterior (``simulate.references.constructive``: the teacher embedded, or the
+validation-chosen linear spline encoded) is a point of the same objective that the random
+start should reach.  This benchmark trains, for each *recipe* (:data:`RECIPES`: a set of
+training settings of the sweep, ``simulate.sweep.spec.SweepConfig``), the random start R
+and the constructive arms (``start="both"``: W0, W0s, W trained from W0, and plain Adam P)
+on the same cells, and reports per truth and n:
+
+* ``gap``: ELBO(best constructive) - ELBO(R), paired over replicates with its t interval
+  (nats; the best constructive arm per replicate is the one of W0, W0s, W of highest ELBO,
+  each at its own selected width; P, a plain network with the core's initial sds, is
+  reported beside but never best in practice and is left out of it);
+* ``gap_W0s``: ELBO(W0s) - ELBO(R): against the untrained start with its sds fitted, the
+  same posterior under every recipe (it does not depend on the training settings);
+* ``W_minus_W0s``: what training from the constructive start does to its ELBO (negative:
+  the step drifts off a good point);
+* R's d^2, its selected candidate's steps and the share of R's candidates that hit the
+  step cap, and the recipe's training seconds (the jobs' ``job_train_s``, all arms).
+
+The ELBO is the only criterion: a recipe is better when its gap is smaller.  Nothing about
+the truth reaches training, stopping or selection (the sweep's rule); d^2 is reported,
+never used.  A recipe is *chosen* on some truths and *judged* on others (:data:`TRUTH_SETS`:
+``choose`` is the teacher p = 20; ``judge`` the teachers p = 10 and 200 and the Hoelder
+truths alpha = 0.5 and 1.5 at p = 1), so that the choice is a recipe and not a fit to one
+truth.  Records go to ``results/optimiser/records-RECIPE.jsonl`` (resumable, one
+configuration each); the report to ``--json`` and ``--markdown``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+
+from theory._cli import Parser
+from verify.slopes import paired_mean_diff
+from verify.starts import arm_columns
+
+__all__ = ["BASE", "RECIPES", "TRUTH_SETS", "benchmark", "gap_table", "main"]
+
+# The benchmark's sweep settings: the constructive tier's (simulate.sweep.tiers), which the
+# recipes override.
+BASE = {
+    "width_scale": 0.5,
+    "width_max": 64,
+    "batch_size": 128,
+    "max_epochs": 160,
+    "compile": True,
+    "replicate_block": 4,
+    "elbo_draws": 100,
+    "start": "both",
+}
+
+# name -> (what it changes, the SweepConfig overrides).  "baseline" is today's default.
+RECIPES = {
+    "baseline": ("constant lr 5e-3, batch 128, cap max(20,000, 160 epochs)", {}),
+    "plateau": (
+        "lr x0.1 at each of 2 plateaus of the stopping rule before it stops the model",
+        {"stop_lr_decays": 2},
+    ),
+    "plateau3": (
+        "lr x0.1 at each of 3 plateaus before the stop",
+        {"stop_lr_decays": 3},
+    ),
+    "epochs": ("the cap doubled: max(20,000, 320 epochs)", {"max_epochs": 320}),
+    "batch": (
+        "the batch grows with n: max(128, n / 64) (500 at n = 32,000), the cap in epochs",
+        {"batch_fraction": 1 / 64},
+    ),
+    "lr-low": ("a constant lr 1e-3", {"lr": 1e-3}),
+    "kl-warmup": (
+        "the KL part's gradient weighted t / 5,000 over the first 5,000 steps",
+        {"kl_warmup": 5000},
+    ),
+    "plateau-batch": (
+        "plateau and batch together",
+        {"stop_lr_decays": 2, "batch_fraction": 1 / 64},
+    ),
+}
+
+TRUTH_SETS = {
+    "choose": [("teacher", 20, None)],
+    "judge": [
+        ("teacher", 10, None),
+        ("teacher", 200, None),
+        ("holder", 1, 0.5),
+        ("holder", 1, 1.5),
+    ],  # fmt: skip
+}
+
+ARMS_C = ("W0", "W0s", "W")  # the constructive arms the best is taken over
+
+
+def _cells(records, truth: str, ns):
+    """``cells[replicate][n]`` of one truth (replicates present at every n)."""
+    by = {}
+    for r in records:
+        if r["cell"]["truth"] == truth and not r["failed"]:
+            by.setdefault(r["cell"]["replicate"], {})[r["cell"]["n"]] = r
+    reps = sorted(k for k, v in by.items() if all(n in v for n in ns))
+    return [[by[k][n] for n in ns] for k in reps]
+
+
+def _ci(d: dict, j: int) -> list:
+    return [d["ci_low"][j], d["ci_high"][j]]
+
+
+def gap_table(records, truths, ns) -> list[dict]:
+    """One row per (truth, n) of the module docstring's quantities."""
+    rows = []
+    for t in truths:
+        cells = _cells(records, t, ns)
+        if not cells:
+            continue
+        elbo = {a: arm_columns(cells, a, "elbo") for a in ("R", *ARMS_C)}
+        best = np.max(np.stack([elbo[a] for a in ARMS_C]), axis=0)
+        gap = paired_mean_diff(best, elbo["R"])
+        gap_s = paired_mean_diff(elbo["W0s"], elbo["R"])
+        drift = paired_mean_diff(elbo["W"], elbo["W0s"])
+        d2 = arm_columns(cells, "R", "d2")
+        d2_c = np.min(np.stack([arm_columns(cells, a, "d2") for a in ("W0s", "W")]), axis=0)
+        steps = arm_columns(cells, "R", "steps")
+        for j, n in enumerate(ns):
+            caps = [c[j]["config"]["stop_rule"]["max_steps"] for c in cells]
+            st = [s for c in cells for s in c[j]["per_width"]["steps"]]
+            capped = float(np.mean([s >= caps[0] for s in st]))
+            rows.append(
+                {
+                    "truth": t, "n": int(n), "replicates": len(cells),
+                    "gap": gap["diff"][j], "gap_ci": _ci(gap, j),
+                    "gap_W0s": gap_s["diff"][j], "gap_W0s_ci": _ci(gap_s, j),
+                    "W_minus_W0s": drift["diff"][j], "W_minus_W0s_ci": _ci(drift, j),
+                    "elbo_R": float(elbo["R"][:, j].mean()),
+                    "d2_R": float(d2[:, j].mean()), "d2_constructive": float(d2_c[:, j].mean()),
+                    "steps_R": float(steps[:, j].mean()), "capped_R": capped,
+                    "width_R": float(np.mean([c[j]["selected_width"] for c in cells])),
+                }
+            )  # fmt: skip
+    return rows
+
+
+def _train_seconds(records) -> float:
+    """The jobs' training seconds, each job counted once (its records share the value)."""
+    seen = {}
+    for r in records:
+        tm = r.get("timing", {})
+        key = (r["cell"]["truth"], r["cell"]["n"], tm.get("job_train_s"))
+        seen[key] = float(tm.get("job_train_s") or 0.0)
+    return sum(seen.values())
+
+
+def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=print) -> dict:
+    """Run every recipe's sweep (resuming what its records file holds) and tabulate it:
+    ``{recipe: {"describe", "overrides", "rows", "train_s", "wall_s"}}``."""
+    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.spec import SweepConfig
+
+    out = {}
+    for name in recipes:
+        describe, over = RECIPES[name]
+        cfg = SweepConfig(truths=list(truths), ns=list(ns), replicates=replicates,
+                          **{**BASE, **over})  # fmt: skip
+        t0 = time.perf_counter()
+        recs = run_sweep(cfg, f"{out_dir}/records-{name}.jsonl", workers=workers, log=log)
+        wall = time.perf_counter() - t0
+        rows = gap_table(recs, [t.key for t in truths], ns)
+        out[name] = {"describe": describe, "overrides": over, "rows": rows,
+                     "train_s": _train_seconds(recs), "wall_s": wall}  # fmt: skip
+        for row in rows:
+            log(_line(name, row))
+    return out
+
+
+def _line(name: str, r: dict) -> str:
+    lo, hi = r["gap_ci"]
+    return (
+        f"{name:>14s} {r['truth']:>18s} n={r['n']:>6d} gap {r['gap']:+9.1f} [{lo:+.1f},"
+        f" {hi:+.1f}]  W0s-R {r['gap_W0s']:+9.1f}  W-W0s {r['W_minus_W0s']:+8.1f}"
+        f"  d2 R {r['d2_R']:.4f} (C {r['d2_constructive']:.4f})  steps {r['steps_R']:7.0f}"
+        f"  capped {r['capped_R']:.2f}"
+    )
+
+
+def markdown(res: dict) -> str:
+    """The benchmark as one markdown table (a row per recipe, truth and n)."""
+    head = (
+        "| recipe | truth | n | ELBO(best C) - ELBO(R) [95%] | ELBO(W0s) - ELBO(R) |"
+        " ELBO(W) - ELBO(W0s) | d2 R | d2 C | steps R | capped | train s |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    lines = []
+    for name, r in res.items():
+        for row in r["rows"]:
+            lo, hi = row["gap_ci"]
+            lines.append(
+                f"| {name} | {row['truth']} | {row['n']} | {row['gap']:+.0f} [{lo:+.0f},"
+                f" {hi:+.0f}] | {row['gap_W0s']:+.0f} | {row['W_minus_W0s']:+.0f} |"
+                f" {row['d2_R']:.4f} | {row['d2_constructive']:.4f} | {row['steps_R']:.0f} |"
+                f" {row['capped_R']:.2f} | {r['train_s']:.0f} |"
+            )
+    return head + "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    """``python -m verify.optimiser``: the benchmark (module docstring)."""
+    import json
+    import os
+
+    from simulate.sweep.records import RecordsError
+    from simulate.sweep.spec import TruthSpec
+
+    ap = Parser(prog="python -m verify.optimiser", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--recipes", nargs="+", default=["baseline"], choices=sorted(RECIPES))
+    ap.add_argument("--truths", choices=sorted(TRUTH_SETS), default="choose")
+    ap.add_argument("--truth-seed", type=int, default=0)
+    ap.add_argument("--n", type=int, nargs="+", default=[2000, 8000, 32000])
+    ap.add_argument("--replicates", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--out-dir", default="results/optimiser")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--markdown", default=None)
+    args = ap.parse_args(argv)
+    try:
+        truths = [TruthSpec(k, p=p, alpha=a, seed=args.truth_seed)
+                  for k, p, a in TRUTH_SETS[args.truths]]  # fmt: skip
+        os.makedirs(args.out_dir, exist_ok=True)
+        res = benchmark(args.recipes, truths, args.n, args.replicates, args.out_dir,
+                        workers=args.workers or None)  # fmt: skip
+    except (ValueError, OSError, RecordsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    md = markdown(res)
+    print(md)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(res, fh, indent=1, allow_nan=True)
+    if args.markdown:
+        with open(args.markdown, "w") as fh:
+            fh.write(md)
+    return 0 if all(math.isfinite(r["gap"]) for v in res.values() for r in v["rows"]) else 3
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
