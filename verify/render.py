@@ -72,11 +72,13 @@ ARM_LABELS = {
     "W": "trained from the constructive start",
     "W0": "the constructive start, untrained",
     "W0s": "the constructive start with its slab sds fitted, untrained",
+    "W0f": "the constructive start's network held, its slab sds and inclusions trained",
     "P": "plain Adam on squared error from the constructive start, early-stopped",
 }
 
 
-ARM_SHORT = {"W": "from start", "W0": "start", "W0s": "start, sds fitted", "P": "plain Adam"}
+ARM_SHORT = {"W": "from start", "W0": "start", "W0s": "start, sds fitted",
+             "W0f": "start held, sds trained", "P": "plain Adam"}  # fmt: skip
 
 
 def draw_elbo_gap_panel(ax, r: dict) -> None:

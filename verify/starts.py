@@ -43,6 +43,7 @@ ARM_ESTIMATORS = {
     "W": "asvi-constructive",
     "W0": "constructive-start",
     "W0s": "constructive-start-scaled",
+    "W0f": "constructive-start-fitted",
     "P": "plain-adam",
 }
 ESTIMATOR_ARMS = {v: k for k, v in ARM_ESTIMATORS.items()}
@@ -137,7 +138,7 @@ def compare_starts(cells: list, ns, metric: str, by_est: dict, arm: str = "W0s")
     (``arms``: ELBO, L1, L2, L3, kept edges, selected width, d2, d, l2sq, steps), the drift
     of W from W0, and the ``answer``.  ``by_est``: this truth and metric's result per
     estimator; ``arm``: the protocol's constructive arm C (W where the records lack it)."""
-    arms = [a for a in ("R", "W0", "W0s", "W", "P") if ARM_ESTIMATORS[a] in by_est]
+    arms = [a for a in ("R", "W0", "W0s", "W0f", "W", "P") if ARM_ESTIMATORS[a] in by_est]
     table = {a: arm_means(cells, a) for a in arms}
     elbo = {a: arm_columns(cells, a, "elbo") for a in arms}
     risk = {a: arm_columns(cells, a, metric) for a in arms}
@@ -274,14 +275,15 @@ def arms_table(records: list[dict]) -> str:
     for (truth, depth, n), recs in sorted(by.items()):
         recs.sort(key=lambda r: r["cell"]["replicate"])
         cells = [[r] for r in recs]
-        arms = [a for a in ("R", "W0", "W0s", "W", "P") if a == "R" or a in recs[0]["arms"]]
+        arms = [a for a in ("R", "W0", "W0s", "W0f", "W", "P")
+                if a == "R" or a in recs[0]["arms"]]  # fmt: skip
         lines.append(f"== {truth}, depth {depth}, n = {n}, {len(recs)} replicates")
         lines.append(ARM_HEADER)
         lines += [arm_row(a, arm_means(cells, a), 0) for a in arms]
         if recs[0].get("reference"):
             ref = {m: np.mean([r["reference"][m] for r in recs]) for m in ("d2", "l2sq")}
             lines.append(f" ref {'':>58s} {ref['d2']:9.4g} {ref['l2sq']:9.4g}")
-        for a in [x for x in ("W", "W0s") if x in arms]:
+        for a in [x for x in ("W", "W0s", "W0f") if x in arms]:
             d = paired_mean_diff(arm_columns(cells, a, "elbo"), arm_columns(cells, "R", "elbo"))
             lines.append(
                 f"  ELBO({a}) - ELBO(R) = {d['diff'][0]:+.1f} [{d['ci_low'][0]:+.1f},"

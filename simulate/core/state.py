@@ -138,3 +138,41 @@ class Batch:
     @property
     def n(self) -> int:
         return self.X.shape[1]
+
+
+def widen(narrow: Layout, params: torch.Tensor, wide: Layout, start: torch.Tensor) -> torch.Tensor:
+    """Width continuation: variational parameters ``[3, E, wide.P]`` for models of
+    ``wide``'s widths started from trained narrower ones (``params [3, E, narrow.P]``, model
+    e of width ``narrow.widths[e] <= wide.widths[e]``), the new units near zero.
+
+    ``start`` (``[3, E, wide.P]``, e.g. :func:`init_state`'s random start) supplies every
+    slot the narrow model does not have; the narrow model's slots (weights and biases of
+    its units, all three rows: location, slab scale, inclusion logit) are copied over it;
+    then the locations of the weights *out of* the new units (the next layer's inputs from
+    them) are set to 0, so the widened network computes the narrow one's function in mean
+    while its new units' incoming weights start random and can grow (their edges keep the
+    start's inclusion probability and slab sd).  Spike-and-slab layouts only (no node
+    scales)."""
+    if narrow.node_scales or wide.node_scales:
+        raise ValueError("width continuation is for layouts without node scales")
+    if (narrow.p, narrow.depth, narrow.out_dim) != (wide.p, wide.depth, wide.out_dim):
+        raise ValueError("the two layouts must share p, depth and out_dim")
+    if narrow.E != wide.E or any(a > b for a, b in zip(narrow.widths, wide.widths, strict=True)):
+        raise ValueError(f"need one model each, narrow <= wide: {narrow.widths}, {wide.widths}")
+    if tuple(params.shape[:2]) != (3, narrow.E) or tuple(start.shape) != (3, wide.E, wide.P):
+        raise ValueError("params must be [3, E, narrow.P] and start [3, E, wide.P]")
+    out = start.clone()
+    for e, (wn, ww) in enumerate(zip(narrow.widths, wide.widths, strict=True)):
+        rn = [narrow.p] + [wn] * narrow.depth + [narrow.out_dim]
+        rw = [wide.p] + [ww] * wide.depth + [wide.out_dim]
+        for l, ((on, i_n, o_n), (ow, i_w, o_w)) in enumerate(
+            zip(narrow.blocks, wide.blocks, strict=True)
+        ):
+            src = params[:, e, on : on + o_n * (i_n + 1)].reshape(3, o_n, i_n + 1)
+            dst = out[:, e, ow : ow + o_w * (i_w + 1)].reshape(3, o_w, i_w + 1)
+            dst[:, : rn[l + 1], : rn[l]] = src[:, : rn[l + 1], : rn[l]]
+            dst[:, : rn[l + 1], i_w] = src[:, : rn[l + 1], i_n]
+            if l > 0:  # weights out of the new units of layer l - 1: mean 0
+                dst[0, : rw[l + 1], rn[l] : rw[l]] = 0.0
+            out[:, e, ow : ow + o_w * (i_w + 1)] = dst.reshape(3, -1)
+    return out

@@ -64,9 +64,11 @@ class Consts(NamedTuple):
     in place between steps (``Trainer.update_noise``), which a compiled step reads as it
     reads any input.  ``widths [E]`` (int64): each model's hidden width, which the fused
     network pass (``StepSpec.mlp = "native"``) reads to skip the padding (None: unused).
-    ``lr_scale [E]``: each model's learning-rate multiplier where a schedule lowers it
-    (``simulate.core.stopping.StopRule.lr_decays``; rewritten in place between steps like
-    ``noise_sd``), None: every model at ``hyper.lr``."""
+    ``lr_scale [E, 3]``: each model's learning-rate multiplier per parameter row
+    (location, slab scale, inclusion logit), where a schedule lowers it
+    (``simulate.core.stopping.StopRule.lr_decays``) or a row is held (0:
+    ``Trainer.hold_locations``); rewritten in place between steps like ``noise_sd``.
+    None: every model at ``hyper.lr``."""
 
     mask: torch.Tensor
     H: torch.Tensor
@@ -84,11 +86,11 @@ class Consts(NamedTuple):
 
 
 def scaled_factors(factors: Factors, lr_scale: torch.Tensor | None) -> Factors:
-    """The step's factors with each model's step size times its ``lr_scale [E]`` (shaped
-    ``[1, E, 1]`` to broadcast over the parameters ``[3, E, P]``); unchanged for None."""
+    """The step's factors with each model's step size times its ``lr_scale [E, 3]`` (shaped
+    ``[3, E, 1]`` to broadcast over the parameters ``[3, E, P]``); unchanged for None."""
     if lr_scale is None:
         return factors
-    return factors._replace(step_size=factors.step_size * lr_scale[None, :, None])
+    return factors._replace(step_size=factors.step_size * lr_scale.T[:, :, None])
 
 
 def _update(spec: StepSpec, params, opt, grad, stopped, factors):

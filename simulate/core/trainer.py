@@ -113,7 +113,7 @@ class Trainer:
                 raise ValueError("init_from holds non-finite values")
             self.state = self.state._replace(params=start.to(device=device, dtype=dtype).clone())
         self.frozen = torch.zeros(layout.E, dtype=torch.bool, device=device)
-        self.lr_scale = None  # each model's learning-rate multiplier, where a rule lowers it
+        self.lr_scale = None  # [E, 3] learning-rate multipliers (Consts.lr_scale), or None
         self.history: list = []
         self.noise_sd = None
         if learn_noise:
@@ -192,12 +192,21 @@ class Trainer:
         self._rss_steps += 1
 
     def _enable_lr_scale(self) -> None:
-        """Give every model a learning-rate multiplier (:attr:`lr_scale`, ones at first)
-        that the step reads (``Consts.lr_scale``); a no-op where it exists."""
+        """Give every model a learning-rate multiplier per parameter row (:attr:`lr_scale`
+        ``[E, 3]``, ones at first) that the step reads (``Consts.lr_scale``); a no-op where
+        it exists."""
         if self.lr_scale is None:
-            self.lr_scale = torch.ones(self.layout.E, device=self.device, dtype=self.dtype)
+            self.lr_scale = torch.ones(self.layout.E, 3, device=self.device, dtype=self.dtype)
             fn = self.step_fn
             fn.consts = fn.consts._replace(lr_scale=self.lr_scale)
+
+    def hold_locations(self) -> None:
+        """Train only the slab scales and inclusion probabilities from here on: the
+        locations' learning rate is 0 (the constructive arm whose posterior is fitted
+        around a fixed network, ``simulate.sweep.job``).  Their moments still accumulate;
+        nothing else changes."""
+        self._enable_lr_scale()
+        self.lr_scale[:, 0] = 0.0
 
     # ----------------------------------------------------------------- sampling
     def draw(self, params, offset, hard_only=False):
@@ -308,7 +317,7 @@ class Trainer:
                 self.update_noise()
             newly = conv.update(info, window_risk)
             if newly is not None and bool(conv.decayed.any()):
-                lower = conv.decayed.to(self.lr_scale.device)
+                lower = conv.decayed.to(self.lr_scale.device)[:, None]
                 lowered = torch.where(lower, self.lr_scale * rule.lr_factor, self.lr_scale)
                 self.lr_scale.copy_(lowered)
             if newly is not None:

@@ -29,7 +29,8 @@ import torch
 
 from simulate.core import Batch, Layout, failed_term_names
 from simulate.core.posterior import Posterior
-from simulate.core.recipe import train_models
+from simulate.core.recipe import build_trainer, train_models
+from simulate.core.state import init_state, widen
 from simulate.references.classical import oracle_piecewise, spline_reference
 from simulate.references.constructive import (
     encode,
@@ -97,20 +98,24 @@ def _risk_fn(cfg: SweepConfig, X_val: torch.Tensor, y_val: torch.Tensor):
 # the constructive start's arms (R is the record's own ASVI run): W0 the start untrained,
 # W0s the same with its slab sds fitted (simulate.references.constructive.gauss_newton_scales), W
 # trained from W0, P plain Adam from it
-ARMS = ("W0", "W0s", "W", "P")
+ARMS = ("W0", "W0s", "W0f", "W", "P")
 
 
-def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, starts) -> float:
+def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, starts, grow=None):
     """Train the candidates ``js`` (positions in ``W``) of every replicate in one padded
     program on the training points ``batch`` until the stopping rule holds for each,
     evaluate them against their replicate's truth (``f0t [R, m]``: its values at the test
     points ``Xt``), and fill each arm's columns (``arms``: ``"R"`` the random start, and
-    with a constructive start ``"W0"``, ``"W0s"``, ``"W"``, ``"P"``); returns the training
-    seconds.  ``val``: each replicate's held-out points ``(X_val [R, n_val, p], y_val
+    with a constructive start ``"W0"``, ``"W0s"``, ``"W0f"``, ``"W"``, ``"P"``); returns the
+    training seconds.  ``val``: each replicate's held-out points ``(X_val [R, n_val, p], y_val
     [R, n_val])`` for a rule that watches the held-out risk, else None.  ``starts``: None,
     or ``(nets, val_masks, full)``: the constructive start of replicate i at width position
     j (``nets[i][j]``), and the plain arm's data -- all n points of each replicate
-    (``full``, a :class:`Batch`) with its validation points among them (``val_masks``)."""
+    (``full``, a :class:`Batch`) with its validation points among them (``val_masks``).
+    ``grow``: width continuation (``SweepConfig.continuation``), ``(layout, params)`` of
+    the narrower candidates trained just before, which R starts from
+    (``simulate.core.state.widen``); None: R's random start.  Returns the training seconds
+    and ``(layout, params)`` of R's trained candidates (what the next width grows from)."""
     R, n = batch.X.shape[0], batch.X.shape[1]  # n: the training points
     order = [(i, j) for j in js for i in range(R)]  # model = (replicate i, width j)
     di = [i for i, _ in order]
@@ -125,13 +130,26 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, star
     )
     train_s = 0.0
     if "R" in arms:
+        K = int(cfg.restarts)
         t0 = time.perf_counter()
-        trained = train_models(hyper, widths, seeds, batch.X, batch.y, di, **train)
+        seeds_k = [s for k in range(K) for s in restart_seeds(seeds, k)]
+        init = None
+        if grow is not None:  # width continuation (K = 1: SweepConfig forbids both)
+            wide = Layout(batch.X.shape[2], cfg.depth, widths)
+            init = widen(grow[0], grow[1], wide, init_state(wide, hyper, seeds).params)
+        trained = train_models(hyper, widths * K, seeds_k, batch.X, batch.y, di * K,
+                               init_from=init, **train)  # fmt: skip
+        grown = (trained.trainer.layout, trained.trainer.state.params)
         train_s += time.perf_counter() - t0
-        _fill(arms["R"], order, *_measured(cfg, trained.posterior, batch, di, truth, Xt),
-              _state_columns(trained.trainer.state, trained.convergence))  # fmt: skip
+        post = trained.posterior
+        cols = _state_columns(trained.trainer.state, trained.convergence)
+        if K > 1:
+            post, cols = _best_restart(cfg, post, cols, batch, di, widths, K)
+        _fill(arms["R"], order, *_measured(cfg, post, batch, di, truth, Xt), cols)
+    else:
+        grown = None
     if starts is None:
-        return train_s
+        return train_s, grown
     nets = [starts[0][i][j] for i, j in order]
     layout = Layout(batch.X.shape[2], cfg.depth, widths)
     start = encode(layout, nets, hyper)
@@ -147,6 +165,17 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, star
     post0s = Posterior(layout, hyper, scaled, seeds_t)
     _fill(arms["W0s"], order, *_measured(cfg, post0s, batch, di, truth, Xt),
           {**_idle_columns(len(order)), **st_cols})  # fmt: skip
+    # W0f: the same network, its slab sds and inclusion probabilities trained by the step
+    # and the rule with the locations held (the best posterior around the fixed network
+    # that the step can find, where W0s is a second-order approximation of it)
+    t0 = time.perf_counter()
+    tr = build_trainer(hyper, widths, seeds, batch.X, batch.y, di, init_from=scaled,
+                       depth=cfg.depth, compile=cfg.compile, mlp=cfg.mlp)  # fmt: skip
+    tr.hold_locations()
+    conv = tr.fit_until(train["rule"], risk=None if risk is None else (lambda q: risk(tr, q)))
+    train_s += time.perf_counter() - t0
+    _fill(arms["W0f"], order, *_measured(cfg, tr.posterior(), batch, di, truth, Xt),
+          {**_state_columns(tr.state, conv), **st_cols})  # fmt: skip
     t0 = time.perf_counter()
     trained = train_models(hyper, widths, seeds, batch.X, batch.y, di, init_from=start, **train)
     train_s += time.perf_counter() - t0
@@ -166,7 +195,32 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, star
     idle = _idle_columns(len(order))
     idle.update(steps=res["steps"], converged=res["stopped"].astype(float), val_mse=res["val_mse"])
     _fill(arms["P"], order, *_measured(cfg, postp, batch, di, truth, Xt), {**idle, **st_cols})
-    return train_s
+    return train_s, grown
+
+
+def restart_seeds(seeds, k: int) -> list:
+    """The model seeds of restart ``k`` (``SweepConfig.restarts``): the models' own for
+    k = 0 (one restart is the sweep without restarts), derived ones after."""
+    return list(seeds) if k == 0 else [stable_seed(int(s), "restart", k) for s in seeds]
+
+
+def _best_restart(cfg, post, cols, batch, di, widths, K: int):
+    """Of K restarts of each model (``post`` holds ``K * E`` models, restart k's model e at
+    ``k E + e``), the one of highest ELBO on the training points (the ELBO the selection
+    uses, ``cfg.elbo_draws`` draws; a failed restart never wins): its posterior over the E
+    models and its state columns, with ``restart`` (which one won) added.  The truth plays
+    no part."""
+    E = len(widths)
+    el = post.elbo(batch.X, batch.y, di * K, draws=cfg.elbo_draws)["elbo"]
+    el = np.where(np.isfinite(el) & ~np.asarray(cols["failed"], dtype=bool), el, -np.inf)
+    k_best = np.argmax(el.reshape(K, E), axis=0)
+    idx = k_best * E + np.arange(E)
+    sel = torch.as_tensor(idx, dtype=torch.int64)
+    layout = Layout(batch.X.shape[2], cfg.depth, list(widths))
+    best = Posterior(layout, post.hyper, post.params[:, sel], post.seeds[sel])
+    out = {k: np.asarray(v)[idx] for k, v in cols.items()}
+    out["restart"] = k_best.astype(float)
+    return best, out
 
 
 def _measured(cfg, post, batch, di, truth, Xt):
@@ -238,6 +292,8 @@ def _per_width(cols: dict, i: int) -> dict:
     }
     if "val_mse" in cols:
         out["val_mse"] = cols["val_mse"][i].tolist()
+    if "restart" in cols:  # SweepConfig.restarts: which restart each candidate kept
+        out["restart"] = [int(x) for x in cols["restart"][i]]
     if "start_k" in cols:
         out["start_k"] = [None if np.isnan(x) else int(x) for x in cols["start_k"][i]]
         out["start_exact"] = [bool(x) for x in cols["start_exact"][i]]
@@ -296,12 +352,15 @@ def run_job(job: Job) -> list[dict]:
             np.stack([validation_split(job.n, s) for s in data_seeds]),
             full,
         )
-    train_s = sum(
-        _train_group(
-            cfg, hyper, batch, W, [W.index(w) for w in g], model_seeds, f0t, Xt, arms, val, starts
-        )
-        for g in group_widths(W)
-    )
+    # with width continuation one width at a time, narrowest first, each R candidate
+    # started from the one trained before it (simulate.core.state.widen)
+    groups = [[w] for w in W] if cfg.continuation else group_widths(W)
+    train_s, grown = 0.0, None
+    for g in groups:
+        js = [W.index(w) for w in g]
+        s, out = _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, starts,
+                              grown if cfg.continuation else None)  # fmt: skip
+        train_s, grown = train_s + s, out
     refs = [None] * R
     if job.truth.kind == "holder" and job.truth.p <= REFERENCE_MAX_P:
         refs = [_reference(X_all[i], y_all[i], Xt, f0t[i], cfg, job) for i in range(R)]

@@ -146,6 +146,8 @@ SWEEP_CONSTRAINTS = {
     "stop_lr_decays": [Interval(Integral, 0, None, "left")],
     "stop_lr_factor": [Interval(Real, 0, 1, "neither")],
     "kl_warmup": [Interval(Integral, 0, None, "left")],
+    "restarts": [INT_POSITIVE],
+    "continuation": [BOOL],
     # the stopping rule's and training settings, checked here as given (StopRule and Hyper
     # would see them only after int() / float(): 10.5 -> 10 and True -> 1 slipped through)
     **dict.fromkeys(("stop_window", "stop_patience"), [INT_POSITIVE]),
@@ -196,6 +198,13 @@ class SweepConfig:
     stop_lr_factor: float = 0.1
     # steps over which the KL part's gradient weight rises from 0 to 1 (Hyper.kl_warmup)
     kl_warmup: int = 0
+    # random starts per candidate (seeds simulate.sweep.job.restart_seeds); each candidate
+    # keeps the one of highest ELBO on its training points (1: no restarts)
+    restarts: int = 1
+    # width continuation: candidates trained one width at a time, narrowest first, each
+    # started from the narrower one's trained posterior with its new units near zero
+    # (simulate.core.state.widen); False: every candidate from its own random start
+    continuation: bool = False
     lr: float = 5e-3
     sigma: float = 1.0
     sigma_0: float = 0.8
@@ -271,6 +280,8 @@ class SweepConfig:
         # the training hyperparameters (lr, sigma, sigma_0, lambda_s, lam, init_sigma,
         # init_nu, l3) are checked where they are defined: Hyper.validate
         self.hyper_at(ns[0]).validate()
+        if self.continuation and self.restarts != 1:
+            raise ValueError("width continuation and restarts are not combined: choose one")
         if self.start != "random":
             if self.estimator != "asvi":
                 raise ValueError("a constructive start is for the ASVI estimator")
@@ -370,7 +381,7 @@ class SweepConfig:
         data = block * n * (p + 1) * (8 + 4) + self.n_test * p * 8
         state = 0
         for g in group_widths(self.widths_at(n)):
-            w, E = max(g), len(g) * block
+            w, E = max(g), len(g) * block * int(self.restarts)
             P = (p + 1) * w + (self.depth - 1) * (w + 1) * w + (w + 1)
             state = max(state, 6 * 3 * E * P * 4 + 6 * E * self.batch_at(n) * w * 4)
         return data + state
@@ -417,6 +428,8 @@ class SweepConfig:
             "batch_size": hyper.batch_size,
             **({"batch_fraction": self.batch_fraction} if self.batch_fraction is not None else {}),
             **({"kl_warmup": self.kl_warmup} if self.kl_warmup else {}),
+            **({"restarts": self.restarts} if self.restarts != 1 else {}),
+            **({"continuation": True} if self.continuation else {}),
             **{k: getattr(self, k) for k in ("lr", "sigma", "sigma_0")},
             "lambda_s": hyper.lambda_s,
             **{k: getattr(self, k) for k in ("lam", "l3", "n_test", "draws", "elbo_draws")},
@@ -598,6 +611,10 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
         d.pop("batch_fraction", None)
     if not d.get("kl_warmup"):  # likewise: no KL warm-up
         d.pop("kl_warmup", None)
+    if d.get("restarts") == 1:  # likewise: one start per candidate
+        d.pop("restarts")
+    if not d.get("continuation"):  # likewise: every candidate from its own random start
+        d.pop("continuation", None)
     if not d.get("stop_lr_decays"):  # likewise: the constant learning rate
         d.pop("stop_lr_decays", None)
         d.pop("stop_lr_factor", None)

@@ -195,11 +195,12 @@ def both_records():
 
 
 def test_each_arm_writes_its_records(both_records):
-    """A tiny run of every arm: R as the record's own fields, W0, W and P under ``arms``,
+    """A tiny run of every arm: R as the record's own fields, W0, W0s, W0f, W and P under
+    ``arms``,
     each with every candidate's ELBO parts, edges, risks and steps, and its selection."""
     for r in both_records:
         assert r["config"]["start"] == "both"
-        assert set(r["arms"]) == {"W0", "W0s", "W", "P"}
+        assert set(r["arms"]) == {"W0", "W0s", "W0f", "W", "P"}
         for name, arm in r["arms"].items():
             pw = arm["per_width"]
             for k in ("elbo", "L1", "L2", "L3", "edges_sum_nu", "d2", "d", "l2sq", "steps"):
@@ -218,6 +219,7 @@ def test_each_arm_writes_its_records(both_records):
         e0s, e0 = (np.array(r["arms"][a]["per_width"]["elbo"])[ok] for a in ("W0s", "W0"))
         assert np.all(e0s > e0)
         assert min(r["arms"]["W"]["per_width"]["steps"]) > 0
+        assert min(r["arms"]["W0f"]["per_width"]["steps"]) > 0
         assert "val_mse" in r["arms"]["P"]["per_width"]
         exact = r["arms"]["W0"]["per_width"]["start_exact"]
         if r["truth"]["kind"] == "teacher":  # widths 2 and 4 cannot hold 10 units

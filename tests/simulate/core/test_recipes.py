@@ -1,0 +1,168 @@
+"""The optimiser recipes of the core: a per-model learning rate lowered on the stopping
+rule's plateaus, the KL warm-up, and width continuation (``simulate.core.state.widen``)."""
+
+import numpy as np
+import pytest
+import torch
+
+from simulate.core import Batch, Hyper, Layout, Trainer
+from simulate.core.state import init_state, widen
+from simulate.core.stopping import Convergence, StopRule
+from tests.factories import assert_model_alone
+
+
+def make_batch(E, n=256, p=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(1, n, p, generator=g, dtype=torch.float64) * 2 - 1
+    y = X[..., 0] * 2 - X[..., -1] + 0.3 * torch.randn(1, n, generator=g, dtype=torch.float64)
+    return Batch(X, y, torch.zeros(E, dtype=torch.int64))
+
+
+@pytest.mark.parametrize(
+    "kw, node_scales",
+    [({}, False), ({"slab": "uniform"}, False), ({"l3": "exact"}, False),
+     ({"family": "dense"}, False), ({"family": "horseshoe"}, True)],
+)  # fmt: skip
+def test_kl_warmup_weights_the_kl_gradient_and_reports_the_elbo(kw, node_scales):
+    """At step t of a warm-up of T steps the step's gradient is grad L1 + (t / T) grad (L2 +
+    L3) (plain autograd through loss_terms), for every family and step path; the terms it
+    reports are the ELBO's, unweighted."""
+    T = 4
+    h = Hyper(batch_size=100, mc_samples=2, lr=1e-3, kl_warmup=T, **kw)
+    lay = Layout(3, 2, [4, 6], node_scales=node_scales)
+    tr = Trainer(lay, h, [1, 2], make_batch(2), dtype=torch.float64)
+    ref = Trainer(lay, h, [1, 2], make_batch(2), dtype=torch.float64)
+    xb, yb = ref.minibatch()
+    params = ref.state.params.clone().requires_grad_(True)
+    L1, L2, L3 = ref.loss_terms(params, xb, yb, 0)
+    (g1,) = torch.autograd.grad(L1.sum(), params, retain_graph=True)
+    kl = (L2 + L3).sum()
+    (gk,) = torch.autograd.grad(kl, params, allow_unused=True) if kl.requires_grad else (None,)
+    g = g1 + (0 if gk is None else gk / T)
+    terms = tr.step()
+    for got, want in zip(terms, (L1, L2, L3), strict=True):
+        np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-12)
+    grad = tr.state.opt.exp_avg / (1 - h.betas[0])
+    np.testing.assert_allclose(grad.numpy(), g.numpy(), rtol=1e-9, atol=1e-10)
+    # negative control: without the warm-up the same step's gradient is the whole one
+    full = g1 + (0 if gk is None else gk)
+    if gk is not None and float(gk.abs().max()) > 0:
+        assert not np.allclose(grad.numpy(), full.numpy(), rtol=1e-6, atol=1e-8)
+
+
+def test_the_warmup_ends_at_weight_one():
+    """After T steps the warm-up's step is the plain step: the same parameters as a trainer
+    without warm-up given the same state."""
+    lay, batch = Layout(3, 2, [4]), make_batch(1)
+    warm = Trainer(lay, Hyper(batch_size=64, kl_warmup=3), [5], batch, dtype=torch.float64)
+    for _ in range(3):
+        warm.step()
+    plain = Trainer(lay, Hyper(batch_size=64), [5], batch, dtype=torch.float64)
+    plain.state = warm.state._replace(
+        params=warm.state.params.clone(),
+        opt=type(warm.state.opt)(*(x.clone() for x in warm.state.opt)),
+    )
+    warm.step()
+    plain.step()
+    torch.testing.assert_close(warm.state.params, plain.state.params, rtol=0, atol=0)
+
+
+def test_lr_scale_multiplies_each_models_step_and_ones_change_nothing():
+    """A model's Adam step is its lr_scale times the plain one (the first step moves by
+    -lr s g / (|g| + eps)); scale 1 gives the plain step bit for bit."""
+    lay, batch, h = Layout(3, 2, [4, 4]), make_batch(2), Hyper(batch_size=64)
+    plain = Trainer(lay, h, [1, 2], batch, dtype=torch.float64)
+    scaled = Trainer(lay, h, [1, 2], batch, dtype=torch.float64)
+    scaled._enable_lr_scale()
+    scaled.lr_scale[1] = 0.1
+    start = plain.state.params.clone()
+    plain.step()
+    scaled.step()
+    d_plain, d_scaled = plain.state.params - start, scaled.state.params - start
+    assert torch.equal(d_scaled[:, 0], d_plain[:, 0])
+    torch.testing.assert_close(d_scaled[:, 1], 0.1 * d_plain[:, 1], rtol=1e-12, atol=1e-15)
+
+
+def _info(total, kl, E=1):
+    from simulate.core.objective import ELBOTerms
+    from simulate.core.paths import Info
+
+    t = torch.full((E,), float(total), dtype=torch.float64)
+    k = torch.full((E,), float(kl), dtype=torch.float64)
+    return Info(ELBOTerms(t - k, k, torch.zeros(E, dtype=torch.float64)),
+                torch.zeros(E, dtype=torch.bool))  # fmt: skip
+
+
+def test_plateaus_lower_the_rate_before_one_stops_the_model():
+    """A flat objective is a plateau at every window past the first: with lr_decays = 2 the
+    first two plateaus lower the rate (decayed, not converged) and the third stops it;
+    without decays the first plateau stops it."""
+    rule = StopRule(max_steps=100, window=2, patience=1, lr_decays=2)
+    conv = Convergence(rule, 1)
+    events = []
+    for _ in range(10):
+        newly = conv.update(_info(100.0, 5.0))
+        if newly is not None:
+            events.append((bool(conv.decayed[0]), bool(newly[0])))
+        if bool(conv.done.all()):
+            break
+    assert events == [(False, False), (True, False), (True, False), (False, True)]
+    assert conv.summary()["lr_decays"] == [2] and conv.summary()["steps"] == [8]
+    plain = Convergence(StopRule(max_steps=100, window=2, patience=1), 1)
+    stops = [plain.update(_info(100.0, 5.0)) for _ in range(4)]
+    assert bool(stops[3][0]) and "lr_decays" not in plain.summary()
+
+
+def test_no_window_is_quiet_before_not_before():
+    conv = Convergence(StopRule(max_steps=100, window=2, patience=1), 1, not_before=6)
+    stopped_at = None
+    for t in range(1, 20):
+        newly = conv.update(_info(100.0, 5.0))
+        if newly is not None and bool(newly[0]):
+            stopped_at = t
+            break
+    assert stopped_at == 8  # the first window ending after step 6 (a flat run stops at 4)
+
+
+def test_plateau_run_keeps_models_independent_and_records_the_decays():
+    """fit_until with lr_decays: each model's learning rate is lr_factor^decays, and a model
+    trained beside others ends where it ends trained alone."""
+    rule = StopRule(max_steps=600, window=50, tol=5e-2, patience=1, kl_abs=50.0, lr_decays=1)
+    lay, batch, h = Layout(3, 2, [3, 6]), make_batch(2), Hyper(batch_size=64)
+    together = Trainer(lay, h, [1, 2], batch, dtype=torch.float64)
+    conv = together.fit_until(rule)
+    assert conv["lr_decays"] == [1, 1]  # the loose tolerance makes both plateau early
+    np.testing.assert_allclose(together.lr_scale.numpy(), np.full((2, 3), 0.1))
+    alone = Trainer(Layout(3, 2, [6]), h, [2], make_batch(1), dtype=torch.float64)
+    conv1 = alone.fit_until(rule)
+    assert conv1["steps"][0] == conv["steps"][1]
+    assert_model_alone(together, 1, alone)
+
+
+def test_widen_keeps_the_narrow_networks_mean_function():
+    h = Hyper()
+    narrow, wide = Layout(3, 2, [2, 4]), Layout(3, 2, [4, 8])
+    pn = init_state(narrow, h, [1, 2]).params
+    pw = init_state(wide, h, [3, 4]).params
+    out = widen(narrow, pn, wide, pw)
+    X = torch.rand(2, 40, 3) * 2 - 1
+    mean_n = narrow.forward(pn[0] * narrow.mask(), X)
+    torch.testing.assert_close(wide.forward(out[0] * wide.mask(), X), mean_n, rtol=0, atol=1e-6)
+    # negative control: the random wide start computes another function
+    assert (wide.forward(pw[0] * wide.mask(), X) - mean_n).abs().max() > 1e-2
+    # every row of the narrow model's slots is carried over (scale and inclusion too)
+    real = widen(narrow, pn, narrow, init_state(narrow, h, [7, 8]).params)
+    torch.testing.assert_close(real * narrow.mask(), pn * narrow.mask(), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="narrow <= wide"):
+        widen(wide, pw, narrow, pn)
+
+
+def test_held_locations_stay_while_scales_and_inclusions_move():
+    lay, batch = Layout(3, 2, [4, 4]), make_batch(2)
+    tr = Trainer(lay, Hyper(batch_size=64), [1, 2], batch, dtype=torch.float64)
+    start = tr.state.params.clone()
+    tr.hold_locations()
+    for _ in range(5):
+        tr.step()
+    d = (tr.state.params - start).abs().amax(-1)  # [3, E]
+    assert (d[0] == 0).all() and (d[1] > 0).all() and (d[2] > 0).all()

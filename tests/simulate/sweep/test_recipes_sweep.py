@@ -1,0 +1,137 @@
+"""The optimiser recipes in the sweep (restarts chosen by ELBO, width continuation, the
+plateau schedule, a batch growing with n, the KL warm-up), their fingerprints, and the
+benchmark that measures them (``verify.optimiser``)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from simulate.sweep.job import run_job
+from simulate.sweep.spec import SweepConfig, TruthSpec, fingerprint_fields, jobs_for
+from verify.optimiser import gap_table, main
+
+HOLDER = TruthSpec("holder", p=1, alpha=0.5)
+TINY = dict(
+    ns=[128, 256], replicates=2, widths=[2, 4], max_steps=120, stop_window=40,
+    batch_size=64, n_test=500, draws=5, replicate_block=2,
+)  # fmt: skip
+NEW = ("batch_fraction", "stop_lr_decays", "stop_lr_factor", "kl_warmup", "restarts",
+       "continuation")  # fmt: skip
+
+
+def _records(**kw):
+    cfg = SweepConfig(truths=[HOLDER], **{**TINY, **kw})
+    return [r for job in jobs_for(cfg) for r in run_job(job)]
+
+
+def test_defaults_keep_the_earlier_fingerprints_and_settings_enter_them():
+    base = fingerprint_fields(SweepConfig(truths=[HOLDER], ns=[100]))
+    assert not set(NEW) & set(base)  # records written before the recipes keep theirs
+    for field, value in (("batch_fraction", 0.1), ("stop_lr_decays", 2), ("kl_warmup", 50),
+                         ("restarts", 2), ("continuation", True)):  # fmt: skip
+        fp = fingerprint_fields(SweepConfig(truths=[HOLDER], ns=[100], **{field: value}))
+        assert fp[field] == value
+    with pytest.raises(ValueError, match="not combined"):
+        SweepConfig(truths=[HOLDER], ns=[100], restarts=2, continuation=True)
+    for bad in ({"restarts": 0}, {"stop_lr_factor": 1.0}, {"batch_fraction": 0.0},
+                {"kl_warmup": -1}, {"stop_lr_decays": 1.5}):  # fmt: skip
+        with pytest.raises(ValueError):
+            SweepConfig(truths=[HOLDER], ns=[100], **bad)
+
+
+def test_batch_fraction_grows_the_batch_and_the_cap_counts_its_epochs():
+    cfg = SweepConfig(truths=[HOLDER], ns=[100, 32000], batch_size=128, batch_fraction=1 / 64,
+                      max_epochs=160, max_steps=1000)  # fmt: skip
+    assert cfg.batch_at(32000) == 500 and cfg.batch_at(4000) == 128 and cfg.batch_at(100) == 100
+    assert cfg.hyper_at(32000).batch_size == 500
+    assert cfg.steps_cap(32000) == 160 * 32000 // 500
+    assert cfg.cell_config(32000, [2])["batch_fraction"] == 1 / 64
+
+
+def test_restarts_keep_the_best_elbo_of_each_candidate():
+    """Restart 0 is the candidate without restarts (its seeds), so each candidate's ELBO with
+    two restarts is at least the one-start ELBO (the same evaluation draws), the winner is
+    recorded, and the truth plays no part in the choice."""
+    one, two = _records(), _records(restarts=2)
+    chosen = []
+    for a, b in zip(one, two, strict=True):
+        assert a["cell"] == b["cell"] and b["config"]["restarts"] == 2
+        ea, eb = np.array(a["per_width"]["elbo"]), np.array(b["per_width"]["elbo"])
+        assert (eb >= ea - 1e-6 * np.abs(ea)).all()
+        chosen += b["per_width"]["restart"]
+        for k, w in enumerate(b["per_width"]["restart"]):
+            if w == 0:  # the same model as without restarts
+                assert eb[k] == pytest.approx(ea[k], rel=1e-6)
+    assert set(chosen) == {0, 1}  # both restarts win somewhere (a negative control)
+
+
+def test_width_continuation_trains_each_width_from_the_narrower():
+    recs = _records(continuation=True)
+    base = _records()
+    for r, b in zip(recs, base, strict=True):
+        assert r["config"]["continuation"] is True
+        assert r["per_width"]["elbo"][0] == pytest.approx(b["per_width"]["elbo"][0], rel=1e-6)
+        assert r["per_width"]["elbo"][1] != b["per_width"]["elbo"][1]  # started elsewhere
+
+
+def test_plateau_and_warmup_sweeps_record_their_rule():
+    """With a tolerance every window meets (0.5), patience 2 and windows of 40: the warm-up
+    of 40 steps makes the window ending at 40 not quiet, so the first plateau is at 120, the
+    decay resets the count and the stop comes at 200; without the decay at 120."""
+    loose = dict(stop_tol=0.5, stop_kl_abs=1e3, max_steps=400, kl_warmup=40)
+    for r in _records(stop_lr_decays=1, **loose):
+        rule = r["config"]["stop_rule"]
+        assert rule["lr_decays"] == 1 and r["config"]["kl_warmup"] == 40
+        assert r["per_width"]["steps"] == [200, 200]
+    for r in _records(**loose):
+        assert r["per_width"]["steps"] == [120, 120]
+
+
+def _rec(truth, n, rep, elbos, d2=0.1):
+    """A record whose R and constructive arms have the given selected ELBOs."""
+
+    def arm(e):
+        return {"selected_width": 2, "per_width": {"elbo": [e], "d2": [d2], "steps": [10]}}
+
+    r = {"cell": {"truth": truth, "n": n, "replicate": rep}, "failed": False,
+         "config": {"widths": [2], "stop_rule": {"max_steps": 10}},
+         **arm(elbos["R"]), "arms": {a: arm(elbos[a]) for a in ("W0", "W0s", "W", "P")}}  # fmt: skip
+    return r
+
+
+def test_gap_is_the_best_constructive_arm_minus_r_paired():
+    recs = []
+    for rep, (r, w0s, w) in enumerate([(-100, -90, -95), (-110, -100, -80), (-105, -99, -101)]):
+        for n in (100, 200):
+            recs.append(_rec("t", n, rep, {"R": r, "W0": -1e9, "W0s": w0s, "W": w, "P": 0.0}))
+    (row, _) = gap_table(recs, ["t"], [100, 200])
+    assert row["gap"] == pytest.approx(np.mean([10, 30, 6]))  # max(W0s, W) - R; P left out
+    assert row["gap_W0s"] == pytest.approx(np.mean([10, 10, 6]))
+    assert row["W_minus_W0s"] == pytest.approx(np.mean([-5, 20, -2]))
+    lo, hi = row["gap_ci"]
+    assert lo < row["gap"] < hi and row["capped_R"] == 1.0
+
+
+def test_benchmark_command_line_refuses_bad_input(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--recipes", "nonsense"])
+    assert e.value.code == 2
+    assert main(["--n", "0", "--out-dir", "/nonexistent/dir/x"]) == 2
+
+
+def test_benchmark_runs_a_recipe_end_to_end(tmp_path, monkeypatch):
+    import verify.optimiser as opt
+
+    monkeypatch.setitem(opt.TRUTH_SETS, "tiny", [("teacher", 20, None)])
+    monkeypatch.setattr(opt, "BASE", {**opt.BASE, "compile": False, "max_epochs": None,
+                                      "max_steps": 80, "stop_window": 40, "elbo_draws": 10,
+                                      "n_test": 500, "draws": 5})  # fmt: skip
+    out = tmp_path / "b.json"
+    rc = main(["--recipes", "plateau", "--truths", "tiny", "--n", "100", "200",
+               "--replicates", "2", "--workers", "0", "--out-dir", str(tmp_path),
+               "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert [r["n"] for r in res["plateau"]["rows"]] == [100, 200]
+    assert (tmp_path / "records-plateau.jsonl").exists()
