@@ -87,6 +87,11 @@ RECIPES = {
         "width continuation: each candidate started from the narrower one trained before it",
         {"continuation": True},
     ),
+    "logit-lr": (
+        "the inclusion logits' learning rate 10x (5e-2): faster pruning",
+        {"lr_inclusion": 5e-2},
+    ),
+    "budget": ("the step cap's floor doubled: max(40,000, 160 epochs)", {"max_steps": 40_000}),
     "plateau-batch": (
         "plateau and batch together",
         {"stop_lr_decays": 2, "batch_fraction": 1 / 64},

@@ -30,6 +30,8 @@ class Hyper:
     batch_size: int = 1024
     mc_samples: int = 1  # K
     lr: float = 5e-3
+    # the inclusion logits' learning rate (None: lr): the edges' pruning speed
+    lr_inclusion: float | None = None
     optimizer: str = "adam"  # or "rmsprop" (simulate.core.optim)
     betas: tuple = (0.9, 0.999)  # Adam's
     rmsprop_alpha: float = 0.99  # RMSprop's smoothing constant (torch.optim.RMSprop's)
@@ -77,4 +79,5 @@ HYPER_CONSTRAINTS = {
     "rmsprop_alpha": [_BETA],
     "init_nu": [Interval(Real, 0, 1, "neither")],
     "kl_warmup": [Interval(Integral, 0, None, "left")],
+    "lr_inclusion": [POSITIVE, None],
 }

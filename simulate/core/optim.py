@@ -76,13 +76,23 @@ def _apply(params, upd, alive, donate: bool):
     return torch.where(alive[None, :, None], params - upd, params)
 
 
+def _lr(hyper, scale: float, dtype, device) -> torch.Tensor:
+    """The step size ``lr * scale``: a 0-d tensor, or with ``hyper.lr_inclusion`` set one
+    per parameter row ``[3, 1, 1]`` (location, slab scale at ``lr``; the inclusion logits
+    at ``lr_inclusion``)."""
+    if hyper.lr_inclusion is None:
+        return torch.tensor(hyper.lr * scale, dtype=dtype, device=device)
+    rows = [hyper.lr * scale, hyper.lr * scale, hyper.lr_inclusion * scale]
+    return torch.tensor(rows, dtype=dtype, device=device)[:, None, None]
+
+
 def _adam(hyper, donate: bool) -> Optimizer:
     b1, b2 = hyper.betas
     eps = hyper.adam_eps
 
     def factors(t: int, dtype=torch.float32, device=None) -> Factors:
         return Factors(
-            torch.tensor(hyper.lr / (1 - b1**t), dtype=dtype, device=device),
+            _lr(hyper, 1 / (1 - b1**t), dtype, device),
             torch.tensor(1 / (1 - b2**t), dtype=dtype, device=device),
         )
 
@@ -105,8 +115,7 @@ def _rmsprop(hyper, donate: bool) -> Optimizer:
 
     def factors(t: int, dtype=torch.float32, device=None) -> Factors:
         return Factors(
-            torch.tensor(hyper.lr, dtype=dtype, device=device),
-            torch.tensor(1.0, dtype=dtype, device=device),
+            _lr(hyper, 1.0, dtype, device), torch.tensor(1.0, dtype=dtype, device=device)
         )
 
     def update(grad, opt: OptState, params, f: Factors, alive=None):

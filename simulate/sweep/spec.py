@@ -147,6 +147,7 @@ SWEEP_CONSTRAINTS = {
     "stop_lr_factor": [Interval(Real, 0, 1, "neither")],
     "kl_warmup": [Interval(Integral, 0, None, "left")],
     "restarts": [INT_POSITIVE],
+    "lr_inclusion": [POSITIVE, None],
     "continuation": [BOOL],
     # the stopping rule's and training settings, checked here as given (StopRule and Hyper
     # would see them only after int() / float(): 10.5 -> 10 and True -> 1 slipped through)
@@ -206,6 +207,7 @@ class SweepConfig:
     # (simulate.core.state.widen); False: every candidate from its own random start
     continuation: bool = False
     lr: float = 5e-3
+    lr_inclusion: float | None = None  # the inclusion logits' learning rate (None: lr)
     sigma: float = 1.0
     sigma_0: float = 0.8
     lambda_s: float | None = None  # None: theory's a (L + 1) log n, L = depth
@@ -401,6 +403,7 @@ class SweepConfig:
             init_sigma=self.init_sigma,
             l3=self.l3,
             kl_warmup=self.kl_warmup,
+            lr_inclusion=self.lr_inclusion,
         )
 
     def cell_config(self, n: int, widths) -> dict:
@@ -430,6 +433,7 @@ class SweepConfig:
             **({"kl_warmup": self.kl_warmup} if self.kl_warmup else {}),
             **({"restarts": self.restarts} if self.restarts != 1 else {}),
             **({"continuation": True} if self.continuation else {}),
+            **({"lr_inclusion": self.lr_inclusion} if self.lr_inclusion is not None else {}),
             **{k: getattr(self, k) for k in ("lr", "sigma", "sigma_0")},
             "lambda_s": hyper.lambda_s,
             **{k: getattr(self, k) for k in ("lam", "l3", "n_test", "draws", "elbo_draws")},
@@ -615,6 +619,8 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
         d.pop("restarts")
     if not d.get("continuation"):  # likewise: every candidate from its own random start
         d.pop("continuation", None)
+    if d.get("lr_inclusion") is None:  # likewise: the logits at lr
+        d.pop("lr_inclusion", None)
     if not d.get("stop_lr_decays"):  # likewise: the constant learning rate
         d.pop("stop_lr_decays", None)
         d.pop("stop_lr_factor", None)

@@ -166,3 +166,18 @@ def test_held_locations_stay_while_scales_and_inclusions_move():
         tr.step()
     d = (tr.state.params - start).abs().amax(-1)  # [3, E]
     assert (d[0] == 0).all() and (d[1] > 0).all() and (d[2] > 0).all()
+
+
+def test_inclusion_learning_rate_moves_only_the_logits_faster():
+    """``lr_inclusion``: the logits' first Adam step is lr_inclusion / lr times the plain
+    one; the locations and slab scales move exactly as without it."""
+    lay, batch = Layout(3, 2, [4]), make_batch(1)
+    plain = Trainer(lay, Hyper(batch_size=64), [1], batch, dtype=torch.float64)
+    fast = Trainer(lay, Hyper(batch_size=64, lr_inclusion=5e-2), [1], batch, dtype=torch.float64)
+    start = plain.state.params.clone()
+    plain.step()
+    fast.step()
+    dp, df = plain.state.params - start, fast.state.params - start
+    assert torch.equal(df[:2], dp[:2])
+    torch.testing.assert_close(df[2], 10 * dp[2], rtol=1e-12, atol=1e-15)
+    assert dp[2].abs().max() > 0

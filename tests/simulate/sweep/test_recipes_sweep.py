@@ -17,7 +17,7 @@ TINY = dict(
     batch_size=64, n_test=500, draws=5, replicate_block=2,
 )  # fmt: skip
 NEW = ("batch_fraction", "stop_lr_decays", "stop_lr_factor", "kl_warmup", "restarts",
-       "continuation")  # fmt: skip
+       "continuation", "lr_inclusion")  # fmt: skip
 
 
 def _records(**kw):
@@ -28,8 +28,9 @@ def _records(**kw):
 def test_defaults_keep_the_earlier_fingerprints_and_settings_enter_them():
     base = fingerprint_fields(SweepConfig(truths=[HOLDER], ns=[100]))
     assert not set(NEW) & set(base)  # records written before the recipes keep theirs
-    for field, value in (("batch_fraction", 0.1), ("stop_lr_decays", 2), ("kl_warmup", 50),
-                         ("restarts", 2), ("continuation", True)):  # fmt: skip
+    settings = (("batch_fraction", 0.1), ("stop_lr_decays", 2), ("kl_warmup", 50),
+                ("restarts", 2), ("continuation", True), ("lr_inclusion", 0.05))  # fmt: skip
+    for field, value in settings:
         fp = fingerprint_fields(SweepConfig(truths=[HOLDER], ns=[100], **{field: value}))
         assert fp[field] == value
     with pytest.raises(ValueError, match="not combined"):
@@ -94,10 +95,10 @@ def _rec(truth, n, rep, elbos, d2=0.1):
     def arm(e):
         return {"selected_width": 2, "per_width": {"elbo": [e], "d2": [d2], "steps": [10]}}
 
-    r = {"cell": {"truth": truth, "n": n, "replicate": rep}, "failed": False,
-         "config": {"widths": [2], "stop_rule": {"max_steps": 10}},
-         **arm(elbos["R"]), "arms": {a: arm(elbos[a]) for a in ("W0", "W0s", "W", "P")}}  # fmt: skip
-    return r
+    arms = {a: arm(elbos[a]) for a in ("W0", "W0s", "W", "P")}
+    return {"cell": {"truth": truth, "n": n, "replicate": rep}, "failed": False,
+            "config": {"widths": [2], "stop_rule": {"max_steps": 10}},
+            **arm(elbos["R"]), "arms": arms}  # fmt: skip
 
 
 def test_gap_is_the_best_constructive_arm_minus_r_paired():
