@@ -5,8 +5,9 @@ The theorems speak of the ELBO's maximiser; a sweep measures what the optimiser 
 a random start.  Where the truth is (nearly) in the network class, a constructive
 posterior (``simulate.references.constructive``: the teacher embedded, or the
 validation-chosen linear spline encoded) is a point of the same objective that the random
-start should reach.  This benchmark trains, for each *recipe* (:data:`RECIPES`: a set of
-training settings of the sweep, ``simulate.sweep.spec.SweepConfig``), the random start R
+start should reach.  This benchmark trains, for each *recipe*
+(``simulate.sweep.recipes.RECIPES``: a set of training settings of the sweep), the random
+start R
 and the constructive arms (``start="both"``: W0, W0s, W trained from W0, and plain Adam P)
 on the same cells, and reports per truth and n:
 
@@ -39,11 +40,12 @@ import time
 
 import numpy as np
 
+from simulate.sweep.recipes import RECIPES
 from theory._cli import Parser
 from verify.slopes import paired_mean_diff
 from verify.starts import arm_columns
 
-__all__ = ["BASE", "RECIPES", "TRUTH_SETS", "benchmark", "gap_table", "main"]
+__all__ = ["BASE", "TRUTH_SETS", "benchmark", "gap_table", "main"]
 
 # The benchmark's sweep settings: the constructive tier's (simulate.sweep.tiers), which the
 # recipes override.
@@ -56,46 +58,6 @@ BASE = {
     "replicate_block": 4,
     "elbo_draws": 100,
     "start": "both",
-}
-
-# name -> (what it changes, the SweepConfig overrides).  "baseline" is today's default.
-RECIPES = {
-    "baseline": ("constant lr 5e-3, batch 128, cap max(20,000, 160 epochs)", {}),
-    "plateau": (
-        "lr x0.1 at each of 2 plateaus of the stopping rule before it stops the model",
-        {"stop_lr_decays": 2},
-    ),
-    "plateau3": (
-        "lr x0.1 at each of 3 plateaus before the stop",
-        {"stop_lr_decays": 3},
-    ),
-    "epochs": ("the cap doubled: max(20,000, 320 epochs)", {"max_epochs": 320}),
-    "batch": (
-        "the batch grows with n: max(128, n / 64) (500 at n = 32,000), the cap in epochs",
-        {"batch_fraction": 1 / 64},
-    ),
-    "lr-low": ("a constant lr 1e-3", {"lr": 1e-3}),
-    "kl-warmup": (
-        "the KL part's gradient weighted t / 5,000 over the first 5,000 steps",
-        {"kl_warmup": 5000},
-    ),
-    "restarts": (
-        "3 random starts per candidate, the one of highest ELBO kept",
-        {"restarts": 3},
-    ),
-    "continuation": (
-        "width continuation: each candidate started from the narrower one trained before it",
-        {"continuation": True},
-    ),
-    "logit-lr": (
-        "the inclusion logits' learning rate 10x (5e-2): faster pruning",
-        {"lr_inclusion": 5e-2},
-    ),
-    "budget": ("the step cap's floor doubled: max(40,000, 160 epochs)", {"max_steps": 40_000}),
-    "plateau-batch": (
-        "plateau and batch together",
-        {"stop_lr_decays": 2, "batch_fraction": 1 / 64},
-    ),
 }
 
 TRUTH_SETS = {

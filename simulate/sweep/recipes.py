@@ -1,0 +1,72 @@
+"""The training recipes: named sets of ``simulate.sweep.spec.SweepConfig`` settings that
+change how ASVI's optimiser runs, never what it optimises (the ELBO) or what it may see (the
+training data only).
+
+``python -m verify.optimiser`` measures each against the constructive posteriors (how far
+its random start stops below a better point of its own objective); the sweeps' tiers and
+the confirmatory protocols name the one they train with, so that every other recipe
+stays one setting away (``verify.rates --recipe``).  The settings:
+
+* ``stop_lr_decays`` / ``stop_lr_factor``: at a plateau of the stopping rule the model's
+  learning rate is lowered instead of the model stopped (``simulate.core.stopping``);
+* ``lr_inclusion``: the inclusion logits' own learning rate (``simulate.core.Hyper``);
+* ``max_steps`` / ``max_epochs``: the step cap (``SweepConfig.steps_cap``);
+* ``batch_fraction``: a batch that grows with n (``SweepConfig.batch_at``);
+* ``kl_warmup``: the KL part's gradient weighted up over the first steps;
+* ``restarts``: several random starts per candidate, the one of highest ELBO kept;
+* ``continuation``: each candidate started from the narrower one trained before it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RECIPES", "recipe_settings"]
+
+# name -> (what it changes, the SweepConfig settings).  "baseline" is the recipe every
+# record before the optimiser benchmark was trained with.
+RECIPES = {
+    "baseline": ("constant lr 5e-3, batch 128, cap max(20,000, 160 epochs)", {}),
+    "plateau": (
+        "lr x0.1 at each of 2 plateaus of the stopping rule before it stops the model",
+        {"stop_lr_decays": 2},
+    ),
+    "plateau3": (
+        "lr x0.1 at each of 3 plateaus before the stop",
+        {"stop_lr_decays": 3},
+    ),
+    "epochs": ("the cap doubled: max(20,000, 320 epochs)", {"max_epochs": 320}),
+    "batch": (
+        "the batch grows with n: max(128, n / 64), 500 at n = 32,000 (the cap's floor of"
+        " 20,000 steps is then 312 epochs there)",
+        {"batch_fraction": 1 / 64},
+    ),
+    "lr-low": ("a constant lr 1e-3", {"lr": 1e-3}),
+    "kl-warmup": (
+        "the KL part's gradient weighted t / 5,000 over the first 5,000 steps",
+        {"kl_warmup": 5000},
+    ),
+    "restarts": (
+        "3 random starts per candidate, the one of highest ELBO kept",
+        {"restarts": 3},
+    ),
+    "continuation": (
+        "width continuation: each candidate started from the narrower one trained before it",
+        {"continuation": True},
+    ),
+    "logit-lr": (
+        "the inclusion logits' learning rate 10x (5e-2): faster pruning",
+        {"lr_inclusion": 5e-2},
+    ),
+    "budget": ("the step cap's floor doubled: max(40,000, 160 epochs)", {"max_steps": 40_000}),
+    "plateau-batch": (
+        "plateau and batch together",
+        {"stop_lr_decays": 2, "batch_fraction": 1 / 64},
+    ),
+}
+
+
+def recipe_settings(name: str) -> dict:
+    """The SweepConfig settings of recipe ``name`` (a ``ValueError`` naming the known ones
+    for any other)."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown recipe {name!r}: one of {sorted(RECIPES)}")
+    return dict(RECIPES[name][1])
