@@ -40,7 +40,7 @@ import time
 
 import numpy as np
 
-from simulate.sweep.recipes import RECIPES
+from simulate.sweep.recipes import RECIPES, recipe_settings
 from theory._cli import Parser
 from verify.slopes import paired_mean_diff
 from verify.starts import arm_columns
@@ -140,14 +140,14 @@ def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=p
 
     out = {}
     for name in recipes:
-        describe, over = RECIPES[name]
+        describe, over = RECIPES[name][0], recipe_settings(name)
         cfg = SweepConfig(truths=list(truths), ns=list(ns), replicates=replicates,
                           **{**BASE, **over})  # fmt: skip
         t0 = time.perf_counter()
         recs = run_sweep(cfg, f"{out_dir}/records-{name}.jsonl", workers=workers, log=log)
         wall = time.perf_counter() - t0
         rows = gap_table(recs, [t.key for t in truths], ns)
-        out[name] = {"describe": describe, "overrides": over, "rows": rows,
+        out[name] = {"describe": describe, "overrides": RECIPES[name][1], "rows": rows,
                      "train_s": _train_seconds(recs), "wall_s": wall}  # fmt: skip
         for row in rows:
             log(_line(name, row))

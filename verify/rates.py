@@ -73,6 +73,7 @@ import traceback
 import numpy as np
 
 from simulate.sweep import tiers
+from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.records import RecordsError
 from simulate.sweep.runner import check_memory, check_native, parse_truths, records_path_for
 from simulate.sweep.spec import (
@@ -167,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="resume the records file although the code that wrote it differs (the"
         " configuration otherwise the same); each new record notes the files that changed",
+    )
+    ap.add_argument(
+        "--recipe",
+        choices=sorted(RECIPES),
+        help="the training recipe (simulate.sweep.recipes; default: the tiers' own,"
+        f" {DEFAULT_RECIPE}); a confirmatory tier's is its protocol's",
     )
     ap.add_argument("--n", type=int, nargs="+", help="override the tier's sample sizes")
     ap.add_argument("--replicates", type=int, help="override the tier's replicates")
@@ -309,7 +316,7 @@ def _checked_overrides(args) -> dict:
     settings they override."""
     if args.tier in protocols.CONFIRM_TIERS and any(
         getattr(args, k, None) is not None
-        for k in ("n", "replicates", "depth", "l3", "start", "lambda_s_a", "lam")
+        for k in ("n", "replicates", "depth", "l3", "start", "lambda_s_a", "lam", "recipe")
     ):
         raise ValueError(
             f"--tier {args.tier} is pre-registered: its design is its protocol's; no overrides"
@@ -388,7 +395,10 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
         specs = [(s["name"], s["truths"], s["sweep"], s["control_replicates"])
                  for s in tier["sweeps"]]  # fmt: skip
     else:
-        specs = [(None, truths or tier["truths"], {**tier["sweep"], **overrides},
+        recipe = {}
+        if tier["sweep"].get("estimator", "asvi") == "asvi":  # the tiers train their recipe
+            recipe = recipe_settings(args.recipe or DEFAULT_RECIPE)
+        specs = [(None, truths or tier["truths"], {**tier["sweep"], **recipe, **overrides},
                   tier.get("control_replicates"))]  # fmt: skip
     if not tier.get("control", True):
         args.no_control = True  # the known-answer control trains nothing to re-run

@@ -19,7 +19,20 @@ stays one setting away (``verify.rates --recipe``).  The settings:
 
 from __future__ import annotations
 
-__all__ = ["RECIPES", "recipe_settings"]
+__all__ = ["DEFAULT_RECIPE", "RECIPES", "RECIPE_DEFAULTS", "recipe_settings"]
+
+# the recipe the sweeps' tiers and ``python -m simulate.sweep`` train with unless told
+# otherwise (``--recipe``); SweepConfig's own defaults stay "baseline"'s, so records written
+# before the recipes existed keep their fingerprints
+DEFAULT_RECIPE = "baseline"
+
+# the settings a recipe may change beyond a tier's budget, at their SweepConfig defaults
+# (the "baseline" recipe): every recipe's settings start from these, so that naming one
+# undoes another's
+RECIPE_DEFAULTS = {
+    "stop_lr_decays": 0, "stop_lr_factor": 0.1, "lr_inclusion": None, "batch_fraction": None,
+    "kl_warmup": 0, "restarts": 1, "continuation": False,
+}  # fmt: skip
 
 # name -> (what it changes, the SweepConfig settings).  "baseline" is the recipe every
 # record before the optimiser benchmark was trained with.
@@ -65,8 +78,8 @@ RECIPES = {
 
 
 def recipe_settings(name: str) -> dict:
-    """The SweepConfig settings of recipe ``name`` (a ``ValueError`` naming the known ones
-    for any other)."""
+    """The SweepConfig settings of recipe ``name``: :data:`RECIPE_DEFAULTS` with its own
+    changes (a ``ValueError`` naming the known recipes for any other name)."""
     if name not in RECIPES:
         raise ValueError(f"unknown recipe {name!r}: one of {sorted(RECIPES)}")
-    return dict(RECIPES[name][1])
+    return {**RECIPE_DEFAULTS, **RECIPES[name][1]}

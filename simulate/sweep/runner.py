@@ -66,6 +66,7 @@ from simulate._alloc import tune_malloc
 from simulate.progress import Progress
 from simulate.sweep.job import run_job
 from simulate.sweep.parallel import check_workers, map_unordered
+from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.records import (
     RecordsError,
     RecordStore,
@@ -260,6 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=TRUTH_HELP,
     )
     ap.add_argument("--config", help="JSON file with the SweepConfig fields")
+    ap.add_argument(
+        "--recipe",
+        choices=sorted(RECIPES),
+        default=DEFAULT_RECIPE,
+        help="the training recipe (simulate.sweep.recipes; default %(default)s); --config and"
+        " the flags override its settings",
+    )
     ap.add_argument("--out", default="results/records.jsonl", help="records file (JSON lines)")
     ap.add_argument("--n", type=int, nargs="+", help="sample sizes (3 or more to fit a slope)")
     ap.add_argument("--replicates", type=int)
@@ -317,15 +325,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(truths, args) -> SweepConfig:
-    base = {}
+    base = recipe_settings(getattr(args, "recipe", None) or DEFAULT_RECIPE)
     if args.config:
         with open(args.config) as fh:
-            base = json.load(fh)
-        if not isinstance(base, dict):
+            given = json.load(fh)
+        if not isinstance(given, dict):
             raise ValueError(
                 f"--config {args.config}: the top level must be a JSON object of sweep"
-                f" settings, got {type(base).__name__}"
+                f" settings, got {type(given).__name__}"
             )
+        base.update(given)
         base["truths"] = [TruthSpec(**t) for t in base.get("truths", [])]
     if truths:
         base["truths"] = truths
