@@ -154,6 +154,98 @@ def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=p
     return out
 
 
+# alpha = 0.5: which limits it, the objective or the optimiser?  Depth x the candidates'
+# width cap (width_scale 2 with the cap 256, so that 128 and 256 are candidates at both n;
+# the CV spline uses 142-194 knots at n = 32,000), 8 replicates at n = 8,000 and 32,000
+ALPHA_HALF = {
+    "truth": ("holder", 1, 0.5),
+    "ns": [8000, 32000],
+    "replicates": 8,
+    "designs": [
+        {"depth": 1, "width_max": 64, "width_scale": 0.5},
+        {"depth": 2, "width_max": 64, "width_scale": 0.5},
+        {"depth": 1, "width_max": 256, "width_scale": 2.0},
+        {"depth": 2, "width_max": 256, "width_scale": 2.0},
+    ],
+}
+
+
+def rate_rows(records, truth: str, ns) -> dict:
+    """The rates across n (not one n's levels): per arm (R and the constructive arms), the
+    slope of log d^2 between the ns (its mean over replicates with a t interval), and the
+    paired difference slope(R) - slope(best C), C the constructive arm of highest ELBO at
+    the largest n per replicate."""
+    cells = _cells(records, truth, ns)
+    arms = ["R", *[a for a in ARMS_C if a in cells[0][0]["arms"]]]
+    x = np.log(np.asarray(ns, dtype=float))
+    sx = x - x.mean()
+
+    def slopes(arm):
+        y = np.log(arm_columns(cells, arm, "d2"))
+        return (y - y.mean(1, keepdims=True)) @ sx / (sx @ sx)  # [replicates]
+
+    s = {a: slopes(a) for a in arms}
+    elbo = np.stack([arm_columns(cells, a, "elbo")[:, -1] for a in arms[1:]])
+    best = np.array([s[arms[1 + k]][i] for i, k in enumerate(np.argmax(elbo, axis=0))])
+    out = {a: paired_mean_diff(s[a][:, None], np.zeros((len(cells), 1))) for a in arms}
+    out = {a: {"slope": d["diff"][0], "ci": _ci(d, 0)} for a, d in out.items()}
+    diff = paired_mean_diff(s["R"][:, None], best[:, None])
+    out["R_minus_best_C"] = {"slope": diff["diff"][0], "ci": _ci(diff, 0)}
+    return out
+
+
+def limits(rows: list[dict], rates: dict) -> str:
+    """Which limits a design at its largest n, from the ELBO alone: ``optimiser`` when the
+    best constructive posterior's ELBO is above R's (interval above 0), ``objective`` when
+    R's is above every constructive posterior's while R's risk is the larger (the ELBO ranks
+    the better fit lower), ``neither shown`` otherwise; the rates across n beside it."""
+    last = rows[-1]
+    lo, hi = last["gap_ci"]
+    worse = last["d2_R"] > last["d2_constructive"]
+    if lo > 0:
+        key = "optimiser"
+    elif hi < 0 and worse:
+        key = "objective"
+    else:
+        key = "neither shown"
+    d = rates["R_minus_best_C"]
+    return (
+        f"{key}: at n = {last['n']} ELBO(best C) - ELBO(R) = {last['gap']:+.0f} [{lo:+.0f},"
+        f" {hi:+.0f}], d2 R {last['d2_R']:.4f} against C {last['d2_constructive']:.4f};"
+        f" d2 slope R {rates['R']['slope']:+.3f} [{rates['R']['ci'][0]:+.3f},"
+        f" {rates['R']['ci'][1]:+.3f}], R - best C {d['slope']:+.3f} [{d['ci'][0]:+.3f},"
+        f" {d['ci'][1]:+.3f}]"
+    )
+
+
+def alpha_half(recipe: str, out_dir, workers=None, seed: int = 0, replicates=None,
+               log=print) -> list[dict]:  # fmt: skip
+    """Run :data:`ALPHA_HALF` under ``recipe`` and report each design (gap rows, rates and
+    :func:`limits`)."""
+    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.spec import SweepConfig, TruthSpec
+
+    k, p, a = ALPHA_HALF["truth"]
+    truth = TruthSpec(k, p=p, alpha=a, seed=seed)
+    ns = ALPHA_HALF["ns"]
+    out = []
+    for d in ALPHA_HALF["designs"]:
+        cfg = SweepConfig(truths=[truth], ns=ns, replicates=replicates or ALPHA_HALF["replicates"],
+                          **{**BASE, **recipe_settings(recipe), **d})  # fmt: skip
+        tag = f"d{d['depth']}-w{d['width_max']}"
+        t0 = time.perf_counter()
+        recs = run_sweep(cfg, f"{out_dir}/records-alpha-half-{recipe}-{tag}.jsonl",
+                         workers=workers, log=log)  # fmt: skip
+        rows = gap_table(recs, [truth.key], ns)
+        rates = rate_rows(recs, truth.key, ns)
+        res = {"design": d, "recipe": recipe, "rows": rows, "rates": rates,
+               "answer": limits(rows, rates), "wall_s": time.perf_counter() - t0,
+               "train_s": _train_seconds(recs)}  # fmt: skip
+        log(f"alpha-half {tag}: {res['answer']}")
+        out.append(res)
+    return out
+
+
 def _line(name: str, r: dict) -> str:
     lo, hi = r["gap_ci"]
     return (
@@ -194,6 +286,12 @@ def main(argv=None) -> int:
 
     ap = Parser(prog="python -m verify.optimiser", description=__doc__.split("\n\n")[0])
     ap.add_argument("--recipes", nargs="+", default=["baseline"], choices=sorted(RECIPES))
+    ap.add_argument(
+        "--alpha-half",
+        action="store_true",
+        help="instead: which limits alpha = 0.5 (depth {1, 2} x width cap {64, 256} at"
+        " n = 8,000 and 32,000), under the first --recipes",
+    )
     ap.add_argument("--truths", choices=sorted(TRUTH_SETS), default="choose")
     ap.add_argument("--truth-seed", type=int, default=0)
     ap.add_argument("--n", type=int, nargs="+", default=[2000, 8000, 32000])
@@ -207,11 +305,22 @@ def main(argv=None) -> int:
         truths = [TruthSpec(k, p=p, alpha=a, seed=args.truth_seed)
                   for k, p, a in TRUTH_SETS[args.truths]]  # fmt: skip
         os.makedirs(args.out_dir, exist_ok=True)
-        res = benchmark(args.recipes, truths, args.n, args.replicates, args.out_dir,
-                        workers=args.workers or None)  # fmt: skip
+        if args.alpha_half:
+            res = alpha_half(args.recipes[0], args.out_dir, args.workers or None,
+                             args.truth_seed)  # fmt: skip
+        else:
+            res = benchmark(args.recipes, truths, args.n, args.replicates, args.out_dir,
+                            workers=args.workers or None)  # fmt: skip
     except (ValueError, OSError, RecordsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.alpha_half:
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(res, fh, indent=1, allow_nan=True)
+        for r in res:
+            print(f"depth {r['design']['depth']}, cap {r['design']['width_max']}: {r['answer']}")
+        return 0
     md = markdown(res)
     print(md)
     if args.json:

@@ -136,3 +136,30 @@ def test_benchmark_runs_a_recipe_end_to_end(tmp_path, monkeypatch):
     res = json.loads(out.read_text())
     assert [r["n"] for r in res["plateau"]["rows"]] == [100, 200]
     assert (tmp_path / "records-plateau.jsonl").exists()
+
+
+def test_rates_across_n_and_which_limits():
+    """The d^2 slopes across n per arm (log-log, per replicate) and their paired difference
+    R - best C; the answer reads the ELBO gap first (optimiser: C above R; objective: R above
+    C while R's risk is the larger)."""
+    from verify.optimiser import limits, rate_rows
+
+    recs = []
+    ns = [100, 400]
+    for rep in range(3):
+        for n in ns:
+            r = _rec("t", n, rep, {"R": -100.0 - rep, "W0": -1e9, "W0s": -50.0, "W": -60.0,
+                                   "P": 0.0}, d2=0.1 * (n / 100) ** -0.25)  # fmt: skip
+            r["arms"]["W0s"]["per_width"]["d2"] = [0.1 * (n / 100) ** (-0.5 - 0.01 * rep)]
+            recs.append(r)
+    rates = rate_rows(recs, "t", ns)
+    assert rates["R"]["slope"] == pytest.approx(-0.25)
+    assert rates["W0s"]["slope"] == pytest.approx(-0.51)
+    assert rates["R_minus_best_C"]["slope"] == pytest.approx(0.26)  # W0s has the best ELBO
+    rows = gap_table(recs, ["t"], ns)
+    assert limits(rows, rates).startswith("optimiser")
+    flipped = [{**r, "gap": -5.0, "gap_ci": [-9.0, -1.0], "d2_R": 0.2, "d2_constructive": 0.1}
+               for r in rows]  # fmt: skip
+    assert limits(flipped, rates).startswith("objective")
+    flipped[-1]["d2_R"] = 0.05  # R above C and the better fit: nothing shown against either
+    assert limits(flipped, rates).startswith("neither")
