@@ -175,7 +175,8 @@ def _train(tr, steps, rule, risk, progress, learn_noise: bool):
         tr.noise_updates = True
         tr.fit(steps - warm, progress=progress, record_every=record)
         return None
-    warm_rule = replace(rule, tol=WARMUP_TOL_FACTOR * rule.tol, patience=1)
+    # the warm-up ends at its first plateau: the learning rate is lowered in the EM phase
+    warm_rule = replace(rule, tol=WARMUP_TOL_FACTOR * rule.tol, patience=1, lr_decays=0)
     first = tr.fit_until(warm_rule, progress=progress, risk=_bound(risk, tr))
     left = rule.max_steps - max(first["steps"])
     if left <= 0:  # the cap ended the warm-up: EM never ran
@@ -247,6 +248,7 @@ class _Base(BaseEstimator):
             batch_size=min(_integer("batch_size", self.batch_size), n),
             mc_samples=self.mc_samples,
             lr=self.lr,
+            lr_inclusion=self.lr_inclusion,
             optimizer=self.optimizer,
             l3=self.l3,
             sampling=self.sampling,
@@ -267,7 +269,8 @@ class _Base(BaseEstimator):
             return max(1, math.ceil(float(self.epochs) * per_epoch)), None
         check("max_epochs", self.max_epochs, POSITIVE)
         cap = max(1, math.ceil(float(self.max_epochs) * per_epoch))
-        return None, StopRule(max_steps=cap, window=min(500, max(50, cap // 20)))
+        window = min(500, max(50, cap // 20))
+        return None, StopRule(max_steps=cap, window=window, lr_decays=self.lr_decays)
 
     def _validation(self, n: int, seed: int):
         """``(fit_idx, val_idx)``: with ``validation_fraction`` that fraction of the points
@@ -315,7 +318,7 @@ class _Base(BaseEstimator):
         if Xv is not None:
             # the held-out criterion's tolerance: 10% per window (the sweep's stop_risk_tol
             # as the rate tiers once used it, RESULTS.md)
-            rule = StopRule(max_steps=rule.max_steps, window=rule.window, risk_tol=0.1)
+            rule = replace(rule, risk_tol=0.1)
             risk = self._validation_risk(Xv, yv)
         noise_every = 100 if rule is None else rule.window
         t0 = time.perf_counter()
@@ -501,7 +504,10 @@ _COMMON_DOC = """
     or the known noise sd in y's units (regression); ``standardize_y``; ``sigma_0`` the
     Gaussian prior slab sd; ``lambda_s`` ("auto": the paper's rule) and ``lam`` the priors
     on sparsity and width; ``batch_size`` m; ``mc_samples`` K; ``optimizer`` "adam" or
-    "rmsprop" (``torch.optim.RMSprop``'s form; the paper's MNIST runs) and its ``lr``;
+    "rmsprop" (``torch.optim.RMSprop``'s form; the paper's MNIST runs) and its ``lr``
+    (``lr_inclusion``: the inclusion logits' own, None: ``lr``; ``lr_decays``: plateaus of
+    the stopping rule that lower the learning rate tenfold before one stops a candidate,
+    ``simulate.core.stopping.StopRule``);
     ``epochs`` of n/m steps (None: to convergence) and ``max_epochs`` its cap;
     ``validation_fraction`` (None, or the fraction held out for the stopping rule's
     validation criterion); ``slab`` "gaussian" or "uniform"; ``l3`` "paper" (eq. (loss3)
@@ -522,7 +528,8 @@ _COMMON_DOC = """
 # classifiers' are the paper's MNIST ones.
 _REGRESSION = dict(
     depth=2, sigma="auto", standardize_y=True, sigma_0=0.8, lambda_s="auto", lam=10.0,
-    batch_size=1024, mc_samples=1, lr=5e-3, optimizer="adam", epochs=None, max_epochs=7000,
+    batch_size=1024, mc_samples=1, lr=5e-3, lr_inclusion=None, lr_decays=0, optimizer="adam",
+    epochs=None, max_epochs=7000,
     validation_fraction=None, slab="gaussian", l3="paper", sampling="iid", elbo_draws=10,
     init_from="random", predict_draws=30, seed=0, device="cpu", dtype="float32",
     compile=False, progress="auto",
