@@ -70,6 +70,14 @@ RECIPES = {
         {"lr_inclusion": 5e-2},
     ),
     "budget": ("the step cap's floor doubled: max(40,000, 160 epochs)", {"max_steps": 40_000}),
+    "logit-plateau": (
+        "logit-lr and plateau together: the logits at 5e-2, lr x0.1 at each of 2 plateaus",
+        {"lr_inclusion": 5e-2, "stop_lr_decays": 2},
+    ),
+    "logit20-plateau": (
+        "the logits at 1e-1 (20x), lr x0.1 at each of 2 plateaus",
+        {"lr_inclusion": 1e-1, "stop_lr_decays": 2},
+    ),
     "plateau-batch": (
         "plateau and batch together",
         {"stop_lr_decays": 2, "batch_fraction": 1 / 64},
