@@ -132,20 +132,27 @@ def _train_seconds(records) -> float:
     return sum(seen.values())
 
 
-def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=print) -> dict:
+def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=print,
+              tabulate: bool = False) -> dict:  # fmt: skip
     """Run every recipe's sweep (resuming what its records file holds) and tabulate it:
-    ``{recipe: {"describe", "overrides", "rows", "train_s", "wall_s"}}``."""
+    ``{recipe: {"describe", "overrides", "rows", "train_s", "wall_s"}}``.  ``tabulate``:
+    train nothing, only read each recipe's records file (whatever code wrote it; ``wall_s``
+    None)."""
     from simulate.sweep.runner import run_sweep
-    from simulate.sweep.spec import SweepConfig
+    from simulate.sweep.spec import SweepConfig, read_records
 
     out = {}
     for name in recipes:
         describe, over = RECIPES[name][0], recipe_settings(name)
-        cfg = SweepConfig(truths=list(truths), ns=list(ns), replicates=replicates,
-                          **{**BASE, **over})  # fmt: skip
+        path = f"{out_dir}/records-{name}.jsonl"
         t0 = time.perf_counter()
-        recs = run_sweep(cfg, f"{out_dir}/records-{name}.jsonl", workers=workers, log=log)
-        wall = time.perf_counter() - t0
+        if tabulate:
+            recs, wall = read_records(path), None
+        else:
+            cfg = SweepConfig(truths=list(truths), ns=list(ns), replicates=replicates,
+                              **{**BASE, **over})  # fmt: skip
+            recs = run_sweep(cfg, path, workers=workers, log=log)
+            wall = time.perf_counter() - t0
         rows = gap_table(recs, [t.key for t in truths], ns)
         out[name] = {"describe": describe, "overrides": RECIPES[name][1], "rows": rows,
                      "train_s": _train_seconds(recs), "wall_s": wall}  # fmt: skip
@@ -287,6 +294,11 @@ def main(argv=None) -> int:
     ap = Parser(prog="python -m verify.optimiser", description=__doc__.split("\n\n")[0])
     ap.add_argument("--recipes", nargs="+", default=["baseline"], choices=sorted(RECIPES))
     ap.add_argument(
+        "--tabulate",
+        action="store_true",
+        help="train nothing: tabulate the recipes' records files in --out-dir as they are",
+    )
+    ap.add_argument(
         "--alpha-half",
         action="store_true",
         help="instead: which limits alpha = 0.5 (depth {1, 2} x width cap {64, 256} at"
@@ -310,7 +322,7 @@ def main(argv=None) -> int:
                              args.truth_seed)  # fmt: skip
         else:
             res = benchmark(args.recipes, truths, args.n, args.replicates, args.out_dir,
-                            workers=args.workers or None)  # fmt: skip
+                            workers=args.workers or None, tabulate=args.tabulate)  # fmt: skip
     except (ValueError, OSError, RecordsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
