@@ -67,7 +67,8 @@ TRUTH_SETS = {
         ("teacher", 200, None),
         ("holder", 1, 0.5),
         ("holder", 1, 1.5),
-    ],  # fmt: skip
+    ],
+    "judge-teachers": [("teacher", 10, None), ("teacher", 200, None)],
 }
 
 ARMS_C = ("W0", "W0s", "W0f", "W")  # the constructive arms the best is taken over
