@@ -140,7 +140,26 @@ def _check(p: Protocol) -> None:
 
 
 # the confirmatory tiers of ``verify.rates --tier``: each runs its protocol's [design]
-CONFIRM_TIERS = {"confirm": "confirm-v1"}
+CONFIRM_TIERS = {"confirm": "confirm-v1", "confirm2": "confirm-v2"}
+
+
+def _recipe_mismatch(d: dict) -> str | None:
+    """What is wrong with a design's ``recipe`` (``simulate.sweep.recipes``): each setting
+    of the named recipe that differs from the baseline's must be written in
+    ``[design.common]`` with the recipe's value, so that the protocol's digest covers it;
+    None when they agree (or no recipe is named: the settings are the common ones)."""
+    if "recipe" not in d:
+        return None
+    from simulate.sweep.recipes import RECIPE_DEFAULTS, recipe_settings
+
+    own = recipe_settings(str(d["recipe"]))
+    common = d.get("common", {})
+    written = {k: common.get(k, RECIPE_DEFAULTS.get(k)) for k in own}  # unwritten: baseline's
+    wrong = {k: (v, written[k]) for k, v in own.items() if written[k] != v}
+    if not wrong:
+        return None
+    return (f"[design.common] disagrees with its recipe {d['recipe']!r}"
+            f" (setting: (recipe's, written)): {wrong}")  # fmt: skip
 
 
 def design_tier(p: Protocol) -> dict:
@@ -159,6 +178,9 @@ def design_tier(p: Protocol) -> dict:
         return [TruthSpec(**{**t, "seed": int(d["truth_seed"])}) for t in rows]
 
     seeds = {"seed": int(d["data_seed"]), "protocol": p.tag}
+    bad = _recipe_mismatch(d)
+    if bad:
+        raise ValueError(f"protocol {p.name}: {bad}")
     sweeps = [
         {
             "name": s["name"],

@@ -232,3 +232,28 @@ def test_confirm_tier_dry_run_and_its_refusals():
     for bad in (["--replicates", "8"], ["--log-power", "1"], ["--protocol", "exploratory-v1"]):
         r = run("--tier", "confirm", "--dry-run", *bad)
         assert r.returncode == 2 and r.stderr.startswith("error:"), (bad, r.stderr)
+
+
+def test_a_protocol_names_its_recipe_and_writes_its_settings():
+    """confirm-v2 trains the recipe it names, its settings written out in [design.common]
+    (so the digest covers them); a design whose settings disagree with its recipe, or that
+    leaves one out, is refused."""
+    from simulate.sweep.recipes import recipe_settings
+    from verify.protocol import _recipe_mismatch, design_tier
+
+    p = protocols.load("confirm-v2")
+    tier = design_tier(p)
+    own = recipe_settings(p.design["recipe"])
+    for s in tier["sweeps"]:
+        for k, v in own.items():
+            if k in s["sweep"]:
+                assert s["sweep"][k] == v
+        assert s["sweep"]["lr_inclusion"] == own["lr_inclusion"] != None  # noqa: E711
+    common = dict(p.design["common"])
+    assert _recipe_mismatch({"recipe": p.design["recipe"], "common": common}) is None
+    assert "lr_inclusion" in _recipe_mismatch(
+        {"recipe": p.design["recipe"], "common": {**common, "lr_inclusion": 0.05}}
+    )
+    less = {k: v for k, v in common.items() if k != "stop_lr_decays"}
+    assert "stop_lr_decays" in _recipe_mismatch({"recipe": p.design["recipe"], "common": less})
+    assert _recipe_mismatch({"common": common}) is None  # no recipe named: the settings rule
