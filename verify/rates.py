@@ -395,9 +395,9 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
         specs = [(s["name"], s["truths"], s["sweep"], s["control_replicates"])
                  for s in tier["sweeps"]]  # fmt: skip
     else:
-        recipe = {}
-        if tier["sweep"].get("estimator", "asvi") == "asvi":  # the tiers train their recipe
-            recipe = recipe_settings(args.recipe or DEFAULT_RECIPE)
+        recipe = {}  # the tier's own (simulate.sweep.tiers.TRAINING) unless one is named
+        if args.recipe and tier["sweep"].get("estimator", "asvi") == "asvi":
+            recipe = recipe_settings(args.recipe)
         specs = [(None, truths or tier["truths"], {**tier["sweep"], **recipe, **overrides},
                   tier.get("control_replicates"))]  # fmt: skip
     if not tier.get("control", True):

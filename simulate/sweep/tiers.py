@@ -15,11 +15,15 @@ Measured costs are in RESULTS.md.
 from __future__ import annotations
 
 from simulate.core.hyper import PAPER_WIDTHS
+from simulate.sweep.recipes import DEFAULT_RECIPE, recipe_settings
 from simulate.sweep.spec import TruthSpec
 
 __all__ = [
-    "RATES", "TEACHER", "UCI", "MNIST1D", "MNIST1D_CONTROLS", "FIGURES_RATES",
+    "RATES", "TRAINING", "TEACHER", "UCI", "MNIST1D", "MNIST1D_CONTROLS", "FIGURES_RATES",
 ]  # fmt: skip
+
+# every ASVI tier trains the default recipe; verify.rates --recipe names another
+TRAINING = recipe_settings(DEFAULT_RECIPE)
 
 # Each tier: sweep settings, default truths, how many replicates the budget-doubling
 # control re-trains (at the smallest and the largest n), and the default number of local
@@ -30,6 +34,7 @@ RATES = {
     "tiny": {
         "truths": [TruthSpec("holder", p=1, alpha=0.5)],
         "sweep": {
+            **TRAINING,  # the recipe (simulate.sweep.recipes)
             "ns": [128, 256, 512],
             "replicates": 2,
             "widths": [2, 4],
@@ -45,6 +50,7 @@ RATES = {
     "quick": {
         "truths": [TruthSpec("holder", p=1, alpha=0.5), TruthSpec("holder", p=1, alpha=1.5)],
         "sweep": {
+            **TRAINING,  # the recipe (simulate.sweep.recipes)
             "ns": [250, 630, 1600, 4000],
             # 8, not 4: with each replicate its own truth, R = 4 left attainment intervals
             # of +-0.41 (alpha 0.5) and +-0.87 (alpha 1.5); R = 8 gives +-0.17 and +-0.47
@@ -73,6 +79,7 @@ RATES = {
             TruthSpec("teacher", p=200),
         ],
         "sweep": {
+            **TRAINING,  # the recipe (simulate.sweep.recipes)
             # four sizes over a 64x range: seven (500 .. 32000, doubling) took ~93 min with
             # a fixed cap; the cap now grows with n, so the largest n costs twice as much
             "ns": [500, 2000, 8000, 32000],
@@ -105,6 +112,7 @@ RATES = {
             TruthSpec("teacher", p=20),
         ],
         "sweep": {
+            **TRAINING,  # the recipe (simulate.sweep.recipes)
             "ns": [500, 2000, 8000, 32000],
             "replicates": 4,
             "width_scale": 0.5,
