@@ -117,7 +117,7 @@ def test_the_constructive_arms_train_on_the_split_and_the_plain_arm_on_all_point
     cfg = SweepConfig(**{**RISKY, "ns": [64], "replicates": 1, "start": "both"})
     (rec,) = _records(cfg)
     assert rec["config"]["n_train"] == 51
-    assert set(rec["arms"]) == {"W0", "W0s", "W", "P"}
+    assert set(rec["arms"]) == {"W0", "W0s", "W0f", "W", "P"}
     for name, arm in rec["arms"].items():
         for k in ("elbo", "L1", "d2", "l2sq"):
             assert all(math.isfinite(x) for x in arm["per_width"][k]), (name, k)
