@@ -102,7 +102,10 @@ def gap_table(records, truths, ns) -> list[dict]:
         gap_s = paired_mean_diff(elbo["W0s"], elbo["R"])
         drift = paired_mean_diff(elbo["W"], elbo["W0s"])
         d2 = arm_columns(cells, "R", "d2")
-        d2_c = np.min(np.stack([arm_columns(cells, a, "d2") for a in ("W0s", "W")]), axis=0)
+        # the d^2 of each replicate's best constructive arm (by ELBO, as the gap's)
+        d2_all = np.stack([arm_columns(cells, a, "d2") for a in arms_c])
+        pick = np.argmax(np.stack([elbo[a] for a in arms_c]), axis=0)
+        d2_c = np.take_along_axis(d2_all, pick[None], axis=0)[0]
         steps = arm_columns(cells, "R", "steps")
         for j, n in enumerate(ns):
             caps = [c[j]["config"]["stop_rule"]["max_steps"] for c in cells]
@@ -128,7 +131,7 @@ def _train_seconds(records) -> float:
     seen = {}
     for r in records:
         tm = r.get("timing", {})
-        key = (r["cell"]["truth"], r["cell"]["n"], tm.get("job_train_s"))
+        key = (r["cell"]["truth"], r["cell"]["n"], tm.get("job_train_s"), tm.get("job_eval_s"))
         seen[key] = float(tm.get("job_train_s") or 0.0)
     return sum(seen.values())
 
@@ -184,6 +187,8 @@ def rate_rows(records, truth: str, ns) -> dict:
     paired difference slope(R) - slope(best C), C the constructive arm of highest ELBO at
     the largest n per replicate."""
     cells = _cells(records, truth, ns)
+    if not cells:
+        raise ValueError(f"no replicate of {truth} has a record at every n of {list(ns)}")
     arms = ["R", *[a for a in ARMS_C if a in cells[0][0]["arms"]]]
     x = np.log(np.asarray(ns, dtype=float))
     sx = x - x.mean()
@@ -207,6 +212,8 @@ def limits(rows: list[dict], rates: dict) -> str:
     best constructive posterior's ELBO is above R's (interval above 0), ``objective`` when
     R's is above every constructive posterior's while R's risk is the larger (the ELBO ranks
     the better fit lower), ``neither shown`` otherwise; the rates across n beside it."""
+    if not rows:
+        raise ValueError("no rows: the design's records hold no complete replicate")
     last = rows[-1]
     lo, hi = last["gap_ci"]
     worse = last["d2_R"] > last["d2_constructive"]

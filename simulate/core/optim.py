@@ -76,13 +76,14 @@ def _apply(params, upd, alive, donate: bool):
     return torch.where(alive[None, :, None], params - upd, params)
 
 
-def _lr(hyper, scale: float, dtype, device) -> torch.Tensor:
-    """The step size ``lr * scale``: a 0-d tensor, or with ``hyper.lr_inclusion`` set one
-    per parameter row ``[3, 1, 1]`` (location, slab scale at ``lr``; the inclusion logits
-    at ``lr_inclusion``)."""
+def _lr(hyper, divisor: float, dtype, device) -> torch.Tensor:
+    """The step size ``lr / divisor``: a 0-d tensor (computed as it always was, so the
+    default's numbers do not move by an ulp), or with ``hyper.lr_inclusion`` set one per
+    parameter row ``[3, 1, 1]`` (location, slab scale at ``lr``; the inclusion logits at
+    ``lr_inclusion``)."""
     if hyper.lr_inclusion is None:
-        return torch.tensor(hyper.lr * scale, dtype=dtype, device=device)
-    rows = [hyper.lr * scale, hyper.lr * scale, hyper.lr_inclusion * scale]
+        return torch.tensor(hyper.lr / divisor, dtype=dtype, device=device)
+    rows = [hyper.lr / divisor, hyper.lr / divisor, hyper.lr_inclusion / divisor]
     return torch.tensor(rows, dtype=dtype, device=device)[:, None, None]
 
 
@@ -92,7 +93,7 @@ def _adam(hyper, donate: bool) -> Optimizer:
 
     def factors(t: int, dtype=torch.float32, device=None) -> Factors:
         return Factors(
-            _lr(hyper, 1 / (1 - b1**t), dtype, device),
+            _lr(hyper, 1 - b1**t, dtype, device),
             torch.tensor(1 / (1 - b2**t), dtype=dtype, device=device),
         )
 

@@ -33,8 +33,8 @@ DEFAULT_RECIPE = "logit20-plateau"
 # (the "baseline" recipe): every recipe's settings start from these, so that naming one
 # undoes another's
 RECIPE_DEFAULTS = {
-    "stop_lr_decays": 0, "stop_lr_factor": 0.1, "lr_inclusion": None, "batch_fraction": None,
-    "kl_warmup": 0, "restarts": 1, "continuation": False,
+    "lr": 5e-3, "stop_lr_decays": 0, "stop_lr_factor": 0.1, "lr_inclusion": None,
+    "batch_fraction": None, "kl_warmup": 0, "restarts": 1, "continuation": False,
 }  # fmt: skip
 
 # name -> (what it changes, the SweepConfig settings).  "baseline" is the recipe every

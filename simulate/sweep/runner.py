@@ -264,9 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--recipe",
         choices=sorted(RECIPES),
-        default=DEFAULT_RECIPE,
-        help="the training recipe (simulate.sweep.recipes; default %(default)s); --config and"
-        " the flags override its settings",
+        help=f"the training recipe (simulate.sweep.recipes; default {DEFAULT_RECIPE}, or with"
+        " --config the file's own settings); --config and the flags override its settings",
     )
     ap.add_argument("--out", default="results/records.jsonl", help="records file (JSON lines)")
     ap.add_argument("--n", type=int, nargs="+", help="sample sizes (3 or more to fit a slope)")
@@ -325,7 +324,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(truths, args) -> SweepConfig:
-    base = recipe_settings(getattr(args, "recipe", None) or DEFAULT_RECIPE)
+    # the recipe named, else the default one -- but a --config file is its own settings
+    # (an earlier configuration, or the GP control's, resumes as it was written)
+    name = getattr(args, "recipe", None) or (None if args.config else DEFAULT_RECIPE)
+    base = {} if name is None else recipe_settings(name)
     if args.config:
         with open(args.config) as fh:
             given = json.load(fh)

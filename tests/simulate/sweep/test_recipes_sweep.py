@@ -163,3 +163,30 @@ def test_rates_across_n_and_which_limits():
     assert limits(flipped, rates).startswith("objective")
     flipped[-1]["d2_R"] = 0.05  # R above C and the better fit: nothing shown against either
     assert limits(flipped, rates).startswith("neither")
+
+
+def test_restarts_with_the_risk_stop_and_the_decays_in_the_records():
+    """Restarts beside the held-out risk stop: each restart watches its replicate's held-out
+    points (no shape clash); each candidate records the plateaus that lowered its rate."""
+    recs = _records(restarts=2, stop_risk_tol=0.5, stop_lr_decays=1, stop_tol=0.5,
+                    stop_kl_abs=1e3, max_steps=400)  # fmt: skip
+    for r in recs:
+        assert r["config"]["n_train"] < r["cell"]["n"]
+        assert set(r["per_width"]["restart"]) <= {0, 1}
+        assert all(d in (0, 1) for d in r["per_width"]["lr_decays"])
+
+
+def test_a_config_file_resumes_as_written(tmp_path):
+    from simulate.sweep.recipes import DEFAULT_RECIPE, recipe_settings
+    from simulate.sweep.runner import build_parser, config_from_args
+
+    cfg_file = tmp_path / "c.json"
+    cfg_file.write_text(json.dumps({"ns": [100, 200], "truths": [{"kind": "holder", "p": 1,
+                                                                  "alpha": 0.5}]}))  # fmt: skip
+    args = build_parser().parse_args(["--config", str(cfg_file)])
+    assert config_from_args([], args).stop_lr_decays == 0  # the file's own: the baseline
+    args = build_parser().parse_args(["--n", "100", "200"])
+    cfg = config_from_args([HOLDER], args)
+    assert cfg.lr_inclusion == recipe_settings(DEFAULT_RECIPE)["lr_inclusion"]
+    args = build_parser().parse_args(["--config", str(cfg_file), "--recipe", "plateau"])
+    assert config_from_args([], args).stop_lr_decays == 2
