@@ -315,7 +315,9 @@ def main(argv=None) -> int:
     ap.add_argument("--truths", choices=sorted(TRUTH_SETS), default="choose")
     ap.add_argument("--truth-seed", type=int, default=0)
     ap.add_argument("--n", type=int, nargs="+", default=[2000, 8000, 32000])
-    ap.add_argument("--replicates", type=int, default=4)
+    ap.add_argument(
+        "--replicates", type=int, help="replicates per cell (default 4; --alpha-half: 8)"
+    )
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out-dir", default="results/optimiser")
     ap.add_argument("--json", default=None)
@@ -327,9 +329,9 @@ def main(argv=None) -> int:
         os.makedirs(args.out_dir, exist_ok=True)
         if args.alpha_half:
             res = alpha_half(args.recipes[0], args.out_dir, args.workers or None,
-                             args.truth_seed)  # fmt: skip
+                             args.truth_seed, args.replicates)  # fmt: skip
         else:
-            res = benchmark(args.recipes, truths, args.n, args.replicates, args.out_dir,
+            res = benchmark(args.recipes, truths, args.n, args.replicates or 4, args.out_dir,
                             workers=args.workers or None, tabulate=args.tabulate)  # fmt: skip
     except (ValueError, OSError, RecordsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
