@@ -233,10 +233,15 @@ def limits(rows: list[dict], rates: dict) -> str:
     )
 
 
+def design_tag(d: dict) -> str:
+    """``dDEPTH-wCAP``: an :data:`ALPHA_HALF` design's name."""
+    return f"d{d['depth']}-w{d['width_max']}"
+
+
 def alpha_half(recipe: str, out_dir, workers=None, seed: int = 0, replicates=None,
-               log=print) -> list[dict]:  # fmt: skip
+               log=print, designs=None) -> list[dict]:  # fmt: skip
     """Run :data:`ALPHA_HALF` under ``recipe`` and report each design (gap rows, rates and
-    :func:`limits`)."""
+    :func:`limits`); ``designs``: the tags (:func:`design_tag`) to run, default all."""
     from simulate.sweep.runner import run_sweep
     from simulate.sweep.spec import SweepConfig, TruthSpec
 
@@ -244,10 +249,11 @@ def alpha_half(recipe: str, out_dir, workers=None, seed: int = 0, replicates=Non
     truth = TruthSpec(k, p=p, alpha=a, seed=seed)
     ns = ALPHA_HALF["ns"]
     out = []
-    for d in ALPHA_HALF["designs"]:
+    chosen = [d for d in ALPHA_HALF["designs"] if designs is None or design_tag(d) in designs]
+    for d in chosen:
         cfg = SweepConfig(truths=[truth], ns=ns, replicates=replicates or ALPHA_HALF["replicates"],
                           **{**BASE, **recipe_settings(recipe), **d})  # fmt: skip
-        tag = f"d{d['depth']}-w{d['width_max']}"
+        tag = design_tag(d)
         t0 = time.perf_counter()
         recs = run_sweep(cfg, f"{out_dir}/records-alpha-half-{recipe}-{tag}.jsonl",
                          workers=workers, log=log)  # fmt: skip
@@ -302,6 +308,12 @@ def main(argv=None) -> int:
     ap = Parser(prog="python -m verify.optimiser", description=__doc__.split("\n\n")[0])
     ap.add_argument("--recipes", nargs="+", default=["baseline"], choices=sorted(RECIPES))
     ap.add_argument(
+        "--designs",
+        nargs="+",
+        choices=[design_tag(d) for d in ALPHA_HALF["designs"]],
+        help="with --alpha-half: the designs to run (default all)",
+    )
+    ap.add_argument(
         "--tabulate",
         action="store_true",
         help="train nothing: tabulate the recipes' records files in --out-dir as they are",
@@ -329,7 +341,7 @@ def main(argv=None) -> int:
         os.makedirs(args.out_dir, exist_ok=True)
         if args.alpha_half:
             res = alpha_half(args.recipes[0], args.out_dir, args.workers or None,
-                             args.truth_seed, args.replicates)  # fmt: skip
+                             args.truth_seed, args.replicates, designs=args.designs)  # fmt: skip
         else:
             res = benchmark(args.recipes, truths, args.n, args.replicates or 4, args.out_dir,
                             workers=args.workers or None, tabulate=args.tabulate)  # fmt: skip
