@@ -69,6 +69,7 @@ TRUTH_SETS = {
         ("holder", 1, 1.5),
     ],
     "judge-teachers": [("teacher", 10, None), ("teacher", 200, None)],
+    "holder": [("holder", 1, 0.5), ("holder", 1, 1.5)],
 }
 
 ARMS_C = ("W0", "W0s", "W0f", "W")  # the constructive arms the best is taken over
