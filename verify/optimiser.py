@@ -40,24 +40,20 @@ import time
 
 import numpy as np
 
-from simulate.sweep.recipes import RECIPES, recipe_settings
+from simulate.sweep import tiers
+from simulate.sweep.recipes import RECIPE_DEFAULTS, RECIPES, recipe_settings
 from theory._cli import Parser
 from verify.slopes import paired_mean_diff
 from verify.starts import arm_columns
 
 __all__ = ["BASE", "TRUTH_SETS", "benchmark", "gap_table", "main"]
 
-# The benchmark's sweep settings: the constructive tier's (simulate.sweep.tiers), which the
-# recipes override.
+# The benchmark's sweep settings: the constructive tier's (simulate.sweep.tiers), less
+# its sizes (the benchmark's own) and its recipe (each recipe's settings replace it).
 BASE = {
-    "width_scale": 0.5,
-    "width_max": 64,
-    "batch_size": 128,
-    "max_epochs": 160,
-    "compile": True,
-    "replicate_block": 4,
-    "elbo_draws": 100,
-    "start": "both",
+    k: v
+    for k, v in tiers.RATES["constructive"]["sweep"].items()
+    if k not in ("ns", "replicates", *RECIPE_DEFAULTS)
 }
 
 TRUTH_SETS = {
