@@ -46,20 +46,11 @@ RECIPES = {
         "lr x0.1 at each of 2 plateaus of the stopping rule before it stops the model",
         {"stop_lr_decays": 2},
     ),
-    "plateau3": (
-        "lr x0.1 at each of 3 plateaus before the stop",
-        {"stop_lr_decays": 3},
-    ),
     "epochs": ("the cap doubled: max(20,000, 320 epochs)", {"max_epochs": 320}),
     "batch": (
         "the batch grows with n: max(128, n / 64), 500 at n = 32,000 (the cap's floor of"
         " 20,000 steps is then 312 epochs there)",
         {"batch_fraction": 1 / 64},
-    ),
-    "lr-low": ("a constant lr 1e-3", {"lr": 1e-3}),
-    "kl-warmup": (
-        "the KL part's gradient weighted t / 5,000 over the first 5,000 steps",
-        {"kl_warmup": 5000},
     ),
     "restarts": (
         "3 random starts per candidate, the one of highest ELBO kept",
@@ -81,10 +72,6 @@ RECIPES = {
     "logit20-plateau": (
         "the logits at 1e-1 (20x), lr x0.1 at each of 2 plateaus",
         {"lr_inclusion": 1e-1, "stop_lr_decays": 2},
-    ),
-    "plateau-batch": (
-        "plateau and batch together",
-        {"stop_lr_decays": 2, "batch_fraction": 1 / 64},
     ),
 }
 
