@@ -148,6 +148,7 @@ SWEEP_CONSTRAINTS = {
     "kl_warmup": [Interval(Integral, 0, None, "left")],
     "restarts": [INT_POSITIVE],
     "lr_inclusion": [POSITIVE, None],
+    "lr_inclusion_ramp": [POSITIVE, None],
     "continuation": [BOOL],
     # the stopping rule's and training settings, checked here as given (StopRule and Hyper
     # would see them only after int() / float(): 10.5 -> 10 and True -> 1 slipped through)
@@ -208,6 +209,9 @@ class SweepConfig:
     continuation: bool = False
     lr: float = 5e-3
     lr_inclusion: float | None = None  # the inclusion logits' learning rate (None: lr)
+    # None: the logits' rate is lr_inclusion at every n; else it grows with n up to it
+    # (lr_inclusion_at): min(lr_inclusion, lr max(1, n / lr_inclusion_ramp))
+    lr_inclusion_ramp: float | None = None
     sigma: float = 1.0
     sigma_0: float = 0.8
     lambda_s: float | None = None  # None: theory's a (L + 1) log n, L = depth
@@ -339,6 +343,30 @@ class SweepConfig:
             b = max(b, math.ceil(float(self.batch_fraction) * int(n)))
         return min(b, int(n))
 
+    def lr_inclusion_at(self, n: int | None) -> float | None:
+        """The inclusion logits' learning rate of the cells at sample size n (None: ``lr``,
+        the step's default path): ``lr_inclusion``, or with ``lr_inclusion_ramp`` set
+        ``min(lr_inclusion, lr max(1, n / lr_inclusion_ramp))`` -- ``lr`` up to n =
+        ``lr_inclusion_ramp``, then growing in proportion to n up to ``lr_inclusion``.
+
+        Why a rate that grows with n (an optimiser recipe, exploratory: chosen on the
+        optimiser benchmark, ``python -m verify.optimiser``): the pruning force on a logit
+        is the KL part's gradient, which the per-point objective weighs by 1/n against the
+        likelihood's, so at a fixed rate the logits of edges that should be off move the
+        more slowly the larger n; the benchmark measured the logits at 20x lr closing most
+        of the gap at n = 32,000 and lowering the ELBO at n <= 1,000, where the data are few
+        and pruning too fast loses units the fit needs.  A rate of ``lr`` itself returns None,
+        so the step runs the default path, bit for bit."""
+        if self.lr_inclusion is None:
+            return None
+        rate = float(self.lr_inclusion)
+        if self.lr_inclusion_ramp is not None and n is not None:
+            scale = max(1.0, int(n) / float(self.lr_inclusion_ramp))
+            rate = min(rate, float(self.lr) * scale)
+            if rate == float(self.lr):
+                return None
+        return rate
+
     def stop_rule_at(self, n: int | None) -> StopRule:
         """The stopping rule of the cells at sample size n (:meth:`steps_cap`)."""
         return StopRule(
@@ -403,7 +431,7 @@ class SweepConfig:
             init_sigma=self.init_sigma,
             l3=self.l3,
             kl_warmup=self.kl_warmup,
-            lr_inclusion=self.lr_inclusion,
+            lr_inclusion=self.lr_inclusion_at(n),
         )
 
     def cell_config(self, n: int, widths) -> dict:
@@ -434,6 +462,11 @@ class SweepConfig:
             **({"restarts": self.restarts} if self.restarts != 1 else {}),
             **({"continuation": True} if self.continuation else {}),
             **({"lr_inclusion": self.lr_inclusion} if self.lr_inclusion is not None else {}),
+            **(
+                {"lr_inclusion_ramp": self.lr_inclusion_ramp, "lr_inclusion_n": hyper.lr_inclusion}
+                if self.lr_inclusion_ramp is not None
+                else {}
+            ),
             **{k: getattr(self, k) for k in ("lr", "sigma", "sigma_0")},
             "lambda_s": hyper.lambda_s,
             **{k: getattr(self, k) for k in ("lam", "l3", "n_test", "draws", "elbo_draws")},
@@ -621,6 +654,8 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
         d.pop("continuation", None)
     if d.get("lr_inclusion") is None:  # likewise: the logits at lr
         d.pop("lr_inclusion", None)
+    if d.get("lr_inclusion_ramp") is None:  # likewise: the logits' rate the same at every n
+        d.pop("lr_inclusion_ramp", None)
     if not d.get("stop_lr_decays"):  # likewise: the constant learning rate
         d.pop("stop_lr_decays", None)
         d.pop("stop_lr_factor", None)

@@ -17,7 +17,7 @@ TINY = dict(
     batch_size=64, n_test=500, draws=5, replicate_block=2,
 )  # fmt: skip
 NEW = ("batch_fraction", "stop_lr_decays", "stop_lr_factor", "kl_warmup", "restarts",
-       "continuation", "lr_inclusion")  # fmt: skip
+       "continuation", "lr_inclusion", "lr_inclusion_ramp")  # fmt: skip
 
 
 def _records(**kw):
@@ -29,7 +29,8 @@ def test_defaults_keep_the_earlier_fingerprints_and_settings_enter_them():
     base = fingerprint_fields(SweepConfig(truths=[HOLDER], ns=[100]))
     assert not set(NEW) & set(base)  # records written before the recipes keep theirs
     settings = (("batch_fraction", 0.1), ("stop_lr_decays", 2), ("kl_warmup", 50),
-                ("restarts", 2), ("continuation", True), ("lr_inclusion", 0.05))  # fmt: skip
+                ("restarts", 2), ("continuation", True), ("lr_inclusion", 0.05),
+                ("lr_inclusion_ramp", 1000))  # fmt: skip
     for field, value in settings:
         fp = fingerprint_fields(SweepConfig(truths=[HOLDER], ns=[100], **{field: value}))
         assert fp[field] == value
@@ -48,6 +49,29 @@ def test_batch_fraction_grows_the_batch_and_the_cap_counts_its_epochs():
     assert cfg.hyper_at(32000).batch_size == 500
     assert cfg.steps_cap(32000) == 160 * 32000 // 500
     assert cfg.cell_config(32000, [2])["batch_fraction"] == 1 / 64
+
+
+def test_the_logits_rate_grows_with_n_up_to_lr_inclusion():
+    """``lr_inclusion_ramp``: lr (the default step path, None) up to n = ramp, then lr n /
+    ramp, at most lr_inclusion; each cell's record carries the rate it trained with."""
+    cfg = SweepConfig(truths=[HOLDER], ns=[100], lr=5e-3, lr_inclusion=0.1,
+                      lr_inclusion_ramp=1000)  # fmt: skip
+    assert cfg.lr_inclusion_at(500) is None and cfg.lr_inclusion_at(1000) is None
+    assert cfg.lr_inclusion_at(2000) == pytest.approx(1e-2)
+    assert cfg.lr_inclusion_at(8000) == pytest.approx(4e-2)
+    assert cfg.lr_inclusion_at(20000) == pytest.approx(0.1) == cfg.lr_inclusion_at(32000)
+    assert cfg.hyper_at(500).lr_inclusion is None
+    assert cfg.hyper_at(8000).lr_inclusion == pytest.approx(4e-2)
+    assert cfg.cell_config(8000, [2])["lr_inclusion_n"] == pytest.approx(4e-2)
+    flat = SweepConfig(truths=[HOLDER], ns=[100], lr_inclusion=0.1)
+    assert flat.lr_inclusion_at(500) == 0.1 and "lr_inclusion_n" not in flat.cell_config(500, [2])
+    # below the ramp the cells train exactly as without the recipe's logits (the same
+    # numbers), above it they do not
+    below = _records(lr_inclusion=0.1, lr_inclusion_ramp=10_000)
+    above = _records(lr_inclusion=0.1, lr_inclusion_ramp=64)
+    for b, a, r in zip(below, above, _records(), strict=True):
+        assert b["per_width"]["elbo"] == r["per_width"]["elbo"]
+        assert a["per_width"]["elbo"] != r["per_width"]["elbo"]
 
 
 def test_restarts_keep_the_best_elbo_of_each_candidate():
