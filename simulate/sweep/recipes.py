@@ -36,7 +36,8 @@ DEFAULT_RECIPE = "baseline"
 # undoes another's
 RECIPE_DEFAULTS = {
     "lr": 5e-3, "stop_lr_decays": 0, "stop_lr_factor": 0.1, "lr_inclusion": None,
-    "lr_inclusion_ramp": None, "batch_fraction": None, "kl_warmup": 0, "restarts": 1, "continuation": False,
+    "lr_inclusion_ramp": None, "batch_fraction": None, "kl_warmup": 0, "restarts": 1,
+    "continuation": False,
 }  # fmt: skip
 
 # name -> (what it changes, the SweepConfig settings).  "baseline" is the recipe every
