@@ -65,7 +65,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from simulate.core import Hyper, Layout
 from simulate.core.constraints import POSITIVE, Interval, check
-from simulate.core.hyper import PAPER_WIDTHS
+from simulate.core.hyper import PAPER_WIDTHS, inclusion_rate
 from simulate.core.posterior import select_width
 from simulate.core.recipe import build_trainer
 from simulate.core.stopping import StopRule
@@ -248,7 +248,12 @@ class _Base(BaseEstimator):
             batch_size=min(_integer("batch_size", self.batch_size), n),
             mc_samples=self.mc_samples,
             lr=self.lr,
-            lr_inclusion=self.lr_inclusion,
+            lr_inclusion=inclusion_rate(
+                self.lr,
+                self.lr_inclusion,
+                check("lr_inclusion_ramp", self.lr_inclusion_ramp, POSITIVE, None),
+                n,
+            ),
             optimizer=self.optimizer,
             l3=self.l3,
             sampling=self.sampling,
@@ -505,7 +510,9 @@ _COMMON_DOC = """
     Gaussian prior slab sd; ``lambda_s`` ("auto": the paper's rule) and ``lam`` the priors
     on sparsity and width; ``batch_size`` m; ``mc_samples`` K; ``optimizer`` "adam" or
     "rmsprop" (``torch.optim.RMSprop``'s form; the paper's MNIST runs) and its ``lr``
-    (``lr_inclusion``: the inclusion logits' own, None: ``lr``; ``lr_decays``: plateaus of
+    (``lr_inclusion``: the inclusion logits' own, None: ``lr``; ``lr_inclusion_ramp``: with
+    it set, the logits' rate grows with n from ``lr`` at n = ``lr_inclusion_ramp`` up to
+    ``lr_inclusion``, ``simulate.core.hyper.inclusion_rate``; ``lr_decays``: plateaus of
     the stopping rule that lower the learning rate tenfold before one stops a candidate,
     ``simulate.core.stopping.StopRule``);
     ``epochs`` of n/m steps (None: to convergence) and ``max_epochs`` its cap;
@@ -532,7 +539,8 @@ _COMMON_DOC = """
 # classifiers' are the paper's MNIST ones.
 _REGRESSION = dict(
     depth=2, sigma="auto", standardize_y=True, sigma_0=0.8, lambda_s="auto", lam=10.0,
-    batch_size=1024, mc_samples=1, lr=5e-3, lr_inclusion=None, lr_decays=0, optimizer="adam",
+    batch_size=1024, mc_samples=1, lr=5e-3, lr_inclusion=None, lr_inclusion_ramp=None,
+    lr_decays=0, optimizer="adam",
     epochs=None, max_epochs=7000,
     validation_fraction=None, slab="gaussian", l3="paper", sampling="iid", elbo_draws=10,
     init_from="random", predict_draws=30, seed=0, device="cpu", dtype="float32",

@@ -61,6 +61,31 @@ class Hyper:
 
 _BETA = Interval(Real, 0, 1, "left")
 
+
+def inclusion_rate(lr: float, lr_inclusion: float | None, ramp: float | None, n: int | None):
+    """The inclusion logits' learning rate at sample size n (``Hyper.lr_inclusion``; None:
+    ``lr``, the step's default path): ``lr_inclusion``, or with ``ramp`` set ``min(
+    lr_inclusion, lr max(1, n / ramp))`` -- ``lr`` up to n = ``ramp``, then growing in
+    proportion to n up to ``lr_inclusion``.  A rate equal to ``lr`` under a ramp is None, so
+    that cells below it train by the default path bit for bit.
+
+    Why a rate that grows with n (an optimiser recipe, ``simulate.sweep.recipes``;
+    exploratory, chosen on ``python -m verify.optimiser``): the pruning force on a logit is
+    the KL part's gradient, which the per-point objective weighs by 1/n against the
+    likelihood's, so at a fixed rate the logits of edges that should be off move the more
+    slowly the larger n.  The benchmark measured the logits at 20x lr closing most of the
+    teacher's gap at n = 32,000 and lowering the ELBO at n <= 1,000, where pruning that fast
+    loses units the fit needs."""
+    if lr_inclusion is None:
+        return None
+    rate = float(lr_inclusion)
+    if ramp is not None and n is not None:
+        rate = min(rate, float(lr) * max(1.0, int(n) / float(ramp)))
+        if rate == float(lr):
+            return None
+    return rate
+
+
 # every field's allowed values (simulate.core.constraints), checked by Hyper.validate
 HYPER_CONSTRAINTS = {
     "likelihood": [Options(tuple(LIKELIHOODS))],

@@ -22,7 +22,7 @@ from simulate.core.constraints import (
     check,
     validate_params,
 )
-from simulate.core.hyper import Hyper
+from simulate.core.hyper import Hyper, inclusion_rate
 from simulate.core.posterior import select_width
 from simulate.core.stopping import StopRule
 from simulate.sweep.records import (
@@ -344,28 +344,10 @@ class SweepConfig:
         return min(b, int(n))
 
     def lr_inclusion_at(self, n: int | None) -> float | None:
-        """The inclusion logits' learning rate of the cells at sample size n (None: ``lr``,
-        the step's default path): ``lr_inclusion``, or with ``lr_inclusion_ramp`` set
-        ``min(lr_inclusion, lr max(1, n / lr_inclusion_ramp))`` -- ``lr`` up to n =
-        ``lr_inclusion_ramp``, then growing in proportion to n up to ``lr_inclusion``.
-
-        Why a rate that grows with n (an optimiser recipe, exploratory: chosen on the
-        optimiser benchmark, ``python -m verify.optimiser``): the pruning force on a logit
-        is the KL part's gradient, which the per-point objective weighs by 1/n against the
-        likelihood's, so at a fixed rate the logits of edges that should be off move the
-        more slowly the larger n; the benchmark measured the logits at 20x lr closing most
-        of the gap at n = 32,000 and lowering the ELBO at n <= 1,000, where the data are few
-        and pruning too fast loses units the fit needs.  A rate of ``lr`` itself returns None,
-        so the step runs the default path, bit for bit."""
-        if self.lr_inclusion is None:
-            return None
-        rate = float(self.lr_inclusion)
-        if self.lr_inclusion_ramp is not None and n is not None:
-            scale = max(1.0, int(n) / float(self.lr_inclusion_ramp))
-            rate = min(rate, float(self.lr) * scale)
-            if rate == float(self.lr):
-                return None
-        return rate
+        """The inclusion logits' learning rate of the cells at sample size n
+        (``simulate.core.hyper.inclusion_rate``: ``lr_inclusion``, or growing with n up to it
+        from ``lr`` at ``lr_inclusion_ramp``; None: ``lr``)."""
+        return inclusion_rate(self.lr, self.lr_inclusion, self.lr_inclusion_ramp, n)
 
     def stop_rule_at(self, n: int | None) -> StopRule:
         """The stopping rule of the cells at sample size n (:meth:`steps_cap`)."""

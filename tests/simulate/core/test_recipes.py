@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from simulate.core import Batch, Hyper, Layout, Trainer
+from simulate.core.hyper import inclusion_rate
 from simulate.core.state import init_state, widen
 from simulate.core.stopping import Convergence, StopRule
 from tests.factories import assert_model_alone
@@ -181,3 +182,34 @@ def test_inclusion_learning_rate_moves_only_the_logits_faster():
     assert torch.equal(df[:2], dp[:2])
     torch.testing.assert_close(df[2], 10 * dp[2], rtol=1e-12, atol=1e-15)
     assert dp[2].abs().max() > 0
+
+
+def test_inclusion_rate_grows_with_n_from_lr_to_its_cap():
+    """``inclusion_rate`` (the one formula the sweeps and the estimators share): None (the
+    default step path) without ``lr_inclusion`` or at or below the ramp, then lr n / ramp,
+    at most ``lr_inclusion``; without a ramp ``lr_inclusion`` at every n."""
+    assert inclusion_rate(5e-3, None, 1000, 10**6) is None
+    assert inclusion_rate(5e-3, 0.1, None, 10) == 0.1
+    assert inclusion_rate(5e-3, 0.1, 1000, 999) is None
+    assert inclusion_rate(5e-3, 0.1, 1000, 1000) is None
+    assert inclusion_rate(5e-3, 0.1, 1000, 4000) == pytest.approx(2e-2)
+    assert inclusion_rate(5e-3, 0.1, 1000, 10**6) == 0.1
+    assert inclusion_rate(5e-3, 1e-3, 1000, 10**6) == 1e-3  # a cap below lr: the cap
+
+
+def test_estimator_ramp_below_n_fits_as_the_default_and_checks_its_value():
+    """``ASVIRegressor(lr_inclusion=..., lr_inclusion_ramp=...)``: with n below the ramp the
+    fit is the default's to the bit; above it, another; a bad ramp is a ValueError."""
+    from simulate.estimators import ASVIRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (200, 1))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(200)
+    kw = dict(widths=[2, 4], epochs=3, batch_size=64, predict_draws=2, progress=False)
+    base = ASVIRegressor(**kw).fit(X, y).predict(X)
+    below = ASVIRegressor(lr_inclusion=0.1, lr_inclusion_ramp=10_000, **kw).fit(X, y)
+    above = ASVIRegressor(lr_inclusion=0.1, lr_inclusion_ramp=20, **kw).fit(X, y)
+    assert np.array_equal(below.predict(X), base)
+    assert not np.array_equal(above.predict(X), base)
+    with pytest.raises(ValueError, match="lr_inclusion_ramp"):
+        ASVIRegressor(lr_inclusion=0.1, lr_inclusion_ramp=-1, **kw).fit(X, y)
