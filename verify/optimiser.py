@@ -46,7 +46,7 @@ from theory._cli import Parser
 from verify.slopes import paired_mean_diff
 from verify.starts import arm_columns
 
-__all__ = ["BASE", "TRUTH_SETS", "benchmark", "gap_table", "main"]
+__all__ = ["BASE", "TRUTH_SETS", "benchmark", "gap_table", "main", "recipe_difference"]
 
 # The benchmark's sweep settings: the constructive tier's (simulate.sweep.tiers), less
 # its sizes (the benchmark's own) and its recipe (each recipe's settings replace it).
@@ -123,6 +123,37 @@ def gap_table(records, truths, ns) -> list[dict]:
     return rows
 
 
+def recipe_difference(records, against, truths, ns) -> list[dict]:
+    """ELBO(R) under one recipe minus ELBO(R) under another, paired per replicate on the
+    same cells (truth, n, replicate and data seed alike; cells only one side has are left
+    out): one row per (truth, n) with the difference, its t interval and both sides' d^2.
+    How a recipe is judged against the baseline: a default may lower the ELBO on no truth
+    (an interval wholly below 0 is a recipe that stops worse by its own objective)."""
+    rows = []
+    for t in truths:
+        sides = []
+        for recs in (records, against):
+            by = {}
+            for r in recs:
+                c = r["cell"]
+                if c["truth"] == t and not r["failed"] and int(c["n"]) in ns:
+                    by.setdefault((c["replicate"], r["config"]["seed"]), {})[int(c["n"])] = r
+            sides.append({k: v for k, v in by.items() if all(int(n) in v for n in ns)})
+        common = sorted(set(sides[0]) & set(sides[1]))
+        if not common:
+            continue
+        cells = [[[side[k][int(n)] for n in ns] for k in common] for side in sides]
+        elbo = [arm_columns(c, "R", "elbo") for c in cells]
+        d2 = [arm_columns(c, "R", "d2") for c in cells]
+        diff = paired_mean_diff(elbo[0], elbo[1])
+        for j, n in enumerate(ns):
+            rows.append({"truth": t, "n": int(n), "replicates": len(common),
+                         "diff": diff["diff"][j], "ci": _ci(diff, j),
+                         "d2": float(d2[0][:, j].mean()),
+                         "d2_against": float(d2[1][:, j].mean())})  # fmt: skip
+    return rows
+
+
 def _train_seconds(records) -> float:
     """The jobs' training seconds, each job counted once (its records share the value)."""
     seen = {}
@@ -136,7 +167,7 @@ def _train_seconds(records) -> float:
 def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=print,
               tabulate: bool = False) -> dict:  # fmt: skip
     """Run every recipe's sweep (resuming what its records file holds) and tabulate it:
-    ``{recipe: {"describe", "overrides", "rows", "train_s", "wall_s"}}``.  ``tabulate``:
+    ``{recipe: {"describe", "overrides", "rows", "train_s", "wall_s", "records"}}``.  ``tabulate``:
     train nothing, only read each recipe's records file (whatever code wrote it; ``wall_s``
     None)."""
     from simulate.sweep.runner import run_sweep
@@ -156,7 +187,8 @@ def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=p
             wall = time.perf_counter() - t0
         rows = gap_table(recs, [t.key for t in truths], ns)
         out[name] = {"describe": describe, "overrides": RECIPES[name][1], "rows": rows,
-                     "train_s": _train_seconds(recs), "wall_s": wall}  # fmt: skip
+                     "train_s": _train_seconds(recs), "wall_s": wall,
+                     "records": recs}  # fmt: skip
         for row in rows:
             log(_line(name, row))
     return out
@@ -331,6 +363,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out-dir", default="results/optimiser")
     ap.add_argument("--json", default=None)
     ap.add_argument("--markdown", default=None)
+    ap.add_argument(
+        "--against",
+        nargs="+",
+        metavar="RECORDS",
+        help="also: each recipe's ELBO(R) minus ELBO(R) in these records files (the same"
+        " cells, paired per replicate; recipe_difference)",
+    )
     args = ap.parse_args(argv)
     try:
         truths = [TruthSpec(k, p=p, alpha=a, seed=args.truth_seed)
@@ -353,6 +392,22 @@ def main(argv=None) -> int:
             print(f"depth {r['design']['depth']}, cap {r['design']['width_max']}: {r['answer']}")
         return 0
     md = markdown(res)
+    if args.against:
+        from simulate.sweep.spec import read_records
+
+        other = [r for path in args.against for r in read_records(path)]
+        keys = [t.key for t in truths]
+        md += "\nELBO(R) minus ELBO(R) of " + ", ".join(args.against) + ":\n\n"
+        md += "| recipe | truth | n | R | difference [95%] | d2 | d2 against |\n"
+        md += "|---|---|---|---|---|---|---|\n"
+        for name, v in res.items():
+            v["against"] = recipe_difference(v["records"], other, keys, args.n)
+            for r in v["against"]:
+                md += (f"| {name} | {r['truth']} | {r['n']} | {r['replicates']} |"
+                       f" {r['diff']:+.0f} [{r['ci'][0]:+.0f}, {r['ci'][1]:+.0f}] |"
+                       f" {r['d2']:.4f} | {r['d2_against']:.4f} |\n")  # fmt: skip
+    for v in res.values():
+        v.pop("records", None)
     print(md)
     if args.json:
         with open(args.json, "w") as fh:

@@ -121,7 +121,7 @@ def _rec(truth, n, rep, elbos, d2=0.1):
 
     arms = {a: arm(elbos[a]) for a in ("W0", "W0s", "W", "P")}
     return {"cell": {"truth": truth, "n": n, "replicate": rep}, "failed": False,
-            "config": {"widths": [2], "stop_rule": {"max_steps": 10}},
+            "config": {"widths": [2], "stop_rule": {"max_steps": 10}, "seed": 0},
             **arm(elbos["R"]), "arms": arms}  # fmt: skip
 
 
@@ -136,6 +136,33 @@ def test_gap_is_the_best_constructive_arm_minus_r_paired():
     assert row["W_minus_W0s"] == pytest.approx(np.mean([-5, 20, -2]))
     lo, hi = row["gap_ci"]
     assert lo < row["gap"] < hi and row["capped_R"] == 1.0
+
+
+def test_recipe_difference_pairs_r_on_the_same_cells_only():
+    """ELBO(R) minus ELBO(R) of another recipe, per replicate on the same cells: cells only
+    one side has (replicate 3 here) or drawn with another data seed are left out."""
+    from verify.optimiser import recipe_difference
+
+    def recs(shift, reps):
+        out = []
+        for rep in reps:
+            for n in (100, 200):
+                e = {"R": -100.0 + shift * (rep + 1) + n / 100, "W0": 0.0, "W0s": 0.0, "W": 0.0,
+                     "P": 0.0}  # fmt: skip
+                out.append(_rec("t", n, rep, e))
+        return out
+
+    a, b = recs(1.0, range(4)), recs(0.0, range(3))
+    other_seed = recs(-50.0, [0])
+    for r in other_seed:
+        r["config"]["seed"] = 7
+    rows = recipe_difference(a, b + other_seed, ["t"], [100, 200])
+    assert [r["n"] for r in rows] == [100, 200] and rows[0]["replicates"] == 3
+    assert rows[0]["diff"] == pytest.approx(2.0)  # the mean of 1, 2, 3
+    assert rows[0]["ci"][0] < 2.0 < rows[0]["ci"][1]
+    same = recipe_difference(b, b, ["t"], [100, 200])
+    assert same[1]["diff"] == 0.0 and same[1]["ci"] == [0.0, 0.0]  # a negative control
+    assert recipe_difference(a, b, ["other"], [100]) == []
 
 
 def test_benchmark_command_line_refuses_bad_input(capsys):
@@ -160,6 +187,14 @@ def test_benchmark_runs_a_recipe_end_to_end(tmp_path, monkeypatch):
     res = json.loads(out.read_text())
     assert [r["n"] for r in res["plateau"]["rows"]] == [100, 200]
     assert (tmp_path / "records-plateau.jsonl").exists()
+    # against its own records: every paired difference 0 (the same cells, the same fits)
+    rc = main(["--recipes", "plateau", "--truths", "tiny", "--n", "100", "200", "--tabulate",
+               "--out-dir", str(tmp_path), "--json", str(out),
+               "--against", str(tmp_path / "records-plateau.jsonl")])  # fmt: skip
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert [r["diff"] for r in res["plateau"]["against"]] == [0.0, 0.0]
+    assert "records" not in res["plateau"]
 
 
 def test_rates_across_n_and_which_limits():
