@@ -70,6 +70,7 @@ from simulate.core.posterior import select_width
 from simulate.core.recipe import build_trainer
 from simulate.core.stopping import StopRule
 from simulate.progress import Progress
+from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPE_DEFAULTS, recipe_settings
 from theory import lambda_s_rule
 
 __all__ = [
@@ -534,13 +535,32 @@ _COMMON_DOC = """
 """
 
 
-# The regression defaults: the teacher experiment's network and optimiser (appendix C.1)
-# with the practitioner's noise, targets, length and lambda_s (module docstring); the
-# classifiers' are the paper's MNIST ones.
+# the estimators' parameters a training recipe sets (recipe_params)
+RECIPE_PARAMS = ("lr", "lr_inclusion", "lr_inclusion_ramp", "lr_decays")
+
+
+def recipe_params(name: str) -> dict:
+    """The estimators' parameters of training recipe ``name`` (``simulate.sweep.recipes``,
+    where the recipes and ``DEFAULT_RECIPE`` are said once): the inclusion logits' rate
+    and its growth with n, and the plateaus that lower the learning rate (the sweeps'
+    ``stop_lr_decays``; the factor is the stopping rule's 0.1).  The recipes that change
+    the batch, the cap, restarts, continuation or a warm-up have no estimator form: a
+    ``ValueError``."""
+    s = recipe_settings(name)
+    own = ("lr", "lr_inclusion", "lr_inclusion_ramp", "stop_lr_decays", "stop_lr_factor")
+    other = {k: v for k, v in s.items() if k not in own and v != RECIPE_DEFAULTS[k]}
+    if other or s["stop_lr_factor"] != StopRule.lr_factor:
+        raise ValueError(f"recipe {name!r} has no estimator form (it sets {sorted(other)})")
+    return dict(zip(RECIPE_PARAMS, (s[k] for k in own[:3] + ("stop_lr_decays",)), strict=True))
+
+
+# The regression defaults: the teacher experiment's network (appendix C.1) with the
+# practitioner's noise, targets, length and lambda_s (module docstring) and the sweeps'
+# default training recipe (``recipe_params``); the classifiers' are the paper's MNIST
+# ones, its optimiser included (the recipes were measured on regression only).
 _REGRESSION = dict(
     depth=2, sigma="auto", standardize_y=True, sigma_0=0.8, lambda_s="auto", lam=10.0,
-    batch_size=1024, mc_samples=1, lr=5e-3, lr_inclusion=None, lr_inclusion_ramp=None,
-    lr_decays=0, optimizer="adam",
+    batch_size=1024, mc_samples=1, **recipe_params(DEFAULT_RECIPE), optimizer="adam",
     epochs=None, max_epochs=7000,
     validation_fraction=None, slab="gaussian", l3="paper", sampling="iid", elbo_draws=10,
     init_from="random", predict_draws=30, seed=0, device="cpu", dtype="float32",
@@ -550,6 +570,7 @@ _CLASSIFICATION = {
     k: v for k, v in _REGRESSION.items() if k not in ("sigma", "standardize_y")
 } | {
     "sigma_0": 2.0, "lam": 600.0, "batch_size": 512, "max_epochs": 300, "optimizer": "rmsprop",
+    **recipe_params("baseline"),
 }  # fmt: skip
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from simulate._alloc import tune_malloc
 from simulate.core.hyper import PAPER_WIDTHS
-from simulate.estimators import ASVIRegressor
+from simulate.estimators import ASVIRegressor, recipe_params
 from simulate.truths.functions import TeacherNetwork, make_regression_data
 from theory._cli import Parser
 from theory._paths import check_output_file, write_json
@@ -36,9 +36,10 @@ def run(
     teacher = TeacherNetwork(p=20, widths=(10, 10), seed=seed)
     X, y = make_regression_data(teacher, n, 20, 1.0, seed=10_000 + seed)
     Xt, yt = make_regression_data(teacher, n_test, 20, 1.0, seed=20_000 + seed)
-    model = ASVIRegressor(  # the paper's setting: known sigma = 1, targets as generated
+    model = ASVIRegressor(  # the paper's setting: known sigma = 1, targets as generated,
         widths=widths, epochs=epochs, seed=seed, progress=progress, compile=compile,
         sigma=1.0, standardize_y=False, lambda_s=3.0,
+        **recipe_params("baseline"),  # and the paper's optimiser (one lr, no plateaus)
     ).fit(X, y)  # fmt: skip
     k = model.selected_index_
     pred = model.predict(Xt)

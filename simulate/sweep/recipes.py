@@ -54,6 +54,10 @@ RECIPES = {
         " 20,000 steps is then 312 epochs there)",
         {"batch_fraction": 1 / 64},
     ),
+    "kl-warmup": (
+        "the KL part's gradient weighted t / 5,000 over the first 5,000 steps",
+        {"kl_warmup": 5000},
+    ),
     "restarts": (
         "3 random starts per candidate, the one of highest ELBO kept",
         {"restarts": 3},

@@ -213,3 +213,23 @@ def test_estimator_ramp_below_n_fits_as_the_default_and_checks_its_value():
     assert not np.array_equal(above.predict(X), base)
     with pytest.raises(ValueError, match="lr_inclusion_ramp"):
         ASVIRegressor(lr_inclusion=0.1, lr_inclusion_ramp=-1, **kw).fit(X, y)
+
+
+def test_estimators_take_the_default_recipe_and_the_classifiers_the_papers_optimiser():
+    """The regressors' defaults are ``DEFAULT_RECIPE``'s parameters (said once, in
+    ``simulate.sweep.recipes``); the classifiers keep the paper's optimiser (the recipes
+    were measured on regression); a recipe without an estimator form is refused."""
+    from simulate.estimators import ASVIClassifier, ASVIRegressor, recipe_params
+    from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES
+
+    reg, clf = ASVIRegressor().get_params(), ASVIClassifier().get_params()
+    for k, v in recipe_params(DEFAULT_RECIPE).items():
+        assert reg[k] == v
+    for k, v in recipe_params("baseline").items():
+        assert clf[k] == v
+    assert recipe_params("logit-ramp-plateau") == {
+        "lr": 5e-3, "lr_inclusion": 0.1, "lr_inclusion_ramp": 1000, "lr_decays": 2}  # fmt: skip
+    for name in ("batch", "restarts", "continuation", "kl-warmup", "epochs"):
+        assert name in RECIPES
+        with pytest.raises(ValueError, match="no estimator form"):
+            recipe_params(name)
