@@ -548,9 +548,10 @@ def recipe_params(name: str) -> dict:
     ``ValueError``."""
     s = recipe_settings(name)
     own = ("lr", "lr_inclusion", "lr_inclusion_ramp", "stop_lr_decays", "stop_lr_factor")
-    other = {k: v for k, v in s.items() if k not in own and v != RECIPE_DEFAULTS[k]}
+    other = [k for k, v in s.items() if k not in own and (k not in RECIPE_DEFAULTS
+                                                           or v != RECIPE_DEFAULTS[k])]  # fmt: skip
     if other or s["stop_lr_factor"] != StopRule.lr_factor:
-        raise ValueError(f"recipe {name!r} has no estimator form (it sets {sorted(other)})")
+        raise ValueError(f"recipe {name!r} has no estimator form (it sets {other})")
     return dict(zip(RECIPE_PARAMS, (s[k] for k in own[:3] + ("stop_lr_decays",)), strict=True))
 
 
