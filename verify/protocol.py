@@ -140,7 +140,7 @@ def _check(p: Protocol) -> None:
 
 
 # the confirmatory tiers of ``verify.rates --tier``: each runs its protocol's [design]
-CONFIRM_TIERS = {"confirm": "confirm-v1", "confirm2": "confirm-v2"}
+CONFIRM_TIERS = {"confirm": "confirm-v1", "confirm2": "confirm-v2", "confirm3": "confirm-v3"}
 
 
 def _recipe_mismatch(d: dict) -> str | None:

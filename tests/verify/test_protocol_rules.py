@@ -238,7 +238,7 @@ def test_a_protocol_names_its_recipe_and_writes_its_settings():
     """confirm-v2 trains the recipe it names, its settings written out in [design.common]
     (so the digest covers them); a design whose settings disagree with its recipe, or that
     leaves one out, is refused."""
-    from simulate.sweep.recipes import recipe_settings
+    from simulate.sweep.recipes import DEFAULT_RECIPE, recipe_settings
     from verify.protocol import _recipe_mismatch, design_tier
 
     p = protocols.load("confirm-v2")
@@ -257,3 +257,11 @@ def test_a_protocol_names_its_recipe_and_writes_its_settings():
     less = {k: v for k, v in common.items() if k != "stop_lr_decays"}
     assert "stop_lr_decays" in _recipe_mismatch({"recipe": p.design["recipe"], "common": less})
     assert _recipe_mismatch({"common": common}) is None  # no recipe named: the settings rule
+    # confirm-v3 names the default recipe, its ramp written out; without it, refused
+    v3 = protocols.load("confirm-v3")
+    assert v3.design["recipe"] == DEFAULT_RECIPE and v3.design["truth_seed"] == 20261129
+    c3 = dict(v3.design["common"])
+    assert _recipe_mismatch({"recipe": v3.design["recipe"], "common": c3}) is None
+    c3.pop("lr_inclusion_ramp")
+    assert "lr_inclusion_ramp" in _recipe_mismatch({"recipe": v3.design["recipe"], "common": c3})
+    assert all(s["sweep"]["lr_inclusion_ramp"] == 1000 for s in design_tier(v3)["sweeps"])
