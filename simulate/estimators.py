@@ -537,8 +537,15 @@ _COMMON_DOC = """
 """
 
 
-# the estimators' parameters a training recipe sets (recipe_params)
-RECIPE_PARAMS = ("lr", "lr_inclusion", "lr_inclusion_ramp", "lr_decays")
+# the estimators' parameters a training recipe sets (recipe_params): estimator parameter
+# -> the sweep's setting (simulate.sweep.spec.SweepConfig)
+_RECIPE_SETTING = {
+    "lr": "lr",
+    "lr_inclusion": "lr_inclusion",
+    "lr_inclusion_ramp": "lr_inclusion_ramp",
+    "lr_decays": "stop_lr_decays",
+}
+RECIPE_PARAMS = tuple(_RECIPE_SETTING)
 
 
 def recipe_params(name: str) -> dict:
@@ -549,12 +556,12 @@ def recipe_params(name: str) -> dict:
     the batch, the cap, restarts, continuation or a warm-up have no estimator form: a
     ``ValueError``."""
     s = recipe_settings(name)
-    own = ("lr", "lr_inclusion", "lr_inclusion_ramp", "stop_lr_decays", "stop_lr_factor")
-    other = [k for k, v in s.items() if k not in own and (k not in RECIPE_DEFAULTS
-                                                           or v != RECIPE_DEFAULTS[k])]  # fmt: skip
-    if other or s["stop_lr_factor"] != StopRule.lr_factor:
+    own = set(_RECIPE_SETTING.values())
+    other = [k for k, v in s.items()
+             if k not in own and (k not in RECIPE_DEFAULTS or v != RECIPE_DEFAULTS[k])]  # fmt: skip
+    if other:  # stop_lr_factor among them unless it is the stopping rule's own
         raise ValueError(f"recipe {name!r} has no estimator form (it sets {other})")
-    return dict(zip(RECIPE_PARAMS, (s[k] for k in own[:3] + ("stop_lr_decays",)), strict=True))
+    return {param: s[setting] for param, setting in _RECIPE_SETTING.items()}
 
 
 # The regression defaults: the teacher experiment's network (appendix C.1) with the
