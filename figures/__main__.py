@@ -36,29 +36,51 @@ import time
 from simulate.sweep import tiers
 from simulate.sweep.records import RecordsError
 from theory._cli import Parser
-from theory._paths import check_output_dir
+from theory._paths import (
+    check_distinct,
+    check_output_dir,
+    check_output_file,
+    protect_inputs,
+    read_text_bounded,
+)
 
 NAMES = ("table1", "fig1b", "rates", "tradeoff", "uci", "mnist1d", "mnist1d-controls", "results")
 VERIFY_TIER = tiers.FIGURES_RATES
 
 
 def _sweep_records(tier: str, path: str | None, recompute: bool):
+    """The rate figures' sweep records: ``path`` as it is, else the verify tier's file
+    (trained where empty; with ``recompute`` its records are discarded under its lock, so
+    a sweep writing it makes this an error instead of a loss).  A file another run is
+    still writing is refused (its records are not the finished sweep's)."""
     from figures._io import ONE_CONFIG_HINT
     from simulate.sweep.runner import run_sweep
     from simulate.sweep.spec import SweepConfig, one_configuration, read_records
 
     vt = tiers.RATES[VERIFY_TIER[tier]]
     if path is not None:  # records given: use them as they are (one configuration)
+        _refuse_growing(path)
         return one_configuration(read_records(path), None, path, ONE_CONFIG_HINT), path
     path = os.path.join("results", f"records-{VERIFY_TIER[tier]}.jsonl")
-    if recompute and os.path.exists(path):
-        os.remove(path)
+    _refuse_growing(path)
     cfg = SweepConfig(truths=vt["truths"], **vt["sweep"])
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    recs = read_records(path)
-    if recs:  # the tier's file already holds records: use them as they are
-        return one_configuration(recs, None, path, ONE_CONFIG_HINT), path
-    return run_sweep(cfg, path), path
+    if not recompute:
+        recs = read_records(path)
+        if recs:  # the tier's file already holds records: use them as they are
+            return one_configuration(recs, None, path, ONE_CONFIG_HINT), path
+    return run_sweep(cfg, path, discard=recompute), path
+
+
+def _refuse_growing(path: str) -> None:
+    """A records file another run is still writing is not drawn from: its records are not
+    the finished sweep's (``simulate.sweep.records.being_written``)."""
+    from simulate.sweep.records import being_written
+
+    if being_written(path):
+        raise RecordsError(
+            f"{path} is being written by another run (its lock is held); wait for it to end"
+        )
 
 
 def _teacher(args, names) -> None:
@@ -208,6 +230,12 @@ def main(argv=None) -> int:
             raise ValueError(f"--workers must be >= 0, got {args.workers}")
         if args.records is not None and not os.path.isfile(args.records):
             raise ValueError(f"no records file {args.records}")
+        if "results" in names:  # read (bounded, a regular file) before any work
+            read_text_bounded(args.results_md, "--results-md")
+            check_output_file(args.results_md, "--results-md")
+        check_distinct([("--results-md", args.results_md if "results" in names else None)],
+                       [("--records", args.records)])  # fmt: skip
+        protect_inputs(args.records)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -230,7 +258,7 @@ def main(argv=None) -> int:
             from figures.results_md import regenerate
 
             regenerate(args.results_md)
-    except (RecordsError, ValueError) as exc:
+    except (RecordsError, ValueError, OSError) as exc:  # a full disk or a file-size limit too
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"outputs in {args.out}")

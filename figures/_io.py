@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import csv
+import io
 import os
+
+from theory._paths import atomic_path, write_atomic
 
 __all__ = ["ONE_CONFIG_HINT", "save_figure", "tex_escape", "write_table"]
 
@@ -40,25 +43,27 @@ def tex_escape(text) -> str:
 
 
 def save_figure(fig, out_dir: str, stem: str) -> list[str]:
-    """Save ``fig`` as ``stem.png`` and ``stem.pdf`` in ``out_dir``, close it, return paths."""
+    """Save ``fig`` as ``stem.png`` and ``stem.pdf`` in ``out_dir`` (each whole or not at
+    all), close it, return paths."""
     import matplotlib.pyplot as plt
 
     paths = []
     for ext in ("png", "pdf"):
         paths.append(os.path.join(out_dir, f"{stem}.{ext}"))
-        fig.savefig(paths[-1], dpi=110)
+        with atomic_path(paths[-1]) as tmp:
+            fig.savefig(tmp, dpi=110, format=ext)
     plt.close(fig)
     return paths
 
 
 def write_table(out_dir: str, stem: str, text: str, rows: list[dict], tex: list[str]) -> None:
-    """``stem.txt`` (the printed table), ``stem.csv`` (one row per dict), ``stem.tex``."""
-    with open(os.path.join(out_dir, f"{stem}.txt"), "w") as fh:
-        fh.write(text + "\n")
+    """``stem.txt`` (the printed table), ``stem.csv`` (one row per dict), ``stem.tex``; each
+    written whole or not at all."""
+    write_atomic(os.path.join(out_dir, f"{stem}.txt"), text + "\n")
     fields = list(dict.fromkeys(k for r in rows for k in r))
-    with open(os.path.join(out_dir, f"{stem}.csv"), "w", newline="") as fh:
-        wr = csv.DictWriter(fh, fieldnames=fields)
-        wr.writeheader()
-        wr.writerows(rows)
-    with open(os.path.join(out_dir, f"{stem}.tex"), "w") as fh:
-        fh.write("\n".join(tex) + "\n")
+    buf = io.StringIO(newline="")
+    wr = csv.DictWriter(buf, fieldnames=fields)
+    wr.writeheader()
+    wr.writerows(rows)
+    write_atomic(os.path.join(out_dir, f"{stem}.csv"), buf.getvalue())
+    write_atomic(os.path.join(out_dir, f"{stem}.tex"), "\n".join(tex) + "\n")

@@ -27,7 +27,9 @@ import re
 import shlex
 
 from figures._io import ONE_CONFIG_HINT
+from simulate.sweep.records import RecordsError, being_written
 from simulate.sweep.spec import one_configuration, read_records
+from theory._paths import read_text_bounded, write_atomic
 from verify.analysis import analyse, control_records_path
 from verify.render import markdown_results
 from verify.starts import arms_table
@@ -59,6 +61,11 @@ def render_block(spec: str, root: str = ".") -> str | None:
     path = os.path.join(root, opts["records"])
     if not os.path.isfile(path):
         return None
+    if being_written(path):
+        raise RecordsError(
+            f"{path} is being written by another run (its lock is held); regenerate when it"
+            " has ended"
+        )
     records = read_records(path)
     if kind == "starts":
         return "```\n" + arms_table(records) + "\n```\n"
@@ -74,11 +81,12 @@ def render_block(spec: str, root: str = ".") -> str | None:
 
 
 def regenerate(path: str = "RESULTS.md", root: str = ".", log=print) -> dict:
-    """Rewrite every generated block of ``path`` from its records; returns the specs
-    ``{"regenerated": [...], "unchanged": [...], "missing": [...]}`` (missing: records not
-    found, block left as it was)."""
-    with open(path) as fh:
-        text = fh.read()
+    """Rewrite every generated block of ``path`` from its records, whole or not at all
+    (``theory._paths.write_atomic``: a full disk or a file-size limit leaves the old file);
+    returns the specs ``{"regenerated": [...], "unchanged": [...], "missing": [...]}``
+    (missing: records not found, block left as it was).  ``path`` is read only as a
+    regular file of bounded size (``ValueError`` otherwise, one line)."""
+    text = read_text_bounded(path, "the results file")
     out = {"regenerated": [], "unchanged": [], "missing": []}
 
     def one(m: re.Match) -> str:
@@ -92,8 +100,7 @@ def regenerate(path: str = "RESULTS.md", root: str = ".", log=print) -> dict:
 
     new = BLOCK.sub(one, text)
     if new != text:
-        with open(path, "w") as fh:
-            fh.write(new)
+        write_atomic(path, new)
     for key, specs in out.items():
         for s in specs:
             log(f"{path}: {key}: {s}")

@@ -1,33 +1,185 @@
-"""Checks of output paths before any work, shared by every command line (theory's report
+"""Paths every command line reads and writes, shared by every entry point (theory's report
 and, downstream, the simulate/verify/figures drivers): one clear ``ValueError`` each.
-Nothing is left behind here (a probe file is created and removed at once); a caller
-creates missing folders when it writes."""
+
+Three rules, each one function:
+
+* **checked before any work** (:func:`check_output_file`, :func:`check_output_dir`):
+  nothing is left behind here (a probe file is created and removed at once); a caller
+  creates missing folders when it writes;
+* **no output names an input** (:func:`check_distinct`): compared by file identity
+  (device and inode, links followed), so a hard link, a symbolic link or a relative name
+  of a records file cannot be given as the report that would overwrite it;
+* **whole or absent** (:func:`write_atomic`, :func:`atomic_path`, :func:`write_json`):
+  every file the toolkit rewrites is written to a temporary file in the same folder,
+  flushed to disk and renamed over the old one, so a full disk, a file-size limit or a
+  kill leaves the old file or the new one, never a cut one;
+* **bounded reads** (:func:`read_text_bounded`): a configuration or a Markdown target is
+  read only from a regular file and only up to a size bound (a FIFO would hang, a device
+  would never end).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
 import tempfile
 
-__all__ = ["check_output_file", "check_output_dir", "write_json"]
+__all__ = [
+    "check_output_file",
+    "check_output_dir",
+    "check_distinct",
+    "write_json",
+    "write_atomic",
+    "atomic_path",
+    "read_text_bounded",
+    "protect_inputs",
+    "TEXT_LIMIT",
+]
+
+# the identities of the files this process reads (protect_inputs): no atomic write replaces one
+_PROTECTED: dict = {}
+
+# the largest configuration or Markdown file read (RESULTS.md is ~70 KB)
+TEXT_LIMIT = 16 * 2**20
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yield a temporary path in ``path``'s folder (created if missing) for the body to
+    write; on success it is flushed to disk and renamed over ``path`` (``os.replace``:
+    atomic on POSIX and Windows), keeping an existing file's permission bits, else the
+    umask's; on any error the temporary file is removed and ``path`` is untouched.  For
+    writers that take a path (``savefig``)."""
+    path = os.fspath(path)
+    ident = _identity(path)
+    if ident in _PROTECTED:
+        raise ValueError(
+            f"{path} is the same file as the input {_PROTECTED[ident]}: an output may not"
+            " replace an input; give another output path"
+        )
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    base = os.path.basename(path)
+    # the temporary name keeps the extension: writers that infer a format from it (savefig)
+    fd, tmp = tempfile.mkstemp(
+        dir=folder, prefix=f".{base[:40]}.", suffix=os.path.splitext(base)[1]
+    )
+    os.close(fd)
+    try:
+        yield tmp
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_atomic(path, data) -> None:
+    """Write ``data`` (``str``, as UTF-8, or ``bytes``) to ``path`` whole or not at all
+    (:func:`atomic_path`)."""
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(raw)
 
 
 def write_json(path, obj) -> None:
     """Write ``obj`` as indented JSON to ``path`` (checked before the work by
-    :func:`check_output_file`), creating its folder: every command line's ``--json``."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as fh:
-        json.dump(obj, fh, indent=2)
+    :func:`check_output_file`), creating its folder, whole or not at all: every command
+    line's ``--json``."""
+    write_atomic(path, json.dumps(obj, indent=2))
 
 
-def check_output_file(path, what="output file") -> None:
+def _identity(path):
+    """What names one file: ``(device, inode)`` of an existing file (links followed), else
+    the resolved path the file would be created at."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ("new", os.path.realpath(path))
+    return ("file", st.st_dev, st.st_ino)
+
+
+def protect_inputs(*paths) -> None:
+    """Record the files this process reads (existing ones; None skipped): from then on
+    :func:`atomic_path` refuses to replace any of them, by whatever name an output is
+    given -- the guard behind outputs whose names are derived (a figure per truth) rather
+    than given, where :func:`check_distinct` cannot see them before the work."""
+    for p in paths:
+        if p and os.path.exists(p):
+            _PROTECTED[_identity(p)] = os.fspath(p)
+
+
+def check_distinct(outputs, inputs=()) -> None:
+    """Raise ``ValueError`` (one line) when an output names an input, or two outputs name
+    one file, by any name: ``outputs`` and ``inputs`` are ``(what, path)`` pairs (a path
+    of None is skipped), compared by :func:`_identity` -- device and inode for existing
+    files, so hard links, symbolic links and relative names of one file all meet."""
+    outs = [(w, p, _identity(p)) for w, p in outputs if p]
+    ins = [(w, p, _identity(p)) for w, p in inputs if p]
+    for i, (w, p, ident) in enumerate(outs):
+        for w2, p2, ident2 in ins:
+            if ident == ident2:
+                raise ValueError(
+                    f"{w} {p} is the same file as {w2} {p2}: an output may not name an"
+                    f" input (it would be overwritten); give {w} another path"
+                )
+        for w2, p2, ident2 in outs[i + 1 :]:
+            if ident == ident2:
+                raise ValueError(f"{w} {p} and {w2} {p2} are one file; give each its own path")
+
+
+def read_text_bounded(path, what="file", limit: int = TEXT_LIMIT) -> str:
+    """The UTF-8 text of ``path``, read only from a regular file (opened without blocking,
+    so a FIFO is refused instead of waited on) and only up to ``limit`` bytes; else a
+    one-line ``ValueError`` naming ``what``."""
+    path = os.fspath(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise ValueError(f"{what} {path}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{what} {path} is a directory, not a file") from None
+    except OSError as exc:
+        raise ValueError(f"{what} {path}: cannot read it ({exc.strerror})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise ValueError(f"{what} {path} is a directory, not a file")
+        raise ValueError(f"{what} {path} is not a regular file (a device or a FIFO)")
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{what} {path} is larger than {limit} bytes; is it the right file?")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
+
+
+def check_output_file(path, what="output file", read_only_ok: bool = False) -> None:
     """Raise ``ValueError`` (one line) unless ``path`` can be a file we write: not a
     directory and not a device or a FIFO (``/dev/null``, ``/dev/full``), and its folder
     exists or can be created.  Where the file does not exist yet, creating one is tried
     (a hidden probe file, removed at once): ``os.access`` says yes to root everywhere,
     even in ``/proc``, where the write would fail only after the work.  Nothing is left
-    behind."""
+    behind.  ``read_only_ok``: an existing file that cannot be written is accepted (a
+    records file that may hold everything already: the store says whether anything is
+    left to write)."""
     path = os.fspath(path)
     if not path:
         raise ValueError(f"{what}: empty path")
@@ -44,7 +196,7 @@ def check_output_file(path, what="output file") -> None:
     if os.path.exists(path):
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise ValueError(f"{what} {path} is not a regular file (a device or a FIFO)")
-        if not os.access(path, os.W_OK):
+        if not read_only_ok and not os.access(path, os.W_OK):
             raise ValueError(f"{what} {path} is not writable")
         return
     if not os.access(probe, os.W_OK | os.X_OK):
@@ -60,9 +212,18 @@ def check_output_file(path, what="output file") -> None:
 
 
 def _check_name(path: str, what: str) -> None:
-    """No control characters (a newline pasted into a name makes a file no one can type)."""
+    """No control characters (a newline pasted into a name makes a file no one can type),
+    and valid UTF-8 (a name of other bytes cannot be printed under a strict output
+    encoding: the run would stop after its lock was made)."""
     if any(ord(c) < 32 or ord(c) == 127 for c in path):
         raise ValueError(f"{what} {path!r}: the name holds a control character (a newline?)")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"{what} {path.encode('utf-8', 'surrogateescape')!r}: the name is not valid UTF-8;"
+            " give a UTF-8 name"
+        ) from None
 
 
 def _check_length(path: str, probe: str, what: str) -> None:

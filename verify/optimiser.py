@@ -43,6 +43,7 @@ import numpy as np
 from simulate.sweep import tiers
 from simulate.sweep.recipes import RECIPE_DEFAULTS, RECIPES, recipe_settings
 from theory._cli import Parser
+from theory._paths import check_distinct, check_output_file, protect_inputs, write_atomic
 from verify.slopes import paired_mean_diff
 from verify.starts import arm_columns
 
@@ -332,7 +333,7 @@ def main(argv=None) -> int:
     import os
 
     from simulate.sweep.records import RecordsError
-    from simulate.sweep.spec import TruthSpec
+    from simulate.sweep.spec import TruthSpec, read_records
 
     ap = Parser(prog="python -m verify.optimiser", description=__doc__.split("\n\n")[0])
     ap.add_argument("--recipes", nargs="+", default=["baseline"], choices=sorted(RECIPES))
@@ -374,6 +375,17 @@ def main(argv=None) -> int:
     try:
         truths = [TruthSpec(k, p=p, alpha=a, seed=args.truth_seed)
                   for k, p, a in TRUTH_SETS[args.truths]]  # fmt: skip
+        outs = [("--json", args.json), ("--markdown", args.markdown)]
+        for what, path in outs:
+            if path:
+                check_output_file(path, what)
+        ins = [("--against", p) for p in args.against or []]
+        if os.path.isdir(args.out_dir):  # the records the benchmark reads and writes
+            ins += [("records in --out-dir", os.path.join(args.out_dir, f))
+                    for f in sorted(os.listdir(args.out_dir)) if f.endswith(".jsonl")]  # fmt: skip
+        check_distinct(outs, ins)
+        protect_inputs(*(p for _, p in ins))
+        other = [r for path in args.against or [] for r in read_records(path)]  # read first
         os.makedirs(args.out_dir, exist_ok=True)
         if args.alpha_half:
             res = alpha_half(args.recipes[0], args.out_dir, args.workers or None,
@@ -386,16 +398,12 @@ def main(argv=None) -> int:
         return 2
     if args.alpha_half:
         if args.json:
-            with open(args.json, "w") as fh:
-                json.dump(res, fh, indent=1, allow_nan=True)
+            write_atomic(args.json, json.dumps(res, indent=1, allow_nan=True))
         for r in res:
             print(f"depth {r['design']['depth']}, cap {r['design']['width_max']}: {r['answer']}")
         return 0
     md = markdown(res)
     if args.against:
-        from simulate.sweep.spec import read_records
-
-        other = [r for path in args.against for r in read_records(path)]
         keys = [t.key for t in truths]
         md += "\nELBO(R) minus ELBO(R) of " + ", ".join(args.against) + ":\n\n"
         md += "| recipe | truth | n | R | difference [95%] | d2 | d2 against |\n"
@@ -410,11 +418,9 @@ def main(argv=None) -> int:
         v.pop("records", None)
     print(md)
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(res, fh, indent=1, allow_nan=True)
+        write_atomic(args.json, json.dumps(res, indent=1, allow_nan=True))
     if args.markdown:
-        with open(args.markdown, "w") as fh:
-            fh.write(md)
+        write_atomic(args.markdown, md)
     return 0 if all(math.isfinite(r["gap"]) for v in res.values() for r in v["rows"]) else 3
 
 

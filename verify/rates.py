@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import time
@@ -74,7 +73,7 @@ import numpy as np
 
 from simulate.sweep import tiers
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
-from simulate.sweep.records import RecordsError
+from simulate.sweep.records import RecordsError, being_written
 from simulate.sweep.runner import check_memory, check_native, parse_truths, records_path_for
 from simulate.sweep.spec import (
     TRUTH_HELP,
@@ -84,7 +83,14 @@ from simulate.sweep.spec import (
     read_records,
 )
 from theory._cli import Parser
-from theory._paths import check_output_dir, check_output_file
+from theory._paths import (
+    check_distinct,
+    check_output_dir,
+    check_output_file,
+    protect_inputs,
+    write_atomic,
+    write_json,
+)
 from verify import protocol as protocols
 from verify.analysis import (
     EXIT_BAD_INPUT,
@@ -109,6 +115,10 @@ from verify.render import (
 )
 
 __all__ = ["main"]
+
+
+# what every output of a ``--partial`` read says
+PARTIAL_NOTE = "partial read: records still being written"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -207,6 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the width prior's lambda (10); with --records the widths are re-selected from"
         " the recorded ELBOs (the prior enters only the selection, eq. (13))",
     )
+    ap.add_argument(
+        "--partial",
+        action="store_true",
+        help="with --records: verify a file another run is still writing (refused without"
+        " it); every output then says the read was partial",
+    )
     ap.add_argument("--json", metavar="PATH", help="write the report as JSON")
     ap.add_argument(
         "--markdown", metavar="PATH", help="write the report's tables and findings as Markdown"
@@ -248,9 +264,11 @@ def main(argv=None) -> int:
         control_records: list[dict] = []
         plan = records = None
         if args.records:
+            _check_paths(args, None)
             records, control_records, source, _ = _existing_records(args, overrides)
         else:
             plan = _planned_sweep(args, truths, tier, overrides, proto)
+            _check_paths(args, plan)
             source = plan["source"]
     except (ValueError, RecordsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -355,6 +373,7 @@ def _existing_records(args, overrides: dict):
         )
     if os.path.isdir(args.records) or not os.path.exists(args.records):
         raise ValueError(f"no records file {args.records}")
+    _refuse_growing(args, args.records)
     records = one_configuration(read_records(args.records), args.fingerprint, args.records)
     if not records:
         raise ValueError(f"{args.records} holds no records")
@@ -372,12 +391,45 @@ def _existing_records(args, overrides: dict):
         raise ValueError(f"no control records file {cpath}")
     control_records: list[dict] = []
     if not args.no_control and os.path.isfile(cpath):
+        _refuse_growing(args, cpath)
         control_records = one_configuration(read_records(cpath), source=cpath)
         check_control(records, control_records, args.records, cpath)
     if args.lam is not None:
         records = reselect(records, args.lam)
         control_records = reselect(control_records, args.lam)
     return records, control_records, args.records, cpath
+
+
+def _refuse_growing(args, path) -> None:
+    """A records file another run still writes (its lock held) is not verified as if it
+    were finished: a ``ValueError`` (exit 2), unless ``--partial`` asks for it, in which
+    case every output says the read was partial (``args.partial_read``)."""
+    if not being_written(path):
+        return
+    if not args.partial:
+        raise ValueError(
+            f"{path} is being written by another run (its lock is held): its verdicts would"
+            " be on the records so far; wait for it to end, or give --partial for a read"
+            " every output labels partial"
+        )
+    args.partial_read = True
+
+
+def _check_paths(args, plan) -> None:
+    """No output names an input, by any name (``theory._paths.check_distinct``): the
+    report's ``--json`` and ``--markdown`` against the records read or written (and each
+    other); every input read is protected against the figures' derived names too."""
+    if plan is None:
+        ins = [("--records", args.records), ("--control-records", args.control_records)]
+        if not args.no_control:
+            ins.append(("the control records", control_records_path(args.records)))
+    else:
+        ins = [("--out", p) for _, _, p, _, _ in plan["runs"]]
+        ins += [("--control-records", cp) for _, _, _, ccfg, cp in plan["runs"] if ccfg]
+        if plan["gp"] is not None:
+            ins.append(("the known-answer control's records", plan["gp"][1]))
+    check_distinct([("--json", args.json), ("--markdown", args.markdown)], ins)
+    protect_inputs(*(p for _, p in ins))
 
 
 def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
@@ -388,7 +440,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
     confirmatory tier writes one file per sweep beside ``--out`` (``RECORDS-NAME.jsonl``).
     A foreign, corrupt or other-configuration file stops here, before any training."""
     source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
-    check_output_file(source, "--out")
+    check_output_file(source, "--out", read_only_ok=True)
     root, ext = os.path.splitext(source)
     ext = ext or ".jsonl"
     if "sweeps" in tier:  # a confirmatory tier: its protocol's sweeps
@@ -413,7 +465,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
         if cfg.protocol is None and proto.kind == "confirmatory":
             raise ValueError(f"protocol {proto.name} is confirmatory: run it as its tier")
         path = source if name is None else f"{root}-{name}{ext}"
-        check_output_file(path, "--out")
+        check_output_file(path, "--out", read_only_ok=True)
         cpath = args.control_records if name is None and args.control_records else (
             control_records_path(path)
         )  # fmt: skip
@@ -507,19 +559,23 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
             f"note: the records were written under {theirs or 'no protocol'}; these verdicts"
             f" are under {proto.tag}"
         )
+    partial = bool(getattr(args, "partial_read", False))
+    if partial:
+        print(f"WARNING: {PARTIAL_NOTE}: {source} was still being written when it was read")
     print(format_results(results))
     fig_dir = args.figures or os.path.join("results", f"verify-{args.tier}")
-    paths = plot_results(results, fig_dir)
+    paths = plot_results(results, fig_dir, PARTIAL_NOTE if partial else None)
     print(f"\nfigures: {', '.join(paths)}")
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as fh:
-            json.dump([r.to_json() for r in results], fh, indent=2)
+        entries = [r.to_json() for r in results]
+        if partial:
+            entries = [{**e, "partial_read": PARTIAL_NOTE} for e in entries]
+        write_json(args.json, entries)
     if args.markdown:
-        os.makedirs(os.path.dirname(os.path.abspath(args.markdown)), exist_ok=True)
         heading = f"verify.rates: {what} ({os.path.basename(source)}; protocol {proto.tag})"
-        with open(args.markdown, "w") as fh:
-            fh.write(markdown_results(results, heading))
+        if partial:
+            heading += f" -- {PARTIAL_NOTE.upper()}"
+        write_atomic(args.markdown, markdown_results(results, heading))
     status = exit_status(results)
     words = {
         EXIT_PASS: "every d^2 test PASSES (a known-answer control's: as known)",

@@ -512,8 +512,12 @@ def draw_width_panel(ax, r: dict) -> None:
     ax.legend(fontsize=6)
 
 
-def plot_results(results: list[dict], out_dir: str) -> list[str]:
-    """One figure per truth: a rate panel per metric and the selected-width panel."""
+def plot_results(results: list[dict], out_dir: str, note: str | None = None) -> list[str]:
+    """One figure per truth: a rate panel per metric and the selected-width panel, each
+    written whole or not at all (``theory._paths.atomic_path``); ``note`` is added to
+    every title (a partial read says so)."""
+    from theory._paths import atomic_path
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -537,10 +541,11 @@ def plot_results(results: list[dict], out_dir: str) -> list[str]:
             draw_width_panel(axes[len(rows)], rows[0])
         if gap is not None:
             draw_elbo_gap_panel(axes[-1], gap)
-        fig.suptitle(key)
+        fig.suptitle(key if note is None else f"{key} ({note})")
         fig.tight_layout()
         path = os.path.join(out_dir, f"{key}.png")
-        fig.savefig(path, dpi=110)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
         plt.close(fig)
         paths.append(path)
     return paths

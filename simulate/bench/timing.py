@@ -30,7 +30,6 @@ the hand-written one): the levers of ``simulate.experiments.table1.RUN_PLAN``
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -47,8 +46,9 @@ from simulate.core.hyper import PAPER_WIDTHS
 from simulate.core.recipe import build_trainer
 from simulate.experiments.table1 import METHODS, width_groups
 from simulate.sweep import tiers
+from simulate.sweep.spec import read_records
 from theory._cli import Parser
-from theory._paths import check_output_file
+from theory._paths import check_distinct, check_output_file, write_json
 
 __all__ = [
     "flops_per_model_step",
@@ -544,6 +544,9 @@ def _check(args) -> None:
         raise ValueError("--mlp native: the fused pass cannot be built here (no C compiler?)")
     if args.records is not None and not os.path.isfile(args.records):
         raise ValueError(f"no records file {args.records}")
+    if args.records is not None:  # read (and refused if corrupt) before any benchmark runs
+        read_records(args.records)
+    check_distinct([("--json", args.json)], [("--records", args.records)])
 
 
 def main(argv=None) -> int:
@@ -571,8 +574,7 @@ def main(argv=None) -> int:
             mlp=args.mlp or "batched",
         )  # fmt: skip
         if args.json:
-            with open(args.json, "w") as fh:
-                json.dump({"where": where, "torch": torch.__version__, **res}, fh, indent=2)
+            write_json(args.json, {"where": where, "torch": torch.__version__, **res})
         return 0
     if args.workload == "sweep":
         from simulate.bench.sweep_mix import sweep_workload
@@ -595,17 +597,15 @@ def main(argv=None) -> int:
             )
         )
         if args.json:
-            with open(args.json, "w") as fh:
-                meta = {"torch": torch.__version__, "threads": torch.get_num_threads()}
-                json.dump({"meta": meta, "where": where, "sweep": res}, fh, indent=2)
+            meta = {"torch": torch.__version__, "threads": torch.get_num_threads()}
+            write_json(args.json, {"meta": meta, "where": where, "sweep": res})
         return 0
     if args.compare_paths:
         res = compare_paths(
             max(args.E), args.steps, args.repeats, compile=args.compile, device=args.device
         )
         if args.json:
-            with open(args.json, "w") as fh:
-                json.dump({"E": max(args.E), "device": args.device, "where": where, **res}, fh)
+            write_json(args.json, {"E": max(args.E), "device": args.device, "where": where, **res})
         return 0
     res = run(
         args.E,
@@ -632,6 +632,5 @@ def main(argv=None) -> int:
             "steps": args.steps,
             "repeats": args.repeats,
         }
-        with open(args.json, "w") as fh:
-            json.dump({"meta": meta, **{str(k): v for k, v in res.items()}}, fh, indent=2)
+        write_json(args.json, {"meta": meta, **{str(k): v for k, v in res.items()}})
     return 0

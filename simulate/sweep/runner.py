@@ -86,7 +86,7 @@ from simulate.sweep.spec import (
     record_problem,
 )
 from theory._cli import Parser
-from theory._paths import check_output_file
+from theory._paths import check_distinct, check_output_file, read_text_bounded
 
 __all__ = ["check_memory", "check_native", "main", "parse_truths", "records_path_for", "run_sweep"]
 
@@ -169,6 +169,7 @@ def run_sweep(
     max_jobs: int | None = None,
     workers: int | None = None,
     accept_code_change: bool = False,
+    discard: bool = False,
 ) -> list[dict]:
     """Run every unfinished job of ``cfg`` and append its records to ``out_path``; returns
     all records of the sweep's cells.  ``scheduler``: address of an existing Dask cluster;
@@ -178,9 +179,12 @@ def run_sweep(
     simulate a killed sweep).  The records file is a
     :class:`simulate.sweep.records.RecordStore`: locked while the sweep runs, of this
     configuration only (``accept_code_change``: or of it with other code, the change noted
-    in each new record as ``code_change_accepted``)."""
+    in each new record as ``code_change_accepted``).  ``discard``: the file's records are
+    cut once its lock is held (``--recompute``), never before: a sweep writing it refuses
+    the discard instead of losing its cells."""
     check_workers(workers, scheduler)
     store = _store(cfg, out_path, accept_code_change)
+    store.discard = bool(discard)
     with store.writing() as st:  # one sweep per records file, or exit 2
         todo = [j for j in jobs_for(cfg) if not all(c in st.done for c in j.cells())]
         if max_jobs is not None:
@@ -329,8 +333,10 @@ def config_from_args(truths, args) -> SweepConfig:
     name = getattr(args, "recipe", None) or (None if args.config else DEFAULT_RECIPE)
     base = {} if name is None else recipe_settings(name)
     if args.config:
-        with open(args.config) as fh:
-            given = json.load(fh)
+        try:
+            given = json.loads(read_text_bounded(args.config, "--config"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--config {args.config}: not JSON ({exc})") from None
         if not isinstance(given, dict):
             raise ValueError(
                 f"--config {args.config}: the top level must be a JSON object of sweep"
@@ -357,7 +363,8 @@ def main(argv=None) -> int:
             raise ValueError(f"--workers must be >= 0 (0: in this process), got {args.workers}")
         if args.scheduler and args.workers:
             raise ValueError("give either --scheduler or --workers, not both")
-        check_output_file(args.out, "--out")
+        check_output_file(args.out, "--out", read_only_ok=True)
+        check_distinct([("--out", args.out)], [("--config", args.config)])
         check_memory(cfg)
         check_native(cfg)
         out = records_path_for(cfg, args.out, args.new_file, args.accept_code_change)

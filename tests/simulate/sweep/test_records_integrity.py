@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -168,14 +169,50 @@ def test_two_sweeps_started_together_record_each_cell_once(tmp_path):
     assert len(keys) == len(set(keys)) == 6
 
 
+def read_only(monkeypatch, folder, file_writable: bool):
+    """Make ``folder`` read-only for the records module's ``os.open`` (and its files too,
+    unless ``file_writable``), as a mount or a folder without the write bit would: root
+    ignores permission bits, so the refusal is simulated where the store meets it."""
+    real = os.open
+    folder = os.path.realpath(folder)
+    writes = os.O_WRONLY | os.O_RDWR
+
+    def fake(p, flags, *a, **k):
+        inside = os.path.dirname(os.path.realpath(p)) == folder
+        if inside and flags & os.O_CREAT and not os.path.exists(p):
+            raise PermissionError(13, "Permission denied", p)
+        if inside and flags & writes and not file_writable and os.path.exists(p):
+            if not (flags & os.O_CREAT and flags & os.O_EXCL):
+                raise PermissionError(13, "Permission denied", p)
+        return real(p, flags, *a, **k)
+
+    monkeypatch.setattr(records_mod.os, "open", fake)
+
+
 def test_a_read_only_file_is_read_when_nothing_is_left(recorded, monkeypatch):
     recs, path = recorded
-    real = os.access
-    monkeypatch.setattr(records_mod.os, "access", lambda p, m: False if m & os.W_OK else real(p, m))
+    read_only(monkeypatch, path.parent, file_writable=False)
     again = run_sweep(cfg(), path, progress=False, log=quiet)  # nothing to train: fine
     assert len(again) == len(recs)
     with pytest.raises(RecordsError, match="cannot write"):
         run_sweep(cfg(replicates=3), path, progress=False, log=quiet)
+
+
+def test_a_complete_file_in_a_read_only_folder_is_read_without_a_lock_file(
+    recorded, tmp_path, monkeypatch
+):
+    """Issue 38, reproducer 14: the file itself writable, its folder not (before: "cannot
+    create its lock file", though nothing needed writing); the lock now lives on the file,
+    so nothing is created beside it."""
+    recs, src = recorded
+    (tmp_path / "ro").mkdir()
+    path = tmp_path / "ro" / "r.jsonl"
+    shutil.copyfile(src, path)  # a folder holding the records file alone
+    before = sorted(os.listdir(path.parent))
+    read_only(monkeypatch, path.parent, file_writable=True)
+    again = run_sweep(cfg(), path, progress=False, log=quiet)
+    assert len(again) == len(recs)
+    assert sorted(os.listdir(path.parent)) == before
 
 
 # ------------------------------------------------------------------ failed cells
