@@ -28,17 +28,21 @@ As a practitioner meets them (the paper's own settings are one argument away):
   n in the hundreds or more a Gamma posterior on the precision would be as narrow as the
   point's sampling error.
 * **Targets** are standardised inside ``fit`` (``standardize_y=True``: mean ``y_mean_`` and
-  sd ``y_scale_`` of the training targets); predictions and predictive sds come back in y's
-  units.  Features are the user's: put a ``StandardScaler`` in a ``Pipeline`` in front
-  (the priors are on the weights, so the features' scale matters).  ``standardize_y=False``
-  is the paper's teacher experiment (targets as generated, sigma = 1).
+  sd ``y_scale_`` of the training targets, found without under- or overflow at any scale
+  float64 holds: ``_standardise``; a ``UserWarning`` where the sd is outside float32's
+  range, ``Y_SCALE_RANGE``); predictions and predictive sds come back in y's units.
+  Features are the user's: put a ``StandardScaler`` in a ``Pipeline`` in front (the priors
+  are on the weights, so the features' scale matters; values that the float32 cast would
+  make inf, or a column it would flush to zero, are refused).  ``standardize_y=False`` is
+  the paper's teacher experiment (targets as generated, sigma = 1).
 * **Training length**: by default each candidate trains until the sweeps' stopping rule
   holds (``simulate.core.stopping.StopRule``: its windowed objective and KL quiet for two
   windows; with ``validation_fraction``, also the posterior mean's validation MSE, the
   held-out criterion that stands in for the sweep's risk against a truth), with
   ``max_epochs`` as a cap; ``n_iter_`` (steps) and ``converged_`` per candidate, and a
   ``ConvergenceWarning`` when the cap binds.  ``epochs=<number>`` trains a fixed budget
-  (the paper's teacher experiment: 7000 epochs of ``n / batch_size`` steps).
+  (the paper's teacher experiment: 7000 epochs of ``n / batch_size`` steps).  Both are
+  whole numbers in [1, ``MAX_EPOCHS``] (a million; why: at ``MAX_EPOCHS``).
 * **Sparsity prior**: ``lambda_s="auto"`` is the paper's rule ``a (L + 1) log n``
   (``theory.lambda_s_rule``) with a = 0.1 for regression and 1.5 for classification (the
   values that reproduce the paper's printed 3 and 50); a number is used as given.
@@ -64,7 +68,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from simulate.core import Hyper, Layout
-from simulate.core.constraints import POSITIVE, Interval, check
+from simulate.core.constraints import POSITIVE, Count, Interval, check
 from simulate.core.hyper import PAPER_WIDTHS, inclusion_rate
 from simulate.core.posterior import select_width
 from simulate.core.recipe import build_trainer
@@ -131,6 +135,68 @@ def _dtype(x) -> torch.dtype:
 def _integer(name, v, lo=1, hi=None) -> int:
     """``v`` as an int when an integer in [lo, hi] (``simulate.core.constraints``)."""
     return int(check(name, v, Interval(numbers.Integral, lo, hi, "both")))
+
+
+# ``epochs`` and ``max_epochs``: whole numbers in [1, MAX_EPOCHS].  Why a million: it is
+# 140 times the paper's 7000 epochs (the regressors' default cap) and past any budget a fit
+# here has used, so a larger number is a slip (``epochs=1e30`` trained without end), not a
+# plan.  Within it the step count is exact: the count itself is a Python int
+# (``State.count``), ``ceil(epochs * n / m)`` is formed in float64 from numbers far below
+# 2**53 (epochs <= 1e6 and n / m <= n), and the sampler's draw numbers ``t K + k`` stay
+# below the 2**64 that ``rng.offset_words`` hashes (1e6 n K < 2**64 for any n K under
+# 1.8e13).  An integral float (``7000.0``, what ``teacher --epochs`` parses) is accepted as
+# the whole number it is; a fraction of an epoch (1.5) is refused.
+MAX_EPOCHS = 10**6
+EPOCH_COUNT = Count(1, MAX_EPOCHS)
+# Targets whose sd lies outside [1e-30, 1e30] are fitted (standardised: ``_standardise``)
+# with a warning: float32, the core's training dtype, holds about [1.2e-38, 3.4e38], so such
+# targets could not have entered it as they are; the margin of 1e8 leaves room for the
+# squares and products of y's units that a user may go on to form in float32.
+Y_SCALE_RANGE = (1e-30, 1e30)
+_F32 = np.finfo(np.float32)
+
+
+def _standardise(y: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """``(mean, sd, (y - mean) / sd)`` of finite targets at any scale float64 holds.
+
+    ``y.std()`` squares y's deviations: at a scale of 1e-300 the squares underflow to 0 (the
+    targets were taken as constant and fitted as such, silently) and at 1e300 they overflow
+    to inf.  Here y is first multiplied by ``2**-e``, the power of two just above max|y| (an
+    exact scaling: only the exponent changes), so its values lie in (-1, 1), where neither
+    the mean nor the squares can under- or overflow; the mean and sd found there are scaled
+    back by ``2**e`` and the standardised values are formed there.  Scaling by a power of two
+    commutes with every rounding, so where nothing under- or overflows this is ``y.mean()``,
+    ``y.std()`` and ``(y - y.mean()) / y.std()`` bit for bit: fits at ordinary scales do not
+    move.  When every target is the same number, sd is 0 and the mean is that number (where
+    ``y.mean()`` can round off it: three 0.1s give 0.1 + 1.4e-17, which ``y.std()`` took for a
+    spread of 1.4e-17 and the fit for a signal)."""
+    top = float(np.max(np.abs(y)))
+    if top == 0.0 or np.all(y == y[0]):  # constant: no spread to measure (y - mean: zeros)
+        mean = float(y.mean()) if top == 0.0 else float(y[0])
+        return mean, 0.0, y - mean
+    e = math.frexp(top)[1]  # top = f 2**e with f in [0.5, 1)
+    z = np.ldexp(y, -e)
+    mz, sz = float(z.mean()), float(z.std())
+    return math.ldexp(mz, e), math.ldexp(sz, e), (z - mz) / sz
+
+
+def _check_core_range(name: str, a: np.ndarray, dtype: torch.dtype, fix: str) -> None:
+    """Refuse values that the cast to float32 (the core's default dtype) would turn into
+    inf, or that it would flush to zero or subnormals in a whole column (a feature or
+    target that silently becomes constant): ``ValueError`` naming ``fix``."""
+    if dtype != torch.float32 or a.size == 0:
+        return
+    top = np.max(np.abs(a.reshape(a.shape[0], -1)), axis=0)
+    if np.any(top > _F32.max):
+        raise ValueError(
+            f"{name} has values beyond float32's range ({top.max():.3g} > {_F32.max:.3g}): {fix}"
+        )
+    low = (top > 0) & (top < _F32.tiny)
+    if np.any(low):
+        raise ValueError(
+            f"{name} has a column of values below float32's normal range "
+            f"(max |value| {top[low].max():.3g} < {_F32.tiny:.3g}): {fix}"
+        )
 
 
 # lambda_s="auto": the rule's a (theory.lambda_s_rule) per likelihood, the values with which
@@ -261,7 +327,7 @@ class _Base(BaseEstimator):
             family=self._family_name(),
         )
 
-    def _encode_y(self, y, n):
+    def _encode_y(self, y, n, dtype):
         raise NotImplementedError
 
     def _budget(self, n: int, batch: int):
@@ -269,12 +335,10 @@ class _Base(BaseEstimator):
         rule capped at ``max_epochs`` (``epochs=None``), its window a twentieth of the cap
         between 50 steps (a shorter window's mean is too noisy for the rule's tolerance: with
         windows of 1 step a model "converged" after 5) and 500 (the sweeps')."""
-        per_epoch = n / batch
+        per_epoch = n / batch  # epochs and max_epochs: whole numbers (EPOCH_COUNT, in fit)
         if self.epochs is not None:
-            check("epochs", self.epochs, POSITIVE)
-            return max(1, math.ceil(float(self.epochs) * per_epoch)), None
-        check("max_epochs", self.max_epochs, POSITIVE)
-        cap = max(1, math.ceil(float(self.max_epochs) * per_epoch))
+            return max(1, math.ceil(float(int(self.epochs)) * per_epoch)), None
+        cap = max(1, math.ceil(float(int(self.max_epochs)) * per_epoch))
         window = min(500, max(50, cap // 20))
         return None, StopRule(max_steps=cap, window=window, lr_decays=self.lr_decays)
 
@@ -301,8 +365,13 @@ class _Base(BaseEstimator):
         _integer("predict_draws", self.predict_draws)
         seed = _integer("seed", self.seed, lo=0, hi=_SEED_MAX)
         dtype = _dtype(self.dtype)
+        check("epochs", self.epochs, EPOCH_COUNT, None)  # before any work (MAX_EPOCHS)
+        check("max_epochs", self.max_epochs, EPOCH_COUNT)
         X, y = validate_data(self, X, y, y_numeric=self._likelihood == "gaussian")
-        y_enc, out_dim = self._encode_y(y, X.shape[0])
+        _check_core_range(
+            "X", X, dtype, "scale the features (a StandardScaler) or use dtype='float64'"
+        )
+        y_enc, out_dim = self._encode_y(y, X.shape[0], dtype)
         fit_idx, val_idx = self._validation(X.shape[0], seed)
         X, y_enc, Xv, yv = (
             X[fit_idx],
@@ -425,19 +494,38 @@ class _Base(BaseEstimator):
 class _Regressor(RegressorMixin, _Base):
     _likelihood = "gaussian"
 
-    def _encode_y(self, y, n):
+    def _encode_y(self, y, n, dtype):
         """Targets in the units the model is fitted in: standardised with the training
-        targets' mean and sd (``y_mean_``, ``y_scale_``; sd 1 where constant) unless
-        ``standardize_y`` is False."""
+        targets' mean and sd (``y_mean_``, ``y_scale_``; sd 1 where every target is the
+        same number) unless ``standardize_y`` is False.
+
+        The mean and sd are found without under- or overflow (``_standardise``), so targets
+        of scale 1e-300 or 1e300 are fitted like the same targets at scale 1, with a
+        ``UserWarning`` where the sd is outside ``Y_SCALE_RANGE`` (predictions, ``sigma_``
+        and intervals come back in y's units, in float64).  Unstandardised targets enter the
+        core as they are: in float32 those that would overflow, or all flush to zero, are
+        refused (``ValueError``)."""
         y = np.asarray(y, dtype=float)
         if not isinstance(self.standardize_y, (bool, np.bool_)):
             raise ValueError(f"standardize_y must be True or False, got {self.standardize_y!r}")
-        if self.standardize_y:
-            sd = float(y.std())
-            self.y_mean_, self.y_scale_ = float(y.mean()), (sd if sd > 0 else 1.0)
-        else:
+        if not self.standardize_y:
+            _check_core_range("y", y, dtype, "use standardize_y=True or dtype='float64'")
             self.y_mean_, self.y_scale_ = 0.0, 1.0
-        return (y - self.y_mean_) / self.y_scale_, 1
+            return y.copy(), 1
+        self.y_mean_, sd, z = _standardise(y)
+        if sd == 0.0:  # a constant target: centred, in y's units
+            self.y_scale_ = 1.0
+            return z, 1
+        lo, hi = Y_SCALE_RANGE
+        if not lo <= sd <= hi:
+            warnings.warn(
+                f"{type(self).__name__}: y's sd {sd:.3g} is outside [{lo:g}, {hi:g}] "
+                "(float32 training): fitted on standardised targets, predictions scaled back",
+                UserWarning,
+                stacklevel=3,
+            )
+        self.y_scale_ = sd
+        return z, 1
 
     def _set_noise(self) -> None:
         self.sigma_all_ = self.posterior_.noise_sd_all().cpu().numpy() * self.y_scale_
@@ -485,7 +573,7 @@ class _Regressor(RegressorMixin, _Base):
 class _Classifier(ClassifierMixin, _Base):
     _likelihood = "categorical"
 
-    def _encode_y(self, y, n):
+    def _encode_y(self, y, n, dtype):
         check_classification_targets(y)
         classes, idx = np.unique(y, return_inverse=True)
         if len(classes) < 2:

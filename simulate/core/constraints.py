@@ -9,6 +9,8 @@ it got, e.g. ``lr must be a finite number > 0, got -1``.
 
 * :class:`Interval` -- integers or real numbers in a range (booleans are refused: ``True``
   is not a width; real numbers must be finite);
+* :class:`Count` -- a whole number in a range, an integral float such as ``100.0`` included
+  (counts read from a command line or a JSON file arrive as floats);
 * :class:`Options` -- one of a fixed set of values (strings: names of a family, slab, ...);
 * :data:`BOOL` -- ``True`` or ``False`` only;
 * ``None`` -- the value may be None.
@@ -22,6 +24,7 @@ from numbers import Integral, Real
 
 __all__ = [
     "BOOL",
+    "Count",
     "INT_POSITIVE",
     "POSITIVE",
     "Interval",
@@ -60,6 +63,29 @@ class Interval:
         lo = "[" if self.closed in ("both", "left") else "("
         hi = "]" if self.closed in ("both", "right") else ")"
         return f"{what} in {lo}{num(self.low)}, {num(self.high)}{hi}"
+
+
+@dataclass(frozen=True)
+class Count:
+    """A whole number in ``[low, high]`` (``high`` None: unbounded): an integer, or a finite
+    float with no fractional part (``100.0``: the count a command line's ``type=float`` or a
+    JSON file delivers).  Booleans, non-integral and non-finite numbers are refused.
+    :func:`check` returns the value as given; ``int()`` it for the count."""
+
+    low: int
+    high: int | None = None
+
+    def accepts(self, v) -> bool:
+        if isinstance(v, bool) or not isinstance(v, Real):
+            return False
+        if not isinstance(v, Integral) and not (math.isfinite(v) and float(v).is_integer()):
+            return False
+        return v >= self.low and (self.high is None or v <= self.high)
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"a whole number >= {self.low:d}"
+        return f"a whole number in [{self.low:d}, {self.high:d}]"
 
 
 @dataclass(frozen=True)
