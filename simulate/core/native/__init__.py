@@ -447,9 +447,39 @@ def check_supported(layout, hyper, device, dtype) -> None:
 _ARRAYS: dict = {}  # (dims, offs) -> their ctypes arrays, made once per network shape
 
 
-def _check_inputs(theta, x, y, scale, sd, dims, offs) -> None:
-    """``ValueError`` unless the tensors are what the C function reads: float32 on the CPU,
-    ``x [E, m, p + 1]``, ``theta [E, >= P_net]``, ``y [E, m]``, ``scale`` and ``sd [E]``."""
+def _check_layout(dims, offs) -> None:
+    """``ValueError`` unless ``dims`` and ``offs`` are a network the C function can walk
+    within its buffers: ``dims = [p, hidden..., 1]`` (layer l maps ``dims[l] ->
+    dims[l + 1]``; at least one and at most 63 hidden layers, every size >= 1, one output)
+    and ``offs`` the offsets of the layers' blocks ``[dims[l + 1], dims[l] + 1]`` laid end
+    to end from 0, then ``P_net`` (:class:`simulate.core.layout.Layout`'s).  The C function
+    reads ``offs[depth + 1]`` as the gradient row's length and sizes its scratch by
+    ``dims``, so nothing less than this exact agreement keeps its reads and writes inside
+    ``theta``, ``grad`` and its scratch; the op is public (``torch.ops.asvi_rates``), so
+    the check is here and not left to its callers."""
+    dims, offs = list(dims), list(offs)
+    if len(dims) < 3 or len(offs) != len(dims):
+        raise ValueError(
+            f"the fused pass needs dims [p, hidden..., 1] and one offset per layer plus P_net "
+            f"(as many as dims); got {len(dims)} dims and {len(offs)} offs"
+        )
+    if len(dims) - 2 > 63:
+        raise ValueError(f"the fused pass takes at most 63 hidden layers, got {len(dims) - 2}")
+    if min(dims) < 1 or dims[-1] != 1:
+        raise ValueError(f"the fused pass needs sizes >= 1 and one output; got dims {dims}")
+    expect = [0]
+    for l in range(len(dims) - 1):
+        expect.append(expect[-1] + dims[l + 1] * (dims[l] + 1))
+    if offs != expect:
+        raise ValueError(f"offs must be the blocks' offsets for dims {dims}, {expect}; got {offs}")
+
+
+def _check_inputs(theta, x, y, scale, sd, dims, offs, widths) -> None:
+    """``ValueError`` unless ``dims`` and ``offs`` describe a network the C function can
+    walk (:func:`_check_layout`) and the tensors are what it reads: float32 on the CPU,
+    ``x [E, m, p + 1]``, ``theta [E, >= P_net]``, ``y [E, m]``, ``scale`` and ``sd [E]``,
+    and ``widths [E]`` (integers on the CPU) within every hidden layer's size."""
+    _check_layout(dims, offs)
     E, P_net = x.shape[0] if x.dim() == 3 else -1, offs[-1]
     for name, t in (("theta", theta), ("x", x), ("y", y), ("scale", scale), ("sd", sd)):
         if t.dtype != torch.float32 or t.device.type != "cpu":
@@ -463,11 +493,24 @@ def _check_inputs(theta, x, y, scale, sd, dims, offs) -> None:
             f"scale and sd [E]; got x {tuple(x.shape)}, y {tuple(y.shape)}, theta "
             f"{tuple(theta.shape)}, scale {tuple(scale.shape)}, sd {tuple(sd.shape)}"
         )
+    wmax = min(dims[1:-1])  # a model's units in every hidden layer: within each one's size
+    if (
+        widths.device.type != "cpu"
+        or widths.is_floating_point()
+        or widths.is_complex()
+        or tuple(widths.shape) != (E,)
+        or E
+        and not (1 <= int(widths.min()) and int(widths.max()) <= wmax)
+    ):
+        raise ValueError(
+            f"widths must be [{E}] integers in 1..{wmax} on the CPU, got {widths.tolist()}"
+            f" ({widths.dtype} on {widths.device})"
+        )
 
 
 def _call(theta, x, y, scale, sd, dims: list[int], offs: list[int], widths):
     scale, sd = scale.to(torch.float32), sd.to(torch.float32)
-    _check_inputs(theta, x, y, scale, sd, dims, offs)
+    _check_inputs(theta, x, y, scale, sd, dims, offs, widths)
     E, m = x.shape[0], x.shape[1]
     P_net = offs[-1]
     theta, x, y = theta.contiguous(), x.contiguous(), y.contiguous()
@@ -475,12 +518,6 @@ def _call(theta, x, y, scale, sd, dims: list[int], offs: list[int], widths):
     nll = torch.empty(E, dtype=torch.float32)
     grad = torch.empty(E, P_net, dtype=torch.float32)
     widths = widths.to(torch.int64).contiguous()
-    if (
-        tuple(widths.shape) != (E,)
-        or E
-        and not (1 <= int(widths.min()) and int(widths.max()) <= dims[1])
-    ):
-        raise ValueError(f"widths must be [{E}] numbers in 1..{dims[1]}, got {widths.tolist()}")
     key = (tuple(dims), tuple(offs))
     arrays = _ARRAYS.get(key)
     if arrays is None:
