@@ -177,7 +177,8 @@ def _trainer(
 
 def native_available(device="cpu") -> bool:
     """Whether the fused network pass (``mlp="native"``) can run here: the CPU and a C
-    compiler (``simulate.core.native``)."""
+    compiler (``simulate.core.native``); an untrusted cache raises
+    ``simulate.core.native.NativeUntrusted`` (``native.available``)."""
     if torch.device(device).type != "cpu":
         return False
     from simulate.core import native
@@ -516,6 +517,22 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _check_native(asked: bool) -> None:
+    """ValueError (one line: :mod:`simulate.core.native`'s own reason -- no compiler, its
+    error, an unwritable or untrusted cache) where the fused pass cannot run and ``asked``
+    for (``--mlp native``), or where its cache is untrusted even though it is only timed
+    beside the batched core where it can run: that is for the user to hear about, not to
+    drop the variant for without a word."""
+    from simulate.core import native
+
+    try:
+        native.load()
+    except native.NativeUnavailable as exc:
+        if asked or isinstance(exc, native.NativeUntrusted):
+            what = "--mlp native" if asked else "the fused pass (timed where it can run)"
+            raise ValueError(f"{what}: {str(exc).splitlines()[0]}") from None
+
+
 def _check(args) -> None:
     """ValueError on bad flags, before anything runs."""
     if any(e < 1 for e in args.E) or args.steps < 1 or args.repeats < 1:
@@ -540,8 +557,9 @@ def _check(args) -> None:
         raise ValueError(f"--tier must be one of {tuple(tiers.RATES)}, got {args.tier!r}")
     if args.autograd and args.mlp == "native":
         raise ValueError("--mlp native runs in the hand-written step, not with --autograd")
-    if args.mlp == "native" and not native_available(args.device):
-        raise ValueError("--mlp native: the fused pass cannot be built here (no C compiler?)")
+    timed_beside = not (args.table1_block or args.compare_paths or args.workload == "sweep")
+    if args.mlp == "native" or kind == "cpu" and timed_beside:
+        _check_native(args.mlp == "native")
     if args.records is not None and not os.path.isfile(args.records):
         raise ValueError(f"no records file {args.records}")
     if args.records is not None:  # read (and refused if corrupt) before any benchmark runs

@@ -128,8 +128,10 @@ def check_memory(cfg: SweepConfig) -> None:
 
 def check_native(cfg: SweepConfig) -> None:
     """``ValueError`` (one line, before anything is locked or written) when ``cfg`` asks for
-    the fused network pass (``mlp="native"``) and it cannot be built here (no C compiler):
-    every job would otherwise fail in its worker."""
+    the fused network pass (``mlp="native"``) and it cannot be built or loaded here: no C
+    compiler, the compiler's first error, an unwritable cache, or a cache someone else could
+    write (``simulate.core.native.NativeUntrusted``: refused, never loaded).  Every job
+    would otherwise fail in its worker -- or run code planted in the cache."""
     if cfg.mlp != "native" or cfg.estimator != "asvi":
         return
     from simulate.core import native

@@ -224,7 +224,8 @@ def test_the_library_is_built_once_per_source_compiler_and_cpu(monkeypatch, tmp_
     monkeypatch.setattr(native, "_lib", None)
     native.load()
     assert [p.stat().st_mtime_ns for p in tmp_path.rglob("*.so")] == [stamp]
-    assert sorted(p.name for p in (tmp_path / "native").iterdir()) == [built[0].name]
+    names = sorted(p.name for p in (tmp_path / "native").iterdir())
+    assert names == [built[0].name, f"{built[0].name}.sha256"]  # the library and its digest
 
 
 def test_the_sweep_runs_the_fused_pass_and_fingerprints_it(monkeypatch, tmp_path):
