@@ -403,6 +403,9 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
     if not tier.get("control", True):
         args.no_control = True  # the known-answer control trains nothing to re-run
     every_n = args.control_every_n or tier.get("control_every_n", False)
+    # jobs held at once here: one per local worker (a cluster's are not in this machine)
+    at_once = 1 if args.scheduler else (tier.get("workers", 0) if args.workers is None
+                                        else args.workers)  # fmt: skip
     runs = []
     for name, ts, settings, crep in specs:
         cfg = SweepConfig(truths=ts, **settings)
@@ -417,7 +420,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
         cpath = args.control_records if name is None and args.control_records else (
             control_records_path(path)
         )  # fmt: skip
-        check_memory(cfg)
+        check_memory(cfg, at_once)
         check_native(cfg)
         ccfg = None
         if not args.no_control:
@@ -433,6 +436,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
         gcfg = SweepConfig(truths=tier["gp"]["truths"], **tier["gp"]["sweep"])
         gpath = f"{root}-gp{ext}"
         check_output_file(gpath, "--out")
+        check_memory(gcfg, at_once)
         if not args.dry_run:
             gpath = records_path_for(gcfg, gpath, args.new_file, args.accept_code_change)
         gp = (gcfg, gpath)

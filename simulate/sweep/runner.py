@@ -108,22 +108,35 @@ def _store(cfg: SweepConfig, path, accept_code_change: bool = False) -> RecordSt
     )  # fmt: skip
 
 
-def check_memory(cfg: SweepConfig) -> None:
-    """``ValueError`` (one line, before anything is locked or written) when one job of
-    ``cfg`` needs more memory than the machine has (``SweepConfig.job_bytes``, a lower
-    bound): ``--n 10**12`` or a width of 10^6 would otherwise fail with a MemoryError deep
-    in a worker."""
-    need = cfg.job_bytes()
+def check_memory(cfg: SweepConfig, at_once: int = 1) -> None:
+    """``ValueError`` (one line, before anything is locked or written) when ``at_once``
+    jobs of ``cfg`` (the local workers: each holds one) need more memory than the machine
+    has (``SweepConfig.job_bytes``: for ASVI a lower bound, for the GP control the measured
+    peak): ``--n 10**12``, a width of 10^6 or a GP control at 200,000 test points would
+    otherwise fail with a MemoryError deep in a worker, or swap for hours."""
+    at_once = max(1, int(at_once or 1))
+    need = at_once * cfg.job_bytes()
     try:
         have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # not POSIX: nothing to compare with
         return
-    if need > have:
+    if need <= have:
+        return
+    jobs = "one job" if at_once == 1 else f"{at_once} jobs at once (one per worker)"
+    verb = "needs" if at_once == 1 else "need"
+    if cfg.estimator == "gp":
         raise ValueError(
-            f"one job of this sweep needs at least {need / 2**30:.3g} GiB (data at"
-            f" n = {max(cfg.ns)}, widths up to {max(cfg.widths_at(max(cfg.ns)))}); this machine"
-            f" has {have / 2**30:.3g} GiB: use smaller n or widths"
+            f"{jobs} of this GP control {verb} about {need / 2**30:.3g} GiB (posterior"
+            f" covariances of n_test = {cfg.n_test} test points, float64, at n ="
+            f" {max(cfg.ns)}); this machine has {have / 2**30:.3g} GiB: give a smaller"
+            " --n-test" + (" or fewer --workers" if at_once > 1 else "")
         )
+    raise ValueError(
+        f"{jobs} of this sweep {verb} at least {need / 2**30:.3g} GiB (data at"
+        f" n = {max(cfg.ns)}, widths up to {max(cfg.widths_at(max(cfg.ns)))}); this machine"
+        f" has {have / 2**30:.3g} GiB: use smaller n or widths"
+        + (" or fewer --workers" if at_once > 1 else "")
+    )
 
 
 def check_native(cfg: SweepConfig) -> None:
@@ -273,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--widths", type=int, nargs="+")
     ap.add_argument("--max-steps", type=int, help="step cap of every candidate (stop rule)")
     ap.add_argument(
+        "--n-test", type=int, help="test points of every cell's metrics (default 20,000)"
+    )
+    ap.add_argument(
         "--max-epochs",
         type=float,
         help="grow the cap with n: max(max_steps, ceil(max_epochs * n / batch_size))",
@@ -358,7 +374,7 @@ def main(argv=None) -> int:
         if args.scheduler and args.workers:
             raise ValueError("give either --scheduler or --workers, not both")
         check_output_file(args.out, "--out")
-        check_memory(cfg)
+        check_memory(cfg, 1 if args.scheduler else args.workers)
         check_native(cfg)
         out = records_path_for(cfg, args.out, args.new_file, args.accept_code_change)
     except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
