@@ -73,9 +73,15 @@ import traceback
 import numpy as np
 
 from simulate.sweep import tiers
+from simulate.sweep.parallel import check_scheduler, check_scheduler_timeout
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.records import RecordsError
-from simulate.sweep.runner import check_memory, check_native, parse_truths, records_path_for
+from simulate.sweep.runner import (
+    check_memory,
+    check_native,
+    parse_truths,
+    records_path_for,
+)
 from simulate.sweep.spec import (
     TRUTH_HELP,
     SweepConfig,
@@ -224,7 +230,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="override the protocol's attainment allowance log power c (allowance: log^c"
         " n); the verdicts are then exploratory (refused for a confirmatory protocol)",
     )
-    ap.add_argument("--scheduler", help="Dask scheduler address for the sweep")
+    ap.add_argument("--scheduler", help="Dask scheduler address for the sweep ([tcp://]HOST:PORT)")
+    ap.add_argument(
+        "--scheduler-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="give up on the scheduler if it has not answered within SECONDS (default 30)",
+    )
     ap.add_argument(
         "--workers",
         type=int,
@@ -334,8 +346,10 @@ def _checked_overrides(args) -> dict:
         raise ValueError(f"--workers must be >= 0, got {args.workers}")
     if args.lam is not None and not (np.isfinite(args.lam) and args.lam > 0):
         raise ValueError(f"--lam must be a finite number > 0, got {args.lam}")
-    if args.scheduler and args.workers:
+    if args.scheduler is not None and args.workers:
         raise ValueError("give either --scheduler or --workers, not both")
+    check_scheduler(args.scheduler)
+    check_scheduler_timeout(args.scheduler_timeout)
     if args.json:
         check_output_file(args.json, "--json")
     if args.markdown:
@@ -479,7 +493,9 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
         print(f"protocol {proto.tag} ({proto.kind})")
         os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
         par = {"scheduler": args.scheduler, "workers": None if args.scheduler else workers or None,
-               "accept_code_change": args.accept_code_change}  # fmt: skip
+               "accept_code_change": args.accept_code_change,
+               "scheduler_timeout": args.scheduler_timeout}  # fmt: skip
+
         records = []
         for name, cfg, path, ccfg, cpath_i in plan["runs"]:
             print(power_lines(design_power(cfg, proto), cfg))

@@ -53,6 +53,8 @@ Design (every choice recorded in each record's ``config``):
   with an error that names the line, and nothing is written.
 * **Scale-out**: ``--scheduler ADDRESS`` sends jobs to an existing Dask cluster
   (``distributed.Client``); results come back to this process, which alone writes records.
+  The address is checked with the flags; the connection gives up after
+  ``--scheduler-timeout`` seconds (30).
 """
 
 from __future__ import annotations
@@ -65,7 +67,12 @@ import sys
 from simulate._alloc import tune_malloc
 from simulate.progress import Progress
 from simulate.sweep.job import run_job
-from simulate.sweep.parallel import check_workers, map_unordered
+from simulate.sweep.parallel import (
+    check_scheduler,
+    check_scheduler_timeout,
+    check_workers,
+    map_unordered,
+)
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.records import (
     RecordsError,
@@ -182,13 +189,15 @@ def run_sweep(
     max_jobs: int | None = None,
     workers: int | None = None,
     accept_code_change: bool = False,
+    scheduler_timeout: float | None = None,
 ) -> list[dict]:
     """Run every unfinished job of ``cfg`` and append its records to ``out_path``; returns
     all records of the sweep's cells.  ``scheduler``: address of an existing Dask cluster;
     ``workers``: a pool of that many single-threaded worker processes for this sweep
     (:func:`simulate.sweep.parallel.map_unordered`; two such processes beat one two-threaded
-    process on the 2-core machine).  ``max_jobs`` stops after that many jobs (tests
-    simulate a killed sweep).  The records file is a
+    process on the 2-core machine); ``scheduler_timeout``: seconds to reach the scheduler
+    (:data:`simulate.sweep.parallel.SCHEDULER_TIMEOUT_S` if None).  ``max_jobs`` stops
+    after that many jobs (tests simulate a killed sweep).  The records file is a
     :class:`simulate.sweep.records.RecordStore`: locked while the sweep runs, of this
     configuration only (``accept_code_change``: or of it with other code, the change noted
     in each new record as ``code_change_accepted``)."""
@@ -202,19 +211,19 @@ def run_sweep(
         if todo and not st.writable:
             raise RecordsError(f"{out_path}: cannot write there ({len(todo)} jobs to run)")
         if todo:
-            _run_jobs(todo, st, scheduler, workers, progress)
+            _run_jobs(todo, st, scheduler, workers, progress, scheduler_timeout)
     keys = {c for j in jobs_for(cfg) for c in j.cells()}
     return [r for r in store.read() if _cell_key(r) in keys]
 
 
-def _run_jobs(todo, store: RecordStore, scheduler, workers, progress) -> None:
+def _run_jobs(todo, store: RecordStore, scheduler, workers, progress, timeout=None) -> None:
     """Train ``todo`` (here, on a pool of ``workers`` processes, or on ``scheduler``:
     :func:`simulate.sweep.parallel.map_unordered`) and append each job's records to ``store`` as
     they arrive."""
     total = len(todo)
     bar = Progress("sweep") if progress else None
     here, code = versions(), code_digest()
-    for i, recs in enumerate(map_unordered(run_job, todo, workers, scheduler), 1):
+    for i, recs in enumerate(map_unordered(run_job, todo, workers, scheduler, timeout), 1):
         for r in recs:  # a remote worker with other versions or code computes other numbers
             if r.get("versions") != here:
                 theirs = fields_differing(here, r.get("versions") or {})
@@ -318,7 +327,13 @@ def build_parser() -> argparse.ArgumentParser:
         "or native (fused per model in C: 2-2.4x the steps at batch 1024, about the same at the"
         " tiers' batch 128; needs a C compiler)",
     )
-    ap.add_argument("--scheduler", help="address of an existing Dask scheduler")
+    ap.add_argument("--scheduler", help="address of an existing Dask scheduler ([tcp://]HOST:PORT)")
+    ap.add_argument(
+        "--scheduler-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="give up on the scheduler if it has not answered within SECONDS (default 30)",
+    )
     ap.add_argument(
         "--workers",
         type=int,
@@ -371,10 +386,12 @@ def main(argv=None) -> int:
         cfg = config_from_args(truths, args)  # validated as it is made
         if args.workers is not None and args.workers < 0:
             raise ValueError(f"--workers must be >= 0 (0: in this process), got {args.workers}")
-        if args.scheduler and args.workers:
+        if args.scheduler is not None and args.workers:
             raise ValueError("give either --scheduler or --workers, not both")
+        check_scheduler(args.scheduler)
+        check_scheduler_timeout(args.scheduler_timeout)
         check_output_file(args.out, "--out")
-        check_memory(cfg, 1 if args.scheduler else args.workers)
+        check_memory(cfg, 1 if args.scheduler is not None else args.workers)
         check_native(cfg)
         out = records_path_for(cfg, args.out, args.new_file, args.accept_code_change)
     except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
@@ -386,6 +403,7 @@ def main(argv=None) -> int:
         recs = run_sweep(
             cfg, out, scheduler=args.scheduler, workers=args.workers,
             accept_code_change=args.accept_code_change,
+            scheduler_timeout=args.scheduler_timeout,
         )  # fmt: skip
     except (RecordsError, OSError, TimeoutError) as exc:  # a lock held, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
