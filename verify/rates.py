@@ -57,7 +57,8 @@ Exit status (from the d^2 entries): 1 when a theorem or attainment test FAILs at
 family-wise level (Holm over every test that sets the status; for the known-answer
 control: when an entry contradicts its known answer), 3 when none fails but some is
 INCONCLUSIVE or UNDECIDABLE, 0 when all pass; 2 on bad input (nothing is trained and no
-record file is touched); 4 on a crash.
+record file is touched); 4 on a crash; 130 on Ctrl-C, with one line saying how many cells
+the records file being written holds (whole: the same command resumes it).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ from simulate.sweep.runner import (
     check_native,
     parse_truths,
     records_path_for,
+    resume_note,
 )
 from simulate.sweep.spec import (
     TRUTH_HELP,
@@ -89,7 +91,7 @@ from simulate.sweep.spec import (
     overrides_from_args,
     read_records,
 )
-from theory._cli import Parser
+from theory._cli import Parser, interrupted, run_main
 from theory._paths import check_output_dir, check_output_file
 from verify import protocol as protocols
 from verify.analysis import (
@@ -278,6 +280,9 @@ def main(argv=None) -> int:
     except (RecordsError, OSError, TimeoutError) as exc:  # a held lock, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:  # the file being written (_run sets it) is whole and resumes
+        writing = getattr(args, "writing", None)
+        return interrupted(resume_note(writing) if writing else None)
     except Exception:  # a crash is not a verdict: never exit 1 for it
         return _crashed()
 
@@ -496,22 +501,26 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
                "accept_code_change": args.accept_code_change,
                "scheduler_timeout": args.scheduler_timeout}  # fmt: skip
 
+        def sweep(c, path):  # noting the file being written, for a Ctrl-C's line (main)
+            args.writing = path
+            return run_sweep(c, path, **par)
+
         records = []
         for name, cfg, path, ccfg, cpath_i in plan["runs"]:
             print(power_lines(design_power(cfg, proto), cfg))
             t1 = time.perf_counter()
-            records += run_sweep(cfg, path, **par)
+            records += sweep(cfg, path)
             print(f"sweep{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
             if ccfg is not None:
                 print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
                 t1 = time.perf_counter()
-                control_records += run_sweep(ccfg, cpath_i, **par)
+                control_records += sweep(ccfg, cpath_i)
                 print(f"control{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
         if plan["gp"] is not None:
             gcfg, gpath = plan["gp"]
             print(power_lines(design_power(gcfg, proto), gcfg))
             t1 = time.perf_counter()
-            records += run_sweep(gcfg, gpath, **par)
+            records += sweep(gcfg, gpath)
             print(f"known-answer control: {time.perf_counter() - t1:.0f} s")
     try:
         results = analyse(records, truths or None, control_records, proto)
@@ -551,4 +560,4 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -16,8 +16,14 @@ workers up like a pool process (one torch thread, ``tune_malloc``); its records 
 compared with this process's package versions by the sweep (``simulate.sweep.runner``).
 Pool processes exit when the process that started them dies (:func:`_exit_with_parent`).
 
-Unreachable clusters end in one line, not a traceback or a hang:
+Interrupts and unreachable clusters end in one line, not a traceback or a hang:
 
+* **Ctrl-C**: the terminal sends SIGINT to the whole process group, pool processes
+  included.  They ignore it (from their first instruction: the pool is started with SIGINT
+  ignored, which a spawned interpreter keeps, and :func:`_worker_init` ignores it again), so
+  only the calling process sees ``KeyboardInterrupt``; leaving :func:`map_unordered` early
+  (an interrupt, an error, a consumer that stops) then ends the pool processes at once
+  instead of waiting for the jobs they run, whose results nobody would read.
 * **A scheduler address** is checked before anything is made (:func:`check_scheduler`),
   the connection and handshake share one deadline (``scheduler_timeout``, default
   :data:`SCHEDULER_TIMEOUT_S`) enforced by a clock outside ``distributed`` as well as by its
@@ -60,12 +66,16 @@ PARENT_POLL_S = 0.5
 
 
 def _worker_init(parent_pid: int | None = None) -> None:
-    """Each pool process: one torch thread, the training allocator settings, and a watch
-    on its parent (:func:`_exit_with_parent`)."""
+    """Each pool process: SIGINT ignored (Ctrl-C is the calling process's to handle: a
+    pool process that took it would print its own traceback), one torch thread, the
+    training allocator settings, and a watch on its parent (:func:`_exit_with_parent`)."""
+    import signal
+
     import torch
 
     from simulate._alloc import tune_malloc
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     tune_malloc()
     if parent_pid is not None:
@@ -184,7 +194,8 @@ def map_unordered(
     ``scheduler_timeout`` seconds, default :data:`SCHEDULER_TIMEOUT_S`, or ``OSError`` /
     ``TimeoutError`` in one line).  ``fn`` and the items must pickle (a module-level
     function) for the last two.  Items are submitted in order, so with ``workers`` processes
-    the first ``workers`` items run first."""
+    the first ``workers`` items run first.  Leaving early (an error, an interrupt, a
+    consumer that stops) drops what is queued and ends the pool processes."""
     check_workers(workers, scheduler)
     check_scheduler_timeout(scheduler_timeout, "scheduler_timeout")
     items = list(items)
@@ -199,6 +210,29 @@ def map_unordered(
         yield fn(it)
 
 
+def _sigint_ignored():
+    """A context in which SIGINT is ignored (in the main thread; elsewhere it changes
+    nothing): processes spawned inside it start with SIGINT ignored, and a Python
+    interpreter started so keeps it ignored, so a pool process cannot take a Ctrl-C even
+    while it imports, before :func:`_worker_init` runs."""
+    import contextlib
+    import signal
+    import threading
+
+    @contextlib.contextmanager
+    def ctx():
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, old)
+
+    return ctx()
+
+
 def _on_pool(fn, items, workers: int):
     """:func:`map_unordered` on a pool of ``workers`` spawned processes."""
     import multiprocessing as mp
@@ -209,13 +243,17 @@ def _on_pool(fn, items, workers: int):
     with ProcessPoolExecutor(
         workers, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),)
     ) as ex:
-        futures = [ex.submit(fn, it) for it in items]
+        with _sigint_ignored():  # submit starts the processes (one per item up to workers)
+            futures = [ex.submit(fn, it) for it in items]
         try:
             for fut in as_completed(futures):
                 yield fut.result()
-        finally:  # stopped early (an error, a consumer that quits): drop what is queued
-            for fut in futures:
-                fut.cancel()
+        except BaseException:  # stopped early: drop what is queued, end what runs
+            procs = list((getattr(ex, "_processes", None) or {}).values())  # before shutdown
+            ex.shutdown(wait=False, cancel_futures=True)  # forgets its processes
+            for proc in procs:
+                proc.terminate()  # they ignore SIGINT; their results would not be read
+            raise
 
 
 def _connect(scheduler: str, timeout: float):

@@ -55,6 +55,9 @@ Design (every choice recorded in each record's ``config``):
   (``distributed.Client``); results come back to this process, which alone writes records.
   The address is checked with the flags; the connection gives up after
   ``--scheduler-timeout`` seconds (30).
+* **Ctrl-C** stops the sweep with one line, ``interrupted; N cells recorded in PATH,
+  resume with the same command``, and exit 130: the records are whole (single appends)
+  and a re-run skips them.
 """
 
 from __future__ import annotations
@@ -92,10 +95,18 @@ from simulate.sweep.spec import (
     overrides_from_args,
     record_problem,
 )
-from theory._cli import Parser
+from theory._cli import Parser, interrupted
 from theory._paths import check_output_file
 
-__all__ = ["check_memory", "check_native", "main", "parse_truths", "records_path_for", "run_sweep"]
+__all__ = [
+    "check_memory",
+    "check_native",
+    "main",
+    "parse_truths",
+    "records_path_for",
+    "resume_note",
+    "run_sweep",
+]
 
 
 def _cell_key(r: dict) -> tuple:
@@ -144,6 +155,17 @@ def check_memory(cfg: SweepConfig, at_once: int = 1) -> None:
         f" has {have / 2**30:.3g} GiB: use smaller n or widths"
         + (" or fewer --workers" if at_once > 1 else "")
     )
+
+
+def resume_note(path) -> str:
+    """What an interrupted sweep says of its records file: ``N cells recorded in PATH,
+    resume with the same command``, N its whole lines (one record, one cell, each)."""
+    try:
+        with open(path, "rb") as fh:
+            n = sum(1 for line in fh if line.endswith(b"\n") and line.strip())
+    except OSError:  # not made yet
+        n = 0
+    return f"{n} cells recorded in {path}, resume with the same command"
 
 
 def check_native(cfg: SweepConfig) -> None:
@@ -408,6 +430,8 @@ def main(argv=None) -> int:
     except (RecordsError, OSError, TimeoutError) as exc:  # a lock held, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the records are whole: say where, and that they resume
+        return interrupted(resume_note(out))
     failed = sum(bool(r["failed"]) for r in recs)
     print(f"{len(recs)} records in {out}" + (f" ({failed} failed cells)" if failed else ""))
     return 0
