@@ -144,7 +144,10 @@ def test_every_entry_point_says_ctrl_c_in_one_line(module, monkeypatch, capsys):
     monkeypatch.setattr(json, "dumps", ctrl_c)  # verify.results: its one step
     monkeypatch.setattr(sys, "argv", [module])
     monkeypatch.setattr(signal, "signal", lambda *a: None)  # keep pytest's own SIGINT
-    with pytest.raises(SystemExit) as done:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    try:
+        with pytest.raises(SystemExit) as done:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except KeyboardInterrupt:  # it escaped: python would print its traceback
+        pytest.fail(f"python -m {module}: Ctrl-C escapes main as a traceback")
     assert done.value.code == 130
     assert capsys.readouterr().err == "interrupted; nothing was written\n"
