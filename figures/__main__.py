@@ -35,7 +35,7 @@ import time
 
 from simulate.sweep import tiers
 from simulate.sweep.records import RecordsError
-from theory._cli import Parser
+from theory._cli import Parser, interrupted, run_main
 from theory._paths import (
     check_distinct,
     check_output_dir,
@@ -261,9 +261,11 @@ def main(argv=None) -> int:
     except (RecordsError, ValueError, OSError) as exc:  # a full disk or a file-size limit too
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # records are appended whole; figures are drawn from them
+        return interrupted("the records written so far are whole, resume with the same command")
     print(f"outputs in {args.out}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -5,6 +5,22 @@ from __future__ import annotations
 import sys
 import time
 
+# the stream of the bar whose last line is unfinished (no newline yet), if any
+_open = None
+
+
+def end_line() -> None:
+    """End the line a bar left unfinished (a run stopped mid-way: Ctrl-C), so that what is
+    printed next starts a line of its own (``theory._cli.interrupted``)."""
+    global _open
+    if _open is not None:
+        try:
+            _open.write("\n")
+            _open.flush()
+        except (OSError, ValueError):  # a closed stream: nothing to end
+            pass
+        _open = None
+
 
 class Progress:
     """Callable ``progress(done, total)``; prints ``label [####   ] 45% 450/1000 ETA 12s``."""
@@ -18,6 +34,7 @@ class Progress:
         self.shown = False
 
     def __call__(self, done: int, total: int) -> None:
+        global _open
         now = time.monotonic()
         if not self.shown and now - self.t0 < self.delay:
             return
@@ -33,6 +50,8 @@ class Progress:
             f"\r{self.label} [{bar:<30s}] {100 * frac:5.1f}% {done}/{total} "
             f"elapsed {elapsed:6.1f}s ETA {eta:6.1f}s"
         )
+        _open = self.stream
         if done >= total:
             self.stream.write("\n")
+            _open = None
         self.stream.flush()

@@ -1,5 +1,8 @@
+"""``python -m theory``: :func:`theory.summary.main`, Ctrl-C one line."""
+
 import sys
 
+from theory._cli import run_main
 from theory.summary import main
 
-sys.exit(main())
+sys.exit(run_main(main))

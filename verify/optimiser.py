@@ -42,7 +42,7 @@ import numpy as np
 
 from simulate.sweep import tiers
 from simulate.sweep.recipes import RECIPE_DEFAULTS, RECIPES, recipe_settings
-from theory._cli import Parser
+from theory._cli import Parser, interrupted, run_main
 from theory._paths import check_distinct, check_output_file, protect_inputs, write_atomic
 from verify.slopes import paired_mean_diff
 from verify.starts import arm_columns
@@ -396,6 +396,10 @@ def main(argv=None) -> int:
     except (ValueError, OSError, RecordsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # each records file is whole (run_sweep's single appends)
+        return interrupted(
+            f"the records files in {args.out_dir} are whole, resume with the same command"
+        )
     if args.alpha_half:
         if args.json:
             write_atomic(args.json, json.dumps(res, indent=1, allow_nan=True))
@@ -425,4 +429,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(main))

@@ -57,7 +57,8 @@ Exit status (from the d^2 entries): 1 when a theorem or attainment test FAILs at
 family-wise level (Holm over every test that sets the status; for the known-answer
 control: when an entry contradicts its known answer), 3 when none fails but some is
 INCONCLUSIVE or UNDECIDABLE, 0 when all pass; 2 on bad input (nothing is trained and no
-record file is touched); 4 on a crash.
+record file is touched); 4 on a crash; 130 on Ctrl-C, with one line saying how many cells
+the records file being written holds (whole: the same command resumes it).
 """
 
 from __future__ import annotations
@@ -72,9 +73,16 @@ import traceback
 import numpy as np
 
 from simulate.sweep import tiers
+from simulate.sweep.parallel import check_scheduler, check_scheduler_timeout
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.records import RecordsError, being_written
-from simulate.sweep.runner import check_memory, check_native, parse_truths, records_path_for
+from simulate.sweep.runner import (
+    check_memory,
+    check_native,
+    parse_truths,
+    records_path_for,
+    resume_note,
+)
 from simulate.sweep.spec import (
     TRUTH_HELP,
     SweepConfig,
@@ -82,7 +90,7 @@ from simulate.sweep.spec import (
     overrides_from_args,
     read_records,
 )
-from theory._cli import Parser
+from theory._cli import Parser, interrupted, run_main
 from theory._paths import (
     check_distinct,
     check_output_dir,
@@ -240,7 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="override the protocol's attainment allowance log power c (allowance: log^c"
         " n); the verdicts are then exploratory (refused for a confirmatory protocol)",
     )
-    ap.add_argument("--scheduler", help="Dask scheduler address for the sweep")
+    ap.add_argument("--scheduler", help="Dask scheduler address for the sweep ([tcp://]HOST:PORT)")
+    ap.add_argument(
+        "--scheduler-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="give up on the scheduler if it has not answered within SECONDS (default 30)",
+    )
     ap.add_argument(
         "--workers",
         type=int,
@@ -284,6 +298,9 @@ def main(argv=None) -> int:
     except (RecordsError, OSError, TimeoutError) as exc:  # a held lock, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:  # the file being written (_run sets it) is whole and resumes
+        writing = getattr(args, "writing", None)
+        return interrupted(resume_note(writing) if writing else None)
     except Exception:  # a crash is not a verdict: never exit 1 for it
         return _crashed()
 
@@ -352,8 +369,10 @@ def _checked_overrides(args) -> dict:
         raise ValueError(f"--workers must be >= 0, got {args.workers}")
     if args.lam is not None and not (np.isfinite(args.lam) and args.lam > 0):
         raise ValueError(f"--lam must be a finite number > 0, got {args.lam}")
-    if args.scheduler and args.workers:
+    if args.scheduler is not None and args.workers:
         raise ValueError("give either --scheduler or --workers, not both")
+    check_scheduler(args.scheduler)
+    check_scheduler_timeout(args.scheduler_timeout)
     if args.json:
         check_output_file(args.json, "--json")
     if args.markdown:
@@ -455,6 +474,9 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
     if not tier.get("control", True):
         args.no_control = True  # the known-answer control trains nothing to re-run
     every_n = args.control_every_n or tier.get("control_every_n", False)
+    # jobs held at once here: one per local worker (a cluster's are not in this machine)
+    at_once = 1 if args.scheduler else (tier.get("workers", 0) if args.workers is None
+                                        else args.workers)  # fmt: skip
     runs = []
     for name, ts, settings, crep in specs:
         cfg = SweepConfig(truths=ts, **settings)
@@ -469,7 +491,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
         cpath = args.control_records if name is None and args.control_records else (
             control_records_path(path)
         )  # fmt: skip
-        check_memory(cfg)
+        check_memory(cfg, at_once)
         check_native(cfg)
         ccfg = None
         if not args.no_control:
@@ -485,6 +507,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
         gcfg = SweepConfig(truths=tier["gp"]["truths"], **tier["gp"]["sweep"])
         gpath = f"{root}-gp{ext}"
         check_output_file(gpath, "--out")
+        check_memory(gcfg, at_once)
         if not args.dry_run:
             gpath = records_path_for(gcfg, gpath, args.new_file, args.accept_code_change)
         gp = (gcfg, gpath)
@@ -527,23 +550,29 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
         print(f"protocol {proto.tag} ({proto.kind})")
         os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
         par = {"scheduler": args.scheduler, "workers": None if args.scheduler else workers or None,
-               "accept_code_change": args.accept_code_change}  # fmt: skip
+               "accept_code_change": args.accept_code_change,
+               "scheduler_timeout": args.scheduler_timeout}  # fmt: skip
+
+        def sweep(c, path):  # noting the file being written, for a Ctrl-C's line (main)
+            args.writing = path
+            return run_sweep(c, path, **par)
+
         records = []
         for name, cfg, path, ccfg, cpath_i in plan["runs"]:
             print(power_lines(design_power(cfg, proto), cfg))
             t1 = time.perf_counter()
-            records += run_sweep(cfg, path, **par)
+            records += sweep(cfg, path)
             print(f"sweep{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
             if ccfg is not None:
                 print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
                 t1 = time.perf_counter()
-                control_records += run_sweep(ccfg, cpath_i, **par)
+                control_records += sweep(ccfg, cpath_i)
                 print(f"control{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
         if plan["gp"] is not None:
             gcfg, gpath = plan["gp"]
             print(power_lines(design_power(gcfg, proto), gcfg))
             t1 = time.perf_counter()
-            records += run_sweep(gcfg, gpath, **par)
+            records += sweep(gcfg, gpath)
             print(f"known-answer control: {time.perf_counter() - t1:.0f} s")
     try:
         results = analyse(records, truths or None, control_records, proto)
@@ -587,4 +616,4 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -516,9 +516,9 @@ def plot_results(results: list[dict], out_dir: str, note: str | None = None) -> 
     """One figure per truth: a rate panel per metric and the selected-width panel, each
     written whole or not at all (``theory._paths.atomic_path``); ``note`` is added to
     every title (a partial read says so)."""
-    from theory._paths import atomic_path
-
     import matplotlib
+
+    from theory._paths import atomic_path
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

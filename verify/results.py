@@ -269,7 +269,15 @@ def check_against_schema(items: list, schema: dict | None = None) -> None:
                 raise ValueError(f"item {i}: {k} = {v!r} is not {kinds}")
 
 
-if __name__ == "__main__":  # python -m verify.results: print the JSON Schema
+def main(argv=None) -> int:
+    """``python -m verify.results``: print the JSON Schema of ``verify.rates --json``."""
     import json
 
     print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    from theory._cli import run_main
+
+    raise SystemExit(run_main(main))

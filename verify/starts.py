@@ -317,4 +317,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from theory._cli import run_main
+
+    raise SystemExit(run_main(main))

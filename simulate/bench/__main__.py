@@ -1,7 +1,8 @@
-"""``python -m simulate.bench``: :func:`simulate.bench.timing.main`."""
+"""``python -m simulate.bench``: :func:`simulate.bench.timing.main`, Ctrl-C one line."""
 
 import sys
 
 from simulate.bench.timing import main
+from theory._cli import run_main
 
-sys.exit(main())
+sys.exit(run_main(main))

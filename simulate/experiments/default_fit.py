@@ -23,7 +23,7 @@ import numpy as np
 from simulate._alloc import tune_malloc
 from simulate.estimators import RECIPE_PARAMS, recipe_params
 from simulate.sweep.recipes import RECIPES
-from theory._cli import Parser
+from theory._cli import Parser, run_main
 from theory._paths import check_output_file, write_json
 
 
@@ -98,4 +98,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

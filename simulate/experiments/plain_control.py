@@ -14,7 +14,7 @@ import torch
 
 from simulate.core.layout import Layout
 from simulate.references.plain import train_plain, validation_split
-from theory._cli import Parser
+from theory._cli import Parser, run_main
 
 
 def run(
@@ -142,4 +142,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(main))

@@ -20,7 +20,7 @@ from simulate._alloc import tune_malloc
 from simulate.core.hyper import PAPER_WIDTHS
 from simulate.estimators import ASVIRegressor, recipe_params
 from simulate.truths.functions import TeacherNetwork, make_regression_data
-from theory._cli import Parser
+from theory._cli import Parser, run_main
 from theory._paths import check_output_file, write_json
 
 
@@ -114,4 +114,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

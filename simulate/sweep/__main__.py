@@ -1,7 +1,8 @@
-"""``python -m simulate.sweep``: :func:`simulate.sweep.runner.main`."""
+"""``python -m simulate.sweep``: :func:`simulate.sweep.runner.main`, Ctrl-C one line."""
 
 import sys
 
 from simulate.sweep.runner import main
+from theory._cli import run_main
 
-sys.exit(main())
+sys.exit(run_main(main))

@@ -22,7 +22,10 @@ truths, n = 250..8,000, d^2 slopes): nu = 0.5 -0.50, nu = 1.5 -0.28, nu = 2.5 -0
 against the proven -0.5, -0.25, -0.167; at length scale 0.2 the over-smooth priors were
 still pre-asymptotic (nu = 2.5 -0.34, local slopes drifting from -0.45 to -0.25), close
 enough to the matched rate that the control could not show them slower.  Exact GP costs
-O(n^3) time and O(n^2) memory: one fit at n = 8,000 takes about 9 s and 1 GB here.
+O(n^3) time and O(n^2) memory: one fit at n = 8,000 takes about 9 s and 1 GB here.  The
+test points cost more: the posterior covariance is ``n_test x n_test`` float64 (3.2 GB at
+the default 20,000) and its computation holds several such matrices at once
+(:func:`gp_job_bytes`, which the sweep's memory check uses).
 """
 
 from __future__ import annotations
@@ -35,12 +38,37 @@ import numpy as np
 
 from theory import hellinger_sq_pointwise
 
-__all__ = ["gp_name", "gp_posterior", "gp_metrics", "run_gp_job"]
+__all__ = ["gp_name", "gp_posterior", "gp_metrics", "gp_job_bytes", "run_gp_job"]
 
 
 def gp_name(nu: float) -> str:
     """The estimator name of a Matern prior in records and reports: ``gp-matern-NU``."""
     return f"gp-matern-{float(nu):g}"
+
+
+def gp_job_bytes(n: int, n_test: int, draws: int) -> int:
+    """The peak memory of one replicate's posteriors at ``n`` points and ``n_test`` test
+    points, in bytes: what the process's peak resident size grew by, measured here
+    (scikit-learn 1.9, numpy's LAPACK; n from 250 to 6,000, n_test from 1,000 to 8,000,
+    nu in {0.5, 2.5}), rounded up, in float64 matrices:
+
+    * the fit (``kernel(X)``, its Cholesky factor, the Matern kernel's temporaries):
+      3.5 ``n x n``;
+    * the prediction (:func:`gp_posterior`): the factor (``n x n``), the cross covariance
+      and its triangular solve (two ``n x n_test``), and 3.6 ``n_test x n_test`` (the
+      prior covariance, ``V^T V``, their difference, the kernel's temporaries);
+    * the draws (:func:`gp_metrics`): 4.1 ``n_test x n_test`` (the covariance, its
+      jittered copy, LAPACK's copy of it and the Cholesky factor) and a few
+      ``n_test x draws`` arrays.
+
+    Hence ``max(3.5 n^2, n^2 + 2 n n_test + 4.25 n_test^2)`` (the last term covering both
+    the prediction's and the draws'): every prior's posterior is freed before the next
+    one's (:func:`run_gp_job`), so the peak is one prior's.  The default ``n_test`` =
+    20,000 needs about 14 GB at n = 4,000; a sweep whose jobs cannot fit is refused
+    before it starts (``simulate.sweep.runner.check_memory``)."""
+    n, m = int(n), int(n_test)
+    peak = max(3.5 * n * n, n * n + 2 * n * m + 4.25 * m * m)
+    return int(8 * (peak + 4 * m * int(draws)))
 
 
 def _regressor(nu: float, length_scale: float, amplitude: float, sigma: float):
@@ -96,6 +124,7 @@ def run_gp_job(job, cfg) -> list[dict]:
             )
             seed = stable_seed(cfg.seed, job.truth.key, job.n, r, "gp", nu)
             per[gp_name(nu)] = gp_metrics(mean, cov, f0t, cfg.sigma, cfg.draws, seed)
+            del mean, cov  # not held while the next prior's is computed (gp_job_bytes)
         first = per[gp_name(cfg.gp_nus[0])]
         records.append(
             {

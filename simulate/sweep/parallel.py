@@ -15,14 +15,50 @@ allocator behaviour ``tune_malloc`` exists to avoid.  An existing Dask cluster
 workers up like a pool process (one torch thread, ``tune_malloc``); its records are
 compared with this process's package versions by the sweep (``simulate.sweep.runner``).
 Pool processes exit when the process that started them dies (:func:`_exit_with_parent`).
+
+Interrupts and unreachable clusters end in one line, not a traceback or a hang:
+
+* **Ctrl-C**: the terminal sends SIGINT to the whole process group, pool processes
+  included.  They ignore it (from their first instruction: the pool is started with SIGINT
+  ignored, which a spawned interpreter keeps, and :func:`_worker_init` ignores it again), so
+  only the calling process sees ``KeyboardInterrupt``; leaving :func:`map_unordered` early
+  (an interrupt, an error, a consumer that stops) then ends the pool processes at once
+  instead of waiting for the jobs they run, whose results nobody would read.
+* **A scheduler address** is checked before anything is made (:func:`check_scheduler`),
+  the connection and handshake share one deadline (``scheduler_timeout``, default
+  :data:`SCHEDULER_TIMEOUT_S`) enforced by a clock outside ``distributed`` as well as by its
+  own ``timeout`` (a port that accepts and never answers kept ``Client(timeout=30)``
+  waiting for more than 420 s), and a cluster without workers is said to be one, on
+  stderr, every :data:`WORKER_NOTE_S` seconds while it stays so.
 """
 
 from __future__ import annotations
 
-__all__ = ["map_unordered", "SCHEDULER_TIMEOUT_S", "check_workers", "local_setup_plugin"]
+__all__ = [
+    "map_unordered",
+    "SCHEDULER_TIMEOUT_S",
+    "check_scheduler",
+    "check_scheduler_timeout",
+    "check_workers",
+    "local_setup_plugin",
+]
 
-# how long a client waits for an existing scheduler before giving up
+import re
+import sys
+
+# how long a client waits for an existing scheduler (connection and handshake together)
 SCHEDULER_TIMEOUT_S = 30
+
+# how often a sweep waiting on a cluster without workers says so
+WORKER_NOTE_S = 30
+
+# how often finished jobs of a cluster are looked for
+POLL_S = 0.1
+
+# the address schemes of distributed that reach another process (``inproc://`` cannot)
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss")
+
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]")
 
 
 # how often a pool process checks that the process that started it is alive
@@ -30,12 +66,16 @@ PARENT_POLL_S = 0.5
 
 
 def _worker_init(parent_pid: int | None = None) -> None:
-    """Each pool process: one torch thread, the training allocator settings, and a watch
-    on its parent (:func:`_exit_with_parent`)."""
+    """Each pool process: SIGINT ignored (Ctrl-C is the calling process's to handle: a
+    pool process that took it would print its own traceback), one torch thread, the
+    training allocator settings, and a watch on its parent (:func:`_exit_with_parent`)."""
+    import signal
+
     import torch
 
     from simulate._alloc import tune_malloc
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     tune_malloc()
     if parent_pid is not None:
@@ -102,39 +142,216 @@ def check_workers(workers, scheduler=None) -> None:
         raise ValueError(f"workers must be >= 1 (or 0: in this process), got {workers}")
 
 
-def map_unordered(fn, items, workers: int | None = None, scheduler: str | None = None):
+def check_scheduler(address: str | None, flag: str = "--scheduler") -> None:
+    """``ValueError`` (one line) unless ``address`` is None or a Dask scheduler address
+    another process can reach: ``[SCHEME://]HOST:PORT``, SCHEME one of
+    :data:`SCHEDULER_SCHEMES` (tcp when left out), HOST a name, an IPv4 address or a
+    bracketed IPv6 one, PORT in 1..65535; and unless ``distributed`` can be imported.
+    Checked while the flags are parsed: ``--scheduler foo`` used to pass them, lock the
+    records file and end in distributed's 48-line traceback, and port 99999 in a 30 s wait
+    for a connection that could not be made."""
+    if address is None:
+        return
+    text = str(address)
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "tcp", text
+    shape = "[tcp://]HOST:PORT, PORT in 1..65535"
+    if scheme.lower() not in SCHEDULER_SCHEMES:
+        raise ValueError(
+            f"{flag} {text!r}: unknown scheme {scheme!r} (one of"
+            f" {', '.join(SCHEDULER_SCHEMES)}; the address is {shape})"
+        )
+    host, colon, port = rest.rpartition(":")
+    if not colon or not _HOST.fullmatch(host) or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{flag} {text!r} is not a scheduler address ({shape})")
+    import importlib.util
+
+    if importlib.util.find_spec("distributed") is None:
+        raise ValueError(
+            f"{flag} needs dask.distributed, not installed here (pip install distributed)"
+        )
+
+
+def check_scheduler_timeout(seconds, flag: str = "--scheduler-timeout") -> None:
+    """``ValueError`` (one line) unless ``seconds`` is None or a finite number > 0."""
+    import math
+
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"{flag} must be a finite number of seconds > 0, got {seconds}")
+
+
+def map_unordered(
+    fn,
+    items,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    scheduler_timeout: float | None = None,
+):
     """Yield ``fn(item)`` for every item, in the order they finish: in this process
     (``workers`` 0 or None and no ``scheduler``), on a pool of ``workers`` single-threaded
-    processes, or on the Dask cluster at ``scheduler``.  ``fn`` and the items must pickle (a
-    module-level function) for the last two.  Items are submitted in order, so with
-    ``workers`` processes the first ``workers`` items run first."""
+    processes, or on the Dask cluster at ``scheduler`` (reached within
+    ``scheduler_timeout`` seconds, default :data:`SCHEDULER_TIMEOUT_S`, or ``OSError`` /
+    ``TimeoutError`` in one line).  ``fn`` and the items must pickle (a module-level
+    function) for the last two.  Items are submitted in order, so with ``workers`` processes
+    the first ``workers`` items run first.  Leaving early (an error, an interrupt, a
+    consumer that stops) drops what is queued and ends the pool processes."""
     check_workers(workers, scheduler)
+    check_scheduler_timeout(scheduler_timeout, "scheduler_timeout")
     items = list(items)
     if workers:
-        import multiprocessing as mp
-        import os
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        ctx = mp.get_context("spawn")  # no fork of a process holding torch threads
-        with ProcessPoolExecutor(
-            int(workers), mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),)
-        ) as ex:
-            futures = [ex.submit(fn, it) for it in items]
-            try:
-                for fut in as_completed(futures):
-                    yield fut.result()
-            finally:  # stopped early (an error, a consumer that quits): drop what is queued
-                for fut in futures:
-                    fut.cancel()
+        yield from _on_pool(fn, items, int(workers))
         return
     if scheduler:
-        from distributed import Client, as_completed
-
-        with Client(scheduler, timeout=SCHEDULER_TIMEOUT_S) as client:
-            client.register_plugin(local_setup_plugin())  # named by its ``name``
-            futures = [client.submit(fn, it, pure=False) for it in items]
-            for fut in as_completed(futures):
-                yield fut.result()
+        timeout = SCHEDULER_TIMEOUT_S if scheduler_timeout is None else float(scheduler_timeout)
+        yield from _on_cluster(fn, items, scheduler, timeout)
         return
     for it in items:
         yield fn(it)
+
+
+def _sigint_ignored():
+    """A context in which SIGINT is ignored (in the main thread; elsewhere it changes
+    nothing): processes spawned inside it start with SIGINT ignored, and a Python
+    interpreter started so keeps it ignored, so a pool process cannot take a Ctrl-C even
+    while it imports, before :func:`_worker_init` runs."""
+    import contextlib
+    import signal
+    import threading
+
+    @contextlib.contextmanager
+    def ctx():
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, old)
+
+    return ctx()
+
+
+def _on_pool(fn, items, workers: int):
+    """:func:`map_unordered` on a pool of ``workers`` spawned processes."""
+    import multiprocessing as mp
+    import os
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = mp.get_context("spawn")  # no fork of a process holding torch threads
+    with ProcessPoolExecutor(
+        workers, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),)
+    ) as ex:
+        with _sigint_ignored():  # submit starts the processes (one per item up to workers)
+            futures = [ex.submit(fn, it) for it in items]
+        try:
+            for fut in as_completed(futures):
+                yield fut.result()
+        except BaseException:  # stopped early: drop what is queued, end what runs
+            procs = list((getattr(ex, "_processes", None) or {}).values())  # before shutdown
+            ex.shutdown(wait=False, cancel_futures=True)  # forgets its processes
+            for proc in procs:
+                proc.terminate()  # they ignore SIGINT; their results would not be read
+            raise
+
+
+def _connect(scheduler: str, timeout: float):
+    """A ``distributed.Client`` of ``scheduler`` with :func:`local_setup_plugin`
+    registered, within ``timeout`` seconds all told.  The connection runs in a daemon
+    thread and this one waits at most ``timeout`` for it: ``Client(timeout=...)`` alone
+    bounds each step of its handshake but not the whole (a listener that accepts and never
+    answers held it for more than 420 s); a connection abandoned so closes its client if it
+    ever completes.  ``TimeoutError`` / ``OSError`` in one line otherwise."""
+    import threading
+
+    try:
+        from distributed import Client
+    except ImportError:
+        raise OSError("a scheduler needs dask.distributed, not installed here") from None
+    done, lock, box = threading.Event(), threading.Lock(), {}
+
+    def connect():
+        try:
+            client = Client(scheduler, timeout=timeout, set_as_default=False)
+            client.register_plugin(local_setup_plugin())  # named by its ``name``
+        except BaseException as exc:
+            box["error"] = exc
+        else:
+            with lock:
+                box["client"] = client
+                late = box.get("late")
+            if late:
+                client.close()
+        done.set()
+
+    threading.Thread(target=connect, name="dask-connect", daemon=True).start()
+    finished = False
+    try:
+        finished = done.wait(timeout)
+    finally:
+        if not finished:  # out of time or interrupted: a client made later closes itself
+            with lock:
+                box["late"] = True
+                client = box.pop("client", None)
+            if client is not None and sys.exc_info()[0] is not None:
+                client.close()
+    if "error" in box:
+        exc = box["error"]
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise OSError(f"cannot use the scheduler at {scheduler}: {first}") from None
+    if finished:
+        client = box["client"]
+    if client is None:
+        raise TimeoutError(
+            f"the scheduler at {scheduler} did not answer within {timeout:g} s"
+            " (a Dask scheduler there? --scheduler-timeout SECONDS waits longer)"
+        )
+    return client
+
+
+def _on_cluster(fn, items, scheduler: str, timeout: float):
+    """:func:`map_unordered` on the Dask cluster at ``scheduler``; while nothing finishes
+    and the cluster has no worker, one line on stderr at once and then every
+    :data:`WORKER_NOTE_S` s, instead of a silent wait.  Finished futures are polled
+    (every :data:`POLL_S` s) rather than waited on, so that the wait can speak; the client
+    is this function's own (not the process's default), and ``as_completed`` is given its
+    loop."""
+    import time
+
+    from distributed import as_completed
+
+    client = _connect(scheduler, timeout)
+    futures: list = []
+    try:
+        futures = [client.submit(fn, it, pure=False) for it in items]
+        ready = as_completed(futures, loop=client.loop)
+        quiet_since = time.monotonic()
+        if futures and not client.nthreads():
+            _note_no_workers(scheduler)
+        while not ready.is_empty():
+            batch = ready.next_batch(block=False)
+            for fut in batch:
+                yield fut.result()
+            now = time.monotonic()
+            if batch:
+                quiet_since = now
+                continue
+            if now - quiet_since >= WORKER_NOTE_S:
+                quiet_since = now
+                if not client.nthreads():
+                    _note_no_workers(scheduler)
+            time.sleep(POLL_S)
+    finally:
+        if futures:
+            client.cancel(futures)
+        client.close()
+
+
+def _note_no_workers(scheduler: str) -> None:
+    print(
+        f"waiting for workers on {scheduler} (the cluster has none; start some with"
+        f" dask worker {scheduler})",
+        file=sys.stderr,
+        flush=True,
+    )

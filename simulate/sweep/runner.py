@@ -53,6 +53,11 @@ Design (every choice recorded in each record's ``config``):
   with an error that names the line, and nothing is written.
 * **Scale-out**: ``--scheduler ADDRESS`` sends jobs to an existing Dask cluster
   (``distributed.Client``); results come back to this process, which alone writes records.
+  The address is checked with the flags; the connection gives up after
+  ``--scheduler-timeout`` seconds (30).
+* **Ctrl-C** stops the sweep with one line, ``interrupted; N cells recorded in PATH,
+  resume with the same command``, and exit 130: the records are whole (single appends)
+  and a re-run skips them.
 """
 
 from __future__ import annotations
@@ -65,7 +70,12 @@ import sys
 from simulate._alloc import tune_malloc
 from simulate.progress import Progress
 from simulate.sweep.job import run_job
-from simulate.sweep.parallel import check_workers, map_unordered
+from simulate.sweep.parallel import (
+    check_scheduler,
+    check_scheduler_timeout,
+    check_workers,
+    map_unordered,
+)
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.records import (
     RecordsError,
@@ -85,10 +95,18 @@ from simulate.sweep.spec import (
     overrides_from_args,
     record_problem,
 )
-from theory._cli import Parser
+from theory._cli import Parser, interrupted
 from theory._paths import check_distinct, check_output_file, read_text_bounded
 
-__all__ = ["check_memory", "check_native", "main", "parse_truths", "records_path_for", "run_sweep"]
+__all__ = [
+    "check_memory",
+    "check_native",
+    "main",
+    "parse_truths",
+    "records_path_for",
+    "resume_note",
+    "run_sweep",
+]
 
 
 def _cell_key(r: dict) -> tuple:
@@ -108,22 +126,46 @@ def _store(cfg: SweepConfig, path, accept_code_change: bool = False) -> RecordSt
     )  # fmt: skip
 
 
-def check_memory(cfg: SweepConfig) -> None:
-    """``ValueError`` (one line, before anything is locked or written) when one job of
-    ``cfg`` needs more memory than the machine has (``SweepConfig.job_bytes``, a lower
-    bound): ``--n 10**12`` or a width of 10^6 would otherwise fail with a MemoryError deep
-    in a worker."""
-    need = cfg.job_bytes()
+def check_memory(cfg: SweepConfig, at_once: int = 1) -> None:
+    """``ValueError`` (one line, before anything is locked or written) when ``at_once``
+    jobs of ``cfg`` (the local workers: each holds one) need more memory than the machine
+    has (``SweepConfig.job_bytes``: for ASVI a lower bound, for the GP control the measured
+    peak): ``--n 10**12``, a width of 10^6 or a GP control at 200,000 test points would
+    otherwise fail with a MemoryError deep in a worker, or swap for hours."""
+    at_once = max(1, int(at_once or 1))
+    need = at_once * cfg.job_bytes()
     try:
         have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # not POSIX: nothing to compare with
         return
-    if need > have:
+    if need <= have:
+        return
+    jobs = "one job" if at_once == 1 else f"{at_once} jobs at once (one per worker)"
+    verb = "needs" if at_once == 1 else "need"
+    if cfg.estimator == "gp":
         raise ValueError(
-            f"one job of this sweep needs at least {need / 2**30:.3g} GiB (data at"
-            f" n = {max(cfg.ns)}, widths up to {max(cfg.widths_at(max(cfg.ns)))}); this machine"
-            f" has {have / 2**30:.3g} GiB: use smaller n or widths"
+            f"{jobs} of this GP control {verb} about {need / 2**30:.3g} GiB (posterior"
+            f" covariances of n_test = {cfg.n_test} test points, float64, at n ="
+            f" {max(cfg.ns)}); this machine has {have / 2**30:.3g} GiB: give a smaller"
+            " --n-test" + (" or fewer --workers" if at_once > 1 else "")
         )
+    raise ValueError(
+        f"{jobs} of this sweep {verb} at least {need / 2**30:.3g} GiB (data at"
+        f" n = {max(cfg.ns)}, widths up to {max(cfg.widths_at(max(cfg.ns)))}); this machine"
+        f" has {have / 2**30:.3g} GiB: use smaller n or widths"
+        + (" or fewer --workers" if at_once > 1 else "")
+    )
+
+
+def resume_note(path) -> str:
+    """What an interrupted sweep says of its records file: ``N cells recorded in PATH,
+    resume with the same command``, N its whole lines (one record, one cell, each)."""
+    try:
+        with open(path, "rb") as fh:
+            n = sum(1 for line in fh if line.endswith(b"\n") and line.strip())
+    except OSError:  # not made yet
+        n = 0
+    return f"{n} cells recorded in {path}, resume with the same command"
 
 
 def check_native(cfg: SweepConfig) -> None:
@@ -172,13 +214,15 @@ def run_sweep(
     workers: int | None = None,
     accept_code_change: bool = False,
     discard: bool = False,
+    scheduler_timeout: float | None = None,
 ) -> list[dict]:
     """Run every unfinished job of ``cfg`` and append its records to ``out_path``; returns
     all records of the sweep's cells.  ``scheduler``: address of an existing Dask cluster;
     ``workers``: a pool of that many single-threaded worker processes for this sweep
     (:func:`simulate.sweep.parallel.map_unordered`; two such processes beat one two-threaded
-    process on the 2-core machine).  ``max_jobs`` stops after that many jobs (tests
-    simulate a killed sweep).  The records file is a
+    process on the 2-core machine); ``scheduler_timeout``: seconds to reach the scheduler
+    (:data:`simulate.sweep.parallel.SCHEDULER_TIMEOUT_S` if None).  ``max_jobs`` stops
+    after that many jobs (tests simulate a killed sweep).  The records file is a
     :class:`simulate.sweep.records.RecordStore`: locked while the sweep runs, of this
     configuration only (``accept_code_change``: or of it with other code, the change noted
     in each new record as ``code_change_accepted``).  ``discard``: the file's records are
@@ -195,19 +239,19 @@ def run_sweep(
         if todo and not st.writable:
             raise RecordsError(f"{out_path}: cannot write there ({len(todo)} jobs to run)")
         if todo:
-            _run_jobs(todo, st, scheduler, workers, progress)
+            _run_jobs(todo, st, scheduler, workers, progress, scheduler_timeout)
     keys = {c for j in jobs_for(cfg) for c in j.cells()}
     return [r for r in store.read() if _cell_key(r) in keys]
 
 
-def _run_jobs(todo, store: RecordStore, scheduler, workers, progress) -> None:
+def _run_jobs(todo, store: RecordStore, scheduler, workers, progress, timeout=None) -> None:
     """Train ``todo`` (here, on a pool of ``workers`` processes, or on ``scheduler``:
     :func:`simulate.sweep.parallel.map_unordered`) and append each job's records to ``store`` as
     they arrive."""
     total = len(todo)
     bar = Progress("sweep") if progress else None
     here, code = versions(), code_digest()
-    for i, recs in enumerate(map_unordered(run_job, todo, workers, scheduler), 1):
+    for i, recs in enumerate(map_unordered(run_job, todo, workers, scheduler, timeout), 1):
         for r in recs:  # a remote worker with other versions or code computes other numbers
             if r.get("versions") != here:
                 theirs = fields_differing(here, r.get("versions") or {})
@@ -279,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--widths", type=int, nargs="+")
     ap.add_argument("--max-steps", type=int, help="step cap of every candidate (stop rule)")
     ap.add_argument(
+        "--n-test", type=int, help="test points of every cell's metrics (default 20,000)"
+    )
+    ap.add_argument(
         "--max-epochs",
         type=float,
         help="grow the cap with n: max(max_steps, ceil(max_epochs * n / batch_size))",
@@ -308,7 +355,13 @@ def build_parser() -> argparse.ArgumentParser:
         "or native (fused per model in C: 2-2.4x the steps at batch 1024, about the same at the"
         " tiers' batch 128; needs a C compiler)",
     )
-    ap.add_argument("--scheduler", help="address of an existing Dask scheduler")
+    ap.add_argument("--scheduler", help="address of an existing Dask scheduler ([tcp://]HOST:PORT)")
+    ap.add_argument(
+        "--scheduler-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="give up on the scheduler if it has not answered within SECONDS (default 30)",
+    )
     ap.add_argument(
         "--workers",
         type=int,
@@ -363,11 +416,13 @@ def main(argv=None) -> int:
         cfg = config_from_args(truths, args)  # validated as it is made
         if args.workers is not None and args.workers < 0:
             raise ValueError(f"--workers must be >= 0 (0: in this process), got {args.workers}")
-        if args.scheduler and args.workers:
+        if args.scheduler is not None and args.workers:
             raise ValueError("give either --scheduler or --workers, not both")
+        check_scheduler(args.scheduler)
+        check_scheduler_timeout(args.scheduler_timeout)
         check_output_file(args.out, "--out", read_only_ok=True)
         check_distinct([("--out", args.out)], [("--config", args.config)])
-        check_memory(cfg)
+        check_memory(cfg, 1 if args.scheduler is not None else args.workers)
         check_native(cfg)
         out = records_path_for(cfg, args.out, args.new_file, args.accept_code_change)
     except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
@@ -379,10 +434,13 @@ def main(argv=None) -> int:
         recs = run_sweep(
             cfg, out, scheduler=args.scheduler, workers=args.workers,
             accept_code_change=args.accept_code_change,
+            scheduler_timeout=args.scheduler_timeout,
         )  # fmt: skip
     except (RecordsError, OSError, TimeoutError) as exc:  # a lock held, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the records are whole: say where, and that they resume
+        return interrupted(resume_note(out))
     failed = sum(bool(r["failed"]) for r in recs)
     print(f"{len(recs)} records in {out}" + (f" ({failed} failed cells)" if failed else ""))
     return 0

@@ -381,16 +381,24 @@ class SweepConfig:
         return candidate_widths(n, self.width_min, self.width_scale, self.width_max)
 
     def job_bytes(self) -> int:
-        """A lower bound on one job's memory, in bytes, at the largest n: each replicate's
-        float64 data drawn for it (``[n_max, p]`` inputs, targets) and its float32 copy, the
-        test inputs, and the widest width group's state (parameters, two
-        moments, gradient and the step's temporaries: ~6 copies of ``[3, E, P]`` float32)
-        and activations (``[E, batch, width]``, ~6 float32 copies).  The sweep refuses a
-        configuration whose jobs cannot fit in the machine (``simulate.sweep.runner``)
-        before it locks or writes anything."""
+        """One job's memory at the largest n, in bytes: each replicate's float64 data drawn
+        for it (``[n_max, p]`` inputs, targets) and its float32 copy, the test inputs, and
+        the estimator's own.  For ASVI a lower bound: the widest width group's state
+        (parameters, two moments, gradient and the step's temporaries: ~6 copies of
+        ``[3, E, P]`` float32) and activations (``[E, batch, width]``, ~6 float32 copies).
+        For the known-answer control (``estimator = "gp"``) the measured peak of one
+        replicate's exact posteriors (:func:`simulate.sweep.gp.gp_job_bytes`), dominated
+        by the ``n_test x n_test`` float64 covariances: the check once counted only the
+        test inputs, and a GP sweep at the default 20,000 test points held 10 GB in one
+        process unannounced.  The sweep refuses a configuration whose jobs cannot fit in
+        the machine (``simulate.sweep.runner``) before it locks or writes anything."""
         n, p = max(int(x) for x in self.ns), max(t.p for t in self.truths)
         block = min(self.replicate_block, self.replicates)
         data = block * n * (p + 1) * (8 + 4) + self.n_test * p * 8
+        if self.estimator == "gp":  # replicates and priors one after another
+            from simulate.sweep.gp import gp_job_bytes
+
+            return data + gp_job_bytes(n, self.n_test, self.draws)
         state = 0
         for g in group_widths(self.widths_at(n)):
             w, E = max(g), len(g) * block * int(self.restarts)
@@ -471,7 +479,7 @@ FLAG_FIELDS = {
     "max_steps": "max_steps", "max_epochs": "max_epochs", "stop_tol": "stop_tol",
     "batch_size": "batch_size", "lambda_s": "lambda_s", "lambda_s_a": "lambda_s_a",
     "lam": "lam", "l3": "l3", "seed": "seed", "start": "start", "compile": "compile",
-    "mlp": "mlp",
+    "mlp": "mlp", "n_test": "n_test",
 }  # fmt: skip
 
 
