@@ -19,3 +19,8 @@ each folder imports only from the folders above it in this list:
 ``estimators`` (scikit-learn-style regressors and classifiers) sits beside them, on
 ``core``; ``progress`` and ``_alloc`` are shared helpers.
 """
+
+import sys as _sys
+
+if _sys.argv[:1] == ["-m"]:  # python -m ...: theory's start makes a Ctrl-C in it one line
+    import theory  # noqa: F401

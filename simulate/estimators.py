@@ -169,7 +169,9 @@ def _standardise(y: np.ndarray) -> tuple[float, float, np.ndarray]:
     ``y.std()`` and ``(y - y.mean()) / y.std()`` bit for bit: fits at ordinary scales do not
     move.  When every target is the same number, sd is 0 and the mean is that number (where
     ``y.mean()`` can round off it: three 0.1s give 0.1 + 1.4e-17, which ``y.std()`` took for a
-    spread of 1.4e-17 and the fit for a signal)."""
+    spread of 1.4e-17 and the fit for a signal).  A spread that float64 cannot hold (targets
+    0 and 5e-324: the sd is 2**-1075) is a ``ValueError``, never a sd of 0 beside
+    standardised values."""
     top = float(np.max(np.abs(y)))
     if top == 0.0 or np.all(y == y[0]):  # constant: no spread to measure (y - mean: zeros)
         mean = float(y.mean()) if top == 0.0 else float(y[0])
@@ -177,7 +179,13 @@ def _standardise(y: np.ndarray) -> tuple[float, float, np.ndarray]:
     e = math.frexp(top)[1]  # top = f 2**e with f in [0.5, 1)
     z = np.ldexp(y, -e)
     mz, sz = float(z.mean()), float(z.std())
-    return math.ldexp(mz, e), math.ldexp(sz, e), (z - mz) / sz
+    sd = math.ldexp(sz, e)
+    if sd == 0.0 or not math.isfinite(sd):  # the spread itself is below float64's range
+        raise ValueError(
+            f"y's spread ({sz:.3g} x 2**{e}) is below the smallest float64; multiply y by a"
+            " power of ten (and the predictions back by its inverse)"
+        )
+    return math.ldexp(mz, e), sd, (z - mz) / sz
 
 
 def _check_core_range(name: str, a: np.ndarray, dtype: torch.dtype, fix: str) -> None:

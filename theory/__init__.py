@@ -6,6 +6,13 @@ vectorised) or numbers (mpmath at ``mpmath.mp.dps``).  Natural logarithms unless
 says log2.  Depth convention: L hidden layers of width 12pN (``theory.network``).
 """
 
+import sys as _sys
+
+if _sys.argv[:1] == ["-m"]:  # python -m ...: a Ctrl-C while the toolkit starts is one line
+    from theory._cli import quiet_start as _quiet_start
+
+    _quiet_start()
+
 from theory.bounds import (
     Lemma61,
     eps_n,

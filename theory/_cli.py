@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 
-__all__ = ["EXIT_INTERRUPTED", "Parser", "interrupted", "run_main"]
+__all__ = ["EXIT_INTERRUPTED", "Parser", "interrupted", "quiet_start", "run_main"]
 
 EXIT_INTERRUPTED = 130
 
@@ -56,9 +56,30 @@ def _exit_at_once(signum, frame) -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
+def quiet_start() -> None:
+    """For a ``python -m`` start (the packages' ``__init__`` call it while the module is
+    being located, ``sys.argv[0] == "-m"``): until :func:`run_main` runs, a Ctrl-C ends the
+    process with one line and exit 130 -- the imports (torch, numpy, sympy) take seconds,
+    and a Ctrl-C in them was a 57-line traceback.  Nothing has been done then, so the
+    process ends at once (``os._exit``)."""
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    ):
+        signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+
+def _interrupted_while_starting(signum, frame) -> None:
+    print("interrupted while starting; nothing was done", file=sys.stderr, flush=True)
+    os._exit(EXIT_INTERRUPTED)
+
+
 def run_main(main, argv=None, detail: str | None = "nothing was written") -> int:
     """``main(argv)``, with Ctrl-C anywhere in it (parsing, imports it does, work)
-    :func:`interrupted` with ``detail``, what is safe at any point of this entry point."""
+    :func:`interrupted` with ``detail``, what is safe at any point of this entry point.
+    Python's own Ctrl-C handling is put back first where :func:`quiet_start` held it."""
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return main(argv)
     except KeyboardInterrupt:

@@ -51,8 +51,9 @@ def atomic_path(path):
     write; on success it is flushed to disk and renamed over ``path`` (``os.replace``:
     atomic on POSIX and Windows), keeping an existing file's permission bits, else the
     umask's; on any error the temporary file is removed and ``path`` is untouched.  For
-    writers that take a path (``savefig``)."""
-    path = os.fspath(path)
+    writers that take a path (``savefig``).  A symbolic link is written through (its
+    target replaced, the link kept), as an in-place write would."""
+    path = os.path.realpath(os.fspath(path))
     ident = _identity(path)
     if ident in _PROTECTED:
         raise ValueError(
@@ -196,11 +197,15 @@ def check_output_file(path, what="output file", read_only_ok: bool = False) -> N
     if os.path.exists(path):
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise ValueError(f"{what} {path} is not a regular file (a device or a FIFO)")
-        if not read_only_ok and not os.access(path, os.W_OK):
+        if read_only_ok:
+            return
+        if not os.access(path, os.W_OK):
             raise ValueError(f"{what} {path} is not writable")
-        return
+        # rewritten whole (write_atomic): a temporary file is made beside its target
+        probe = os.path.dirname(os.path.realpath(path))
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise ValueError(f"{what} {path}: cannot create files in {probe}")
+        raise ValueError(f"{what} {path}: cannot create files in {probe} (a file is written"
+                         " beside its target and renamed over it)")  # fmt: skip
     try:
         fd, tmp = tempfile.mkstemp(dir=probe, prefix=".asvi-probe-")
     except OSError as exc:

@@ -4,3 +4,8 @@
 (theorem test with its two controls, attainment test); ``rates`` (``python -m
 verify.rates``) runs or reads the sweeps of ``simulate.sweep`` and reports.
 """
+
+import sys as _sys
+
+if _sys.argv[:1] == ["-m"]:  # python -m ...: theory's start makes a Ctrl-C in it one line
+    import theory  # noqa: F401

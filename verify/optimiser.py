@@ -35,6 +35,7 @@ configuration each); the report to ``--json`` and ``--markdown``.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 
@@ -177,7 +178,7 @@ def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=p
     out = {}
     for name in recipes:
         describe, over = RECIPES[name][0], recipe_settings(name)
-        path = f"{out_dir}/records-{name}.jsonl"
+        path = records_path(out_dir, name)
         t0 = time.perf_counter()
         if tabulate:
             recs, wall = read_records(path), None
@@ -268,6 +269,15 @@ def design_tag(d: dict) -> str:
     return f"d{d['depth']}-w{d['width_max']}"
 
 
+def records_path(out_dir, recipe: str, design: str | None = None) -> str:
+    """The records file of ``recipe`` in ``out_dir`` (of an alpha = 0.5 ``design`` tag,
+    :func:`design_tag`, where given): where the benchmark trains, and what its reports may
+    never be written over."""
+    if design is None:
+        return os.path.join(out_dir, f"records-{recipe}.jsonl")
+    return os.path.join(out_dir, f"records-alpha-half-{recipe}-{design}.jsonl")
+
+
 def alpha_half(recipe: str, out_dir, workers=None, seed: int = 0, replicates=None,
                log=print, designs=None) -> list[dict]:  # fmt: skip
     """Run :data:`ALPHA_HALF` under ``recipe`` and report each design (gap rows, rates and
@@ -285,8 +295,7 @@ def alpha_half(recipe: str, out_dir, workers=None, seed: int = 0, replicates=Non
                           **{**BASE, **recipe_settings(recipe), **d})  # fmt: skip
         tag = design_tag(d)
         t0 = time.perf_counter()
-        recs = run_sweep(cfg, f"{out_dir}/records-alpha-half-{recipe}-{tag}.jsonl",
-                         workers=workers, log=log)  # fmt: skip
+        recs = run_sweep(cfg, records_path(out_dir, recipe, tag), workers=workers, log=log)
         rows = gap_table(recs, [truth.key], ns)
         rates = rate_rows(recs, truth.key, ns)
         res = {"design": d, "recipe": recipe, "rows": rows, "rates": rates,
@@ -330,7 +339,6 @@ def markdown(res: dict) -> str:
 def main(argv=None) -> int:
     """``python -m verify.optimiser``: the benchmark (module docstring)."""
     import json
-    import os
 
     from simulate.sweep.records import RecordsError
     from simulate.sweep.spec import TruthSpec, read_records
@@ -380,9 +388,12 @@ def main(argv=None) -> int:
             if path:
                 check_output_file(path, what)
         ins = [("--against", p) for p in args.against or []]
-        if os.path.isdir(args.out_dir):  # the records the benchmark reads and writes
-            ins += [("records in --out-dir", os.path.join(args.out_dir, f))
-                    for f in sorted(os.listdir(args.out_dir)) if f.endswith(".jsonl")]  # fmt: skip
+        if args.alpha_half:  # the records the run trains (made or resumed)
+            tags = args.designs or [design_tag(d) for d in ALPHA_HALF["designs"]]
+            planned = [records_path(args.out_dir, args.recipes[0], t) for t in tags]
+        else:
+            planned = [records_path(args.out_dir, r) for r in args.recipes]
+        ins += [("the records it trains", p) for p in planned]
         check_distinct(outs, ins)
         protect_inputs(*(p for _, p in ins))
         other = [r for path in args.against or [] for r in read_records(path)]  # read first

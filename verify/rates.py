@@ -278,11 +278,14 @@ def main(argv=None) -> int:
         control_records: list[dict] = []
         plan = records = None
         if args.records:
-            _check_paths(args, None)
             records, control_records, source, _ = _existing_records(args, overrides)
+            _check_paths(args, None, {r["cell"]["truth"] for r in records})
         else:
             plan = _planned_sweep(args, truths, tier, overrides, proto)
-            _check_paths(args, plan)
+            keys = {t.key for _, cfg, *_ in plan["runs"] for t in cfg.truths}
+            if plan["gp"] is not None:
+                keys |= {t.key for t in plan["gp"][0].truths}
+            _check_paths(args, plan, keys)
             source = plan["source"]
     except (ValueError, RecordsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -434,10 +437,11 @@ def _refuse_growing(args, path) -> None:
     args.partial_read = True
 
 
-def _check_paths(args, plan) -> None:
+def _check_paths(args, plan, truth_keys) -> None:
     """No output names an input, by any name (``theory._paths.check_distinct``): the
-    report's ``--json`` and ``--markdown`` against the records read or written (and each
-    other); every input read is protected against the figures' derived names too."""
+    report's ``--json`` and ``--markdown`` and the figures (``FIGURES/TRUTH.png``, one per
+    key of ``truth_keys``) against the records read or written, and each other; every
+    input is protected against any other write of this process too."""
     if plan is None:
         ins = [("--records", args.records), ("--control-records", args.control_records)]
         if not args.no_control:
@@ -447,7 +451,9 @@ def _check_paths(args, plan) -> None:
         ins += [("--control-records", cp) for _, _, _, ccfg, cp in plan["runs"] if ccfg]
         if plan["gp"] is not None:
             ins.append(("the known-answer control's records", plan["gp"][1]))
-    check_distinct([("--json", args.json), ("--markdown", args.markdown)], ins)
+    fig_dir = args.figures or os.path.join("results", f"verify-{args.tier}")
+    figs = [("a figure", os.path.join(fig_dir, f"{k}.png")) for k in sorted(truth_keys)]
+    check_distinct([("--json", args.json), ("--markdown", args.markdown), *figs], ins)
     protect_inputs(*(p for _, p in ins))
 
 
@@ -591,15 +597,14 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
     partial = bool(getattr(args, "partial_read", False))
     if partial:
         print(f"WARNING: {PARTIAL_NOTE}: {source} was still being written when it was read")
+        for r in results:  # in every entry of the JSON report
+            r.partial_read = PARTIAL_NOTE
     print(format_results(results))
     fig_dir = args.figures or os.path.join("results", f"verify-{args.tier}")
     paths = plot_results(results, fig_dir, PARTIAL_NOTE if partial else None)
     print(f"\nfigures: {', '.join(paths)}")
     if args.json:
-        entries = [r.to_json() for r in results]
-        if partial:
-            entries = [{**e, "partial_read": PARTIAL_NOTE} for e in entries]
-        write_json(args.json, entries)
+        write_json(args.json, [r.to_json() for r in results])
     if args.markdown:
         heading = f"verify.rates: {what} ({os.path.basename(source)}; protocol {proto.tag})"
         if partial:

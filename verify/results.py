@@ -22,7 +22,7 @@ from verify.slopes import Verdict
 
 __all__ = ["GROUPS", "SCHEMA_ID", "MetricResult", "check_against_schema", "json_schema"]
 
-SCHEMA_ID = "asvi-rates/metric-result/2"
+SCHEMA_ID = "asvi-rates/metric-result/3"  # 3: partial_read
 
 
 def _g(group: str, default=None):
@@ -58,9 +58,11 @@ GROUPS = {
     "labelled; limited: they become INCONCLUSIVE; ``optimisation_limited``: limited)",
     "finding": "the sentence the report prints, and the input dimension of the truth",
     "decision": "how the entry enters the exit status: the protocol it was decided under "
-    "(``NAME@DIGEST``) and the records' own protocol, a refusal (a truth the verdicts do "
-    "not apply to), the one-sided FAIL p-values of its tests, their Holm-adjusted values "
-    "over the run's family and whether its FAIL survives the family-wise level",
+    "(``NAME@DIGEST``) and the records' own protocol, ``partial_read`` (set when the "
+    "records were read while another run still wrote them: ``verify.rates --partial``), "
+    "a refusal (a truth the verdicts do not apply to), the one-sided FAIL p-values of its "
+    "tests, their Holm-adjusted values over the run's family and whether its FAIL survives "
+    "the family-wise level",
     "starts": "the constructive-start comparison, on the random start's entry only: the "
     "paired ELBO gaps per n, the constructive and random slopes and attainment verdicts, the "
     "best arm's, the objective's evidence and the answer (``verify.starts``)",
@@ -155,6 +157,7 @@ class MetricResult:
     input_dimension: list | None = _g("finding")
     protocol: str | None = _g("decision")
     records_protocol: str | None = _g("decision")
+    partial_read: str | None = _g("decision")
     refused: str | None = _g("decision")
     fail_p: dict | None = _g("decision")
     fail_p_holm: dict | None = _g("decision")

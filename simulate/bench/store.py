@@ -21,7 +21,7 @@ import tempfile
 import time
 
 from simulate.sweep.records import append_jsonl, read_jsonl
-from theory._cli import Parser
+from theory._cli import Parser, run_main
 
 __all__ = ["store_costs"]
 
@@ -74,10 +74,14 @@ def _sqlite(path: str, jobs, journal: str) -> tuple[float, float, int]:
 def store_costs(path: str, repeats: int = 5) -> dict:
     """``{"records", "appends", store: {"write_ms", "read_ms", "bytes"}}`` for the records
     of ``path`` (medians over ``repeats`` fresh files per store)."""
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: not a regular file (records are read from files only)")
     with open(path) as fh:
         records = [json.loads(line) for line in fh if line.strip()]
     if not records:
         raise ValueError(f"{path} holds no records")
+    if not all(isinstance(r, dict) and isinstance(r.get("schema"), str) for r in records):
+        raise ValueError(f"{path}: not a records file (every line a JSON object with a schema)")
     schema, jobs = records[0]["schema"], _jobs(records)
     runs: dict = {s: [] for s in STORES}
     with tempfile.TemporaryDirectory(prefix="asvi-store-") as tmp:
@@ -125,4 +129,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

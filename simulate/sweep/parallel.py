@@ -55,8 +55,11 @@ WORKER_NOTE_S = 30
 # how often finished jobs of a cluster are looked for
 POLL_S = 0.1
 
-# the address schemes of distributed that reach another process (``inproc://`` cannot)
-SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss")
+# the address schemes the sweep can reach a scheduler by: plain TCP.  ``inproc://`` cannot
+# reach another process, and ``tls://`` / ``wss://`` need credentials (a ``Security``
+# object) the command lines do not take -- given, they failed after the deadline with
+# distributed's own traceback; ``ws://`` needs an optional dependency
+SCHEDULER_SCHEMES = ("tcp",)
 
 _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]")
 
@@ -173,12 +176,22 @@ def check_scheduler(address: str | None, flag: str = "--scheduler") -> None:
         )
 
 
+# the longest deadline accepted: a day (a larger one overflows the clock's arithmetic --
+# 1e300 s was an OverflowError traceback -- and waits on nothing a sweep needs)
+SCHEDULER_TIMEOUT_MAX_S = 86400.0
+
+
 def check_scheduler_timeout(seconds, flag: str = "--scheduler-timeout") -> None:
-    """``ValueError`` (one line) unless ``seconds`` is None or a finite number > 0."""
+    """``ValueError`` (one line) unless ``seconds`` is None or a number in (0,
+    :data:`SCHEDULER_TIMEOUT_MAX_S`]."""
     import math
 
-    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"{flag} must be a finite number of seconds > 0, got {seconds}")
+    if seconds is not None and not (
+        math.isfinite(seconds) and 0 < seconds <= SCHEDULER_TIMEOUT_MAX_S
+    ):
+        raise ValueError(
+            f"{flag} must be a number of seconds in (0, {SCHEDULER_TIMEOUT_MAX_S:g}], got {seconds}"
+        )
 
 
 def map_unordered(

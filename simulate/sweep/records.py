@@ -33,6 +33,10 @@ import os
 import platform
 import stat
 import sys
+import tempfile
+import time
+
+from theory._paths import protect_inputs
 
 try:  # POSIX
     import fcntl
@@ -251,8 +255,8 @@ def exclusive_writer(path, discard: bool = False):
             yield False
             return
         try:
-            try:
-                _lock(fd)
+            try:  # a reader's probe holds a shared lock for an instant: ride it out
+                _lock_patiently(fd, shared=not writable)
             except BlockingIOError:
                 raise RecordsError(
                     f"{path} is being written by another run; wait for it or give another"
@@ -260,22 +264,42 @@ def exclusive_writer(path, discard: bool = False):
                 ) from None
             if not _same_file(fd, path):
                 continue
+            if discard and os.fstat(fd).st_size:
+                if not writable:
+                    raise RecordsError(f"{path}: cannot discard its records (read-only)")
+                fd, created = _fresh_under_lock(path, fd), True
             try:
-                if discard:
-                    if not writable:
-                        raise RecordsError(f"{path}: cannot discard its records (read-only)")
-                    os.ftruncate(fd, 0)
-                    os.fsync(fd)
                 yield writable
             finally:
                 if created and _same_file(fd, path) and os.fstat(fd).st_size == 0:
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)
+                    with contextlib.suppress(OSError):  # the file made here, not a link to it
+                        os.unlink(os.path.realpath(path))
                 _unlock(fd)
             return
         finally:
             os.close(fd)
     raise RecordsError(f"{path}: the file kept being replaced while it was being locked")
+
+
+def _fresh_under_lock(path, old_fd) -> int:
+    """Discard ``path``'s records by name, as removing it would: an empty file, made and
+    locked beside it, is renamed over the name (atomically; the name is never free for
+    another writer), and the old file's lock released -- other names of the old file (a
+    hard link, a symbolic link's target) keep its records.  Returns the new descriptor."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".records-", suffix=".jsonl")
+    try:
+        os.chmod(tmp, 0o644)
+        _lock(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _unlock(old_fd)
+    os.close(old_fd)
+    return fd
 
 
 def _open_for_lock(path):
@@ -314,6 +338,15 @@ def _same_file(fd, path) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
+def _file_identity(path):
+    """``(device, inode)`` of the file ``path`` names now (None when there is none)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 def being_written(path) -> bool:
     """Whether another process holds ``path``'s writer lock (:func:`exclusive_writer`) now:
     its records are still growing.  False for a missing or unreadable file."""
@@ -336,6 +369,21 @@ def being_written(path) -> bool:
 
 # Windows' byte-range locks are mandatory: the lock takes a byte no record reaches
 _WIN_LOCK_OFFSET = 2**40
+
+
+def _lock_patiently(fd, shared: bool = False, tries: int = 10, wait_s: float = 0.05) -> None:
+    """:func:`_lock`, tried ``tries`` times ``wait_s`` apart: a :func:`being_written` probe
+    holds its shared lock for an instant, and a writer starting then is not another
+    writer.  A run that can only read takes a shared lock (readers coexist; network file
+    systems refuse an exclusive lock on a file opened read-only)."""
+    for i in range(tries):
+        try:
+            _lock(fd, shared)
+            return
+        except BlockingIOError:
+            if i == tries - 1:
+                raise
+            time.sleep(wait_s)
 
 
 def _lock(fd, shared: bool = False) -> None:
@@ -475,6 +523,7 @@ class RecordStore:
         self.discard = False  # cut the file's records once its lock is held (--recompute)
         self._writable = False
         self._tail_cut = False
+        self._identity = None  # the file locked by writing(), checked before each append
 
     @property
     def writable(self) -> bool:
@@ -525,6 +574,8 @@ class RecordStore:
                 self.fp, self.fields = older["fingerprint"], older["fingerprint_fields"]
             self.records, self.done = recs, {self.key(r) for r in recs}
             self._writable, self._tail_cut = writable, False
+            self._identity = _file_identity(self.path)
+            protect_inputs(self.path)  # no report of this process may be written over it
             try:
                 yield self
             finally:
@@ -534,6 +585,12 @@ class RecordStore:
         """Append the records whose key is not yet in the file; returns them."""
         if not self._writable:
             raise RecordsError(f"{self.path}: cannot write there (read-only, or not open)")
+        if _file_identity(self.path) != self._identity:
+            raise RecordsError(
+                f"{self.path} was replaced or removed while this run wrote it (by another"
+                " program); its records so far are in the file it replaced: run again to"
+                " resume into the file now there"
+            )
         if not self._tail_cut:
             drop_incomplete_tail(self.path)
             self._tail_cut = True

@@ -182,3 +182,13 @@ def test_count_constraint():
     assert all(c.accepts(v) for v in (1, 10, 3.0, np.int64(5)))
     assert not any(c.accepts(v) for v in (0, 11, 2.5, True, np.True_, float("inf"), "3", None))
     assert str(c) == "a whole number in [1, 10]" and str(Count(0)) == "a whole number >= 0"
+
+
+def test_a_spread_below_float64_is_refused_not_fitted_in_other_units():
+    """Targets 0 and 5e-324 (the smallest subnormal): their sd, 2**-1075, is not a float64;
+    it was a sd of 0 beside standardised targets, predictions about -0.64, no warning."""
+    from simulate.estimators import _standardise
+
+    y = np.array([0.0, 5e-324] * 8)
+    with pytest.raises(ValueError, match="below the smallest float64"):
+        _standardise(y)

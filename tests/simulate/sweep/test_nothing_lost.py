@@ -30,6 +30,7 @@ from simulate.sweep.records import (
 from simulate.sweep.spec import SCHEMA
 from tests.simulate.sweep.test_records_integrity import SWEEP, cli, one_line_error
 from theory._paths import atomic_path, check_distinct, protect_inputs, write_atomic
+from verify.results import check_against_schema
 
 
 def copy_records(recorded, folder, name="r.jsonl"):
@@ -220,7 +221,9 @@ def test_a_records_file_still_being_written_is_refused_unless_partial(recorded, 
     assert not being_written(path)
     assert p.returncode in (0, 1, 3), p.stderr
     assert "partial read" in p.stdout
-    assert all("partial read" in e["partial_read"] for e in json.loads(out_json.read_text()))
+    entries = json.loads(out_json.read_text())
+    check_against_schema(entries)  # the schema names the key
+    assert all("partial read" in e["partial_read"] for e in entries)
     assert "PARTIAL READ" in out_md.read_text().splitlines()[0]
     assert f.returncode == 2 and "being written" in f.stderr  # figures: refused too
 
@@ -296,3 +299,96 @@ def test_a_non_utf8_output_name_is_refused_before_any_lock(tmp_path):
     err = r.stderr.decode("utf-8", "replace")
     assert r.returncode == 2 and "not valid UTF-8" in err and len(err.strip().splitlines()) == 1
     assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------ the audit's cases (found after the first pass)
+def test_recompute_discards_by_name_and_other_names_keep_their_records(recorded, tmp_path):
+    """``--recompute`` removes the records of the name it is given, as removing the name
+    did: a hard-linked backup and a symbolic link's target keep theirs."""
+    path = copy_records(recorded, tmp_path, "t.jsonl")
+    before = path.read_bytes()
+    os.link(path, tmp_path / "t.backup")
+    (tmp_path / "archive").mkdir()
+    kept = copy_records(recorded, tmp_path / "archive", "kept.jsonl")
+    os.symlink(kept, tmp_path / "linked.jsonl")
+    for name in ("t.jsonl", "linked.jsonl"):
+        with exclusive_writer(tmp_path / name, discard=True):
+            assert (tmp_path / name).read_bytes() == b""
+    assert (tmp_path / "t.backup").read_bytes() == before
+    assert kept.read_bytes() == before
+
+
+def test_a_records_file_replaced_under_its_writer_is_not_appended_to(recorded, tmp_path):
+    """Another program replacing the file (an editor's save, a checkout) while a run
+    writes it: the run stops instead of appending to a file whose lock it does not hold."""
+    path = copy_records(recorded, tmp_path)
+    key, required = (lambda r: (r["i"],)), ("i",)
+    from simulate.sweep.records import RecordStore
+
+    path.write_text("")
+    store = RecordStore(path, "asvi-rates/t/1", key, required)
+    with store.writing() as st:
+        st.append([{"schema": "asvi-rates/t/1", "i": 0}])
+        other = tmp_path / "other.jsonl"
+        other.write_text("")
+        os.replace(other, path)
+        with pytest.raises(RecordsError, match="replaced or removed while this run wrote it"):
+            st.append([{"schema": "asvi-rates/t/1", "i": 1}])
+    assert path.read_text() == ""
+
+
+def test_a_dangling_link_given_as_records_is_kept_when_nothing_is_written(tmp_path):
+    (tmp_path / "archive").mkdir()
+    link = tmp_path / "dang.jsonl"
+    os.symlink(tmp_path / "archive" / "new.jsonl", link)
+    with exclusive_writer(link):
+        pass
+    assert os.path.islink(link) and os.listdir(tmp_path / "archive") == []
+
+
+def test_an_atomic_write_through_a_symlink_keeps_the_link(tmp_path):
+    (tmp_path / "shared").mkdir()
+    target = tmp_path / "shared" / "report.json"
+    target.write_text("old")
+    os.symlink(target, tmp_path / "link.json")
+    write_atomic(tmp_path / "link.json", "new")
+    assert os.path.islink(tmp_path / "link.json") and target.read_text() == "new"
+
+
+def test_an_output_in_a_folder_that_cannot_take_its_temporary_file_is_refused_first(
+    tmp_path, monkeypatch
+):
+    """A writable report in a read-only folder passed the check and failed after the work
+    (the report is written beside itself and renamed)."""
+    import theory._paths as paths_mod
+    from theory._paths import check_output_file
+
+    (tmp_path / "ro").mkdir()
+    report = tmp_path / "ro" / "report.json"
+    report.write_text("{}")
+    real = os.access
+    ro = str(tmp_path / "ro")
+    monkeypatch.setattr(
+        paths_mod.os, "access", lambda p, m: False if str(p) == ro and m & os.W_OK else real(p, m)
+    )
+    with pytest.raises(ValueError, match="cannot create files in"):
+        check_output_file(report, "--json")
+
+
+def test_the_optimiser_report_may_not_name_the_records_it_is_about_to_train(tmp_path):
+    out_dir = tmp_path / "opt"
+    r = cli("verify.optimiser", "--out-dir", str(out_dir), "--n", "100", "--replicates", "2",
+            "--workers", "0", "--json", str(out_dir / "records-baseline.jsonl"))  # fmt: skip
+    assert one_line_error(r) and "may not name an input" in r.stderr, r.stderr
+    assert not out_dir.exists()
+
+
+def test_a_figure_may_not_be_drawn_over_the_records_before_any_work(recorded, tmp_path):
+    (tmp_path / "figs").mkdir()
+    truth = recorded[0][0]["cell"]["truth"]
+    path = copy_records(recorded, tmp_path / "figs", f"{truth}.png")
+    before = path.read_bytes()
+    r = cli("verify.rates", "--records", str(path), "--no-control", "--figures",
+            str(tmp_path / "figs"))  # fmt: skip
+    assert one_line_error(r) and "a figure" in r.stderr, r.stderr
+    assert path.read_bytes() == before
