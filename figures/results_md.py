@@ -14,9 +14,10 @@ and is rewritten from the records file ``PATH`` (relative to the repository root
   exists, as ``verify.rates`` does; ``metric=d2`` keeps that metric's rows only;
 * ``starts`` -- ``python -m verify.starts PATH``'s per-arm tables, in a code block.
 
-A block whose records file is missing (they are git-ignored, and the long tiers' are not on
-every machine) is left as it is and reported, so a regeneration never silently drops a
-result; a block of an unknown kind is an error.  The prose between blocks interprets the
+The blocks name the compressed records shipped in ``figures/reference/`` (read like the
+plain ones, ``simulate.sweep.records.read_jsonl``), so a fresh clone regenerates every
+block with no training.  A block whose records file is missing is left as it is and
+reported, so a regeneration never silently drops a result; a block of an unknown kind is an error.  The prose between blocks interprets the
 numbers and is written by hand.
 """
 

@@ -804,9 +804,11 @@ def check_control(records: list[dict], control: list[dict], source: str, cpath: 
 
 
 def control_records_path(path: str) -> str:
-    """Where a sweep's budget-doubling control writes beside it: ``RECORDS-double.jsonl``."""
-    root, ext = os.path.splitext(path)
-    return f"{root}-double{ext or '.jsonl'}"
+    """Where a sweep's budget-doubling control writes beside it: ``RECORDS-double.jsonl``
+    (of a compressed ``RECORDS.jsonl.gz``, ``RECORDS-double.jsonl.gz``)."""
+    gz = path.endswith(".gz")
+    root, ext = os.path.splitext(path[:-3] if gz else path)
+    return f"{root}-double{ext or '.jsonl'}" + (".gz" if gz else "")
 
 
 def exit_status(results: list[MetricResult]) -> int:

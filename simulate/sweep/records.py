@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import gzip
 import hashlib
 import json
 import math
@@ -35,6 +36,7 @@ import stat
 import sys
 import tempfile
 import time
+import zlib
 
 from theory._paths import protect_inputs
 
@@ -82,14 +84,17 @@ def read_jsonl(path, schema: str, required=(), check=None) -> list[dict]:
     if not stat.S_ISREG(os.stat(path).st_mode):
         raise RecordsError(f"{path}: not a regular file (records are read from files only)")
     lines = []
-    with open(path, "rb") as fh:
-        while raw := fh.readline(LINE_LIMIT + 1):
-            if len(raw) > LINE_LIMIT and not raw.endswith(b"\n"):
-                raise RecordsError(
-                    f"{path}, line {len(lines) + 1}: longer than {LINE_LIMIT} bytes (a record"
-                    " is tens of KB): not a records file of ours"
-                )
-            lines.append(raw)
+    try:
+        with _open_records(path) as fh:
+            while raw := fh.readline(LINE_LIMIT + 1):
+                if len(raw) > LINE_LIMIT and not raw.endswith(b"\n"):
+                    raise RecordsError(
+                        f"{path}, line {len(lines) + 1}: longer than {LINE_LIMIT} bytes (a"
+                        " record is tens of KB): not a records file of ours"
+                    )
+                lines.append(raw)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # a .gz cut short or not gzip
+        raise RecordsError(f"{path}: not a whole gzip file ({exc})") from None
     tail = lines.pop() if lines and not lines[-1].endswith(b"\n") else b""
     if tail:
         print(
@@ -126,6 +131,22 @@ def read_jsonl(path, schema: str, required=(), check=None) -> list[dict]:
             raise RecordsError(f"{path}, line {i}: {problem}")
         out.append(rec)
     return out
+
+
+def _open_records(path):
+    """``path`` opened for reading bytes; a ``.gz`` name through ``gzip`` (the shipped,
+    compressed reference records: read-only)."""
+    if os.fspath(path).endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def _refuse_compressed(path) -> None:
+    if os.fspath(path).endswith(".gz"):
+        raise RecordsError(
+            f"{path}: compressed records are read-only (a shipped reference set); decompress"
+            " it to a .jsonl file to resume or extend it"
+        )
 
 
 # where a record's non-finite numbers were, so that the file is strict JSON
@@ -188,6 +209,7 @@ def append_jsonl(path, records) -> None:
     (when space is back) starts on a fresh line; the error is re-raised as a
     :class:`RecordsError` naming the file (the records from the failed one on are not
     written: a resumed run trains those cells again)."""
+    _refuse_compressed(path)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for rec in records:
@@ -244,6 +266,7 @@ def exclusive_writer(path, discard: bool = False):
         raise RecordsError(
             f"records file {path} is not a regular file (a device or a FIFO); give a file"
         )
+    _refuse_compressed(path)
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise RecordsError(f"records file {path}: folder {parent} does not exist")
