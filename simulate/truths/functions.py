@@ -22,7 +22,7 @@ class TeacherNetwork:
     (eqmod2) as printed, ``sigma_b(y) = relu(y - b)`` in every hidden layer and ``+ b_L`` at
     the output.  ``"add"``: ``relu(h W + b)``.  With U(0.5, 1.5) biases the two are
     different truths (the hidden units' active fractions on U([-1, 1]^20) inputs: 0.34 and
-    0.61 subtracting, 0.66 and 0.96 adding; ``tests/test_truths_bias.py``).  The default is
+    0.61 subtracting, 0.66 and 0.96 adding; ``tests/simulate/truths/test_truths_bias.py``).  The default is
     ``"subtract"`` because it is what the paper prints and what reproduces its Table 1: on
     the long tier (10 replications x 3000 epochs, ``python -m figures --tier long --only
     table1 --teacher-methods SVI [--teacher-bias add]``) ASVI selected width 10 or 12 in 8
