@@ -25,7 +25,7 @@ enough to the matched rate that the control could not show them slower.  Exact G
 O(n^3) time and O(n^2) memory: one fit at n = 8,000 takes about 9 s and 1 GB here.  The
 test points cost more: the posterior covariance is ``n_test x n_test`` float64 (3.2 GB at
 the default 20,000) and its computation holds several such matrices at once
-(:func:`gp_job_bytes`, which the sweep's memory check uses).
+(``simulate.sweep.spec.gp_job_bytes``, which the sweep's memory check uses).
 """
 
 from __future__ import annotations
@@ -36,39 +36,17 @@ from dataclasses import asdict
 
 import numpy as np
 
+from simulate.sweep.cells import f0_describe, job_data, reference
+from simulate.sweep.records import code_digest, versions
+from simulate.sweep.spec import SCHEMA, stable_seed
 from theory import hellinger_sq_pointwise
 
-__all__ = ["gp_name", "gp_posterior", "gp_metrics", "gp_job_bytes", "run_gp_job"]
+__all__ = ["gp_name", "gp_posterior", "gp_metrics", "run_gp_job"]
 
 
 def gp_name(nu: float) -> str:
     """The estimator name of a Matern prior in records and reports: ``gp-matern-NU``."""
     return f"gp-matern-{float(nu):g}"
-
-
-def gp_job_bytes(n: int, n_test: int, draws: int) -> int:
-    """The peak memory of one replicate's posteriors at ``n`` points and ``n_test`` test
-    points, in bytes: what the process's peak resident size grew by, measured here
-    (scikit-learn 1.9, numpy's LAPACK; n from 250 to 6,000, n_test from 1,000 to 8,000,
-    nu in {0.5, 2.5}), rounded up, in float64 matrices:
-
-    * the fit (``kernel(X)``, its Cholesky factor, the Matern kernel's temporaries):
-      3.5 ``n x n``;
-    * the prediction (:func:`gp_posterior`): the factor (``n x n``), the cross covariance
-      and its triangular solve (two ``n x n_test``), and 3.6 ``n_test x n_test`` (the
-      prior covariance, ``V^T V``, their difference, the kernel's temporaries);
-    * the draws (:func:`gp_metrics`): 4.1 ``n_test x n_test`` (the covariance, its
-      jittered copy, LAPACK's copy of it and the Cholesky factor) and a few
-      ``n_test x draws`` arrays.
-
-    Hence ``max(3.5 n^2, n^2 + 2 n n_test + 4.25 n_test^2)`` (the last term covering both
-    the prediction's and the draws'): every prior's posterior is freed before the next
-    one's (:func:`run_gp_job`), so the peak is one prior's.  The default ``n_test`` =
-    20,000 needs about 14 GB at n = 4,000; a sweep whose jobs cannot fit is refused
-    before it starts (``simulate.sweep.runner.check_memory``)."""
-    n, m = int(n), int(n_test)
-    peak = max(3.5 * n * n, n * n + 2 * n * m + 4.25 * m * m)
-    return int(8 * (peak + 4 * m * int(draws)))
 
 
 def _regressor(nu: float, length_scale: float, amplitude: float, sigma: float):
@@ -105,13 +83,9 @@ def run_gp_job(job, cfg) -> list[dict]:
     """One sweep job's cells for the known-answer control: per replicate, the exact GP
     posterior of every prior in ``cfg.gp_nus`` and the same reference as ASVI's cells, on
     the same data.  Records hold each prior's metrics under ``per_estimator``."""
-    from simulate.sweep.job import _job_data, _reference, f0_describe
-    from simulate.sweep.records import code_digest, versions
-    from simulate.sweep.spec import SCHEMA, stable_seed
-
     t0 = time.perf_counter()
     f0s = [job.truth.build(r) for r in job.replicates]
-    X_all, y_all, data_seeds = _job_data(job, cfg, f0s)
+    X_all, y_all, data_seeds = job_data(job, cfg, f0s)
     test_seed = stable_seed(cfg.seed, job.truth.key, "test")
     Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, job.truth.p))
     records = []
@@ -124,7 +98,7 @@ def run_gp_job(job, cfg) -> list[dict]:
             )
             seed = stable_seed(cfg.seed, job.truth.key, job.n, r, "gp", nu)
             per[gp_name(nu)] = gp_metrics(mean, cov, f0t, cfg.sigma, cfg.draws, seed)
-            del mean, cov  # not held while the next prior's is computed (gp_job_bytes)
+            del mean, cov  # not held while the next prior's is computed (spec.gp_job_bytes)
         first = per[gp_name(cfg.gp_nus[0])]
         records.append(
             {
@@ -138,7 +112,7 @@ def run_gp_job(job, cfg) -> list[dict]:
                 "selected_at_top": False,
                 "metrics": first,
                 "per_estimator": per,
-                "reference": _reference(X_all[i], y_all[i], Xt, f0t, cfg, job),
+                "reference": reference(X_all[i], y_all[i], Xt, f0t, cfg, job),
                 "timing": {"job_s": time.perf_counter() - t0},
                 "versions": versions(),
                 "code": code_digest(),  # the worker's code (the sweep compares it with its own)

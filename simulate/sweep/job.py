@@ -31,7 +31,6 @@ from simulate.core import Batch, Layout, failed_term_names
 from simulate.core.posterior import Posterior
 from simulate.core.recipe import build_trainer, train_models
 from simulate.core.state import init_state, widen
-from simulate.references.classical import oracle_piecewise, spline_reference
 from simulate.references.constructive import (
     encode,
     encode_theta,
@@ -41,6 +40,8 @@ from simulate.references.constructive import (
     teacher_network,
 )
 from simulate.references.plain import train_plain, validation_split
+from simulate.sweep.cells import f0_describe, job_data, reference
+from simulate.sweep.gp import run_gp_job
 from simulate.sweep.records import code_digest, versions
 from simulate.sweep.spec import (
     SCHEMA,
@@ -52,7 +53,7 @@ from simulate.sweep.spec import (
     stable_seed,
 )
 
-__all__ = ["REFERENCE_MAX_P", "f0_describe", "run_job"]
+__all__ = ["REFERENCE_MAX_P", "run_job"]
 
 REFERENCE_MAX_P = 3  # the classical reference is fitted for Hoelder truths up to this p
 
@@ -61,22 +62,6 @@ _COLUMNS = (
     "d2", "d", "l2sq", "elbo", "L1", "L2", "L3", "edges", "failed", "failed_step",
     "failed_terms", "steps", "converged", "rel_change", "kl_change", "risk_change",
 )  # fmt: skip
-
-
-def _job_data(job: Job, cfg: SweepConfig, f0s):
-    """Each replicate's first n points of its dataset drawn for the largest n (nested data)
-    from its own truth ``f0s[i]``: ``X [R, n, p]``, ``y [R, n]`` and the data seeds."""
-    n_max, p = max(cfg.ns), job.truth.p
-    X_all, y_all, seeds = [], [], []
-    for r, f0 in zip(job.replicates, f0s, strict=True):
-        ds = stable_seed(cfg.seed, job.truth.key, "data", r)
-        rng = np.random.default_rng(ds)
-        X = rng.uniform(-1, 1, size=(n_max, p))
-        noise = rng.standard_normal(n_max)
-        X_all.append(X[: job.n])
-        y_all.append(f0(X[: job.n]) + cfg.sigma * noise[: job.n])
-        seeds.append(ds)
-    return X_all, y_all, seeds
 
 
 def _risk_fn(cfg: SweepConfig, X_val: torch.Tensor, y_val: torch.Tensor):
@@ -313,8 +298,6 @@ def run_job(job: Job) -> list[dict]:
     The records store stamps their configuration fingerprint when it appends them."""
     cfg = job.config
     if cfg.estimator == "gp":  # the known-answer control: no network is trained
-        from simulate.sweep.gp import run_gp_job
-
         return run_gp_job(job, cfg)
     if cfg.compile:
         # A job's graphs (its n and widths are constants of them) serve no later job, and
@@ -325,7 +308,7 @@ def run_job(job: Job) -> list[dict]:
     t0 = time.perf_counter()
     f0s = [job.truth.build(r) for r in job.replicates]  # each replicate its own truth
     W, R = cfg.widths_at(job.n), len(job.replicates)
-    X_all, y_all, data_seeds = _job_data(job, cfg, f0s)
+    X_all, y_all, data_seeds = job_data(job, cfg, f0s)
     # ASVI's training points: with the risk stop, each replicate's last n_val points are
     # held out for it (the same count for every replicate, so shapes stay uniform)
     n_train = cfg.n_train_at(job.n)
@@ -371,7 +354,7 @@ def run_job(job: Job) -> list[dict]:
         train_s, grown = train_s + s, out
     refs = [None] * R
     if job.truth.kind == "holder" and job.truth.p <= REFERENCE_MAX_P:
-        refs = [_reference(X_all[i], y_all[i], Xt, f0t[i], cfg, job) for i in range(R)]
+        refs = [reference(X_all[i], y_all[i], Xt, f0t[i], cfg, job) for i in range(R)]
     eval_s = time.perf_counter() - t0 - train_s
     records = []
     for i, r in enumerate(job.replicates):
@@ -427,19 +410,3 @@ def _arm_record(cols: dict, i: int, W, cfg: SweepConfig) -> dict:
         **{k: sel[k] for k in ("failed", "selected_width", "selected_at_top", "metrics")},
         "per_width": {**pw, "penalized_elbo": sel["penalized_elbo"]},
     }
-
-
-def _reference(X, y, Xt, f0t, cfg: SweepConfig, job: Job) -> dict:
-    """The class-matched reference on one replicate's data (``classical.spline_reference``:
-    the linear spline, its mesh by cross-validation on the training data), with the
-    piecewise-polynomial oracle (bins by true error on the test points) as a second,
-    labelled curve under ``oracle``."""
-    ref = spline_reference(X, y, Xt, f0t, cfg.sigma, seed=stable_seed(cfg.seed, "cv", job.n))
-    ref["oracle"] = oracle_piecewise(X, y, Xt, f0t, cfg.sigma, job.truth.alpha)
-    return ref
-
-
-def f0_describe(f0) -> dict:
-    if hasattr(f0, "describe"):
-        return f0.describe()
-    return {"n_edges": getattr(f0, "n_edges", None)}

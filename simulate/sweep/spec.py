@@ -46,6 +46,7 @@ __all__ = [
     "group_widths",
     "cell_selection",
     "fingerprint_fields",
+    "gp_job_bytes",
     "read_records",
     "one_configuration",
 ]
@@ -161,6 +162,31 @@ SWEEP_CONSTRAINTS = {
     "estimator": [Options(("asvi", "gp"))],
     "start": [Options(("random", "constructive", "both"))],
 }
+
+
+def gp_job_bytes(n: int, n_test: int, draws: int) -> int:
+    """The peak memory of one replicate's posteriors at ``n`` points and ``n_test`` test
+    points, in bytes: what the process's peak resident size grew by, measured here
+    (scikit-learn 1.9, numpy's LAPACK; n from 250 to 6,000, n_test from 1,000 to 8,000,
+    nu in {0.5, 2.5}), rounded up, in float64 matrices:
+
+    * the fit (``kernel(X)``, its Cholesky factor, the Matern kernel's temporaries):
+      3.5 ``n x n``;
+    * the prediction (:func:`gp_posterior`): the factor (``n x n``), the cross covariance
+      and its triangular solve (two ``n x n_test``), and 3.6 ``n_test x n_test`` (the
+      prior covariance, ``V^T V``, their difference, the kernel's temporaries);
+    * the draws (``simulate.sweep.gp.gp_metrics``): 4.1 ``n_test x n_test`` (the covariance, its
+      jittered copy, LAPACK's copy of it and the Cholesky factor) and a few
+      ``n_test x draws`` arrays.
+
+    Hence ``max(3.5 n^2, n^2 + 2 n n_test + 4.25 n_test^2)`` (the last term covering both
+    the prediction's and the draws'): every prior's posterior is freed before the next
+    one's (``simulate.sweep.gp.run_gp_job``), so the peak is one prior's.  The default ``n_test`` =
+    20,000 needs about 14 GB at n = 4,000; a sweep whose jobs cannot fit is refused
+    before it starts (``simulate.sweep.runner.check_memory``)."""
+    n, m = int(n), int(n_test)
+    peak = max(3.5 * n * n, n * n + 2 * n * m + 4.25 * m * m)
+    return int(8 * (peak + 4 * m * int(draws)))
 
 
 @dataclass(frozen=True)
@@ -387,7 +413,7 @@ class SweepConfig:
         (parameters, two moments, gradient and the step's temporaries: ~6 copies of
         ``[3, E, P]`` float32) and activations (``[E, batch, width]``, ~6 float32 copies).
         For the known-answer control (``estimator = "gp"``) the measured peak of one
-        replicate's exact posteriors (:func:`simulate.sweep.gp.gp_job_bytes`), dominated
+        replicate's exact posteriors (:func:`gp_job_bytes`), dominated
         by the ``n_test x n_test`` float64 covariances: the check once counted only the
         test inputs, and a GP sweep at the default 20,000 test points held 10 GB in one
         process unannounced.  The sweep refuses a configuration whose jobs cannot fit in
@@ -396,8 +422,6 @@ class SweepConfig:
         block = min(self.replicate_block, self.replicates)
         data = block * n * (p + 1) * (8 + 4) + self.n_test * p * 8
         if self.estimator == "gp":  # replicates and priors one after another
-            from simulate.sweep.gp import gp_job_bytes
-
             return data + gp_job_bytes(n, self.n_test, self.draws)
         state = 0
         for g in group_widths(self.widths_at(n)):

@@ -22,17 +22,16 @@ class TeacherNetwork:
     (eqmod2) as printed, ``sigma_b(y) = relu(y - b)`` in every hidden layer and ``+ b_L`` at
     the output.  ``"add"``: ``relu(h W + b)``.  With U(0.5, 1.5) biases the two are
     different truths (the hidden units' active fractions on U([-1, 1]^20) inputs: 0.34 and
-    0.61 subtracting, 0.66 and 0.96 adding; ``tests/simulate/truths/test_truths_bias.py``).  The default is
-    ``"subtract"`` because it is what the paper prints and what reproduces its Table 1: on
-    the long tier (10 replications x 3000 epochs, ``python -m figures --tier long --only
-    table1 --teacher-methods SVI [--teacher-bias add]``) ASVI selected width 10 or 12 in 8
-    of 10 replications subtracting against 5 of 10 adding (the paper: "in most time ... 10
-    or 12"), SVI at width 2 had test RMSE 2.141 +- 0.024 subtracting against 2.430 +- 0.009
-    adding (paper 2.193), and 7 of SVI's 10 per-width edge counts were not within 2 SE of
-    the paper's adding against 3 subtracting.  The rate sweeps' teacher truths
-    (``simulate.sweep.spec.TruthSpec``) keep ``"add"``, the convention their records were made
-    with: for Corollary 6.3's rate any fixed sparse ReLU network is a truth.
-    """
+    0.61 subtracting, 0.66 and 0.96 adding; ``tests/simulate/truths/test_truths_bias.py``).
+    The default is ``"subtract"`` because it is what the paper prints and what reproduces
+    its Table 1: on the long tier (10 replications x 3000 epochs, ``python -m figures --tier
+    long --only table1 --teacher-methods SVI [--teacher-bias add]``) ASVI selected width 10
+    or 12 in 8 of 10 replications subtracting against 5 of 10 adding (the paper: "in most
+    time ... 10 or 12"), SVI at width 2 had test RMSE 2.141 +- 0.024 subtracting against
+    2.430 +- 0.009 adding (paper 2.193), and 7 of SVI's 10 per-width edge counts were not
+    within 2 SE of the paper's adding against 3 subtracting.  The rate sweeps' teacher
+    truths (``simulate.sweep.spec.TruthSpec``) keep ``"add"``, the convention their records
+    were made with: for Corollary 6.3's rate any fixed sparse ReLU network is a truth."""
 
     p: int = 20
     widths: tuple = (10, 10)

@@ -29,7 +29,7 @@ TRAINING_COLUMNS = (
 
 class _TruthAtTheDataOnly:
     """A replicate's truth ``f0`` where the data are drawn, ``f0 + 1`` everywhere else.
-    ``simulate.sweep.job._job_data`` calls the truth once per replicate on its first n
+    ``simulate.sweep.cells.job_data`` calls the truth once per replicate on its first n
     points (n one of the sweep's sample sizes); any other call -- the test points, or
     evaluation points of the truth's own -- has another number of points."""
 

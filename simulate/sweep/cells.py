@@ -1,0 +1,46 @@
+"""What every sweep job computes around its estimator, shared by ASVI's jobs
+(``simulate.sweep.job``) and the Gaussian-process control's (``simulate.sweep.gp``): each
+replicate's nested data, the class-matched reference on it, and the truth's description in
+the record.  (Once in ``job.py``, which ``gp.py`` imported back from: an import cycle.)"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulate.references.classical import oracle_piecewise, spline_reference
+from simulate.sweep.spec import Job, SweepConfig, stable_seed
+
+__all__ = ["f0_describe", "job_data", "reference"]
+
+
+def job_data(job: Job, cfg: SweepConfig, f0s):
+    """Each replicate's first n points of its dataset drawn for the largest n (nested data)
+    from its own truth ``f0s[i]``: ``X [R, n, p]``, ``y [R, n]`` and the data seeds."""
+    n_max, p = max(cfg.ns), job.truth.p
+    X_all, y_all, seeds = [], [], []
+    for r, f0 in zip(job.replicates, f0s, strict=True):
+        ds = stable_seed(cfg.seed, job.truth.key, "data", r)
+        rng = np.random.default_rng(ds)
+        X = rng.uniform(-1, 1, size=(n_max, p))
+        noise = rng.standard_normal(n_max)
+        X_all.append(X[: job.n])
+        y_all.append(f0(X[: job.n]) + cfg.sigma * noise[: job.n])
+        seeds.append(ds)
+    return X_all, y_all, seeds
+
+
+def reference(X, y, Xt, f0t, cfg: SweepConfig, job: Job) -> dict:
+    """The class-matched reference on one replicate's data (``classical.spline_reference``:
+    the linear spline, its mesh by cross-validation on the training data), with the
+    piecewise-polynomial oracle (bins by true error on the test points) as a second,
+    labelled curve under ``oracle``."""
+    ref = spline_reference(X, y, Xt, f0t, cfg.sigma, seed=stable_seed(cfg.seed, "cv", job.n))
+    ref["oracle"] = oracle_piecewise(X, y, Xt, f0t, cfg.sigma, job.truth.alpha)
+    return ref
+
+
+def f0_describe(f0) -> dict:
+    """What a record says of its truth: the function's own description, else its edges."""
+    if hasattr(f0, "describe"):
+        return f0.describe()
+    return {"n_edges": getattr(f0, "n_edges", None)}
