@@ -35,7 +35,7 @@ import time
 import numpy as np
 import torch
 
-from simulate.bench.timing import workload_flops
+from simulate.bench.flops import workload_flops
 from simulate.core import Hyper
 from simulate.core.recipe import build_trainer
 from simulate.sweep import tiers
@@ -127,7 +127,7 @@ def sweep_workload(
 ) -> dict:
     """Time the tier's programs and project its training time (module docstring).
     ``compile``: as the tier (None) or forced; ``peak``: the GEMM rate to compare with
-    (``simulate.bench.timing.peak_gflops``, measured by the caller); ``mlp``: the network's
+    (``simulate.bench.flops.peak_gflops``, measured by the caller); ``mlp``: the network's
     pass, as the tier (None) or forced (``simulate.core.native``)."""
     programs = sweep_programs(tier)
     recorded = _recorded_steps(read_records(records)) if records else None
