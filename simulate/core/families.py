@@ -35,7 +35,7 @@ import torch
 
 from simulate.core import rng
 
-__all__ = ["FAMILIES", "Dense", "Horseshoe"]
+__all__ = ["FAMILIES", "Dense", "Horseshoe", "kl_lognormal_halfcauchy", "kl_normal"]
 
 FAMILIES = ("spike_slab", "dense", "horseshoe")
 
@@ -54,13 +54,13 @@ def _normals(hyper, u):
     return rng.uniform_to_normal(u)
 
 
-def _kl_normal(mu, sd, s0):
+def kl_normal(mu, sd, s0):
     """KL(N(mu, sd^2) || N(0, s0^2)) elementwise; ``s0`` a number or a tensor."""
     log_s0 = math.log(s0) if isinstance(s0, (int, float)) else torch.log(s0)
     return log_s0 - torch.log(sd) + (sd**2 + mu**2) / (2 * s0**2) - 0.5
 
 
-def _kl_lognormal_halfcauchy(m, s, b, grads: bool = False):
+def kl_lognormal_halfcauchy(m, s, b, grads: bool = False):
     """KL(LogNormal(m, s^2) || C+(0, b)), elementwise (module docstring); with ``grads``
     also its derivatives in m and s, in closed form through the same quadrature:
     ``d/dm = -1 + sum_k w_k 2 sigmoid(z_k)`` and ``d/ds = -1/s + sum_k w_k 2 x_k
@@ -100,7 +100,7 @@ class Dense:
         """(L2, L3): the closed-form Gaussian KL; no indicators, so L3 = 0."""
         mu, sd = params[0], torch.nn.functional.softplus(params[1])
         Pn = layout.P_net
-        L2 = (_kl_normal(mu[:, :Pn], sd[:, :Pn], hyper.sigma_0) * mask[:, :Pn]).sum(-1)
+        L2 = (kl_normal(mu[:, :Pn], sd[:, :Pn], hyper.sigma_0) * mask[:, :Pn]).sum(-1)
         return L2, torch.zeros_like(L2)
 
 
@@ -138,12 +138,12 @@ class Horseshoe:
         is_bias = (slot_unit == layout.units)[None, :]
         kl_w = torch.where(
             is_bias,
-            _kl_normal(mu[:, :Pn], sd[:, :Pn], hyper.sigma_0),
-            _kl_normal(mu[:, :Pn], sd[:, :Pn], 1.0),
+            kl_normal(mu[:, :Pn], sd[:, :Pn], hyper.sigma_0),
+            kl_normal(mu[:, :Pn], sd[:, :Pn], 1.0),
         )
         U = layout.units
-        kl_tau = _kl_lognormal_halfcauchy(mu[:, Pn : Pn + U], sd[:, Pn : Pn + U], hyper.hs_b0)
-        kl_ups = _kl_lognormal_halfcauchy(mu[:, Pn + U :], sd[:, Pn + U :], hyper.hs_bg)
+        kl_tau = kl_lognormal_halfcauchy(mu[:, Pn : Pn + U], sd[:, Pn : Pn + U], hyper.hs_b0)
+        kl_ups = kl_lognormal_halfcauchy(mu[:, Pn + U :], sd[:, Pn + U :], hyper.hs_bg)
         L2 = (
             (kl_w * mask[:, :Pn]).sum(-1)
             + (kl_tau * mask[:, Pn : Pn + U]).sum(-1)

@@ -14,7 +14,7 @@ from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout
 from simulate.core.slabs import slab_of
 
-_LOG2 = math.log(2.0)
+LOG2 = math.log(2.0)  # the paper's L3 takes log base 2 (l3_paper); the hand-written step too
 
 
 class ELBOTerms(NamedTuple):
@@ -118,7 +118,7 @@ def kl_slab_edge(loc, scale, hyper: Hyper) -> torch.Tensor:
 
 def l3_paper(S: torch.Tensor, H: torch.Tensor, lambda_s: float) -> torch.Tensor:
     """Eq. (loss3) as printed, log2 included: ``-0.5 log2(2 pi e S (H - S)/H) + lambda_s S``."""
-    return -0.5 * torch.log(2 * math.pi * math.e * S * (H - S) / H) / _LOG2 + lambda_s * S
+    return -0.5 * torch.log(2 * math.pi * math.e * S * (H - S) / H) / LOG2 + lambda_s * S
 
 
 def kl_slab(params, hyper: Hyper, mask) -> torch.Tensor:

@@ -28,11 +28,11 @@ from typing import NamedTuple
 
 import torch
 
-from simulate.core.families import _kl_lognormal_halfcauchy, _kl_normal
+from simulate.core.families import kl_lognormal_halfcauchy, kl_normal
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout, mlp_nll_and_grad
 from simulate.core.native import fused_nll_and_grad
-from simulate.core.objective import _LOG2, ELBOTerms, family_of, l3_paper
+from simulate.core.objective import LOG2, ELBOTerms, family_of, l3_paper
 from simulate.core.optim import Factors, Optimizer, OptState
 from simulate.core.sampler import Inputs
 from simulate.core.slabs import SLABS, slab_of
@@ -163,7 +163,7 @@ def spike_slab_step(
     if indicators:
         S, H = (nu * mask).sum(-1), consts.H
         L3 = l3_paper(S, H, hyper.lambda_s)
-        dL3_dS = -0.5 / _LOG2 * (1 / S - 1 / (H - S)) + hyper.lambda_s
+        dL3_dS = -0.5 / LOG2 * (1 / S - 1 / (H - S)) + hyper.lambda_s
     else:
         L3 = torch.zeros_like(L2)
     nonfinite = ~torch.isfinite(L1 + L2 + L3)
@@ -202,7 +202,7 @@ def horseshoe_step(
     units, with ``g = dL1/dtheta * mask``; then ``d/dmu = sum_k dz``, ``d/drho = sum_k dz eps
     sigmoid(rho)``.  L2's derivatives in closed form: the Gaussian KLs (prior ``N(0, 1)``
     on weights, ``N(0, sigma_0^2)`` on biases) and the log-normal to half-Cauchy KLs
-    through their quadrature (``simulate.core.families._kl_lognormal_halfcauchy``).  Equal to
+    through their quadrature (``simulate.core.families.kl_lognormal_halfcauchy``).  Equal to
     autograd through ``Horseshoe.draw`` / ``Horseshoe.kl_terms`` (tested).  The unit sums
     use each layer's ``[out, in + 1]`` block (static slices, nothing gathered).
     """
@@ -253,13 +253,13 @@ def horseshoe_step(
     )  # [1, P_net]
     prior_var = prior_sd * prior_sd
     mu_n, sd_n = loc[:, :Pn], sd[:, :Pn]
-    kl_w = _kl_normal(mu_n, sd_n, prior_sd)
+    kl_w = kl_normal(mu_n, sd_n, prior_sd)
     g_mu_w = mu_n / prior_var * mask_net
     g_sd_w = (sd_n / prior_var - 1 / sd_n) * mask_net
     # ... and the log-normal scales against their half-Cauchy priors
     m_tau, s_tau, m_tau_ups = loc[:, Pn : Pn + U], sd[:, Pn : Pn + U], mask[:, Pn : Pn + U]
-    kl_tau, gm_tau, gs_tau = _kl_lognormal_halfcauchy(m_tau, s_tau, hyper.hs_b0, grads=True)
-    kl_ups, gm_ups, gs_ups = _kl_lognormal_halfcauchy(
+    kl_tau, gm_tau, gs_tau = kl_lognormal_halfcauchy(m_tau, s_tau, hyper.hs_b0, grads=True)
+    kl_ups, gm_ups, gs_ups = kl_lognormal_halfcauchy(
         loc[:, Pn + U :], sd[:, Pn + U :], hyper.hs_bg, grads=True
     )
     mask_ups = mask[:, Pn + U :]

@@ -8,7 +8,7 @@ import torch
 from scipy import integrate, stats
 
 from simulate.core import Batch, Hyper, Layout, Trainer
-from simulate.core.families import _kl_lognormal_halfcauchy
+from simulate.core.families import kl_lognormal_halfcauchy
 from simulate.estimators import DenseBNNRegressor, HSBNNRegressor, SVIRegressor
 from simulate.truths.functions import TeacherNetwork, make_regression_data
 
@@ -23,7 +23,7 @@ def test_lognormal_halfcauchy_kl_against_numerical_integration(m, s, b):
     lo, hi = math.exp(m - 12 * s), math.exp(m + 12 * s)
     want, _ = integrate.quad(integrand, lo, hi, limit=400, points=[math.exp(m)])
     got = float(
-        _kl_lognormal_halfcauchy(
+        kl_lognormal_halfcauchy(
             torch.tensor(m, dtype=torch.float64), torch.tensor(s, dtype=torch.float64), b
         )
     )
