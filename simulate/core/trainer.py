@@ -15,11 +15,13 @@ import torch
 
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout, neg_log_lik
+from simulate.core.native import check_supported
 from simulate.core.objective import ELBOTerms, draw_network, family_of, kl_terms
 from simulate.core.paths import Info, build_step
 from simulate.core.sampler import Sampler
 from simulate.core.state import Batch, init_state, put_models, take_models
 from simulate.core.step import Consts, repeat_draws
+from simulate.core.stopping import Convergence
 
 __all__ = ["Compaction", "Trainer"]
 
@@ -128,8 +130,6 @@ class Trainer:
             layout, hyper, self.n, consts, bool(compile), chunk, autograd=autograd, mlp=mlp
         )
         if mlp == "native":
-            from simulate.core.native import check_supported
-
             check_supported(layout, hyper, torch.device(device or "cpu"), dtype)
 
     @property
@@ -297,8 +297,6 @@ class Trainer:
         learning rate by ``rule.lr_factor`` (:attr:`lr_scale`, kept across calls) and
         only a plateau after its last decay stops it; such a run never compacts either
         (the same reason: the program's constants would be copies)."""
-        from simulate.core.stopping import Convergence
-
         compact = Compaction(False) if compact is None else compact
         if self.noise_sd is not None or rule.lr_decays:
             compact = Compaction(False)
