@@ -3,7 +3,12 @@
 import numpy as np
 import pytest
 
-from simulate.truths.functions import HolderFunction, finite_difference_exponent
+from simulate.truths.functions import (
+    HolderFunction,
+    TeacherNetwork,
+    finite_difference_exponent,
+    make_regression_data,
+)
 
 
 def measured_exponent(alpha, p, seed):
@@ -49,3 +54,23 @@ def test_truncation_follows_n_max_and_bad_input():
     for bad in ({"alpha": 0}, {"alpha": -1}, {"alpha": 0.5, "p": 0}):
         with pytest.raises(ValueError):
             HolderFunction(**bad)
+
+
+def test_teacher_network_matches_the_paper():
+    t = TeacherNetwork()  # 20-10-10-1, U(0.5, 1.5), half the edges zeroed
+    assert [W.shape for W in t.weights] == [(20, 10), (10, 10), (10, 1)]
+    nz = np.concatenate([np.r_[W.ravel(), b] for W, b in zip(t.weights, t.biases, strict=True)])
+    assert nz.size == 331
+    nonzero = nz[nz != 0]
+    assert nonzero.min() >= 0.5 and nonzero.max() <= 1.5
+    # the zeroed fraction over many teachers is 1/2 (binomial, 5 SE)
+    frac = np.mean([TeacherNetwork(seed=s).n_edges / 331 for s in range(40)])
+    assert abs(frac - 0.5) < 5 * np.sqrt(0.25 / (331 * 40))
+    X, y = make_regression_data(t, 1000, 20, 1.0, seed=0)
+    assert X.shape == (1000, 20) and np.all(np.abs(X) <= 1)
+    assert np.std(y - t(X)) == pytest.approx(1.0, abs=0.1)
+    wide = TeacherNetwork(p=30, p_active=20, seed=0)  # irrelevant inputs do nothing
+    X30 = np.random.default_rng(0).uniform(-1, 1, (50, 30))
+    X30b = X30.copy()
+    X30b[:, 20:] = 0
+    np.testing.assert_array_equal(wide(X30), wide(X30b))
