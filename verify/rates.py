@@ -73,7 +73,7 @@ import traceback
 import numpy as np
 
 from simulate.sweep import tiers
-from simulate.sweep.parallel import check_scheduler, check_scheduler_timeout
+from simulate.sweep.parallel import add_scheduler_flags, check_scheduler, check_scheduler_timeout
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.records import RecordsError, being_written
 from simulate.sweep.runner import (
@@ -248,13 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="override the protocol's attainment allowance log power c (allowance: log^c"
         " n); the verdicts are then exploratory (refused for a confirmatory protocol)",
     )
-    ap.add_argument("--scheduler", help="Dask scheduler address for the sweep ([tcp://]HOST:PORT)")
-    ap.add_argument(
-        "--scheduler-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="give up on the scheduler if it has not answered within SECONDS (default 30)",
-    )
+    add_scheduler_flags(ap)
     ap.add_argument(
         "--workers",
         type=int,

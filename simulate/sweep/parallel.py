@@ -145,6 +145,20 @@ def check_workers(workers, scheduler=None) -> None:
         raise ValueError(f"workers must be >= 1 (or 0: in this process), got {workers}")
 
 
+def add_scheduler_flags(ap) -> None:
+    """``--scheduler`` and ``--scheduler-timeout`` on a command line that runs sweeps
+    (``simulate.sweep``, ``verify.rates``), said once; checked by :func:`check_scheduler`
+    and :func:`check_scheduler_timeout`."""
+    ap.add_argument("--scheduler", help="address of an existing Dask scheduler ([tcp://]HOST:PORT)")
+    ap.add_argument(
+        "--scheduler-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="give up on the scheduler if it has not answered within SECONDS (default"
+        f" {SCHEDULER_TIMEOUT_S})",
+    )
+
+
 def check_scheduler(address: str | None, flag: str = "--scheduler") -> None:
     """``ValueError`` (one line) unless ``address`` is None or a Dask scheduler address
     another process can reach: ``[SCHEME://]HOST:PORT``, SCHEME one of

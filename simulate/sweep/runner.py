@@ -71,6 +71,7 @@ from simulate._alloc import tune_malloc
 from simulate.progress import Progress
 from simulate.sweep.job import run_job
 from simulate.sweep.parallel import (
+    add_scheduler_flags,
     check_scheduler,
     check_scheduler_timeout,
     check_workers,
@@ -355,13 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
         "or native (fused per model in C: 2-2.4x the steps at batch 1024, about the same at the"
         " tiers' batch 128; needs a C compiler)",
     )
-    ap.add_argument("--scheduler", help="address of an existing Dask scheduler ([tcp://]HOST:PORT)")
-    ap.add_argument(
-        "--scheduler-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="give up on the scheduler if it has not answered within SECONDS (default 30)",
-    )
+    add_scheduler_flags(ap)
     ap.add_argument(
         "--workers",
         type=int,

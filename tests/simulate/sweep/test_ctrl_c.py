@@ -65,6 +65,17 @@ def whole_lines(path: Path) -> int:
     return text.count("\n")
 
 
+def interrupt(proc) -> bytes:
+    """Ctrl-C to ``proc``'s process group, as a terminal sends it; its stderr once it ends
+    (killed, and the test failed, if it runs on 60 s after)."""
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        return proc.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("still running 60 s after Ctrl-C")
+
+
 @pytest.mark.skipif(not hasattr(os, "killpg"), reason="sends SIGINT to a process group")
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_ctrl_c_during_a_sweep_is_one_line_and_the_records_resume(tmp_path, workers):
@@ -76,12 +87,7 @@ def test_ctrl_c_during_a_sweep_is_one_line_and_the_records_resume(tmp_path, work
     args = ["simulate.sweep", *SWEEP, "--workers", workers, "--out", str(out)]
     proc = start(args, tmp_path)
     wait_for(lambda: whole_lines(out) >= 1, proc, 180, "record")
-    os.killpg(proc.pid, signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("still running 60 s after Ctrl-C")
+    err = interrupt(proc)
     lines = stderr_lines(err)
     assert proc.returncode == 130, (proc.returncode, err.decode()[-3000:])
     assert len(lines) == 1 and lines[0].startswith("interrupted"), err.decode()[-3000:]
@@ -112,12 +118,7 @@ def test_ctrl_c_in_the_optimiser_benchmark_is_one_line(tmp_path):
                   "4000", "8000", "--out-dir", str(out_dir)], tmp_path)  # fmt: skip
     wait_for(lock.exists, proc, 180, "records lock (training under way)")
     time.sleep(1.0)
-    os.killpg(proc.pid, signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("still running 60 s after Ctrl-C")
+    err = interrupt(proc)
     lines = stderr_lines(err)
     # 130, or (now and then, interrupted inside torch.compile's first graph, the cause not
     # pinned down) death by SIGINT after the line: a shell shows both as $? = 130
