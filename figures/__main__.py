@@ -35,8 +35,8 @@ import time
 
 from simulate.sweep import tiers
 from simulate.sweep.records import RecordsError
-from theory._cli import Parser, interrupted, run_main
-from theory._paths import (
+from theory.cli import Parser, interrupted, run_main
+from theory.paths import (
     check_distinct,
     check_output_dir,
     check_output_file,

@@ -6,7 +6,7 @@ import csv
 import io
 import os
 
-from theory._paths import atomic_path, write_atomic
+from theory.paths import atomic_path, write_atomic
 
 __all__ = ["ONE_CONFIG_HINT", "save_figure", "tex_escape", "write_table"]
 

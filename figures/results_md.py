@@ -17,8 +17,8 @@ and is rewritten from the records file ``PATH`` (relative to the repository root
 The blocks name the compressed records shipped in ``figures/reference/`` (read like the
 plain ones, ``simulate.sweep.records.read_jsonl``), so a fresh clone regenerates every
 block with no training.  A block whose records file is missing is left as it is and
-reported, so a regeneration never silently drops a result; a block of an unknown kind is an error.  The prose between blocks interprets the
-numbers and is written by hand.
+reported, so a regeneration never silently drops a result; a block of an unknown kind
+is an error.  The prose between blocks interprets the numbers and is written by hand.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import shlex
 from figures._io import ONE_CONFIG_HINT
 from simulate.sweep.records import RecordsError, being_written
 from simulate.sweep.spec import one_configuration, read_records
-from theory._paths import read_text_bounded, write_atomic
+from theory.paths import read_text_bounded, write_atomic
 from verify.analysis import analyse, control_records_path
 from verify.render import markdown_results
 from verify.starts import arms_table
@@ -83,7 +83,7 @@ def render_block(spec: str, root: str = ".") -> str | None:
 
 def regenerate(path: str = "RESULTS.md", root: str = ".", log=print) -> dict:
     """Rewrite every generated block of ``path`` from its records, whole or not at all
-    (``theory._paths.write_atomic``: a full disk or a file-size limit leaves the old file);
+    (``theory.paths.write_atomic``: a full disk or a file-size limit leaves the old file);
     returns the specs ``{"regenerated": [...], "unchanged": [...], "missing": [...]}``
     (missing: records not found, block left as it was).  ``path`` is read only as a
     regular file of bounded size (``ValueError`` otherwise, one line)."""

@@ -11,7 +11,7 @@ _open = None
 
 def end_line() -> None:
     """End the line a bar left unfinished (a run stopped mid-way: Ctrl-C), so that what is
-    printed next starts a line of its own (``theory._cli.interrupted``)."""
+    printed next starts a line of its own (``theory.cli.interrupted``)."""
     global _open
     if _open is not None:
         try:

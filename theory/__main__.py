@@ -2,7 +2,7 @@
 
 import sys
 
-from theory._cli import run_main
+from theory.cli import run_main
 from theory.summary import main
 
 sys.exit(run_main(main))

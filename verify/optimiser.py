@@ -43,8 +43,8 @@ import numpy as np
 
 from simulate.sweep import tiers
 from simulate.sweep.recipes import RECIPE_DEFAULTS, RECIPES, recipe_settings
-from theory._cli import Parser, interrupted, run_main
-from theory._paths import check_distinct, check_output_file, protect_inputs, write_atomic
+from theory.cli import Parser, interrupted, run_main
+from theory.paths import check_distinct, check_output_file, protect_inputs, write_atomic
 from verify.slopes import paired_mean_diff
 from verify.starts import arm_columns
 

@@ -90,8 +90,8 @@ from simulate.sweep.spec import (
     overrides_from_args,
     read_records,
 )
-from theory._cli import Parser, interrupted, run_main
-from theory._paths import (
+from theory.cli import Parser, interrupted, run_main
+from theory.paths import (
     check_distinct,
     check_output_dir,
     check_output_file,
@@ -432,7 +432,7 @@ def _refuse_growing(args, path) -> None:
 
 
 def _check_paths(args, plan, truth_keys) -> None:
-    """No output names an input, by any name (``theory._paths.check_distinct``): the
+    """No output names an input, by any name (``theory.paths.check_distinct``): the
     report's ``--json`` and ``--markdown`` and the figures (``FIGURES/TRUTH.png``, one per
     key of ``truth_keys``) against the records read or written, and each other; every
     input is protected against any other write of this process too."""

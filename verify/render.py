@@ -514,11 +514,11 @@ def draw_width_panel(ax, r: dict) -> None:
 
 def plot_results(results: list[dict], out_dir: str, note: str | None = None) -> list[str]:
     """One figure per truth: a rate panel per metric and the selected-width panel, each
-    written whole or not at all (``theory._paths.atomic_path``); ``note`` is added to
+    written whole or not at all (``theory.paths.atomic_path``); ``note`` is added to
     every title (a partial read says so)."""
     import matplotlib
 
-    from theory._paths import atomic_path
+    from theory.paths import atomic_path
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -281,6 +281,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from theory._cli import run_main
+    from theory.cli import run_main
 
     raise SystemExit(run_main(main))

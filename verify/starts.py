@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from theory._cli import Parser
+from theory.cli import Parser
 from verify.slopes import paired_mean_diff
 
 __all__ = [
@@ -317,6 +317,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from theory._cli import run_main
+    from theory.cli import run_main
 
     raise SystemExit(run_main(main))

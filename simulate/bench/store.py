@@ -21,7 +21,7 @@ import tempfile
 import time
 
 from simulate.sweep.records import append_jsonl, read_jsonl
-from theory._cli import Parser, run_main
+from theory.cli import Parser, run_main
 
 __all__ = ["store_costs"]
 

@@ -60,8 +60,8 @@ from simulate.core.recipe import build_trainer
 from simulate.experiments.table1 import METHODS, width_groups
 from simulate.sweep import tiers
 from simulate.sweep.spec import read_records
-from theory._cli import Parser
-from theory._paths import check_distinct, check_output_file, write_json
+from theory.cli import Parser
+from theory.paths import check_distinct, check_output_file, write_json
 
 __all__ = [
     "flops_per_model_step",

@@ -23,8 +23,8 @@ import numpy as np
 from simulate._alloc import tune_malloc
 from simulate.estimators import RECIPE_PARAMS, recipe_params
 from simulate.sweep.recipes import RECIPES
-from theory._cli import Parser, run_main
-from theory._paths import check_output_file, write_json
+from theory.cli import Parser, run_main
+from theory.paths import check_output_file, write_json
 
 
 def run(n: int = 10_000, n_test: int = 5_000, compile: bool = False, **overrides) -> dict:

@@ -14,7 +14,7 @@ import torch
 
 from simulate.core.layout import Layout
 from simulate.references.plain import train_plain, validation_split
-from theory._cli import Parser, run_main
+from theory.cli import Parser, run_main
 
 
 def run(
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     """``python -m simulate.references.plain``: plain ReLU networks against the linear spline."""
 
     from simulate.progress import Progress
-    from theory._paths import check_output_file, write_json
+    from theory.paths import check_output_file, write_json
 
     ap = Parser(
         prog="python -m simulate.experiments.plain_control",

@@ -20,8 +20,8 @@ from simulate._alloc import tune_malloc
 from simulate.core.hyper import PAPER_WIDTHS
 from simulate.estimators import ASVIRegressor, recipe_params
 from simulate.truths.functions import TeacherNetwork, make_regression_data
-from theory._cli import Parser, run_main
-from theory._paths import check_output_file, write_json
+from theory.cli import Parser, run_main
+from theory.paths import check_output_file, write_json
 
 
 def run(

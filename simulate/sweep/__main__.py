@@ -3,6 +3,6 @@
 import sys
 
 from simulate.sweep.runner import main
-from theory._cli import run_main
+from theory.cli import run_main
 
 sys.exit(run_main(main))

@@ -38,7 +38,7 @@ import tempfile
 import time
 import zlib
 
-from theory._paths import protect_inputs
+from theory.paths import protect_inputs
 
 try:  # POSIX
     import fcntl

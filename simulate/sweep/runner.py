@@ -96,8 +96,8 @@ from simulate.sweep.spec import (
     overrides_from_args,
     record_problem,
 )
-from theory._cli import Parser, interrupted
-from theory._paths import check_distinct, check_output_file, read_text_bounded
+from theory.cli import Parser, interrupted
+from theory.paths import check_distinct, check_output_file, read_text_bounded
 
 __all__ = [
     "check_memory",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import theory._cli as cli_mod
+import theory.cli as cli_mod
 
 ROOT = str(Path(__file__).resolve().parents[3])
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT}
@@ -129,7 +129,7 @@ def test_ctrl_c_in_the_optimiser_benchmark_is_one_line(tmp_path):
 
 
 # every ``python -m`` entry point, run as ``python -m`` runs it, interrupted while it
-# parses its flags (every one but verify.results parses with theory._cli.Parser)
+# parses its flags (every one but verify.results parses with theory.cli.Parser)
 ENTRY_POINTS = [
     "simulate.sweep", "verify.rates", "verify.optimiser", "verify.starts", "verify.results",
     "figures", "theory", "simulate.bench", "simulate.experiments.teacher",
