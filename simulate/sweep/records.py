@@ -354,11 +354,8 @@ def _open_for_lock(path):
 
 def _same_file(fd, path) -> bool:
     """Whether ``path`` still names the file open on ``fd``."""
-    try:
-        a, b = os.fstat(fd), os.stat(path)
-    except OSError:
-        return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+    st = os.fstat(fd)
+    return _file_identity(path) == (st.st_dev, st.st_ino)
 
 
 def _file_identity(path):
