@@ -15,9 +15,9 @@ Regenerates every figure and table from records, training only what is missing:
 * ``mnist1d-controls`` -- why ASVI's MNIST-1D accuracy falls while it prunes: SVI at one
   width with one setting changed at a time (lambda_s, optimiser, lr, initial slab sd) and
   Dense-BNN, accuracy and edges kept against epoch, the ELBO's parts, the edge budget;
-* ``results`` -- ``RESULTS.md``'s generated blocks (every table of measured numbers)
-  rewritten from the records in ``results/`` (``figures.results_md``; a block whose records
-  are missing is kept and reported).
+* ``results`` -- ``RESULTS.md``'s and ``HISTORY.md``'s generated blocks (every table of
+  measured numbers) rewritten from the records they name (``figures.results_md``; a block
+  whose records are missing is kept and reported).
 
 Tiers: ``quick`` (teacher: 3 replications x 100 epochs; rates from the quick verify tier),
 ``medium`` and ``long`` (teacher: 3 x 1000 and 10 x 3000 epochs; otherwise as quick),
@@ -45,6 +45,8 @@ from theory.paths import (
 )
 
 NAMES = ("table1", "fig1b", "rates", "tradeoff", "uci", "mnist1d", "mnist1d-controls", "results")
+# the files whose generated blocks ``--only results`` rewrites (figures.results_md)
+RESULTS_FILES = ("RESULTS.md", "HISTORY.md")
 VERIFY_TIER = tiers.FIGURES_RATES
 
 
@@ -215,8 +217,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join("results", "figures"))
     ap.add_argument(
         "--results-md",
-        default="RESULTS.md",
-        help="the results file whose generated blocks --only results rewrites from the records",
+        action="append",
+        help="a results file whose generated blocks --only results rewrites from the records"
+        " (repeatable; default RESULTS.md, and HISTORY.md where it exists)",
     )
     ap.add_argument(
         "--records",
@@ -224,6 +227,10 @@ def main(argv=None) -> int:
     )
     args = ap.parse_args(argv)
     names = args.only or list(NAMES)
+    # by default RESULTS.md (required) and the other results files that exist here
+    args.results_md = args.results_md or [
+        f for f in RESULTS_FILES if f == RESULTS_FILES[0] or os.path.lexists(f)
+    ]
     try:
         check_output_dir(args.out, "--out")
         if args.workers < 0:
@@ -231,10 +238,11 @@ def main(argv=None) -> int:
         if args.records is not None and not os.path.isfile(args.records):
             raise ValueError(f"no records file {args.records}")
         if "results" in names:  # read (bounded, a regular file) before any work
-            read_text_bounded(args.results_md, "--results-md")
-            check_output_file(args.results_md, "--results-md")
-        check_distinct([("--results-md", args.results_md if "results" in names else None)],
-                       [("--records", args.records)])  # fmt: skip
+            for doc in args.results_md:
+                read_text_bounded(doc, "--results-md")
+                check_output_file(doc, "--results-md")
+        outputs = [("--results-md", d) for d in args.results_md] if "results" in names else []
+        check_distinct(outputs, [("--records", args.records)])
         protect_inputs(args.records)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -257,7 +265,8 @@ def main(argv=None) -> int:
         if "results" in names:
             from figures.results_md import regenerate
 
-            regenerate(args.results_md)
+            for doc in args.results_md:
+                regenerate(doc)
     except (RecordsError, ValueError, OSError) as exc:  # a full disk or a file-size limit too
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -60,23 +60,24 @@ LOST = ["starts records=figures/reference/records-deep.jsonl.gz"]
 
 
 def test_every_generated_block_of_results_md_is_regenerated_from_the_shipped_records():
-    """A fresh clone regenerates RESULTS.md's measured numbers with no training: every
-    block equals its rendering from the compressed records in ``figures/reference``, and
-    the only blocks without records are the ones listed lost."""
+    """A fresh clone regenerates RESULTS.md's and HISTORY.md's measured numbers with no
+    training: every block equals its rendering from the compressed records in
+    ``figures/reference``, and the only blocks without records are the ones listed lost."""
     import pathlib
 
+    from figures.__main__ import RESULTS_FILES
     from figures.results_md import BLOCK
 
     root = pathlib.Path(__file__).resolve().parents[2]
-    text = (root / "RESULTS.md").read_text()
     missing, checked = [], 0
-    for m in BLOCK.finditer(text):
-        body = render_block(m.group("spec"), str(root))
-        if body is None:
-            missing.append(m.group("spec"))
-            continue
-        assert body == m.group("body"), f"block {m.group('spec')} differs from its regeneration"
-        checked += 1
+    for doc in RESULTS_FILES:
+        for m in BLOCK.finditer((root / doc).read_text()):
+            body = render_block(m.group("spec"), str(root))
+            if body is None:
+                missing.append(m.group("spec"))
+                continue
+            assert body == m.group("body"), f"{doc}: block {m.group('spec')} differs"
+            checked += 1
     assert missing == LOST and checked >= 8
 
 
