@@ -12,7 +12,12 @@ and is rewritten from the records file ``PATH`` (relative to the repository root
 * ``verify-rates`` -- ``python -m verify.rates --markdown``'s table and findings (without
   its heading), the budget-doubling control read from ``PATH``'s ``-double`` file when it
   exists, as ``verify.rates`` does; ``metric=d2`` keeps that metric's rows only;
-* ``starts`` -- ``python -m verify.starts PATH``'s per-arm tables, in a code block.
+* ``starts`` -- ``python -m verify.starts PATH``'s per-arm tables, in a code block;
+* ``table1``, ``uci``, ``mnist1d``, ``mnist1d-controls`` -- the text table ``python -m
+  figures --only NAME`` prints for the experiment's records ``PATH`` (the store its run
+  wrote, ``results/figures/STEM-TIER.jsonl``), in a code block; ``tier=NAME`` (default:
+  the records' own) names the tier in the caption, and for ``uci`` ``splits=random|standard``
+  the split kind (default ``random``).
 
 The blocks name the compressed records shipped in ``figures/reference/`` (read like the
 plain ones, ``simulate.sweep.records.read_jsonl``), so a fresh clone regenerates every
@@ -26,9 +31,14 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import tempfile
 
 from figures._io import ONE_CONFIG_HINT
-from simulate.sweep.records import RecordsError, being_written
+from figures.realdata_figures import mnist_controls_table, mnist_table, uci_table
+from figures.teacher_figures import table1
+from simulate.experiments import realdata
+from simulate.experiments import table1 as table1_run
+from simulate.sweep.records import RecordsError, being_written, read_jsonl
 from simulate.sweep.spec import one_configuration, read_records
 from theory.paths import read_text_bounded, write_atomic
 from verify.analysis import analyse, control_records_path
@@ -42,17 +52,51 @@ BLOCK = re.compile(
     r"(?P<close><!-- end generated -->)",
     re.S,
 )
-KINDS = ("verify-rates", "starts")
+# each kind and the options it takes beside records=PATH
+KINDS = {
+    "verify-rates": {"metric"},
+    "starts": set(),
+    "table1": {"tier"},
+    "uci": {"tier", "splits"},
+    "mnist1d": {"tier"},
+    "mnist1d-controls": {"tier"},
+}
+
+# the record schema of each experiment's store (its records are refused otherwise)
+EXPERIMENT_SCHEMAS = {
+    "table1": table1_run.SCHEMA,
+    "uci": realdata.UCI_SCHEMA,
+    "mnist1d": realdata.MNIST_SCHEMA,
+    "mnist1d-controls": realdata.MNIST_CONTROL_SCHEMA,
+}
 
 
 def _parse(spec: str) -> tuple[str, dict]:
     kind, *args = shlex.split(spec)
     if kind not in KINDS:
-        raise ValueError(f"generated block of unknown kind {kind!r} (known: {KINDS})")
+        raise ValueError(f"generated block of unknown kind {kind!r} (known: {tuple(KINDS)})")
     opts = dict(a.split("=", 1) for a in args)
-    if "records" not in opts or set(opts) - {"records", "metric"}:
-        raise ValueError(f"generated block {spec!r}: give records=PATH [metric=NAME]")
+    if "records" not in opts or set(opts) - {"records"} - KINDS[kind]:
+        extra = "".join(f" [{o}=VALUE]" for o in sorted(KINDS[kind]))
+        raise ValueError(f"generated block {spec!r}: give records=PATH{extra}")
     return kind, opts
+
+
+def _experiment_table(kind: str, records: list[dict], opts: dict) -> str:
+    """The text table ``python -m figures --only KIND`` prints for these records (its
+    files are written to a temporary folder and dropped)."""
+    if not records:
+        raise RecordsError(f"no records for the {kind} block")
+    fields = records[0].get("fingerprint_fields") or {}
+    tier = opts.get("tier", fields.get("tier", "-"))
+    with tempfile.TemporaryDirectory() as out:
+        if kind == "table1":
+            return table1(records, out, tier)["text"]
+        if kind == "uci":
+            return uci_table(records, out, tier, opts.get("splits", "random"))["text"]
+        if kind == "mnist1d":
+            return mnist_table(records, out, tier)["text"]
+        return mnist_controls_table(records, out, tier)["text"]
 
 
 def render_block(spec: str, root: str = ".") -> str | None:
@@ -67,6 +111,9 @@ def render_block(spec: str, root: str = ".") -> str | None:
             f"{path} is being written by another run (its lock is held); regenerate when it"
             " has ended"
         )
+    if kind in EXPERIMENT_SCHEMAS:
+        records = read_jsonl(path, EXPERIMENT_SCHEMAS[kind])
+        return "```\n" + _experiment_table(kind, records, opts) + "\n```\n"
     records = read_records(path)
     if kind == "starts":
         return "```\n" + arms_table(records) + "\n```\n"

@@ -137,3 +137,36 @@ def test_teacher_with_the_fused_pass_writes_its_own_records_and_table(teacher_re
         np.testing.assert_allclose(x["rmse"], bat[key(x)]["rmse"], rtol=1e-4)
     with pytest.raises(ValueError, match="mlp must be"):
         run_teacher("tiny", str(tmp_path), log=lambda *_: None, mlp="fused")
+
+
+def test_a_table1_block_of_results_md_is_the_table_figures_writes(teacher_recs, tmp_path):
+    """``figures.results_md``'s ``table1`` kind: a block naming the teacher store (here
+    compressed, as shipped) is rewritten with the text table ``python -m figures --only
+    table1`` writes to ``table1-TIER.txt`` for the same records, the tier read from the
+    records; an option the kind does not take is refused."""
+    import gzip
+    import shutil
+
+    from figures.results_md import regenerate
+
+    recs, out = teacher_recs
+    store = next(out.glob("teacher-*tiny.jsonl"))
+    with open(store, "rb") as src, gzip.open(tmp_path / "t.jsonl.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    table1(recs, str(out), "tiny")
+    written = (out / "table1-tiny.txt").read_text()
+    doc = tmp_path / "R.md"
+    doc.write_text(
+        "x\n<!-- generated: table1 records=t.jsonl.gz -->\nold\n<!-- end generated -->\n"
+    )
+    res = regenerate(str(doc), str(tmp_path), log=lambda *_: None)
+    assert res["regenerated"] == ["table1 records=t.jsonl.gz"]
+    assert doc.read_text() == (
+        "x\n<!-- generated: table1 records=t.jsonl.gz -->\n```\n" + written
+        + "```\n<!-- end generated -->\n"
+    )  # fmt: skip
+    doc.write_text(
+        "<!-- generated: table1 records=t.jsonl.gz metric=d2 -->\n<!-- end generated -->\n"
+    )
+    with pytest.raises(ValueError, match=r"\[tier=VALUE\]"):
+        regenerate(str(doc), str(tmp_path), log=lambda *_: None)
