@@ -11,6 +11,7 @@ from scipy import stats
 
 from simulate.core import (
     Batch,
+    DrawSource,
     Hyper,
     Layout,
     Trainer,
@@ -336,10 +337,13 @@ def test_step_inputs_in_one_call_equal_the_streams_and_minibatch(sampling):
     h = Hyper(batch_size=64, mc_samples=2, sampling=sampling)
     tr = Trainer(Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2))
     sm = tr.sampler
-    words, iid_words, idx = sm.draw_words(5)
-    streams = (sm.eps_stream, sm.gumbel_stream, sm.iid_stream)
-    args = [*(s.base for s in streams), words, iid_words, sm.X_aug, sm.y_flat, sm.data_index, idx]
-    u_slab, u_gum, xb, yb = draw_step_inputs(*args, n=tr.n)
+    source = DrawSource(
+        sm.eps_stream.base, sm.gumbel_stream.base, sm.iid_stream.base, sm.X_aug, sm.y_flat,
+        sm.data_index,
+    )  # fmt: skip
+    assert all(map(torch.equal, sm.source(), source))  # the sampler's own
+    step = sm.draw_words(5)
+    u_slab, u_gum, xb, yb = draw_step_inputs(source, step, n=tr.n)
     xb_ref, yb_ref = tr.minibatch(5)
     assert torch.equal(xb, xb_ref) and torch.equal(yb, yb_ref)
     for k in range(2):
@@ -349,8 +353,8 @@ def test_step_inputs_in_one_call_equal_the_streams_and_minibatch(sampling):
     compiled = Trainer(Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2), compile=True)
     for got, want in zip(compiled.sampler.draw(5, held), sm.draw(5, held), strict=True):
         assert torch.equal(got, want)
-    args[3] = torch.tensor([rng.offset_words(11), rng.offset_words(12)], dtype=torch.int32)
-    u_off = draw_step_inputs(*args, n=tr.n)[0]
+    off = torch.tensor([rng.offset_words(11), rng.offset_words(12)], dtype=torch.int32)
+    u_off = draw_step_inputs(source, step._replace(words=off), n=tr.n)[0]
     assert torch.equal(u_off[0], u_slab[1]) and not torch.equal(u_off[1], u_slab[1])
     assert (u_off[0] != u_slab[0]).float().mean() > 0.99
 
