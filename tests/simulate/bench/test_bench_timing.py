@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from simulate.bench import timing as bench
+from simulate.bench.flops import flops_per_model_step
 from simulate.core import Hyper, Layout
 
 
@@ -54,7 +55,7 @@ def test_bench_reports_the_documented_keys(tmp_path):
         res[5]["batched_model_steps_per_s"] / res[5]["vmap_model_steps_per_s"]
     )
     for r in res.values():  # the fraction of peak is the useful FLOPs over the GEMM rate
-        assert r["flops_per_model_step"] == bench.flops_per_model_step(20, [20, 20])
+        assert r["flops_per_model_step"] == flops_per_model_step(20, [20, 20])
         assert r["gflops"] == pytest.approx(
             r["batched_model_steps_per_s"] * r["flops_per_model_step"] / 1e9
         )
@@ -90,9 +91,9 @@ def test_flops_per_model_step_counts_the_step_s_products(p, hidden, out):
     with FlopCounterMode(display=False) as fc:
         mlp_nll_and_grad(lay, theta, x, y, h, 1.0, functional=True)
     broadcast = 2 * m * hidden[-1] if out == 1 else 0
-    assert fc.get_total_flops() / E + broadcast == bench.flops_per_model_step(p, hidden, out, m)
-    assert bench.flops_per_model_step(p, hidden, out, m, mc_samples=2) == 2 * (
-        bench.flops_per_model_step(p, hidden, out, m)
+    assert fc.get_total_flops() / E + broadcast == flops_per_model_step(p, hidden, out, m)
+    assert flops_per_model_step(p, hidden, out, m, mc_samples=2) == 2 * (
+        flops_per_model_step(p, hidden, out, m)
     )
 
 
