@@ -73,6 +73,7 @@ from simulate.core.objective import (
     kl_slab_edge,
     kl_terms,
     l3_paper,
+    reference_terms,
     sample_theta,
     slab_params,
 )
@@ -130,6 +131,7 @@ __all__ = [
     "kl_slab_edge",
     "kl_terms",
     "l3_paper",
+    "reference_terms",
     "sample_theta",
     "slab_params",
 ]

@@ -11,7 +11,7 @@ import torch
 from simulate.core import rng
 from simulate.core.families import Dense, Horseshoe
 from simulate.core.hyper import Hyper
-from simulate.core.layout import Layout
+from simulate.core.layout import Layout, neg_log_lik
 from simulate.core.slabs import slab_of
 
 LOG2 = math.log(2.0)  # the paper's L3 takes log base 2 (l3_paper); the hand-written step too
@@ -171,6 +171,39 @@ def draw_network(
 def kl_terms(params, hyper: Hyper, layout: Layout, mask, H, node_index=None):
     """(L2, L3) per model for the model's family (L3 = 0 without indicators)."""
     return family_of(hyper).kl_terms(params, hyper, layout, mask, H, node_index)
+
+
+def reference_terms(
+    params, hyper: Hyper, layout: Layout, xb, yb, noise, gumbel, n: int, mask, H,
+    node_index=None, sd=None,
+) -> ELBOTerms:  # fmt: skip
+    """The objective's one reference definition, plain and slow, that every fast path is
+    tested against (``tests/simulate/core/test_objective_reference.py``: the hand-written
+    kernels eager and compiled, the autograd path, the fused C pass, ``Posterior.elbo``).
+
+    For each draw k of the K in ``noise [K, E, P]`` (the family's standardised noise) and
+    ``gumbel [K, E, P]`` (the indicators' uniforms; None without indicators): the network
+    ``theta_k = family.draw(params, noise[k], gumbel[k])`` (for the spike-and-slab, hard
+    indicators forward, the relaxed ones backward), its outputs by the autograd-able
+    forward pass (:meth:`Layout.forward`) on the minibatch ``xb [E, m, p + 1]`` (last
+    column ones, dropped here), ``yb [E, m]``; then
+
+    * ``L1 = (n / m) (1 / K) sum_k sum_i -log p(y_i | f_theta_k(x_i))`` (eq. (loss1); at
+      each model's noise sd ``sd [E]``, else ``hyper.sigma``),
+    * ``(L2, L3)`` = the family's KL terms (eqs. (loss2), (loss3); :func:`kl_terms`, whose
+      values are checked against closed forms and Monte Carlo on their own).
+
+    Gradients are autograd's through it.  ``mask``, ``H``, ``node_index``: the layout's
+    padding mask, edges per model and unit index (``Consts``)."""
+    fam, K, m = family_of(hyper), noise.shape[0], xb.shape[1]
+    x = xb[..., :-1]
+    nll = 0
+    for k in range(K):
+        u = None if gumbel is None else gumbel[k]
+        theta = fam.draw(params, hyper, layout, mask, noise[k], u, False, node_index)
+        nll = nll + neg_log_lik(layout.forward(theta, x), yb, hyper, sd).sum(-1)
+    L2, L3 = kl_terms(params, hyper, layout, mask, H, node_index)
+    return ELBOTerms(nll / K * (n / m), L2, L3)
 
 
 def _poisson_binomial_pmf(nu: torch.Tensor, mask: torch.Tensor, H: int) -> torch.Tensor:

@@ -116,45 +116,6 @@ def test_hand_backward_equals_autograd(likelihood):
     np.testing.assert_allclose(dtheta.numpy(), gref.numpy(), rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize(
-    "kw",
-    [
-        {},  # the hand-written step (spike_slab_step)
-        {"slab": "uniform"},  # the hand-written step, uniform slab
-        {"likelihood": "categorical"},
-        {"l3": "exact"},  # autograd through the sampler
-    ],
-)
-def test_training_step_matches_autograd_reference(kw):
-    """The step's gradient (hand-written, or hand backward + autograd through the sampler)
-    equals plain autograd through loss_terms, read off Adam's first moment after one step
-    (m = (1 - b1) g), for padded models of two widths and K = 3 draws."""
-    h = Hyper(batch_size=100, mc_samples=3, lr=1e-3, **kw)
-    classes = 3 if h.likelihood == "categorical" else None
-    out = classes or 1
-    tr = Trainer(
-        Layout(3, 2, [4, 6], out), h, [1, 2], make_batch(2, classes=classes), dtype=torch.float64
-    )
-    ref = Trainer(
-        Layout(3, 2, [4, 6], out), h, [1, 2], make_batch(2, classes=classes), dtype=torch.float64
-    )
-    assert tr.hand_written == (kw.get("l3", "paper") == "paper")
-    xb, yb = ref.minibatch()
-    params = ref.state.params.clone().requires_grad_(True)
-    L1, L2, L3 = ref.loss_terms(params, xb, yb, 0)
-    (g,) = torch.autograd.grad((L1 + L2 + L3).sum(), params)
-    terms = tr.step()
-    for got, ref_k in zip(terms, (L1, L2, L3), strict=True):  # ELBOTerms: L1, L2, L3
-        np.testing.assert_allclose(got.numpy(), ref_k.detach().numpy(), rtol=1e-12)
-    grad = tr.state.opt.exp_avg / (1 - h.betas[0])
-    np.testing.assert_allclose(grad.numpy(), g.numpy(), rtol=1e-9, atol=1e-10)
-    assert (grad[:, tr.mask == 0] == 0).all()  # padding gets no gradient
-    # first Adam step moves each parameter by -lr * g / (|g| + eps)
-    step = (tr.state.params - ref.state.params).numpy()
-    expect = (-h.lr * g / (g.abs() + h.adam_eps)).numpy()
-    np.testing.assert_allclose(step, expect, rtol=1e-6, atol=1e-12)
-
-
 def test_gaussian_l2_closed_form_and_monte_carlo():
     h = Hyper(sigma_0=0.8)
     lay = Layout(2, 1, [3])
