@@ -1,8 +1,8 @@
 """What the benchmark counts against: the bench network's shape, the FLOPs of a model's
 training step from its layer shapes, and the machine's sustained GEMM rate (the peak a
-step's products are measured against).  Shared by ``timing`` (the command line and the
-timing harness) and ``sweep_mix`` (a rate tier's programs), which no longer import each
-other for it."""
+step's products are measured against).  Shared by ``timing`` (the timing harness),
+``sweep_mix`` (a rate tier's programs) and ``cli`` (the command line), so that the first
+two need not import each other for it."""
 
 from __future__ import annotations
 

@@ -29,49 +29,27 @@ the hand-written one): the levers of ``simulate.experiments.table1.RUN_PLAN``
 
 from __future__ import annotations
 
-import argparse
-import os
-import platform
 import statistics
-import sys
 import time
 
 import numpy as np
 import torch
 
-from simulate._alloc import tune_malloc
 from simulate.bench.baselines import TextbookASVI, VmapEnsemble
-from simulate.bench.flops import (
-    BATCH,
-    DEPTH,
-    WIDTH,
-    N,
-    P,
-    flops_per_model_step,
-    peak_gflops,
-    peak_rates,
-    sync,
-    workload_flops,
-)
-from simulate.bench.sweep_mix import sweep_workload
+from simulate.bench.flops import BATCH, DEPTH, WIDTH, N, P, peak_rates, sync, workload_flops
 from simulate.core import Batch, Hyper, Trainer
 from simulate.core.hyper import PAPER_WIDTHS
 from simulate.core.recipe import build_trainer
 from simulate.experiments.table1 import METHODS, width_groups
-from simulate.sweep import tiers
-from simulate.sweep.spec import read_records
-from theory.cli import Parser
-from theory.paths import check_distinct, check_output_file, write_json
 
 __all__ = [
-    "flops_per_model_step",
-    "main",
+    "WORKLOADS",
+    "compare_paths",
     "native_available",
-    "peak_gflops",
-    "peak_rates",
+    "network_name",
     "run",
     "table1_block_rate",
-    "workload_flops",
+    "workload_widths",
 ]
 
 
@@ -389,196 +367,3 @@ def table1_block_rate(
         f"{out['model_steps_per_s']:.0f} model-steps/s {[round(r) for r in rates]}"
     )
     return out
-
-
-def _parser() -> argparse.ArgumentParser:
-    ap = Parser(prog="python -m simulate.bench", description=__doc__)
-    ap.add_argument("--json", metavar="PATH", help="write the results as JSON")
-    ap.add_argument("--E", type=int, nargs="+", default=[1, 10, 100])
-    ap.add_argument("--steps", type=int, default=20, help="steps per timed repeat")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    ap.add_argument(
-        "--compile", action="store_true", help="torch.compile the step (sampler, network, Adam)"
-    )
-    ap.add_argument(
-        "--loop-max",
-        type=int,
-        default=None,
-        help="time the per-model loops only for E <= this (vmap: every E)",
-    )
-    ap.add_argument("--no-tune-malloc", action="store_true")
-    ap.add_argument(
-        "--workload",
-        choices=WORKLOADS,
-        default="net20",
-        help="net20: E models 20-20-20-1 (default); table1: Table 1's students 20-w-w-1, "
-        "w = 2..20 in turn; sweep: a rate tier's own programs (--tier, --records; "
-        "simulate.bench.sweep_mix)",
-    )
-    ap.add_argument("--tier", default="full", help="--workload sweep: the rate tier (full)")
-    ap.add_argument(
-        "--mlp",
-        choices=("batched", "native"),
-        help="--workload sweep: the network's pass, forced (default: the tier's); "
-        "--table1-block: the block's (default batched)",
-    )
-    ap.add_argument(
-        "--records",
-        metavar="PATH",
-        help="--workload sweep: the tier's sweep records, for the steps each program ran and "
-        "the useful fraction (default: every program runs to its step cap)",
-    )
-    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    ap.add_argument(
-        "--table1-block",
-        choices=tuple(METHODS),
-        help="instead: time one Table 1 block of this method (with --compile, --groups, "
-        "--autograd; --steps per program and repeat)",
-    )
-    ap.add_argument("--groups", type=int, default=1, help="--table1-block's width groups")
-    ap.add_argument(
-        "--autograd", action="store_true", help="--table1-block on the autograd step path"
-    )
-    ap.add_argument(
-        "--compare-paths",
-        action="store_true",
-        help="instead: time the step's autograd, hand-written (and with --compile, compiled) "
-        "paths at the largest E, interleaved",
-    )
-    return ap
-
-
-def _check_native(asked: bool) -> None:
-    """ValueError (one line: :mod:`simulate.core.native`'s own reason -- no compiler, its
-    error, an unwritable or untrusted cache) where the fused pass cannot run and ``asked``
-    for (``--mlp native``), or where its cache is untrusted even though it is only timed
-    beside the batched core where it can run: that is for the user to hear about, not to
-    drop the variant for without a word."""
-    from simulate.core import native
-
-    try:
-        native.load()
-    except native.NativeUnavailable as exc:
-        if asked or isinstance(exc, native.NativeUntrusted):
-            what = "--mlp native" if asked else "the fused pass (timed where it can run)"
-            raise ValueError(f"{what}: {str(exc).splitlines()[0]}") from None
-
-
-def _check(args) -> None:
-    """ValueError on bad flags, before anything runs."""
-    if any(e < 1 for e in args.E) or args.steps < 1 or args.repeats < 1:
-        raise ValueError("E, steps and repeats must be >= 1")
-    if not 1 <= args.groups <= len(PAPER_WIDTHS):
-        raise ValueError(f"--groups must be in 1..{len(PAPER_WIDTHS)}, got {args.groups}")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
-    if args.loop_max is not None and args.loop_max < 0:
-        raise ValueError(f"--loop-max must be >= 0, got {args.loop_max}")
-    try:
-        kind = torch.device(args.device).type
-    except RuntimeError:
-        raise ValueError(f"--device must be cpu or cuda[:i], got {args.device!r}") from None
-    if kind not in ("cpu", "cuda"):
-        raise ValueError(f"--device must be cpu or cuda[:i], got {args.device!r}")
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda asked for but torch.cuda.is_available() is False")
-    if args.json:
-        check_output_file(args.json, "--json")
-    if args.tier not in tiers.RATES:
-        raise ValueError(f"--tier must be one of {tuple(tiers.RATES)}, got {args.tier!r}")
-    if args.autograd and args.mlp == "native":
-        raise ValueError("--mlp native runs in the hand-written step, not with --autograd")
-    timed_beside = not (args.table1_block or args.compare_paths or args.workload == "sweep")
-    if args.mlp == "native" or kind == "cpu" and timed_beside:
-        _check_native(args.mlp == "native")
-    if args.records is not None and not os.path.isfile(args.records):
-        raise ValueError(f"no records file {args.records}")
-    if args.records is not None:  # read (and refused if corrupt) before any benchmark runs
-        read_records(args.records)
-    check_distinct([("--json", args.json)], [("--records", args.records)])
-
-
-def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        _check(args)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    tuned = False if args.no_tune_malloc else tune_malloc()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    where = platform.processor() or platform.machine()
-    if torch.device(args.device).type == "cuda":
-        where = torch.cuda.get_device_name(args.device)
-    print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-        f"malloc tuned: {tuned}, {where}"
-    )
-    if args.table1_block:
-        res = table1_block_rate(
-            args.table1_block, args.compile, args.groups, args.autograd, args.steps, args.repeats,
-            mlp=args.mlp or "batched",
-        )  # fmt: skip
-        if args.json:
-            write_json(args.json, {"where": where, "torch": torch.__version__, **res})
-        return 0
-    if args.workload == "sweep":
-        peak = peak_gflops(args.device)
-        print(f"sustained float32 GEMM rate (2048^3, the faster library): {peak:.1f} GFLOP/s")
-        res = sweep_workload(
-            args.tier, args.steps, args.repeats, True if args.compile else None, args.records,
-            peak, mlp=args.mlp,
-        )  # fmt: skip
-        print(
-            f"{args.tier} tier: {res['model_steps_per_s']:.0f} model-steps/s, "
-            f"{res['gflops']:.2f} GFLOP/s ({100 * res['peak_fraction']:.1f}% of peak), "
-            f"projected training {res['projected_full_tier_min']:.1f} min on "
-            f"{res['workers']} worker(s) (steps from {res['steps_from']}"
-            + (
-                f"; useful fraction {res['useful_fraction']:.3f})"
-                if res["useful_fraction"] is not None
-                else ")"
-            )
-        )
-        if args.json:
-            meta = {"torch": torch.__version__, "threads": torch.get_num_threads()}
-            write_json(args.json, {"meta": meta, "where": where, "sweep": res})
-        return 0
-    if args.compare_paths:
-        res = compare_paths(
-            max(args.E), args.steps, args.repeats, compile=args.compile, device=args.device
-        )
-        if args.json:
-            write_json(args.json, {"E": max(args.E), "device": args.device, "where": where, **res})
-        return 0
-    res = run(
-        args.E,
-        args.steps,
-        args.repeats,
-        compile=args.compile,
-        device=args.device,
-        loop_max=args.loop_max,
-        workload=args.workload,
-    )
-    if args.json:
-        meta = {
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "malloc_tuned": tuned,
-            "device": args.device,
-            "hardware": where,
-            "workload": args.workload,
-            "network": network_name()
-            if args.workload == "net20"
-            else f"{P}-w-w-1, w = {', '.join(map(str, PAPER_WIDTHS))} in turn",
-            "batch_size": BATCH,
-            "n": N,
-            "steps": args.steps,
-            "repeats": args.repeats,
-        }
-        write_json(args.json, {"meta": meta, **{str(k): v for k, v in res.items()}})
-    return 0

@@ -63,7 +63,9 @@ from __future__ import annotations
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout, mlp_nll_and_grad, neg_log_lik
 from simulate.core.objective import (
+    DrawSource,
     ELBOTerms,
+    StepWords,
     draw_network,
     draw_step_inputs,
     kl_indicator,
@@ -71,6 +73,7 @@ from simulate.core.objective import (
     kl_slab_edge,
     kl_terms,
     l3_paper,
+    reference_terms,
     sample_theta,
     slab_params,
 )
@@ -121,11 +124,14 @@ __all__ = [
     "neg_log_lik",
     "draw_network",
     "draw_step_inputs",
+    "DrawSource",
+    "StepWords",
     "kl_indicator",
     "kl_slab",
     "kl_slab_edge",
     "kl_terms",
     "l3_paper",
+    "reference_terms",
     "sample_theta",
     "slab_params",
 ]

@@ -11,7 +11,7 @@ import torch
 from simulate.core import rng
 from simulate.core.families import Dense, Horseshoe
 from simulate.core.hyper import Hyper
-from simulate.core.layout import Layout
+from simulate.core.layout import Layout, neg_log_lik
 from simulate.core.slabs import slab_of
 
 LOG2 = math.log(2.0)  # the paper's L3 takes log base 2 (l3_paper); the hand-written step too
@@ -74,40 +74,60 @@ def data_rows(data_index: torch.Tensor, idx: torch.Tensor, n: int) -> torch.Tens
     return (data_index[:, None] * n + idx).reshape(-1)
 
 
-def draw_step_inputs(
-    eps_base,
-    gumbel_base,
-    iid_base,
-    words,
-    iid_words,
-    X_aug,
-    y_flat,
-    data_index,
-    idx,
-    n: int,
-    dtype=torch.float32,
-):
+class DrawSource(NamedTuple):
+    """What :func:`draw_step_inputs` reads that stays the same from step to step (a
+    program's constants, built by ``Sampler.source``): the streams' keyed bases -- the slab
+    noise's ``eps_base``, the Gumbel-sigmoid uniforms' ``gumbel_base`` (None for the
+    families without indicators) and the iid minibatch's ``iid_base`` -- and the data:
+    the stacked rows ``X_aug [D*n, p + 1]`` (a last column of ones), ``y_flat [D*n]`` and
+    each model's dataset ``data_index [E]``.  A NamedTuple of tensors, which
+    ``torch.compile`` takes as it takes its fields."""
+
+    eps_base: torch.Tensor
+    gumbel_base: torch.Tensor | None
+    iid_base: torch.Tensor
+    X_aug: torch.Tensor
+    y_flat: torch.Tensor
+    data_index: torch.Tensor
+
+
+class StepWords(NamedTuple):
+    """What :func:`draw_step_inputs` reads that changes every step (``Sampler.draw_words``):
+    the K draws' words ``words [K, 2]`` (int32, offsets ``t K + k``), the iid minibatch's
+    ``iid_words [2]`` (offset ``t``), and ``idx [E, m]``, the permutation sampling's
+    minibatch indices (None: drawn iid from ``iid_words``)."""
+
+    words: torch.Tensor
+    iid_words: torch.Tensor
+    idx: torch.Tensor | None
+
+
+def draw_step_inputs(source: DrawSource, step: StepWords, n: int, dtype=torch.float32):
     """One step's random inputs at once, the form :class:`Trainer` compiles: the K draws'
     slab uniforms and Gumbel-sigmoid uniforms ``[K, E, P]``, and every model's minibatch
-    ``xb [E, m, p + 1]``, ``yb [E, m]``.  Bit-identical to the streams' own draws and
+    ``xb [E, m, p + 1]``, ``yb [E, m]``, from the program's constants ``source`` and the
+    step's words ``step``.  Bit-identical to the streams' own draws and
     :meth:`Trainer.minibatch` (tested): the same hash rounds (:func:`simulate.core.rng.draw_bits`)
-    with the draw words passed as int32 tensors, ``words [K, 2]`` for offsets
-    ``step K + k`` and ``iid_words [2]`` for ``step``, so one compiled graph serves every
-    step.  Compiled, it runs ~3.5x faster than the eager hashing plus ``index_select``
-    (the integer rounds fuse into one loop); the normal transform stays outside
-    (:func:`simulate.core.rng.uniform_to_normal`).  ``idx [E, m]`` (permutation sampling) replaces
-    the iid indices; ``None`` draws them."""
+    with the draw words passed as int32 tensors, so one compiled graph serves every step
+    (``n``, the rows per dataset, and ``dtype`` are the graph's constants).  Compiled, it
+    runs ~3.5x faster than the eager hashing plus ``index_select`` (the integer rounds fuse
+    into one loop); the normal transform stays outside
+    (:func:`simulate.core.rng.uniform_to_normal`)."""
+    words, idx = step.words, step.idx
     a, b = words[:, 0, None, None], words[:, 1, None, None]
-    u_slab = rng.bits_uniform(rng.draw_bits(eps_base, a, b), dtype)
+    u_slab = rng.bits_uniform(rng.draw_bits(source.eps_base, a, b), dtype)
     u_gumbel = (
-        None if gumbel_base is None else rng.bits_uniform(rng.draw_bits(gumbel_base, a, b), dtype)
+        None
+        if source.gumbel_base is None
+        else rng.bits_uniform(rng.draw_bits(source.gumbel_base, a, b), dtype)
     )
     if idx is None:
-        u = rng.bits_uniform(rng.draw_bits(iid_base, iid_words[0], iid_words[1]), torch.float64)
+        iid = step.iid_words
+        u = rng.bits_uniform(rng.draw_bits(source.iid_base, iid[0], iid[1]), torch.float64)
         idx = iid_index(u, n)
-    rows = data_rows(data_index, idx, n)
+    rows = data_rows(source.data_index, idx, n)
     E, m = idx.shape
-    return u_slab, u_gumbel, X_aug[rows].view(E, m, -1), y_flat[rows].view(E, m)
+    return u_slab, u_gumbel, source.X_aug[rows].view(E, m, -1), source.y_flat[rows].view(E, m)
 
 
 def kl_slab_edge(loc, scale, hyper: Hyper) -> torch.Tensor:
@@ -151,6 +171,39 @@ def draw_network(
 def kl_terms(params, hyper: Hyper, layout: Layout, mask, H, node_index=None):
     """(L2, L3) per model for the model's family (L3 = 0 without indicators)."""
     return family_of(hyper).kl_terms(params, hyper, layout, mask, H, node_index)
+
+
+def reference_terms(
+    params, hyper: Hyper, layout: Layout, xb, yb, noise, gumbel, n: int, mask, H,
+    node_index=None, sd=None,
+) -> ELBOTerms:  # fmt: skip
+    """The objective's one reference definition, plain and slow, that every fast path is
+    tested against (``tests/simulate/core/test_objective_reference.py``: the hand-written
+    kernels eager and compiled, the autograd path, the fused C pass, ``Posterior.elbo``).
+
+    For each draw k of the K in ``noise [K, E, P]`` (the family's standardised noise) and
+    ``gumbel [K, E, P]`` (the indicators' uniforms; None without indicators): the network
+    ``theta_k = family.draw(params, noise[k], gumbel[k])`` (for the spike-and-slab, hard
+    indicators forward, the relaxed ones backward), its outputs by the autograd-able
+    forward pass (:meth:`Layout.forward`) on the minibatch ``xb [E, m, p + 1]`` (last
+    column ones, dropped here), ``yb [E, m]``; then
+
+    * ``L1 = (n / m) (1 / K) sum_k sum_i -log p(y_i | f_theta_k(x_i))`` (eq. (loss1); at
+      each model's noise sd ``sd [E]``, else ``hyper.sigma``),
+    * ``(L2, L3)`` = the family's KL terms (eqs. (loss2), (loss3); :func:`kl_terms`, whose
+      values are checked against closed forms and Monte Carlo on their own).
+
+    Gradients are autograd's through it.  ``mask``, ``H``, ``node_index``: the layout's
+    padding mask, edges per model and unit index (``Consts``)."""
+    fam, K, m = family_of(hyper), noise.shape[0], xb.shape[1]
+    x = xb[..., :-1]
+    nll = 0
+    for k in range(K):
+        u = None if gumbel is None else gumbel[k]
+        theta = fam.draw(params, hyper, layout, mask, noise[k], u, False, node_index)
+        nll = nll + neg_log_lik(layout.forward(theta, x), yb, hyper, sd).sum(-1)
+    L2, L3 = kl_terms(params, hyper, layout, mask, H, node_index)
+    return ELBOTerms(nll / K * (n / m), L2, L3)
 
 
 def _poisson_binomial_pmf(nu: torch.Tensor, mask: torch.Tensor, H: int) -> torch.Tensor:

@@ -30,7 +30,14 @@ import torch
 from simulate.core import rng
 from simulate.core.layout import Layout
 from simulate.core.likelihoods import likelihood_of
-from simulate.core.objective import data_rows, draw_step_inputs, family_of, iid_index
+from simulate.core.objective import (
+    DrawSource,
+    StepWords,
+    data_rows,
+    draw_step_inputs,
+    family_of,
+    iid_index,
+)
 from simulate.core.state import Batch
 
 __all__ = ["Inputs", "Sampler"]
@@ -156,27 +163,33 @@ class Sampler:
         """The family's standardised noise ``[E, P]`` of draw ``offset``."""
         return self.family.noise(self.hyper, self.eps_stream.uniform(offset, self.dtype))
 
-    def draw_words(self, t: int) -> tuple:
-        """Step ``t``'s words for :func:`simulate.core.objective.draw_step_inputs` (``[K, 2]`` for
-        the K draws, ``[2]`` for the iid minibatch) and the permutation indices (None for
-        iid minibatches)."""
+    def draw_words(self, t: int) -> StepWords:
+        """Step ``t``'s :class:`~simulate.core.objective.StepWords` for
+        :func:`simulate.core.objective.draw_step_inputs`: ``[K, 2]`` words for the K draws,
+        ``[2]`` for the iid minibatch, and the permutation indices (None for iid
+        minibatches)."""
         K, dev = self.hyper.mc_samples, self.X_aug.device
         words = [rng.offset_words(t * K + k) for k in range(K)]
-        return (
+        return StepWords(
             torch.tensor(words, dtype=torch.int32, device=dev),
             torch.tensor(rng.offset_words(t), dtype=torch.int32, device=dev),
             None if self.hyper.sampling == "iid" else self.minibatch_index(t),
         )
 
+    def source(self) -> DrawSource:
+        """The :class:`~simulate.core.objective.DrawSource` of these models: their streams'
+        bases and the data (what :func:`simulate.core.objective.draw_step_inputs` reads
+        every step)."""
+        gumbel_base = self.gumbel_stream.base if self.family.indicators else None
+        return DrawSource(
+            self.eps_stream.base, gumbel_base, self.iid_stream.base, self.X_aug, self.y_flat,
+            self.data_index,
+        )  # fmt: skip
+
     def draw(self, t: int, held: torch.Tensor) -> Inputs:
         """Step ``t``'s :class:`Inputs` for every model (``held`` passed through)."""
         if self.compiled:
-            words, iid_words, idx = self.draw_words(t)
-            gumbel_base = self.gumbel_stream.base if self.family.indicators else None
-            u_eps, u, xb, yb = self._draw(
-                self.eps_stream.base, gumbel_base, self.iid_stream.base, words,
-                iid_words, self.X_aug, self.y_flat, self.data_index, idx,
-            )  # fmt: skip
+            u_eps, u, xb, yb = self._draw(self.source(), self.draw_words(t))
             return Inputs(xb, yb, self.family.noise(self.hyper, u_eps), u, held)
         K = self.hyper.mc_samples
         offsets = [t * K + k for k in range(K)]

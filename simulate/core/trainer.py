@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import torch
 
 from simulate.core.hyper import Hyper
-from simulate.core.layout import Layout, neg_log_lik
+from simulate.core.layout import Layout
 from simulate.core.native import check_supported
-from simulate.core.objective import ELBOTerms, draw_network, family_of, kl_terms
+from simulate.core.objective import ELBOTerms, draw_network, family_of, reference_terms
 from simulate.core.paths import Info, build_step
 from simulate.core.sampler import Sampler
 from simulate.core.state import Batch, init_state, put_models, take_models
-from simulate.core.step import Consts, repeat_draws
+from simulate.core.step import Consts
 from simulate.core.stopping import Convergence
 
 __all__ = ["Compaction", "Trainer"]
@@ -224,15 +224,19 @@ class Trainer:
     # ----------------------------------------------------------------- losses
     def loss_terms(self, params, xb, yb, step: int) -> ELBOTerms:
         """Per-model (L1, L2, L3), each ``[E]``, for one minibatch and step ``step``'s noise,
-        in plain autograd: what every step path is tested against."""
-        h, K = self.hyper, self.hyper.mc_samples
-        mb = xb.shape[1]  # minibatch size (m of the paper)
-        thetas = torch.cat([self.draw(params, step * K + k) for k in range(K)])
-        x = xb[..., :-1]
-        out = self.layout.forward(thetas, repeat_draws(x, K))
-        nll = neg_log_lik(out, repeat_draws(yb, K), h, repeat_draws(self.noise_sd, K)).sum(-1)
-        L1 = nll.reshape(K, -1).mean(0) * (self.n / mb)
-        return ELBOTerms(L1, *kl_terms(params, h, self.layout, self.mask, self.H, self.node_index))
+        in plain autograd: :func:`simulate.core.objective.reference_terms`, the reference
+        every step path is tested against."""
+        sm, K = self.sampler, self.hyper.mc_samples
+        offsets = [step * K + k for k in range(K)]
+        noise = torch.stack([sm.family.noise(self.hyper, sm.eps_stream.uniform(o, params.dtype))
+                             for o in offsets])  # fmt: skip
+        gumbel = None
+        if sm.family.indicators:
+            gumbel = torch.stack([sm.gumbel_stream.uniform(o, params.dtype) for o in offsets])
+        return reference_terms(
+            params, self.hyper, self.layout, xb, yb, noise, gumbel, self.n, self.mask, self.H,
+            self.node_index, self.noise_sd,
+        )  # fmt: skip
 
     # ----------------------------------------------------------------- step
     def step(self) -> ELBOTerms:

@@ -1,16 +1,19 @@
 """The benchmark (``python -m simulate.bench``): its documented keys, the FLOP count of a
-step, the Table 1 workload and block timings, the step paths, CUDA refusal, and the rate
-tiers' programs."""
+step (against torch's counter of the actual step), the ratios, GFLOP/s and projections on
+stubbed timings of known value, the Table 1 workload and block timings, the step paths,
+CUDA refusal, and the rate tiers' programs."""
 
 import json
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
 import torch
 
 from simulate.bench import timing as bench
+from simulate.bench.flops import flops_per_model_step
 from simulate.core import Hyper, Layout
 
 
@@ -48,17 +51,10 @@ def test_bench_reports_the_documented_keys(tmp_path):
         assert set(r.pop("peak_rates")) >= {"mm"}
         assert r["peak_gflops"] >= 0
     assert set(res[5]) == keys
-    assert all(res[5][k] is None for k in keys - measured)
+    assert all(res[5][k] is None for k in keys - measured)  # vmap: timed past loop_max
     assert res[5]["batched_model_steps_per_s"] > 0
-    assert res[5]["vmap_ratio"] == pytest.approx(  # batched like the core: timed past loop_max
-        res[5]["batched_model_steps_per_s"] / res[5]["vmap_model_steps_per_s"]
-    )
-    for r in res.values():  # the fraction of peak is the useful FLOPs over the GEMM rate
-        assert r["flops_per_model_step"] == bench.flops_per_model_step(20, [20, 20])
-        assert r["gflops"] == pytest.approx(
-            r["batched_model_steps_per_s"] * r["flops_per_model_step"] / 1e9
-        )
-        assert r["peak_fraction"] == pytest.approx(r["gflops"] / r["peak_gflops"])
+    for r in res.values():  # 20-20-20-1 at m = 1024, counted by hand (and by torch below)
+        assert r["flops_per_model_step"] == NET20_FLOPS
     timed = keys if bench.native_available() else {k for k in keys if "native" not in k}
     for E in (1, 3):  # every rate measured (timings, so no value is asserted)
         assert set(res[E]) == keys
@@ -90,22 +86,105 @@ def test_flops_per_model_step_counts_the_step_s_products(p, hidden, out):
     with FlopCounterMode(display=False) as fc:
         mlp_nll_and_grad(lay, theta, x, y, h, 1.0, functional=True)
     broadcast = 2 * m * hidden[-1] if out == 1 else 0
-    assert fc.get_total_flops() / E + broadcast == bench.flops_per_model_step(p, hidden, out, m)
-    assert bench.flops_per_model_step(p, hidden, out, m, mc_samples=2) == 2 * (
-        bench.flops_per_model_step(p, hidden, out, m)
-    )
+    assert fc.get_total_flops() / E + broadcast == flops_per_model_step(p, hidden, out, m)
+
+
+# the bench network 20-20-20-1 at m = 1024, by hand: the forward pass 2 m (21 x 20 + 21 x 20
+# + 21 x 1) = 1,763,328, the weights' gradient the same, the inputs' gradient of the two
+# layers after the first 2 m (20 x 20 + 20 x 1) = 860,160
+NET20_FLOPS = 2 * 1_763_328 + 860_160  # 4,386,816: "4.39 MFLOP" (flops_per_model_step)
+
+
+@pytest.mark.parametrize("K", [1, 2])
+@pytest.mark.parametrize("autograd", [False, True])
+def test_the_bench_networks_count_is_the_flops_of_its_training_step(K, autograd):
+    """The count the bench reports for its network against torch's own counter of a whole
+    training step of three such models (``Trainer.step``: sampler, network, KL terms,
+    optimiser; the hand-written and the autograd paths), K = 1 and 2 draws: the counter
+    sees every product but the width-1 output layer's input gradient (a broadcast,
+    2 m x 20 FLOPs per draw)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from simulate.core.recipe import build_trainer
+
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.rand(1, 2048, 20, generator=g), torch.randn(1, 2048, generator=g)
+    tr = build_trainer(Hyper(batch_size=1024, mc_samples=K), [20] * 3, [0, 1, 2], X, y,
+                       [0] * 3, depth=2, autograd=autograd)  # fmt: skip
+    tr.step()
+    with FlopCounterMode(display=False) as fc:
+        tr.step()
+    assert fc.get_total_flops() / 3 + K * 2 * 1024 * 20 == K * NET20_FLOPS
+    assert flops_per_model_step(20, [20, 20], mc_samples=K) == K * NET20_FLOPS
+
+
+class _Timed:
+    """A timed variant's step function that does nothing: the stubs below give its rate."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self):
+        pass
+
+
+def _stub_rates(monkeypatch, rates: dict):
+    """``timing._rate`` answers each variant's repeats from ``rates[name]`` in turn (the
+    median of three the middle value), and the GEMM rates are 50 (``mm``) and 100 GFLOP/s."""
+    left = {k: list(v) for k, v in rates.items()}
+    monkeypatch.setattr(bench, "_rate", lambda group, *a: left[group[0].name].pop(0))
+    monkeypatch.setattr(bench, "peak_rates", lambda device="cpu": {"mm": 50.0, "onednn": 100.0})
+
+
+def test_the_ratios_and_gflops_from_known_rates(monkeypatch):
+    """``run``'s arithmetic on stubbed timings whose values are known: each variant's median
+    of three repeats, the batched core's ratio to each baseline, GFLOP/s (rate x the hand
+    count) and the fraction of the faster library's GEMM rate; ``table1`` adds the width
+    groups' ratio to one program."""
+    names = ("batched", "native", "loop", "textbook", "vmap", "batched_groups")
+
+    def variants(data, widths, depth, batch_size, device, compile, timed_loop, workload):
+        out = {k: [_Timed(k)] for k in names[:-1]}
+        if workload == "table1":
+            out["batched_groups"] = [_Timed("batched_groups")]
+        return out
+
+    monkeypatch.setattr(bench, "_variants", variants)
+    rates = {"batched": [9e3, 2e3, 1e3], "native": [3e3, 1e3, 9e3], "loop": [5e2, 1e2, 9e2],
+             "textbook": [2.5e2] * 3, "vmap": [1e3] * 3, "batched_groups": [1.5e3] * 3}  # fmt: skip
+    _stub_rates(monkeypatch, rates)
+    r = bench.run(Es=(10,), steps=2, repeats=3, n=2048, log=lambda *_: None)[10]
+    assert r["batched_model_steps_per_s"] == 2000.0 and r["native_model_steps_per_s"] == 3000.0
+    assert (r["ratio"], r["textbook_ratio"], r["vmap_ratio"]) == (4.0, 8.0, 2.0)
+    assert (r["native_ratio"], r["native_vmap_ratio"]) == (1.5, 3.0)
+    assert r["peak_gflops"] == 100.0 and r["peak_rates"] == {"mm": 50.0, "onednn": 100.0}
+    assert r["gflops"] == pytest.approx(8.773632)  # 2000 x 4,386,816 / 1e9
+    assert r["peak_fraction"] == pytest.approx(0.08773632)
+    assert r["native_gflops"] == pytest.approx(13.160448)
+    assert r["native_peak_fraction"] == pytest.approx(0.13160448)
+    assert "groups_ratio" not in r
+    _stub_rates(monkeypatch, rates)
+    t1 = bench.run(Es=(10,), steps=2, repeats=3, n=2048, workload="table1", log=lambda *_: None)
+    assert t1[10]["groups_ratio"] == 0.75  # 1500 / 2000
+
+
+def test_a_rate_is_the_model_steps_over_the_time_they_took(monkeypatch):
+    """``_rate`` on a clock that each step function advances by 4 ms: two functions (each
+    of 8 models) called for 5 steps take 40 ms, so 8 x 5 / 0.04 = 1000 model-steps/s."""
+    clock = [0.0]
+
+    def step():
+        clock[0] += 0.004
+
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: clock[0])
+    assert bench._rate([step, step], steps=5, models=8) == pytest.approx(1000.0)
 
 
 def test_bench_table1_workload_times_every_variant_and_the_width_groups(tmp_path):
     assert bench.workload_widths("table1", 12)[:11] == [*range(2, 21, 2), 2]
     res = bench.run(Es=(10,), steps=2, repeats=1, n=2048, workload="table1", log=lambda *_: None)
-    r = res[10]
-    assert r["groups_ratio"] == pytest.approx(
-        r["batched_groups_model_steps_per_s"] / r["batched_model_steps_per_s"]
-    )
-    assert r["vmap_ratio"] == pytest.approx(
-        r["batched_model_steps_per_s"] / r["vmap_model_steps_per_s"]
-    )
+    r = res[10]  # the arithmetic on known rates: test_the_ratios_and_gflops_from_known_rates
+    assert r["groups_ratio"] > 0 and r["batched_groups_model_steps_per_s"] > 0
     assert set(r.pop("peak_rates")) >= {"mm"}
     assert all(v > 0 for v in r.values() if v is not None)
     assert (r["native_model_steps_per_s"] is not None) == bench.native_available()
@@ -142,10 +221,27 @@ def test_bench_times_a_table1_block(tmp_path):
         bench.table1_block_rate("ASVI")
 
 
-def test_bench_compares_the_step_paths():
+def test_bench_compares_the_step_paths(monkeypatch):
+    """The step paths timed for real (every rate positive), then on stubbed trainers whose
+    rates are known: each path's ratio to the autograd one."""
     res = bench.compare_paths(E=3, steps=2, repeats=1, n=2048, log=lambda *_: None)
     assert set(res) == {"autograd", "hand_written", "autograd/autograd", "hand_written/autograd"}
-    assert res["hand_written/autograd"] == pytest.approx(res["hand_written"] / res["autograd"])
+    assert all(v > 0 for v in res.values())
+    path = {(False, None, True): "autograd", (False, None, False): "hand_written",
+            (True, None, False): "hand_written_compiled",
+            (True, 25, False): "hand_written_compiled_chunks_of_25"}  # fmt: skip
+
+    def batched(data, E, p, depth, width, batch_size, device, compile, chunk, autograd):
+        return types.SimpleNamespace(step=_Timed(path[compile, chunk, autograd]))
+
+    monkeypatch.setattr(bench, "_batched", batched)
+    _stub_rates(monkeypatch, {"autograd": [400.0] * 3, "hand_written": [1000.0] * 3,
+                              "hand_written_compiled": [3000.0] * 3,
+                              "hand_written_compiled_chunks_of_25": [200.0] * 3})  # fmt: skip
+    res = bench.compare_paths(E=3, repeats=3, compile=True, log=lambda *_: None)
+    assert res["autograd/autograd"] == 1.0 and res["hand_written/autograd"] == 2.5
+    assert res["hand_written_compiled/autograd"] == 7.5
+    assert res["hand_written_compiled_chunks_of_25/autograd"] == 0.5
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")
@@ -179,8 +275,8 @@ def test_bench_sweep_workload_is_the_tier_s_programs_and_projects_from_its_recor
     ]
     capped = sweep_workload("tiny", steps=2, repeats=1, log=lambda *_: None)
     assert capped["steps_from"] == "cap" and capped["useful_fraction"] is None
-    want = sum(p["cap"] / p["steps_per_s"] for p in capped["programs"]) / 60
-    assert capped["projected_full_tier_min"] == pytest.approx(want)
+    assert [p["run_steps"] for p in capped["programs"]] == [200] * 3
+    assert capped["projected_full_tier_min"] > 0
     path = tmp_path / "tiny.jsonl"
     run_sweep(SweepConfig(truths=RATES["tiny"]["truths"], **RATES["tiny"]["sweep"]), str(path))
     res = sweep_workload("tiny", steps=2, repeats=1, records=str(path), log=lambda *_: None)
@@ -188,6 +284,29 @@ def test_bench_sweep_workload_is_the_tier_s_programs_and_projects_from_its_recor
     steps = {(r["cell"]["n"], r["cell"]["replicate"]): r["per_width"]["steps"] for r in recs}
     run = {n: max(max(steps[(n, q)]) for q in (0, 1)) for n in (128, 256, 512)}
     assert [p["run_steps"] for p in res["programs"]] == [run[128], run[256], run[512]]
-    used = sum(sum(v) for v in steps.values())
-    assert res["useful_fraction"] == pytest.approx(used / sum(4 * s for s in run.values()))
     assert 0 < res["useful_fraction"] <= 1 and res["steps_from"] == "records"
+
+
+def test_the_sweep_projection_from_known_rates_and_steps(monkeypatch):
+    """The tiny tier's three programs (4 models each, cap 200 steps) at a stubbed 100 steps
+    per second: 3 x 200 / 100 = 6 s, 0.1 min, on its one worker, 3 x 4 x 200 / 6 = 400
+    model-steps/s; with recorded steps of 200, 100, 50 and 50 for each program's four
+    models, each runs 200 steps (its slowest model) of which 400 of 800 model-steps are
+    useful: a fraction of 0.5."""
+    from simulate.bench import sweep_mix
+
+    monkeypatch.setattr(sweep_mix, "_program_rate", lambda *a: 100.0)
+    capped = sweep_mix.sweep_workload("tiny", steps=2, repeats=1, log=lambda *_: None)
+    assert capped["projected_full_tier_min"] == pytest.approx(0.1)
+    assert capped["model_steps_per_s"] == pytest.approx(400.0)
+    recorded = {}
+    for prog in capped["programs"]:
+        models = [(r, w) for r in prog["replicates"] for w in prog["widths"]]
+        for (r, w), s in zip(models, (200, 100, 50, 50), strict=True):
+            recorded[(prog["truth"], prog["n"], r, w)] = s
+    monkeypatch.setattr(sweep_mix, "read_records", lambda path: [])
+    monkeypatch.setattr(sweep_mix, "_recorded_steps", lambda recs: recorded)
+    res = sweep_mix.sweep_workload("tiny", steps=2, repeats=1, records="r", log=lambda *_: None)
+    assert [p["run_steps"] for p in res["programs"]] == [200] * 3
+    assert res["useful_fraction"] == pytest.approx(0.5)
+    assert res["projected_full_tier_min"] == pytest.approx(0.1)

@@ -11,6 +11,7 @@ from scipy import stats
 
 from simulate.core import (
     Batch,
+    DrawSource,
     Hyper,
     Layout,
     Trainer,
@@ -113,45 +114,6 @@ def test_hand_backward_equals_autograd(likelihood):
     (gref,) = torch.autograd.grad((ref * scale).sum(), th)
     np.testing.assert_allclose(nll.numpy(), ref.detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(dtheta.numpy(), gref.numpy(), rtol=1e-10, atol=1e-12)
-
-
-@pytest.mark.parametrize(
-    "kw",
-    [
-        {},  # the hand-written step (spike_slab_step)
-        {"slab": "uniform"},  # the hand-written step, uniform slab
-        {"likelihood": "categorical"},
-        {"l3": "exact"},  # autograd through the sampler
-    ],
-)
-def test_training_step_matches_autograd_reference(kw):
-    """The step's gradient (hand-written, or hand backward + autograd through the sampler)
-    equals plain autograd through loss_terms, read off Adam's first moment after one step
-    (m = (1 - b1) g), for padded models of two widths and K = 3 draws."""
-    h = Hyper(batch_size=100, mc_samples=3, lr=1e-3, **kw)
-    classes = 3 if h.likelihood == "categorical" else None
-    out = classes or 1
-    tr = Trainer(
-        Layout(3, 2, [4, 6], out), h, [1, 2], make_batch(2, classes=classes), dtype=torch.float64
-    )
-    ref = Trainer(
-        Layout(3, 2, [4, 6], out), h, [1, 2], make_batch(2, classes=classes), dtype=torch.float64
-    )
-    assert tr.hand_written == (kw.get("l3", "paper") == "paper")
-    xb, yb = ref.minibatch()
-    params = ref.state.params.clone().requires_grad_(True)
-    L1, L2, L3 = ref.loss_terms(params, xb, yb, 0)
-    (g,) = torch.autograd.grad((L1 + L2 + L3).sum(), params)
-    terms = tr.step()
-    for got, ref_k in zip(terms, (L1, L2, L3), strict=True):  # ELBOTerms: L1, L2, L3
-        np.testing.assert_allclose(got.numpy(), ref_k.detach().numpy(), rtol=1e-12)
-    grad = tr.state.opt.exp_avg / (1 - h.betas[0])
-    np.testing.assert_allclose(grad.numpy(), g.numpy(), rtol=1e-9, atol=1e-10)
-    assert (grad[:, tr.mask == 0] == 0).all()  # padding gets no gradient
-    # first Adam step moves each parameter by -lr * g / (|g| + eps)
-    step = (tr.state.params - ref.state.params).numpy()
-    expect = (-h.lr * g / (g.abs() + h.adam_eps)).numpy()
-    np.testing.assert_allclose(step, expect, rtol=1e-6, atol=1e-12)
 
 
 def test_gaussian_l2_closed_form_and_monte_carlo():
@@ -336,10 +298,13 @@ def test_step_inputs_in_one_call_equal_the_streams_and_minibatch(sampling):
     h = Hyper(batch_size=64, mc_samples=2, sampling=sampling)
     tr = Trainer(Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2))
     sm = tr.sampler
-    words, iid_words, idx = sm.draw_words(5)
-    streams = (sm.eps_stream, sm.gumbel_stream, sm.iid_stream)
-    args = [*(s.base for s in streams), words, iid_words, sm.X_aug, sm.y_flat, sm.data_index, idx]
-    u_slab, u_gum, xb, yb = draw_step_inputs(*args, n=tr.n)
+    source = DrawSource(
+        sm.eps_stream.base, sm.gumbel_stream.base, sm.iid_stream.base, sm.X_aug, sm.y_flat,
+        sm.data_index,
+    )  # fmt: skip
+    assert all(map(torch.equal, sm.source(), source))  # the sampler's own
+    step = sm.draw_words(5)
+    u_slab, u_gum, xb, yb = draw_step_inputs(source, step, n=tr.n)
     xb_ref, yb_ref = tr.minibatch(5)
     assert torch.equal(xb, xb_ref) and torch.equal(yb, yb_ref)
     for k in range(2):
@@ -349,8 +314,8 @@ def test_step_inputs_in_one_call_equal_the_streams_and_minibatch(sampling):
     compiled = Trainer(Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2), compile=True)
     for got, want in zip(compiled.sampler.draw(5, held), sm.draw(5, held), strict=True):
         assert torch.equal(got, want)
-    args[3] = torch.tensor([rng.offset_words(11), rng.offset_words(12)], dtype=torch.int32)
-    u_off = draw_step_inputs(*args, n=tr.n)[0]
+    off = torch.tensor([rng.offset_words(11), rng.offset_words(12)], dtype=torch.int32)
+    u_off = draw_step_inputs(source, step._replace(words=off), n=tr.n)[0]
     assert torch.equal(u_off[0], u_slab[1]) and not torch.equal(u_off[1], u_slab[1])
     assert (u_off[0] != u_slab[0]).float().mean() > 0.99
 

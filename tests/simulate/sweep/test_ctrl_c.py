@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import runpy
 import signal
@@ -50,12 +51,15 @@ def wait_for(predicate, proc, seconds: float, what: str) -> None:
         time.sleep(0.1)
 
 
+_BAR_FRAME = re.compile(r"sweep: +\d+%\|")
+
+
 def stderr_lines(raw: bytes) -> list[str]:
-    """The lines of stderr that are not progress-bar frames (``\\rsweep [###  ] ...``,
-    drawn over each other on one terminal line, which the interrupt line then ends)."""
+    """The lines of stderr that are not progress-bar frames (tqdm's ``\\rsweep:  25%|##5 |
+    2/8 [...]``, drawn over each other on one terminal line, which the interrupt closes)."""
     out = []
     for line in raw.decode().split("\n"):
-        rest = [f for f in line.split("\r") if f.strip() and not f.startswith("sweep [")]
+        rest = [f for f in line.split("\r") if f.strip() and not _BAR_FRAME.match(f)]
         out += rest
     return out
 
