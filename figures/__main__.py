@@ -121,10 +121,11 @@ def _rates(args, names) -> None:
 
         res = rate_figure(srecs, args.out, args.tier)
         for r in res["results"]:
+            t = r.theorem
             print(
-                f"rates {r.truth} {r.metric}: slope {r.slope:.3f} "
-                f"[{r.ci_low:.3f}, {r.ci_high:.3f}], predicted "
-                f"{r.predicted:.3f}, {r.verdict}; {r.finding}"
+                f"rates {r.truth} {r.metric}: slope {t.slope:.3f} "
+                f"[{t.ci_low:.3f}, {t.ci_high:.3f}], predicted "
+                f"{t.predicted:.3f}, {t.verdict}; {r.finding}"
             )
     if "tradeoff" in names:
         from figures.tradeoff import tradeoff_figure

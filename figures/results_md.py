@@ -41,7 +41,8 @@ from simulate.experiments import table1 as table1_run
 from simulate.sweep.records import RecordsError, being_written, read_jsonl
 from simulate.sweep.spec import one_configuration, read_records
 from theory.paths import read_text_bounded, write_atomic
-from verify.analysis import analyse, control_records_path
+from verify.analysis import analyse
+from verify.controls import control_records_path
 from verify.render import markdown_results
 from verify.starts import arms_table
 

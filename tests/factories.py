@@ -105,3 +105,30 @@ def assert_model_alone(together, e: int, alone) -> None:
         rtol=1e-9,
         atol=1e-12,
     )
+
+
+def verdict_entry(estimator="asvi", theorem="PASS", attainment="PASS", expected=None,
+                  familywise=None):  # fmt: skip
+    """A d^2 result of ``verify.analysis`` (on :func:`fake_records`) with its verdicts, a
+    control's known answer and the family-wise outcome set (``attainment=None``: no
+    attainment test): for the exit-status rules, which read only these."""
+    import dataclasses
+
+    from verify.analysis import analyse
+    from verify.slopes import Verdict
+
+    r = next(r for r in analyse(fake_records(-0.5, -0.5)) if r.metric == "d2")
+    att = None if attainment is None else dataclasses.replace(
+        r.attainment, verdict=Verdict(attainment)
+    )  # fmt: skip
+    return dataclasses.replace(
+        r,
+        estimator=estimator,
+        theorem=dataclasses.replace(r.theorem, verdict=Verdict(theorem)),
+        attainment=att,
+        decision=dataclasses.replace(
+            r.decision,
+            expected_attainment=None if expected is None else Verdict(expected),
+            fail_familywise=familywise,
+        ),
+    )

@@ -45,8 +45,9 @@ from simulate.sweep import tiers
 from simulate.sweep.recipes import RECIPE_DEFAULTS, RECIPES, recipe_settings
 from theory.cli import Parser, interrupted, run_main
 from theory.paths import check_distinct, check_output_file, protect_inputs, write_atomic
-from verify.slopes import paired_mean_diff
-from verify.starts import arm_columns
+from verify.records import Cell
+from verify.slopes import MeanDiffs, paired_mean_diff
+from verify.starts import arm_columns as _arm_columns
 
 __all__ = ["BASE", "TRUTH_SETS", "benchmark", "gap_table", "main", "recipe_difference"]
 
@@ -83,8 +84,13 @@ def _cells(records, truth: str, ns):
     return [[by[k][n] for n in ns] for k in reps]
 
 
-def _ci(d: dict, j: int) -> list:
-    return [d["ci_low"][j], d["ci_high"][j]]
+def _ci(d: MeanDiffs, j: int) -> list:
+    return [d.ci_low[j], d.ci_high[j]]
+
+
+def arm_columns(cells, arm: str, key: str) -> np.ndarray:
+    """``verify.starts.arm_columns`` of a table of records (read into cells here)."""
+    return _arm_columns([[Cell.from_record(r) for r in row] for row in cells], arm, key)
 
 
 def gap_table(records, truths, ns) -> list[dict]:
@@ -113,9 +119,9 @@ def gap_table(records, truths, ns) -> list[dict]:
             rows.append(
                 {
                     "truth": t, "n": int(n), "replicates": len(cells),
-                    "gap": gap["diff"][j], "gap_ci": _ci(gap, j),
-                    "gap_W0s": gap_s["diff"][j], "gap_W0s_ci": _ci(gap_s, j),
-                    "W_minus_W0s": drift["diff"][j], "W_minus_W0s_ci": _ci(drift, j),
+                    "gap": gap.diff[j], "gap_ci": _ci(gap, j),
+                    "gap_W0s": gap_s.diff[j], "gap_W0s_ci": _ci(gap_s, j),
+                    "W_minus_W0s": drift.diff[j], "W_minus_W0s_ci": _ci(drift, j),
                     "elbo_R": float(elbo["R"][:, j].mean()),
                     "d2_R": float(d2[:, j].mean()), "d2_constructive": float(d2_c[:, j].mean()),
                     "steps_R": float(steps[:, j].mean()), "capped_R": capped,
@@ -150,7 +156,7 @@ def recipe_difference(records, against, truths, ns) -> list[dict]:
         diff = paired_mean_diff(elbo[0], elbo[1])
         for j, n in enumerate(ns):
             rows.append({"truth": t, "n": int(n), "replicates": len(common),
-                         "diff": diff["diff"][j], "ci": _ci(diff, j),
+                         "diff": diff.diff[j], "ci": _ci(diff, j),
                          "d2": float(d2[0][:, j].mean()),
                          "d2_against": float(d2[1][:, j].mean())})  # fmt: skip
     return rows
@@ -232,9 +238,9 @@ def rate_rows(records, truth: str, ns) -> dict:
     elbo = np.stack([arm_columns(cells, a, "elbo")[:, -1] for a in arms[1:]])
     best = np.array([s[arms[1 + k]][i] for i, k in enumerate(np.argmax(elbo, axis=0))])
     out = {a: paired_mean_diff(s[a][:, None], np.zeros((len(cells), 1))) for a in arms}
-    out = {a: {"slope": d["diff"][0], "ci": _ci(d, 0)} for a, d in out.items()}
+    out = {a: {"slope": d.diff[0], "ci": _ci(d, 0)} for a, d in out.items()}
     diff = paired_mean_diff(s["R"][:, None], best[:, None])
-    out["R_minus_best_C"] = {"slope": diff["diff"][0], "ci": _ci(diff, 0)}
+    out["R_minus_best_C"] = {"slope": diff.diff[0], "ci": _ci(diff, 0)}
     return out
 
 

@@ -100,26 +100,24 @@ from theory.paths import (
     write_json,
 )
 from verify import protocol as protocols
-from verify.analysis import (
-    EXIT_BAD_INPUT,
-    EXIT_CRASH,
-    EXIT_FAIL,
-    EXIT_INCONCLUSIVE,
-    EXIT_PASS,
-    analyse,
-    check_control,
-    control_config,
-    control_records_path,
-    design_power,
-    exit_status,
-    refusal,
-    reselect,
-)
+from verify.analysis import analyse
+from verify.controls import check_control, control_config, control_records_path
+from verify.design import design_power, refusal
+from verify.records import reselect
 from verify.render import (
     format_results,
     markdown_results,
     plot_results,
     power_lines,
+)
+from verify.results import results_document
+from verify.status import (
+    EXIT_BAD_INPUT,
+    EXIT_CRASH,
+    EXIT_FAIL,
+    EXIT_INCONCLUSIVE,
+    EXIT_PASS,
+    exit_status,
 )
 
 __all__ = ["main"]
@@ -581,7 +579,7 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
         return EXIT_BAD_INPUT
     what = "recorded sweeps" if args.records else f"tier {args.tier}"
     print(f"verify.rates: {what}, records {source}, {time.perf_counter() - t0:.0f} s")
-    theirs = results[0].records_protocol if results else None
+    theirs = results[0].decision.records_protocol if results else None
     print(f"protocol: {proto.tag} ({proto.kind})")
     if theirs != proto.tag:
         print(
@@ -591,14 +589,18 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
     partial = bool(getattr(args, "partial_read", False))
     if partial:
         print(f"WARNING: {PARTIAL_NOTE}: {source} was still being written when it was read")
-        for r in results:  # in every entry of the JSON report
-            r.partial_read = PARTIAL_NOTE
+        results = [  # in every entry of the JSON report
+            dataclasses.replace(
+                r, decision=dataclasses.replace(r.decision, partial_read=PARTIAL_NOTE)
+            )
+            for r in results
+        ]
     print(format_results(results))
     fig_dir = args.figures or os.path.join("results", f"verify-{args.tier}")
     paths = plot_results(results, fig_dir, PARTIAL_NOTE if partial else None)
     print(f"\nfigures: {', '.join(paths)}")
     if args.json:
-        write_json(args.json, [r.to_json() for r in results])
+        write_json(args.json, results_document(results))
     if args.markdown:
         heading = f"verify.rates: {what} ({os.path.basename(source)}; protocol {proto.tag})"
         if partial:

@@ -1,17 +1,24 @@
-"""What ``python -m verify.rates`` shows: the text table per truth, the rate and width
-panels (shared with ``figures``), and the JSON report's keys."""
+"""What ``python -m verify.rates`` shows: each entry's finding (the report's sentence),
+the text table per truth, the Markdown, the power check before training, and the rate and
+width panels (shared with ``figures``); all read :class:`verify.results.MetricResult`."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from theory.exponents import METRICS
+from verify.slopes import Verdict
 from verify.starts import ARM_HEADER, arm_row
 
+if TYPE_CHECKING:  # the results module imports nothing from here; typing only
+    from verify.results import MetricResult
+
 __all__ = [
-    "format_results", "draw_rate_panel", "draw_width_panel", "plot_results",
+    "finding", "format_results", "draw_rate_panel", "draw_width_panel", "plot_results",
     "power_lines", "markdown_results",
 ]  # fmt: skip
 
@@ -20,7 +27,84 @@ def _f(x, fmt="7.3f") -> str:
     return f"{'n/a':>{fmt.split('.')[0]}s}" if x is None else format(x, fmt)
 
 
-def format_results(results: list[dict]) -> str:
+def _range(ns) -> str:
+    return f"n = {int(ns[0])}..{int(ns[-1])}"
+
+
+def finding(r: MetricResult) -> str:
+    """The report's sentence for one result of ``verify.analysis``: the attainment
+    verdict first, then the theorem test (worded as what it measured: "slower than n^e
+    log^c n over n = a..b", "consistent with ..."), the curve's shape, the budget
+    control's state and the family-wise adjustment."""
+    dec = r.decision
+    if dec.refused:
+        return f"not decided (verdicts set UNDECIDABLE): {dec.refused}"
+    parts = []
+    a, ns = r.attainment, r.curve.ns
+    if a is None:
+        why = dec.attainment_refused or "no reference"
+        parts.append(f"attainment not tested ({why})")
+    else:
+        c, allowed = a.log_power.c_hat, a.allowance_log_power
+        if a.verdict == Verdict.PASS:
+            parts.append(
+                f"attains the reference's rate up to log^{c:.2f} n within the log^{allowed:g} n"
+                " allowance"
+            )
+        elif a.verdict == Verdict.FAIL:
+            parts.append(
+                f"slower than the class-matched reference beyond the log^{allowed:g} n"
+                f" allowance over {_range(ns)} (log^{c:.2f} n)"
+            )
+        elif a.verdict == Verdict.UNDECIDABLE and a.power.gap <= 0:
+            parts.append(
+                f"attainment undecidable (log^{c:.2f} n): the log^{allowed:g} n allowance is as"
+                " large as half the reference's exponent, so a pass could not tell attainment"
+                " from half the rate"
+            )
+        elif a.verdict == Verdict.UNDECIDABLE:
+            parts.append(
+                f"attainment undecidable with this design (log^{c:.2f} n; no power against"
+                " half the reference's rate)"
+            )
+        else:
+            parts.append(f"attainment inconclusive (log^{c:.2f} n)")
+    t = r.theorem
+    rate = f"n^{t.predicted:.3f} log^{t.band_log_power:.2f} n"
+    if t.verdict == Verdict.FAIL:
+        parts.append(
+            f"slower than {rate} over {_range(ns)} (a FAIL for every band log power"
+            f" below {t.c_flip:.2f})"
+        )
+    elif t.verdict == Verdict.UNDECIDABLE:
+        parts.append("theorem test undecidable with this design (no power against e/2)")
+    elif t.verdict == Verdict.PASS and t.direction == "faster":
+        parts.append(
+            f"consistent with {rate} over {_range(ns)}, faster than the exponent"
+            " (easier than its class at these n, or pre-asymptotic)"
+        )
+    elif t.verdict == Verdict.PASS:
+        parts.append(f"consistent with {rate} over {_range(ns)} (rejects e/2)")
+    else:
+        parts.append("theorem test inconclusive")
+    if dec.fail_familywise is False:
+        parts.append("a FAIL at its own level that does not survive the family-wise adjustment")
+    if r.curve.bending:
+        parts.append(f"bending (top-half slope {r.curve.top_half_slope:.3f}; stated, not deciding)")
+    state = None if r.control is None else r.control.state
+    if state == "limited":
+        parts.append(
+            "optimisation-limited (twice the budget moves the slope beyond the margin: the"
+            " verdicts are set INCONCLUSIVE)"
+        )
+    elif state == "undetermined":
+        parts.append("budget control undetermined (the slope change's interval crosses the margin)")
+    elif state == "converged":
+        parts.append("converged by the budget control")
+    return "; ".join(parts)
+
+
+def format_results(results: list[MetricResult]) -> str:
     """The plain-text report: per truth its cell table, slope and attainment tables,
     findings and budget control; then the input-dimension comparisons and a key to the
     columns."""
@@ -35,7 +119,7 @@ def format_results(results: list[dict]) -> str:
             elif est != "asvi":
                 lines.append(
                     f"-- {est} (known-answer control: expected attainment "
-                    f"{er[0].expected_attainment})"
+                    f"{er[0].decision.expected_attainment})"
                 )
             lines += _cell_table_lines(er)
             lines += _slope_table_lines(er)
@@ -81,15 +165,15 @@ ARM_SHORT = {"W": "from start", "W0": "start", "W0s": "start, sds fitted",
              "W0f": "start held, sds trained", "P": "plain Adam"}  # fmt: skip
 
 
-def draw_elbo_gap_panel(ax, r: dict) -> None:
+def draw_elbo_gap_panel(ax, r: MetricResult) -> None:
     """The constructive-start comparison's ELBO gaps against n (``verify.starts``): W - R
     and, where it is C, W0s - R, with their paired 95% intervals; the answer's key in the
     title."""
     c = r.starts
-    ns = np.array(c["ns"], dtype=float)
-    series = [("W", c["elbo_gap"], c["elbo_gap_ci"], "C5")]
-    if c["constructive_arm"] != "W":
-        series.append((c["constructive_arm"], c["elbo_gap_best"], c["elbo_gap_best_ci"], "C6"))
+    ns = np.array(c.ns, dtype=float)
+    series = [("W", c.elbo_gap, c.elbo_gap_ci, "C5")]
+    if c.constructive_arm != "W":
+        series.append((c.constructive_arm, c.elbo_gap_best, c.elbo_gap_best_ci, "C6"))
     for k, (a, g, ci, color) in enumerate(series):
         g, ci = np.array(g), np.array(ci)
         x = ns * (1.04 if k else 1.0)
@@ -99,11 +183,11 @@ def draw_elbo_gap_panel(ax, r: dict) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("n")
     ax.set_ylabel("nats")
-    ax.set_title(f"constructive vs random start: {c['answer_key']}", fontsize=8)
+    ax.set_title(f"constructive vs random start: {c.answer_key}", fontsize=8)
     ax.legend(fontsize=6)
 
 
-def _starts_lines(rows: list[dict]) -> list[str]:
+def _starts_lines(rows: list[MetricResult]) -> list[str]:
     """The constructive-start comparison of one truth (``verify.starts``): per n the four
     arms' ELBO parts, kept edges, selected width, d^2 and steps (means over replicates),
     the paired ELBO gap W - R, and the answer."""
@@ -117,66 +201,67 @@ def _starts_lines(rows: list[dict]) -> list[str]:
         " Adam from W0)",
         f"{'n':>7s}{ARM_HEADER}",
     ]
-    for j, n in enumerate(c["ns"]):
-        lines += [f"{n:7d}{arm_row(a, t, j)}" for a, t in c["arms"].items()]
+    for j, n in enumerate(c.ns):
+        lines += [f"{n:7d}{arm_row(a, t, j)}" for a, t in c.arms.items()]
     gaps = ", ".join(
         f"n={n}: {g:+.1f} [{lo:+.1f}, {hi:+.1f}]"
-        for n, g, (lo, hi) in zip(c["ns"], c["elbo_gap"], c["elbo_gap_ci"], strict=True)
+        for n, g, (lo, hi) in zip(c.ns, c.elbo_gap, c.elbo_gap_ci, strict=True)
     )
     lines.append(f"  ELBO(W) - ELBO(R), nats, paired 95% CI: {gaps}")
-    if c["constructive_arm"] != "W":
+    if c.constructive_arm != "W":
         best = ", ".join(
             f"n={n}: {g:+.1f} [{lo:+.1f}, {hi:+.1f}]"
-            for n, g, (lo, hi) in zip(
-                c["ns"], c["elbo_gap_best"], c["elbo_gap_best_ci"], strict=True
-            )
+            for n, g, (lo, hi) in zip(c.ns, c.elbo_gap_best, c.elbo_gap_best_ci, strict=True)
         )
-        lines.append(f"  ELBO({c['constructive_arm']}) - ELBO(R): {best}")
-    lines.append(f"  answer: {c['answer']}")
+        lines.append(f"  ELBO({c.constructive_arm}) - ELBO(R): {best}")
+    lines.append(f"  answer: {c.answer}")
     return lines
 
 
-def _truth_header(r0: dict) -> list[str]:
+def _truth_header(r0: MetricResult) -> list[str]:
+    reps = r0.replicates
     lines = [
         "",
-        f"== {r0.truth}  ({len(r0.replicates)} replicates"
-        + (f"; dropped incomplete {r0.dropped_replicates}" if r0.dropped_replicates else "")
+        f"== {r0.truth}  ({len(reps.used)} replicates"
+        + (f"; dropped incomplete {list(reps.dropped)}" if reps.dropped else "")
         + (
-            f"; {100 * r0.converged_fraction:.0f}% of candidate models converged)"
-            if r0.converged_fraction is not None
+            f"; {100 * r0.asvi.converged_fraction:.0f}% of candidate models converged)"
+            if r0.asvi is not None
             else ")"
         ),
     ]
-    if r0.failed_cells:
+    if reps.failed_cells:
         lines.append(
             f"   FAILED cells (every candidate diverged), (n, replicate): "
-            f"{', '.join(f'({n}, {q})' for n, q in r0.failed_cells)};"
-            f" replicates {r0.excluded_replicates} excluded from every fit"
+            f"{', '.join(f'({n}, {q})' for n, q in reps.failed_cells)};"
+            f" replicates {list(reps.excluded)} excluded from every fit"
         )
     return lines
 
 
-def _cell_table_lines(rows: list[dict]) -> list[str]:
+def _cell_table_lines(rows: list[MetricResult]) -> list[str]:
     """Per n: steps, candidates, selections, and each metric's mean, SE and local slope;
     an optimisation-limited n is starred."""
     r0 = rows[0]
     if r0.estimator != "asvi":
         return _plain_cell_lines(rows)
-    limited = {c["n"] for c in (r0.budget_control or []) if c["moved"]}
+    a0 = r0.asvi
+    limited = {c.n for c in (r0.control.cells if r0.control else ()) if c.moved}
     lines = [
         f"{'n':>7s} {'steps':>6s} {'cands':>9s} {'top':>3s} {'widths (selected)':>18s}  "
         + "  ".join(f"{m + ' mean':>10s} {'se':>8s} {'local':>6s}" for m in METRICS)
     ]
-    for j, n in enumerate(r0.ns):
-        ws = ",".join(str(w[j]) for w in r0.selected_widths)
-        cands = f"{r0.candidate_widths[j][0]}..{r0.candidate_widths[j][-1]}"
+    for j, n in enumerate(r0.curve.ns):
+        ws = ",".join(str(w[j]) for w in a0.selected_widths)
+        cands = f"{a0.candidate_widths[j][0]}..{a0.candidate_widths[j][-1]}"
         cols = []
         for r in rows:
-            loc = f"{r.local_slopes[j - 1]:6.3f}" if j else f"{'':6s}"
-            cols.append(f"{r.mean[j]:10.4g} {r.se[j]:8.2g} {loc}")
+            c = r.curve
+            loc = f"{c.local_slopes[j - 1]:6.3f}" if j else f"{'':6s}"
+            cols.append(f"{c.mean[j]:10.4g} {c.se[j]:8.2g} {loc}")
         mark = "*" if n in limited else " "
         lines.append(
-            f"{n:6d}{mark} {r0.steps_max[j]:6d} {cands:>9s} {r0.selected_at_top[j]:3d}"
+            f"{n:6d}{mark} {a0.steps_max[j]:6d} {cands:>9s} {a0.selected_at_top[j]:3d}"
             f" {ws:>18s}  " + "  ".join(cols)
         )
     if limited:
@@ -187,16 +272,16 @@ def _cell_table_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
-def _plain_cell_lines(rows: list[dict]) -> list[str]:
+def _plain_cell_lines(rows: list[MetricResult]) -> list[str]:
     """Per n each metric's mean, SE and local slope (an estimator with no widths)."""
     lines = [
         f"{'n':>7s}  "
         + "  ".join(f"{r.metric + ' mean':>10s} {'se':>8s} {'local':>6s}" for r in rows)
     ]
-    for j, n in enumerate(rows[0].ns):
+    for j, n in enumerate(rows[0].curve.ns):
         cols = [
-            f"{r.mean[j]:10.4g} {r.se[j]:8.2g} "
-            + (f"{r.local_slopes[j - 1]:6.3f}" if j else f"{'':6s}")
+            f"{r.curve.mean[j]:10.4g} {r.curve.se[j]:8.2g} "
+            + (f"{r.curve.local_slopes[j - 1]:6.3f}" if j else f"{'':6s}")
             for r in rows
         ]
         lines.append(f"{n:7d}  " + "  ".join(cols))
@@ -209,7 +294,7 @@ def _ci(lo, hi) -> str:
     return f"[{lo:7.3f},{hi:7.3f}]"
 
 
-def _slope_table_lines(rows: list[dict]) -> list[str]:
+def _slope_table_lines(rows: list[MetricResult]) -> list[str]:
     """Per metric: the slope, its CI and band, the e/2 control, the power check, the
     theorem verdict, the top-half slope and the bend flag."""
     lines = [
@@ -218,19 +303,20 @@ def _slope_table_lines(rows: list[dict]) -> list[str]:
         f"   {'top-half':>8s} {'95% CI':>17s} {'bend':>4s}"
     ]
     for r in rows:
+        t, c = r.theorem, r.curve
         lines.append(
-            f"{r.metric:>6s} {r.predicted:7.3f} {r.slope:7.3f} "
-            f"{_ci(r.ci_low, r.ci_high)} {_ci(*r.band)} "
-            f"{r.band_log_power:6.2f} {_f(r.c_flip, '6.2f')} "
-            f"{('rej' if r.control_slow_rejected else 'NOT'):>7s} "
-            f"{('yes' if r.power_separable else 'no'):>5s} {r.verdict:>12s}   "
-            f"{r.top_half_slope:8.3f} {_ci(*r.top_half_ci)} "
-            f"{('yes' if r.bending else 'no'):>4s}"
+            f"{r.metric:>6s} {t.predicted:7.3f} {t.slope:7.3f} "
+            f"{_ci(t.ci_low, t.ci_high)} {_ci(*t.band)} "
+            f"{t.band_log_power:6.2f} {_f(t.c_flip, '6.2f')} "
+            f"{('rej' if t.control_slow_rejected else 'NOT'):>7s} "
+            f"{('yes' if t.power.separable else 'no'):>5s} {t.verdict:>12s}   "
+            f"{c.top_half_slope:8.3f} {_ci(*c.top_half_ci)} "
+            f"{('yes' if c.bending else 'no'):>4s}"
         )
     return lines
 
 
-def _attain_table_lines(rows: list[dict]) -> list[str]:
+def _attain_table_lines(rows: list[MetricResult]) -> list[str]:
     """Per metric: the reference, the attainment test with its allowance and c_hat, its
     negative control, the budget control's slope shift and the oracle-width columns."""
     lines = [
@@ -239,45 +325,49 @@ def _attain_table_lines(rows: list[dict]) -> list[str]:
         f" {'dbl shift':>9s} {'95% CI':>17s} {'budget':>12s}  {'oracle':>7s} {'ratio':>6s}"
     ]
     for r in rows:
-        ac = r.attainment_control
-        sh = r.control_slope_shift
+        a, ctl, sv = r.attainment, r.control, r.asvi
+        sh = None if ctl is None or ctl.shift is None else ctl.shift.diff
         lines.append(
-            f"{r.metric:>6s} {_f(r.reference_slope)} {_f(r.attainment_diff, '8.3f')} "
-            + _ci(r.attainment_ci_low, r.attainment_ci_high)
-            + f" {_f(r.log_allowance, '6.3f')} {_f(r.attainment_log_power, '6.2f')} "
-            + _ci(*(r.attainment_log_power_ci or (None, None)))
-            + f" {_yes(r.attainment_power):>5s}"
-            + f" {r.attainment_verdict or 'n/a':>12s} "
-            + f"{(ac['verdict'] if ac else 'n/a'):>9s} {_f(sh, '9.3f')} "
-            + _ci(*(r.control_slope_shift_ci or (None, None)))
-            + f" {r.budget_state or 'n/a':>12s}"
-            + f"  {_f(r.oracle_slope)} {_f(r.oracle_ratio_slope, '6.3f')}"
+            f"{r.metric:>6s} {_f(a and a.reference.slope)} {_f(a and a.diff.diff, '8.3f')} "
+            + _ci(*(a.diff.ci if a else (None, None)))
+            + f" {_f(a and a.allowance, '6.3f')} {_f(a and a.log_power.c_hat, '6.2f')} "
+            + _ci(*(a.log_power.ci if a else (None, None)))
+            + f" {_yes(a and a.power):>5s}"
+            + f" {a.verdict if a else 'n/a':>12s} "
+            + f"{(a.control.verdict if a and a.control else 'n/a'):>9s}"
+            + f" {_f(sh and sh.diff, '9.3f')} "
+            + _ci(*(sh.ci if sh else (None, None)))
+            + f" {(ctl and ctl.state) or 'n/a':>12s}"
+            + f"  {_f(sv and sv.oracle_slope)} {_f(sv and sv.oracle_ratio_slope, '6.3f')}"
         )
     return lines
 
 
-def _yes(power: dict | None) -> str:
-    return "n/a" if power is None else ("yes" if power["separable"] else "no")
+def _yes(power) -> str:
+    return "n/a" if power is None else ("yes" if power.separable else "no")
 
 
-def _power_note(rows: list[dict]) -> list[str]:
+def _power_note(rows: list[MetricResult]) -> list[str]:
     out = []
     for r in rows:
-        if r.primary and not r.power_separable and r.verdict == "UNDECIDABLE":
-            out.append("  " + _power_sentence(r.power))
+        t = r.theorem
+        if r.primary and not t.power.separable and t.verdict == "UNDECIDABLE":
+            out.append("  " + _power_sentence(t.power))
     return out
 
 
-def _power_sentence(pw: dict) -> str:
+def _power_sentence(pw) -> str:
+    """What a design without power would need (``pw``: ``verify.slopes.Power``)."""
     need = []
-    if pw["n_needed"] is not None:
-        need.append(f"n up to {pw['n_needed']:.3g}")
-    if pw["replicates_needed"] is not None:
-        need.append(f"{pw['replicates_needed']} replicates")
+    if pw.n_needed is not None:
+        need.append(f"n up to {pw.n_needed:.3g}")
+    if pw.replicates_needed is not None:
+        need.append(f"{pw.replicates_needed} replicates")
+    cv = float("nan") if pw.pilot_cv is None else pw.pilot_cv
     return (
-        f"power (before the data, pilot cv {pw.get('pilot_cv', float('nan')):.2g}): this"
-        f" design cannot separate e from e/2 (gap {pw['gap']:.3f} between the bands,"
-        f" expected CI half-width {pw['half_width']:.3f}); it would need "
+        f"power (before the data, pilot cv {cv:.2g}): this"
+        f" design cannot separate e from e/2 (gap {pw.gap:.3f} between the bands,"
+        f" expected CI half-width {pw.half_width:.3f}); it would need "
         + (" or ".join(need) if need else "n beyond 1e12 (the log allowance eats the gap)")
     )
 
@@ -310,46 +400,45 @@ def markdown_results(results: list, heading: str | None, metrics=None) -> str:
     for r in results:
         if metrics is not None and r.metric not in metrics:
             continue
-        theorem = r.verdict + (" (faster)" if r.direction == "faster" else "")
-        theorem += " (opt.-limited)" if r.optimisation_limited else ""
-        theorem += " (not family-wise)" if r.fail_familywise is False else ""
-        top = f"{r.top_half_slope:.3f}{_md_ci(r.top_half_ci)}"
-        top += " (bending)" if r.bending else ""
-        att = r.attainment_verdict or "-"
-        if r.expected_attainment is not None:
-            att += f" (known: {r.expected_attainment})"
-        diff = (
-            "-"
-            if r.attainment_diff is None
-            else f"{r.attainment_diff:+.3f}" + _md_ci([r.attainment_ci_low, r.attainment_ci_high])
-        )
+        t, c, a, ctl, dec = r.theorem, r.curve, r.attainment, r.control, r.decision
+        sh = None if ctl is None or ctl.shift is None else ctl.shift.diff
+        theorem = t.verdict + (" (faster)" if t.direction == "faster" else "")
+        theorem += " (opt.-limited)" if ctl is not None and ctl.optimisation_limited else ""
+        theorem += " (not family-wise)" if dec.fail_familywise is False else ""
+        top = f"{c.top_half_slope:.3f}{_md_ci(c.top_half_ci)}"
+        top += " (bending)" if c.bending else ""
+        att = a.verdict if a else "-"
+        if dec.expected_attainment is not None:
+            att += f" (known: {dec.expected_attainment})"
+        diff = "-" if a is None else f"{a.diff.diff:+.3f}" + _md_ci(a.diff.ci)
         lines.append(
-            f"| {r.estimator} | {r.truth} | {r.metric} | {r.predicted:.3f} | "
-            f"{r.slope:.3f}{_md_ci([r.ci_low, r.ci_high])} | {r.band_log_power:.2f} | "
-            f"{_md_num(r.c_flip, '.2f')} | "
-            f"{'yes' if r.power_separable else 'no'} | {theorem} | {top} | "
-            f"{_md_num(r.reference_slope, '.3f')} | {diff} | "
-            f"{_md_num(r.log_allowance, '.3f')} | "
-            f"{_md_num(r.attainment_log_power, '.2f')}"
-            f"{_md_ci(r.attainment_log_power_ci)} | {_yes(r.attainment_power)} | {att} | "
-            f"{_md_num(r.control_slope_shift)}{_md_ci(r.control_slope_shift_ci)}"
-            f"{' ' + r.budget_state if r.budget_state else ''} |"
+            f"| {r.estimator} | {r.truth} | {r.metric} | {t.predicted:.3f} | "
+            f"{t.slope:.3f}{_md_ci([t.ci_low, t.ci_high])} | {t.band_log_power:.2f} | "
+            f"{_md_num(t.c_flip, '.2f')} | "
+            f"{'yes' if t.power.separable else 'no'} | {theorem} | {top} | "
+            f"{_md_num(a and a.reference.slope, '.3f')} | {diff} | "
+            f"{_md_num(a and a.allowance, '.3f')} | "
+            f"{_md_num(a and a.log_power.c_hat, '.2f')}"
+            f"{_md_ci(a and a.log_power.ci)} | {_yes(a and a.power)} | {att} | "
+            f"{_md_num(sh and sh.diff)}{_md_ci(sh and sh.ci)}"
+            f"{' ' + ctl.state if ctl and ctl.state else ''} |"
         )
     lines.append("")
     for r in results:
         if r.primary:
+            t = r.theorem
             note = f"- {r.estimator}, {r.truth}, d2: {r.finding}"
-            if not r.power_separable and r.verdict == "UNDECIDABLE":
-                note += f"; {_power_sentence(r.power)}"
+            if not t.power.separable and t.verdict == "UNDECIDABLE":
+                note += f"; {_power_sentence(t.power)}"
             lines.append(note)
     for r in results:
-        if r.primary and r.answer:
-            lines.append(f"- {r.truth}, constructive against random start: {r.answer}")
+        if r.primary and r.starts and r.starts.answer:
+            lines.append(f"- {r.truth}, constructive against random start: {r.starts.answer}")
     return "\n".join(lines) + "\n"
 
 
-def power_lines(rows: list[dict], cfg) -> str:
-    """The power check before training (``verify.analysis.design_power``'s rows for the
+def power_lines(rows: list, cfg) -> str:
+    """The power check before training (``verify.design.design_power``'s rows for the
     sweep ``cfg``): per truth and estimator, d^2's band, the pilot cv and the slope SE it
     implies, whether the theorem test can separate e from e/2 and the attainment test
     the allowance from half the reference's rate, and a control's known answer."""
@@ -358,63 +447,63 @@ def power_lines(rows: list[dict], cfg) -> str:
         " prospective, from the protocol's pilot cv):"
     ]
     for r in rows:
-        tp, ap = r["theorem_power"], r["attainment_power"]
+        tp, ap = r.theorem_power, r.attainment_power
         s = (
-            f"  {r['truth']} {r['estimator']}: e = {r['predicted']:.3f}, band log^"
-            f"{r['band_log_power']:.2f} n, pilot cv {r['pilot_cv']:.2g}, slope SE"
-            f" {r['slope_se']:.3f}; theorem: "
+            f"  {r.truth} {r.estimator}: e = {r.predicted:.3f}, band log^"
+            f"{r.band_log_power:.2f} n, pilot cv {r.pilot_cv:.2g}, slope SE"
+            f" {r.slope_se:.3f}; theorem: "
             + (
                 "separable"
-                if tp["separable"]
-                else _power_sentence({**tp, "pilot_cv": r["pilot_cv"]})
+                if tp.separable
+                else _power_sentence(dataclasses.replace(tp, pilot_cv=r.pilot_cv))
             )
         )
         if ap is not None:
             s += (
-                f"; attainment: allowance {r['allowance']:.3f}, gap to half the rate"
-                f" {ap['gap']:.3f} against 2 x {ap['half_width']:.3f} (pilot cv of the"
-                f" difference {ap['pilot_cv_diff']:.2g}): "
+                f"; attainment: allowance {r.allowance:.3f}, gap to half the rate"
+                f" {ap.gap:.3f} against 2 x {ap.half_width:.3f} (pilot cv of the"
+                f" difference {ap.pilot_cv_diff:.2g}): "
                 + (
                     "the allowance eats half the rate (a PASS would be UNDECIDABLE)"
-                    if ap["gap"] <= 0
+                    if ap.gap <= 0
                     else "separable"
-                    if ap["separable"]
+                    if ap.separable
                     else "no power (a non-rejection would be UNDECIDABLE)"
                 )
             )
-        elif r["attainment_refused"]:
-            s += f"; attainment refused: {r['attainment_refused']}"
-        if r["estimator"] != "asvi":
-            s += f"; known answer: {r['expected_attainment'] or 'none at this design'}"
-        if r["refused"]:
-            s += f"; verdicts refused: {r['refused']}"
+        elif r.attainment_refused:
+            s += f"; attainment refused: {r.attainment_refused}"
+        if r.estimator != "asvi":
+            s += f"; known answer: {r.expected_attainment or 'none at this design'}"
+        if r.refused:
+            s += f"; verdicts refused: {r.refused}"
         lines.append(s)
     return "\n".join(lines)
 
 
-def _budget_lines(rows: list[dict]) -> list[str]:
+def _budget_lines(rows: list[MetricResult]) -> list[str]:
     return [
-        f"  budget x2 {r.metric:>4s} n={c['n']}: {c['base_mean']:.4g} -> "
-        f"{c['doubled_mean']:.4g} (change {c['change']:+.3g} +- {c['change_se']:.2g}"
-        f", cell SE {c['cell_se']:.2g}; selection changed in "
-        f"{100 * c['selection_changed']:.0f}%)" + ("  moved beyond its SE" if c["moved"] else "")
+        f"  budget x2 {r.metric:>4s} n={c.n}: {c.base_mean:.4g} -> "
+        f"{c.doubled_mean:.4g} (change {c.change:+.3g} +- {c.change_se:.2g}"
+        f", cell SE {c.cell_se:.2g}; selection changed in "
+        f"{100 * c.selection_changed:.0f}%)" + ("  moved beyond its SE" if c.moved else "")
         for r in rows
-        for c in r.budget_control or []
+        for c in (r.control.cells if r.control else ())
     ]
 
 
-def _input_dimension_lines(results: list[dict]) -> list[str]:
+def _input_dimension_lines(results: list[MetricResult]) -> list[str]:
     lines, seen = [], set()
     for r in results:
-        for c in r.input_dimension or []:
-            k = (c["metric"], c["p_small"], c["p_large"])
+        for c in r.input_dimension:
+            k = (c.metric, c.p_small, c.p_large)
             if k in seen:
                 continue
             seen.add(k)
             lines.append(
-                f"teacher p = {c['p_large']} vs p = {c['p_small']} ({c['metric']}): slopes "
-                f"{c['slope_large']:.3f} vs {c['slope_small']:.3f}; ratio of means at "
-                f"n = {c['n']}: {c['ratio_large_to_small']:.2f} (Corollary 6.3: the input "
+                f"teacher p = {c.p_large} vs p = {c.p_small} ({c.metric}): slopes "
+                f"{c.slope_large:.3f} vs {c.slope_small:.3f}; ratio of means at "
+                f"n = {c.n}: {c.ratio_large_to_small:.2f} (Corollary 6.3: the input "
                 "dimension enters only through log factors)"
             )
     return lines
@@ -431,12 +520,13 @@ def loglog_axes(ax) -> None:
     ax.set_xlabel("n")
 
 
-def draw_rate_panel(ax, r: dict) -> None:
+def draw_rate_panel(ax, r: MetricResult) -> None:
     """One metric of one truth on log-log axes: the estimator (mean +- SE), for ASVI the
     oracle-width SVI and SVI at the smallest candidate width, the class-matched reference
     (linear spline) and the piecewise-polynomial oracle, and the predicted slope with the
     theorem's log band, drawn through the estimator's centre."""
-    ns, mean, se = np.array(r.ns), np.array(r.mean), np.array(r.se)
+    t, a, sv = r.theorem, r.attainment, r.asvi
+    ns, mean, se = np.array(r.curve.ns), np.array(r.curve.mean), np.array(r.curve.se)
     x0, y0 = np.exp(np.log(ns).mean()), np.exp(np.log(mean).mean())
     grid = np.geomspace(ns[0], ns[-1], 50)
     ax.errorbar(
@@ -446,35 +536,36 @@ def draw_rate_panel(ax, r: dict) -> None:
         fmt="o-",
         color="k",
         capsize=3,
-        label=f"{r.estimator} {r.slope:.3f} [{r.ci_low:.2f}, {r.ci_high:.2f}]",
+        label=f"{r.estimator} {t.slope:.3f} [{t.ci_low:.2f}, {t.ci_high:.2f}]",
     )
     curves = []
-    if r.oracle_mean is not None:
+    if sv is not None:
         curves += [
-            ("oracle_mean", "s--", "C2", f"oracle-width SVI {r.oracle_slope:.3f}"),
-            ("fixed_mean", "v:", "C1", f"SVI width {r.fixed_width} {r.fixed_slope:.3f}"),
+            (sv.oracle_mean, "s--", "C2", f"oracle-width SVI {sv.oracle_slope:.3f}"),
+            (sv.fixed_mean, "v:", "C1", f"SVI width {sv.fixed_width} {sv.fixed_slope:.3f}"),
         ]
-    if r.reference_mean is not None:
-        curves.append(("reference_mean", "D-", "C0", f"linear spline (CV) {r.reference_slope:.3f}"))
-    if r.reference_oracle_mean is not None:
-        curves.append(
-            (
-                "reference_oracle_mean", "x:", "C4",
-                f"piecewise poly. (oracle bins) {r.reference_oracle_slope:.3f}",
-            )
-        )  # fmt: skip
-    for key, fmt, color, label in curves:
-        ax.plot(ns, getattr(r, key), fmt, color=color, ms=4, label=label)
+    if a is not None:
+        ref = a.reference
+        curves.append((ref.mean, "D-", "C0", f"linear spline (CV) {ref.slope:.3f}"))
+        if ref.oracle_mean is not None:
+            curves.append(
+                (
+                    ref.oracle_mean, "x:", "C4",
+                    f"piecewise poly. (oracle bins) {ref.oracle_slope:.3f}",
+                )
+            )  # fmt: skip
+    for values, fmt, color, label in curves:
+        ax.plot(ns, values, fmt, color=color, ms=4, label=label)
     if r.starts:  # the constructive-start arms on the random start's panel
         c = r.starts
         arms = (("W", "^-", "C5"), ("W0", "P:", "C8"), ("W0s", "h:", "C6"), ("P", "*:", "C9"))
-        for a, fmt, color in arms:
-            if a in c["arms"]:
-                slope = f" {c['slope_constructive']:.3f}" if a == "W" else ""
-                ax.plot(ns, c["arms"][a][r.metric], fmt, color=color, ms=4,
-                        label=f"{a} ({ARM_SHORT[a]}){slope}")  # fmt: skip
-    band = y0 * (grid / x0) ** r.band[0], y0 * (grid / x0) ** r.band[1]
-    ax.plot(grid, band[0], "C3--", label=f"predicted {r.predicted:.3f}")
+        for arm, fmt, color in arms:
+            if arm in c.arms:
+                slope = f" {c.slope_constructive:.3f}" if arm == "W" else ""
+                ax.plot(ns, getattr(c.arms[arm], r.metric), fmt, color=color, ms=4,
+                        label=f"{arm} ({ARM_SHORT[arm]}){slope}")  # fmt: skip
+    band = y0 * (grid / x0) ** t.band[0], y0 * (grid / x0) ** t.band[1]
+    ax.plot(grid, band[0], "C3--", label=f"predicted {t.predicted:.3f}")
     ax.fill_between(
         grid,
         np.minimum(*band),
@@ -484,23 +575,23 @@ def draw_rate_panel(ax, r: dict) -> None:
         label="theorem band (log factor)",
     )
     loglog_axes(ax)
-    att = r.attainment_verdict or "n/a"
-    ax.set_title(f"{r.metric}: theorem {r.verdict}, attainment {att}", fontsize=8)
+    att = a.verdict if a else "n/a"
+    ax.set_title(f"{r.metric}: theorem {t.verdict}, attainment {att}", fontsize=8)
     ax.legend(fontsize=5 if r.starts else 6)
 
 
-def draw_width_panel(ax, r: dict) -> None:
+def draw_width_panel(ax, r: MetricResult) -> None:
     """Selected widths against n (each replicate a dot, the median a line), the candidate
     range, and the predicted growth ``n^(p/(2 alpha + p))`` (Lemma 6.1's N) through the
     median at the middle n, where the truth has an alpha."""
-    ns = np.array(r.ns)
-    W = np.array(r.selected_widths, dtype=float)
+    ns = np.array(r.curve.ns)
+    W = np.array(r.asvi.selected_widths, dtype=float)
     for row in W:
         ax.plot(ns, row, "o", color="k", alpha=0.35, ms=3)
     med = np.median(W, axis=0)
     ax.plot(ns, med, "k-", label="selected (median)")
-    lo = [c[0] for c in r.candidate_widths]
-    hi = [c[-1] for c in r.candidate_widths]
+    lo = [c[0] for c in r.asvi.candidate_widths]
+    hi = [c[-1] for c in r.asvi.candidate_widths]
     ax.fill_between(ns, lo, hi, color="C7", alpha=0.15, label="candidates")
     if r.alpha is not None:
         g = r.p / (2 * r.alpha + r.p)
@@ -512,7 +603,7 @@ def draw_width_panel(ax, r: dict) -> None:
     ax.legend(fontsize=6)
 
 
-def plot_results(results: list[dict], out_dir: str, note: str | None = None) -> list[str]:
+def plot_results(results: list[MetricResult], out_dir: str, note: str | None = None) -> list[str]:
     """One figure per truth: a rate panel per metric and the selected-width panel, each
     written whole or not at all (``theory.paths.atomic_path``); ``note`` is added to
     every title (a partial read says so)."""
@@ -528,7 +619,7 @@ def plot_results(results: list[dict], out_dir: str, note: str | None = None) -> 
     for key in dict.fromkeys(r.truth for r in results):
         # the arms are drawn on the random start's panels (draw_rate_panel)
         rows = [r for r in results if r.truth == key and r.role != "arm"]
-        widths = rows[0].selected_widths is not None
+        widths = rows[0].asvi is not None
         gap = next((r for r in rows if r.starts and r.primary), None)
         extra = widths + (gap is not None)
         fig, axes = plt.subplots(

@@ -1,205 +1,308 @@
-"""The typed result of one (estimator, truth, metric): :class:`MetricResult`, and its JSON
-schema (:func:`json_schema`, written by ``python -m verify.rates --json`` beside the
-results as ``SCHEMA_ID``).
+"""The typed result of one (estimator, truth, metric): :class:`MetricResult`, composed of
+frozen records each built by the function that computes it, and its JSON form and JSON
+Schema (``python -m verify.results`` prints the schema).
 
-Every field is documented by its group (``GROUPS``); a field that does not apply to an
-estimator is None (the classical reference's ASVI summaries, an attainment test without
-a reference, the budget control where none ran, the constructive-start keys on every
-entry but the random start's).  Verdicts are :class:`verify.slopes.Verdict` members, the
-strings (``"PASS"``, ``"FAIL"``, ``"INCONCLUSIVE"``, ``"UNDECIDABLE"``) in JSON.
+**The records** (each a frozen dataclass; a group that does not apply to an entry is
+None):
+
+* the entry's identity (estimator, truth, kind, alpha, p, metric; ``primary``: the metric
+  that decides the exit status, d^2; ``arm``/``role``: for the constructive-start arms,
+  the arm's letter and whether it decides) -- plain fields of :class:`MetricResult`;
+* ``theorem`` (:class:`TheoremTest`, ``verify.analysis.theorem_result``): the slope, its
+  interval, the band, the one-sided theorem test and its prospective power;
+* ``curve`` (:class:`Curve`): per n the mean, SE and local slopes, the top half's slope
+  and the bend;
+* ``replicates`` (``verify.records.Replicates``): the replicates used, dropped and
+  excluded (a failed cell);
+* ``asvi`` (:class:`AsviSummary`; None for other estimators): oracle-width and
+  fixed-width curves, selections, steps, lambda_s, convergence;
+* ``attainment`` (:class:`Attainment`; None without a reference): the attainment test
+  against the class-matched reference with its negative control and power;
+* ``control`` (``verify.controls.BudgetShift``; None where no control ran): the budget
+  control per n and the slope shift's equivalence test;
+* ``decision`` (:class:`Decision`): the protocols, a partial read, the refusals, a
+  control's known answer, the Holm-adjusted FAIL p-values and the family-wise outcome;
+* ``starts`` (``verify.starts.Starts``; on the random start's entry only): the
+  constructive-start comparison;
+* ``input_dimension`` (:class:`InputDimension` rows) and ``finding`` (the report's
+  sentence).
+
+Nothing is edited after it is built: the family-wise adjustment and the other late
+fields make new results with ``dataclasses.replace``.
+
+**The JSON form** (``verify.rates --json``; schema ``SCHEMA_ID``) mirrors the records: an
+object ``{"schema": SCHEMA_ID, "results": [...]}``, each result an object of its fields,
+each record a nested object of its own (``result["theorem"]["verdict"]``,
+``result["attainment"]["diff"]["ci_low"]``); verdicts as their strings; a non-finite
+number as null (JSON has no NaN; read back as NaN where the field is a number, as None
+where the field may be None).  Properties derived from fields (``BudgetShift.
+optimisation_limited``) are not written.  :func:`read_results` reads a file back into
+:class:`MetricResult` objects and refuses one of another schema (version 3 and earlier
+were a bare array of flat objects) with one line naming both versions.  The schema is
+generated from the types (:func:`json_schema`), so it cannot drift from them.
 """
 
 from __future__ import annotations
 
+import collections.abc
+import json
 import math
 import types
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields, is_dataclass
 
 import numpy as np
 
-from verify.slopes import Verdict
+from verify.controls import BudgetShift
+from verify.records import Replicates
+from verify.slopes import AttainmentPower, Flip, LogPower, Power, SlopeDiff, Verdict
+from verify.starts import Starts
 
-__all__ = ["GROUPS", "SCHEMA_ID", "MetricResult", "check_against_schema", "json_schema"]
+__all__ = [
+    "SCHEMA_ID",
+    "AsviSummary",
+    "Attainment",
+    "AttainmentControl",
+    "Curve",
+    "Decision",
+    "InputDimension",
+    "MetricResult",
+    "ReferenceCurve",
+    "TestPValues",
+    "TheoremTest",
+    "TopHalfDiff",
+    "from_json",
+    "json_schema",
+    "load_results",
+    "read_results",
+    "results_document",
+    "to_json",
+]
 
-SCHEMA_ID = "asvi-rates/metric-result/3"  # 3: partial_read
-
-
-def _g(group: str, default=None):
-    return field(default=default, metadata={"group": group})
-
-
-GROUPS = {
-    "id": "which estimator, truth (its key, kind, smoothness alpha, input dimension p) and "
-    "metric; ``primary``: the metric that decides the exit status (d^2); ``arm``/``role``: "
-    "for the constructive-start arms, the arm's letter and whether it decides",
-    "theorem": "the slope of log metric against log n (replicate bootstrap; ``level`` its "
-    "confidence), the predicted slope, the slope corrected for the theorem's log factor, "
-    "the one-sided theorem test's ``verdict`` and ``direction``, its band (``band_log_power``: "
-    "the log power c of the result that covers the truth) and the slow negative control, "
-    "the prospective power check, and ``c_flip``: the band log power below which the "
-    "verdict is a FAIL",
-    "curve": "the fitted curve: per n the mean and standard error of the metric, local "
-    "slopes, the top half's slope and the bend between halves",
-    "replicates": "the replicates used, those dropped (incomplete) and those excluded (a "
-    "failed cell), with the failed cells (n, replicate)",
-    "asvi": "ASVI's own summaries (None for other estimators): the oracle-width curve and "
-    "ASVI's ratio to it, the fixed-width curve, the selected and candidate widths, the "
-    "largest steps per n, lambda_s and the fraction of candidates converged",
-    "attainment": "the attainment test against the class-matched reference (None without "
-    "one): the reference's curve and slope, the paired slope difference and its interval "
-    "over the whole design, the verdict, its negative control, the log allowance and the "
-    "fitted log power, the top half's difference (reported, not deciding), the "
-    "prospective power against half the reference's rate, the allowance's log powers at "
-    "which the verdict flips, and a refusal (alpha beyond the reference's saturation)",
-    "control": "the budget-doubling control (None where none ran): its summary, the slope "
-    "shift it causes with its interval and n, and its state as an equivalence test "
-    "against ``budget_margin`` (converged: the verdicts stand; undetermined: they stand, "
-    "labelled; limited: they become INCONCLUSIVE; ``optimisation_limited``: limited)",
-    "finding": "the sentence the report prints, and the input dimension of the truth",
-    "decision": "how the entry enters the exit status: the protocol it was decided under "
-    "(``NAME@DIGEST``) and the records' own protocol, ``partial_read`` (set when the "
-    "records were read while another run still wrote them: ``verify.rates --partial``), "
-    "a refusal (a truth the verdicts do not apply to), the one-sided FAIL p-values of its "
-    "tests, their Holm-adjusted values over the run's family and whether its FAIL survives "
-    "the family-wise level",
-    "starts": "the constructive-start comparison, on the random start's entry only: the "
-    "paired ELBO gaps per n, the constructive and random slopes and attainment verdicts, the "
-    "best arm's, the objective's evidence and the answer (``verify.starts``)",
-}
+SCHEMA_ID = "asvi-rates/metric-result/4"  # 4: nested records, the document names its schema
 
 
-@dataclass
+@dataclass(frozen=True)
+class TheoremTest:
+    """The slope of log metric against log n (replicate bootstrap; ``level`` its
+    confidence) with its interval, the predicted slope, the slope corrected for the
+    band's log factor, the band ``[e, e + c ell]`` (``band_log_power``: the log power c of
+    the result that covers the truth), the one-sided theorem test's ``verdict`` and
+    ``direction``, the too-slow control (``control_exponents``: e/2; rejected or not), the
+    one-sided FAIL p-value, ``c_flip`` (the band log power below which the verdict is a
+    FAIL) and the prospective power check (``power``)."""
+
+    predicted: float
+    slope: float
+    ci_low: float
+    ci_high: float
+    corrected_slope: float
+    level: float
+    band_log_power: float
+    band: tuple[float, float]
+    verdict: Verdict
+    direction: str | None
+    control_slow_rejected: bool
+    control_exponents: tuple[float, ...]
+    c_flip: float
+    fail_p: float
+    power: Power
+
+
+@dataclass(frozen=True)
+class Curve:
+    """The fitted curve: per n the mean and standard error of the metric and the local
+    slopes; the top half's slope with its interval and n, and the bend between halves
+    with its interval (``bending``: the interval excludes 0; stated, never deciding)."""
+
+    ns: tuple[int, ...]
+    mean: tuple[float, ...]
+    se: tuple[float, ...]
+    local_slopes: tuple[float, ...]
+    top_half_slope: float
+    top_half_ci: tuple[float, float]
+    top_half_ns: tuple[float, ...]
+    bend: float
+    bend_ci: tuple[float, float]
+    bending: bool
+
+
+@dataclass(frozen=True)
+class AsviSummary:
+    """ASVI's own summaries: the oracle-width curve and ASVI's ratio to it (per n, and
+    its slope with the interval), the fixed-width curve (the smallest common candidate
+    width), the selected widths ``[replicate][n]``, the selections at the largest
+    candidate per n, the candidate widths per n, the largest steps per n, lambda_s per n
+    and the fraction of candidates converged."""
+
+    oracle_mean: tuple[float, ...]
+    oracle_slope: float
+    oracle_ratio: tuple[float, ...]
+    oracle_ratio_slope: float
+    oracle_ratio_ci: tuple[float, float]
+    fixed_width: int
+    fixed_mean: tuple[float, ...]
+    fixed_slope: float
+    selected_widths: tuple[tuple[int, ...], ...]
+    selected_at_top: tuple[int, ...]
+    candidate_widths: tuple[tuple[int, ...], ...]
+    steps_max: tuple[int, ...]
+    lambda_s: tuple[float | None, ...]
+    converged_fraction: float
+
+
+@dataclass(frozen=True)
+class ReferenceCurve:
+    """The class-matched reference's curve: its slope, mean per n, top half's slope and
+    median mesh ``k`` per n; the piecewise-polynomial oracle's mean and slope (None where
+    the records hold none)."""
+
+    slope: float
+    mean: tuple[float, ...]
+    top_half_slope: float
+    k: tuple[float, ...]
+    oracle_mean: tuple[float, ...] | None
+    oracle_slope: float | None
+
+
+@dataclass(frozen=True)
+class AttainmentControl:
+    """The attainment test's negative control: SVI at the smallest candidate width
+    against the reference (``diff``), its verdict, and whether it is rejected (a FAIL, as
+    it must be)."""
+
+    diff: SlopeDiff
+    verdict: Verdict
+    rejected: bool
+
+
+@dataclass(frozen=True)
+class TopHalfDiff:
+    """The paired slope difference over the top half's ``ns`` with its interval and the
+    log power it amounts to (reported, not deciding)."""
+
+    ns: tuple[float, ...]
+    diff: float
+    ci: tuple[float, float]
+    log_power: float
+
+
+@dataclass(frozen=True)
+class Attainment:
+    """The attainment test against the class-matched reference over the whole design:
+    the reference's curve, the paired slope difference with its interval, the verdict,
+    its negative control (None for the known-answer control), the log power the
+    difference amounts to (``log_power``: c_hat and its interval), the ``allowance`` in
+    slope units and its log power (``allowance_log_power``), the top half's difference,
+    the prospective power against half the reference's rate, the allowance's log powers
+    at which the verdict flips, and the one-sided FAIL p-value."""
+
+    reference: ReferenceCurve
+    diff: SlopeDiff
+    verdict: Verdict
+    control: AttainmentControl | None
+    log_power: LogPower
+    allowance: float
+    allowance_log_power: float
+    top_half: TopHalfDiff
+    power: AttainmentPower
+    c_flip: Flip
+    fail_p: float
+
+
+@dataclass(frozen=True)
+class TestPValues:
+    """One p-value per test of an entry (None where the test is not in the family)."""
+
+    __test__ = False  # not a pytest test class
+
+    theorem: float | None
+    attainment: float | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How the entry enters the exit status: the protocol it was decided under
+    (``NAME@DIGEST``) and the records' own, ``partial_read`` (set when the records were
+    read while another run still wrote them: ``verify.rates --partial``), a refusal of its
+    verdicts (a truth they do not apply to) or of its attainment test alone, a
+    known-answer control's expected attainment verdict, the Holm-adjusted FAIL p-values
+    of its tests over the run's family (``fail_p_holm``; None where none is in it) and
+    whether its FAIL survives the family-wise level (``fail_familywise``; None where it
+    has no FAIL or does not decide)."""
+
+    protocol: str | None = None
+    records_protocol: str | None = None
+    partial_read: str | None = None
+    refused: str | None = None
+    attainment_refused: str | None = None
+    expected_attainment: Verdict | None = None
+    fail_p_holm: TestPValues | None = None
+    fail_familywise: bool | None = None
+
+
+@dataclass(frozen=True)
+class InputDimension:
+    """Corollary 6.3 for two teacher truths that differ only in p: both slopes and the
+    ratio of their means at the largest n both have."""
+
+    metric: str
+    p_small: int
+    p_large: int
+    slope_small: float
+    slope_large: float
+    n: int
+    ratio_large_to_small: float
+
+
+@dataclass(frozen=True)
 class MetricResult:
-    """One (estimator, truth, metric)'s fits, tests and controls; fields by group
-    (``GROUPS``)."""
+    """One (estimator, truth, metric)'s fits, tests and controls (module docstring)."""
 
-    estimator: str = _g("id")
-    truth: str = _g("id")
-    kind: str = _g("id")
-    alpha: float | None = _g("id")
-    p: int = _g("id")
-    metric: str = _g("id")
-    primary: bool = _g("id")
-    arm: str | None = _g("id")
-    role: str | None = _g("id")
-    predicted: float = _g("theorem")
-    slope: float = _g("theorem")
-    ci_low: float = _g("theorem")
-    ci_high: float = _g("theorem")
-    corrected_slope: float = _g("theorem")
-    verdict: Verdict = _g("theorem")
-    direction: str | None = _g("theorem")
-    control_slow_rejected: bool = _g("theorem")
-    control_exponents: list = _g("theorem")
-    band: list = _g("theorem")
-    power_separable: bool = _g("theorem")
-    power: dict = _g("theorem")
-    level: float = _g("theorem")
-    band_log_power: float = _g("theorem")
-    c_flip: float | None = _g("theorem")
-    ns: list = _g("curve")
-    mean: list = _g("curve")
-    se: list = _g("curve")
-    local_slopes: list = _g("curve")
-    top_half_slope: float = _g("curve")
-    top_half_ci: list = _g("curve")
-    top_half_ns: list = _g("curve")
-    bend: float = _g("curve")
-    bend_ci: list = _g("curve")
-    bending: bool = _g("curve")
-    replicates: list = _g("replicates")
-    dropped_replicates: list = _g("replicates")
-    failed_cells: list = _g("replicates")
-    excluded_replicates: list = _g("replicates")
-    expected_attainment: Verdict | None = _g("attainment")
-    oracle_mean: list | None = _g("asvi")
-    oracle_slope: float | None = _g("asvi")
-    oracle_ratio: list | None = _g("asvi")
-    oracle_ratio_slope: float | None = _g("asvi")
-    oracle_ratio_ci: list | None = _g("asvi")
-    fixed_width: int | None = _g("asvi")
-    fixed_mean: list | None = _g("asvi")
-    fixed_slope: float | None = _g("asvi")
-    selected_widths: list | None = _g("asvi")
-    selected_at_top: list | None = _g("asvi")
-    candidate_widths: list | None = _g("asvi")
-    steps_max: list | None = _g("asvi")
-    lambda_s: list | None = _g("asvi")
-    converged_fraction: float | None = _g("asvi")
-    reference_slope: float | None = _g("attainment")
-    reference_mean: list | None = _g("attainment")
-    reference_top_half_slope: float | None = _g("attainment")
-    reference_k: list | None = _g("attainment")
-    reference_oracle_mean: list | None = _g("attainment")
-    reference_oracle_slope: float | None = _g("attainment")
-    attainment_diff: float | None = _g("attainment")
-    attainment_ci_low: float | None = _g("attainment")
-    attainment_ci_high: float | None = _g("attainment")
-    attainment_verdict: Verdict | None = _g("attainment")
-    attainment_control: dict | None = _g("attainment")
-    attainment_log_power: float | None = _g("attainment")
-    attainment_log_power_ci: list | None = _g("attainment")
-    log_allowance: float | None = _g("attainment")
-    log_power_allowed: float | None = _g("attainment")
-    attainment_top_half: dict | None = _g("attainment")
-    attainment_power: dict | None = _g("attainment")
-    attainment_c_flip: dict | None = _g("attainment")
-    attainment_refused: str | None = _g("attainment")
-    budget_control: list | None = _g("control")
-    control_slope_shift: float | None = _g("control")
-    control_slope_shift_ci: list | None = _g("control")
-    control_ns: list | None = _g("control")
-    optimisation_limited: bool | None = _g("control")
-    budget_state: str | None = _g("control")
-    budget_margin: float | None = _g("control")
-    finding: str = _g("finding", "")
-    input_dimension: list | None = _g("finding")
-    protocol: str | None = _g("decision")
-    records_protocol: str | None = _g("decision")
-    partial_read: str | None = _g("decision")
-    refused: str | None = _g("decision")
-    fail_p: dict | None = _g("decision")
-    fail_p_holm: dict | None = _g("decision")
-    fail_familywise: bool | None = _g("decision")
-    starts: dict | None = _g("starts")
-    elbo_gap: list | None = _g("starts")
-    elbo_gap_ci: list | None = _g("starts")
-    slope_constructive: float | None = _g("starts")
-    slope_random: float | None = _g("starts")
-    attainment_verdict_constructive: Verdict | None = _g("starts")
-    attainment_verdict_random: Verdict | None = _g("starts")
-    constructive_arm: str | None = _g("starts")
-    elbo_gap_best: list | None = _g("starts")
-    elbo_gap_best_ci: list | None = _g("starts")
-    slope_best: float | None = _g("starts")
-    attainment_verdict_best: Verdict | None = _g("starts")
-    objective_evidence: list | None = _g("starts")
-    answer: str | None = _g("starts")
-
-    def update(self, values: dict) -> None:
-        """Set fields from ``values`` (unknown names are refused)."""
-        for k, v in values.items():
-            if k not in _FIELD_NAMES:
-                raise AttributeError(f"MetricResult has no field {k!r}")
-            setattr(self, k, v)
+    estimator: str
+    truth: str
+    kind: str
+    alpha: float | None
+    p: int
+    metric: str
+    primary: bool
+    arm: str | None
+    role: str | None
+    theorem: TheoremTest
+    curve: Curve
+    replicates: Replicates
+    asvi: AsviSummary | None
+    attainment: Attainment | None
+    control: BudgetShift | None
+    decision: Decision
+    starts: Starts | None = None
+    input_dimension: tuple[InputDimension, ...] = ()
+    finding: str = ""
 
     def to_json(self) -> dict:
-        """Every field, JSON-ready: verdicts as their strings, numpy scalars and arrays as
-        numbers and lists, non-finite numbers as None (JSON has no NaN)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        """The result as JSON-ready nested objects (module docstring)."""
+        return to_json(self)
+
+    @classmethod
+    def from_json(cls, obj: dict) -> MetricResult:
+        """A result from its JSON form (every field present, none other, each of its
+        type; ``ValueError`` naming the path otherwise)."""
+        return from_json(cls, obj)
 
 
-_FIELD_NAMES = frozenset(f.name for f in fields(MetricResult))
-
-
-def _plain(x):
+# ------------------------------------------------------------------ JSON form
+def to_json(x):
+    """A record, and everything in it, as JSON-ready values: records as objects of their
+    fields, verdicts as their strings, numpy scalars and arrays as numbers and lists,
+    non-finite numbers as None (JSON has no NaN)."""
+    if is_dataclass(x) and not isinstance(x, type):
+        return {f.name: to_json(getattr(x, f.name)) for f in fields(x)}
     if isinstance(x, Verdict):
         return str(x)
-    if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, collections.abc.Mapping):
+        return {str(k): to_json(v) for k, v in x.items()}
     if isinstance(x, (list, tuple, np.ndarray)):
-        return [_plain(v) for v in x]
+        return [to_json(v) for v in x]
     if isinstance(x, (bool, np.bool_)):
         return bool(x)
     if isinstance(x, (int, np.integer)):
@@ -209,73 +312,168 @@ def _plain(x):
     return x
 
 
-_JSON_TYPES = {str: "string", float: "number", int: "integer", bool: "boolean",
-               list: "array", dict: "object", Verdict: "string", type(None): "null"}  # fmt: skip
-
-
 def _members(t) -> tuple:
-    """The types a field's annotation allows (``X | None`` -> ``(X, NoneType)``)."""
-    return typing.get_args(t) if isinstance(t, types.UnionType) else (t,)
+    """The types an annotation allows (``X | None`` -> ``(X, NoneType)``)."""
+    if isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union:
+        return typing.get_args(t)
+    return (t,)
+
+
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _is_mapping(t) -> bool:
+    return typing.get_origin(t) in (dict, collections.abc.Mapping)
+
+
+def from_json(t, v, path: str = "$"):
+    """``v`` (parsed JSON) as a value of type ``t`` (``ValueError`` naming the path where
+    it is not)."""
+    allowed = _members(t)
+    if len(allowed) > 1:
+        if v is None and type(None) in allowed:
+            return None
+        rest = [m for m in allowed if m is not type(None)]
+        if len(rest) != 1:
+            raise TypeError(f"{path}: unsupported annotation {t}")
+        return from_json(rest[0], v, path)
+    if t is type(None):
+        if v is not None:
+            raise ValueError(f"{path}: {v!r} is not null")
+        return None
+    if is_dataclass(t):
+        if not isinstance(v, dict):
+            raise ValueError(f"{path}: expected an object ({t.__name__}), got {type(v).__name__}")
+        names = [f.name for f in fields(t)]
+        if set(v) != set(names):
+            diff = sorted(set(v) ^ set(names))
+            raise ValueError(f"{path}: keys differ from {t.__name__}'s fields: {diff}")
+        hints = _hints(t)
+        return t(**{k: from_json(hints[k], v[k], f"{path}.{k}") for k in names})
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if origin is tuple:
+        if not isinstance(v, list):
+            raise ValueError(f"{path}: expected an array, got {type(v).__name__}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_json(args[0], x, f"{path}[{i}]") for i, x in enumerate(v))
+        if len(v) != len(args):
+            raise ValueError(f"{path}: expected {len(args)} items, got {len(v)}")
+        pairs = enumerate(zip(args, v, strict=True))
+        return tuple(from_json(a, x, f"{path}[{i}]") for i, (a, x) in pairs)
+    if _is_mapping(t):
+        if not isinstance(v, dict):
+            raise ValueError(f"{path}: expected an object, got {type(v).__name__}")
+        return {k: from_json(args[1], x, f"{path}.{k}") for k, x in v.items()}
+    if t is Verdict:
+        if v not in {str(m) for m in Verdict}:
+            raise ValueError(f"{path}: {v!r} is not a verdict ({', '.join(Verdict)})")
+        return Verdict(v)
+    if t is float:
+        if v is None:
+            return math.nan  # a non-finite number
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{path}: {v!r} is not a number")
+        return float(v)
+    if t in (int, bool, str):
+        if not isinstance(v, t) or (t is int and isinstance(v, bool)):
+            raise ValueError(f"{path}: {v!r} is not {t.__name__}")
+        return v
+    raise TypeError(f"{path}: unsupported annotation {t}")
+
+
+# ------------------------------------------------------------------ JSON Schema
+def _schema_of(t, defs: dict) -> dict:
+    allowed = _members(t)
+    if len(allowed) > 1:
+        rest = [m for m in allowed if m is not type(None)]
+        inner = _schema_of(rest[0], defs)
+        if "type" in inner and "$ref" not in inner and "enum" not in inner:
+            kinds = inner["type"] if isinstance(inner["type"], list) else [inner["type"]]
+            return {**inner, "type": kinds + ([] if "null" in kinds else ["null"])}
+        if "enum" in inner:
+            return {**inner, "enum": [*inner["enum"], None]}
+        return {"anyOf": [inner, {"type": "null"}]}
+    if is_dataclass(t):
+        name = t.__name__
+        if name not in defs:
+            defs[name] = None  # being built (no record holds itself)
+            hints = _hints(t)
+            props = {f.name: _schema_of(hints[f.name], defs) for f in fields(t)}
+            doc = " ".join((t.__doc__ or name).split())
+            defs[name] = {"type": "object", "description": doc, "properties": props,
+                          "required": list(props), "additionalProperties": False}  # fmt: skip
+        return {"$ref": f"#/$defs/{name}"}
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return {"type": "array", "items": _schema_of(args[0], defs)}
+        return {"type": "array", "prefixItems": [_schema_of(a, defs) for a in args],
+                "minItems": len(args), "maxItems": len(args)}  # fmt: skip
+    if _is_mapping(t):
+        return {"type": "object", "additionalProperties": _schema_of(args[1], defs)}
+    if t is Verdict:
+        return {"enum": [str(v) for v in Verdict]}
+    if t is float:
+        return {"type": ["number", "null"]}  # null: a non-finite number
+    simple = {int: "integer", bool: "boolean", str: "string", type(None): "null"}
+    if t in simple:
+        return {"type": simple[t]}
+    raise TypeError(f"unsupported annotation {t}")
 
 
 def json_schema() -> dict:
-    """The JSON Schema (draft 2020-12) of ``python -m verify.rates --json``: an array of
-    :class:`MetricResult` objects; each property carries its group's description.  A
-    float field may also be null (a non-finite number)."""
-    props = {}
-    hints = typing.get_type_hints(MetricResult)
-    for f in fields(MetricResult):
-        allowed = _members(hints[f.name])
-        kinds = [_JSON_TYPES[m] for m in allowed]
-        if "number" in kinds and "null" not in kinds:
-            kinds.append("null")
-        prop: dict = {"type": kinds[0] if len(kinds) == 1 else kinds}
-        if Verdict in allowed:
-            none = [None] if type(None) in allowed else []
-            prop["enum"] = [str(v) for v in Verdict] + none
-        prop["description"] = f"[{f.metadata['group']}] {GROUPS[f.metadata['group']]}"
-        props[f.name] = prop
+    """The JSON Schema (draft 2020-12) of ``python -m verify.rates --json``, generated
+    from the records' types: the document ``{"schema": SCHEMA_ID, "results": [...]}``,
+    one ``$defs`` entry per record type, described by its docstring.  A number may also
+    be null (a non-finite number)."""
+    defs: dict = {}
+    item = _schema_of(MetricResult, defs)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
         "title": "verify.rates results",
-        "type": "array",
-        "items": {
-            "type": "object",
-            "properties": props,
-            "required": sorted(props),
-            "additionalProperties": False,
+        "type": "object",
+        "properties": {
+            "schema": {"const": SCHEMA_ID},
+            "results": {"type": "array", "items": item},
         },
+        "required": ["schema", "results"],
+        "additionalProperties": False,
+        "$defs": defs,
     }
 
 
-def check_against_schema(items: list, schema: dict | None = None) -> None:
-    """Raise ValueError unless ``items`` (parsed JSON) fits :func:`json_schema`: every
-    property present, no other, each of a declared type (a small checker: the schema uses
-    only ``type``, ``enum``, ``required`` and ``additionalProperties``)."""
-    schema = schema or json_schema()
-    item = schema["items"]
-    py = {"string": str, "number": (int, float), "integer": int, "boolean": bool,
-          "array": list, "object": dict, "null": type(None)}  # fmt: skip
-    for i, obj in enumerate(items):
-        if set(obj) != set(item["required"]):
-            diff = sorted(set(obj) ^ set(item["required"]))
-            raise ValueError(f"item {i}: keys differ from the schema's: {diff}")
-        for k, v in obj.items():
-            spec = item["properties"][k]
-            kinds = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
-            ok = any(
-                isinstance(v, py[t]) and not (t in ("integer", "number") and isinstance(v, bool))
-                for t in kinds
-            )
-            if not ok or ("enum" in spec and v not in spec["enum"]):
-                raise ValueError(f"item {i}: {k} = {v!r} is not {kinds}")
+def results_document(results: list[MetricResult]) -> dict:
+    """What ``verify.rates --json`` writes: ``{"schema": SCHEMA_ID, "results": [...]}``."""
+    return {"schema": SCHEMA_ID, "results": [r.to_json() for r in results]}
+
+
+def load_results(doc, source: str = "the results") -> list[MetricResult]:
+    """The results of a parsed ``verify.rates --json`` document; ``ValueError`` (one
+    line) for a document of another schema, naming the version found and the one
+    expected, or for an entry that does not fit its types."""
+    found = doc.get("schema") if isinstance(doc, dict) else None
+    if found != SCHEMA_ID:
+        if isinstance(doc, list):
+            found = "asvi-rates/metric-result/3 or earlier (a bare array, no schema field)"
+        raise ValueError(
+            f"{source}: results of schema {found or 'unknown'}; this version reads"
+            f" {SCHEMA_ID} (re-run verify.rates --json to rewrite them)"
+        )
+    if set(doc) != {"schema", "results"} or not isinstance(doc["results"], list):
+        raise ValueError(f"{source}: a results document is {{schema, results: [...]}}")
+    return [from_json(MetricResult, e, f"results[{i}]") for i, e in enumerate(doc["results"])]
+
+
+def read_results(path: str) -> list[MetricResult]:
+    """:func:`load_results` of the file ``path``."""
+    with open(path, encoding="utf-8") as f:
+        return load_results(json.load(f), path)
 
 
 def main(argv=None) -> int:
     """``python -m verify.results``: print the JSON Schema of ``verify.rates --json``."""
-    import json
-
     print(json.dumps(json_schema(), indent=2))
     return 0
 

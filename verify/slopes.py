@@ -28,7 +28,7 @@ of variation (:func:`expected_slope_se`, the protocol's ``pilot_cv``): it says w
 could, this run did not); it never withholds a rejection the interval already makes.
 
 **Theorem test** (:func:`theorem_test`), one-sided: the theorems are *upper* bounds,
-``d^2 <~ n^e log^c n`` (c per truth: ``verify.analysis.band_log_power``), so a faster
+``d^2 <~ n^e log^c n`` (c per truth: ``verify.design.band_log_power``), so a faster
 slope is never a FAIL.
 
 * **FAIL** when the interval lies above the band's top ``e + c ell``: "slower than
@@ -84,7 +84,16 @@ import numpy as np
 from scipy import stats
 
 __all__ = [
+    "AttainmentPower",
+    "Curvature",
+    "Flip",
+    "Holm",
+    "LogPower",
+    "MeanDiffs",
+    "Power",
+    "SlopeDiff",
     "SlopeFit",
+    "TheoremCheck",
     "fit_slope",
     "loglog_slope",
     "log_allowance",
@@ -100,7 +109,6 @@ __all__ = [
     "budget_state",
     "fail_p_value",
     "holm",
-    "finding",
 ]
 
 
@@ -114,8 +122,11 @@ class Verdict(StrEnum):
     UNDECIDABLE = "UNDECIDABLE"  # the design cannot decide (no power against e/2)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SlopeFit:
+    """:func:`fit_slope`'s fit: per n the replicate mean, its SE and the local slopes;
+    the slope with its interval and SE, the slope less the band's shift ``c ell``."""
+
     ns: np.ndarray
     mean: np.ndarray
     se: np.ndarray
@@ -128,6 +139,121 @@ class SlopeFit:
     shift: float
     replicates: int
     level: float
+
+
+@dataclass(frozen=True)
+class SlopeDiff:
+    """:func:`paired_slope_diff`: slope of A minus slope of B, its bootstrap SE and interval."""
+
+    diff: float
+    se: float
+    ci_low: float
+    ci_high: float
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        return (self.ci_low, self.ci_high)
+
+
+@dataclass(frozen=True)
+class MeanDiffs:
+    """:func:`paired_mean_diff`: per column the mean paired difference and its interval."""
+
+    diff: tuple[float, ...]
+    ci_low: tuple[float, ...]
+    ci_high: tuple[float, ...]
+
+    @property
+    def cis(self) -> tuple[tuple[float, float], ...]:
+        """Per column ``(ci_low, ci_high)``."""
+        return tuple(zip(self.ci_low, self.ci_high, strict=True))
+
+
+@dataclass(frozen=True)
+class Power:
+    """:func:`power_check`: whether the design separates the band from the too-slow
+    control's (``separable``: the ``gap`` between them exceeds two expected interval
+    half-widths, ``half_width``), what would make it separable (``replicates_needed``,
+    ``n_needed``; None: nothing within the limits), the prospective ``slope_se`` it
+    assumed and the pilot cv that gave it (``pilot_cv``, None when not from a pilot)."""
+
+    separable: bool
+    gap: float
+    half_width: float
+    replicates_needed: int | None
+    n_needed: float | None
+    slope_se: float
+    pilot_cv: float | None = None
+
+
+@dataclass(frozen=True)
+class AttainmentPower:
+    """:func:`attainment_power`: whether the attainment test can tell the allowance from
+    half the reference's rate (``separable``), the ``gap`` to it, the expected interval
+    ``half_width``, the design's ``ns`` and the pilot cv of the paired difference
+    (``pilot_cv_diff``, None when not from a pilot)."""
+
+    separable: bool
+    gap: float
+    half_width: float
+    ns: tuple[float, ...]
+    pilot_cv_diff: float | None = None
+
+
+@dataclass(frozen=True)
+class TheoremCheck:
+    """:func:`theorem_test`: the verdict, ``direction`` ("slower" on a FAIL, "faster"
+    when the interval lies below the exponent), the too-slow control's exponent and
+    whether it is rejected, the band ``(e, e + c ell)``, the one-sided FAIL p-value and
+    ``c_flip``."""
+
+    verdict: Verdict
+    direction: str | None
+    slow_exponent: float
+    control_slow_rejected: bool
+    band: tuple[float, float]
+    fail_p: float
+    c_flip: float
+
+
+@dataclass(frozen=True)
+class Flip:
+    """:func:`attainment_flip`: a FAIL for every allowance log power below
+    ``fail_below``, a PASS (given power) for every one at or above ``pass_from``."""
+
+    fail_below: float
+    pass_from: float
+
+
+@dataclass(frozen=True)
+class LogPower:
+    """:func:`log_power_of`: the log power ``c_hat`` a slope difference amounts to, and
+    its interval."""
+
+    c_hat: float
+    ci: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Curvature:
+    """:func:`curvature`: the top half's n (and their indices), its slope with its
+    interval, the bend (top-half minus global slope) with its interval, ``bending``."""
+
+    top_ns: tuple[float, ...]
+    top_index: tuple[int, ...]
+    top_half_slope: float
+    top_half_ci: tuple[float, float]
+    bend: float
+    bend_ci: tuple[float, float]
+    bending: bool
+
+
+@dataclass(frozen=True)
+class Holm:
+    """:func:`holm`: the adjusted p-values and the rejections, in the input's order."""
+
+    adjusted: tuple[float, ...]
+    rejected: tuple[bool, ...]
 
 
 def _ls_slope(x, Y):
@@ -234,7 +360,7 @@ def expected_slope_se(ns, replicates: int, cv: float) -> float:
 def power_check(
     ns, predicted: float, log_power: float, slope_se: float, replicates: int,
     level: float = 0.95, n_limit: float = 1e12, r_limit: int = 10_000,
-) -> dict:  # fmt: skip
+) -> Power:  # fmt: skip
     """Can a slope interval of this design tell the predicted band ``[e, e + c ell]`` from
     the too-slow control's ``[e/2, e/2 + c ell]``?  Separable when the gap between them,
     ``|e|/2 - c ell``, exceeds two interval half-widths (``t_{R-1} * slope_se`` each): then
@@ -262,13 +388,7 @@ def power_check(
         if g > 2 * _half_width(se, replicates, level):
             n_needed = float(top)
             break
-    return {
-        "separable": separable,
-        "gap": gap,
-        "half_width": h,
-        "replicates_needed": r_needed,
-        "n_needed": n_needed,
-    }
+    return Power(separable, gap, h, r_needed, n_needed, float(slope_se))
 
 
 def fail_p_value(estimate: float, bound: float, se: float, replicates: int) -> float:
@@ -281,43 +401,43 @@ def fail_p_value(estimate: float, bound: float, se: float, replicates: int) -> f
     return float(stats.t.sf((estimate - bound) / se, replicates - 1))
 
 
-def theorem_test(fit: SlopeFit, predicted: float, powered: bool = True) -> dict:
+def theorem_test(fit: SlopeFit, predicted: float, powered: bool = True) -> TheoremCheck:
     """The one-sided theorem test of the module docstring.  ``fit``: the slope with its
     band shift (``fit.shift = c ell``); ``powered``: the *prospective* power check's
     answer (:func:`power_check` on :func:`expected_slope_se`), which only says what a
-    non-rejection means.  Returns ``verdict``; ``direction`` ("slower" on a FAIL, "faster"
-    when the interval lies below the exponent, else None); ``control_slow_rejected``; the
-    ``band``; ``fail_p`` (one-sided p of "the slope is within the band",
-    :func:`fail_p_value`); ``c_flip`` (the band's log power at which the FAIL would flip:
-    the verdict is a FAIL for every c below it)."""
+    non-rejection means.  ``fail_p``: one-sided p of "the slope is within the band"
+    (:func:`fail_p_value`); ``c_flip``: the band's log power at which the FAIL would flip
+    (the verdict is a FAIL for every c below it)."""
     slow = 0.5 * predicted
     top = predicted + fit.shift
     ell = loglog_slope(fit.ns)
-    out = {"slow_exponent": slow, "band": [predicted, top], "direction": None}
+    band = (predicted, top)
     if not (np.isfinite(fit.ci_low) and np.isfinite(fit.ci_high)):
-        return {**out, "verdict": Verdict.INCONCLUSIVE, "control_slow_rejected": False,
-                "fail_p": math.nan, "c_flip": math.nan}  # fmt: skip
+        return TheoremCheck(Verdict.INCONCLUSIVE, None, slow, False, band, math.nan, math.nan)
     slow_rej = bool(fit.ci_high < slow)
-    if fit.ci_high < predicted:
-        out["direction"] = "faster"
+    direction = "faster" if fit.ci_high < predicted else None
     if fit.ci_low > top:
-        v, out["direction"] = Verdict.FAIL, "slower"
+        v, direction = Verdict.FAIL, "slower"
     elif slow_rej:
         v = Verdict.PASS
     elif not powered:
         v = Verdict.UNDECIDABLE
     else:
         v = Verdict.INCONCLUSIVE
-    return {
-        **out,
-        "verdict": v,
-        "control_slow_rejected": slow_rej,
-        "fail_p": fail_p_value(fit.slope, top, fit.se_slope, fit.replicates),
-        "c_flip": (fit.ci_low - predicted) / ell,
-    }
+    return TheoremCheck(
+        verdict=v,
+        direction=direction,
+        slow_exponent=slow,
+        control_slow_rejected=slow_rej,
+        band=band,
+        fail_p=fail_p_value(fit.slope, top, fit.se_slope, fit.replicates),
+        c_flip=(fit.ci_low - predicted) / ell,
+    )
 
 
-def paired_slope_diff(ns, A, B, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> dict:
+def paired_slope_diff(
+    ns, A, B, level: float = 0.95, n_boot: int = 2000, seed: int = 0
+) -> SlopeDiff:
     """Slope of A minus slope of B (each the log-log slope of the replicate mean, as in
     :func:`fit_slope`), with rows of A and B the same replicates.  The interval resamples
     whole replicates jointly and is ``diff +- t_{R-1} SE`` with the bootstrap SE inflated by
@@ -333,15 +453,15 @@ def paired_slope_diff(ns, A, B, level: float = 0.95, n_boot: int = 2000, seed: i
     diff = float(_ls_slope(x, np.log(A.mean(0))) - _ls_slope(x, np.log(B.mean(0))))
     R = A.shape[0]
     if R < 2:
-        return {"diff": diff, "se": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+        return SlopeDiff(diff, math.nan, math.nan, math.nan)
     idx = _resamples(R, n_boot, seed)
     boot = _ls_slope(x, np.log(A[idx].mean(1))) - _ls_slope(x, np.log(B[idx].mean(1)))
     se = _boot_se(boot, R)
     h = _half_width(se, R, level)
-    return {"diff": diff, "se": se, "ci_low": diff - h, "ci_high": diff + h}
+    return SlopeDiff(diff, se, diff - h, diff + h)
 
 
-def paired_mean_diff(A, B, level: float = 0.95) -> dict:
+def paired_mean_diff(A, B, level: float = 0.95) -> MeanDiffs:
     """Per column, the mean over replicates of ``A - B`` (rows the same replicates) with
     the t interval ``mean +- t_{R-1} sd / sqrt(R)``: ``diff``, ``ci_low``, ``ci_high``
     (lists; NaN intervals for a single replicate)."""
@@ -353,13 +473,13 @@ def paired_mean_diff(A, B, level: float = 0.95) -> dict:
     mean = D.mean(0)
     se = D.std(0, ddof=1) / math.sqrt(R) if R > 1 else np.full(D.shape[1], math.nan)
     h = np.array([_half_width(s, R, level) if R > 1 else math.nan for s in se])
-    return {"diff": mean.tolist(), "ci_low": (mean - h).tolist(), "ci_high": (mean + h).tolist()}
+    return MeanDiffs(tuple(mean.tolist()), tuple((mean - h).tolist()), tuple((mean + h).tolist()))
 
 
 def attainment_power(
     ns, reference_exponent: float, allowance: float, diff_se: float, replicates: int,
     level: float = 0.95,
-) -> dict:  # fmt: skip
+) -> AttainmentPower:  # fmt: skip
     """Can the attainment test tell an estimator within the allowance from one at half the
     reference's rate (a slope difference of ``|e_ref| / 2``)?  ``gap = |e_ref| / 2 -
     allowance``: where it is not positive the allowance eats the half-rate alternative and
@@ -369,11 +489,11 @@ def attainment_power(
     with the protocol's pilot cv of the paired difference)."""
     gap = abs(float(reference_exponent)) / 2 - float(allowance)
     h = _half_width(diff_se, replicates, level) if math.isfinite(diff_se) else math.inf
-    return {"separable": bool(gap > 2 * h), "gap": gap, "half_width": h, "ns": list(map(float, ns))}
+    return AttainmentPower(bool(gap > 2 * h), gap, h, tuple(map(float, ns)))
 
 
 def attainment_test(
-    diff: dict, allowance: float, powered: bool = True, gap: float = math.inf
+    diff: SlopeDiff, allowance: float, powered: bool = True, gap: float = math.inf
 ) -> Verdict:
     """PASS / FAIL / INCONCLUSIVE / UNDECIDABLE for a :func:`paired_slope_diff` against
     ``allowance`` (slope units, :func:`log_allowance`); ``powered`` and ``gap``: the
@@ -381,7 +501,7 @@ def attainment_test(
     power; a PASS stands where the gap to half the reference's rate is positive (its
     interval then rejects that alternative too) and is UNDECIDABLE where the allowance eats
     it; a non-rejection is UNDECIDABLE without power, else INCONCLUSIVE."""
-    lo, hi = diff["ci_low"], diff["ci_high"]
+    lo, hi = diff.ci_low, diff.ci_high
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return Verdict.INCONCLUSIVE
     if lo > allowance:
@@ -391,21 +511,21 @@ def attainment_test(
     return Verdict.INCONCLUSIVE if powered else Verdict.UNDECIDABLE
 
 
-def attainment_flip(diff: dict, ns) -> dict:
+def attainment_flip(diff: SlopeDiff, ns) -> Flip:
     """The allowance's log powers at which the attainment verdict changes: a FAIL for
     every ``c`` below ``fail_below = ci_low / ell``, a PASS (given power) for every ``c``
     at or above ``pass_from = ci_high / ell``."""
     ell = loglog_slope(ns)
-    return {"fail_below": diff["ci_low"] / ell, "pass_from": diff["ci_high"] / ell}
+    return Flip(diff.ci_low / ell, diff.ci_high / ell)
 
 
-def budget_state(shift: dict | None, margin: float) -> str | None:
+def budget_state(shift: SlopeDiff | None, margin: float) -> str | None:
     """The budget control as an equivalence test (module docstring): ``"converged"`` when
     the slope change's interval lies inside ``[-margin, margin]``, ``"limited"`` when it
     lies wholly outside, ``"undetermined"`` otherwise; None without a control."""
     if shift is None:
         return None
-    lo, hi = shift["ci_low"], shift["ci_high"]
+    lo, hi = shift.ci_low, shift.ci_high
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return "undetermined"
     if -margin <= lo and hi <= margin:
@@ -415,7 +535,7 @@ def budget_state(shift: dict | None, margin: float) -> str | None:
     return "undetermined"
 
 
-def holm(pvalues, alpha: float) -> dict:
+def holm(pvalues, alpha: float) -> Holm:
     """Holm's step-down procedure over ``pvalues`` (NaN: not a test, never rejected) at
     family-wise level ``alpha``: ``adjusted`` p-values (``max_{j <= i} min(1, (m - j + 1)
     p_(j))`` in sorted order) and ``rejected`` (``adjusted <= alpha``), in the input's
@@ -431,17 +551,14 @@ def holm(pvalues, alpha: float) -> dict:
             running = max(running, min(1.0, (m - i) * p[k]))
             adj[k] = running
     rejected = np.where(np.isfinite(adj), adj <= alpha, False)
-    return {"adjusted": adj.tolist(), "rejected": [bool(x) for x in rejected]}
+    return Holm(tuple(adj.tolist()), tuple(bool(x) for x in rejected))
 
 
-def log_power_of(diff: dict, ns) -> dict:
+def log_power_of(diff: SlopeDiff, ns) -> LogPower:
     """The log power a slope difference amounts to over ``ns``: ``c_hat = diff / ell`` and
     its interval (:func:`loglog_slope`)."""
     ell = loglog_slope(ns)
-    return {
-        "c_hat": diff["diff"] / ell,
-        "ci": [diff["ci_low"] / ell, diff["ci_high"] / ell],
-    }
+    return LogPower(diff.diff / ell, (diff.ci_low / ell, diff.ci_high / ell))
 
 
 def top_half(ns) -> np.ndarray:
@@ -451,7 +568,7 @@ def top_half(ns) -> np.ndarray:
     return idx if idx.size >= 2 else np.arange(x.size - 2, x.size)
 
 
-def curvature(ns, V, level: float = 0.95, seed: int = 0) -> dict:
+def curvature(ns, V, level: float = 0.95, seed: int = 0) -> Curvature:
     """The top-half slope with its interval, the paired difference top-half minus global
     slope with its interval, and ``bending`` (that interval excludes 0)."""
     ns = np.asarray(ns, dtype=float)
@@ -467,89 +584,12 @@ def curvature(ns, V, level: float = 0.95, seed: int = 0) -> dict:
         M = np.log(V[_resamples(R, 2000, seed)].mean(1))
         h = _half_width(_boot_se(_ls_slope(x[top], M[:, top]) - _ls_slope(x, M), R), R, level)
         lo, hi = diff - h, diff + h
-    return {
-        "top_ns": ns[top].tolist(),
-        "top_index": top.tolist(),
-        "top_half_slope": fit.slope,
-        "top_half_ci": [fit.ci_low, fit.ci_high],
-        "bend": diff,
-        "bend_ci": [lo, hi],
-        "bending": bool(np.isfinite(lo) and (lo > 0 or hi < 0)),
-    }
-
-
-def _range(ns) -> str:
-    return f"n = {int(ns[0])}..{int(ns[-1])}"
-
-
-def finding(res: dict) -> str:
-    """The report's sentence for one (estimator, truth, metric) result of
-    ``verify.analysis``: the attainment verdict first, then the theorem test (worded as
-    what it measured: "slower than n^e log^c n over n = a..b", "consistent with ..."),
-    the curve's shape, the budget control's state and the family-wise adjustment."""
-    if res.get("refused"):
-        return f"not decided (verdicts set UNDECIDABLE): {res['refused']}"
-    parts = []
-    att = res.get("attainment_verdict")
-    c = res.get("attainment_log_power")
-    allowed = res.get("log_power_allowed")
-    if att is None:
-        why = res.get("attainment_refused") or "no reference"
-        parts.append(f"attainment not tested ({why})")
-    elif att == Verdict.PASS:
-        parts.append(
-            f"attains the reference's rate up to log^{c:.2f} n within the log^{allowed:g} n"
-            " allowance"
-        )
-    elif att == Verdict.FAIL:
-        parts.append(
-            f"slower than the class-matched reference beyond the log^{allowed:g} n allowance"
-            f" over {_range(res['ns'])} (log^{c:.2f} n)"
-        )
-    elif att == Verdict.UNDECIDABLE and (res.get("attainment_power") or {}).get("gap", 1) <= 0:
-        parts.append(
-            f"attainment undecidable (log^{c:.2f} n): the log^{allowed:g} n allowance is as"
-            " large as half the reference's exponent, so a pass could not tell attainment"
-            " from half the rate"
-        )
-    elif att == Verdict.UNDECIDABLE:
-        parts.append(
-            f"attainment undecidable with this design (log^{c:.2f} n; no power against half"
-            " the reference's rate)"
-        )
-    else:
-        parts.append(f"attainment inconclusive (log^{c:.2f} n)")
-    th = res.get("verdict")
-    band_c, e = res.get("band_log_power"), res.get("predicted")
-    rate = f"n^{e:.3f} log^{band_c:.2f} n" if band_c is not None and e is not None else "the band"
-    if th == Verdict.FAIL:
-        parts.append(
-            f"slower than {rate} over {_range(res['ns'])} (a FAIL for every band log power"
-            f" below {res['c_flip']:.2f})"
-        )
-    elif th == Verdict.UNDECIDABLE:
-        parts.append("theorem test undecidable with this design (no power against e/2)")
-    elif th == Verdict.PASS and res.get("direction") == "faster":
-        parts.append(
-            f"consistent with {rate} over {_range(res['ns'])}, faster than the exponent"
-            " (easier than its class at these n, or pre-asymptotic)"
-        )
-    elif th == Verdict.PASS:
-        parts.append(f"consistent with {rate} over {_range(res['ns'])} (rejects e/2)")
-    else:
-        parts.append("theorem test inconclusive")
-    if res.get("fail_familywise") is False:
-        parts.append("a FAIL at its own level that does not survive the family-wise adjustment")
-    if res.get("bending"):
-        parts.append(f"bending (top-half slope {res['top_half_slope']:.3f}; stated, not deciding)")
-    state = res.get("budget_state")
-    if state == "limited":
-        parts.append(
-            "optimisation-limited (twice the budget moves the slope beyond the margin: the"
-            " verdicts are set INCONCLUSIVE)"
-        )
-    elif state == "undetermined":
-        parts.append("budget control undetermined (the slope change's interval crosses the margin)")
-    elif state == "converged":
-        parts.append("converged by the budget control")
-    return "; ".join(parts)
+    return Curvature(
+        top_ns=tuple(ns[top].tolist()),
+        top_index=tuple(top.tolist()),
+        top_half_slope=fit.slope,
+        top_half_ci=(fit.ci_low, fit.ci_high),
+        bend=diff,
+        bend_ci=(lo, hi),
+        bending=bool(np.isfinite(lo) and (lo > 0 or hi < 0)),
+    )

@@ -28,25 +28,18 @@ constructive posteriors with R on the same objective tells which is nearer it:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from theory.cli import Parser
-from verify.slopes import paired_mean_diff
+from verify.records import ARM_ESTIMATORS, Cell
+from verify.slopes import Verdict, paired_mean_diff
 
 __all__ = [
-    "ARM_ESTIMATORS", "answer", "arm_columns", "arms_table", "compare_starts", "primary_estimator",
+    "ARM_ESTIMATORS", "ArmMeans", "Evidence", "Starts", "answer", "arm_columns", "arms_table",
+    "compare_starts",
 ]  # fmt: skip
-
-# the arms' names as estimators in verify's results
-ARM_ESTIMATORS = {
-    "R": "asvi",
-    "W": "asvi-constructive",
-    "W0": "constructive-start",
-    "W0s": "constructive-start-scaled",
-    "W0f": "constructive-start-fitted",
-    "P": "plain-adam",
-}
-ESTIMATOR_ARMS = {v: k for k, v in ARM_ESTIMATORS.items()}
 
 # the answer's one pre-specified criterion: the paired ELBO gap ELBO(C) - ELBO(R) at the
 # largest n, C the protocol's constructive arm (verify.protocol: starts_arm); each key says
@@ -63,49 +56,40 @@ ANSWERS = {
 EVIDENCE_LEVEL = 0.95  # family-wise, Bonferroni over the (arm, width) pairs examined
 
 
-def primary_estimator(rec: dict) -> str:
-    """The estimator a sweep record's own fields hold: ASVI from a random start, or from
-    the constructive start when that was the only ASVI run (``start="constructive"``)."""
-    return "asvi-constructive" if rec.get("config", {}).get("start") == "constructive" else "asvi"
-
-
-def arm_view(rec: dict, estimator: str) -> dict:
-    """The record as if ``estimator``'s arm were its own fields (per_width, selection,
-    metrics), so every fit of ``verify.analysis`` runs on it unchanged."""
-    if estimator == primary_estimator(rec):
-        return rec
-    arm = rec["arms"][ESTIMATOR_ARMS[estimator]]
-    return {**rec, **arm}
-
-
 def arm_columns(cells, arm: str, key: str) -> np.ndarray:
     """``[replicate, n]``: the selected candidate's ``per_width[key]`` of ``arm`` in every
-    cell (``cells[replicate][n]``)."""
+    cell (``cells[replicate][n]``, :class:`verify.records.Cell`)."""
     est = ARM_ESTIMATORS[arm]
-    out = []
-    for row in cells:
-        vals = []
-        for c in row:
-            v = arm_view(c, est)
-            w = v["per_width"]
-            k = c["config"]["widths"].index(v["selected_width"])
-            vals.append(float(w[key][k]))
-        out.append(vals)
-    return np.array(out)
+    return np.array([[c.arm(est).selected(key) for c in row] for row in cells])
 
 
-def arm_means(cells, arm: str) -> dict:
-    """Per n, ``arm``'s means over the replicates of its selected candidate's ELBO, L1, L2,
-    L3, kept edges, d2, d, l2sq and steps, and of the selected width."""
+@dataclass(frozen=True)
+class ArmMeans:
+    """Per n, one arm's means over the replicates of its selected candidate's ELBO, L1,
+    L2, L3, kept edges, d2, d, l2sq and steps, and of the selected width."""
+
+    elbo: tuple[float, ...]
+    L1: tuple[float, ...]
+    L2: tuple[float, ...]
+    L3: tuple[float, ...]
+    edges: tuple[float, ...]
+    d2: tuple[float, ...]
+    d: tuple[float, ...]
+    l2sq: tuple[float, ...]
+    steps: tuple[float, ...]
+    width: tuple[float, ...]
+
+
+def arm_means(cells, arm: str) -> ArmMeans:
+    """:class:`ArmMeans` of ``arm`` over ``cells[replicate][n]``."""
     keys = (
         ("elbo", "elbo"), ("L1", "L1"), ("L2", "L2"), ("L3", "L3"), ("edges", "edges_sum_nu"),
         ("d2", "d2"), ("d", "d"), ("l2sq", "l2sq"), ("steps", "steps"),
     )  # fmt: skip
-    out = {k: arm_columns(cells, arm, key).mean(0).tolist() for k, key in keys}
+    out = {k: tuple(arm_columns(cells, arm, key).mean(0).tolist()) for k, key in keys}
     est = ARM_ESTIMATORS[arm]
-    widths = [[arm_view(c, est)["selected_width"] for c in row] for row in cells]
-    out["width"] = np.array(widths, dtype=float).mean(0).tolist()
-    return out
+    widths = [[c.arm(est).selected_width for c in row] for row in cells]
+    return ArmMeans(**out, width=tuple(np.array(widths, dtype=float).mean(0).tolist()))
 
 
 ARM_HEADER = (
@@ -114,30 +98,76 @@ ARM_HEADER = (
 )
 
 
-def arm_row(arm: str, t: dict, j: int) -> str:
-    """One arm's row of :data:`ARM_HEADER` at position j of :func:`arm_means`' lists."""
+def arm_row(arm: str, t: ArmMeans, j: int) -> str:
+    """One arm's row of :data:`ARM_HEADER` at position j of :func:`arm_means`' columns."""
     return (
-        f"{arm:>4s} {-t['elbo'][j]:10.1f} {t['L1'][j]:10.1f} {t['L2'][j]:9.1f}"
-        f" {t['L3'][j]:8.1f} {t['edges'][j]:7.1f} {t['width'][j]:6.1f} {t['d2'][j]:9.4g}"
-        f" {t['l2sq'][j]:9.4g} {t['steps'][j]:7.0f}"
+        f"{arm:>4s} {-t.elbo[j]:10.1f} {t.L1[j]:10.1f} {t.L2[j]:9.1f}"
+        f" {t.L3[j]:8.1f} {t.edges[j]:7.1f} {t.width[j]:6.1f} {t.d2[j]:9.4g}"
+        f" {t.l2sq[j]:9.4g} {t.steps[j]:7.0f}"
     )
 
 
-def _verdict(res: dict | None) -> str | None:
-    """An entry's decisive verdict: attainment where the truth has a reference, else the
-    theorem test's."""
+def _verdict(res) -> Verdict | None:
+    """An entry's (``verify.results.MetricResult``) decisive verdict: attainment where the
+    truth has a reference, else the theorem test's."""
     if res is None:
         return None
-    return res.attainment_verdict if res.attainment_verdict is not None else res.verdict
+    return res.attainment.verdict if res.attainment is not None else res.theorem.verdict
 
 
-def compare_starts(cells: list, ns, metric: str, by_est: dict, arm: str = "W0s") -> dict:
-    """The comparison's keys for one truth and metric (module docstring): ``elbo_gap``,
-    ``elbo_gap_ci``, ``slope_constructive``, ``slope_random``,
-    ``attainment_verdict_constructive``, ``attainment_verdict_random``, per-arm means per n
-    (``arms``: ELBO, L1, L2, L3, kept edges, selected width, d2, d, l2sq, steps), the drift
-    of W from W0, and the ``answer``.  ``by_est``: this truth and metric's result per
-    estimator; ``arm``: the protocol's constructive arm C (W where the records lack it)."""
+@dataclass(frozen=True)
+class Evidence:
+    """A constructive candidate whose risk is below R's selected posterior while its
+    ELBO is also below it (:func:`objective_evidence`): the arm, the width, the paired
+    ELBO difference and log risk ratio against R's selected, with their intervals."""
+
+    arm: str
+    width: int
+    elbo_diff: float
+    elbo_ci: tuple[float, float]
+    log_risk_ratio: float
+    risk_ci: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Starts:
+    """The constructive-start comparison of one truth and metric (module docstring), on
+    the random start's entry: per n the paired ELBO gap W - R with its intervals; the
+    protocol's constructive arm C (``constructive_arm``) with its ELBO gap C - R and log
+    risk ratio C/R per n, its slope and attainment verdict; W's drift from its start
+    (``drift_from``: W0s or W0) in ELBO and log risk; the slopes and verdicts of W and R;
+    the arms' means per n (``arms``, by letter); the n; the objective's evidence; and the
+    answer (its key and its sentence)."""
+
+    elbo_gap: tuple[float, ...]
+    elbo_gap_ci: tuple[tuple[float, float], ...]
+    constructive_arm: str
+    elbo_gap_best: tuple[float, ...]
+    elbo_gap_best_ci: tuple[tuple[float, float], ...]
+    log_risk_ratio_best: tuple[float, ...]
+    log_risk_ratio_best_ci: tuple[tuple[float, float], ...]
+    slope_best: float | None
+    attainment_verdict_best: Verdict | None
+    drift_from: str
+    elbo_w_minus_w0: tuple[float, ...]
+    elbo_w_minus_w0_ci: tuple[tuple[float, float], ...]
+    drift_log_ratio: tuple[float, ...]
+    drift_log_ratio_ci: tuple[tuple[float, float], ...]
+    slope_constructive: float | None
+    slope_random: float | None
+    attainment_verdict_constructive: Verdict | None
+    attainment_verdict_random: Verdict | None
+    arms: dict[str, ArmMeans]
+    ns: tuple[int, ...]
+    objective_evidence: tuple[Evidence, ...]
+    answer_key: str
+    answer: str
+
+
+def compare_starts(cells, ns, metric: str, by_est: dict, arm: str = "W0s") -> Starts:
+    """The comparison (:class:`Starts`) for one truth and metric (module docstring) over
+    ``cells[replicate][n]``.  ``by_est``: this truth and metric's result per estimator;
+    ``arm``: the protocol's constructive arm C (W where the records lack it)."""
     arms = [a for a in ("R", "W0", "W0s", "W0f", "W", "P") if ARM_ESTIMATORS[a] in by_est]
     table = {a: arm_means(cells, a) for a in arms}
     elbo = {a: arm_columns(cells, a, "elbo") for a in arms}
@@ -155,41 +185,34 @@ def compare_starts(cells: list, ns, metric: str, by_est: dict, arm: str = "W0s")
     rW, rR = by_est.get("asvi-constructive"), by_est.get("asvi")
     rC = by_est.get(ARM_ESTIMATORS[C])
 
-    def cis(d):
-        return [list(x) for x in zip(d["ci_low"], d["ci_high"], strict=True)]
-
-    out = {
-        "elbo_gap": gap["diff"],
-        "elbo_gap_ci": cis(gap),
-        "constructive_arm": C,
-        "elbo_gap_best": gap_c["diff"],
-        "elbo_gap_best_ci": cis(gap_c),
-        "log_risk_ratio_best": risk_c["diff"],
-        "log_risk_ratio_best_ci": cis(risk_c),
-        "slope_best": None if rC is None else rC.slope,
-        "attainment_verdict_best": _verdict(rC),
-        "drift_from": S,
-        "elbo_w_minus_w0": w_vs_w0["diff"],
-        "elbo_w_minus_w0_ci": [
-            list(x) for x in zip(w_vs_w0["ci_low"], w_vs_w0["ci_high"], strict=True)
-        ],
-        "drift_log_ratio": drift["diff"],
-        "drift_log_ratio_ci": [
-            list(x) for x in zip(drift["ci_low"], drift["ci_high"], strict=True)
-        ],
-        "slope_constructive": None if rW is None else rW.slope,
-        "slope_random": None if rR is None else rR.slope,
-        "attainment_verdict_constructive": _verdict(rW),
-        "attainment_verdict_random": _verdict(rR),
-        "arms": table,
-        "ns": list(ns),
-    }
-    out["objective_evidence"] = objective_evidence(cells, metric, arms)
-    out["answer_key"], out["answer"] = answer(out)
-    return out
+    fields = dict(
+        elbo_gap=gap.diff,
+        elbo_gap_ci=gap.cis,
+        constructive_arm=C,
+        elbo_gap_best=gap_c.diff,
+        elbo_gap_best_ci=gap_c.cis,
+        log_risk_ratio_best=risk_c.diff,
+        log_risk_ratio_best_ci=risk_c.cis,
+        slope_best=None if rC is None else rC.theorem.slope,
+        attainment_verdict_best=_verdict(rC),
+        drift_from=S,
+        elbo_w_minus_w0=w_vs_w0.diff,
+        elbo_w_minus_w0_ci=w_vs_w0.cis,
+        drift_log_ratio=drift.diff,
+        drift_log_ratio_ci=drift.cis,
+        slope_constructive=None if rW is None else rW.theorem.slope,
+        slope_random=None if rR is None else rR.theorem.slope,
+        attainment_verdict_constructive=_verdict(rW),
+        attainment_verdict_random=_verdict(rR),
+        arms=table,
+        ns=tuple(ns),
+        objective_evidence=objective_evidence(cells, metric, arms),
+    )
+    key, sentence = answer(Starts(**fields, answer_key="", answer=""))
+    return Starts(**fields, answer_key=key, answer=sentence)
 
 
-def objective_evidence(cells, metric: str, arms) -> list[dict]:
+def objective_evidence(cells, metric: str, arms) -> tuple[Evidence, ...]:
     """At the largest n: every candidate of the constructive posteriors (W0s and W, each
     width) whose risk is below R's selected posterior while its ELBO is also below it, both
     paired over replicates with intervals at family-wise level :data:`EVIDENCE_LEVEL`
@@ -197,59 +220,57 @@ def objective_evidence(cells, metric: str, arms) -> list[dict]:
     below the worse fit it selects.  Returns ``{arm, width, elbo_diff, elbo_ci,
     log_risk_ratio, risk_ci}`` per such candidate."""
     last = [row[-1] for row in cells]
-    widths = last[0]["config"]["widths"]
+    widths = last[0].widths
     pairs = [(a, w) for a in ("W0s", "W") if a in arms for w in widths]
     if not pairs:
-        return []
+        return ()
     level = 1 - (1 - EVIDENCE_LEVEL) / len(pairs)
     sel = [[c] for c in last]
     e_R, r_R = arm_columns(sel, "R", "elbo")[:, 0], arm_columns(sel, "R", metric)[:, 0]
     out = []
     for a, w in pairs:
-        k = widths.index(w)
-        pw = [c["arms"][a]["per_width"] for c in last]
-        e = np.array([p["elbo"][k] for p in pw])
-        r = np.array([p[metric][k] for p in pw])
+        e = np.array([c.arms[a].at_width("elbo", w) for c in last])
+        r = np.array([c.arms[a].at_width(metric, w) for c in last])
         de = paired_mean_diff(e[:, None], e_R[:, None], level)
         dr = paired_mean_diff(np.log(r)[:, None], np.log(r_R)[:, None], level)
-        if de["ci_high"][0] < 0 and dr["ci_high"][0] < 0:
+        if de.ci_high[0] < 0 and dr.ci_high[0] < 0:
             out.append(
-                {
-                    "arm": a,
-                    "width": int(w),
-                    "elbo_diff": de["diff"][0],
-                    "elbo_ci": [de["ci_low"][0], de["ci_high"][0]],
-                    "log_risk_ratio": dr["diff"][0],
-                    "risk_ci": [dr["ci_low"][0], dr["ci_high"][0]],
-                }
+                Evidence(
+                    arm=a,
+                    width=int(w),
+                    elbo_diff=de.diff[0],
+                    elbo_ci=de.cis[0],
+                    log_risk_ratio=dr.diff[0],
+                    risk_ci=dr.cis[0],
+                )
             )
-    return out
+    return tuple(out)
 
 
-def answer(c: dict) -> tuple[str, str]:
+def answer(c: Starts) -> tuple[str, str]:
     """One of :data:`ANSWERS` for a comparison, from its one criterion: the paired ELBO gap
     ``ELBO(C) - ELBO(R)`` at the largest n (module docstring) -- ``optimiser`` when its
     interval lies above 0, ``no-better-start`` when below, else ``undecided``.  The
     sentence carries the criterion's numbers first, then what is reported beside it."""
-    gap, (glo, ghi) = c["elbo_gap_best"][-1], c["elbo_gap_best_ci"][-1]
-    C = c["constructive_arm"]
+    gap, (glo, ghi) = c.elbo_gap_best[-1], c.elbo_gap_best_ci[-1]
+    C = c.constructive_arm
     key = "optimiser" if glo > 0 else "no-better-start" if ghi < 0 else "undecided"
-    vC, vR = c["attainment_verdict_best"], c["attainment_verdict_random"]
-    n, t = c["ns"][-1], c["arms"]
+    vC, vR = c.attainment_verdict_best, c.attainment_verdict_random
+    n, t = c.ns[-1], c.arms
     s = (
         f"{ANSWERS[key]}: at n = {n} ELBO({C}) - ELBO(R) = {gap:+.1f} [{glo:+.1f}, {ghi:+.1f}]"
-        f" nats.  Beside it, not deciding: risk {C}/R x{np.exp(c['log_risk_ratio_best'][-1]):.2f}"
-        f"; {C} slope {_f(c['slope_best'])} ({vC}); R slope {_f(c['slope_random'])} ({vR})"
-        f"; W slope {_f(c['slope_constructive'])} ({c['attainment_verdict_constructive']}),"
-        f" ELBO(W) - ELBO(R) = {c['elbo_gap'][-1]:+.1f}; risk W/{c['drift_from']} "
-        f"x{np.exp(c['drift_log_ratio'][-1]):.2f} while ELBO(W) - ELBO({c['drift_from']}) = "
-        f"{c['elbo_w_minus_w0'][-1]:+.1f}; d2 R {t['R']['d2'][-1]:.4g}, W0 "
-        f"{t['W0']['d2'][-1]:.4g}, W {t['W']['d2'][-1]:.4g}"
-        + (f", W0s {t['W0s']['d2'][-1]:.4g}" if "W0s" in t else "")
+        f" nats.  Beside it, not deciding: risk {C}/R x{np.exp(c.log_risk_ratio_best[-1]):.2f}"
+        f"; {C} slope {_f(c.slope_best)} ({vC}); R slope {_f(c.slope_random)} ({vR})"
+        f"; W slope {_f(c.slope_constructive)} ({c.attainment_verdict_constructive}),"
+        f" ELBO(W) - ELBO(R) = {c.elbo_gap[-1]:+.1f}; risk W/{c.drift_from} "
+        f"x{np.exp(c.drift_log_ratio[-1]):.2f} while ELBO(W) - ELBO({c.drift_from}) = "
+        f"{c.elbo_w_minus_w0[-1]:+.1f}; d2 R {t['R'].d2[-1]:.4g}, W0 "
+        f"{t['W0'].d2[-1]:.4g}, W {t['W'].d2[-1]:.4g}"
+        + (f", W0s {t['W0s'].d2[-1]:.4g}" if "W0s" in t else "")
         + "".join(
-            f"; {e['arm']} at width {e['width']}: ELBO {e['elbo_diff']:+.0f} nats and risk"
-            f" x{np.exp(e['log_risk_ratio']):.2f} against R's selected"
-            for e in c["objective_evidence"]
+            f"; {e.arm} at width {e.width}: ELBO {e.elbo_diff:+.0f} nats and risk"
+            f" x{np.exp(e.log_risk_ratio):.2f} against R's selected"
+            for e in c.objective_evidence
         )
     )
     return key, s
@@ -266,28 +287,29 @@ def arms_table(records: list[dict]) -> str:
     selected width, d^2 and steps over the replicates, and the paired ELBO gaps W - R and
     W0s - R with their 95% intervals."""
     by: dict = {}
-    for r in records:
+    for r in records:  # read at the edge: the depth is the one configuration field it adds
         if r.get("arms") and not r["failed"]:
-            by.setdefault((r["cell"]["truth"], r["config"]["depth"], r["cell"]["n"]), []).append(r)
+            key = (r["cell"]["truth"], r["config"]["depth"], r["cell"]["n"])
+            by.setdefault(key, []).append(Cell.from_record(r))
     if not by:
         raise ValueError("no records with constructive-start arms (a sweep with start='both')")
     lines = []
     for (truth, depth, n), recs in sorted(by.items()):
-        recs.sort(key=lambda r: r["cell"]["replicate"])
-        cells = [[r] for r in recs]
+        recs.sort(key=lambda c: c.replicate)
+        cells = [[c] for c in recs]
         arms = [a for a in ("R", "W0", "W0s", "W0f", "W", "P")
-                if a == "R" or a in recs[0]["arms"]]  # fmt: skip
+                if a == "R" or a in recs[0].arms]  # fmt: skip
         lines.append(f"== {truth}, depth {depth}, n = {n}, {len(recs)} replicates")
         lines.append(ARM_HEADER)
         lines += [arm_row(a, arm_means(cells, a), 0) for a in arms]
-        if recs[0].get("reference"):
-            ref = {m: np.mean([r["reference"][m] for r in recs]) for m in ("d2", "l2sq")}
+        if recs[0].reference is not None:
+            ref = {m: np.mean([c.reference.metrics[m] for c in recs]) for m in ("d2", "l2sq")}
             lines.append(f" ref {'':>58s} {ref['d2']:9.4g} {ref['l2sq']:9.4g}")
         for a in [x for x in ("W", "W0s", "W0f") if x in arms]:
             d = paired_mean_diff(arm_columns(cells, a, "elbo"), arm_columns(cells, "R", "elbo"))
             lines.append(
-                f"  ELBO({a}) - ELBO(R) = {d['diff'][0]:+.1f} [{d['ci_low'][0]:+.1f},"
-                f" {d['ci_high'][0]:+.1f}] nats"
+                f"  ELBO({a}) - ELBO(R) = {d.diff[0]:+.1f} [{d.ci_low[0]:+.1f},"
+                f" {d.ci_high[0]:+.1f}] nats"
             )
     return "\n".join(lines)
 

@@ -19,8 +19,11 @@ from tests.factories import (
     synthetic,
     tight_protocol,
 )
-from verify.analysis import analyse, budget_control, control_config, exit_status
+from verify.analysis import analyse
+from verify.controls import budget_control, control_config
+from verify.records import cells_of
 from verify.slopes import (
+    SlopeDiff,
     attainment_test,
     budget_state,
     curvature,
@@ -34,6 +37,7 @@ from verify.slopes import (
     theorem_test,
     top_half,
 )
+from verify.status import exit_status
 
 TIGHT = tight_protocol()
 
@@ -99,11 +103,11 @@ def test_theorem_verdict_is_one_sided(R):
             return fit_slope(NS, synthetic(x, c, R, noise, seed), log_power=2.0)
 
         t = theorem_test(fit(e, c=1.0), e)
-        assert (t["verdict"], t["direction"]) == ("PASS", None)
+        assert (t.verdict, t.direction) == ("PASS", None)
         t = theorem_test(fit(2 * e), e)
-        assert (t["verdict"], t["direction"]) == ("PASS", "faster")
+        assert (t.verdict, t.direction) == ("PASS", "faster")
         t = theorem_test(fit(e / 2), e)
-        assert (t["verdict"], t["direction"]) == ("FAIL", "slower")
+        assert (t.verdict, t.direction) == ("FAIL", "slower")
 
 
 @pytest.mark.parametrize("R", [3, 5, 8])
@@ -117,11 +121,11 @@ def test_half_the_exponent_is_never_passed(R):
     (e = -0.75) data at e/2 FAIL: a one-sided miss of a 95% interval lets at most 2.5%
     through; over 100 seeds at most 8 do not FAIL."""
     pw = power_check(NS, -0.5, 2.0, expected_slope_se(NS, R, 0.25), R)
-    assert not pw["separable"] and pw["gap"] < 0
+    assert not pw.separable and pw.gap < 0
     for x in (-0.5, -0.25):
         fits = [fit_slope(NS, synthetic(x, 0.0, R, 0.03, s), log_power=2.0, n_boot=500)
                 for s in range(100)]  # fmt: skip
-        got = [theorem_test(f, -0.5, pw["separable"])["verdict"] for f in fits]
+        got = [theorem_test(f, -0.5, pw.separable).verdict for f in fits]
         if x == -0.5:
             assert got == ["PASS"] * 100
         else:
@@ -130,7 +134,7 @@ def test_half_the_exponent_is_never_passed(R):
     pw = power_check(NS, -0.75, 2.0, expected_slope_se(NS, R, 0.03), R)
     for s in range(100):
         f = fit_slope(NS, synthetic(-0.375, 0.0, R, 0.03, s), log_power=2.0, n_boot=500)
-        verdicts.append(theorem_test(f, -0.75, pw["separable"])["verdict"])
+        verdicts.append(theorem_test(f, -0.75, pw.separable).verdict)
     assert verdicts.count("FAIL") >= 92 and "PASS" not in verdicts
 
 
@@ -146,22 +150,22 @@ def test_power_check_on_analytic_designs():
     # e = -0.5, c = 2 over 250..8000: the bands overlap (gap < 0) at any precision, and no
     # number of replicates helps
     pw = power_check(NS, -0.5, 2.0, 1e-6, 4)
-    assert pw["gap"] == pytest.approx(0.25 - 2 * loglog_slope(NS)) and pw["gap"] < 0
-    assert not pw["separable"] and pw["replicates_needed"] is None
+    assert pw.gap == pytest.approx(0.25 - 2 * loglog_slope(NS)) and pw.gap < 0
+    assert not pw.separable and pw.replicates_needed is None
     # over 500..32000 the gap is 0.25 - 0.246 = 0.004: positive but far below any interval
     pw = power_check(ns, -0.5, 2.0, 0.02, 4)
-    assert 0 < pw["gap"] < 0.01 and not pw["separable"]
+    assert 0 < pw.gap < 0.01 and not pw.separable
     # e = -0.75: gap 0.129; SE 0.025 at R = 4 gives half-width 3.18 * 0.025 = 0.080: refused
     pw = power_check(ns, -0.75, 2.0, 0.025, 4)
-    assert pw["gap"] == pytest.approx(0.375 - 2 * ell)
-    assert pw["half_width"] == pytest.approx(stats.t.ppf(0.975, 3) * 0.025)
-    assert not pw["separable"]
-    R = pw["replicates_needed"]
+    assert pw.gap == pytest.approx(0.375 - 2 * ell)
+    assert pw.half_width == pytest.approx(stats.t.ppf(0.975, 3) * 0.025)
+    assert not pw.separable
+    R = pw.replicates_needed
     h = lambda R: stats.t.ppf(0.975, R - 1) * 0.025 * math.sqrt(4 / R)  # noqa: E731
-    assert R is not None and pw["gap"] > 2 * h(R) and pw["gap"] <= 2 * h(R - 1)
-    assert pw["n_needed"] is not None and pw["n_needed"] > ns[-1]
+    assert R is not None and pw.gap > 2 * h(R) and pw.gap <= 2 * h(R - 1)
+    assert pw.n_needed is not None and pw.n_needed > ns[-1]
     # the same design with SE 0.01: 2 * 0.032 < 0.129, accepted
-    assert power_check(ns, -0.75, 2.0, 0.01, 4)["separable"]
+    assert power_check(ns, -0.75, 2.0, 0.01, 4).separable
     # before training: the pilot SE of a design (independent cells)
     se = expected_slope_se(ns, 4, 0.25)
     assert se == pytest.approx(0.25 / math.sqrt(4 * ((x - x.mean()) ** 2).sum()))
@@ -180,29 +184,34 @@ def test_paired_attainment_interval_covers_on_the_quick_design(R):
         ref = 0.3 * QUICK_NS**-0.5 * np.exp(shared + rng.normal(0, 0.1, size=(R, 4)))
         A = 2.0 * QUICK_NS**-0.35 * np.exp(shared + rng.normal(0, 0.1, size=(R, 4)))
         d = paired_slope_diff(QUICK_NS, A, ref, n_boot=400, seed=seed)
-        hits += d["ci_low"] <= 0.15 <= d["ci_high"]
+        hits += d.ci_low <= 0.15 <= d.ci_high
     assert 0.92 <= hits / 500 <= 0.98
+
+
+def _ci(lo, hi) -> SlopeDiff:
+    """A slope difference with this interval (its point and SE do not enter the rules)."""
+    return SlopeDiff((lo + hi) / 2, math.nan, lo, hi)
 
 
 def test_attainment_verdicts_and_log_power():
     a = 0.27
-    assert attainment_test({"ci_low": -0.05, "ci_high": a}, a) == "PASS"
-    assert attainment_test({"ci_low": -0.4, "ci_high": -0.2}, a) == "PASS"  # faster
-    assert attainment_test({"ci_low": a + 0.01, "ci_high": 0.4}, a) == "FAIL"
-    assert attainment_test({"ci_low": 0.05, "ci_high": 0.3}, a) == "INCONCLUSIVE"
-    assert attainment_test({"ci_low": math.nan, "ci_high": math.nan}, a) == "INCONCLUSIVE"
+    assert attainment_test(_ci(-0.05, a), a) == "PASS"
+    assert attainment_test(_ci(-0.4, -0.2), a) == "PASS"  # faster
+    assert attainment_test(_ci(a + 0.01, 0.4), a) == "FAIL"
+    assert attainment_test(_ci(0.05, 0.3), a) == "INCONCLUSIVE"
+    assert attainment_test(_ci(math.nan, math.nan), a) == "INCONCLUSIVE"
     # where the allowance eats half the reference's rate (gap <= 0) a PASS is withheld;
     # with a positive gap it stands whatever the power (it rejects the half rate too); a
     # non-rejection without power is UNDECIDABLE; a FAIL always stands
-    assert attainment_test({"ci_low": -0.05, "ci_high": a}, a, True, gap=-0.02) == "UNDECIDABLE"
-    assert attainment_test({"ci_low": -0.05, "ci_high": a}, a, False, gap=0.1) == "PASS"
-    assert attainment_test({"ci_low": 0.05, "ci_high": 0.3}, a, False) == "UNDECIDABLE"
-    assert attainment_test({"ci_low": a + 0.01, "ci_high": 0.4}, a, False, -0.1) == "FAIL"
+    assert attainment_test(_ci(-0.05, a), a, True, gap=-0.02) == "UNDECIDABLE"
+    assert attainment_test(_ci(-0.05, a), a, False, gap=0.1) == "PASS"
+    assert attainment_test(_ci(0.05, 0.3), a, False) == "UNDECIDABLE"
+    assert attainment_test(_ci(a + 0.01, 0.4), a, False, -0.1) == "FAIL"
     ns = [500, 2000, 8000, 32000]
     assert log_allowance(ns, 2.0) == pytest.approx(2 * loglog_slope(ns))
-    lp = log_power_of({"diff": 0.246, "ci_low": 0.21, "ci_high": 0.30}, ns)
-    assert lp["c_hat"] == pytest.approx(0.246 / loglog_slope(ns))
-    assert lp["ci"][0] < lp["c_hat"] < lp["ci"][1]
+    lp = log_power_of(SlopeDiff(0.246, math.nan, 0.21, 0.30), ns)
+    assert lp.c_hat == pytest.approx(0.246 / loglog_slope(ns))
+    assert lp.ci[0] < lp.c_hat < lp.ci[1]
 
 
 def test_curvature_flags_a_bent_curve_only():
@@ -216,9 +225,9 @@ def test_curvature_flags_a_bent_curve_only():
         rng = np.random.default_rng(s)
         noise = np.exp(rng.normal(0, 0.03, size=(4, 1)) + rng.normal(0, 0.03, size=(4, 6)))
         c = curvature(ns, bent[None] * noise)
-        assert c["bending"] and c["top_half_slope"] == pytest.approx(-0.2, abs=0.06)
-        assert c["top_ns"] == [2000, 4000, 8000]
-        false_flags += curvature(ns, 0.1 * (ns / 1000.0) ** -0.5 * noise)["bending"]
+        assert c.bending and c.top_half_slope == pytest.approx(-0.2, abs=0.06)
+        assert c.top_ns == (2000, 4000, 8000)
+        false_flags += curvature(ns, 0.1 * (ns / 1000.0) ** -0.5 * noise).bending
     assert false_flags <= 2
     # two sizes in the top half are enough (the quick tier's design)
     assert top_half(QUICK_NS).tolist() == [2, 3]
@@ -231,33 +240,34 @@ def test_analysis_attains_and_controls():
     # alpha = 0.5: the log^2 allowance (0.26 here) is above |e|/2 = 0.25, so the attainment
     # test has no power against half the rate: its PASS is withheld (the earlier code said
     # PASS); width 2 still FAILs the same test (a FAIL stands)
-    assert d2.attainment_verdict == "UNDECIDABLE" and d2.primary
-    assert not d2.attainment_power["separable"] and d2.attainment_power["gap"] < 0
-    assert d2.attainment_control["verdict"] == "FAIL"  # width 2 does not attain
-    assert d2.attainment_log_power == pytest.approx(0.0, abs=0.3)
+    a = d2.attainment
+    assert a.verdict == "UNDECIDABLE" and d2.primary
+    assert not a.power.separable and a.power.gap < 0
+    assert a.control.verdict == "FAIL"  # width 2 does not attain
+    assert a.log_power.c_hat == pytest.approx(0.0, abs=0.3)
     assert d2.finding.startswith("attainment undecidable (log^")
     # the theorem test has no power against e/2 at these n, but the interval rejects e/2:
     # PASS (the earlier code withheld it as UNDECIDABLE)
-    assert d2.verdict == "PASS" and not d2.power_separable
-    assert d2.converged_fraction == pytest.approx(2 / 3)
-    assert d2.fixed_width == 2 and d2.estimator == "asvi"
+    assert d2.theorem.verdict == "PASS" and not d2.theorem.power.separable
+    assert d2.asvi.converged_fraction == pytest.approx(2 / 3)
+    assert d2.asvi.fixed_width == 2 and d2.estimator == "asvi"
     # oracle-width SVI is the per-cell minimum over the candidates: by construction of the
     # records width 8 (the selected one) is the best in every cell, so the oracle's curve is
     # ASVI's own; with the selected width made the worst, the oracle follows width 32
     # (about 1.3 times width 8's curve), between the two
-    np.testing.assert_allclose(d2.oracle_mean, d2.mean, rtol=1e-12)
+    np.testing.assert_allclose(d2.asvi.oracle_mean, d2.curve.mean, rtol=1e-12)
     worse = fake_records(-0.5, -0.5)
     for r in worse:
         r["metrics"]["d2"] = r["per_width"]["d2"][1] = 10.0
     d2w = next(r for r in analyse(worse) if r.metric == "d2")
-    assert d2w.mean == pytest.approx([10.0] * 4)
-    ratio = np.array(d2w.oracle_mean) / np.array(d2.mean)
+    assert d2w.curve.mean == pytest.approx([10.0] * 4)
+    ratio = np.array(d2w.asvi.oracle_mean) / np.array(d2.curve.mean)
     assert np.all((ratio > 1.1) & (ratio < 1.5)), ratio
     assert exit_status(list(res.values())) == 3  # UNDECIDABLE counts as undecided
     # alpha = 1.5 (e = -0.75): with a pilot cv this small the design separates both tests,
     # both PASS, exit 0; at the protocol's measured cv (0.61) neither has power at R = 4
     res = {r.metric: r for r in analyse(fake_records(-0.75, -0.75, alpha=1.5), protocol=TIGHT)}
-    assert res["d2"].verdict == "PASS" and res["d2"].attainment_verdict == "PASS"
+    assert res["d2"].theorem.verdict == "PASS" and res["d2"].attainment.verdict == "PASS"
     assert exit_status(list(res.values())) == 0
 
 
@@ -276,9 +286,9 @@ def test_attainment_on_synthetic_records(asvi, ref, want):
     the log^2 n allowance over n = 250..16000 (0.27 in slope units)."""
     res = {r.metric: r for r in analyse(fake_records(asvi, ref, alpha=1.5), protocol=TIGHT)}
     d2 = res["d2"]
-    assert d2.log_allowance == pytest.approx(2 * loglog_slope([250, 1000, 4000, 16000]))
-    assert d2.attainment_verdict == want
-    assert d2.attainment_log_power == pytest.approx(
+    assert d2.attainment.allowance == pytest.approx(2 * loglog_slope([250, 1000, 4000, 16000]))
+    assert d2.attainment.verdict == want
+    assert d2.attainment.log_power.c_hat == pytest.approx(
         (asvi - ref) / loglog_slope([250, 1000, 4000, 16000]), abs=0.4
     )
     assert exit_status(list(res.values())) == (1 if want == "FAIL" else 0)
@@ -287,7 +297,7 @@ def test_attainment_on_synthetic_records(asvi, ref, want):
 def test_faster_than_the_exponent_is_not_a_failure():
     res = {r.metric: r for r in analyse(fake_records(-1.2, -1.2, alpha=1.5))}
     d2 = res["d2"]
-    assert d2.verdict == "PASS" and d2.direction == "faster"
+    assert d2.theorem.verdict == "PASS" and d2.theorem.direction == "faster"
     assert "faster than the exponent" in d2.finding
 
 
@@ -295,8 +305,8 @@ def test_attainment_without_power_is_inconclusive():
     """When the fixed small network also 'attains' (here: the reference is as flat as it),
     an attaining ASVI cannot be told from it: INCONCLUSIVE."""
     res = {r.metric: r for r in analyse(fake_records(-0.1, -0.1, alpha=1.5), protocol=TIGHT)}
-    assert res["d2"].attainment_control["verdict"] != "FAIL"
-    assert res["d2"].attainment_verdict == "INCONCLUSIVE"
+    assert res["d2"].attainment.control.verdict != "FAIL"
+    assert res["d2"].attainment.verdict == "INCONCLUSIVE"
 
 
 def test_budget_control_marks_cells_and_slopes_that_move():
@@ -306,10 +316,10 @@ def test_budget_control_marks_cells_and_slopes_that_move():
     *converged* (on the earlier code any |shift| > 0.05 was optimisation-limited)."""
     base = fake_records(-0.75, -0.75, alpha=1.5)
     same = [dict(r) for r in base if r["cell"]["n"] in (250, 16000)]
-    ctl = budget_control(base, same)
-    assert [c["n"] for c in ctl["d2"]] == [250, 16000]
-    assert not any(c["moved"] for c in ctl["d2"]) and ctl["d2"][0]["change"] == 0
-    assert ctl["slope_shift"]["d2"]["diff"] == pytest.approx(0.0, abs=1e-12)
+    ctl = budget_control(cells_of(base), cells_of(same))
+    assert [c.n for c in ctl["d2"].cells] == [250, 16000]
+    assert not any(c.moved for c in ctl["d2"].cells) and ctl["d2"].cells[0].change == 0
+    assert ctl["d2"].shift.diff.diff == pytest.approx(0.0, abs=1e-12)
 
     def moved_by(factor):
         out = []
@@ -320,31 +330,32 @@ def test_budget_control_marks_cells_and_slopes_that_move():
             out.append(r)
         return out
 
-    ctl = budget_control(base, moved_by(0.5))
-    assert [c["moved"] for c in ctl["d2"]] == [False, True]
-    assert ctl["slope_shift"]["d2"]["diff"] == pytest.approx(math.log(0.5) / math.log(64))
+    ctl = budget_control(cells_of(base), cells_of(moved_by(0.5)))
+    assert [c.moved for c in ctl["d2"].cells] == [False, True]
+    assert ctl["d2"].shift.diff.diff == pytest.approx(math.log(0.5) / math.log(64))
     res = {r.metric: r for r in analyse(base, control=moved_by(0.5), protocol=TIGHT)}
     d2 = res["d2"]
-    assert d2.budget_state == "limited" and d2.optimisation_limited is True
-    assert d2.control_ns == [250, 16000] and d2.budget_margin == 0.1
-    assert d2.verdict == d2.attainment_verdict == "INCONCLUSIVE"
+    assert d2.control.state == "limited" and d2.control.optimisation_limited is True
+    assert d2.control.shift.ns == (250, 16000) and d2.control.margin == 0.1
+    assert d2.theorem.verdict == d2.attainment.verdict == "INCONCLUSIVE"
     assert "optimisation-limited" in d2.finding
     # a shift of -0.086 inside the margin: converged, the verdicts stand
     res = {r.metric: r for r in analyse(base, control=moved_by(0.7), protocol=TIGHT)}
-    assert res["d2"].control_slope_shift == pytest.approx(math.log(0.7) / math.log(64))
-    assert res["d2"].budget_state == "converged" and res["d2"].optimisation_limited is False
-    assert res["d2"].attainment_verdict == "PASS"
+    ctl = res["d2"].control
+    assert ctl.shift.diff.diff == pytest.approx(math.log(0.7) / math.log(64))
+    assert ctl.state == "converged" and ctl.optimisation_limited is False
+    assert res["d2"].attainment.verdict == "PASS"
 
 
 def test_budget_state_is_an_equivalence_test():
     """Inside the margin: converged; wholly outside: limited; crossing it: undetermined
     (the earlier point rule read [-0.08, +0.04] as converged and -0.05 as limited)."""
     m = 0.1
-    assert budget_state({"ci_low": -0.08, "ci_high": 0.04}, m) == "converged"
-    assert budget_state({"ci_low": -0.21, "ci_high": 0.11}, m) == "undetermined"
-    assert budget_state({"ci_low": -0.48, "ci_high": -0.18}, m) == "limited"
-    assert budget_state({"ci_low": 0.12, "ci_high": 0.3}, m) == "limited"
-    assert budget_state({"ci_low": math.nan, "ci_high": math.nan}, m) == "undetermined"
+    assert budget_state(_ci(-0.08, 0.04), m) == "converged"
+    assert budget_state(_ci(-0.21, 0.11), m) == "undetermined"
+    assert budget_state(_ci(-0.48, -0.18), m) == "limited"
+    assert budget_state(_ci(0.12, 0.3), m) == "limited"
+    assert budget_state(_ci(math.nan, math.nan), m) == "undetermined"
     assert budget_state(None, m) is None
 
 
@@ -355,7 +366,7 @@ def test_reselection_with_the_recorded_lambda_changes_nothing(tmp_path):
     from simulate.sweep.runner import run_sweep
     from simulate.sweep.spec import SweepConfig
     from theory import log_prior_N
-    from verify.analysis import reselect
+    from verify.records import reselect
 
     cfg = SweepConfig(
         truths=[TruthSpec("holder", p=1, alpha=0.5)],
@@ -388,11 +399,10 @@ def test_teacher_input_dimensions_are_compared():
     rows = d2["teacher-p200-s0"].input_dimension
     assert len(rows) == 1 and rows == d2["teacher-p20-s0"].input_dimension
     row = rows[0]
-    assert (row["p_small"], row["p_large"], row["n"]) == (20, 200, 16000)
-    assert row["ratio_large_to_small"] == pytest.approx(
-        d2["teacher-p200-s0"].mean[-1] / d2["teacher-p20-s0"].mean[-1]
+    assert (row.p_small, row.p_large, row.n) == (20, 200, 16000)
+    assert row.ratio_large_to_small == pytest.approx(
+        d2["teacher-p200-s0"].curve.mean[-1] / d2["teacher-p20-s0"].curve.mean[-1]
     )
-    assert row["ratio_large_to_small"] == pytest.approx(16000**0.1, rel=0.1)
-    assert d2["holder-a0.5-p1-s0"].input_dimension is None
-    assert d2["teacher-p20-s0"].reference_slope is None
-    assert d2["teacher-p20-s0"].attainment_verdict is None
+    assert row.ratio_large_to_small == pytest.approx(16000**0.1, rel=0.1)
+    assert d2["holder-a0.5-p1-s0"].input_dimension == ()
+    assert d2["teacher-p20-s0"].attainment is None

@@ -3,8 +3,6 @@ rule it holds and fails on the code before it (the earlier behaviour in its docs
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import subprocess
 import sys
@@ -13,12 +11,14 @@ import numpy as np
 import pytest
 
 from simulate.sweep.spec import SweepConfig, TruthSpec
-from tests.factories import fake_records, tight_protocol
+from tests.factories import fake_records, tight_protocol, verdict_entry
 from theory import corollary_6_4_rate, teacher_log_power
 from verify import protocol as protocols
-from verify.analysis import analyse, band_log_power, design_power, entry_outcome, exit_status
-from verify.results import MetricResult
-from verify.slopes import Verdict, holm, loglog_slope
+from verify.analysis import analyse
+from verify.design import band_log_power, design_power
+from verify.results import read_results
+from verify.slopes import holm, loglog_slope
+from verify.status import entry_outcome, exit_status
 
 FAKE_NS = [250, 1000, 4000, 16000]
 TIGHT = tight_protocol()
@@ -46,17 +46,18 @@ def test_teacher_band_is_corollary_6_4s_own_expression():
     assert 2.4 < c < 2.7 and teacher_log_power(ns, 165, 20, metric="d") == pytest.approx(c / 2)
     res = analyse(fake_records(-0.70, 0, teacher_p=20, noise=0.01), protocol=TIGHT)
     d2 = _d2(res, "teacher")
-    assert d2.band_log_power == pytest.approx(teacher_log_power(FAKE_NS, 165, 20))
-    assert d2.band[1] == pytest.approx(-1 + d2.band_log_power * loglog_slope(FAKE_NS))
-    assert d2.ci_low > -1 + 2 * loglog_slope(FAKE_NS)  # above the earlier band
-    assert d2.verdict == "PASS" and "consistent with n^-1.000 log^2." in d2.finding
+    t = d2.theorem
+    assert t.band_log_power == pytest.approx(teacher_log_power(FAKE_NS, 165, 20))
+    assert t.band[1] == pytest.approx(-1 + t.band_log_power * loglog_slope(FAKE_NS))
+    assert t.ci_low > -1 + 2 * loglog_slope(FAKE_NS)  # above the earlier band
+    assert t.verdict == "PASS" and "consistent with n^-1.000 log^2." in d2.finding
 
 
 def test_gp_control_band_carries_no_log_and_holder_two_delta():
-    tc = {"spec": TruthSpec("holder", p=1, alpha=0.5), "ns": FAKE_NS, "key": "k", "recs": []}
-    assert band_log_power(tc, "gp-matern-0.5", "d2", 1.0) == 0.0
-    assert band_log_power(tc, "asvi", "d2", 1.5) == 3.0
-    assert band_log_power(tc, "asvi", "d", 1.0) == 1.0
+    spec = TruthSpec("holder", p=1, alpha=0.5)
+    assert band_log_power(spec, FAKE_NS, [], "gp-matern-0.5", "d2", 1.0) == 0.0
+    assert band_log_power(spec, FAKE_NS, [], "asvi", "d2", 1.5) == 3.0
+    assert band_log_power(spec, FAKE_NS, [], "asvi", "d", 1.0) == 1.0
 
 
 def test_c_flip_is_the_band_power_where_the_verdict_changes():
@@ -65,9 +66,10 @@ def test_c_flip_is_the_band_power_where_the_verdict_changes():
     PASSes (given power) from ci_high / ell."""
     d2 = _d2(analyse(fake_records(-0.75, -0.75, alpha=1.5), protocol=TIGHT))
     ell = loglog_slope(FAKE_NS)
-    assert d2.c_flip == pytest.approx((d2.ci_low - d2.predicted) / ell)
-    assert d2.attainment_c_flip["fail_below"] == pytest.approx(d2.attainment_ci_low / ell)
-    assert d2.attainment_c_flip["pass_from"] == pytest.approx(d2.attainment_ci_high / ell)
+    t, a = d2.theorem, d2.attainment
+    assert t.c_flip == pytest.approx((t.ci_low - t.predicted) / ell)
+    assert a.c_flip.fail_below == pytest.approx(a.diff.ci_low / ell)
+    assert a.c_flip.pass_from == pytest.approx(a.diff.ci_high / ell)
 
 
 # ------------------------------------------------------------------ curvature
@@ -82,11 +84,11 @@ def test_a_bend_is_stated_and_never_switches_the_deciding_slope():
                 r["metrics"][m] *= f
                 r["per_width"][m][1] *= f
     d2 = _d2(analyse(recs, protocol=TIGHT))
-    assert d2.bending
-    top = d2.attainment_top_half
-    assert top["ci"][0] > d2.log_allowance  # the top half alone would FAIL
-    assert d2.attainment_diff < d2.log_allowance  # the global difference decides
-    assert d2.attainment_verdict != "FAIL"
+    assert d2.curve.bending
+    a = d2.attainment
+    assert a.top_half.ci[0] > a.allowance  # the top half alone would FAIL
+    assert a.diff.diff < a.allowance  # the global difference decides
+    assert a.verdict != "FAIL"
     assert "stated, not deciding" in d2.finding
 
 
@@ -94,18 +96,17 @@ def test_a_bend_is_stated_and_never_switches_the_deciding_slope():
 def test_holm_against_hand_computed_values():
     """Holm (1979): sorted p (0.01, 0.02, 0.03, 0.5) times (4, 3, 2, 1), made monotone."""
     got = holm([0.03, 0.5, 0.01, 0.02, math.nan], 0.05)
-    assert got["adjusted"][:4] == pytest.approx([0.06, 0.5, 0.04, 0.06])
-    assert math.isnan(got["adjusted"][4])
-    assert got["rejected"] == [False, False, True, False, False]
+    assert got.adjusted[:4] == pytest.approx([0.06, 0.5, 0.04, 0.06])
+    assert math.isnan(got.adjusted[4])
+    assert got.rejected == (False, False, True, False, False)
 
 
 def test_a_fail_that_does_not_survive_the_familywise_level_is_not_exit_1():
     """Defect 7: the exit status ORed one-sided tests at 2.5% each.  A FAIL with
     ``fail_familywise`` False counts as INCONCLUSIVE; one that survives stays a FAIL."""
-    r = MetricResult(estimator="asvi", metric="d2", verdict=Verdict.FAIL,
-                     attainment_verdict=Verdict.PASS, fail_familywise=False)  # fmt: skip
+    r = verdict_entry(theorem="FAIL", attainment="PASS", familywise=False)
     assert entry_outcome(r) == "INCONCLUSIVE"
-    assert entry_outcome(dataclasses.replace(r, fail_familywise=True)) == "FAIL"
+    assert entry_outcome(verdict_entry(theorem="FAIL", familywise=True)) == "FAIL"
     # two truths, one FAILing attainment clearly: Holm over 4 tests keeps it (exit 1)
     recs = fake_records(-0.2, -0.75, alpha=1.5) + [
         {**r, "cell": {**r["cell"], "truth": "holder-a1.5-p1-s1"},
@@ -114,8 +115,9 @@ def test_a_fail_that_does_not_survive_the_familywise_level_is_not_exit_1():
     ]  # fmt: skip
     res = analyse(recs, protocol=TIGHT)
     bad = _d2(res, "holder-a1.5-p1-s0")
-    assert bad.attainment_verdict == "FAIL" and bad.fail_familywise is True
-    assert bad.fail_p_holm["attainment"] <= 0.025 and len(bad.fail_p_holm) == 2
+    assert bad.attainment.verdict == "FAIL" and bad.decision.fail_familywise is True
+    held = bad.decision.fail_p_holm
+    assert held.attainment <= 0.025 and held.theorem is not None
     assert exit_status(res) == 1
 
 
@@ -123,7 +125,7 @@ def test_wording_never_says_contradicts():
     """Defect 7: a FAIL read "contradicts the theorem's rate"; it now says what it
     measured: slower than n^e log^c n over the design's n."""
     d2 = _d2(analyse(fake_records(-0.2, -0.75, alpha=1.5), protocol=TIGHT))
-    assert d2.verdict == "FAIL"
+    assert d2.theorem.verdict == "FAIL"
     assert "slower than n^-0.750 log^2.00 n over n = 250..16000" in d2.finding
     assert "contradict" not in d2.finding
 
@@ -133,11 +135,11 @@ def test_integer_alpha_is_refused_and_alpha_beyond_saturation_skips_attainment(t
     """Defect 9: integer alpha's construction is smoother than named; the linear-spline
     reference saturates beyond alpha = 2.  Earlier both were decided as any truth."""
     d2 = _d2(analyse(fake_records(-0.6, -0.6, alpha=1.0), protocol=TIGHT))
-    assert d2.verdict == d2.attainment_verdict == "UNDECIDABLE"
-    assert "integer alpha" in d2.refused
+    assert d2.theorem.verdict == d2.attainment.verdict == "UNDECIDABLE"
+    assert "integer alpha" in d2.decision.refused
     assert d2.finding.startswith("not decided (verdicts set UNDECIDABLE): integer alpha")
     d2 = _d2(analyse(fake_records(-0.8, -0.8, alpha=2.5), protocol=TIGHT))
-    assert d2.attainment_verdict is None and "saturates" in d2.attainment_refused
+    assert d2.attainment is None and "saturates" in d2.decision.attainment_refused
     r = subprocess.run(
         [sys.executable, "-m", "verify.rates", "--truth", "holder", "--alpha", "1", "--p", "1",
          "--out", str(tmp_path / "r.jsonl")],
@@ -182,10 +184,10 @@ def test_the_confirm_design_has_the_power_it_was_sized_for():
     for s in tier["sweeps"]:
         cfg = SweepConfig(truths=s["truths"], **s["sweep"])
         for row in design_power(cfg, p):
-            assert row["theorem_power"]["separable"], row
+            assert row.theorem_power.separable, row
     g = tier["gp"]
     rows = design_power(SweepConfig(truths=g["truths"], **g["sweep"]), p)
-    assert [r["expected_attainment"] for r in rows] == ["UNDECIDABLE", None, "FAIL"]
+    assert [r.expected_attainment for r in rows] == ["UNDECIDABLE", None, "FAIL"]
 
 
 def test_records_carry_the_protocol_and_a_report_on_another_says_so(tmp_path):
@@ -210,9 +212,10 @@ def test_records_carry_the_protocol_and_a_report_on_another_says_so(tmp_path):
     )  # fmt: skip
     assert r.returncode in (0, 1, 3), r.stderr
     assert "the records were written under x-v9@abc" in r.stdout
-    entries = json.loads(rep.read_text())
+    entries = read_results(str(rep))
     tag = protocols.load().tag
-    assert {(e["protocol"], e["records_protocol"]) for e in entries} == {(tag, "x-v9@abc")}
+    got = {(e.decision.protocol, e.decision.records_protocol) for e in entries}
+    assert got == {(tag, "x-v9@abc")}
 
 
 def test_confirm_tier_dry_run_and_its_refusals():

@@ -1,16 +1,37 @@
-"""The typed result (``verify.results``): what ``analyse`` returns, its JSON form against its
-JSON Schema, and the schema checker's negative controls."""
+"""The typed result (``verify.results``): what ``analyse`` returns, its JSON form checked by
+an independent validator (``jsonschema``, draft 2020-12) against the schema generated from
+the types, the reader's refusal of another schema version, and the round trip."""
 
 import dataclasses
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 
+from simulate.sweep.spec import read_records
 from tests.factories import fake_records
-from verify.analysis import START_KEYS, analyse
-from verify.results import MetricResult, check_against_schema, json_schema
+from verify.analysis import analyse
+from verify.results import (
+    SCHEMA_ID,
+    MetricResult,
+    json_schema,
+    load_results,
+    read_results,
+    results_document,
+)
 from verify.slopes import Verdict
+
+jsonschema = pytest.importorskip("jsonschema")
+
+REFERENCE = "figures/reference"
+
+
+def validate(doc) -> None:
+    """The independent oracle: a published validator, not this package's reader."""
+    jsonschema.Draft202012Validator.check_schema(json_schema())
+    jsonschema.Draft202012Validator(json_schema()).validate(doc)
 
 
 @pytest.fixture(scope="module")
@@ -18,38 +39,108 @@ def results():
     return analyse(fake_records(-0.5, -0.5) + fake_records(-0.5, 0, teacher_p=20, seed=1))
 
 
-def test_analyse_returns_typed_results_whose_json_fits_the_schema(results):
-    assert results and all(isinstance(r, MetricResult) for r in results)
-    assert all(isinstance(r.verdict, Verdict) for r in results)
-    items = json.loads(json.dumps([r.to_json() for r in results]))  # as written to disk
-    check_against_schema(items)
-    names = [f.name for f in dataclasses.fields(MetricResult)]
-    assert json_schema()["items"]["required"] == sorted(names)
-    teacher = next(i for i in items if i["kind"] == "teacher")
-    assert teacher["reference_slope"] is None and teacher["attainment_verdict"] is None
-    assert set(START_KEYS) < set(names) and "starts" not in START_KEYS
+@pytest.fixture(scope="module")
+def quick_report(tmp_path_factory):
+    """``verify.rates --json`` on the shipped quick records (with their budget control)."""
+    tmp = tmp_path_factory.mktemp("quick")
+    out = tmp / "quick.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "verify.rates", "--records",
+         f"{REFERENCE}/records-quick.jsonl.gz", "--json", str(out), "--figures", str(tmp / "f")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode in (0, 1, 3), r.stderr
+    return out
 
 
-def test_schema_check_refuses_a_missing_key_a_wrong_type_and_an_unknown_key(results):
-    good = results[0].to_json()
-    check_against_schema([good])
-    missing = {k: v for k, v in good.items() if k != "slope"}
-    with pytest.raises(ValueError, match="slope"):
-        check_against_schema([missing])
-    with pytest.raises(ValueError, match="slope"):
-        check_against_schema([{**good, "slope": "fast"}])
-    with pytest.raises(ValueError, match="verdict"):
-        check_against_schema([{**good, "verdict": "MAYBE"}])  # not one of the enum
-    with pytest.raises(ValueError, match="extra"):
-        check_against_schema([{**good, "extra": 1}])
-    with pytest.raises(ValueError, match="primary"):
-        check_against_schema([{**good, "primary": 1}])  # an integer is not a boolean
+def test_the_written_report_fits_the_schema_by_an_independent_validator(quick_report):
+    """``verify.rates --json``'s file, as written, validates against the generated schema
+    under ``jsonschema``; it names its schema; the reader gives typed results back."""
+    doc = json.loads(quick_report.read_text())
+    validate(doc)
+    assert doc["schema"] == SCHEMA_ID == "asvi-rates/metric-result/4"
+    back = read_results(str(quick_report))
+    assert len(back) == len(doc["results"]) == 6
+    assert all(isinstance(r.theorem.verdict, Verdict) for r in back)
+    d2 = [r for r in back if r.metric == "d2"]
+    assert all(r.control is not None and r.control.state is not None for r in d2)
 
 
-def test_json_form_has_no_nan_and_update_refuses_unknown_fields():
-    r = MetricResult(slope=math.nan, mean=[1.0, math.inf], verdict=Verdict.PASS)
+@pytest.mark.parametrize("name", ["constructive", "gp"])
+def test_every_record_group_fits_the_schema(name):
+    """The constructive-start comparison (arms, ``starts``) and the known-answer control
+    (no ASVI summaries, a known answer) validate too."""
+    res = analyse(read_records(f"{REFERENCE}/records-{name}.jsonl.gz"))
+    doc = json.loads(json.dumps(results_document(res)))
+    validate(doc)
+    if name == "constructive":
+        assert any(e["starts"] is not None for e in doc["results"])
+    else:
+        assert all(e["asvi"] is None for e in doc["results"])
+
+
+def test_groups_that_do_not_apply_are_null_and_the_schema_says_so(results):
+    doc = json.loads(json.dumps(results_document(results)))
+    validate(doc)
+    teacher = next(e for e in doc["results"] if e["kind"] == "teacher")
+    assert teacher["attainment"] is None and teacher["starts"] is None
+
+
+def test_the_validator_and_the_reader_refuse_what_does_not_fit(results):
+    """Negative controls: a missing key, a wrong type, a verdict not in the enum, an
+    unknown key, an integer for a boolean, each refused by ``jsonschema`` and by the
+    reader (naming the path)."""
+    good = json.loads(json.dumps(results_document(results)))
+    e = good["results"][0]
+    th, dec = e["theorem"], e["decision"]
+    bad = [  # (what the reader's message names, the entry)
+        ("slope", {**e, "theorem": {k: v for k, v in th.items() if k != "slope"}}),
+        ("slope", {**e, "theorem": {**th, "slope": "fast"}}),
+        ("verdict", {**e, "theorem": {**th, "verdict": "MAYBE"}}),
+        ("extra", {**e, "extra": 1}),
+        ("primary", {**e, "primary": 1}),
+        ("fail_p_holm", {**e, "decision": {**dec, "fail_p_holm": [0.1]}}),
+    ]
+    for name, entry in bad:
+        doc = {**good, "results": [entry]}
+        with pytest.raises(jsonschema.ValidationError):
+            validate(doc)
+        with pytest.raises(ValueError, match=name):
+            load_results(doc)
+
+
+def test_a_report_of_another_schema_is_refused_naming_both_versions(results, tmp_path):
+    """Version 3 and earlier were a bare array of flat objects; a document naming another
+    version is refused too; each with one line naming the version found and expected."""
+    flat = [{"estimator": "asvi", "verdict": "PASS"}]
+    old = tmp_path / "v3.json"
+    old.write_text(json.dumps(flat))
+    with pytest.raises(ValueError) as got:
+        read_results(str(old))
+    msg = str(got.value)
+    assert "asvi-rates/metric-result/3" in msg and SCHEMA_ID in msg and "\n" not in msg
+    other = {"schema": "asvi-rates/metric-result/5", "results": []}
+    with pytest.raises(ValueError, match="metric-result/5.*metric-result/4"):
+        load_results(other)
+
+
+def test_the_json_form_round_trips_and_has_no_nan(results):
+    """Results read back from their JSON give the same JSON; a non-finite number is null
+    in the file (strict JSON) and NaN again when read."""
+    doc = json.loads(json.dumps(results_document(results), allow_nan=False))
+    back = load_results(doc)
+    assert [r.to_json() for r in back] == doc["results"]
+    r = dataclasses.replace(
+        results[0], theorem=dataclasses.replace(results[0].theorem, slope=math.nan)
+    )
     j = r.to_json()
-    assert j["slope"] is None and j["mean"] == [1.0, None] and j["verdict"] == "PASS"
-    json.dumps(j, allow_nan=False)  # strict JSON
-    with pytest.raises(AttributeError, match="no field 'slop'"):
-        r.update({"slop": 1.0})
+    assert j["theorem"]["slope"] is None and j["theorem"]["verdict"] == str(r.theorem.verdict)
+    json.dumps(j, allow_nan=False)
+    assert math.isnan(MetricResult.from_json(j).theorem.slope)
+
+
+def test_results_are_immutable(results):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        results[0].theorem = None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        results[0].theorem.verdict = Verdict.FAIL

@@ -55,11 +55,11 @@ def test_slower_rates_fail_the_one_sided_test():
     assert meets_band(fit, -0.5)
     # against twice the exponent the data are slower than the band allows: FAIL
     t = theorem_test(fit, -1.0)
-    assert (t["verdict"], t["direction"]) == ("FAIL", "slower")
+    assert (t.verdict, t.direction) == ("FAIL", "slower")
     # a truth converging far slower fails the -0.5 test; note that n^-0.25 would not:
     # over n = 250..8000, n^-0.5 log^2 n has a local slope near -0.25 (the band's width)
     slow = fit_slope(NS, synthetic(-0.1, 0.0, 5, 0.1, 4), log_power=2.0)
-    assert theorem_test(slow, -0.5)["verdict"] == "FAIL"
+    assert theorem_test(slow, -0.5).verdict == "FAIL"
     assert fit.shift == pytest.approx(2 * np.polyfit(np.log(NS), np.log(np.log(NS)), 1)[0])
 
 
@@ -71,4 +71,4 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="increasing"):
         fit_slope(NS[::-1], np.ones((2, NS.size)))
     one = fit_slope(NS, synthetic(-0.5, 0, 1, 0.1, 0))
-    assert np.isnan(one.ci_low) and theorem_test(one, -0.5)["verdict"] == "INCONCLUSIVE"
+    assert np.isnan(one.ci_low) and theorem_test(one, -0.5).verdict == "INCONCLUSIVE"

@@ -11,7 +11,7 @@ from simulate.sweep.records import RecordsError
 from simulate.sweep.runner import run_sweep
 from simulate.sweep.spec import SweepConfig, TruthSpec, read_records
 from tests.factories import EXIT_LINES, SWEEP_TINY
-from verify.results import check_against_schema
+from verify.results import read_results
 
 TINY = SWEEP_TINY
 
@@ -133,30 +133,31 @@ def test_verify_rates_end_to_end_tiny_tier(tmp_path):
     assert r.returncode in EXIT_LINES, r.stderr  # not bad input (2), not a crash (4)
     assert EXIT_LINES[r.returncode] in r.stdout  # the code is the report's own conclusion
     assert "budget x2" in r.stdout and "e/2 ctl" in r.stdout and "c_hat" in r.stdout
-    report = json.loads(rep.read_text())
-    check_against_schema(report)  # every MetricResult field, of its declared type, no other
-    assert {e["metric"] for e in report} == {"d2", "d", "l2sq"}
+    report = read_results(str(rep))  # every field of its type, no other (exit on misfit)
+    assert {e.metric for e in report} == {"d2", "d", "l2sq"}
     for e in report:
-        assert e["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE", "UNDECIDABLE")
-        assert e["estimator"] == "asvi" and isinstance(e["power_separable"], bool)
-        assert isinstance(e["control_slope_shift"], float)
-        assert e["attainment_verdict"] in ("PASS", "FAIL", "INCONCLUSIVE", "UNDECIDABLE")
-        assert e["budget_state"] in ("converged", "undetermined", "limited")
-        assert e["protocol"].startswith("exploratory-v1@") and e["records_protocol"] is None
-        assert isinstance(e["reference_slope"], float) and 0 <= e["converged_fraction"] <= 1
-        assert isinstance(e["optimisation_limited"], bool)  # the control ran
-        assert [c["n"] for c in e["budget_control"]] == [128, 512]
-    d2 = next(e for e in report if e["metric"] == "d2")
-    assert d2["predicted"] == pytest.approx(-0.5)
+        assert e.theorem.verdict in ("PASS", "FAIL", "INCONCLUSIVE", "UNDECIDABLE")
+        assert e.estimator == "asvi" and isinstance(e.theorem.power.separable, bool)
+        assert isinstance(e.control.shift.diff.diff, float)
+        assert e.attainment.verdict in ("PASS", "FAIL", "INCONCLUSIVE", "UNDECIDABLE")
+        assert e.control.state in ("converged", "undetermined", "limited")
+        dec = e.decision
+        assert dec.protocol.startswith("exploratory-v1@") and dec.records_protocol is None
+        assert isinstance(e.attainment.reference.slope, float)
+        assert 0 <= e.asvi.converged_fraction <= 1
+        assert isinstance(e.control.optimisation_limited, bool)  # the control ran
+        assert [c.n for c in e.control.cells] == [128, 512]
+    d2 = next(e for e in report if e.metric == "d2")
+    assert d2.theorem.predicted == pytest.approx(-0.5)
     assert (figs / "holder-a0.5-p1-s0.png").stat().st_size > 0
     rows = [ln for ln in md.read_text().splitlines() if ln.startswith("| asvi |")]
-    assert len(rows) == 3 and all(e["verdict"] in md.read_text() for e in report)
+    assert len(rows) == 3 and all(e.theorem.verdict in md.read_text() for e in report)
     # verifying the records again trains nothing and gives the same report
     r2 = run_cli(
         "--records", str(rec), "--json", str(tmp_path / "rep2.json"), "--figures", str(figs)
     )
     assert r2.returncode == r.returncode
-    assert json.loads((tmp_path / "rep2.json").read_text()) == report
+    assert json.loads((tmp_path / "rep2.json").read_text()) == json.loads(rep.read_text())
     r3 = run_cli("--records", str(rec), "--depth", "3")  # training overrides need training
     assert r3.returncode == 2 and "only --lam" in r3.stderr
     # --control-every-n: the sweep and the ends are resumed, only the middle n is trained
@@ -165,8 +166,8 @@ def test_verify_rates_end_to_end_tiny_tier(tmp_path):
                  "--figures", str(figs))  # fmt: skip
     assert r4.returncode == r.returncode, r4.stderr
     assert "0 jobs to run" in r4.stdout and "1 jobs to run" in r4.stdout
-    for e in json.loads(rep4.read_text()):
-        assert [c["n"] for c in e["budget_control"]] == [128, 256, 512]
+    for e in read_results(str(rep4)):
+        assert [c.n for c in e.control.cells] == [128, 256, 512]
 
 
 @pytest.mark.parametrize(

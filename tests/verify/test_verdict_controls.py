@@ -1,7 +1,6 @@
 """The verdicts' supports: the class-matched reference, the truths drawn per replicate,
 and the Gaussian-process known-answer control."""
 
-import dataclasses
 import math
 
 import numpy as np
@@ -15,10 +14,11 @@ from simulate.references.classical import (
 )
 from simulate.sweep.gp import gp_metrics, gp_posterior
 from simulate.sweep.spec import HOLDER_N_REF, SweepConfig, TruthSpec
+from tests.factories import verdict_entry
 from theory import gp_matern_exponent, hellinger_sq_pointwise, predicted_exponent
-from verify.analysis import analyse, entry_outcome, exit_status
-from verify.results import MetricResult
-from verify.slopes import Verdict, fit_slope
+from verify.analysis import analyse
+from verify.slopes import fit_slope
+from verify.status import entry_outcome, exit_status
 
 
 # --------------------------------------------------------------------------- reference
@@ -142,15 +142,15 @@ def test_gp_exponents_and_known_answers():
     assert gp_matern_exponent(0.5, 0.5, 1) == pytest.approx(-0.5)
     assert gp_matern_exponent(0.5, 2.5, 1) == pytest.approx(-1 / 6)
     assert gp_matern_exponent(0.5, 2.5, 1, "d") == pytest.approx(-1 / 12)
-    r = MetricResult(
-        estimator="gp-matern-2.5", expected_attainment=Verdict.FAIL,
-        attainment_verdict=Verdict.FAIL, verdict=Verdict.PASS,
-    )  # fmt: skip
-    assert entry_outcome(r) == "PASS"  # the over-smooth prior found slower: as known
-    for att, outcome in ((Verdict.PASS, "FAIL"), (Verdict.INCONCLUSIVE, "INCONCLUSIVE")):
-        assert entry_outcome(dataclasses.replace(r, attainment_verdict=att)) == outcome
+
+    def gp(att, expected="FAIL"):
+        return verdict_entry("gp-matern-2.5", "PASS", att, expected)
+
+    assert entry_outcome(gp("FAIL")) == "PASS"  # the over-smooth prior found slower: as known
+    for att, outcome in (("PASS", "FAIL"), ("INCONCLUSIVE", "INCONCLUSIVE")):
+        assert entry_outcome(gp(att)) == outcome
     # no known answer at a design: reported, not counted
-    assert entry_outcome(dataclasses.replace(r, expected_attainment=None)) == "PASS"
+    assert entry_outcome(gp("FAIL", expected=None)) == "PASS"
     with pytest.raises(ValueError, match="holder"):
         SweepConfig(truths=[TruthSpec("teacher", p=20)], ns=[10], estimator="gp",
                     gp_nus=[0.5]).validate()  # fmt: skip
@@ -168,7 +168,7 @@ def test_known_answers_come_from_the_exponent_gap_against_the_allowance():
     only where two half-widths fit in 1/3 - 0.280 = 0.053: at R = 20, not at R = 6.  The
     earlier rule (PASS iff nu = alpha) gave nu = 1.5 a known FAIL and the matched prior a
     known PASS, neither of which this design can show."""
-    from verify.analysis import expected_attainment
+    from verify.design import expected_attainment
     from verify.slopes import attainment_power, expected_slope_se, log_allowance
 
     spec = TruthSpec("holder", p=1, alpha=0.5)
@@ -182,18 +182,16 @@ def test_known_answers_come_from_the_exponent_gap_against_the_allowance():
 
     assert known(0.5, 20) == "UNDECIDABLE" and known(1.5, 20) is None
     assert known(2.5, 20) == "FAIL" and known(2.5, 6) is None
-    assert expected_attainment(spec, "asvi", "d2", A, {}) is None
+    assert expected_attainment(spec, "asvi", "d2", A, None) is None
     # alpha = 1.5 (|e|/2 = 0.375 > A): a matched prior's known answer is PASS
     spec15 = TruthSpec("holder", p=1, alpha=1.5)
     pw = attainment_power(ns, -0.75, A, expected_slope_se(ns, 20, 0.05), 20)
-    assert pw["separable"] and expected_attainment(spec15, "gp-matern-1.5", "d2", A, pw) == "PASS"
+    assert pw.separable and expected_attainment(spec15, "gp-matern-1.5", "d2", A, pw) == "PASS"
     # a FAIL against a known UNDECIDABLE is a contradiction of the control
-    r = MetricResult(estimator="gp-matern-0.5", metric="d2", attainment_verdict=Verdict.FAIL,
-                     expected_attainment=Verdict.UNDECIDABLE)  # fmt: skip
+    r = verdict_entry("gp-matern-0.5", "PASS", "FAIL", "UNDECIDABLE")
     assert entry_outcome(r) == "FAIL"
-    assert entry_outcome(dataclasses.replace(r, attainment_verdict=Verdict.INCONCLUSIVE)) == (
-        "INCONCLUSIVE"
-    )
+    r = verdict_entry("gp-matern-0.5", "PASS", "INCONCLUSIVE", "UNDECIDABLE")
+    assert entry_outcome(r) == "INCONCLUSIVE"
 
 
 @pytest.mark.slow
@@ -222,9 +220,9 @@ def test_gp_known_answer_through_the_harness(tmp_path):
     # UNDECIDABLE (as known) while its theorem test rejects e/2; the over-smooth prior is
     # found slower, which this design's 2h does not make a known answer (reported only)
     m = res[("gp-matern-0.5", "d2")]
-    assert m.attainment_verdict == m.expected_attainment == "UNDECIDABLE"
-    assert m.verdict == "PASS"
-    assert res[("gp-matern-2.5", "d2")].attainment_verdict == "FAIL"
+    assert m.attainment.verdict == m.decision.expected_attainment == "UNDECIDABLE"
+    assert m.theorem.verdict == "PASS"
+    assert res[("gp-matern-2.5", "d2")].attainment.verdict == "FAIL"
     assert exit_status(list(res.values())) == 0
 
 

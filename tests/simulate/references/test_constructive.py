@@ -27,8 +27,10 @@ from simulate.sweep.job import run_job
 from simulate.sweep.spec import SweepConfig, TruthSpec, fingerprint_fields, jobs_for
 from simulate.truths.functions import TeacherNetwork
 from tests.factories import EXIT_LINES, fake_records
-from verify.analysis import analyse, exit_status, reselect
+from verify.analysis import analyse
+from verify.records import reselect
 from verify.starts import ANSWERS, answer
+from verify.status import exit_status
 
 
 def _data(n=400, seed=0):
@@ -272,8 +274,8 @@ def test_verify_reports_the_arms_without_letting_them_decide(both_records):
     # the exit status is the random start's alone
     assert exit_status(results) == exit_status(prim)
     r = next(r for r in prim if r.metric == "d2" and r.truth == "holder-a0.5-p1-s0")
-    assert len(r.elbo_gap) == 3 and len(r.elbo_gap_ci) == 3
-    assert any(r.answer.startswith(v + ": at n = ") for v in ANSWERS.values())
+    assert len(r.starts.elbo_gap) == 3 and len(r.starts.elbo_gap_ci) == 3
+    assert any(r.starts.answer.startswith(v + ": at n = ") for v in ANSWERS.values())
     # --lam re-selects the arms that select by the ELBO, not the plain arm
     re = reselect(both_records, 1e-3)
     for a, b in zip(both_records, re, strict=True):
@@ -330,7 +332,7 @@ def with_arms(recs, w_exp, w0_exp, r_elbo, w_elbo, w0_elbo, w0s_elbo=None, seed=
 def _answer_of(recs):
     res = analyse(recs)
     r = next(r for r in res if r.metric == "d2" and r.role == "primary")
-    return r.starts["answer_key"], r
+    return r.starts.answer_key, r.starts
 
 
 @pytest.mark.parametrize(
@@ -357,14 +359,14 @@ def test_the_comparison_gives_the_designed_answer(r_exp, w_exp, w0_exp, elbos, w
     n, C the protocol's arm (W0s); the risks, W's drift and the objective's evidence are
     reported beside it.  The earlier code ORed three level criteria into "objective"."""
     recs = with_arms(fake_records(r_exp, -0.75, alpha=1.5, noise=0.02), w_exp, w0_exp, *elbos)
-    key, r = _answer_of(recs)
-    assert key == want, r.answer
-    assert r.constructive_arm == "W0s"
-    assert r.elbo_gap[-1] == pytest.approx(elbos[1] - elbos[0], abs=3)
-    assert r.slope_constructive == pytest.approx(w_exp, abs=0.05)
-    assert "ELBO(W0s) - ELBO(R)" in r.answer and "attains" not in r.answer
+    key, c = _answer_of(recs)
+    assert key == want, c.answer
+    assert c.constructive_arm == "W0s"
+    assert c.elbo_gap[-1] == pytest.approx(elbos[1] - elbos[0], abs=3)
+    assert c.slope_constructive == pytest.approx(w_exp, abs=0.05)
+    assert "ELBO(W0s) - ELBO(R)" in c.answer and "attains" not in c.answer
     if want == "optimiser":  # no constructive candidate is both better in risk and worse
-        assert r.starts["objective_evidence"] == []
+        assert c.objective_evidence == ()
 
 
 def test_the_protocols_arm_is_the_criterion():
@@ -376,7 +378,7 @@ def test_the_protocols_arm_is_the_criterion():
                      -1000, -900, -1400, -1300)  # fmt: skip
     res = analyse(recs, protocol=protocol_with(starts_arm="W"))
     r = next(r for r in res if r.metric == "d2" and r.role == "primary")
-    assert r.constructive_arm == "W" and r.starts["answer_key"] == "optimiser"
+    assert r.starts.constructive_arm == "W" and r.starts.answer_key == "optimiser"
 
 
 def test_undecided_when_nothing_separates():
@@ -385,10 +387,9 @@ def test_undecided_when_nothing_separates():
     recs = with_arms(
         fake_records(-0.375, -0.75, alpha=1.5), -0.375, -0.375, -1000, -1000, -1000, -1000
     )
-    key, r = _answer_of(recs)
-    r = r.starts
+    key, c = _answer_of(recs)
     assert key == "undecided"
-    assert answer(r)[0] == "undecided"
+    assert answer(c)[0] == "undecided"
 
 
 def test_estimator_starts_from_the_spline():
@@ -441,14 +442,15 @@ def test_verify_rates_with_both_starts_end_to_end(tmp_path):
     assert r.returncode in EXIT_LINES, r.stderr  # not bad input (2), not a crash (4)
     assert EXIT_LINES[r.returncode] in r.stdout  # the code is the report's own conclusion
     assert "constructive start against random start" in r.stdout and "answer:" in r.stdout
-    report = json.loads(rep.read_text())
+    report = json.loads(rep.read_text())["results"]
     entry = next(e for e in report if e["estimator"] == "asvi" and e["metric"] == "d2")
+    starts = entry["starts"]
     for k in (
         "elbo_gap", "elbo_gap_ci", "slope_constructive", "slope_random",
         "attainment_verdict_constructive", "attainment_verdict_random",
     ):  # fmt: skip
-        assert entry[k] is not None, k
-    assert len(entry["elbo_gap"]) == len(entry["ns"]) == len(entry["elbo_gap_ci"])
+        assert starts[k] is not None, k
+    assert len(starts["elbo_gap"]) == len(entry["curve"]["ns"]) == len(starts["elbo_gap_ci"])
     assert {e["role"] for e in report if e["estimator"] != "asvi"} == {"arm"}
     assert "constructive against random start" in md.read_text()
     assert (tmp_path / "figs" / "holder-a0.5-p1-s0.png").exists()
@@ -472,7 +474,8 @@ def test_the_figure_draws_what_the_analysis_found():
     from verify.render import draw_elbo_gap_panel, draw_rate_panel
 
     recs = with_arms(fake_records(-0.375, -0.75, alpha=1.5), -0.75, -0.75, -1000, -900, -950)
-    _, r = _answer_of(recs)
+    res = analyse(recs)
+    r = next(r for r in res if r.metric == "d2" and r.role == "primary")
     fig, (ax, gx) = plt.subplots(1, 2)
     draw_rate_panel(ax, r)
     drawn = [np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()]
@@ -480,11 +483,11 @@ def test_the_figure_draws_what_the_analysis_found():
     def is_drawn(values):
         return any(d.shape == (len(values),) and np.allclose(d, values) for d in drawn)
 
-    assert is_drawn(r.mean) and is_drawn(r.reference_mean)
+    assert is_drawn(r.curve.mean) and is_drawn(r.attainment.reference.mean)
     for arm in ("W", "W0", "W0s", "P"):
-        assert is_drawn(r.starts["arms"][arm]["d2"]), arm
+        assert is_drawn(r.starts.arms[arm].d2), arm
     draw_elbo_gap_panel(gx, r)
     gaps = [np.asarray(line.get_ydata(), dtype=float) for line in gx.get_lines()]
-    assert any(g.shape == (4,) and np.allclose(g, r.elbo_gap) for g in gaps)
-    assert r.starts["answer_key"] in gx.get_title()
+    assert any(g.shape == (4,) and np.allclose(g, r.starts.elbo_gap) for g in gaps)
+    assert r.starts.answer_key in gx.get_title()
     plt.close(fig)

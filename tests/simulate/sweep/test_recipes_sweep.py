@@ -121,6 +121,7 @@ def _rec(truth, n, rep, elbos, d2=0.1):
 
     arms = {a: arm(elbos[a]) for a in ("W0", "W0s", "W", "P")}
     return {"cell": {"truth": truth, "n": n, "replicate": rep}, "failed": False,
+            "truth": {"kind": "holder", "p": 1, "alpha": 0.5, "seed": 0},
             "config": {"widths": [2], "stop_rule": {"max_steps": 10}, "seed": 0},
             **arm(elbos["R"]), "arms": arms}  # fmt: skip
 

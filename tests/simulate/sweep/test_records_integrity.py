@@ -246,9 +246,9 @@ def test_verify_excludes_failed_cells_and_says_so():
     victim = next(r for r in recs if r["cell"]["replicate"] == 2 and r["cell"]["n"] == 1000)
     victim.update(failed=True, selected_width=None, metrics=dict.fromkeys(victim["metrics"]))
     res = analyse(recs)
-    assert all(r.excluded_replicates == [2] for r in res)
-    assert all(2 not in r.replicates and len(r.replicates) == 4 for r in res)
-    assert res[0].failed_cells == [[1000, 2]]
+    assert all(r.replicates.excluded == (2,) for r in res)
+    assert all(2 not in r.replicates.used and len(r.replicates.used) == 4 for r in res)
+    assert res[0].replicates.failed_cells == ((1000, 2),)
     assert "FAILED cells" in format_results(res) and "(1000, 2)" in format_results(res)
 
 
@@ -333,7 +333,7 @@ def test_verify_json_into_a_missing_folder_is_created(tmp_path, recorded):
     r = cli("verify.rates", "--records", str(path), "--json", str(rep), "--figures",
             str(tmp_path / "f"))  # fmt: skip
     assert r.returncode in (0, 1, 3), r.stderr
-    assert len(json.loads(rep.read_text())) == 3
+    assert len(json.loads(rep.read_text())["results"]) == 3
 
 
 def test_a_crash_is_exit_4_with_its_traceback(recorded, monkeypatch, capsys):

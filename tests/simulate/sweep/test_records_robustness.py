@@ -211,7 +211,7 @@ def test_mixed_fingerprints_without_their_fields_are_named_not_a_crash(recorded,
 def test_control_fields_are_the_control_configurations_fields(change):
     from simulate.sweep.spec import fingerprint_fields
     from tests.simulate.sweep.test_records_integrity import cfg
-    from verify.analysis import control_config, control_fields
+    from verify.controls import control_config, control_fields
 
     c = cfg(**change)
     assert control_fields(fingerprint_fields(c)) == fingerprint_fields(control_config(c, 1))
@@ -222,7 +222,7 @@ def test_a_control_file_of_other_records_is_refused(recorded, tmp_path, capsys):
     ``--control-records``) is refused naming the field; the records' own control is used."""
     from simulate.sweep.runner import run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
-    from verify.analysis import control_config
+    from verify.controls import control_config
     from verify.rates import main
 
     _, path = recorded

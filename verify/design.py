@@ -1,0 +1,257 @@
+"""What an entry's verdicts take from the design, before its data: the exponent it is
+tested against, the theorem band's log power per truth, the refusals, the pilot cvs and
+the prospective power of both tests, a known-answer control's known answer, and the
+whole design's power before training (``verify.rates --dry-run``).
+
+Which truths the verdicts apply to:
+
+* **the theorem band's log power per truth** (:func:`band_log_power`): Hoelder truths are
+  held to Corollaries 6.1/6.2's ``log^(2 delta) n``; the teacher to Corollary 6.4's own
+  expression over the design's n (``theory.teacher_log_power``, its s0 the median of the
+  records' teachers' non-zero edges, L0 = 2, widest layer 10); the Gaussian-process
+  control to its proven rate, which carries no log;
+* **integer alpha is refused** (:func:`refusal`): ``simulate.truths.functions.
+  HolderFunction`` multiplies an integer alpha's coefficients by ``(1 + k)^-2``, so its
+  truths are smoother than named (an ideal projection estimator's slope is -0.79 at
+  alpha = 1 against e = -0.667): their verdicts are UNDECIDABLE with the reason stated;
+* **alpha > 2 is refused for attainment**: the linear-spline reference saturates at
+  ``n^(-4/(4+p))``, so beyond alpha = 2 it no longer attains the class's rate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulate.sweep.spec import SweepConfig, TruthSpec
+from theory import gp_matern_exponent, log_factor_power, teacher_log_power
+from verify import protocol as protocols
+from verify.slopes import (
+    AttainmentPower,
+    Power,
+    Verdict,
+    attainment_power,
+    expected_slope_se,
+    log_allowance,
+    power_check,
+)
+
+__all__ = [
+    "PRIMARY_METRIC",
+    "REFERENCE_SATURATION_ALPHA",
+    "DesignPower",
+    "Prospective",
+    "band_log_power",
+    "design_power",
+    "expected_attainment",
+    "gp_nu",
+    "is_control",
+    "predicted",
+    "prospective",
+    "refusal",
+]
+
+# The exit status is decided by d^2 alone (the left side of Theorems 4.1 and 5.1); d and
+# squared L2 are near-transforms of it, reported beside it and not counted again.
+PRIMARY_METRIC = "d2"
+
+# the linear spline's approximation order: the reference attains n^(-2a/(2a+p)) up to a = 2
+REFERENCE_SATURATION_ALPHA = 2.0
+
+
+def is_control(estimator: str) -> bool:
+    """Whether an estimator is the known-answer control's (``gp-matern-NU``)."""
+    return estimator.startswith("gp-matern-")
+
+
+def gp_nu(estimator: str) -> float:
+    """The Matern smoothness of a ``"gp-matern-NU"`` estimator name."""
+    if not estimator.startswith("gp-matern-"):
+        raise ValueError(f"not a Gaussian-process estimator: {estimator!r}")
+    return float(estimator.removeprefix("gp-matern-"))
+
+
+def predicted(spec: TruthSpec, estimator: str, metric: str) -> float:
+    """The exponent an estimator's entry is tested against: the paper's (ASVI), or the
+    Gaussian-process prior's proven one (``theory.gp_matern_exponent``)."""
+    if estimator == "asvi":
+        return spec.predicted(metric)
+    return float(gp_matern_exponent(spec.alpha, gp_nu(estimator), spec.p, metric))
+
+
+def band_log_power(
+    spec: TruthSpec, ns, edges: list[int], estimator: str, metric: str, delta: float,
+    key: str | None = None,
+) -> float:  # fmt: skip
+    """The log power c of the theorem band ``[e, e + c ell]`` for one truth (module
+    docstring): ``2 delta`` (Hoelder, Corollaries 6.1/6.2; delta for d), Corollary 6.4's
+    own expression over the design's n (the teacher; ``edges``: its replicates' teachers'
+    non-zero edge counts), 0 (the Gaussian-process control)."""
+    if is_control(estimator):
+        return 0.0
+    if spec.kind == "teacher":
+        if not edges:
+            raise ValueError(
+                f"{key or spec.key}: the records do not carry the teacher's edge count"
+            )
+        s0 = int(round(float(np.median(edges))))
+        return float(teacher_log_power(list(ns), s0, spec.p, delta=delta, metric=metric))
+    return float(log_factor_power(metric, delta))
+
+
+def refusal(spec: TruthSpec) -> tuple[str | None, str | None]:
+    """``(verdicts, attainment)``: why a truth's verdicts, or its attainment test alone,
+    are refused (module docstring); None where they apply."""
+    if spec.kind != "holder":
+        return None, None
+    a = float(spec.alpha)
+    if a.is_integer():
+        return (
+            f"integer alpha = {a:g}: the construction is smoother than named (its"
+            " coefficients carry (1 + k)^-2); use a non-integer alpha",
+            None,
+        )
+    if a > REFERENCE_SATURATION_ALPHA:
+        return None, (f"alpha = {a:g} > 2: the linear-spline reference saturates at n^(-4/(4+p))")
+    return None, None
+
+
+def expected_attainment(
+    spec: TruthSpec, estimator: str, metric: str, allowance: float,
+    power: AttainmentPower | None,
+) -> Verdict | None:  # fmt: skip
+    """The known answer of a control entry's attainment test, derived from the proven
+    exponent gap ``g = e_nu - e`` (``theory.gp_matern_exponent`` against the class's
+    exponent) against the allowance, with ``h`` the design's prospective half-width of the
+    paired difference and ``gap = |e| / 2 - allowance`` (``power``:
+    :func:`verify.slopes.attainment_power`):
+
+    * FAIL when ``g > allowance + 2 h`` (the design shows the prior slower);
+    * when ``g <= allowance - 2 h`` (the design shows it within the allowance): PASS where
+      ``gap > 0``, UNDECIDABLE where the allowance eats half the rate (a pass is withheld);
+    * None otherwise: ``g`` lies within two half-widths of the allowance, so this design
+      has no known answer (the entry is reported, not counted).
+
+    None for ASVI (no known answer)."""
+    if not is_control(estimator):
+        return None
+    g = predicted(spec, estimator, metric) - spec.predicted(metric)
+    h = power.half_width
+    if g > allowance + 2 * h:
+        return Verdict.FAIL
+    if g <= allowance - 2 * h:
+        return Verdict.PASS if power.gap > 0 else Verdict.UNDECIDABLE
+    return None
+
+
+@dataclass(frozen=True)
+class Prospective:
+    """Everything an entry's verdicts take from the design before its data: the
+    ``predicted`` exponent, the band's log power, the pilot cv and the slope SE it
+    implies, the theorem test's power, the attainment allowance (its log power in the
+    metric's own scale and in slope units) with its power against half the reference's
+    rate, and a control's known answer."""
+
+    predicted: float
+    band_log_power: float
+    pilot_cv: float
+    slope_se: float
+    theorem_power: Power
+    allowance_log_power: float
+    allowance: float
+    attainment_power: AttainmentPower
+    expected_attainment: Verdict | None
+
+
+def _pilot_cvs(proto, key: str, spec: TruthSpec, estimator: str, metric: str):
+    """The protocol's pilot cvs (a cell's d^2, and the paired difference with the
+    reference) for one entry, in the metric's own scale: d, the square root of d^2, has
+    half the relative spread (delta method); squared L2 is taken as d^2's."""
+    kind = "gp" if is_control(estimator) else spec.kind
+    scale = log_factor_power(metric, 1) / log_factor_power(PRIMARY_METRIC, 1)
+    return (scale * proto.cv_for(key, kind), scale * proto.cv_for(key, kind, diff=True))
+
+
+def prospective(
+    spec: TruthSpec, key: str, ns, edges: list[int], estimator: str, metric: str,
+    replicates: int, proto: protocols.Protocol,
+) -> Prospective:  # fmt: skip
+    """:class:`Prospective` of one entry (the analysis and :func:`design_power` alike):
+    the allowance's log power is in the metric's own scale (d is the square root of
+    d^2)."""
+    ns = list(ns)
+    lp = band_log_power(spec, ns, edges, estimator, metric, proto.delta, key)
+    pred = predicted(spec, estimator, metric)
+    cv, cv_diff = _pilot_cvs(proto, key, spec, estimator, metric)
+    se = expected_slope_se(ns, replicates, cv)
+    power = dataclasses.replace(power_check(ns, pred, lp, se, replicates, proto.level), pilot_cv=cv)
+    c = (
+        proto.attainment_log_power
+        * log_factor_power(metric, 1)
+        / log_factor_power(PRIMARY_METRIC, 1)
+    )
+    allowance = log_allowance(ns, c)
+    a_power = dataclasses.replace(
+        attainment_power(ns, spec.predicted(metric), allowance,
+                         expected_slope_se(ns, replicates, cv_diff), replicates, proto.level),
+        pilot_cv_diff=cv_diff,
+    )  # fmt: skip
+    return Prospective(
+        predicted=pred, band_log_power=lp, pilot_cv=cv, slope_se=se, theorem_power=power,
+        allowance_log_power=c, allowance=allowance, attainment_power=a_power,
+        expected_attainment=expected_attainment(spec, estimator, metric, allowance, a_power),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DesignPower:
+    """One truth and estimator's power before training (:func:`design_power`, d^2); the
+    attainment columns None where the truth has no attainment test."""
+
+    truth: str
+    estimator: str
+    refused: str | None
+    attainment_refused: str | None
+    predicted: float
+    band_log_power: float
+    pilot_cv: float
+    slope_se: float
+    theorem_power: Power
+    attainment_power: AttainmentPower | None
+    allowance: float | None
+    expected_attainment: Verdict | None
+
+
+def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPower]:
+    """The prospective power of a sweep's design before any training, per truth and
+    estimator (d^2): the band's log power, the pilot cv and the slope SE it implies
+    (``verify.slopes.expected_slope_se``), the theorem test's power against e/2
+    (``power_check``), the attainment test's against half the reference's rate
+    (``attainment_power``) and, for the known-answer control, the answer the design
+    implies (:func:`expected_attainment`); a refusal where the verdicts do not apply.
+    The teacher's s0 is the median of the design's replicate teachers' edge counts."""
+    ests = ["asvi"] if cfg.estimator == "asvi" else [
+        f"gp-matern-{float(nu):g}" for nu in cfg.gp_nus
+    ]  # fmt: skip
+    m, R, ns = PRIMARY_METRIC, cfg.replicates, list(cfg.ns)
+    rows = []
+    for t in cfg.truths:
+        edges = [t.build(q).n_edges for q in range(R)] if t.kind == "teacher" else []
+        refused, att_refused = refusal(t)
+        for est in ests:
+            pro = prospective(t, t.key, ns, edges, est, m, R, proto)
+            attains = t.kind == "holder" and att_refused is None
+            rows.append(
+                DesignPower(
+                    truth=t.key, estimator=est, refused=refused, attainment_refused=att_refused,
+                    predicted=pro.predicted, band_log_power=pro.band_log_power,
+                    pilot_cv=pro.pilot_cv, slope_se=pro.slope_se,
+                    theorem_power=pro.theorem_power,
+                    attainment_power=pro.attainment_power if attains else None,
+                    allowance=pro.allowance if attains else None,
+                    expected_attainment=pro.expected_attainment if attains else None,
+                )
+            )  # fmt: skip
+    return rows
