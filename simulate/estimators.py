@@ -311,8 +311,8 @@ class _Base(BaseEstimator):
         return float(self.sigma) / y_scale, False
 
     def _hyper(self, n: int, depth: int, sigma: float) -> Hyper:
-        """The training hyperparameters (checked by ``Hyper.validate``: one rule per
-        field); the batch at most n."""
+        """The training hyperparameters (checked as ``Hyper`` is made: one rule per field);
+        the batch at most n."""
         return Hyper(
             likelihood=self._likelihood,
             sigma=sigma,
@@ -389,7 +389,6 @@ class _Base(BaseEstimator):
         n, p = X.shape
         sigma, learn_noise = self._sigma(getattr(self, "y_scale_", 1.0))
         hyper = self._hyper(n, depth, sigma)
-        hyper.validate()
         steps, rule = self._budget(n, hyper.batch_size)
         progress = _progress(self.progress, type(self).__name__)
         dev = resolve_device(self.device)

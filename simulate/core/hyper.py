@@ -1,4 +1,4 @@
-"""Hyperparameters of the batched core (:class:`Hyper`), validated in one place."""
+"""Hyperparameters of the batched core (:class:`Hyper`), validated where they are made."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)
 
 @dataclass(frozen=True)
 class Hyper:
-    """Hyperparameters; defaults are the paper's teacher experiment (appendix C.1)."""
+    """Hyperparameters; defaults are the paper's teacher experiment (appendix C.1).  Frozen
+    and validated when made (:meth:`validate`): a Hyper that exists is a valid one."""
 
     likelihood: str = "gaussian"  # "gaussian" or "categorical"
     sigma: float = 1.0  # Gaussian noise sd: known, or where learned its start (Trainer)
@@ -48,9 +49,12 @@ class Hyper:
     # weighted by t / kl_warmup (the terms reported stay the ELBO's); 0: none
     kl_warmup: int = 0
 
+    def __post_init__(self):
+        self.validate()
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first field outside :data:`HYPER_CONSTRAINTS`,
-        or the uniform slab's ``init_mu >= B0``."""
+        or the uniform slab's ``init_mu >= B0`` (run at construction)."""
         validate_params(self, HYPER_CONSTRAINTS)
         b = self.betas
         if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(map(_BETA.accepts, b))):
@@ -86,7 +90,8 @@ def inclusion_rate(lr: float, lr_inclusion: float | None, ramp: float | None, n:
     return rate
 
 
-# every field's allowed values (simulate.core.constraints), checked by Hyper.validate
+# every field's allowed values (simulate.core.constraints), checked by Hyper.validate (at
+# construction)
 HYPER_CONSTRAINTS = {
     "likelihood": [Options(tuple(LIKELIHOODS))],
     "slab": [Options(tuple(SLABS))],

@@ -96,8 +96,12 @@ class StopRule:
     lr_decays: int = 0  # plateaus that lower the learning rate before one stops the model
     lr_factor: float = 0.1  # the learning rate's multiplier at each such plateau
 
+    def __post_init__(self):
+        self.validate()
+
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first field outside its constraints."""
+        """Raise ``ValueError`` naming the first field outside its constraints (run at
+        construction: a rule that exists is a valid one)."""
         validate_params(self, _STOP_CONSTRAINTS)
 
     def doubled(self) -> StopRule:
@@ -151,7 +155,6 @@ class Convergence:
     """
 
     def __init__(self, rule: StopRule, E: int, device=None, held=None, not_before: int = 0):
-        rule.validate()
         self.rule, self.E = rule, E
         self.not_before, self._t = int(not_before), 0  # no window before it is quiet
         self._failed = torch.zeros(E, dtype=torch.bool, device=device)

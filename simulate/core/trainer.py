@@ -82,7 +82,6 @@ class Trainer:
         noise_floor: float = 1e-3,
         mlp: str = "batched",
     ):
-        hyper.validate()
         if learn_noise and hyper.likelihood != "gaussian":
             raise ValueError("learn_noise is for the Gaussian likelihood (regression)")
         if learn_noise and (int(noise_every) < 1 or not noise_floor > 0):

@@ -121,8 +121,8 @@ class TruthSpec:
 
 
 # the fields a sweep checks by constraint (simulate.core.constraints); the training
-# hyperparameters are Hyper's (SweepConfig.hyper_at(n).validate()), the stopping rule's
-# StopRule's, the cross-field rules (sample sizes, widths, starts, the GP control) code
+# hyperparameters are Hyper's (checked as SweepConfig.hyper_at(n) makes one), the stopping
+# rule's StopRule's, the cross-field rules (sample sizes, widths, starts, the GP control) code
 SWEEP_CONSTRAINTS = {
     **dict.fromkeys(
         (
@@ -308,10 +308,11 @@ class SweepConfig:
                     f"n = {n} leaves {self.n_train_at(n)} training point(s) beside the"
                     f" {self.n_val_at(n)} held out for the risk stop (stop_risk_tol); need 2"
                 )
-        self.stop_rule.validate()
-        # the training hyperparameters (lr, sigma, sigma_0, lambda_s, lam, init_sigma,
-        # init_nu, l3) are checked where they are defined: Hyper.validate
-        self.hyper_at(ns[0]).validate()
+        # the stopping rule's settings and the training hyperparameters (lr, sigma, sigma_0,
+        # lambda_s, lam, init_sigma, init_nu, l3) are checked where they are defined, as
+        # StopRule and Hyper are made
+        self.stop_rule_at(None)
+        self.hyper_at(ns[0])
         if self.continuation and self.restarts != 1:
             raise ValueError("width continuation and restarts are not combined: choose one")
         if self.start != "random":
