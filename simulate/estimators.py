@@ -70,6 +70,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from simulate.core import Hyper, Layout
 from simulate.core.constraints import POSITIVE, Count, Interval, check
 from simulate.core.hyper import PAPER_WIDTHS, inclusion_rate
+from simulate.core.options import StepOptions
 from simulate.core.posterior import select_width
 from simulate.core.recipe import build_trainer
 from simulate.core.stopping import StopRule
@@ -243,11 +244,11 @@ def _train(tr, steps, rule, risk, progress, learn_noise: bool):
             tr.fit(steps, progress=progress, record_every=record)
             return None
         return tr.fit_until(rule, progress=progress, risk=_bound(risk, tr))
-    tr.noise_updates = False
+    tr.pause_noise()
     if rule is None:
         warm = steps // 2
         tr.fit(warm, progress=progress, record_every=record)
-        tr.noise_updates = True
+        tr.resume_noise()
         tr.fit(steps - warm, progress=progress, record_every=record)
         return None
     # the warm-up ends at its first plateau: the learning rate is lowered in the EM phase
@@ -256,8 +257,8 @@ def _train(tr, steps, rule, risk, progress, learn_noise: bool):
     left = rule.max_steps - max(first["steps"])
     if left <= 0:  # the cap ended the warm-up: EM never ran
         return first
-    tr.frozen.zero_()  # failed models stay held (state.health)
-    tr.noise_updates = True
+    tr.release_stopped()  # failed models stay held (state.health)
+    tr.resume_noise()
     second = tr.fit_until(replace(rule, max_steps=left), progress=progress, risk=_bound(risk, tr))
     second["steps"] = [a + b for a, b in zip(first["steps"], second["steps"], strict=True)]
     return second
@@ -402,13 +403,16 @@ class _Base(BaseEstimator):
             # as the rate tiers once used it, RESULTS.md)
             rule = replace(rule, risk_tol=0.1)
             risk = self._validation_risk(Xv, yv)
-        noise_every = 100 if rule is None else rule.window
+        options = StepOptions(
+            compile=bool(self.compile),
+            learn_noise=learn_noise,
+            noise_every=100 if rule is None else rule.window,
+            noise_floor=NOISE_FLOOR,
+        )
         t0 = time.perf_counter()
         tr = build_trainer(
             hyper, widths, seeds, Xt, yt, [0] * len(widths),
-            depth=depth, out_dim=out_dim, compile=bool(self.compile), device=dev, dtype=dtype,
-            init_from=init, learn_noise=learn_noise, noise_every=noise_every,
-            noise_floor=NOISE_FLOOR,
+            depth=depth, out_dim=out_dim, options=options, device=dev, dtype=dtype, init_from=init,
         )  # fmt: skip
         conv = _train(tr, steps, rule, risk, progress, learn_noise)
         self.fit_time_s_ = time.perf_counter() - t0

@@ -23,6 +23,7 @@ from simulate.core.constraints import (
     validate_params,
 )
 from simulate.core.hyper import Hyper, inclusion_rate
+from simulate.core.options import StepOptions
 from simulate.core.posterior import select_width
 from simulate.core.stopping import StopRule
 from simulate.sweep.records import (
@@ -157,8 +158,6 @@ SWEEP_CONSTRAINTS = {
     **dict.fromkeys(("stop_tol", "stop_kl_abs"), [POSITIVE]),
     **dict.fromkeys(("stop_risk_tol", "lambda_s"), [POSITIVE, None]),
     "stop_val_fraction": [Interval(Real, 0, 0.5, "right")],
-    "compile": [BOOL],
-    "mlp": [Options(("batched", "native"))],
     "estimator": [Options(("asvi", "gp"))],
     "start": [Options(("random", "constructive", "both"))],
 }
@@ -313,6 +312,7 @@ class SweepConfig:
         # StopRule and Hyper are made
         self.stop_rule_at(None)
         self.hyper_at(ns[0])
+        self.step_options()  # how the step runs (compile, mlp): checked as StepOptions is made
         if self.continuation and self.restarts != 1:
             raise ValueError("width continuation and restarts are not combined: choose one")
         if self.start != "random":
@@ -430,6 +430,11 @@ class SweepConfig:
             P = (p + 1) * w + (self.depth - 1) * (w + 1) * w + (w + 1)
             state = max(state, 6 * 3 * E * P * 4 + 6 * E * self.batch_at(n) * w * 4)
         return data + state
+
+    def step_options(self) -> StepOptions:
+        """How the sweep's steps run (``compile``, ``mlp``), made once here and handed whole
+        to every trainer of its jobs (``simulate.sweep.job``)."""
+        return StepOptions(compile=self.compile, mlp=self.mlp)
 
     def hyper_at(self, n: int) -> Hyper:
         """The training hyperparameters of the cells at sample size n: the config's, with
