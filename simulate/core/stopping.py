@@ -72,14 +72,14 @@ n = 1000, batch 128, widths 4..64, two replicates, 12,000 steps):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from numbers import Integral, Real
 
 import torch
 
 from simulate.core.constraints import INT_POSITIVE, POSITIVE, Interval, validate_params
 
-__all__ = ["StopRule", "Convergence"]
+__all__ = ["STOP_DEFAULTS", "StopRule", "Convergence"]
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,9 @@ class StopRule:
             d.pop("lr_factor")
         return d
 
+
+# the stopping rule's defaults by field, said once (SweepConfig's stop_* settings derive theirs)
+STOP_DEFAULTS = {f.name: f.default for f in fields(StopRule)}
 
 _STOP_CONSTRAINTS = {
     **dict.fromkeys(("max_steps", "window", "patience"), [INT_POSITIVE]),

@@ -25,6 +25,7 @@ import torch
 from torch._dynamo.utils import counters
 
 from simulate.core import Hyper, StepOptions
+from simulate.core.hyper import HYPER_DEFAULTS
 from simulate.core.recipe import train_models
 from simulate.sweep import tiers
 from simulate.sweep.parallel import map_unordered
@@ -74,7 +75,8 @@ def block_plan(method: str, steps: int, plan=None, mlp: str = "batched") -> dict
 
 
 def _batch(cfg: dict) -> int:
-    return min(1024, cfg["n"])
+    """The teacher experiment's batch, Hyper's default (1024; or n, if smaller)."""
+    return min(HYPER_DEFAULTS["batch_size"], cfg["n"])
 
 
 def tier_steps(cfg: dict) -> int:
