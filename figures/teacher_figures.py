@@ -11,6 +11,7 @@ import numpy as np
 
 from figures._io import save_figure, tex_escape, write_table
 from figures.paper_values import TABLE1_ASVI, TABLE1_EDGES, TABLE1_RMSE
+from simulate.core.hyper import HYPER_DEFAULTS
 from simulate.core.posterior import select_width
 from simulate.experiments.table1 import METHODS
 
@@ -22,7 +23,7 @@ def _mean_se(a):
     return a.mean(0), (a.std(0, ddof=1) / np.sqrt(len(a)) if len(a) > 1 else np.nan * a[0])
 
 
-def asvi_selection(recs, lam: float = 10.0):
+def asvi_selection(recs, lam: float = HYPER_DEFAULTS["lam"]):
     """Per replicate: (selected width, its RMSE, its edges), from the SVI records."""
     out = []
     for r in sorted((x for x in recs if x["method"] == "SVI"), key=lambda x: x["replicate"]):

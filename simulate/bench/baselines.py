@@ -84,7 +84,6 @@ class TextbookASVI:
     """
 
     def __init__(self, p: int, depth: int, width: int, hyper: Hyper, X, y, seed: int = 0):
-        hyper.validate()
         if hyper.slab != "gaussian" or hyper.likelihood != "gaussian" or hyper.l3 != "paper":
             raise ValueError(
                 "the textbook trainer covers the Gaussian slab, likelihood and paper L3"

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from simulate.bench.flops import workload_flops
-from simulate.core import Hyper
+from simulate.core import Hyper, StepOptions
 from simulate.core.recipe import build_trainer
 from simulate.sweep import tiers
 from simulate.sweep.spec import SweepConfig, group_widths, jobs_for, read_records
@@ -104,7 +104,7 @@ def _timed_program(prog: dict, steps: int, repeats: int, compile: bool, mlp: str
     data_index = [d for d in range(D) for _ in prog["widths"]]
     tr = build_trainer(
         Hyper(batch_size=prog["batch_size"]), widths, list(range(len(widths))), X, y,
-        data_index, depth=prog["depth"], compile=compile, mlp=mlp,
+        data_index, depth=prog["depth"], options=StepOptions(compile=compile, mlp=mlp),
     )  # fmt: skip
     tr.fit(3)  # warm-up (compilation included)
     rates = []

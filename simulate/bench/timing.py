@@ -37,7 +37,7 @@ import torch
 
 from simulate.bench.baselines import TextbookASVI, VmapEnsemble
 from simulate.bench.flops import BATCH, DEPTH, WIDTH, N, P, peak_rates, sync, workload_flops
-from simulate.core import Batch, Hyper, Trainer
+from simulate.core import Batch, Hyper, StepOptions, Trainer
 from simulate.core.hyper import PAPER_WIDTHS
 from simulate.core.recipe import build_trainer
 from simulate.experiments.table1 import METHODS, width_groups
@@ -86,7 +86,8 @@ def _trainer(
 ):  # fmt: skip
     return build_trainer(
         Hyper(batch_size=batch_size), widths, seeds, data.X, data.y, [0] * len(widths),
-        depth=depth, compile=compile, chunk=chunk, device=device, autograd=autograd, mlp=mlp,
+        depth=depth, device=device,
+        options=StepOptions(compile=compile, chunk=chunk, autograd=autograd, mlp=mlp),
     )  # fmt: skip
 
 
@@ -340,13 +341,13 @@ def table1_block_rate(
     Xs = torch.tensor(np.stack(X), dtype=torch.float32)
     ys = torch.tensor(np.stack(y), dtype=torch.float32)
     hyper = Hyper(family=METHODS[method], batch_size=BATCH)
+    options = StepOptions(compile=compile, autograd=autograd, mlp=mlp)
     trainers = []
     for ws in width_groups(PAPER_WIDTHS, groups):
         data_index = [r for r in range(replicates) for _ in ws]
         seeds = list(range(len(data_index)))
         tr = build_trainer(
-            hyper, ws * replicates, seeds, Xs, ys, data_index, depth=DEPTH, compile=compile,
-            autograd=autograd, mlp=mlp,
+            hyper, ws * replicates, seeds, Xs, ys, data_index, depth=DEPTH, options=options,
         )  # fmt: skip
         tr.fit(5)
         trainers.append(tr)

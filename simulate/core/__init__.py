@@ -78,6 +78,7 @@ from simulate.core.objective import (
     slab_params,
 )
 from simulate.core.optim import Factors, Optimizer, OptState, optimizer_of
+from simulate.core.options import StepOptions
 from simulate.core.paths import Info, Step, build_step, chunk_bounds
 from simulate.core.sampler import Inputs, Sampler
 from simulate.core.state import (
@@ -105,6 +106,7 @@ __all__ = [
     "optimizer_of",
     "Inputs",
     "Sampler",
+    "StepOptions",
     "StepSpec",
     "Consts",
     "Info",

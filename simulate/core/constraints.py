@@ -2,8 +2,9 @@
 
 A configuration class declares ``_constraints = {field: [allowed, ...]}`` (the shape of
 scikit-learn's ``_parameter_constraints``) and calls :func:`validate_params` once, where the
-values enter (``Hyper.validate``, ``SweepConfig.__post_init__``, ``StopRule.validate``; the
-estimators check their own parameters through :func:`check`).  A value is accepted when any
+values enter, as each is made (the ``__post_init__`` of ``Hyper``, ``StopRule``,
+``StepOptions`` and ``SweepConfig``; the estimators check their own parameters through
+:func:`check`).  A value is accepted when any
 of its field's constraints accepts it; the error names the field, what it must be and what
 it got, e.g. ``lr must be a finite number > 0, got -1``.
 

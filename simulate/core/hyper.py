@@ -1,8 +1,14 @@
-"""Hyperparameters of the batched core (:class:`Hyper`), validated in one place."""
+"""Hyperparameters of the batched core (:class:`Hyper`), validated where they are made, and
+the one table of the training hyperparameters' defaults (:data:`HYPER_DEFAULTS`: Hyper's
+own), from which the sweeps (``simulate.sweep.spec.SweepConfig``), the training recipes
+(``simulate.sweep.recipes``), the estimators (``simulate.estimators``) and the drivers
+derive theirs, overriding by name only where they must; with the paper's other settings
+said once (:data:`PAPER_MNIST`, :data:`LAMBDA_S_A`) and the sparsity price's rule at n
+(:func:`lambda_s_at`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from numbers import Integral, Real
 
 from simulate.core.constraints import INT_POSITIVE, POSITIVE, Interval, Options, validate_params
@@ -10,6 +16,7 @@ from simulate.core.families import FAMILIES
 from simulate.core.likelihoods import LIKELIHOODS
 from simulate.core.optim import OPTIMIZERS
 from simulate.core.slabs import SLABS
+from theory import lambda_s_rule
 
 # the teacher experiment's candidate widths (Table 1, appendix C.1), beside its defaults below
 PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)
@@ -17,7 +24,8 @@ PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)
 
 @dataclass(frozen=True)
 class Hyper:
-    """Hyperparameters; defaults are the paper's teacher experiment (appendix C.1)."""
+    """Hyperparameters; defaults are the paper's teacher experiment (appendix C.1).  Frozen
+    and validated when made (:meth:`validate`): a Hyper that exists is a valid one."""
 
     likelihood: str = "gaussian"  # "gaussian" or "categorical"
     sigma: float = 1.0  # Gaussian noise sd: known, or where learned its start (Trainer)
@@ -48,9 +56,12 @@ class Hyper:
     # weighted by t / kl_warmup (the terms reported stay the ELBO's); 0: none
     kl_warmup: int = 0
 
+    def __post_init__(self):
+        self.validate()
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first field outside :data:`HYPER_CONSTRAINTS`,
-        or the uniform slab's ``init_mu >= B0``."""
+        or the uniform slab's ``init_mu >= B0`` (run at construction)."""
         validate_params(self, HYPER_CONSTRAINTS)
         b = self.betas
         if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(map(_BETA.accepts, b))):
@@ -60,6 +71,35 @@ class Hyper:
 
 
 _BETA = Interval(Real, 0, 1, "left")
+
+# Every training hyperparameter's default, by name: Hyper's own fields, the one place each
+# is written.  A configuration that holds some of them (SweepConfig, the estimators'
+# parameter tables, the recipes' baseline) takes its defaults from here and overrides by
+# name only those it must (each override says why where it is made).
+HYPER_DEFAULTS = {f.name: f.default for f in fields(Hyper)}
+
+# The paper's MNIST experiment (appendix): where its settings differ from the teacher's
+# defaults above (the classifiers' defaults, ``simulate.estimators``, and the MNIST-1D
+# driver, ``simulate.experiments.realdata``; lambda there is its width grid's middle)
+PAPER_MNIST = {
+    "likelihood": "categorical", "sigma_0": 2.0, "lam": 600.0, "batch_size": 512,
+    "optimizer": "rmsprop",
+}  # fmt: skip
+
+# lambda_s = a (L + 1) log n, the paper's rule (theory.lambda_s_rule; L hidden layers): its
+# a per likelihood, the values with which the rule reproduces the paper's printed lambda_s
+# (3 for the teacher, a = 0.1; 50 for MNIST, a = 1.5).  The one table of a: the sweeps'
+# default (SweepConfig.lambda_s_a, ``--lambda-s-a``), the estimators' ``lambda_s="auto"``
+# and the real-data drivers read it by likelihood.
+LAMBDA_S_A = {"gaussian": 0.1, "categorical": 1.5}
+
+
+def lambda_s_at(n, depth: int, a: float) -> float:
+    """The sparsity price ``lambda_s = a (depth + 1) log n`` of the paper's rule
+    (``theory.lambda_s_rule``) at sample size ``n`` for ``depth`` hidden layers, as the
+    float ``Hyper.lambda_s`` takes; ``a`` from :data:`LAMBDA_S_A` unless a caller names
+    another (``--lambda-s-a``, a control's variant).  The one place the rule is applied."""
+    return float(lambda_s_rule(n, depth, a))
 
 
 def inclusion_rate(lr: float, lr_inclusion: float | None, ramp: float | None, n: int | None):
@@ -86,7 +126,8 @@ def inclusion_rate(lr: float, lr_inclusion: float | None, ramp: float | None, n:
     return rate
 
 
-# every field's allowed values (simulate.core.constraints), checked by Hyper.validate
+# every field's allowed values (simulate.core.constraints), checked by Hyper.validate (at
+# construction)
 HYPER_CONSTRAINTS = {
     "likelihood": [Options(tuple(LIKELIHOODS))],
     "slab": [Options(tuple(SLABS))],

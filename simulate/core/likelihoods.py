@@ -22,7 +22,7 @@ __all__ = ["LIKELIHOODS", "Categorical", "Gaussian", "likelihood_of"]
 class Gaussian:
     """``y = f(x) + N(0, sigma^2)``: ``sigma`` is ``hyper.sigma`` (the known noise of the
     theory), or per network ``sd [B]`` where the noise is learned (``Trainer(...,
-    learn_noise=True)``)."""
+    options=StepOptions(learn_noise=True))``)."""
 
     @staticmethod
     def nll(out: torch.Tensor, y: torch.Tensor, hyper, sd=None) -> torch.Tensor:

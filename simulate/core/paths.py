@@ -30,6 +30,7 @@ import torch
 from simulate.core.layout import mlp_nll_and_grad
 from simulate.core.objective import ELBOTerms, family_of, kl_terms
 from simulate.core.optim import OptState, optimizer_of
+from simulate.core.options import DEFAULT_OPTIONS, StepOptions
 from simulate.core.sampler import Inputs
 from simulate.core.state import State, record_failures
 from simulate.core.step import (
@@ -42,7 +43,6 @@ from simulate.core.step import (
 )
 
 __all__ = [
-    "MLP_KINDS",
     "AutogradKernel",
     "Info",
     "Step",
@@ -50,9 +50,6 @@ __all__ = [
     "chunk_bounds",
     "hand_written_kernel",
 ]
-
-# how the network's pass is computed (``StepSpec.mlp``)
-MLP_KINDS = ("batched", "native")
 
 # Every trainer compiles the same functions; past dynamo's default of 8 graphs per function
 # it would silently run later trainers' new shapes eagerly.
@@ -217,18 +214,19 @@ def uses_hand_written(hyper) -> bool:
 
 
 def build_step(
-    layout, hyper, n: int, consts: Consts, compile: bool = False, chunk: int | None = None,
-    autograd: bool = False, mlp: str = "batched",
-) -> Step:  # fmt: skip
-    """The step of E models (``layout.E``) on data of size ``n``, its path chosen once:
-    the hand-written kernel where it serves (:func:`uses_hand_written`) unless
-    ``autograd``, else the autograd path; ``compile`` compiles it; ``chunk`` (compiled
-    hand-written step only) models per kernel call; ``mlp`` (``StepSpec``; hand-written
-    step only) how the network's pass is computed."""
+    layout, hyper, n: int, consts: Consts, options: StepOptions = DEFAULT_OPTIONS
+) -> Step:
+    """The step of E models (``layout.E``) on data of size ``n``, its path chosen once
+    (:class:`~simulate.core.options.StepOptions`, validated where it was made): the
+    hand-written kernel where it serves (:func:`uses_hand_written`) unless
+    ``options.autograd``, else the autograd path; ``options.compile`` compiles it;
+    ``options.chunk`` (compiled hand-written step only) models per kernel call;
+    ``options.mlp`` (``StepSpec``; hand-written step only) how the network's pass is
+    computed.  The one check that needs the hyperparameters too: the fused pass
+    (``mlp="native"``) needs the hand-written step."""
     E = layout.E
-    hand = not autograd and uses_hand_written(hyper)
-    if mlp not in MLP_KINDS:
-        raise ValueError(f"mlp must be one of {MLP_KINDS}, got {mlp!r}")
+    compile, chunk, mlp = options.compile, options.chunk, options.mlp
+    hand = not options.autograd and uses_hand_written(hyper)
     if mlp == "native" and not hand:
         raise ValueError(
             "mlp='native' runs in the hand-written step; this family, L3 or autograd=True "
@@ -240,7 +238,7 @@ def build_step(
         if compile:
             _raise_recompile_limit()
             kernel = torch.compile(kernel, dynamic=False)
-            chunk = E if chunk is None else min(int(chunk), E)
+            chunk = E if chunk is None else min(chunk, E)
         else:
             chunk = E
         return Step(spec, consts, kernel, True, bool(compile), chunk)

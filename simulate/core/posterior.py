@@ -29,7 +29,7 @@ class Posterior:
     params: torch.Tensor  # [3, E, P]
     seeds: torch.Tensor  # [E]
     eval_dtype: torch.dtype = torch.float64
-    # [E]: each model's learned Gaussian noise sd (``Trainer(learn_noise=True)``); None:
+    # [E]: each model's learned Gaussian noise sd (``StepOptions(learn_noise=True)``); None:
     # the known ``hyper.sigma``
     noise_sd: torch.Tensor | None = None
 

@@ -12,6 +12,7 @@ import torch
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout
 from simulate.core.objective import family_of
+from simulate.core.options import DEFAULT_OPTIONS, StepOptions
 from simulate.core.posterior import Posterior
 from simulate.core.state import Batch
 from simulate.core.trainer import Trainer
@@ -39,26 +40,20 @@ def build_trainer(
     *,
     depth: int,
     out_dim: int = 1,
-    compile: bool = False,
-    chunk: int | None = None,
+    options: StepOptions = DEFAULT_OPTIONS,
     device=None,
     dtype=torch.float32,
     init_from=None,
-    autograd: bool = False,
-    learn_noise: bool = False,
-    noise_every: int = 100,
-    noise_floor: float = 1e-3,
-    mlp: str = "batched",
 ) -> Trainer:
     """The first half of the recipe, ``Layout -> Batch -> Trainer``: one model per entry of
     ``widths`` (``depth`` hidden layers, padded together) on datasets ``X [D, n, p]``,
     ``y [D, n]`` (model e on dataset ``data_index[e]``) with their ``seeds``, untrained.
     The family's node scales (the horseshoe's) follow ``hyper.family``.  For drivers that step
-    the trainer themselves (the benchmark, runs evaluated every few epochs).  ``init_from``:
-    a start built by hand (``Trainer``; ``simulate.references.constructive``), else the random one;
-    ``autograd``: the autograd step path for any family (the hand-written kernels' check);
-    ``learn_noise``, ``noise_every``, ``noise_floor``: the noise sd learned with each model;
-    ``mlp``: how the network's pass is computed (``Trainer``)."""
+    the trainer themselves (the benchmark, runs evaluated every few epochs).  ``options``:
+    how the step runs (:class:`simulate.core.options.StepOptions`: compiled, chunked, the
+    network's pass, the autograd path, learned noise), made by the caller and handed to
+    the ``Trainer`` whole; ``init_from``: a start built by hand (``Trainer``;
+    ``simulate.references.constructive``), else the random one."""
     layout = Layout(
         X.shape[2], depth, list(widths), out_dim, node_scales=family_of(hyper).node_scales
     )
@@ -68,16 +63,10 @@ def build_trainer(
         hyper,
         seeds,
         batch,
+        options=options,
         device=device,
         dtype=dtype,
-        compile=compile,
-        chunk=chunk,
         init_from=init_from,
-        autograd=autograd,
-        learn_noise=learn_noise,
-        noise_every=noise_every,
-        noise_floor=noise_floor,
-        mlp=mlp,
     )
 
 
@@ -97,7 +86,7 @@ def train_models(
     **build,
 ) -> Trained:
     """Train the models of :func:`build_trainer` (``build``: its keywords -- ``depth``,
-    ``out_dim``, ``compile``, ``chunk``, ``device``, ``dtype``, ``learn_noise``, ...) for
+    ``out_dim``, ``options``, ``device``, ``dtype``, ``init_from``) for
     ``steps`` steps, or until ``rule`` (a :class:`simulate.core.stopping.StopRule`) stops
     each; the trainer, the posteriors and the stopping summary.  ``risk``: for a rule that
     watches the held-out risk, a function ``(trainer, params) -> [E]`` (``Trainer.fit_until``)."""

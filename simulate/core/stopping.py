@@ -72,14 +72,14 @@ n = 1000, batch 128, widths 4..64, two replicates, 12,000 steps):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from numbers import Integral, Real
 
 import torch
 
 from simulate.core.constraints import INT_POSITIVE, POSITIVE, Interval, validate_params
 
-__all__ = ["StopRule", "Convergence"]
+__all__ = ["STOP_DEFAULTS", "StopRule", "Convergence"]
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,12 @@ class StopRule:
     lr_decays: int = 0  # plateaus that lower the learning rate before one stops the model
     lr_factor: float = 0.1  # the learning rate's multiplier at each such plateau
 
+    def __post_init__(self):
+        self.validate()
+
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first field outside its constraints."""
+        """Raise ``ValueError`` naming the first field outside its constraints (run at
+        construction: a rule that exists is a valid one)."""
         validate_params(self, _STOP_CONSTRAINTS)
 
     def doubled(self) -> StopRule:
@@ -122,6 +126,9 @@ class StopRule:
             d.pop("lr_factor")
         return d
 
+
+# the stopping rule's defaults by field, said once (SweepConfig's stop_* settings derive theirs)
+STOP_DEFAULTS = {f.name: f.default for f in fields(StopRule)}
 
 _STOP_CONSTRAINTS = {
     **dict.fromkeys(("max_steps", "window", "patience"), [INT_POSITIVE]),
@@ -151,7 +158,6 @@ class Convergence:
     """
 
     def __init__(self, rule: StopRule, E: int, device=None, held=None, not_before: int = 0):
-        rule.validate()
         self.rule, self.E = rule, E
         self.not_before, self._t = int(not_before), 0  # no window before it is quiet
         self._failed = torch.zeros(E, dtype=torch.bool, device=device)

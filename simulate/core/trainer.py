@@ -17,6 +17,7 @@ from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout
 from simulate.core.native import check_supported
 from simulate.core.objective import ELBOTerms, draw_network, family_of, reference_terms
+from simulate.core.options import DEFAULT_OPTIONS, StepOptions
 from simulate.core.paths import Info, build_step
 from simulate.core.sampler import Sampler
 from simulate.core.state import Batch, init_state, put_models, take_models
@@ -29,23 +30,28 @@ __all__ = ["Compaction", "Trainer"]
 class Trainer:
     """Trains E models at once: owns the layout, masks, sampler, step and state.
 
-    The step path (``simulate.core.paths``) is chosen once here: the hand-written step (eager,
-    or with ``compile=True`` through ``torch.compile``: a one-time cost of seconds, cached
-    by torch on disk), or autograd through the sampler for the exact L3 (and with
-    ``autograd=True`` for any family: the hand-written kernels' check).  They compute the
-    same numbers up to float rounding; the eager paths are what most tests use.  ``chunk`` (compiled
-    hand-written step only): models per compiled call (``simulate.core.paths.chunk_bounds``);
-    it changes nothing but speed, and by default all models go in one call
-    (``BENCHMARKS.md`` has the measurements behind that default).  ``init_from``:
-    variational parameters ``[3, E, P]`` to start from instead of the seeded random start
-    (``simulate.references.constructive.encode``); the optimiser's moments start at zero either way,
-    and the random streams are the seeds' as usual.  ``mlp``: how the hand-written step
-    computes the network's pass -- ``"batched"`` (one product per layer over all models,
-    the default) or ``"native"`` (fused per model in C, ``simulate.core.native``: the
-    Gaussian likelihood on the CPU in float32; the same numbers to float rounding, 2-2.4x
-    the steps per second at batch 1024, about the same at batch 128: BENCHMARKS.md).
+    How the step runs is ``options`` (:class:`simulate.core.options.StepOptions`, made and
+    validated by the caller, passed whole).  The step path (``simulate.core.paths``) is
+    chosen once here: the hand-written step (eager, or with ``options.compile`` through
+    ``torch.compile``: a one-time cost of seconds, cached by torch on disk), or autograd
+    through the sampler for the exact L3 (and with ``options.autograd`` for any family: the
+    hand-written kernels' check).  They compute the same numbers up to float rounding; the
+    eager paths are what most tests use.  ``options.chunk`` (compiled hand-written step
+    only): models per compiled call (``simulate.core.paths.chunk_bounds``); it changes
+    nothing but speed, and by default all models go in one call (``BENCHMARKS.md`` has the
+    measurements behind that default).  ``init_from``: variational parameters ``[3, E, P]``
+    to start from instead of the seeded random start
+    (``simulate.references.constructive.encode``); the optimiser's moments start at zero
+    either way, and the random streams are the seeds' as usual.  ``options.mlp``: how the
+    hand-written step computes the network's pass -- ``"batched"`` (one product per layer
+    over all models, the default) or ``"native"`` (fused per model in C,
+    ``simulate.core.native``: the Gaussian likelihood on the CPU in float32; the same
+    numbers to float rounding, 2-2.4x the steps per second at batch 1024, about the same at
+    batch 128: BENCHMARKS.md).  The checks that need the options and the hyperparameters
+    together are made here before anything is built (learned noise, the fused pass's
+    platform) and in ``build_step`` (the fused pass's step path).
 
-    ``learn_noise`` (Gaussian likelihood only): each model's noise sd is learned with it, a
+    ``options.learn_noise`` (Gaussian likelihood only): each model's noise sd is learned with it, a
     point estimate maximising the ELBO, by variational EM: the step treats the current sd
     as known (``Consts.noise_sd``, starting at ``hyper.sigma``), and
     :meth:`update_noise` sets each model's sd to the ELBO's exact maximiser given its
@@ -55,10 +61,10 @@ class Trainer:
     since the last update (unbiased: each step's L1 is an unbiased estimate of the
     expected negative log-likelihood).  Alternating gradient steps on q with this exact
     step on sigma is an ascent of the joint ELBO; at a fixed point, sigma maximises the ELBO
-    given q.  :meth:`fit` updates every ``noise_every`` steps, :meth:`fit_until` at every
-    window end; the sd never falls below ``noise_floor`` (an interpolating fit would drive
-    it to zero).  Held models' sds stay where they are, and so do all of them while
-    ``noise_updates`` is False (a warm-up at the start value).
+    given q.  :meth:`fit` updates every ``options.noise_every`` steps, :meth:`fit_until` at
+    every window end; the sd never falls below ``options.noise_floor`` (an interpolating fit
+    would drive it to zero).  Held models' sds stay where they are, and so do all of them
+    after :meth:`pause_noise` until :meth:`resume_noise` (a warm-up at the start value).
 
     ``state`` is replaced by every step.  The eager step reuses the buffers of the state
     it is given (the returned state holds the same tensors, updated), so keep a
@@ -71,34 +77,24 @@ class Trainer:
         hyper: Hyper,
         seeds,
         batch: Batch,
+        *,
+        options: StepOptions = DEFAULT_OPTIONS,
         device=None,
         dtype=torch.float32,
-        compile: bool = False,
-        chunk: int | None = None,
         init_from: torch.Tensor | None = None,
-        autograd: bool = False,
-        learn_noise: bool = False,
-        noise_every: int = 100,
-        noise_floor: float = 1e-3,
-        mlp: str = "batched",
     ):
-        hyper.validate()
-        if learn_noise and hyper.likelihood != "gaussian":
+        if options.learn_noise and hyper.likelihood != "gaussian":
             raise ValueError("learn_noise is for the Gaussian likelihood (regression)")
-        if learn_noise and (int(noise_every) < 1 or not noise_floor > 0):
-            raise ValueError(
-                f"noise_every must be >= 1 and noise_floor > 0, got {noise_every}, {noise_floor}"
-            )
-        if chunk is not None and int(chunk) < 1:
-            raise ValueError(f"chunk must be a positive number of models, got {chunk}")
         if layout.node_scales != family_of(hyper).node_scales:
             raise ValueError(
                 "the horseshoe family needs Layout(..., node_scales=True), and only it"
             )
-        self.layout, self.hyper = layout, hyper
+        if options.mlp == "native":
+            check_supported(layout, hyper, torch.device(device or "cpu"), dtype)
+        self.layout, self.hyper, self.options = layout, hyper, options
         self.device, self.dtype = device, dtype
         self.seeds = torch.as_tensor(seeds, dtype=torch.int64, device=device).reshape(-1)
-        self.sampler = Sampler(layout, hyper, self.seeds, batch, device, dtype, bool(compile))
+        self.sampler = Sampler(layout, hyper, self.seeds, batch, device, dtype, options.compile)
         self.n = self.sampler.n
         self.mask = layout.mask(device, dtype)
         self.H = self.mask[:, : layout.P_net].sum(-1)
@@ -118,19 +114,15 @@ class Trainer:
         self.lr_scale = None  # [E, 3] learning-rate multipliers (Consts.lr_scale), or None
         self.history: list = []
         self.noise_sd = None
-        if learn_noise:
+        if options.learn_noise:
             self.noise_sd = torch.full((layout.E,), float(hyper.sigma), device=device, dtype=dtype)
-            self.noise_every, self.noise_floor = int(noise_every), float(noise_floor)
-            self.noise_updates = True  # False: the sds stay where they are (a warm-up)
+            self.noise_every, self.noise_floor = options.noise_every, options.noise_floor
+            self.noise_updates = True  # False: the sds stay where they are (pause_noise)
             self._rss_sum = torch.zeros(layout.E, dtype=torch.float64, device=device)
             self._rss_steps = 0
         widths = torch.as_tensor(layout.widths, dtype=torch.int64, device=device)
         consts = Consts(self.mask, self.H, self.node_index, self.noise_sd, widths)
-        self.step_fn = build_step(
-            layout, hyper, self.n, consts, bool(compile), chunk, autograd=autograd, mlp=mlp
-        )
-        if mlp == "native":
-            check_supported(layout, hyper, torch.device(device or "cpu"), dtype)
+        self.step_fn = build_step(layout, hyper, self.n, consts, options)
 
     @property
     def hand_written(self) -> bool:
@@ -178,6 +170,24 @@ class Trainer:
         self.noise_sd.copy_(new)  # in place: the step's constants hold this tensor
         self._rss_sum.zero_()
         self._rss_steps = 0
+
+    def pause_noise(self) -> None:
+        """Hold every model's learned noise sd where it is (a warm-up at the start value):
+        no updates, and the steps until :meth:`resume_noise` are not collected."""
+        if self.noise_sd is None:
+            raise ValueError("this trainer's noise is known (learn_noise=False)")
+        self.noise_updates = False
+
+    def resume_noise(self) -> None:
+        """Update the learned noise sds again (after :meth:`pause_noise`)."""
+        if self.noise_sd is None:
+            raise ValueError("this trainer's noise is known (learn_noise=False)")
+        self.noise_updates = True
+
+    def release_stopped(self) -> None:
+        """Train again every model the stopping rule stopped (:attr:`frozen`), from where it
+        stopped; failed models stay held (``state.health``)."""
+        self.frozen.zero_()
 
     def _learning_noise(self) -> bool:
         return self.noise_sd is not None and self.noise_updates

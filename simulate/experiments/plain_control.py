@@ -12,6 +12,7 @@ import time
 import numpy as np
 import torch
 
+from simulate.core.hyper import HYPER_DEFAULTS
 from simulate.core.layout import Layout
 from simulate.references.plain import train_plain, validation_split
 from theory.cli import Parser, run_main
@@ -27,7 +28,7 @@ def run(
     epochs: float = 160.0,
     min_steps: int = 20_000,
     batch_size: int = 128,
-    lr: float = 5e-3,
+    lr: float = HYPER_DEFAULTS["lr"],
     seed: int = 0,
     n_test: int = 20_000,
     progress=None,

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from simulate.core import Batch, Hyper
+from simulate.core.hyper import LAMBDA_S_A, PAPER_MNIST, lambda_s_at
 from simulate.core.posterior import select_width
 from simulate.core.recipe import build_trainer
 from simulate.sweep import tiers
@@ -55,7 +56,6 @@ from simulate.truths.data import (
     uci_splits,
     uci_standard_splits,
 )
-from theory import lambda_s_rule
 
 __all__ = [
     "DATASETS",
@@ -96,7 +96,7 @@ def _fit_splits(family, sigma, sigma0, Xs, ys, epochs, seed, eval_every=None, at
         sigma_0=sigma0,
         lr=1e-3,
         batch_size=min(256, n),
-        lambda_s=float(lambda_s_rule(n, 1, 0.1)),
+        lambda_s=lambda_s_at(n, 1, LAMBDA_S_A["gaussian"]),
     )
     tr = build_trainer(
         hyper,
@@ -350,17 +350,18 @@ def mnist_lambda(widths) -> float:
     return float(widths[len(widths) // 2])
 
 
-def _mnist_hyper(cfg: dict, n: int, lam: float, a: float = 1.5, **overrides) -> Hyper:
-    """The MNIST-1D runs' hyperparameters (the paper's MNIST settings): categorical
-    likelihood, sigma_0 = 2, lambda_s = a (L + 1) log n with L = 2 and the paper's a = 1.5, batch
-    512 (or n), lr 5e-3, the tier's optimiser; ``overrides`` replace any of them."""
+def _mnist_hyper(cfg: dict, n: int, lam: float, a: float | None = None, **overrides) -> Hyper:
+    """The MNIST-1D runs' hyperparameters (the paper's MNIST settings, ``PAPER_MNIST``):
+    categorical likelihood, sigma_0 = 2, lambda_s = a (L + 1) log n with L = 2 and the
+    paper's a (``LAMBDA_S_A``, 1.5; ``a`` another), batch 512 (or n), Hyper's lr, the tier's
+    optimiser; ``overrides`` replace any of them."""
+    a = LAMBDA_S_A["categorical"] if a is None else a
     kw = {
-        "likelihood": "categorical",
-        "sigma_0": 2.0,
-        "lambda_s": float(lambda_s_rule(n, 2, a)),
+        "likelihood": PAPER_MNIST["likelihood"],
+        "sigma_0": PAPER_MNIST["sigma_0"],
+        "lambda_s": lambda_s_at(n, 2, a),
         "lam": lam,
-        "batch_size": min(512, n),
-        "lr": 5e-3,
+        "batch_size": min(PAPER_MNIST["batch_size"], n),
         "optimizer": cfg["optimizer"],
     }
     return Hyper(**{**kw, **overrides})
@@ -505,7 +506,7 @@ def _train_control(tier, cfg, ctl, n, name, overrides, cache, log) -> dict:
     _, _, Xs, Xts = standardize(X, Xt)
     lam = mnist_lambda(cfg["widths"])
     over = dict(overrides)
-    hyper = _mnist_hyper(cfg, n, lam, a=over.pop("a", 1.5), **over)
+    hyper = _mnist_hyper(cfg, n, lam, a=over.pop("a", None), **over)
     E = ctl["seeds"]
     tr, _, curves = _mnist_fit(
         cfg, hyper, [ctl["width"]] * E, [7 + k for k in range(E)], Xs, y, Xts, yt,

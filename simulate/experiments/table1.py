@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from torch._dynamo.utils import counters
 
-from simulate.core import Hyper
+from simulate.core import Hyper, StepOptions
+from simulate.core.hyper import HYPER_DEFAULTS
 from simulate.core.recipe import train_models
 from simulate.sweep import tiers
 from simulate.sweep.parallel import map_unordered
@@ -74,7 +75,8 @@ def block_plan(method: str, steps: int, plan=None, mlp: str = "batched") -> dict
 
 
 def _batch(cfg: dict) -> int:
-    return min(1024, cfg["n"])
+    """The teacher experiment's batch, Hyper's default (1024; or n, if smaller)."""
+    return min(HYPER_DEFAULTS["batch_size"], cfg["n"])
 
 
 def tier_steps(cfg: dict) -> int:
@@ -106,9 +108,10 @@ def _block_data(reps, cfg: dict, teacher):
     return Xs, ys, Xt, yt
 
 
-def _train_group(method, reps, widths, group, cfg, data, compile: bool, mlp="batched") -> dict:
+def _train_group(method, reps, widths, group, cfg, data, options: StepOptions) -> dict:
     """Train the widths ``group`` (a subset of ``widths``) of every replicate in ``reps`` as
-    one batched program; per (replicate, width): test RMSE, edges, ELBO, failed."""
+    one batched program, its step run as ``options`` say; per (replicate, width): test
+    RMSE, edges, ELBO, failed."""
     Xs, ys, Xt, yt = data
     hyper = Hyper(family=METHODS[method], batch_size=_batch(cfg))
     m = list(METHODS).index(method)
@@ -117,7 +120,7 @@ def _train_group(method, reps, widths, group, cfg, data, compile: bool, mlp="bat
     data_index = [i for i in range(len(reps)) for _ in group]
     trained = train_models(
         hyper, group * len(reps), seeds, Xs, ys, data_index, depth=2, steps=tier_steps(cfg),
-        compile=compile, mlp=mlp,
+        options=options,
     )  # fmt: skip
     tr, post = trained.trainer, trained.posterior
     el = post.elbo(Xs, ys, data_index, draws=10)["elbo"]
@@ -145,12 +148,12 @@ def train_block(task) -> list[dict]:
     t0 = time.perf_counter()
     widths = list(cfg["widths"])
     data = _block_data(reps, cfg, TeacherNetwork(seed=0, bias=bias))
+    options = StepOptions(compile=plan["compile"], mlp=plan.get("mlp", "batched"))
     graphs0 = counters["stats"]["unique_graphs"]
     cells = {}
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
         for group in width_groups(widths, plan["groups"]):
-            cells.update(_train_group(method, reps, widths, group, cfg, data, plan["compile"],
-                                      plan.get("mlp", "batched")))  # fmt: skip
+            cells.update(_train_group(method, reps, widths, group, cfg, data, options))
     graphs = counters["stats"]["unique_graphs"] - graphs0
     out = []
     for r in reps:
@@ -170,8 +173,8 @@ def train_block(task) -> list[dict]:
                 "failed": list(failed),
                 "train_s": time.perf_counter() - t0,
                 "programs": plan["groups"],
-                "compiled": plan["compile"],
-                "mlp": plan.get("mlp", "batched"),
+                "compiled": options.compile,
+                "mlp": options.mlp,
                 "graphs_compiled": graphs,
             }
         )
@@ -229,8 +232,7 @@ def run_teacher(
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
     TeacherNetwork(seed=0, bias=bias)  # a bad convention fails before any file
-    if mlp not in ("batched", "native"):
-        raise ValueError(f"mlp must be 'batched' or 'native', got {mlp!r}")
+    StepOptions(mlp=mlp)  # a bad pass fails before any file (its check, ValueError)
     if mlp == "native":  # no compiler: a clear error before any file
         from simulate.core import native
 

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from simulate._alloc import tune_malloc
-from simulate.core.hyper import PAPER_WIDTHS
+from simulate.core.hyper import HYPER_DEFAULTS, PAPER_WIDTHS
 from simulate.estimators import ASVIRegressor, recipe_params
 from simulate.truths.functions import TeacherNetwork, make_regression_data
 from theory.cli import Parser, run_main
@@ -36,9 +36,10 @@ def run(
     teacher = TeacherNetwork(p=20, widths=(10, 10), seed=seed)
     X, y = make_regression_data(teacher, n, 20, 1.0, seed=10_000 + seed)
     Xt, yt = make_regression_data(teacher, n_test, 20, 1.0, seed=20_000 + seed)
-    model = ASVIRegressor(  # the paper's setting: known sigma = 1, targets as generated,
+    model = ASVIRegressor(  # the paper's setting (Hyper's defaults): known sigma = 1 and
         widths=widths, epochs=epochs, seed=seed, progress=progress, compile=compile,
-        sigma=1.0, standardize_y=False, lambda_s=3.0,
+        sigma=HYPER_DEFAULTS["sigma"], lambda_s=HYPER_DEFAULTS["lambda_s"],  # lambda_s = 3,
+        standardize_y=False,  # targets as generated,
         **recipe_params("baseline"),  # and the paper's optimiser (one lr, no plateaus)
     ).fit(X, y)  # fmt: skip
     k = model.selected_index_

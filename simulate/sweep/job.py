@@ -110,9 +110,8 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, star
     if val is not None:
         risk = _risk_fn(cfg, val[0][di], val[1][di])  # each model its replicate's points
     truth = f0t[di]  # each model against its replicate's truth
-    train = dict(
-        depth=cfg.depth, rule=cfg.stop_rule_at(n), compile=cfg.compile, risk=risk, mlp=cfg.mlp
-    )
+    options = cfg.step_options()  # how every trainer here steps (compile, mlp)
+    train = dict(depth=cfg.depth, rule=cfg.stop_rule_at(n), options=options, risk=risk)
     train_s = 0.0
     if "R" in arms:
         K = int(cfg.restarts)
@@ -158,7 +157,7 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, star
     # that the step can find, where W0s is a second-order approximation of it)
     t0 = time.perf_counter()
     tr = build_trainer(hyper, widths, seeds, batch.X, batch.y, di, init_from=scaled,
-                       depth=cfg.depth, compile=cfg.compile, mlp=cfg.mlp)  # fmt: skip
+                       depth=cfg.depth, options=options)  # fmt: skip
     tr.hold_locations()
     conv = tr.fit_until(train["rule"], risk=None if risk is None else (lambda q: risk(tr, q)))
     train_s += time.perf_counter() - t0

@@ -20,6 +20,10 @@ stays one setting away (``verify.rates --recipe``).  The settings:
 
 from __future__ import annotations
 
+from dataclasses import fields
+
+from simulate.sweep.spec import SweepConfig
+
 __all__ = ["DEFAULT_RECIPE", "RECIPES", "RECIPE_DEFAULTS", "recipe_settings"]
 
 # the recipe the sweeps' tiers, ``python -m simulate.sweep`` and the regressors
@@ -35,12 +39,13 @@ __all__ = ["DEFAULT_RECIPE", "RECIPES", "RECIPE_DEFAULTS", "recipe_settings"]
 DEFAULT_RECIPE = "logit-ramp-plateau"
 
 # the settings a recipe may change beyond a tier's budget, at their SweepConfig defaults
-# (the "baseline" recipe): every recipe's settings start from these, so that naming one
-# undoes another's
+# (the "baseline" recipe; read from SweepConfig, whose defaults are Hyper's and StopRule's):
+# every recipe's settings start from these, so that naming one undoes another's
+_SWEEP_DEFAULTS = {f.name: f.default for f in fields(SweepConfig)}
 RECIPE_DEFAULTS = {
-    "lr": 5e-3, "stop_lr_decays": 0, "stop_lr_factor": 0.1, "lr_inclusion": None,
-    "lr_inclusion_ramp": None, "batch_fraction": None, "kl_warmup": 0, "restarts": 1,
-    "continuation": False,
+    k: _SWEEP_DEFAULTS[k]
+    for k in ("lr", "stop_lr_decays", "stop_lr_factor", "lr_inclusion", "lr_inclusion_ramp",
+              "batch_fraction", "kl_warmup", "restarts", "continuation")
 }  # fmt: skip
 
 # name -> (what it changes, the SweepConfig settings).  "baseline" is the recipe every

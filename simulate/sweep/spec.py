@@ -22,9 +22,10 @@ from simulate.core.constraints import (
     check,
     validate_params,
 )
-from simulate.core.hyper import Hyper, inclusion_rate
+from simulate.core.hyper import HYPER_DEFAULTS, LAMBDA_S_A, Hyper, inclusion_rate, lambda_s_at
+from simulate.core.options import DEFAULT_OPTIONS, StepOptions
 from simulate.core.posterior import select_width
-from simulate.core.stopping import StopRule
+from simulate.core.stopping import STOP_DEFAULTS, StopRule
 from simulate.sweep.records import (
     RecordsError,
     code_hashes,
@@ -33,7 +34,7 @@ from simulate.sweep.records import (
     versions,
 )
 from simulate.truths.functions import HolderFunction, TeacherNetwork
-from theory import lambda_s_rule, predicted_exponent, teacher_exponent
+from theory import predicted_exponent, teacher_exponent
 
 __all__ = [
     "SCHEMA",
@@ -121,8 +122,8 @@ class TruthSpec:
 
 
 # the fields a sweep checks by constraint (simulate.core.constraints); the training
-# hyperparameters are Hyper's (SweepConfig.hyper_at(n).validate()), the stopping rule's
-# StopRule's, the cross-field rules (sample sizes, widths, starts, the GP control) code
+# hyperparameters are Hyper's (checked as SweepConfig.hyper_at(n) makes one), the stopping
+# rule's StopRule's, the cross-field rules (sample sizes, widths, starts, the GP control) code
 SWEEP_CONSTRAINTS = {
     **dict.fromkeys(
         (
@@ -157,8 +158,6 @@ SWEEP_CONSTRAINTS = {
     **dict.fromkeys(("stop_tol", "stop_kl_abs"), [POSITIVE]),
     **dict.fromkeys(("stop_risk_tol", "lambda_s"), [POSITIVE, None]),
     "stop_val_fraction": [Interval(Real, 0, 0.5, "right")],
-    "compile": [BOOL],
-    "mlp": [Options(("batched", "native"))],
     "estimator": [Options(("asvi", "gp"))],
     "start": [Options(("random", "constructive", "both"))],
 }
@@ -189,11 +188,26 @@ def gp_job_bytes(n: int, n_test: int, draws: int) -> int:
     return int(8 * (peak + 4 * m * int(draws)))
 
 
+# The training hyperparameters a sweep holds under Hyper's own names, copied into each
+# cell's Hyper as they are (SweepConfig.hyper_at); their defaults are Hyper's
+# (HYPER_DEFAULTS).  The sweep's own: lambda_s (None: the rule at each n, cell_lambda_s),
+# the batch (batch_at) and the logits' rate (lr_inclusion_at).
+SWEEP_HYPER = ("sigma", "sigma_0", "lam", "lr", "init_nu", "init_sigma", "l3", "kl_warmup")
+_H, _STOP = HYPER_DEFAULTS, STOP_DEFAULTS
+
+
 @dataclass(frozen=True)
 class SweepConfig:
     """What a sweep is: its truths, sample sizes, replicates, candidate widths, stopping
     rule, training hyperparameters and evaluation.  Frozen, and validated once, when it is
-    made (:meth:`validate`): a config that exists is a valid one."""
+    made (:meth:`validate`): a config that exists is a valid one.
+
+    Defaults said elsewhere, once: the training hyperparameters' are ``Hyper``'s
+    (``HYPER_DEFAULTS``), the stopping rule's ``StopRule``'s (``STOP_DEFAULTS``), the step's
+    options ``StepOptions``'s, ``lambda_s_a`` the rule's a for regression (``LAMBDA_S_A``).
+    The one override: ``batch_size`` 128 (Hyper's 1024 is the teacher experiment's at
+    n = 10,000; the sweeps start at n = 128-250, and every record since the first was
+    trained at 128)."""
 
     truths: list
     ns: list
@@ -203,29 +217,29 @@ class SweepConfig:
     width_scale: float = 1.0
     width_max: int = 256
     depth: int = 2
-    max_steps: int = 20_000  # simulate.core.stopping.StopRule
+    max_steps: int = _STOP["max_steps"]  # simulate.core.stopping.StopRule
     max_epochs: float | None = None  # None: the cap is max_steps at every n (stop_rule_at)
-    stop_window: int = 500
-    stop_tol: float = 5e-3
-    stop_patience: int = 2
-    stop_kl_abs: float = 2.0
+    stop_window: int = _STOP["window"]
+    stop_tol: float = _STOP["tol"]
+    stop_patience: int = _STOP["patience"]
+    stop_kl_abs: float = _STOP["kl_abs"]
     # None: off; else the stopping rule also waits for a held-out risk (StopRule.risk_tol):
     # each replicate's last stop_val_fraction of its n points (at least 2) are held out of
     # ASVI's training, and the rule watches the posterior mean's squared error on their y
     # from risk_draws posterior draws (n_val_at; simulate.sweep.job) -- never the truth
-    stop_risk_tol: float | None = None
+    stop_risk_tol: float | None = _STOP["risk_tol"]
     stop_val_fraction: float = 0.2
     risk_draws: int = 10
-    batch_size: int = 128
+    batch_size: int = 128  # the one override of Hyper's defaults (class docstring)
     # None: the batch is batch_size at every n; else it grows with n (batch_at):
     # max(batch_size, ceil(batch_fraction n)), at most n
     batch_fraction: float | None = None
     # plateaus that lower each model's learning rate by stop_lr_factor before one stops it
     # (simulate.core.stopping.StopRule.lr_decays; 0: off, the constant rate)
-    stop_lr_decays: int = 0
-    stop_lr_factor: float = 0.1
+    stop_lr_decays: int = _STOP["lr_decays"]
+    stop_lr_factor: float = _STOP["lr_factor"]
     # steps over which the KL part's gradient weight rises from 0 to 1 (Hyper.kl_warmup)
-    kl_warmup: int = 0
+    kl_warmup: int = _H["kl_warmup"]
     # random starts per candidate (seeds simulate.sweep.job.restart_seeds); each candidate
     # keeps the one of highest ELBO on its training points (1: no restarts)
     restarts: int = 1
@@ -233,28 +247,29 @@ class SweepConfig:
     # started from the narrower one's trained posterior with its new units near zero
     # (simulate.core.state.widen); False: every candidate from its own random start
     continuation: bool = False
-    lr: float = 5e-3
-    lr_inclusion: float | None = None  # the inclusion logits' learning rate (None: lr)
+    lr: float = _H["lr"]
+    lr_inclusion: float | None = _H["lr_inclusion"]  # the inclusion logits' rate (None: lr)
     # None: the logits' rate is lr_inclusion at every n; else it grows with n up to it
     # (lr_inclusion_at): min(lr_inclusion, lr max(1, n / lr_inclusion_ramp))
     lr_inclusion_ramp: float | None = None
-    sigma: float = 1.0
-    sigma_0: float = 0.8
-    lambda_s: float | None = None  # None: theory's a (L + 1) log n, L = depth
-    lambda_s_a: float = 0.1
-    lam: float = 10.0
-    l3: str = "paper"  # "paper" (eq. (loss3) as printed) or "exact" (simulate.core)
+    sigma: float = _H["sigma"]
+    sigma_0: float = _H["sigma_0"]
+    lambda_s: float | None = None  # None: theory's a (L + 1) log n, L = depth (cell_lambda_s)
+    lambda_s_a: float = LAMBDA_S_A["gaussian"]
+    lam: float = _H["lam"]
+    l3: str = _H["l3"]  # "paper" (eq. (loss3) as printed) or "exact" (simulate.core)
     n_test: int = 20_000
     draws: int = 30
     elbo_draws: int = 10
     seed: int = 0
     replicate_block: int = 3
-    init_nu: float = 0.99  # initial inclusion probability (simulate.core.Hyper)
-    init_sigma: float = 0.0025  # initial slab sd
-    compile: bool = False  # run the step through torch.compile (simulate.core.Trainer)
+    init_nu: float = _H["init_nu"]  # initial inclusion probability (simulate.core.Hyper)
+    init_sigma: float = _H["init_sigma"]  # initial slab sd
+    # run the step through torch.compile (simulate.core.options.StepOptions)
+    compile: bool = DEFAULT_OPTIONS.compile
     # the network's pass: "batched" (one product per layer over all models) or "native"
     # (fused per model in C, simulate.core.native: the same numbers to float rounding)
-    mlp: str = "batched"
+    mlp: str = DEFAULT_OPTIONS.mlp
     # "asvi", or "gp": the known-answer control (simulate.sweep.gp), exact Gaussian-process
     # posteriors under Matern priors of smoothness gp_nus, fixed length scale and amplitude
     estimator: str = "asvi"
@@ -308,10 +323,12 @@ class SweepConfig:
                     f"n = {n} leaves {self.n_train_at(n)} training point(s) beside the"
                     f" {self.n_val_at(n)} held out for the risk stop (stop_risk_tol); need 2"
                 )
-        self.stop_rule.validate()
-        # the training hyperparameters (lr, sigma, sigma_0, lambda_s, lam, init_sigma,
-        # init_nu, l3) are checked where they are defined: Hyper.validate
-        self.hyper_at(ns[0]).validate()
+        # the stopping rule's settings and the training hyperparameters (lr, sigma, sigma_0,
+        # lambda_s, lam, init_sigma, init_nu, l3) are checked where they are defined, as
+        # StopRule and Hyper are made
+        self.stop_rule_at(None)
+        self.hyper_at(ns[0])
+        self.step_options()  # how the step runs (compile, mlp): checked as StepOptions is made
         if self.continuation and self.restarts != 1:
             raise ValueError("width continuation and restarts are not combined: choose one")
         if self.start != "random":
@@ -430,21 +447,19 @@ class SweepConfig:
             state = max(state, 6 * 3 * E * P * 4 + 6 * E * self.batch_at(n) * w * 4)
         return data + state
 
+    def step_options(self) -> StepOptions:
+        """How the sweep's steps run (``compile``, ``mlp``), made once here and handed whole
+        to every trainer of its jobs (``simulate.sweep.job``)."""
+        return StepOptions(compile=self.compile, mlp=self.mlp)
+
     def hyper_at(self, n: int) -> Hyper:
         """The training hyperparameters of the cells at sample size n: the config's, with
         ``lambda_s`` from the theory's rule at n (``cell_lambda_s``) and the batch at most
         n."""
         return Hyper(
-            sigma=self.sigma,
-            sigma_0=self.sigma_0,
+            **{k: getattr(self, k) for k in SWEEP_HYPER},
             lambda_s=cell_lambda_s(self, n),
-            lam=self.lam,
             batch_size=self.batch_at(n),
-            lr=self.lr,
-            init_nu=self.init_nu,
-            init_sigma=self.init_sigma,
-            l3=self.l3,
-            kl_warmup=self.kl_warmup,
             lr_inclusion=self.lr_inclusion_at(n),
         )
 
@@ -548,9 +563,11 @@ def jobs_for(cfg: SweepConfig) -> list[Job]:
 
 
 def cell_lambda_s(cfg: SweepConfig, n: int) -> float:
+    """The sparsity price of the cells at sample size n: ``lambda_s`` as given, or the
+    paper's rule at n with the sweep's a (``simulate.core.hyper.lambda_s_at``)."""
     if cfg.lambda_s is not None:
         return float(cfg.lambda_s)
-    return float(lambda_s_rule(n, cfg.depth, cfg.lambda_s_a))
+    return lambda_s_at(n, cfg.depth, cfg.lambda_s_a)
 
 
 def candidate_widths(n: int, width_min: int = 2, scale: float = 1.0, width_max: int = 256):

@@ -199,3 +199,35 @@ def test_float64_estimator_runs(teacher_data):
     _, X, y, Xt, _ = teacher_data
     m = SVIRegressor(width=3, batch_size=256, epochs=1, dtype=torch.float64).fit(X, y)
     assert m.posterior_.params.dtype == torch.float64 and m.predict(Xt[:5]).shape == (5,)
+
+
+def test_the_estimators_defaults_are_hyper_s_but_the_named_overrides():
+    """The estimators' training defaults are Hyper's (``HYPER_DEFAULTS``, said once) except
+    these, named: the regressors' learned noise and lambda_s rule ("auto") and the default
+    recipe's logits' rate; the classifiers' the paper's MNIST settings and the rule."""
+    from dataclasses import replace
+
+    from simulate.core import Hyper
+    from simulate.core.hyper import HYPER_DEFAULTS
+    from simulate.estimators import BNNClassifier, BNNRegressor, recipe_params
+
+    own = {
+        ASVIRegressor: {"sigma": "auto", "lambda_s": "auto", "lr_inclusion": 0.1},
+        SVIRegressor: {"sigma": "auto", "lambda_s": "auto", "lr_inclusion": 0.1},
+        BNNRegressor: {"sigma": "auto", "lambda_s": "auto", "lr_inclusion": 0.1},
+        ASVIClassifier: {
+            "lambda_s": "auto", "sigma_0": 2.0, "lam": 600.0, "batch_size": 512,
+            "optimizer": "rmsprop",
+        },
+    }  # fmt: skip
+    own[SVIClassifier] = own[BNNClassifier] = own[ASVIClassifier]
+    for cls, overrides in own.items():
+        params = cls().get_params()
+        shared = set(params) & set(HYPER_DEFAULTS)
+        assert shared >= {"lr", "sigma_0", "lam", "batch_size", "optimizer", "l3", "slab"}
+        expected = {k: overrides.get(k, HYPER_DEFAULTS[k]) for k in shared}
+        assert {k: params[k] for k in shared} == expected, cls.__name__
+    # a fit at the paper's setting trains Hyper's defaults (the batch at most n)
+    X = np.random.default_rng(0).uniform(-1, 1, (200, 2))
+    m = SVIRegressor(width=2, epochs=1, **PAPER, **recipe_params("baseline")).fit(X, X[:, 0])
+    assert m.posterior_.hyper == replace(Hyper(), batch_size=200)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from simulate.core import Batch, Compaction, Hyper, Layout, Trainer
+from simulate.core import Batch, Compaction, Hyper, Layout, StepOptions, Trainer
 from simulate.core.sampler import Sampler
 from simulate.core.state import healthy, put_models, take_models
 from simulate.core.stopping import StopRule
@@ -30,7 +30,7 @@ def trained(compact, widths, family="spike_slab", l3="paper", p=2, risk=False, t
     h = Hyper(batch_size=64, family=family, l3=l3)
     layout = Layout(p, 2, widths, node_scales=family == "horseshoe")
     batch = Batch(X, y, torch.tensor([e % 2 for e in range(E)]))
-    tr = Trainer(layout, h, list(range(40, 40 + E)), batch, compile=True)
+    tr = Trainer(layout, h, list(range(40, 40 + E)), batch, options=StepOptions(compile=True))
     rule = StopRule(
         max_steps=1500, window=100, tol=2e-2, patience=1, risk_tol=0.5 if risk else None
     )

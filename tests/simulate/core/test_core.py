@@ -14,6 +14,7 @@ from simulate.core import (
     DrawSource,
     Hyper,
     Layout,
+    StepOptions,
     Trainer,
     chunk_bounds,
     draw_step_inputs,
@@ -311,7 +312,9 @@ def test_step_inputs_in_one_call_equal_the_streams_and_minibatch(sampling):
         assert torch.equal(u_slab[k], sm.eps_stream.uniform(5 * 2 + k))
         assert torch.equal(u_gum[k], sm.gumbel_stream.uniform(5 * 2 + k))
     held = torch.tensor([False, True, False])
-    compiled = Trainer(Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2), compile=True)
+    compiled = Trainer(
+        Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2), options=StepOptions(compile=True)
+    )
     for got, want in zip(compiled.sampler.draw(5, held), sm.draw(5, held), strict=True):
         assert torch.equal(got, want)
     off = torch.tensor([rng.offset_words(11), rng.offset_words(12)], dtype=torch.int32)
@@ -329,7 +332,7 @@ def test_chunks_cover_every_model_once_in_at_most_two_sizes():
             assert len(b) - 1 == -(-E // chunk) and sizes.max() - sizes.min() <= 1
     assert chunk_bounds(100, 27) == [0, 25, 50, 75, 100]
     with pytest.raises(ValueError, match="chunk"):
-        Trainer(Layout(3, 1, [2]), Hyper(batch_size=64), [0], make_batch(1), chunk=0)
+        StepOptions(chunk=0)
 
 
 def test_non_finite_loss_stops_that_model_only():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from simulate.core import Hyper
+from simulate.core import Hyper, StepOptions
 from simulate.core.recipe import build_trainer
 
 
@@ -19,11 +19,11 @@ def _data(n=400, seed=0, noise=0.3):
     return torch.tensor(X, dtype=torch.float32)[None], torch.tensor(y, dtype=torch.float32)[None]
 
 
-def _trainer(hyper, widths=(4, 6), learn=False, **kw):
+def _trainer(hyper, widths=(4, 6), learn=False, **options):
     X, y = _data()
     return build_trainer(
         hyper, list(widths), [11 + k for k in range(len(widths))], X, y, [0] * len(widths),
-        depth=2, learn_noise=learn, **kw,
+        depth=2, options=StepOptions(learn_noise=learn, **options),
     )  # fmt: skip
 
 
@@ -85,10 +85,10 @@ def test_held_models_keep_their_sd_and_the_history_records_it():
     assert tr.noise_sd[1].item() == 1.0 and tr.noise_sd[0].item() != 1.0
     assert "noise_sd" in tr.history[-1] and len(tr.history[-1]["noise_sd"]) == 2
     warm = _trainer(Hyper(sigma=0.1, **H), learn=True, noise_every=50)
-    warm.noise_updates = False  # a warm-up: sds fixed, and its steps not collected
+    warm.pause_noise()  # a warm-up: sds fixed, and its steps not collected
     warm.fit(120)
     assert warm._rss_steps == 0 and np.allclose(warm.noise_sd.numpy(), 0.1)
-    warm.noise_updates = True
+    warm.resume_noise()
     warm.fit(50)  # the first update averages these 50 steps only
     assert warm._rss_steps == 0 and not np.allclose(warm.noise_sd.numpy(), 0.1)
 
@@ -109,8 +109,13 @@ def test_learned_noise_is_refused_where_it_has_no_meaning():
     with pytest.raises(ValueError, match="known sigma"):
         tr.posterior().hellinger_sq(lambda X: X[:, 0], np.zeros((5, 2)))
     known = _trainer(Hyper(sigma=1.0, **H))
-    with pytest.raises(ValueError, match="noise is known"):
-        known.update_noise()
+    for method in (known.update_noise, known.pause_noise, known.resume_noise):
+        with pytest.raises(ValueError, match="noise is known"):
+            method()
+    with pytest.raises(ValueError, match="noise_every"):
+        StepOptions(learn_noise=True, noise_every=0)
+    with pytest.raises(ValueError, match="noise_floor"):
+        StepOptions(learn_noise=True, noise_floor=0.0)
 
 
 @pytest.mark.slow

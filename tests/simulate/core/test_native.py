@@ -19,7 +19,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulate.core import Hyper, Layout, mlp_nll_and_grad, native
+from simulate.core import Hyper, Layout, StepOptions, mlp_nll_and_grad, native
 from simulate.core.recipe import build_trainer
 
 pytestmark = pytest.mark.skipif(
@@ -172,7 +172,8 @@ def test_training_with_the_fused_pass_follows_the_batched_pass(kw):
     X, y = _data(3)
     out = []
     for mlp in ("batched", "native"):
-        tr = build_trainer(h, [4, 8, 6], [0, 1, 2], X, y, [0, 0, 0], depth=2, mlp=mlp, **kw)
+        options = StepOptions(mlp=mlp, **kw)
+        tr = build_trainer(h, [4, 8, 6], [0, 1, 2], X, y, [0, 0, 0], depth=2, options=options)
         start = tr.state.params.clone()
         for _ in range(20):
             tr.step()
@@ -200,8 +201,10 @@ def test_the_fused_pass_refuses_what_it_does_not_cover(kw, match):
     X, y = _data(2)
     if h.likelihood == "categorical":
         y = (y > 0).long()
+    options = {k: kw.pop(k) for k in ("autograd", "mlp") if k in kw}
     with pytest.raises(ValueError, match=match):
-        build_trainer(h, [4, 4], [0, 1], X, y, [0, 0], depth=1, **{"mlp": "native", **kw})
+        opts = StepOptions(**{"mlp": "native", **options})
+        build_trainer(h, [4, 4], [0, 1], X, y, [0, 0], depth=1, options=opts, **kw)
 
 
 def test_no_compiler_is_a_clear_error(monkeypatch, tmp_path):
@@ -312,8 +315,8 @@ def test_compaction_with_the_fused_pass_changes_nothing(monkeypatch):
         programs.clear()
         layout = Layout(2, 2, widths)
         batch = Batch(X, y, torch.zeros(len(widths), dtype=torch.int64))
-        tr = Trainer(layout, Hyper(batch_size=64), [40, 41, 42, 43], batch, compile=True,
-                     mlp="native")  # fmt: skip
+        tr = Trainer(layout, Hyper(batch_size=64), [40, 41, 42, 43], batch,
+                     options=StepOptions(compile=True, mlp="native"))  # fmt: skip
         rule = StopRule(max_steps=1500, window=100, tol=2e-2, patience=1)
         conv = tr.fit_until(rule, compact=compact)
         out.append((tr.state.params.clone(), conv, list(programs)))

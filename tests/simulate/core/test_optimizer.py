@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from simulate.core import Batch, Hyper, Layout, OptState, Trainer, optimizer_of
+from simulate.core import Batch, Hyper, Layout, OptState, StepOptions, Trainer, optimizer_of
 
 
 def _torch_optimizer(hyper, params):
@@ -80,7 +80,7 @@ def test_rmsprop_training_equals_torch_rmsprop(path):
     y = X[..., 0] + 0.1 * torch.randn(1, 256, generator=g, dtype=torch.float64)
     batch = Batch(X, y, torch.zeros(1, dtype=torch.int64))
     h = Hyper(batch_size=32, optimizer="rmsprop", l3="exact" if path == "autograd" else "paper")
-    kw = {"compile": path == "compiled", "autograd": path == "autograd"}
+    kw = {"options": StepOptions(compile=path == "compiled", autograd=path == "autograd")}
     tr = Trainer(Layout(3, 2, [4]), h, [7], batch, dtype=torch.float64, **kw)
     twin = Trainer(
         Layout(3, 2, [4]), dataclasses.replace(h, optimizer="adam"), [7], batch,

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from simulate.core import Batch, Hyper, Layout, Trainer
+from simulate.core import Batch, Hyper, Layout, StepOptions, Trainer
+
+COMPILED = StepOptions(compile=True)
 
 
 def test_compiled_step_tiny_with_a_frozen_model():
@@ -21,7 +23,7 @@ def test_compiled_step_tiny_with_a_frozen_model():
     batch = Batch(X, y, torch.zeros(2, dtype=torch.int64))
     h = Hyper(batch_size=32)
     a = Trainer(Layout(2, 1, [2, 3]), h, [4, 5], batch, dtype=torch.float64)
-    b = Trainer(Layout(2, 1, [2, 3]), h, [4, 5], batch, dtype=torch.float64, compile=True)
+    b = Trainer(Layout(2, 1, [2, 3]), h, [4, 5], batch, dtype=torch.float64, options=COMPILED)
     for _ in range(2):
         a.step(), b.step()
     for t in (a, b):
@@ -47,9 +49,14 @@ def test_compiled_step_matches_eager():
     for kw in kinds:  # the compiled draw graph: iid and permutation minibatches, K = 1, 2
         h = Hyper(batch_size=64, **kw)
         a = Trainer(Layout(3, 2, [3, 5]), h, [1, 2], batch, dtype=torch.float64)
-        b = Trainer(Layout(3, 2, [3, 5]), h, [1, 2], batch, dtype=torch.float64, compile=True)
+        b = Trainer(Layout(3, 2, [3, 5]), h, [1, 2], batch, dtype=torch.float64, options=COMPILED)
         c = Trainer(  # one compiled call per model (chunks of 1)
-            Layout(3, 2, [3, 5]), h, [1, 2], batch, dtype=torch.float64, compile=True, chunk=1
+            Layout(3, 2, [3, 5]),
+            h,
+            [1, 2],
+            batch,
+            dtype=torch.float64,
+            options=StepOptions(compile=True, chunk=1),
         )
         assert b.chunk == 2 and c.chunk == 1
         for _ in range(10):  # over one epoch (512 / 64 = 8 steps): a fresh permutation
@@ -79,7 +86,10 @@ def test_dense_hand_written_step_equals_autograd(compile):
     h = Hyper(family="dense", batch_size=64)
 
     def trainer(hyper=h, **kw):
-        return Trainer(Layout(3, 2, [4, 6]), hyper, [3, 4], batch, dtype=torch.float64, **kw)
+        return Trainer(
+            Layout(3, 2, [4, 6]), hyper, [3, 4], batch, dtype=torch.float64,
+            options=StepOptions(**kw),
+        )  # fmt: skip
 
     a, b = trainer(autograd=True), trainer(compile=compile)
     assert b.hand_written and not a.hand_written
@@ -126,7 +136,7 @@ def test_horseshoe_hand_written_step_equals_autograd(compile):
 
     def trainer(hyper, **kw):
         lay = Layout(3, 2, [4, 6], node_scales=True)
-        return Trainer(lay, hyper, [3, 4], batch, dtype=torch.float64, **kw)
+        return Trainer(lay, hyper, [3, 4], batch, dtype=torch.float64, options=StepOptions(**kw))
 
     for K in (1, 2) if not compile else (1,):
         h = Hyper(family="horseshoe", batch_size=64, mc_samples=K)

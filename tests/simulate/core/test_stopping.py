@@ -115,15 +115,15 @@ def test_the_rule_waits_for_the_held_out_risk():
         for _ in range(rule.window):
             c.update(info(flat, flat / 10))
     with pytest.raises(ValueError, match="risk_tol"):
-        StopRule(risk_tol=0.0).validate()
+        StopRule(risk_tol=0.0)
     assert rule.doubled().risk_tol == 0.005
 
 
 def test_stop_rule_validation_and_doubling():
     with pytest.raises(ValueError, match="tol"):
-        StopRule(tol=0).validate()
+        StopRule(tol=0)
     with pytest.raises(ValueError, match="window"):
-        StopRule(window=0).validate()
+        StopRule(window=0)
     d = StopRule(max_steps=100, tol=0.01).doubled()
     assert (d.max_steps, d.tol, d.window, d.kl_abs) == (200, 0.005, 500, 1.0)
 

@@ -13,3 +13,34 @@ def test_candidate_widths_grow_with_n():
     for n in (100, 777, 5000, 40000):
         top = candidate_widths(n)[-1]
         assert top >= math.sqrt(n) > top / 2
+
+
+def test_the_sweep_s_defaults_are_hyper_s_but_the_batch():
+    """Each training setting's default is said once (``HYPER_DEFAULTS``, ``STOP_DEFAULTS``,
+    ``StepOptions``): the sweep's equal them except its batch (128) and lambda_s (None:
+    the rule at n), named here."""
+    from dataclasses import fields, replace
+
+    from simulate.core import Hyper, StepOptions
+    from simulate.core.hyper import HYPER_DEFAULTS, LAMBDA_S_A, lambda_s_at
+    from simulate.core.stopping import STOP_DEFAULTS, StopRule
+    from simulate.sweep.recipes import RECIPE_DEFAULTS
+    from simulate.sweep.spec import SweepConfig, TruthSpec
+
+    overrides = {"batch_size": 128, "lambda_s": None}
+    sweep = {f.name: f.default for f in fields(SweepConfig)}
+    shared = set(sweep) & set(HYPER_DEFAULTS)
+    assert shared >= {"lr", "sigma", "sigma_0", "lam", "l3", "init_nu", "init_sigma"}
+    assert {k: sweep[k] for k in shared} == {k: overrides.get(k, HYPER_DEFAULTS[k]) for k in shared}
+    stop = {"max_steps": "max_steps", **{f"stop_{k}": k for k in STOP_DEFAULTS}}
+    assert {k: sweep[k] for k in stop if k in sweep} == {
+        k: STOP_DEFAULTS[v] for k, v in stop.items() if k in sweep
+    }
+    assert (sweep["compile"], sweep["mlp"]) == (StepOptions().compile, StepOptions().mlp)
+    assert sweep["lambda_s_a"] == LAMBDA_S_A["gaussian"]
+    assert RECIPE_DEFAULTS == {k: sweep[k] for k in RECIPE_DEFAULTS}
+    # a cell's Hyper is Hyper's defaults but the batch and the rule's lambda_s at n
+    cfg = SweepConfig(truths=[TruthSpec("holder", 1, 0.5)], ns=[1000])
+    rule = lambda_s_at(1000, 2, 0.1)
+    assert cfg.hyper_at(1000) == replace(Hyper(), batch_size=128, lambda_s=rule)
+    assert cfg.stop_rule_at(1000) == StopRule()
