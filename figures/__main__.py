@@ -56,8 +56,9 @@ def _sweep_records(tier: str, path: str | None, recompute: bool):
     a sweep writing it makes this an error instead of a loss).  A file another run is
     still writing is refused (its records are not the finished sweep's)."""
     from figures._io import ONE_CONFIG_HINT
+    from simulate.sweep.config import SweepConfig
     from simulate.sweep.runner import run_sweep
-    from simulate.sweep.spec import SweepConfig, one_configuration, read_records
+    from simulate.sweep.schema import one_configuration, read_records
 
     vt = tiers.RATES[VERIFY_TIER[tier]]
     if path is not None:  # records given: use them as they are (one configuration)

@@ -39,7 +39,7 @@ from figures.teacher_figures import table1
 from simulate.experiments import realdata
 from simulate.experiments import table1 as table1_run
 from simulate.sweep.records import RecordsError, being_written, read_jsonl
-from simulate.sweep.spec import one_configuration, read_records
+from simulate.sweep.schema import one_configuration, read_records
 from theory.paths import read_text_bounded, write_atomic
 from verify.analysis import analyse
 from verify.controls import control_records_path

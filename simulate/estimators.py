@@ -634,7 +634,7 @@ _COMMON_DOC = """
 
 
 # the estimators' parameters a training recipe sets (recipe_params): estimator parameter
-# -> the sweep's setting (simulate.sweep.spec.SweepConfig)
+# -> the sweep's setting (simulate.sweep.config.SweepConfig)
 _RECIPE_SETTING = {
     "lr": "lr",
     "lr_inclusion": "lr_inclusion",

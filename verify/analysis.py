@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from simulate.sweep.spec import TruthSpec
+from simulate.sweep.truth_spec import TruthSpec
 from theory import METRICS
 from verify import protocol as protocols
 from verify.controls import BudgetControl, budget_control, budget_shift

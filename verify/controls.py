@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulate.core.stopping import StopRule
+from simulate.sweep.config import SweepConfig
 from simulate.sweep.records import RecordsError, fields_differing
-from simulate.sweep.spec import SweepConfig
 from theory import METRICS
 from verify.records import Cell
 from verify.slopes import SlopeDiff, budget_state, paired_slope_diff
@@ -170,7 +170,7 @@ def budget_shift(ctrl: BudgetControl | None, margin: float) -> BudgetShift | Non
 
 
 def control_fields(fields: dict) -> dict:
-    """The fingerprint fields (``simulate.sweep.spec.fingerprint_fields``) of the
+    """The fingerprint fields (``simulate.sweep.config.fingerprint_fields``) of the
     budget-doubling control of a sweep with ``fields``: :func:`control_config`'s changes
     applied to the fields themselves (tested equal to the fields of :func:`control_config`),
     so a control file can be checked against the records it controls without rebuilding

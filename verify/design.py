@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulate.sweep.spec import SweepConfig, TruthSpec
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.truth_spec import TruthSpec
 from theory import gp_matern_exponent, log_factor_power, teacher_log_power
 from verify import protocol as protocols
 from verify.slopes import (

@@ -178,8 +178,9 @@ def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=p
     ``{recipe: {"describe", "overrides", "rows", "train_s", "wall_s", "records"}}``.  ``tabulate``:
     train nothing, only read each recipe's records file (whatever code wrote it; ``wall_s``
     None)."""
+    from simulate.sweep.config import SweepConfig
     from simulate.sweep.runner import run_sweep
-    from simulate.sweep.spec import SweepConfig, read_records
+    from simulate.sweep.schema import read_records
 
     out = {}
     for name in recipes:
@@ -288,8 +289,9 @@ def alpha_half(recipe: str, out_dir, workers=None, seed: int = 0, replicates=Non
                log=print, designs=None) -> list[dict]:  # fmt: skip
     """Run :data:`ALPHA_HALF` under ``recipe`` and report each design (gap rows, rates and
     :func:`limits`); ``designs``: the tags (:func:`design_tag`) to run, default all."""
+    from simulate.sweep.config import SweepConfig
     from simulate.sweep.runner import run_sweep
-    from simulate.sweep.spec import SweepConfig, TruthSpec
+    from simulate.sweep.truth_spec import TruthSpec
 
     k, p, a = ALPHA_HALF["truth"]
     truth = TruthSpec(k, p=p, alpha=a, seed=seed)
@@ -347,7 +349,8 @@ def main(argv=None) -> int:
     import json
 
     from simulate.sweep.records import RecordsError
-    from simulate.sweep.spec import TruthSpec, read_records
+    from simulate.sweep.schema import read_records
+    from simulate.sweep.truth_spec import TruthSpec
 
     ap = Parser(prog="python -m verify.optimiser", description=__doc__.split("\n\n")[0])
     ap.add_argument("--recipes", nargs="+", default=["baseline"], choices=sorted(RECIPES))

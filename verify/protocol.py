@@ -164,11 +164,11 @@ def _recipe_mismatch(d: dict) -> str | None:
 
 def design_tier(p: Protocol) -> dict:
     """A confirmatory protocol's ``[design]`` as a tier of ``verify.rates``: its ASVI
-    sweeps (``sweeps``: each a name, its truths, its ``simulate.sweep.spec.SweepConfig``
+    sweeps (``sweeps``: each a name, its truths, its ``simulate.sweep.config.SweepConfig``
     settings -- the shared ``[design.common]`` with its own replicates, the protocol's tag
     and seeds -- and its budget control's replicates), whether the control runs at every
     n, the workers, and the known-answer control's sweep (``gp``, or None)."""
-    from simulate.sweep.spec import TruthSpec
+    from simulate.sweep.truth_spec import TruthSpec
 
     d = p.design
     if not d:

@@ -73,6 +73,8 @@ import traceback
 import numpy as np
 
 from simulate.sweep import tiers
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.flags import overrides_from_args
 from simulate.sweep.parallel import add_scheduler_flags, check_scheduler, check_scheduler_timeout
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.records import RecordsError, being_written
@@ -83,13 +85,8 @@ from simulate.sweep.runner import (
     records_path_for,
     resume_note,
 )
-from simulate.sweep.spec import (
-    TRUTH_HELP,
-    SweepConfig,
-    one_configuration,
-    overrides_from_args,
-    read_records,
-)
+from simulate.sweep.schema import one_configuration, read_records
+from simulate.sweep.truth_spec import TRUTH_HELP
 from theory.cli import Parser, interrupted, run_main
 from theory.paths import (
     check_distinct,

@@ -1,6 +1,6 @@
 """Sweep records as ``verify`` reads them: typed views built once, at the edge.
 
-``simulate.sweep.spec.read_records`` returns each record as the dict its JSON line holds
+``simulate.sweep.schema.read_records`` returns each record as the dict its JSON line holds
 (schema ``asvi-rates/sweep-record/4``, checked there for the fields and types the
 analysis reads).  :meth:`Cell.from_record` turns one into a frozen :class:`Cell`, and
 :func:`truth_cells` one truth's cells into the replicate-by-n table the fits use
@@ -23,7 +23,8 @@ from types import MappingProxyType
 
 import numpy as np
 
-from simulate.sweep.spec import TruthSpec, cell_selection
+from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.widths import cell_selection
 from theory import METRICS
 
 __all__ = [
@@ -277,7 +278,7 @@ def columns(cells, fn) -> np.ndarray:
 
 def reselect(records: list[dict], lam: float) -> list[dict]:
     """The records with the width re-selected under the width prior's ``lam`` from their
-    recorded ELBOs (``simulate.sweep.spec.cell_selection``, eq. (13)); ``lam`` enters
+    recorded ELBOs (``simulate.sweep.widths.cell_selection``, eq. (13)); ``lam`` enters
     nothing else, so this equals a sweep run with it."""
     out = []
     for r in records:

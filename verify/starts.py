@@ -320,7 +320,7 @@ def main(argv=None) -> int:
     import sys
 
     from simulate.sweep.records import RecordsError
-    from simulate.sweep.spec import read_records
+    from simulate.sweep.schema import read_records
 
     ap = Parser(
         prog="python -m verify.starts",

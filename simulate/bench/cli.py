@@ -26,7 +26,7 @@ from simulate.bench.timing import (
 from simulate.core.hyper import PAPER_WIDTHS
 from simulate.experiments.table1 import METHODS
 from simulate.sweep import tiers
-from simulate.sweep.spec import read_records
+from simulate.sweep.schema import read_records
 from theory.cli import Parser
 from theory.paths import check_distinct, check_output_file, write_json
 

@@ -2,7 +2,7 @@
 sweep [--tier full] [--records PATH]``).
 
 A rate tier's training is a list of *programs*: per job (truth, n, replicate block), the
-candidate widths split into width groups (``simulate.sweep.spec.group_widths``), each group
+candidate widths split into width groups (``simulate.sweep.widths.group_widths``), each group
 one batched trainer of ``block x group`` models, padded to the group's widest, on the
 truth's p, the cell's batch (``min(batch_size, n)``), depth and compilation, run until its
 last model stops (at most the cell's step cap).  :func:`sweep_programs` lists them as the
@@ -39,7 +39,9 @@ from simulate.bench.flops import workload_flops
 from simulate.core import Hyper, StepOptions
 from simulate.core.recipe import build_trainer
 from simulate.sweep import tiers
-from simulate.sweep.spec import SweepConfig, group_widths, jobs_for, read_records
+from simulate.sweep.config import SweepConfig, jobs_for
+from simulate.sweep.schema import read_records
+from simulate.sweep.widths import group_widths
 
 __all__ = ["sweep_programs", "sweep_workload"]
 

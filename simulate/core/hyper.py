@@ -1,6 +1,6 @@
 """Hyperparameters of the batched core (:class:`Hyper`), validated where they are made, and
 the one table of the training hyperparameters' defaults (:data:`HYPER_DEFAULTS`: Hyper's
-own), from which the sweeps (``simulate.sweep.spec.SweepConfig``), the training recipes
+own), from which the sweeps (``simulate.sweep.config.SweepConfig``), the training recipes
 (``simulate.sweep.recipes``), the estimators (``simulate.estimators``) and the drivers
 derive theirs, overriding by name only where they must; with the paper's other settings
 said once (:data:`PAPER_MNIST`, :data:`LAMBDA_S_A`) and the sparsity price's rule at n

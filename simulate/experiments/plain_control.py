@@ -48,7 +48,7 @@ def run(
     from simulate.core.state import init_state
     from simulate.references.classical import spline_reference
     from simulate.references.constructive import net_theta, spline_starts
-    from simulate.sweep.spec import TruthSpec  # the experiment layer reads the sweep's truths
+    from simulate.sweep.truth_spec import TruthSpec  # the experiment layer reads the sweep's truths
     from simulate.truths.functions import make_regression_data
 
     if start not in ("random", "constructive"):

@@ -25,7 +25,7 @@ enough to the matched rate that the control could not show them slower.  Exact G
 O(n^3) time and O(n^2) memory: one fit at n = 8,000 takes about 9 s and 1 GB here.  The
 test points cost more: the posterior covariance is ``n_test x n_test`` float64 (3.2 GB at
 the default 20,000) and its computation holds several such matrices at once
-(``simulate.sweep.spec.gp_job_bytes``, which the sweep's memory check uses).
+(``simulate.sweep.config.gp_job_bytes``, which the sweep's memory check uses).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ import numpy as np
 
 from simulate.sweep.cells import f0_describe, job_data, reference
 from simulate.sweep.records import code_digest, versions
-from simulate.sweep.spec import SCHEMA, stable_seed
+from simulate.sweep.schema import SCHEMA
+from simulate.sweep.truth_spec import stable_seed
 from theory import hellinger_sq_pointwise
 
 __all__ = ["gp_name", "gp_posterior", "gp_metrics", "run_gp_job"]

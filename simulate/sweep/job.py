@@ -3,8 +3,8 @@ block of replicates, trained together and evaluated (:func:`run_job`).  Pure: no
 access, so it runs unchanged in this process or on a Dask worker.
 
 Per job: each replicate's nested dataset and the shared test inputs (seeded by
-``simulate.sweep.spec.stable_seed``), the candidate widths trained in padded groups
-(``simulate.sweep.spec.group_widths``) until the stopping rule holds for each, every candidate's
+``simulate.sweep.truth_spec.stable_seed``), the candidate widths trained in padded groups
+(``simulate.sweep.widths.group_widths``) until the stopping rule holds for each, every candidate's
 test metrics (squared Hellinger draws, posterior-mean L2) and ELBO, ASVI's selection per
 cell, and the classical reference on the same data.  Its records are what the sweep writes.
 
@@ -41,17 +41,12 @@ from simulate.references.constructive import (
 )
 from simulate.references.plain import train_plain, validation_split
 from simulate.sweep.cells import f0_describe, job_data, reference
+from simulate.sweep.config import Job, SweepConfig
 from simulate.sweep.gp import run_gp_job
 from simulate.sweep.records import code_digest, versions
-from simulate.sweep.spec import (
-    SCHEMA,
-    Job,
-    SweepConfig,
-    cell_selection,
-    group_widths,
-    plain_selection,
-    stable_seed,
-)
+from simulate.sweep.schema import SCHEMA
+from simulate.sweep.truth_spec import stable_seed
+from simulate.sweep.widths import cell_selection, group_widths, plain_selection
 
 __all__ = ["REFERENCE_MAX_P", "run_job"]
 

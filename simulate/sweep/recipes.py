@@ -1,4 +1,4 @@
-"""The training recipes: named sets of ``simulate.sweep.spec.SweepConfig`` settings that
+"""The training recipes: named sets of ``simulate.sweep.config.SweepConfig`` settings that
 change how ASVI's optimiser runs, never what it optimises (the ELBO) or what it may see (the
 training data only).
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from simulate.sweep.spec import SweepConfig
+from simulate.sweep.config import SweepConfig
 
 __all__ = ["DEFAULT_RECIPE", "RECIPES", "RECIPE_DEFAULTS", "recipe_settings"]
 

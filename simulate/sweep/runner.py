@@ -69,6 +69,8 @@ import sys
 
 from simulate._alloc import tune_malloc
 from simulate.progress import Progress
+from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
+from simulate.sweep.flags import overrides_from_args
 from simulate.sweep.job import run_job
 from simulate.sweep.parallel import (
     add_scheduler_flags,
@@ -85,17 +87,8 @@ from simulate.sweep.records import (
     fields_differing,
     versions,
 )
-from simulate.sweep.spec import (
-    RECORD_KEYS,
-    SCHEMA,
-    TRUTH_HELP,
-    SweepConfig,
-    TruthSpec,
-    fingerprint_fields,
-    jobs_for,
-    overrides_from_args,
-    record_problem,
-)
+from simulate.sweep.schema import RECORD_KEYS, SCHEMA, record_problem
+from simulate.sweep.truth_spec import TRUTH_HELP, TruthSpec
 from theory.cli import Parser, interrupted
 from theory.paths import check_distinct, check_output_file, read_text_bounded
 

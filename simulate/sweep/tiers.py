@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from simulate.core.hyper import PAPER_WIDTHS
 from simulate.sweep.recipes import DEFAULT_RECIPE, recipe_settings
-from simulate.sweep.spec import TruthSpec
+from simulate.sweep.truth_spec import TruthSpec
 
 __all__ = [
     "RATES", "TRAINING", "TEACHER", "UCI", "MNIST1D", "MNIST1D_CONTROLS", "FIGURES_RATES",

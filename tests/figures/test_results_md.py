@@ -6,7 +6,7 @@ import json
 import pytest
 
 from figures.results_md import regenerate, render_block
-from simulate.sweep.spec import SCHEMA
+from simulate.sweep.schema import SCHEMA
 from tests.factories import fake_records
 from verify.analysis import analyse
 from verify.render import markdown_results

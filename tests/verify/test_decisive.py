@@ -11,7 +11,8 @@ import pytest
 from scipy import stats
 
 from simulate.core.stopping import StopRule
-from simulate.sweep.spec import SweepConfig, TruthSpec, fingerprint_fields
+from simulate.sweep.config import SweepConfig, fingerprint_fields
+from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import (
     NS,
     SWEEP_TINY,
@@ -363,8 +364,8 @@ def test_reselection_with_the_recorded_lambda_changes_nothing(tmp_path):
     """``--lam`` on recorded sweeps re-selects from the recorded ELBOs: with the sweep's own
     lambda it reproduces every selection; another lambda shifts each candidate's penalised
     ELBO by exactly the change of its log prior, and selects the argmax."""
+    from simulate.sweep.config import SweepConfig
     from simulate.sweep.runner import run_sweep
-    from simulate.sweep.spec import SweepConfig
     from theory import log_prior_N
     from verify.records import reselect
 

@@ -10,7 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from simulate.sweep.spec import SweepConfig, TruthSpec
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import fake_records, tight_protocol, verdict_entry
 from theory import corollary_6_4_rate, teacher_log_power
 from verify import protocol as protocols
@@ -194,8 +195,8 @@ def test_records_carry_the_protocol_and_a_report_on_another_says_so(tmp_path):
     """A sweep under a protocol writes ``NAME@DIGEST`` into every record's config (and its
     fingerprint); ``verify.rates --records`` under another protocol says so; the JSON
     entries carry both."""
+    from simulate.sweep.config import fingerprint_fields
     from simulate.sweep.runner import run_sweep
-    from simulate.sweep.spec import fingerprint_fields
     from simulate.sweep.tiers import RATES
 
     tiny = RATES["tiny"]

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from simulate.sweep.spec import read_records
+from simulate.sweep.schema import read_records
 from tests.factories import fake_records
 from verify.analysis import analyse
 from verify.results import (

@@ -7,9 +7,11 @@ import sys
 
 import pytest
 
+from simulate.sweep.config import SweepConfig
 from simulate.sweep.records import RecordsError
 from simulate.sweep.runner import run_sweep
-from simulate.sweep.spec import SweepConfig, TruthSpec, read_records
+from simulate.sweep.schema import read_records
+from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import EXIT_LINES, SWEEP_TINY
 from verify.results import read_results
 

@@ -12,8 +12,9 @@ from simulate.references.classical import (
     spline_grid,
     spline_reference,
 )
+from simulate.sweep.config import SweepConfig
 from simulate.sweep.gp import gp_metrics, gp_posterior
-from simulate.sweep.spec import HOLDER_N_REF, SweepConfig, TruthSpec
+from simulate.sweep.truth_spec import HOLDER_N_REF, TruthSpec
 from tests.factories import verdict_entry
 from theory import gp_matern_exponent, hellinger_sq_pointwise, predicted_exponent
 from verify.analysis import analyse
@@ -234,8 +235,8 @@ def test_the_risk_stop_watches_a_validation_split_of_the_training_data(tmp_path)
     without it nothing is held out and the fingerprint carries none of the rule's
     settings (earlier records keep theirs).  That the truth never reaches it is
     ``tests/simulate/sweep/test_no_truth_in_training.py``'s."""
+    from simulate.sweep.config import fingerprint_fields
     from simulate.sweep.runner import run_sweep
-    from simulate.sweep.spec import fingerprint_fields
 
     base = dict(
         truths=[TruthSpec("holder", p=1, alpha=0.5)], ns=[64, 128, 256], replicates=1,

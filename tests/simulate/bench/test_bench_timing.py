@@ -105,12 +105,13 @@ def test_the_bench_networks_count_is_the_flops_of_its_training_step(K, autograd)
     2 m x 20 FLOPs per draw)."""
     from torch.utils.flop_counter import FlopCounterMode
 
+    from simulate.core.options import StepOptions
     from simulate.core.recipe import build_trainer
 
     g = torch.Generator().manual_seed(0)
     X, y = torch.rand(1, 2048, 20, generator=g), torch.randn(1, 2048, generator=g)
     tr = build_trainer(Hyper(batch_size=1024, mc_samples=K), [20] * 3, [0, 1, 2], X, y,
-                       [0] * 3, depth=2, autograd=autograd)  # fmt: skip
+                       [0] * 3, depth=2, options=StepOptions(autograd=autograd))  # fmt: skip
     tr.step()
     with FlopCounterMode(display=False) as fc:
         tr.step()
@@ -263,8 +264,8 @@ def test_bench_sweep_workload_is_the_tier_s_programs_and_projects_from_its_recor
     steps over their timed rates, and the useful fraction the recorded model-steps over
     the steps run (computed here from the records by hand)."""
     from simulate.bench.sweep_mix import sweep_programs, sweep_workload
+    from simulate.sweep.config import SweepConfig
     from simulate.sweep.runner import run_sweep
-    from simulate.sweep.spec import SweepConfig
     from simulate.sweep.tiers import RATES
 
     progs = sweep_programs("tiny")

@@ -235,8 +235,8 @@ def test_the_sweep_runs_the_fused_pass_and_fingerprints_it(monkeypatch, tmp_path
     """``SweepConfig(mlp="native")``: its records carry it in their fingerprint (the default
     leaves the fingerprint as records before the option had it), and its cells equal the
     batched pass's to float rounding."""
+    from simulate.sweep.config import fingerprint_fields
     from simulate.sweep.runner import check_native, run_sweep
-    from simulate.sweep.spec import fingerprint_fields
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
 
     assert "mlp" not in fingerprint_fields(cfg())

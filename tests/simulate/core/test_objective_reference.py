@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from simulate.core import Batch, Hyper, Layout, Trainer, rng
+from simulate.core import Batch, Hyper, Layout, StepOptions, Trainer, rng
 from simulate.core.objective import family_of, reference_terms
 
 # Tolerances: the terms relative; the gradient relative per entry plus an absolute part
@@ -48,7 +48,8 @@ def trainer(kw=None, dtype=torch.float64, node_scales=False, **options):
     h = Hyper(**{"batch_size": 100, "mc_samples": 3, "lr": 1e-3, **(kw or {})})
     classes = 3 if h.likelihood == "categorical" else None
     lay = Layout(3, 2, [4, 6], classes or 1, node_scales=node_scales)
-    return Trainer(lay, h, [1, 2], make_batch(2, classes=classes), dtype=dtype, **options)
+    batch = make_batch(2, classes=classes)
+    return Trainer(lay, h, [1, 2], batch, dtype=dtype, options=StepOptions(**options))
 
 
 def reference(tr, dtype=torch.float64, draws=None):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import simulate.core.rng as rng
 from simulate.core import Layout
-from simulate.sweep.spec import group_widths
+from simulate.sweep.widths import group_widths
 from theory import num_edges
 from verify.slopes import fit_slope
 

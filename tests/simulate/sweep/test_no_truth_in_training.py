@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
 from simulate.sweep.job import run_job
-from simulate.sweep.spec import SweepConfig, TruthSpec, fingerprint_fields, jobs_for
+from simulate.sweep.truth_spec import TruthSpec
 
 # a tiny sweep whose risk stop binds: a tolerance on the held-out risk's relative change
 # that the objective-and-KL rule alone (loose here) would pass well before the cap

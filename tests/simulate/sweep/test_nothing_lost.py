@@ -27,7 +27,7 @@ from simulate.sweep.records import (
     read_jsonl,
     tier_store,
 )
-from simulate.sweep.spec import SCHEMA
+from simulate.sweep.schema import SCHEMA
 from tests.simulate.sweep.test_records_integrity import SWEEP, cli, one_line_error
 from theory.paths import atomic_path, check_distinct, protect_inputs, write_atomic
 from verify.results import read_results

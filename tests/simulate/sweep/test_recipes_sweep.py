@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
 from simulate.sweep.job import run_job
-from simulate.sweep.spec import SweepConfig, TruthSpec, fingerprint_fields, jobs_for
+from simulate.sweep.truth_spec import TruthSpec
 from verify.optimiser import gap_table, main
 
 HOLDER = TruthSpec("holder", p=1, alpha=0.5)

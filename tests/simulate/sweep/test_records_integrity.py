@@ -17,15 +17,11 @@ import simulate.sweep.parallel as parallel_mod
 import simulate.sweep.records as records_mod
 import simulate.sweep.runner as sweep_mod
 from simulate.core.trainer import Trainer
+from simulate.sweep.config import SweepConfig, fingerprint_fields
 from simulate.sweep.records import RecordsError, exclusive_writer, fingerprint
 from simulate.sweep.runner import records_path_for, run_sweep
-from simulate.sweep.spec import (
-    SweepConfig,
-    TruthSpec,
-    fingerprint_fields,
-    one_configuration,
-    read_records,
-)
+from simulate.sweep.schema import one_configuration, read_records
+from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import SWEEP_TINY
 from verify.analysis import analyse
 from verify.render import format_results

@@ -209,7 +209,7 @@ def test_mixed_fingerprints_without_their_fields_are_named_not_a_crash(recorded,
     [{}, {"max_epochs": 30}, {"stop_risk_tol": 0.1}, {"start": "both"}, {"lambda_s_a": 5.0}],
 )
 def test_control_fields_are_the_control_configurations_fields(change):
-    from simulate.sweep.spec import fingerprint_fields
+    from simulate.sweep.config import fingerprint_fields
     from tests.simulate.sweep.test_records_integrity import cfg
     from verify.controls import control_config, control_fields
 
@@ -252,14 +252,14 @@ def test_resuming_across_a_code_change_is_refused_naming_the_files(tmp_path, mon
     """A sweep half-written by one version of the code, resumed by an edited one: refused
     with the edited file named; with ``accept_code_change`` it resumes under the file's
     fingerprint and every record it adds notes the change."""
-    import simulate.sweep.spec as spec
+    import simulate.sweep.config as config
     from simulate.sweep.runner import run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
 
     path = tmp_path / "r.jsonl"
     first = run_sweep(cfg(), path, progress=False, log=quiet, max_jobs=1)
-    edited = {**spec.code_hashes(), "simulate/truths/functions.py": "0" * 12}
-    monkeypatch.setattr(spec, "code_hashes", lambda: edited)
+    edited = {**config.code_hashes(), "simulate/truths/functions.py": "0" * 12}
+    monkeypatch.setattr(config, "code_hashes", lambda: edited)
     with pytest.raises(RecordsError, match=r"code\.simulate/truths/functions\.py"):
         run_sweep(cfg(), path, progress=False, log=quiet)
     recs = run_sweep(cfg(), path, progress=False, log=quiet, accept_code_change=True)
@@ -299,7 +299,7 @@ def test_a_config_file_with_a_wrong_type_is_a_one_line_error(tmp_path):
 
 
 def test_a_cell_recorded_twice_is_refused_naming_both(recorded, tmp_path):
-    from simulate.sweep.spec import read_records
+    from simulate.sweep.schema import read_records
 
     _, path = recorded
     lines = path.read_text().splitlines()
@@ -440,7 +440,7 @@ def test_a_sweep_that_cannot_fit_in_memory_is_refused_before_anything(tmp_path, 
 
 def test_a_tier_s_jobs_fit_easily():
     from simulate.sweep import tiers
-    from simulate.sweep.spec import SweepConfig
+    from simulate.sweep.config import SweepConfig
 
     for name in ("tiny", "quick", "full"):
         spec = tiers.RATES[name]

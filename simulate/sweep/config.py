@@ -1,17 +1,15 @@
-"""What a growing-n sweep is, apart from running it: the truths (:class:`TruthSpec`), the
-configuration (:class:`SweepConfig`) and its fingerprint, the jobs it splits into, the
-candidate widths and their grouping, ASVI's selection in a cell, and the record schema.
-``simulate.sweep`` trains and writes; ``verify`` and ``figures`` read through these types.
-"""
+"""What a growing-n sweep is, apart from running it: the configuration
+(:class:`SweepConfig`, validated when made), what it sets at each sample size (the
+cell's Hyper, stopping rule, batch, candidate widths, held-out points), the jobs it splits
+into (:class:`Job`), its memory per job, and its fingerprint (the fields that change a
+cell's record).  ``simulate.sweep`` trains and writes; ``verify`` and ``figures`` read
+through these types."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import asdict, dataclass
 from numbers import Integral, Real
-
-import numpy as np
 
 from simulate.core.constraints import (
     BOOL,
@@ -24,102 +22,20 @@ from simulate.core.constraints import (
 )
 from simulate.core.hyper import HYPER_DEFAULTS, LAMBDA_S_A, Hyper, inclusion_rate, lambda_s_at
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
-from simulate.core.posterior import select_width
 from simulate.core.stopping import STOP_DEFAULTS, StopRule
-from simulate.sweep.records import (
-    RecordsError,
-    code_hashes,
-    fields_differing,
-    read_jsonl,
-    versions,
-)
-from simulate.truths.functions import HolderFunction, TeacherNetwork
-from theory import predicted_exponent, teacher_exponent
+from simulate.sweep.records import code_hashes, versions
+from simulate.sweep.schema import SCHEMA
+from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.widths import candidate_widths, group_widths
 
 __all__ = [
-    "SCHEMA",
-    "TRUTH_HELP",
-    "TruthSpec",
     "SweepConfig",
     "Job",
     "jobs_for",
-    "candidate_widths",
-    "group_widths",
-    "cell_selection",
+    "cell_lambda_s",
     "fingerprint_fields",
     "gp_job_bytes",
-    "read_records",
-    "one_configuration",
 ]
-
-SCHEMA = "asvi-rates/sweep-record/4"
-# Hoelder truths are truncated for this n (``simulate.truths.functions.HolderFunction``): three
-# octaves past the balancing frequency of n = 2^20, beyond every tier's largest n, so the
-# function a replicate draws does not depend on the tier.
-HOLDER_N_REF = 2**20
-TRUTH_HELP = "Truths: --truth holder --alpha A --p P | --truth teacher --p P (repeatable)."
-
-
-@dataclass(frozen=True)
-class TruthSpec:
-    """A ground truth: ``holder`` (exact smoothness alpha in p dimensions) or ``teacher``
-    (the paper's 20-10-10-1 network; p > 20 adds irrelevant inputs, p < 20 uses p inputs)."""
-
-    kind: str
-    p: int = 1
-    alpha: float | None = None
-    seed: int = 0
-
-    def __post_init__(self):
-        if self.kind not in ("holder", "teacher"):
-            raise ValueError(f"unknown truth {self.kind!r}: use 'holder' or 'teacher'")
-        if not (isinstance(self.p, int) and self.p >= 1):
-            raise ValueError(f"p must be an integer >= 1, got {self.p!r}")
-        if not (isinstance(self.seed, int) and 0 <= self.seed < 2**63):
-            raise ValueError(f"truth seed must be an integer in [0, 2^63), got {self.seed!r}")
-        if self.kind == "holder":
-            a = self.alpha
-            if not (isinstance(a, (int, float)) and math.isfinite(a) and a > 0):
-                raise ValueError(f"a holder truth needs alpha > 0, got {a!r}")
-        elif self.alpha is not None:
-            raise ValueError(
-                f"a teacher truth has no alpha (its rate is Corollary 6.3's), got {self.alpha!r}"
-            )
-
-    @property
-    def key(self) -> str:
-        if self.kind == "holder":
-            return f"holder-a{self.alpha:g}-p{self.p}-s{self.seed}"
-        return f"teacher-p{self.p}-s{self.seed}"
-
-    def truth_seed(self, replicate: int | None) -> int:
-        """The seed of replicate ``replicate``'s own truth, drawn from the class that this
-        spec names (``seed`` is the class draw's seed, not the function's): intervals over
-        replicates then cover the class, not one function.  ``None``: the spec's ``seed``
-        itself (one fixed function, e.g. for the figures and tests).  The derivation leaves
-        out alpha, p and the kind, so replicate r of teachers that differ only in p (and of
-        Hoelder truths that differ only in alpha) use the same random draw: Corollary 6.3's
-        comparison across p stays paired."""
-        if replicate is None:
-            return self.seed
-        return stable_seed(self.seed, "truth", int(replicate))
-
-    def build(self, replicate: int | None = None):
-        """The truth of replicate ``replicate`` (:meth:`truth_seed`).  A Hoelder truth is
-        truncated for :data:`HOLDER_N_REF` whatever the sweep's n, so every tier draws its
-        truths from one class of functions."""
-        seed = self.truth_seed(replicate)
-        if self.kind == "holder":
-            return HolderFunction(self.alpha, self.p, n_max=HOLDER_N_REF, seed=seed)
-        # relu(h W + b): the convention the sweeps' records were made with (TeacherNetwork)
-        return TeacherNetwork(p=self.p, seed=seed, p_active=min(self.p, 20), bias="add")
-
-    def predicted(self, metric: str) -> float:
-        """Predicted exponent of n (theory): Corollary 6.1/6.2 or 6.3/6.4."""
-        if self.kind == "holder":
-            return float(predicted_exponent(self.alpha, self.p, metric))
-        return float(teacher_exponent(metric))
-
 
 # the fields a sweep checks by constraint (simulate.core.constraints); the training
 # hyperparameters are Hyper's (checked as SweepConfig.hyper_at(n) makes one), the stopping
@@ -510,34 +426,6 @@ class SweepConfig:
         return d
 
 
-# Command-line flags (argparse destinations) -> SweepConfig fields: the one mapping both
-# command lines use (``simulate.sweep``, ``verify.rates``); each takes the flags its parser
-# defines.
-FLAG_FIELDS = {
-    "n": "ns", "replicates": "replicates", "widths": "widths", "depth": "depth",
-    "max_steps": "max_steps", "max_epochs": "max_epochs", "stop_tol": "stop_tol",
-    "batch_size": "batch_size", "lambda_s": "lambda_s", "lambda_s_a": "lambda_s_a",
-    "lam": "lam", "l3": "l3", "seed": "seed", "start": "start", "compile": "compile",
-    "mlp": "mlp", "n_test": "n_test",
-}  # fmt: skip
-
-
-def overrides_from_args(args) -> dict:
-    """The SweepConfig fields the parsed flags ``args`` set (:data:`FLAG_FIELDS`; a flag
-    left unset, or one the parser does not define, sets nothing)."""
-    return {
-        field: getattr(args, dest)
-        for dest, field in FLAG_FIELDS.items()
-        if getattr(args, dest, None) is not None
-    }
-
-
-def stable_seed(*parts) -> int:
-    """A stable 63-bit seed from any printable parts (not Python's salted hash)."""
-    h = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(h[:8], "little") >> 1
-
-
 @dataclass(frozen=True)
 class Job:
     """Cells trained together: one truth, one n, a block of replicates, every width."""
@@ -570,88 +458,6 @@ def cell_lambda_s(cfg: SweepConfig, n: int) -> float:
     return lambda_s_at(n, cfg.depth, cfg.lambda_s_a)
 
 
-def candidate_widths(n: int, width_min: int = 2, scale: float = 1.0, width_max: int = 256):
-    """Powers of two from ``width_min`` (rounded up to one) to the first power of two
-    ``>= scale * sqrt(n)``, at most ``width_max`` and at least two candidates: for n = 250,
-    1000, 4000, 16000 and the defaults, tops 16, 32, 64, 128."""
-    lo = 1 << max(0, math.ceil(math.log2(width_min)))
-    top = 1 << max(0, math.ceil(math.log2(max(1.0, scale * math.sqrt(n)))))
-    top = min(max(top, 2 * lo), width_max)
-    out = []
-    w = lo
-    while w <= top:
-        out.append(w)
-        w *= 2
-    return out or [lo]
-
-
-def group_widths(widths, waste: float = 2.0) -> list[list[int]]:
-    """Candidate widths to train in one padded program each: going down from the widest, a
-    width joins the current group while the padded work ``count * max_width^2`` stays within
-    ``waste`` times the work ``sum width^2`` the group's models need.  Padding everything to
-    the widest multiplies the narrow models' work (3.75x for 4..64), one program per width
-    multiplies the per-step overhead (the quick tier took 157 s instead of 90 s); for
-    4, 8, 16, 32 this gives [[32, 16], [8, 4]]."""
-    groups: list[list[int]] = []
-    for w in sorted({int(x) for x in widths}, reverse=True):
-        g = groups[-1] if groups else None
-        if g is not None and (len(g) + 1) * g[0] ** 2 <= waste * (sum(x * x for x in g) + w * w):
-            g.append(w)
-        else:
-            groups.append([w])
-    return groups
-
-
-def cell_selection(per_width: dict, widths, lam: float) -> dict:
-    """ASVI's selection in one cell from its per-width ``elbo`` and ``failed`` (eq. (13),
-    ``posterior.select_width``): the record's ``failed``, ``selected_width``,
-    ``selected_at_top``, ``metrics`` (the selected candidate's) and the per-width
-    ``penalized_elbo``.  A cell whose every candidate diverged is *failed*: no width, metrics
-    None (its per-width ``failed_step`` and ``failed_term`` say where and what).  One place
-    for the sweep and for ``verify.rates``' re-selection under another width prior."""
-    try:
-        sel = select_width(per_width["elbo"], widths, lam, failed=per_width["failed"])
-    except FloatingPointError:  # every candidate diverged: a failed cell, recorded as such
-        return _failed_selection(widths)
-    k = sel["index"]
-    return {
-        "failed": False,
-        "selected_width": sel["width"],
-        "selected_at_top": bool(k == len(widths) - 1 and len(widths) > 1),
-        "metrics": {m: float(per_width[m][k]) for m in ("d2", "d", "l2sq")},
-        "penalized_elbo": sel["penalized"].tolist(),
-    }
-
-
-def _failed_selection(widths) -> dict:
-    """The selection keys of a cell whose every candidate failed: no width, no metrics."""
-    return {
-        "failed": True,
-        "selected_width": None,
-        "selected_at_top": False,
-        "metrics": {m: None for m in ("d2", "d", "l2sq")},
-        "penalized_elbo": [None] * len(widths),
-    }
-
-
-def plain_selection(per_width: dict, widths) -> dict:
-    """The plain arm's selection (``simulate.references.plain``): the candidate with the smallest
-    validation error (its own objective); the keys of :func:`cell_selection`."""
-    v = np.asarray(per_width["val_mse"], dtype=float)
-    ok = np.isfinite(v)
-    if not ok.any():
-        return _failed_selection(widths)
-    k = int(np.argmin(np.where(ok, v, np.inf)))
-    return {
-        "failed": False,
-        "selected_width": int(widths[k]),
-        "selected_at_top": bool(k == len(widths) - 1 and len(widths) > 1),
-        "metrics": {m: float(per_width[m][k]) for m in ("d2", "d", "l2sq")},
-        "penalized_elbo": [None] * len(widths),
-    }
-
-
-# --------------------------------------------------------------------------- records file
 # Config fields that say only *which* cells a sweep holds, not what any cell's result is;
 # every other field (and the schema, the largest n and the package versions) goes into a
 # record's fingerprint.  The largest n counts: each replicate's data is drawn for it
@@ -698,94 +504,3 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
     d["versions"] = versions()
     d["code"] = code_hashes()  # an edit of the code that computes a cell is a new configuration
     return d  # the records store keeps it as canonical JSON
-
-
-RECORD_KEYS = ("cell", "metrics", "selected_width", "truth", "failed", "config")
-
-
-def read_records(path) -> list[dict]:
-    """All sweep records of a JSON-lines file (``simulate.sweep.records.read_jsonl``),
-    each checked for the shape the analysis reads (:func:`record_problem`); a cell recorded
-    twice under one configuration (a hand-merged file: which one would count?) is a
-    :class:`RecordsError` naming both records."""
-    recs = read_jsonl(path, SCHEMA, (*RECORD_KEYS, "fingerprint"), record_problem)
-    seen: dict = {}
-    for i, r in enumerate(recs, 1):
-        c = r["cell"]
-        key = (r["fingerprint"], c["truth"], c["n"], c["replicate"])
-        if key in seen:
-            raise RecordsError(
-                f"{path}: the cell {c['truth']}, n = {c['n']}, replicate {c['replicate']} is"
-                f" recorded twice (records {seen[key]} and {i}); keep one"
-            )
-        seen[key] = i
-    return recs
-
-
-def record_problem(rec: dict) -> str | None:
-    """What is wrong with a sweep record's shape (types of the fields the analysis reads),
-    or None: a hand-edited or foreign record is refused at reading, naming its line,
-    instead of failing deep inside the analysis."""
-    if not isinstance(rec["fingerprint"], str):
-        return f"'fingerprint' must be a string, got {rec['fingerprint']!r}"
-    if not isinstance(rec.get("fingerprint_fields", {}), dict):
-        return f"'fingerprint_fields' must be an object, got {rec['fingerprint_fields']!r}"
-    cell = rec["cell"]
-    if not isinstance(cell, dict):
-        return f"'cell' must be an object, got {cell!r}"
-    if not isinstance(cell.get("truth"), str):
-        return f"'cell.truth' must be a string, got {cell.get('truth')!r}"
-    for key, low in (("n", 1), ("replicate", 0)):
-        if not Interval(Integral, low, None, "left").accepts(cell.get(key)):
-            return f"'cell.{key}' must be an integer >= {low}, got {cell.get(key)!r}"
-    for key in ("metrics", "truth", "config"):
-        if not isinstance(rec.get(key), dict):
-            return f"{key!r} must be an object, got {rec.get(key)!r}"
-    if not isinstance(rec["failed"], bool):
-        return f"'failed' must be true or false, got {rec['failed']!r}"
-    if rec["config"].get("estimator") != "gp" and not isinstance(rec.get("per_width"), dict):
-        return f"'per_width' must be an object, got {rec.get('per_width')!r}"
-    sw = rec["selected_width"]
-    if sw is not None and not INT_POSITIVE.accepts(sw):
-        return f"'selected_width' must be an integer >= 1 or null, got {sw!r}"
-    return None
-
-
-def one_configuration(
-    records: list[dict],
-    choose: str | None = None,
-    source="records",
-    hint: str = "choose one with --fingerprint",
-):
-    """The records of one fingerprint: all of them when the file holds one; else those
-    whose fingerprint starts with ``choose``.  A file mixing fingerprints with no
-    ``choose`` (or a ``choose`` matching none or several) is a :class:`RecordsError` that
-    lists each fingerprint, its record count and how it differs from the first, then
-    ``hint`` (what the caller's command line offers)."""
-    fps: dict[str, list[dict]] = {}
-    for r in records:
-        fps.setdefault(r["fingerprint"], []).append(r)
-    if choose is not None:
-        hit = [fp for fp in fps if fp.startswith(choose)]
-        if len(hit) != 1:
-            raise RecordsError(
-                f"{source}: fingerprint {choose!r} matches {len(hit)} of {sorted(fps)}"
-            )
-        return fps[hit[0]]
-    if len(fps) <= 1:
-        return records
-    first = next(iter(fps.values()))[0]
-    desc = "; ".join(
-        f"{fp} ({len(rs)} records"
-        + (
-            ""
-            if rs[0] is first
-            else ", "
-            + fields_differing(
-                first.get("fingerprint_fields") or {}, rs[0].get("fingerprint_fields") or {}
-            )
-        )
-        + ")"
-        for fp, rs in fps.items()
-    )
-    raise RecordsError(f"{source} mixes {len(fps)} configurations: {desc}; {hint}")

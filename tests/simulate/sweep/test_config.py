@@ -1,8 +1,9 @@
-"""What a sweep is (``simulate.sweep.spec``): the candidate widths growing with n."""
+"""What a sweep is (``simulate.sweep.config``, ``simulate.sweep.widths``): the candidate
+widths growing with n, the defaults."""
 
 import math
 
-from simulate.sweep.spec import candidate_widths
+from simulate.sweep.widths import candidate_widths
 
 
 def test_candidate_widths_grow_with_n():
@@ -24,8 +25,9 @@ def test_the_sweep_s_defaults_are_hyper_s_but_the_batch():
     from simulate.core import Hyper, StepOptions
     from simulate.core.hyper import HYPER_DEFAULTS, LAMBDA_S_A, lambda_s_at
     from simulate.core.stopping import STOP_DEFAULTS, StopRule
+    from simulate.sweep.config import SweepConfig
     from simulate.sweep.recipes import RECIPE_DEFAULTS
-    from simulate.sweep.spec import SweepConfig, TruthSpec
+    from simulate.sweep.truth_spec import TruthSpec
 
     overrides = {"batch_size": 128, "lambda_s": None}
     sweep = {f.name: f.default for f in fields(SweepConfig)}
