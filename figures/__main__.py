@@ -33,8 +33,27 @@ import os
 import sys
 import time
 
+from figures._io import ONE_CONFIG_HINT
+from figures.rate_figure import rate_figure
+from figures.realdata_figures import (
+    mnist_controls_figure,
+    mnist_controls_table,
+    mnist_figure,
+    mnist_table,
+    uci_table,
+)
+from figures.results_md import regenerate
+from figures.teacher_figures import figure_1b, table1
+from figures.tradeoff import tradeoff_figure
+from simulate.alloc import tune_malloc
+from simulate.experiments.mnist import run_mnist1d, run_mnist1d_controls
+from simulate.experiments.table1 import run_teacher
+from simulate.experiments.uci import run_uci
 from simulate.sweep import tiers
-from simulate.sweep.records import RecordsError
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.records import RecordsError, being_written
+from simulate.sweep.runner import run_sweep
+from simulate.sweep.schema import one_configuration, read_records
 from theory.cli import Parser, interrupted, run_main
 from theory.paths import (
     check_distinct,
@@ -55,10 +74,6 @@ def _sweep_records(tier: str, path: str | None, recompute: bool):
     (trained where empty; with ``recompute`` its records are discarded under its lock, so
     a sweep writing it makes this an error instead of a loss).  A file another run is
     still writing is refused (its records are not the finished sweep's)."""
-    from figures._io import ONE_CONFIG_HINT
-    from simulate.sweep.config import SweepConfig
-    from simulate.sweep.runner import run_sweep
-    from simulate.sweep.schema import one_configuration, read_records
 
     vt = tiers.RATES[VERIFY_TIER[tier]]
     if path is not None:  # records given: use them as they are (one configuration)
@@ -78,7 +93,6 @@ def _sweep_records(tier: str, path: str | None, recompute: bool):
 def _refuse_growing(path: str) -> None:
     """A records file another run is still writing is not drawn from: its records are not
     the finished sweep's (``simulate.sweep.records.being_written``)."""
-    from simulate.sweep.records import being_written
 
     if being_written(path):
         raise RecordsError(
@@ -88,8 +102,6 @@ def _refuse_growing(path: str) -> None:
 
 def _teacher(args, names) -> None:
     """Table 1 and Figure 1(b) from the teacher records (trained if missing)."""
-    from figures.teacher_figures import figure_1b, table1
-    from simulate.experiments.table1 import run_teacher
 
     t0 = time.perf_counter()
     recs = run_teacher(
@@ -118,8 +130,6 @@ def _rates(args, names) -> None:
     srecs, spath = _sweep_records(args.tier, args.records, args.recompute)
     print(f"sweep records: {spath} ({len(srecs)}), {time.perf_counter() - t0:.0f} s")
     if "rates" in names:
-        from figures.rate_figure import rate_figure
-
         res = rate_figure(srecs, args.out, args.tier)
         for r in res["results"]:
             t = r.theorem
@@ -129,8 +139,6 @@ def _rates(args, names) -> None:
                 f"{t.predicted:.3f}, {t.verdict}; {r.finding}"
             )
     if "tradeoff" in names:
-        from figures.tradeoff import tradeoff_figure
-
         res = tradeoff_figure(srecs, args.out, args.tier)
         print(
             f"tradeoff: theory's best width {res['theory_argmin_width']:.0f}; measured"
@@ -143,8 +151,6 @@ def _rates(args, names) -> None:
 
 
 def _uci(args) -> None:
-    from figures.realdata_figures import uci_table
-    from simulate.experiments.realdata import run_uci
 
     t0 = time.perf_counter()
     recs = run_uci(args.tier, args.out, args.recompute, splits=args.splits)
@@ -153,8 +159,6 @@ def _uci(args) -> None:
 
 
 def _mnist1d(args) -> None:
-    from figures.realdata_figures import mnist_figure, mnist_table
-    from simulate.experiments.realdata import run_mnist1d
 
     recs = run_mnist1d(args.tier, args.out, args.recompute)
     mnist_figure(recs, args.out, args.tier)
@@ -162,8 +166,6 @@ def _mnist1d(args) -> None:
 
 
 def _mnist1d_controls(args) -> None:
-    from figures.realdata_figures import mnist_controls_figure, mnist_controls_table
-    from simulate.experiments.realdata import run_mnist1d_controls
 
     recs = run_mnist1d_controls(args.tier, args.out, args.recompute)
     mnist_controls_figure(recs, args.out, args.tier)
@@ -250,7 +252,6 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
-    from simulate._alloc import tune_malloc
 
     tune_malloc()
     try:
@@ -265,8 +266,6 @@ def main(argv=None) -> int:
         if "mnist1d-controls" in names:
             _mnist1d_controls(args)
         if "results" in names:
-            from figures.results_md import regenerate
-
             for doc in args.results_md:
                 regenerate(doc)
     except (RecordsError, ValueError, OSError) as exc:  # a full disk or a file-size limit too

@@ -6,6 +6,8 @@ import csv
 import io
 import os
 
+import matplotlib.pyplot as plt
+
 from theory.paths import atomic_path, write_atomic
 
 __all__ = ["ONE_CONFIG_HINT", "save_figure", "tex_escape", "write_table"]
@@ -45,7 +47,6 @@ def tex_escape(text) -> str:
 def save_figure(fig, out_dir: str, stem: str) -> list[str]:
     """Save ``fig`` as ``stem.png`` and ``stem.pdf`` in ``out_dir`` (each whole or not at
     all), close it, return paths."""
-    import matplotlib.pyplot as plt
 
     paths = []
     for ext in ("png", "pdf"):

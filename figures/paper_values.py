@@ -64,7 +64,7 @@ TABLE1_ASVI = {"rmse": (1.003, 0.010), "edges": (155.9, 15.58)}
 
 
 # Published UCI results for the two datasets the toolkit ships (the paper's own UCI table has
-# neither), under the protocol ``simulate.experiments.realdata`` follows: 20 90/10 splits
+# neither), under the protocol ``simulate.experiments.uci`` follows: 20 90/10 splits
 # (the protocol's standard ones: ``simulate.truths.data.uci_standard_splits``), one hidden
 # layer of 50 units, test RMSE in the original units and test log-likelihood, mean +-
 # standard error over splits.  dataset -> method -> ((RMSE, SE), (log-likelihood, SE)).

@@ -4,6 +4,9 @@ predicted slope with its log band) and the selected width against n."""
 
 from __future__ import annotations
 
+import matplotlib
+import matplotlib.pyplot as plt
+
 from figures._io import save_figure
 from theory.exponents import METRICS
 from verify.analysis import analyse
@@ -14,10 +17,8 @@ __all__ = ["rate_figure"]
 
 def rate_figure(records, out_dir: str, tag: str, metrics=METRICS) -> dict:
     """Panels drawn by ``verify.rates`` (one figure for every truth of the records)."""
-    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     res = [r for r in analyse(records) if r.metric in metrics]
     truths = list(dict.fromkeys(r.truth for r in res))

@@ -1,18 +1,22 @@
 """Real data: the UCI table and the MNIST-1D figure, drawn from the records of
-``simulate.experiments.realdata`` (its drivers are re-exported here; the protocols, the
-UCI one of Hernandez-Lobato and Adams 2015 and the MNIST-1D run, are described there).
+``simulate.experiments.uci`` and ``simulate.experiments.mnist`` (the protocols, the UCI one of
+Hernandez-Lobato and Adams 2015 and the MNIST-1D run, are described there).
 """
 
 from __future__ import annotations
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 
 from figures._io import save_figure, tex_escape, write_table
-from simulate.experiments.realdata import (
-    DATASETS,
-    UCI_CRITERIA,
-    UCI_METHODS,
+from figures.paper_values import (
+    UCI_PUBLISHED,
+    UCI_PUBLISHED_SOURCES,
+    UCI_SPREAD_AS_PRINTED,
+    UCI_UNVERIFIED,
 )
+from simulate.experiments.uci import DATASETS, UCI_CRITERIA, UCI_METHODS, uci_stem
 
 __all__ = [
     "uci_table", "mnist_figure", "mnist_rows", "mnist_table", "mnist_control_rows",
@@ -58,13 +62,6 @@ def uci_table(recs, out_dir: str, tier: str, splits: str = "random") -> dict:
     targets (PICP) and its mean width (original units), mean over splits; the published
     papers report neither.  ``splits``: the records' split kind (``random`` or
     ``standard``), which names the outputs (``uci-TIER``, ``uci-standard-TIER``)."""
-    from figures.paper_values import (
-        UCI_PUBLISHED,
-        UCI_PUBLISHED_SOURCES,
-        UCI_SPREAD_AS_PRINTED,
-        UCI_UNVERIFIED,
-    )
-    from simulate.experiments.realdata import uci_stem
 
     stem = uci_stem(splits)
 
@@ -251,10 +248,8 @@ def mnist_figure(recs, out_dir: str, tier: str) -> dict:
     """One panel per training-set size n (test accuracy against epoch: ASVI = SVI at the
     selected width, the other SVI widths faint, Dense-BNN at the selected width) and, with
     more than one n, a last panel of final accuracy and kept-edge fraction against n."""
-    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     recs = sorted(recs, key=lambda r: r["n"])
     panels = len(recs) + (1 if len(recs) > 1 else 0)
@@ -378,10 +373,8 @@ def mnist_controls_table(recs, out_dir: str, tier: str) -> dict:
 def mnist_controls_figure(recs, out_dir: str, tier: str) -> dict:
     """A column per n: test accuracy (top) and kept-edge fraction (bottom, log scale)
     against epoch, one line per variant (mean over seeds)."""
-    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     ns = sorted({r["n"] for r in recs})
     fig, axes = plt.subplots(2, len(ns), figsize=(4.4 * len(ns), 6.4), squeeze=False)

@@ -36,7 +36,7 @@ import tempfile
 from figures._io import ONE_CONFIG_HINT
 from figures.realdata_figures import mnist_controls_table, mnist_table, uci_table
 from figures.teacher_figures import table1
-from simulate.experiments import realdata
+from simulate.experiments import mnist, uci
 from simulate.experiments import table1 as table1_run
 from simulate.sweep.records import RecordsError, being_written, read_jsonl
 from simulate.sweep.schema import one_configuration, read_records
@@ -66,9 +66,9 @@ KINDS = {
 # the record schema of each experiment's store (its records are refused otherwise)
 EXPERIMENT_SCHEMAS = {
     "table1": table1_run.SCHEMA,
-    "uci": realdata.UCI_SCHEMA,
-    "mnist1d": realdata.MNIST_SCHEMA,
-    "mnist1d-controls": realdata.MNIST_CONTROL_SCHEMA,
+    "uci": uci.UCI_SCHEMA,
+    "mnist1d": mnist.MNIST_SCHEMA,
+    "mnist1d-controls": mnist.MNIST_CONTROL_SCHEMA,
 }
 
 

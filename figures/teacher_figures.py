@@ -7,6 +7,8 @@ training: the penalty ``log pi(N)`` is added to the recorded ELBOs.
 
 from __future__ import annotations
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 
 from figures._io import save_figure, tex_escape, write_table
@@ -189,10 +191,8 @@ def _table1_tex(rows, a_rmse, a_edges) -> list[str]:
 
 def figure_1b(recs, out_dir: str, tier: str, lams=(1, 3, 10, 30)) -> dict:
     """Frequency of the selected width over replications, for each lambda of the prior."""
-    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     widths = recs[0]["widths"]
     freqs = {}

@@ -3,6 +3,8 @@ measured error against width of fixed-width SVI fits (sweep records, per width).
 
 from __future__ import annotations
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 
 from figures._io import save_figure
@@ -30,10 +32,8 @@ def tradeoff_figure(records, out_dir: str, tag: str) -> dict:
     """Left: theory's terms for the first Hoelder truth of the records at its largest n.
     Right: measured VB-posterior d^2 of each candidate width (mean over replicates), per
     n, over that n's candidates."""
-    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     holder = [r for r in records if r["truth"]["kind"] == "holder"]
     if not holder:

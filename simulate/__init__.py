@@ -17,7 +17,7 @@ each folder imports only from the folders above it in this list:
 * ``bench`` -- ``python -m simulate.bench`` and the per-model baselines it times.
 
 ``estimators`` (scikit-learn-style regressors and classifiers) sits beside them, on
-``core``; ``progress`` and ``_alloc`` are shared helpers.
+``core``; ``progress`` and ``alloc`` are shared helpers.
 """
 
 import sys as _sys

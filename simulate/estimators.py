@@ -78,10 +78,11 @@ from simulate.core.hyper import (
     lambda_s_at,
 )
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
-from simulate.core.posterior import select_width
+from simulate.core.posterior import mixture_quantiles, select_width
 from simulate.core.recipe import build_trainer
 from simulate.core.stopping import StopRule
 from simulate.progress import Progress
+from simulate.references.constructive import encode, spline_starts
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPE_DEFAULTS, recipe_settings
 
 __all__ = [
@@ -486,7 +487,6 @@ class _Base(BaseEstimator):
             raise ValueError(
                 "init_from='spline' is for spike-and-slab regression on one input feature"
             )
-        from simulate.references.constructive import encode, spline_starts
 
         layout = Layout(1, depth, widths)
         return encode(layout, spline_starts(X, y, widths, depth, seed=seed), hyper, dtype)
@@ -565,7 +565,6 @@ class _Regressor(RegressorMixin, _Base):
         width, in y's units: the quantiles of the predictive mixture ``(1/T) sum_t N(f_t(x),
         sigma^2)`` over ``predict_draws`` draws (``simulate.core.posterior.
         mixture_quantiles``), the same predictive distribution as ``predict``."""
-        from simulate.core.posterior import mixture_quantiles
 
         X = self._X_for_predict(X)
         check("level", level, Interval(numbers.Real, 0, 1, "neither"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
 import sympy as sp
 
 from theory import _validate as check
@@ -193,7 +194,6 @@ def teacher_log_power(ns, s0, p, L0=2, max_width0=10, delta=1, metric="d2") -> f
     or 200).  ``L0``, ``s0``, ``max_width0``: the teacher's hidden layers, non-zero weights
     and biases, and widest layer (the paper's 20-10-10-1: 2, about 165, 10).  For the
     Hellinger distance d (the square root) c is half."""
-    import numpy as np
 
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")

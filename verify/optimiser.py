@@ -34,6 +34,7 @@ configuration each); the report to ``--json`` and ``--markdown``.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -42,7 +43,12 @@ import time
 import numpy as np
 
 from simulate.sweep import tiers
+from simulate.sweep.config import SweepConfig
 from simulate.sweep.recipes import RECIPE_DEFAULTS, RECIPES, recipe_settings
+from simulate.sweep.records import RecordsError
+from simulate.sweep.runner import run_sweep
+from simulate.sweep.schema import read_records
+from simulate.sweep.truth_spec import TruthSpec
 from theory.cli import Parser, interrupted, run_main
 from theory.paths import check_distinct, check_output_file, protect_inputs, write_atomic
 from verify.records import Cell
@@ -178,9 +184,6 @@ def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=p
     ``{recipe: {"describe", "overrides", "rows", "train_s", "wall_s", "records"}}``.  ``tabulate``:
     train nothing, only read each recipe's records file (whatever code wrote it; ``wall_s``
     None)."""
-    from simulate.sweep.config import SweepConfig
-    from simulate.sweep.runner import run_sweep
-    from simulate.sweep.schema import read_records
 
     out = {}
     for name in recipes:
@@ -289,9 +292,6 @@ def alpha_half(recipe: str, out_dir, workers=None, seed: int = 0, replicates=Non
                log=print, designs=None) -> list[dict]:  # fmt: skip
     """Run :data:`ALPHA_HALF` under ``recipe`` and report each design (gap rows, rates and
     :func:`limits`); ``designs``: the tags (:func:`design_tag`) to run, default all."""
-    from simulate.sweep.config import SweepConfig
-    from simulate.sweep.runner import run_sweep
-    from simulate.sweep.truth_spec import TruthSpec
 
     k, p, a = ALPHA_HALF["truth"]
     truth = TruthSpec(k, p=p, alpha=a, seed=seed)
@@ -346,11 +346,6 @@ def markdown(res: dict) -> str:
 
 def main(argv=None) -> int:
     """``python -m verify.optimiser``: the benchmark (module docstring)."""
-    import json
-
-    from simulate.sweep.records import RecordsError
-    from simulate.sweep.schema import read_records
-    from simulate.sweep.truth_spec import TruthSpec
 
     ap = Parser(prog="python -m verify.optimiser", description=__doc__.split("\n\n")[0])
     ap.add_argument("--recipes", nargs="+", default=["baseline"], choices=sorted(RECIPES))

@@ -28,6 +28,9 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 
+from simulate.sweep.recipes import RECIPE_DEFAULTS, recipe_settings
+from simulate.sweep.truth_spec import TruthSpec
+
 __all__ = ["Protocol", "load", "names", "DEFAULT"]
 
 DEFAULT = "exploratory-v1"
@@ -150,7 +153,6 @@ def _recipe_mismatch(d: dict) -> str | None:
     None when they agree (or no recipe is named: the settings are the common ones)."""
     if "recipe" not in d:
         return None
-    from simulate.sweep.recipes import RECIPE_DEFAULTS, recipe_settings
 
     own = recipe_settings(str(d["recipe"]))
     common = d.get("common", {})
@@ -168,7 +170,6 @@ def design_tier(p: Protocol) -> dict:
     settings -- the shared ``[design.common]`` with its own replicates, the protocol's tag
     and seeds -- and its budget control's replicates), whether the control runs at every
     n, the workers, and the known-answer control's sweep (``gp``, or None)."""
-    from simulate.sweep.truth_spec import TruthSpec
 
     d = p.design
     if not d:

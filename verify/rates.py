@@ -72,6 +72,7 @@ import traceback
 
 import numpy as np
 
+from simulate.alloc import tune_malloc
 from simulate.sweep import tiers
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.flags import overrides_from_args
@@ -84,6 +85,7 @@ from simulate.sweep.runner import (
     parse_truths,
     records_path_for,
     resume_note,
+    run_sweep,
 )
 from simulate.sweep.schema import one_configuration, read_records
 from simulate.sweep.truth_spec import TRUTH_HELP
@@ -538,9 +540,6 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
     ``plan``: :func:`_planned_sweep`'s (None with ``--records``)."""
     t0 = time.perf_counter()
     if not args.records:
-        from simulate._alloc import tune_malloc
-        from simulate.sweep.runner import run_sweep
-
         tune_malloc()
         print(f"protocol {proto.tag} ({proto.kind})")
         os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)

@@ -8,9 +8,13 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING
 
+import matplotlib
+import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 
 from theory.exponents import METRICS
+from theory.paths import atomic_path
 from verify.slopes import Verdict
 from verify.starts import ARM_HEADER, arm_row
 
@@ -511,7 +515,6 @@ def _input_dimension_lines(results: list[MetricResult]) -> list[str]:
 
 def loglog_axes(ax) -> None:
     """Log-log axes against n without the cluttered minor tick labels."""
-    import matplotlib.ticker
 
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -607,12 +610,8 @@ def plot_results(results: list[MetricResult], out_dir: str, note: str | None = N
     """One figure per truth: a rate panel per metric and the selected-width panel, each
     written whole or not at all (``theory.paths.atomic_path``); ``note`` is added to
     every title (a partial read says so)."""
-    import matplotlib
-
-    from theory.paths import atomic_path
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     paths = []
     os.makedirs(out_dir, exist_ok=True)

@@ -28,10 +28,14 @@ constructive posteriors with R on the same objective tells which is nearer it:
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from simulate.sweep.records import RecordsError
+from simulate.sweep.schema import read_records
 from theory.cli import Parser
 from verify.records import ARM_ESTIMATORS, Cell
 from verify.slopes import Verdict, paired_mean_diff
@@ -316,11 +320,6 @@ def arms_table(records: list[dict]) -> str:
 
 def main(argv=None) -> int:
     """``python -m verify.starts RECORDS``: :func:`arms_table` of a records file."""
-    import os
-    import sys
-
-    from simulate.sweep.records import RecordsError
-    from simulate.sweep.schema import read_records
 
     ap = Parser(
         prog="python -m verify.starts",

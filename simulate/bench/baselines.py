@@ -20,6 +20,7 @@ comparable draw for draw, and it is never used for results.
 from __future__ import annotations
 
 import torch
+from torch.func import functional_call, stack_module_state
 
 from simulate.core import (
     Hyper,
@@ -164,7 +165,6 @@ class VmapEnsemble:
     Its noise comes from a ``torch.Generator``, so it is never used for results."""
 
     def __init__(self, p, depth, width, hyper: Hyper, X, y, seeds):
-        from torch.func import functional_call, stack_module_state
 
         if X.ndim != 2 or X.shape[1] != p or y.shape != X.shape[:1]:
             raise ValueError(f"X must be [n, {p}] and y [n], got {tuple(X.shape)}, {y.shape}")

@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from simulate._alloc import tune_malloc
+from simulate.alloc import tune_malloc
 from simulate.bench import timing
 from simulate.bench.flops import BATCH, N, P, peak_gflops
 from simulate.bench.sweep_mix import sweep_workload
@@ -23,6 +23,7 @@ from simulate.bench.timing import (
     run,
     table1_block_rate,
 )
+from simulate.core import native
 from simulate.core.hyper import PAPER_WIDTHS
 from simulate.experiments.table1 import METHODS
 from simulate.sweep import tiers
@@ -97,7 +98,6 @@ def _check_native(asked: bool) -> None:
     for (``--mlp native``), or where its cache is untrusted even though it is only timed
     beside the batched core where it can run: that is for the user to hear about, not to
     drop the variant for without a word."""
-    from simulate.core import native
 
     try:
         native.load()

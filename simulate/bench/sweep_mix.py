@@ -87,7 +87,7 @@ def _program_rate(prog: dict, steps: int, repeats: int, compile: bool, mlp: str)
     """Steps per second of one program (all its models), median of ``repeats``.
 
     Compiled, each program starts from a fresh dynamo cache, as each sweep job does
-    (``simulate.sweep.job.run_job``), and a recompile past dynamo's limit is an error: the
+    (``simulate.sweep.job.run_asvi_job``), and a recompile past dynamo's limit is an error: the
     tier's 44 programs compiled in one process otherwise pass the limit and the later ones
     run eagerly, which timed the full tier's p = 200 programs up to 3x too slow."""
     if compile:

@@ -37,10 +37,11 @@ import torch
 
 from simulate.bench.baselines import TextbookASVI, VmapEnsemble
 from simulate.bench.flops import BATCH, DEPTH, WIDTH, N, P, peak_rates, sync, workload_flops
-from simulate.core import Batch, Hyper, StepOptions, Trainer
+from simulate.core import Batch, Hyper, StepOptions, Trainer, native
 from simulate.core.hyper import PAPER_WIDTHS
 from simulate.core.recipe import build_trainer
 from simulate.experiments.table1 import METHODS, width_groups
+from simulate.truths.functions import TeacherNetwork, make_regression_data
 
 __all__ = [
     "WORKLOADS",
@@ -97,7 +98,6 @@ def native_available(device="cpu") -> bool:
     ``simulate.core.native.NativeUntrusted`` (``native.available``)."""
     if torch.device(device).type != "cpu":
         return False
-    from simulate.core import native
 
     return native.available()
 
@@ -329,7 +329,6 @@ def table1_block_rate(
     pass ``mlp`` (``"batched"``, or ``"native"``: ``simulate.core.native``).  After 5 warm-up
     steps per program (compilation included), ``repeats`` timings of ``steps`` steps of
     every program; returns the median and the repeats."""
-    from simulate.truths.functions import TeacherNetwork, make_regression_data
 
     if method not in METHODS:
         raise ValueError(f"method must be one of {tuple(METHODS)}, got {method!r}")

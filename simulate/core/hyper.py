@@ -80,7 +80,7 @@ HYPER_DEFAULTS = {f.name: f.default for f in fields(Hyper)}
 
 # The paper's MNIST experiment (appendix): where its settings differ from the teacher's
 # defaults above (the classifiers' defaults, ``simulate.estimators``, and the MNIST-1D
-# driver, ``simulate.experiments.realdata``; lambda there is its width grid's middle)
+# driver, ``simulate.experiments.mnist``; lambda there is its width grid's middle)
 PAPER_MNIST = {
     "likelihood": "categorical", "sigma_0": 2.0, "lam": 600.0, "batch_size": 512,
     "optimizer": "rmsprop",

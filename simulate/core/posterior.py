@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.special import ndtr
 
 from simulate.core import Hyper, Layout, draw_network, kl_terms, neg_log_lik, rng
 from simulate.core.likelihoods import likelihood_of
@@ -261,7 +262,6 @@ def mixture_quantiles(f, s, qs=(0.05, 0.95), iters: int = 60) -> list[np.ndarray
     levels in (0, 1); one ``[m]`` array per level.  By bisection on the mixture's CDF
     (``iters`` halvings of a bracket 9 sd beyond the draws: well below float64 resolution
     at 60).  The central 90% predictive interval is ``qs=(0.05, 0.95)``."""
-    from scipy.special import ndtr
 
     f = np.asarray(f, dtype=float)
     if f.ndim != 2:

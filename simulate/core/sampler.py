@@ -144,7 +144,7 @@ class Sampler:
         flat = data_rows(self.data_index, idx, self.n)
         E, mb = idx.shape
         key = ("gather", E, mb)
-        if key not in self._buffers:  # reused every step (see simulate._alloc)
+        if key not in self._buffers:  # reused every step (see simulate.alloc)
             self._buffers[key] = (
                 self.X_aug.new_empty(E * mb, self.X_aug.shape[1]),
                 self.y_flat.new_empty(E * mb),

@@ -142,9 +142,8 @@ class Trainer:
     def posterior(self, params: torch.Tensor | None = None):
         """The models' variational posteriors (:class:`simulate.core.posterior.Posterior`) at the
         current parameters, or at ``params`` (e.g. a stopping rule's look at them mid-run)."""
-        from simulate.core.posterior import (
-            Posterior,  # posterior builds on the core: imported on use
-        )
+        # deferred: a cycle -- posterior imports simulate.core, whose __init__ imports this module
+        from simulate.core.posterior import Posterior
 
         return Posterior(
             self.layout,

@@ -19,9 +19,12 @@ import time
 import warnings
 
 import numpy as np
+from sklearn.datasets import make_friedman1
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
-from simulate._alloc import tune_malloc
-from simulate.estimators import RECIPE_PARAMS, recipe_params
+from simulate.alloc import tune_malloc
+from simulate.estimators import RECIPE_PARAMS, ASVIRegressor, recipe_params
 from simulate.sweep.recipes import RECIPES
 from theory.cli import Parser, run_main
 from theory.paths import check_output_file, write_json
@@ -30,11 +33,6 @@ from theory.paths import check_output_file, write_json
 def run(n: int = 10_000, n_test: int = 5_000, compile: bool = False, **overrides) -> dict:
     """The default fit on ``make_friedman1(n)`` and its scores on ``n_test`` fresh points;
     ``overrides``: estimator parameters to change (the tests shorten the cap)."""
-    from sklearn.datasets import make_friedman1
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    from simulate.estimators import ASVIRegressor
 
     X, y = make_friedman1(n_samples=n, n_features=10, noise=1.0, random_state=0)
     Xt, yt = make_friedman1(n_samples=n_test, n_features=10, noise=1.0, random_state=1)

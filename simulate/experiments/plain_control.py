@@ -12,10 +12,17 @@ import time
 import numpy as np
 import torch
 
-from simulate.core.hyper import HYPER_DEFAULTS
+from simulate.core.hyper import HYPER_DEFAULTS, Hyper
 from simulate.core.layout import Layout
+from simulate.core.state import init_state
+from simulate.progress import Progress
+from simulate.references.classical import spline_reference
+from simulate.references.constructive import net_theta, spline_starts
 from simulate.references.plain import train_plain, validation_split
+from simulate.sweep.truth_spec import TruthSpec
+from simulate.truths.functions import make_regression_data
 from theory.cli import Parser, run_main
+from theory.paths import check_output_file, write_json
 
 
 def run(
@@ -44,12 +51,6 @@ def run(
     linear
     spline, mesh by 5-fold CV) on the same data.  Returns per width the squared L2 error
     to f0, the validation error and the step of the best evaluation."""
-    from simulate.core.hyper import Hyper
-    from simulate.core.state import init_state
-    from simulate.references.classical import spline_reference
-    from simulate.references.constructive import net_theta, spline_starts
-    from simulate.sweep.truth_spec import TruthSpec  # the experiment layer reads the sweep's truths
-    from simulate.truths.functions import make_regression_data
 
     if start not in ("random", "constructive"):
         raise ValueError(f"start must be 'random' or 'constructive', got {start!r}")
@@ -91,9 +92,6 @@ def run(
 
 def main(argv=None) -> int:
     """``python -m simulate.references.plain``: plain ReLU networks against the linear spline."""
-
-    from simulate.progress import Progress
-    from theory.paths import check_output_file, write_json
 
     ap = Parser(
         prog="python -m simulate.experiments.plain_control",

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch._dynamo.utils import counters
 
-from simulate.core import Hyper, StepOptions
+from simulate.core import Hyper, StepOptions, native
 from simulate.core.hyper import HYPER_DEFAULTS
 from simulate.core.recipe import train_models
 from simulate.sweep import tiers
@@ -234,8 +234,6 @@ def run_teacher(
     TeacherNetwork(seed=0, bias=bias)  # a bad convention fails before any file
     StepOptions(mlp=mlp)  # a bad pass fails before any file (its check, ValueError)
     if mlp == "native":  # no compiler: a clear error before any file
-        from simulate.core import native
-
         native.load()
     store = teacher_store(tier, out_dir, recompute, bias, mlp)
     t0 = time.perf_counter()

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from simulate._alloc import tune_malloc
+from simulate.alloc import tune_malloc
 from simulate.core.hyper import HYPER_DEFAULTS, PAPER_WIDTHS
 from simulate.estimators import ASVIRegressor, recipe_params
 from simulate.truths.functions import TeacherNetwork, make_regression_data

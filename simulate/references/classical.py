@@ -25,6 +25,8 @@ import itertools
 import math
 
 import numpy as np
+from scipy import sparse
+from scipy.sparse.linalg import spsolve
 
 from theory import hellinger_sq_pointwise
 
@@ -171,7 +173,6 @@ def _kuhn_design(X: np.ndarray, k: int):
     """Sparse design matrix ``[n, (k+1)^p]`` of the continuous piecewise-linear functions
     on the Kuhn triangulation of the ``k^p`` grid of [-1, 1]^p: row i holds the barycentric
     weights of x_i in its simplex (p + 1 non-zeros summing to 1)."""
-    from scipy import sparse
 
     n, p = X.shape
     u = (X + 1) / 2 * k
@@ -199,8 +200,6 @@ def _kuhn_design(X: np.ndarray, k: int):
 def fit_linear_spline(X, y, k: int):
     """Least-squares continuous linear spline on the Kuhn triangulation of the ``k^p``
     grid of [-1, 1]^p (module notes above); returns ``predict(Xnew) -> array``."""
-    from scipy import sparse
-    from scipy.sparse.linalg import spsolve
 
     X = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float)

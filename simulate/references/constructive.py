@@ -70,6 +70,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.func import grad, vmap
 
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout
@@ -258,7 +259,6 @@ def gauss_newton_scales(
     ``(h_i + 1 / sigma_0^2)^(-1/2)``, ``h_i = sum_x (d f(x) / d theta_i)^2 / sigma^2`` at the
     locations over model e's training inputs ``X[data_index[e]]`` (module docstring);
     other edges keep theirs.  Returns a new ``[3, E, P]`` tensor (``params``'s dtype)."""
-    from torch.func import grad, vmap
 
     if hyper.slab != "gaussian" or not family_of(hyper).indicators:
         raise ValueError("fitted scales are for the spike-and-slab family's Gaussian slab")

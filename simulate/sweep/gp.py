@@ -35,6 +35,8 @@ import time
 from dataclasses import asdict
 
 import numpy as np
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import ConstantKernel, Matern
 
 from simulate.sweep.cells import f0_describe, job_data, reference
 from simulate.sweep.records import code_digest, versions
@@ -51,8 +53,6 @@ def gp_name(nu: float) -> str:
 
 
 def _regressor(nu: float, length_scale: float, amplitude: float, sigma: float):
-    from sklearn.gaussian_process import GaussianProcessRegressor
-    from sklearn.gaussian_process.kernels import ConstantKernel, Matern
 
     kernel = ConstantKernel(amplitude**2, "fixed") * Matern(length_scale, "fixed", nu=nu)
     return GaussianProcessRegressor(kernel, alpha=sigma**2, optimizer=None, normalize_y=False)
@@ -80,10 +80,12 @@ def gp_metrics(mean, cov, f0t, sigma: float, draws: int, seed: int) -> dict:
     }
 
 
-def run_gp_job(job, cfg) -> list[dict]:
-    """One sweep job's cells for the known-answer control: per replicate, the exact GP
-    posterior of every prior in ``cfg.gp_nus`` and the same reference as ASVI's cells, on
-    the same data.  Records hold each prior's metrics under ``per_estimator``."""
+def run_gp_job(job) -> list[dict]:
+    """One sweep job's cells for the known-answer control (the runner's estimator
+    ``"gp"``, ``simulate.sweep.runner.ESTIMATORS``): per replicate, the exact GP posterior
+    of every prior in ``gp_nus`` of the job's config and the same reference as ASVI's
+    cells, on the same data.  Records hold each prior's metrics under ``per_estimator``."""
+    cfg = job.config
     t0 = time.perf_counter()
     f0s = [job.truth.build(r) for r in job.replicates]
     X_all, y_all, data_seeds = job_data(job, cfg, f0s)

@@ -1,5 +1,5 @@
 """One job of a growing-n sweep (``simulate.sweep``): the cells of one truth, one n and a
-block of replicates, trained together and evaluated (:func:`run_job`).  Pure: no file
+block of replicates, trained together and evaluated (:func:`run_asvi_job`).  Pure: no file
 access, so it runs unchanged in this process or on a Dask worker.
 
 Per job: each replicate's nested dataset and the shared test inputs (seeded by
@@ -42,13 +42,12 @@ from simulate.references.constructive import (
 from simulate.references.plain import train_plain, validation_split
 from simulate.sweep.cells import f0_describe, job_data, reference
 from simulate.sweep.config import Job, SweepConfig
-from simulate.sweep.gp import run_gp_job
 from simulate.sweep.records import code_digest, versions
 from simulate.sweep.schema import SCHEMA
 from simulate.sweep.truth_spec import stable_seed
 from simulate.sweep.widths import cell_selection, group_widths, plain_selection
 
-__all__ = ["REFERENCE_MAX_P", "run_job"]
+__all__ = ["REFERENCE_MAX_P", "run_asvi_job"]
 
 REFERENCE_MAX_P = 3  # the classical reference is fitted for Hoelder truths up to this p
 
@@ -287,12 +286,11 @@ def _per_width(cols: dict, i: int) -> dict:
     return out
 
 
-def run_job(job: Job) -> list[dict]:
-    """Train one job and return its records (pure: no file access; runs on Dask workers).
+def run_asvi_job(job: Job) -> list[dict]:
+    """Train one job's ASVI cells and return their records (pure: no file access; runs on
+    Dask workers; the runner's estimator ``"asvi"``, ``simulate.sweep.runner.ESTIMATORS``).
     The records store stamps their configuration fingerprint when it appends them."""
     cfg = job.config
-    if cfg.estimator == "gp":  # the known-answer control: no network is trained
-        return run_gp_job(job, cfg)
     if cfg.compile:
         # A job's graphs (its n and widths are constants of them) serve no later job, and
         # dynamo counts recompiles per function across the process: past its limit (64) it

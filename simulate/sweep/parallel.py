@@ -6,7 +6,7 @@ One place for the scale-out of the sweep (``simulate.sweep``) and of the teacher
 file has one writer whatever the number of workers.
 
 Local workers are a standard-library process pool (``spawn``), each process with one torch
-thread and the allocator settings of ``simulate._alloc.tune_malloc``.  Not a local Dask
+thread and the allocator settings of ``simulate.alloc.tune_malloc``.  Not a local Dask
 cluster: its worker trained a Table 1 block 3.5x slower than a pool process did (100 s
 against 28-31 s, measured one after the other; BENCHMARKS.md), most likely because
 Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, the page-refaulting
@@ -43,8 +43,22 @@ __all__ = [
     "local_setup_plugin",
 ]
 
+import contextlib
+import importlib.util
+import math
+import multiprocessing as mp
+import os
 import re
+import signal
 import sys
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+
+import torch
+
+from simulate import alloc
+from simulate.alloc import tune_malloc
 
 # how long a client waits for an existing scheduler (connection and handshake together)
 SCHEDULER_TIMEOUT_S = 30
@@ -72,11 +86,6 @@ def _worker_init(parent_pid: int | None = None) -> None:
     """Each pool process: SIGINT ignored (Ctrl-C is the calling process's to handle: a
     pool process that took it would print its own traceback), one torch thread, the
     training allocator settings, and a watch on its parent (:func:`_exit_with_parent`)."""
-    import signal
-
-    import torch
-
-    from simulate._alloc import tune_malloc
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
@@ -91,9 +100,6 @@ def _exit_with_parent(parent_pid: int) -> None:
     for good, adopted by PID 1).  A daemon thread polls ``os.getppid()`` every
     :data:`PARENT_POLL_S` seconds; portable, and a dead parent's orphan is reparented at
     once, so the check cannot miss it."""
-    import os
-    import threading
-    import time
 
     def watch():
         while os.getppid() == parent_pid:
@@ -111,8 +117,8 @@ def local_setup_plugin():
     than a pool process; BENCHMARKS.md).  Registered by :func:`map_unordered` on the
     cluster it is given (workers that join later get it too).  Built on call, so that
     importing this module does not import ``distributed``."""
-    import os
 
+    # deferred: dask.distributed is an optional dependency (the [dask] extra)
     from distributed.diagnostics.plugin import WorkerPlugin
 
     class LocalSetup(WorkerPlugin):
@@ -130,11 +136,8 @@ def local_setup_plugin():
 
 def _threads_and_allocator() -> tuple:
     """What :class:`LocalSetup` sets, read back in a worker: ``(torch threads, tuned)``."""
-    import torch
 
-    from simulate import _alloc
-
-    return torch.get_num_threads(), _alloc._done
+    return torch.get_num_threads(), alloc.tuned()
 
 
 def check_workers(workers, scheduler=None) -> None:
@@ -182,7 +185,6 @@ def check_scheduler(address: str | None, flag: str = "--scheduler") -> None:
     host, colon, port = rest.rpartition(":")
     if not colon or not _HOST.fullmatch(host) or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise ValueError(f"{flag} {text!r} is not a scheduler address ({shape})")
-    import importlib.util
 
     if importlib.util.find_spec("distributed") is None:
         raise ValueError(
@@ -198,7 +200,6 @@ SCHEDULER_TIMEOUT_MAX_S = 86400.0
 def check_scheduler_timeout(seconds, flag: str = "--scheduler-timeout") -> None:
     """``ValueError`` (one line) unless ``seconds`` is None or a number in (0,
     :data:`SCHEDULER_TIMEOUT_MAX_S`]."""
-    import math
 
     if seconds is not None and not (
         math.isfinite(seconds) and 0 < seconds <= SCHEDULER_TIMEOUT_MAX_S
@@ -242,9 +243,6 @@ def _sigint_ignored():
     nothing): processes spawned inside it start with SIGINT ignored, and a Python
     interpreter started so keeps it ignored, so a pool process cannot take a Ctrl-C even
     while it imports, before :func:`_worker_init` runs."""
-    import contextlib
-    import signal
-    import threading
 
     @contextlib.contextmanager
     def ctx():
@@ -262,9 +260,6 @@ def _sigint_ignored():
 
 def _on_pool(fn, items, workers: int):
     """:func:`map_unordered` on a pool of ``workers`` spawned processes."""
-    import multiprocessing as mp
-    import os
-    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     ctx = mp.get_context("spawn")  # no fork of a process holding torch threads
     with ProcessPoolExecutor(
@@ -290,9 +285,8 @@ def _connect(scheduler: str, timeout: float):
     bounds each step of its handshake but not the whole (a listener that accepts and never
     answers held it for more than 420 s); a connection abandoned so closes its client if it
     ever completes.  ``TimeoutError`` / ``OSError`` in one line otherwise."""
-    import threading
 
-    try:
+    try:  # deferred: dask.distributed is an optional dependency (the [dask] extra)
         from distributed import Client
     except ImportError:
         raise OSError("a scheduler needs dask.distributed, not installed here") from None
@@ -344,8 +338,8 @@ def _on_cluster(fn, items, scheduler: str, timeout: float):
     (every :data:`POLL_S` s) rather than waited on, so that the wait can speak; the client
     is this function's own (not the process's default), and ``as_completed`` is given its
     loop."""
-    import time
 
+    # deferred: dask.distributed is an optional dependency (the [dask] extra)
     from distributed import as_completed
 
     client = _connect(scheduler, timeout)

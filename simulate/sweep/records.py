@@ -31,12 +31,17 @@ import hashlib
 import json
 import math
 import os
+import pathlib
 import platform
 import stat
 import sys
 import tempfile
 import time
 import zlib
+from importlib.metadata import PackageNotFoundError, version
+
+import numpy as np
+import torch
 
 from theory.paths import protect_inputs
 
@@ -443,7 +448,6 @@ def code_hashes() -> dict:
     sweep's fingerprint, so a records file is resumed only by the code that began it, and
     a refusal names the files that changed (``fields_differing``).  Read once per
     process."""
-    import pathlib
 
     here = pathlib.Path(__file__).resolve()
     base = here.parents[2]  # the folder holding the packages
@@ -465,10 +469,6 @@ def code_digest() -> str:
 
 def versions() -> dict:
     """The versions that can change a record's numbers (part of every fingerprint)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    import numpy as np
-    import torch
 
     try:
         own = version("asvi-rates")

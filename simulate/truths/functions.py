@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import product
+from math import comb
 
 import numpy as np
 
@@ -163,7 +165,6 @@ class HolderFunction:
         return (np.cos(arg) * self.coef[None]).sum(axis=(1, 2))
 
     def _norm_bound(self) -> float:
-        from itertools import product
 
         r = int(np.floor(self.alpha))
         beta = self.alpha - r
@@ -209,7 +210,6 @@ def finite_difference_exponent(
     """Log-log slope of the largest ``order``-th finite difference ``|Delta_h^order f|`` over
     random points and directions against h: about alpha for a function of smoothness alpha
     when ``order > alpha`` (used to check :class:`HolderFunction`)."""
-    from math import comb
 
     rng = np.random.default_rng(seed)
     X = rng.uniform(-0.5, 0.5, size=(n_points, p))

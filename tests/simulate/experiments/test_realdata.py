@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from figures.realdata_figures import mnist_figure, mnist_table, uci_table
-from simulate.experiments.realdata import run_mnist1d, run_uci
+from simulate.experiments.mnist import run_mnist1d
+from simulate.experiments.uci import run_uci
 from simulate.truths.data import (
     boston,
     concrete,
@@ -130,7 +131,7 @@ def test_uci_refit_reads_each_split_at_its_own_epoch():
     epoch 2 (same seeds, so the same trajectory): the refit's checkpoints are the chosen
     epochs, not the last.  Negative control: the split read at epoch 3 scores otherwise.
     Both criteria choosing the same grid point share one training (one record each)."""
-    from simulate.experiments import realdata as rd
+    from simulate.experiments import uci as rd
 
     X, y = boston()
     splits = uci_splits(len(y), 2, seed=0)
@@ -159,7 +160,7 @@ def test_uci_grid_search_criteria(monkeypatch):
     (0.1, the smallest) with sigma_0 = 1; the log-likelihood of residuals of sd ~1 is
     greatest at the sigma nearest 1.  A failed fit never wins (control: sigma_0 = 1 failing
     leaves only 0.5)."""
-    from simulate.experiments import realdata as rd
+    from simulate.experiments import uci as rd
 
     failing = {"flag": False}
 
@@ -190,7 +191,7 @@ def test_mnist1d_controls_tiny_run(tmp_path):
     """Each variant trains once per n with its one setting changed (and only that), the
     table and figure are written, and a second call reuses the records."""
     from figures.realdata_figures import mnist_controls_figure, mnist_controls_table
-    from simulate.experiments.realdata import MNIST_CONTROL_VARIANTS, run_mnist1d_controls
+    from simulate.experiments.mnist import MNIST_CONTROL_VARIANTS, run_mnist1d_controls
     from theory import lambda_s_rule
 
     recs = run_mnist1d_controls("tiny", str(tmp_path), log=lambda *_: None)
@@ -219,7 +220,7 @@ def test_mnist1d_controls_tiny_run(tmp_path):
 
 
 def test_uci_standard_splits_are_a_separate_run_of_the_protocol_s_splits(tmp_path):
-    from simulate.experiments import realdata as rd
+    from simulate.experiments import uci as rd
     from simulate.truths.data import uci_standard_splits
 
     got = rd._splits_of("standard", 506, 2)
@@ -240,7 +241,7 @@ def test_uci_standard_splits_are_a_separate_run_of_the_protocol_s_splits(tmp_pat
 def test_uci_scores_interval_is_the_predictive_mixture_s():
     """One draw: the mixture is N(f, (sigma sd)^2), so the 90% interval is f +- 1.645 sigma sd;
     targets inside it and outside it count as they should."""
-    from simulate.experiments.realdata import _uci_scores
+    from simulate.experiments.uci import _uci_scores
 
     f_std = np.zeros((1, 4))
     y = np.array([10.0, 10.0 + 1.6 * 2.0, 10.0 - 1.7 * 2.0, 10.0 + 0.1])  # mu 10, sd 2 (sigma 1)

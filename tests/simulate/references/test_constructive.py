@@ -24,7 +24,7 @@ from simulate.references.constructive import (
 )
 from simulate.references.plain import train_plain, validation_split
 from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
-from simulate.sweep.job import run_job
+from simulate.sweep.runner import run_job
 from simulate.sweep.truth_spec import TruthSpec
 from simulate.truths.functions import TeacherNetwork
 from tests.factories import EXIT_LINES, fake_records

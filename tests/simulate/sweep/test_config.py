@@ -46,3 +46,17 @@ def test_the_sweep_s_defaults_are_hyper_s_but_the_batch():
     rule = lambda_s_at(1000, 2, 0.1)
     assert cfg.hyper_at(1000) == replace(Hyper(), batch_size=128, lambda_s=rule)
     assert cfg.stop_rule_at(1000) == StopRule()
+
+
+def test_every_estimator_a_config_accepts_is_one_the_runner_runs():
+    """The runner's registry (``simulate.sweep.runner.ESTIMATORS``) and the config's
+    ``estimator`` options name the same estimators, so a config that validates has a job
+    function and a registered one can be configured."""
+    from simulate.sweep.config import SWEEP_CONSTRAINTS
+    from simulate.sweep.gp import run_gp_job
+    from simulate.sweep.job import run_asvi_job
+    from simulate.sweep.runner import ESTIMATORS
+
+    (options,) = SWEEP_CONSTRAINTS["estimator"]
+    assert set(options.values) == set(ESTIMATORS) == {"asvi", "gp"}
+    assert ESTIMATORS == {"asvi": run_asvi_job, "gp": run_gp_job}

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
-from simulate.sweep.job import run_job
+from simulate.sweep.runner import run_job
 from simulate.sweep.truth_spec import TruthSpec
 
 # a tiny sweep whose risk stop binds: a tolerance on the held-out risk's relative change

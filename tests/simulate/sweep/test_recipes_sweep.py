@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
-from simulate.sweep.job import run_job
+from simulate.sweep.runner import run_job
 from simulate.sweep.truth_spec import TruthSpec
 from verify.optimiser import gap_table, main
 

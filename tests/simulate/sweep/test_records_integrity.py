@@ -397,8 +397,9 @@ def test_theory_json_into_a_missing_folder_is_created(tmp_path):
 def test_teacher_and_real_data_records_are_one_configuration(tmp_path, monkeypatch):
     """Table 1's, UCI's and MNIST-1D's records files refuse another tier setting by name
     (the figures' --recompute discards them), and hold the same lock as the sweep."""
-    import simulate.experiments.realdata as rd
+    import simulate.experiments.mnist as mn
     import simulate.experiments.table1 as ft
+    import simulate.experiments.uci as uci
     from simulate.sweep.tiers import TEACHER
 
     fake = {"method": "SVI", "replicate": 0, "rmse": [1.0], "elbo": [0.0], "schema": ft.SCHEMA}
@@ -412,7 +413,7 @@ def test_teacher_and_real_data_records_are_one_configuration(tmp_path, monkeypat
     monkeypatch.setitem(TEACHER, "tiny", {**TEACHER["tiny"], "epochs": 3, "replicates": 9})
     store = ft.teacher_store("tiny", tmp_path)
     assert store.foreign(store.read()) is None
-    for store in (rd.uci_store("tiny", tmp_path), rd.mnist_store("tiny", tmp_path)):
+    for store in (uci.uci_store("tiny", tmp_path), mn.mnist_store("tiny", tmp_path)):
         with exclusive_writer(store.path):
             with pytest.raises(RecordsError, match="another run"):
                 with store.writing():

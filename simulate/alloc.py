@@ -33,3 +33,8 @@ def tune_malloc() -> bool:
         return False
     _done = ok
     return ok
+
+
+def tuned() -> bool:
+    """Whether :func:`tune_malloc` has set the allocator in this process."""
+    return _done
