@@ -15,9 +15,11 @@ import numpy as np
 import torch
 from scipy.special import ndtr
 
-from simulate.core import Hyper, Layout, draw_network, kl_terms, neg_log_lik, rng
+from simulate.core import rng
+from simulate.core.hyper import Hyper
+from simulate.core.layout import Layout, neg_log_lik
 from simulate.core.likelihoods import likelihood_of
-from simulate.core.objective import family_of
+from simulate.core.objective import draw_network, family_of, kl_terms
 from theory import hellinger_sq_pointwise, log_prior_N
 
 __all__ = ["Posterior", "mixture_quantiles", "select_width"]

@@ -19,6 +19,7 @@ from simulate.core.native import check_supported
 from simulate.core.objective import ELBOTerms, draw_network, family_of, reference_terms
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
 from simulate.core.paths import Info, build_step
+from simulate.core.posterior import Posterior
 from simulate.core.sampler import Sampler
 from simulate.core.state import Batch, init_state, put_models, take_models
 from simulate.core.step import Consts
@@ -142,9 +143,6 @@ class Trainer:
     def posterior(self, params: torch.Tensor | None = None):
         """The models' variational posteriors (:class:`simulate.core.posterior.Posterior`) at the
         current parameters, or at ``params`` (e.g. a stopping rule's look at them mid-run)."""
-        # deferred: a cycle -- posterior imports simulate.core, whose __init__ imports this module
-        from simulate.core.posterior import Posterior
-
         return Posterior(
             self.layout,
             self.hyper,
