@@ -164,7 +164,7 @@ def test_every_entry_point_says_ctrl_c_in_one_line(module, monkeypatch, capsys):
 @pytest.mark.parametrize("module", ["verify.rates", "simulate.sweep", "figures"])
 def test_ctrl_c_while_the_entry_point_starts_is_one_line(tmp_path, module):
     """A Ctrl-C during the imports (torch, numpy: a second or two), before ``main`` runs,
-    was a 57-line traceback; ``theory.quiet_start`` makes it one line, exit 130."""
+    was a 57-line traceback; ``theory.cli.quiet_start`` makes it one line, exit 130."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", module, "--help"], cwd=tmp_path, env=env,
