@@ -74,19 +74,13 @@ import numpy as np
 
 from simulate.alloc import tune_malloc
 from simulate.sweep import tiers
+from simulate.sweep.cli import parse_truths, resume_note
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.flags import overrides_from_args
 from simulate.sweep.parallel import add_scheduler_flags, check_scheduler, check_scheduler_timeout
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.records import RecordsError, being_written
-from simulate.sweep.runner import (
-    check_memory,
-    check_native,
-    parse_truths,
-    records_path_for,
-    resume_note,
-    run_sweep,
-)
+from simulate.sweep.runner import check_memory, check_native, records_path_for, run_sweep
 from simulate.sweep.schema import one_configuration, read_records
 from simulate.sweep.truth_spec import TRUTH_HELP
 from theory.cli import Parser, interrupted, run_main
