@@ -206,8 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--mlp",
         choices=("batched", "native"),
         help="the network's pass: batched (default) or native (fused per model in C, the same"
-        " numbers to float rounding; 2-2.4x the steps at batch 1024, about the same at the tiers'"
-        " batch 128; needs a C compiler)",
+        " numbers to float rounding; faster at batch 1024, BENCHMARKS.md; needs a C compiler)",
     )
     ap.add_argument("--lambda-s-a", type=float, help="override a in lambda_s = a L log n (0.1)")
     ap.add_argument(

@@ -120,8 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--mlp",
         choices=("batched", "native"),
         help="the network's pass: batched (one product per layer over all models; default) "
-        "or native (fused per model in C: 2-2.4x the steps at batch 1024, about the same at the"
-        " tiers' batch 128; needs a C compiler)",
+        "or native (fused per model in C: faster at batch 1024, BENCHMARKS.md; needs a C"
+        " compiler)",
     )
     add_scheduler_flags(ap)
     ap.add_argument(
