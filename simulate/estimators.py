@@ -430,7 +430,8 @@ class _Base(BaseEstimator):
         terms = self.posterior_.elbo(Xt.to(dev), yt.to(dev), draws=int(self.elbo_draws))
         if learn_noise:  # the exact M-step on the full data: sigma^2 = E_q[RSS] / n
             sd = np.maximum(np.sqrt(terms["rss"] / n), NOISE_FLOOR)
-            self.posterior_.noise_sd = torch.as_tensor(sd).to(self.posterior_.params)
+            # the Posterior made again with its noise_sd argument (checked, in its dtype)
+            self.posterior_ = replace(self.posterior_, noise_sd=sd)
             terms["L1"] = 0.5 * n * np.log(2 * np.pi * sd**2) + terms["rss"] / (2 * sd**2)
             terms["elbo"] = -(terms["L1"] + terms["L2"] + terms["L3"])
         self.loss_terms_ = {k: terms[k] for k in ("L1", "L2", "L3")}
