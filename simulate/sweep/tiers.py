@@ -88,7 +88,7 @@ RATES = {
             # cap max(20,000, 160 epochs): 40,000 steps at n = 32,000 (a fixed 20,000 was
             # 80 epochs there, and doubling it moved d^2 by more than its SE)
             "max_epochs": 160,
-            "compile": True,  # ~3x fewer seconds per step; see RESULTS.md
+            "compile": True,  # ~3x fewer seconds per step; see BENCHMARKS.md
             "replicate_block": 4,
             # no risk stop: the ELBO's own rule decides when a candidate stops (no truth
             # in training; a validation-split criterion exists as stop_risk_tol, exploratory)
