@@ -73,6 +73,7 @@ from simulate.core.hyper import (
     HYPER_DEFAULTS,
     LAMBDA_S_A,
     PAPER_MNIST,
+    PAPER_MNIST_WIDTHS,
     PAPER_WIDTHS,
     inclusion_rate,
     lambda_s_at,
@@ -404,7 +405,7 @@ class _Base(BaseEstimator):
         options = StepOptions(
             compile=bool(self.compile),
             learn_noise=learn_noise,
-            noise_every=100 if rule is None else rule.window,
+            noise_every=DEFAULT_OPTIONS.noise_every if rule is None else rule.window,
             noise_floor=NOISE_FLOOR,
         )
         t0 = time.perf_counter()
@@ -429,7 +430,8 @@ class _Base(BaseEstimator):
         terms = self.posterior_.elbo(Xt.to(dev), yt.to(dev), draws=int(self.elbo_draws))
         if learn_noise:  # the exact M-step on the full data: sigma^2 = E_q[RSS] / n
             sd = np.maximum(np.sqrt(terms["rss"] / n), NOISE_FLOOR)
-            self.posterior_.noise_sd = torch.as_tensor(sd).to(self.posterior_.params)
+            # the Posterior made again with its noise_sd argument (checked, in its dtype)
+            self.posterior_ = replace(self.posterior_, noise_sd=sd)
             terms["L1"] = 0.5 * n * np.log(2 * np.pi * sd**2) + terms["rss"] / (2 * sd**2)
             terms["elbo"] = -(terms["L1"] + terms["L2"] + terms["L3"])
         self.loss_terms_ = {k: terms[k] for k in ("L1", "L2", "L3")}
@@ -725,7 +727,7 @@ class BNNRegressor(_Regressor):
 class BNNClassifier(_Classifier):
     __doc__ = "The classifier counterpart of :class:`BNNRegressor`." + _COMMON_DOC
     __init__ = _keyword_init(
-        {"family": "spike_slab", "widths": (400, 500, 600, 700, 800), **_CLASSIFICATION}
+        {"family": "spike_slab", "widths": PAPER_MNIST_WIDTHS, **_CLASSIFICATION}
     )
 
     def _candidate_widths(self):
@@ -750,7 +752,7 @@ class SVIRegressor(_Regressor):
 
 class ASVIClassifier(_Classifier):
     __doc__ = "ASVI with a categorical likelihood (the paper's MNIST experiment)." + _COMMON_DOC
-    __init__ = _keyword_init({"widths": (400, 500, 600, 700, 800), **_CLASSIFICATION})
+    __init__ = _keyword_init({"widths": PAPER_MNIST_WIDTHS, **_CLASSIFICATION})
 
     def _candidate_widths(self):
         return self.widths

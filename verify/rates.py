@@ -74,19 +74,13 @@ import numpy as np
 
 from simulate.alloc import tune_malloc
 from simulate.sweep import tiers
+from simulate.sweep.cli import parse_truths, resume_note
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.flags import overrides_from_args
 from simulate.sweep.parallel import add_scheduler_flags, check_scheduler, check_scheduler_timeout
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.records import RecordsError, being_written
-from simulate.sweep.runner import (
-    check_memory,
-    check_native,
-    parse_truths,
-    records_path_for,
-    resume_note,
-    run_sweep,
-)
+from simulate.sweep.runner import check_memory, check_native, records_path_for, run_sweep
 from simulate.sweep.schema import one_configuration, read_records
 from simulate.sweep.truth_spec import TRUTH_HELP
 from theory.cli import Parser, interrupted, run_main
@@ -212,8 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--mlp",
         choices=("batched", "native"),
         help="the network's pass: batched (default) or native (fused per model in C, the same"
-        " numbers to float rounding; 2-2.4x the steps at batch 1024, about the same at the tiers'"
-        " batch 128; needs a C compiler)",
+        " numbers to float rounding; faster at batch 1024, BENCHMARKS.md; needs a C compiler)",
     )
     ap.add_argument("--lambda-s-a", type=float, help="override a in lambda_s = a L log n (0.1)")
     ap.add_argument(

@@ -9,6 +9,7 @@ import argparse
 import os
 import platform
 import sys
+from dataclasses import replace
 
 import torch
 
@@ -23,7 +24,7 @@ from simulate.bench.timing import (
     run,
     table1_block_rate,
 )
-from simulate.core import native
+from simulate.core import StepOptions, native
 from simulate.core.hyper import PAPER_WIDTHS
 from simulate.experiments.table1 import METHODS
 from simulate.sweep import tiers
@@ -160,11 +161,12 @@ def main(argv=None) -> int:
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
         f"malloc tuned: {tuned}, {where}"
     )
+    # how the timed step runs, built once here: every mode's --compile; --table1-block adds
+    # its --autograd and --mlp (the other modes time their own variants of it)
+    options = StepOptions(compile=args.compile)
     if args.table1_block:
-        res = table1_block_rate(
-            args.table1_block, args.compile, args.groups, args.autograd, args.steps, args.repeats,
-            mlp=args.mlp or "batched",
-        )  # fmt: skip
+        block = replace(options, autograd=args.autograd, mlp=args.mlp or options.mlp)
+        res = table1_block_rate(args.table1_block, block, args.groups, args.steps, args.repeats)
         if args.json:
             write_json(args.json, {"where": where, "torch": torch.__version__, **res})
         return 0
@@ -172,7 +174,7 @@ def main(argv=None) -> int:
         peak = peak_gflops(args.device)
         print(f"sustained float32 GEMM rate (2048^3, the faster library): {peak:.1f} GFLOP/s")
         res = sweep_workload(
-            args.tier, args.steps, args.repeats, True if args.compile else None, args.records,
+            args.tier, args.steps, args.repeats, True if options.compile else None, args.records,
             peak, mlp=args.mlp,
         )  # fmt: skip
         print(
@@ -192,7 +194,7 @@ def main(argv=None) -> int:
         return 0
     if args.compare_paths:
         res = compare_paths(
-            max(args.E), args.steps, args.repeats, compile=args.compile, device=args.device
+            max(args.E), args.steps, args.repeats, options=options, device=args.device
         )
         if args.json:
             write_json(args.json, {"E": max(args.E), "device": args.device, "where": where, **res})
@@ -201,7 +203,7 @@ def main(argv=None) -> int:
         args.E,
         args.steps,
         args.repeats,
-        compile=args.compile,
+        options=options,
         device=args.device,
         loop_max=args.loop_max,
         workload=args.workload,

@@ -83,21 +83,22 @@ def _recorded_steps(records: list[dict]) -> dict:
     return out
 
 
-def _program_rate(prog: dict, steps: int, repeats: int, compile: bool, mlp: str) -> float:
-    """Steps per second of one program (all its models), median of ``repeats``.
+def _program_rate(prog: dict, steps: int, repeats: int, options: StepOptions) -> float:
+    """Steps per second of one program (all its models), its step run as ``options`` say,
+    median of ``repeats``.
 
     Compiled, each program starts from a fresh dynamo cache, as each sweep job does
     (``simulate.sweep.job.run_asvi_job``), and a recompile past dynamo's limit is an error: the
     tier's 44 programs compiled in one process otherwise pass the limit and the later ones
     run eagerly, which timed the full tier's p = 200 programs up to 3x too slow."""
-    if compile:
+    if options.compile:
         torch._dynamo.reset()
         with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
-            return _timed_program(prog, steps, repeats, compile, mlp)
-    return _timed_program(prog, steps, repeats, compile, mlp)
+            return _timed_program(prog, steps, repeats, options)
+    return _timed_program(prog, steps, repeats, options)
 
 
-def _timed_program(prog: dict, steps: int, repeats: int, compile: bool, mlp: str) -> float:
+def _timed_program(prog: dict, steps: int, repeats: int, options: StepOptions) -> float:
     rng = np.random.default_rng(0)
     D, n, p = len(prog["replicates"]), prog["n"], prog["p"]
     X = torch.tensor(rng.uniform(-1, 1, (D, n, p)), dtype=torch.float32)
@@ -106,7 +107,7 @@ def _timed_program(prog: dict, steps: int, repeats: int, compile: bool, mlp: str
     data_index = [d for d in range(D) for _ in prog["widths"]]
     tr = build_trainer(
         Hyper(batch_size=prog["batch_size"]), widths, list(range(len(widths))), X, y,
-        data_index, depth=prog["depth"], options=StepOptions(compile=compile, mlp=mlp),
+        data_index, depth=prog["depth"], options=options,
     )  # fmt: skip
     tr.fit(3)  # warm-up (compilation included)
     rates = []
@@ -137,11 +138,14 @@ def sweep_workload(
     rates: dict = {}
     total_s = total_model_steps = useful = flops = 0.0
     for prog in programs:
-        comp = prog["compile"] if compile is None else bool(compile)
-        how = prog["mlp"] if mlp is None else mlp
-        key = (prog["p"], prog["n"], tuple(prog["widths"]), prog["E"], comp, how)
+        # the program's step as the tier runs it, or as forced (built here, passed whole)
+        options = StepOptions(
+            compile=prog["compile"] if compile is None else bool(compile),
+            mlp=prog["mlp"] if mlp is None else mlp,
+        )
+        key = (prog["p"], prog["n"], tuple(prog["widths"]), prog["E"], options)
         if key not in rates:
-            rates[key] = _program_rate(prog, steps, repeats, comp, how)
+            rates[key] = _program_rate(prog, steps, repeats, options)
             log(
                 f"  p={prog['p']:3d} n={prog['n']:6d} widths {prog['widths']}: "
                 f"{rates[key] * prog['E']:8.0f} model-steps/s"

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -39,6 +40,7 @@ from simulate.bench.baselines import TextbookASVI, VmapEnsemble
 from simulate.bench.flops import BATCH, DEPTH, WIDTH, N, P, peak_rates, sync, workload_flops
 from simulate.core import Batch, Hyper, StepOptions, Trainer, native
 from simulate.core.hyper import PAPER_WIDTHS
+from simulate.core.options import DEFAULT_OPTIONS
 from simulate.core.recipe import build_trainer
 from simulate.experiments.table1 import METHODS, width_groups
 from simulate.truths.functions import TeacherNetwork, make_regression_data
@@ -71,24 +73,17 @@ def _data(n: int, p: int, seed: int = 0) -> Batch:
 
 
 def _batched(
-    data: Batch, E: int, p, depth, width, batch_size, device, compile, chunk=None, autograd=False,
-    mlp="batched",
-) -> Trainer:  # fmt: skip
-    """One batched trainer of the E bench models (seeds 0..E-1, all on ``data``)."""
-    return _trainer(
-        data, [width] * E, list(range(E)), depth, batch_size, device, compile, chunk, autograd,
-        mlp,
-    )  # fmt: skip
+    data: Batch, E: int, p, depth, width, batch_size, device, options: StepOptions
+) -> Trainer:
+    """One batched trainer of the E bench models (seeds 0..E-1, all on ``data``), its step
+    run as ``options`` say."""
+    return _trainer(data, [width] * E, list(range(E)), depth, batch_size, device, options)
 
 
-def _trainer(
-    data: Batch, widths, seeds, depth, batch_size, device, compile, chunk=None, autograd=False,
-    mlp="batched",
-):  # fmt: skip
+def _trainer(data: Batch, widths, seeds, depth, batch_size, device, options: StepOptions):
     return build_trainer(
         Hyper(batch_size=batch_size), widths, seeds, data.X, data.y, [0] * len(widths),
-        depth=depth, device=device,
-        options=StepOptions(compile=compile, chunk=chunk, autograd=autograd, mlp=mlp),
+        depth=depth, device=device, options=options,
     )  # fmt: skip
 
 
@@ -126,25 +121,27 @@ def workload_widths(workload: str, E: int) -> list[int]:
     raise ValueError(f"workload must be one of {WORKLOADS}, got {workload!r}")
 
 
-def _variants(data, widths, depth, batch_size, device, compile, timed_loop, workload):
-    """Each timed variant as a list of step functions over the same E models (seeds 0..E-1):
-    the batched core (one program), the same with the fused network pass (``native``,
-    where it can run: :func:`native_available`), for ``table1`` also the core in three width-group
-    programs (``simulate.experiments.table1.width_groups``), the per-model core loop, the
-    textbook loop and the vmap ensembles (one per width; CPU)."""
+def _variants(data, widths, depth, batch_size, device, options, timed_loop, workload):
+    """Each timed variant as a list of step functions over the same E models (seeds 0..E-1),
+    each core variant's step run as ``options`` say: the batched core (one program), the
+    same with the fused network pass (``native``, where it can run:
+    :func:`native_available`), for ``table1`` also the core in three width-group programs
+    (``simulate.experiments.table1.width_groups``), the per-model core loop, the textbook
+    loop and the vmap ensembles (one per width; CPU)."""
     E, p = len(widths), data.X.shape[2]
     cpu = torch.device(device).type == "cpu"
     seeds = list(range(E))
-    tr = _trainer(data, widths, seeds, depth, batch_size, device, compile)
+    tr = _trainer(data, widths, seeds, depth, batch_size, device, options)
     out = {"batched": [tr.step]}
     if native_available(device):  # the same program with the network's pass fused per model
-        nat = _trainer(data, widths, seeds, depth, batch_size, device, compile, mlp="native")
+        native_options = replace(options, mlp="native")
+        nat = _trainer(data, widths, seeds, depth, batch_size, device, native_options)
         out["native"] = [nat.step]
     if workload == "table1":
         out["batched_groups"] = []
         for group in width_groups(sorted(set(widths)), 3):
             idx = [e for e in seeds if widths[e] in group]
-            g = _trainer(data, [widths[e] for e in idx], idx, depth, batch_size, device, compile)
+            g = _trainer(data, [widths[e] for e in idx], idx, depth, batch_size, device, options)
             out["batched_groups"].append(g.step)
     h, X, y = Hyper(batch_size=batch_size), data.X[0], data.y[0]
     if cpu:  # batched like the core: timed at every E
@@ -155,7 +152,7 @@ def _variants(data, widths, depth, batch_size, device, compile, timed_loop, work
     if not timed_loop:
         return out
     out["loop"] = [
-        _trainer(data, [widths[e]], [e], depth, batch_size, device, compile).step for e in seeds
+        _trainer(data, [widths[e]], [e], depth, batch_size, device, options).step for e in seeds
     ]
     if cpu:
         out["textbook"] = [TextbookASVI(p, depth, widths[e], h, X, y, seed=e).step for e in seeds]
@@ -170,7 +167,7 @@ def run(
     p: int = P,
     depth: int = DEPTH,
     batch_size: int = BATCH,
-    compile: bool = False,
+    options: StepOptions = DEFAULT_OPTIONS,
     device="cpu",
     loop_max: int | None = None,
     log=print,
@@ -180,6 +177,8 @@ def run(
     textbook_loop_model_steps_per_s, textbook_ratio, vmap_model_steps_per_s, vmap_ratio}}``
     (ratios: batched over the other), plus for ``workload="table1"``
     ``batched_groups_model_steps_per_s`` and ``groups_ratio`` (grouped over one program).
+    ``options``: how the core's variants step (``StepOptions``; the ``native`` variant
+    the same with ``mlp="native"``).
 
     ``device="cuda"`` times the core's variants on the GPU (synchronising around each timed
     block); the data then lives on the GPU too, and the textbook and vmap baselines (CPU
@@ -207,7 +206,7 @@ def run(
     for E in Es:
         widths = workload_widths(workload, E)
         timed_loop = loop_max is None or E <= loop_max
-        fns = _variants(data, widths, depth, batch_size, device, compile, timed_loop, workload)
+        fns = _variants(data, widths, depth, batch_size, device, options, timed_loop, workload)
         for _ in range(3):  # warm-up (and compilation, if asked for)
             for group in fns.values():
                 for f in group:
@@ -276,27 +275,29 @@ def compare_paths(
     width: int = WIDTH,
     depth: int = DEPTH,
     batch_size: int = BATCH,
-    compile: bool = False,
+    options: StepOptions = DEFAULT_OPTIONS,
     device="cpu",
     log=print,
 ) -> dict:
     """Time the step paths (``simulate.core.paths``) on the same E models in one process,
     interleaved: autograd through the sampler (``autograd``, the autograd path), the
-    hand-written step (``hand_written``, the default family's), and with ``compile`` the
-    hand-written step compiled, both as one call for all E models
+    hand-written step (``hand_written``, the default family's), and with
+    ``options.compile`` the hand-written step compiled, both as one call for all E models
     (``hand_written_compiled``, the default) and in calls of 25 models
-    (``hand_written_compiled_chunks_of_25``; see ``Trainer``'s ``chunk``).
+    (``hand_written_compiled_chunks_of_25``; see ``Trainer``'s ``chunk``): each path's
+    options are ``options`` with the path's own compile, chunk and autograd.
     Returns ``{path: median model-steps/s}`` plus each path's ratio to the autograd one
     (``"<path>/autograd"``)."""
     data = _data(n, p)
+    eager = replace(options, compile=False, chunk=None, autograd=False)
 
-    def run(compile=False, chunk=None, autograd=False):  # each on its own trainer
-        return _batched(data, E, p, depth, width, batch_size, device, compile, chunk, autograd).step
+    def run(path_options):  # each on its own trainer
+        return _batched(data, E, p, depth, width, batch_size, device, path_options).step
 
-    paths = {"autograd": run(autograd=True), "hand_written": run()}
-    if compile:
-        paths["hand_written_compiled"] = run(compile=True)
-        paths["hand_written_compiled_chunks_of_25"] = run(compile=True, chunk=25)
+    paths = {"autograd": run(replace(eager, autograd=True)), "hand_written": run(eager)}
+    if options.compile:
+        paths["hand_written_compiled"] = run(replace(eager, compile=True))
+        paths["hand_written_compiled_chunks_of_25"] = run(replace(eager, compile=True, chunk=25))
     for f in paths.values():
         for _ in range(3):
             f()
@@ -313,22 +314,21 @@ def compare_paths(
 
 def table1_block_rate(
     method: str,
-    compile: bool = False,
+    options: StepOptions = DEFAULT_OPTIONS,
     groups: int = 1,
-    autograd: bool = False,
     steps: int = 200,
     repeats: int = 3,
     replicates: int = 5,
     log=print,
-    mlp: str = "batched",
 ) -> dict:
     """Model-steps per second of one Table 1 block: ``replicates`` teacher datasets
     (n = 10,000, the driver's seeds) x the ten widths of ``method`` (``"SVI"``,
-    ``"Dense-BNN"``, ``"HS-BNN"``), in ``groups`` programs of similar widths, compiled or
-    not, on the hand-written step or (``autograd``) the autograd path, with the network's
-    pass ``mlp`` (``"batched"``, or ``"native"``: ``simulate.core.native``).  After 5 warm-up
-    steps per program (compilation included), ``repeats`` timings of ``steps`` steps of
-    every program; returns the median and the repeats."""
+    ``"Dense-BNN"``, ``"HS-BNN"``), in ``groups`` programs of similar widths, each step run
+    as ``options`` say (``StepOptions``: compiled or not, on the hand-written step or
+    (``autograd``) the autograd path, with the network's pass ``mlp``, ``"batched"`` or
+    ``"native"``: ``simulate.core.native``).  After 5 warm-up steps per program
+    (compilation included), ``repeats`` timings of ``steps`` steps of every program;
+    returns the median and the repeats."""
 
     if method not in METHODS:
         raise ValueError(f"method must be one of {tuple(METHODS)}, got {method!r}")
@@ -340,7 +340,6 @@ def table1_block_rate(
     Xs = torch.tensor(np.stack(X), dtype=torch.float32)
     ys = torch.tensor(np.stack(y), dtype=torch.float32)
     hyper = Hyper(family=METHODS[method], batch_size=BATCH)
-    options = StepOptions(compile=compile, autograd=autograd, mlp=mlp)
     trainers = []
     for ws in width_groups(PAPER_WIDTHS, groups):
         data_index = [r for r in range(replicates) for _ in ws]
@@ -357,12 +356,13 @@ def table1_block_rate(
         for tr in trainers:
             tr.fit(steps)
         rates.append(models * steps / (time.perf_counter() - t0))
-    out = {"method": method, "compile": bool(compile), "groups": int(groups),
-           "autograd": bool(autograd), "mlp": mlp, "threads": torch.get_num_threads(),
+    out = {"method": method, "compile": options.compile, "groups": int(groups),
+           "autograd": options.autograd, "mlp": options.mlp, "threads": torch.get_num_threads(),
            "model_steps_per_s": statistics.median(rates), "repeats": rates}  # fmt: skip
     log(
-        f"Table 1 block, {method}, {'compiled' if compile else 'eager'}, {groups} program(s), "
-        f"{'autograd' if autograd else 'hand-written'} step, {mlp} network pass, "
+        f"Table 1 block, {method}, {'compiled' if options.compile else 'eager'}, "
+        f"{groups} program(s), {'autograd' if options.autograd else 'hand-written'} step, "
+        f"{options.mlp} network pass, "
         f"{out['threads']} thread(s): "
         f"{out['model_steps_per_s']:.0f} model-steps/s {[round(r) for r in rates]}"
     )

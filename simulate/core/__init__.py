@@ -63,11 +63,8 @@ from __future__ import annotations
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout, mlp_nll_and_grad, neg_log_lik
 from simulate.core.objective import (
-    DrawSource,
     ELBOTerms,
-    StepWords,
     draw_network,
-    draw_step_inputs,
     kl_indicator,
     kl_slab,
     kl_slab_edge,
@@ -80,7 +77,7 @@ from simulate.core.objective import (
 from simulate.core.optim import Factors, Optimizer, OptState, optimizer_of
 from simulate.core.options import StepOptions
 from simulate.core.paths import Info, Step, build_step, chunk_bounds
-from simulate.core.sampler import Inputs, Sampler
+from simulate.core.sampler import DrawSource, Inputs, Sampler, StepWords, draw_step_inputs
 from simulate.core.state import (
     Batch,
     Health,

@@ -1,12 +1,14 @@
 """Declarative parameter constraints, checked in one place.
 
-A configuration class declares ``_constraints = {field: [allowed, ...]}`` (the shape of
-scikit-learn's ``_parameter_constraints``) and calls :func:`validate_params` once, where the
-values enter, as each is made (the ``__post_init__`` of ``Hyper``, ``StopRule``,
-``StepOptions`` and ``SweepConfig``; the estimators check their own parameters through
-:func:`check`).  A value is accepted when any
-of its field's constraints accepts it; the error names the field, what it must be and what
-it got, e.g. ``lr must be a finite number > 0, got -1``.
+Beside each configuration class its module keeps a table of its fields' allowed values,
+``{field: [allowed, ...]}`` (the shape of scikit-learn's ``_parameter_constraints``:
+``HYPER_CONSTRAINTS``, ``_STOP_CONSTRAINTS``, ``STEP_OPTIONS_CONSTRAINTS``,
+``SWEEP_CONSTRAINTS``), and the class's ``__post_init__`` calls
+:func:`validate_params` with it once, where the values enter, as each is made (``Hyper``,
+``StopRule``, ``StepOptions`` and ``SweepConfig``; the estimators check their own
+parameters through :func:`check`).  A value is accepted when any of its field's constraints
+accepts it; the error names the field, what it must be and what it got, e.g. ``lr must be a
+finite number > 0, got -1``.
 
 * :class:`Interval` -- integers or real numbers in a range (booleans are refused: ``True``
   is not a width; real numbers must be finite);

@@ -3,8 +3,8 @@ the one table of the training hyperparameters' defaults (:data:`HYPER_DEFAULTS`:
 own), from which the sweeps (``simulate.sweep.config.SweepConfig``), the training recipes
 (``simulate.sweep.recipes``), the estimators (``simulate.estimators``) and the drivers
 derive theirs, overriding by name only where they must; with the paper's other settings
-said once (:data:`PAPER_MNIST`, :data:`LAMBDA_S_A`) and the sparsity price's rule at n
-(:func:`lambda_s_at`)."""
+said once (:data:`PAPER_MNIST`, :data:`PAPER_UCI`, :data:`LAMBDA_S_A`) and the sparsity
+price's rule at n (:func:`lambda_s_at`)."""
 
 from __future__ import annotations
 
@@ -85,6 +85,13 @@ PAPER_MNIST = {
     "likelihood": "categorical", "sigma_0": 2.0, "lam": 600.0, "batch_size": 512,
     "optimizer": "rmsprop",
 }  # fmt: skip
+# its candidate widths (the classifiers' default, ``simulate.estimators``)
+PAPER_MNIST_WIDTHS = (400, 500, 600, 700, 800)
+
+# The UCI protocol the paper follows (Hernandez-Lobato and Adams 2015;
+# ``simulate.experiments.uci``): Adam at lr 1e-3, batch 256 (or n, if smaller), one hidden
+# layer of 50 units
+PAPER_UCI = {"lr": 1e-3, "batch_size": 256, "width": 50, "depth": 1}
 
 # lambda_s = a (L + 1) log n, the paper's rule (theory.lambda_s_rule; L hidden layers): its
 # a per likelihood, the values with which the rule reproduces the paper's printed lambda_s

@@ -8,7 +8,6 @@ from typing import NamedTuple
 
 import torch
 
-from simulate.core import rng
 from simulate.core.families import Dense, Horseshoe
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout, neg_log_lik
@@ -61,73 +60,6 @@ def sample_theta(params, hyper: Hyper, mask, noise, u, hard_only=False):
     hard = (G > 0.5).to(params.dtype)
     gamma = hard if hard_only else hard + G - G.detach()
     return gamma * w * mask
-
-
-def iid_index(u: torch.Tensor, n: int) -> torch.Tensor:
-    """Minibatch indices in [0, n) from float64 uniforms (``sampling="iid"``)."""
-    return (u * n).to(torch.int64).clamp_max(n - 1)
-
-
-def data_rows(data_index: torch.Tensor, idx: torch.Tensor, n: int) -> torch.Tensor:
-    """Flat row numbers into the stacked datasets ``[D*n, ...]`` of per-model indices
-    ``idx [E, m]`` into model e's own dataset ``data_index[e]``."""
-    return (data_index[:, None] * n + idx).reshape(-1)
-
-
-class DrawSource(NamedTuple):
-    """What :func:`draw_step_inputs` reads that stays the same from step to step (a
-    program's constants, built by ``Sampler.source``): the streams' keyed bases -- the slab
-    noise's ``eps_base``, the Gumbel-sigmoid uniforms' ``gumbel_base`` (None for the
-    families without indicators) and the iid minibatch's ``iid_base`` -- and the data:
-    the stacked rows ``X_aug [D*n, p + 1]`` (a last column of ones), ``y_flat [D*n]`` and
-    each model's dataset ``data_index [E]``.  A NamedTuple of tensors, which
-    ``torch.compile`` takes as it takes its fields."""
-
-    eps_base: torch.Tensor
-    gumbel_base: torch.Tensor | None
-    iid_base: torch.Tensor
-    X_aug: torch.Tensor
-    y_flat: torch.Tensor
-    data_index: torch.Tensor
-
-
-class StepWords(NamedTuple):
-    """What :func:`draw_step_inputs` reads that changes every step (``Sampler.draw_words``):
-    the K draws' words ``words [K, 2]`` (int32, offsets ``t K + k``), the iid minibatch's
-    ``iid_words [2]`` (offset ``t``), and ``idx [E, m]``, the permutation sampling's
-    minibatch indices (None: drawn iid from ``iid_words``)."""
-
-    words: torch.Tensor
-    iid_words: torch.Tensor
-    idx: torch.Tensor | None
-
-
-def draw_step_inputs(source: DrawSource, step: StepWords, n: int, dtype=torch.float32):
-    """One step's random inputs at once, the form :class:`Trainer` compiles: the K draws'
-    slab uniforms and Gumbel-sigmoid uniforms ``[K, E, P]``, and every model's minibatch
-    ``xb [E, m, p + 1]``, ``yb [E, m]``, from the program's constants ``source`` and the
-    step's words ``step``.  Bit-identical to the streams' own draws and
-    :meth:`Trainer.minibatch` (tested): the same hash rounds (:func:`simulate.core.rng.draw_bits`)
-    with the draw words passed as int32 tensors, so one compiled graph serves every step
-    (``n``, the rows per dataset, and ``dtype`` are the graph's constants).  Compiled, it
-    runs ~3.5x faster than the eager hashing plus ``index_select`` (the integer rounds fuse
-    into one loop); the normal transform stays outside
-    (:func:`simulate.core.rng.uniform_to_normal`)."""
-    words, idx = step.words, step.idx
-    a, b = words[:, 0, None, None], words[:, 1, None, None]
-    u_slab = rng.bits_uniform(rng.draw_bits(source.eps_base, a, b), dtype)
-    u_gumbel = (
-        None
-        if source.gumbel_base is None
-        else rng.bits_uniform(rng.draw_bits(source.gumbel_base, a, b), dtype)
-    )
-    if idx is None:
-        iid = step.iid_words
-        u = rng.bits_uniform(rng.draw_bits(source.iid_base, iid[0], iid[1]), torch.float64)
-        idx = iid_index(u, n)
-    rows = data_rows(source.data_index, idx, n)
-    E, m = idx.shape
-    return u_slab, u_gumbel, source.X_aug[rows].view(E, m, -1), source.y_flat[rows].view(E, m)
 
 
 def kl_slab_edge(loc, scale, hyper: Hyper) -> torch.Tensor:

@@ -47,10 +47,10 @@ class Trainer:
     hand-written step computes the network's pass -- ``"batched"`` (one product per layer
     over all models, the default) or ``"native"`` (fused per model in C,
     ``simulate.core.native``: the Gaussian likelihood on the CPU in float32; the same
-    numbers to float rounding, 2-2.4x the steps per second at batch 1024, about the same at
-    batch 128: BENCHMARKS.md).  The checks that need the options and the hyperparameters
-    together are made here before anything is built (learned noise, the fused pass's
-    platform) and in ``build_step`` (the fused pass's step path).
+    numbers to float rounding, faster at batch 1024: BENCHMARKS.md).  The checks that need
+    the options and the hyperparameters together are made here before anything is built
+    (learned noise, the fused pass's platform) and in ``build_step`` (the fused pass's step
+    path).
 
     ``options.learn_noise`` (Gaussian likelihood only): each model's noise sd is learned with it, a
     point estimate maximising the ELBO, by variational EM: the step treats the current sd

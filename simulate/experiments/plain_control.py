@@ -19,6 +19,7 @@ from simulate.progress import Progress
 from simulate.references.classical import spline_reference
 from simulate.references.constructive import net_theta, spline_starts
 from simulate.references.plain import train_plain, validation_split
+from simulate.sweep.config import SweepConfig
 from simulate.sweep.truth_spec import TruthSpec
 from simulate.truths.functions import make_regression_data
 from theory.cli import Parser, run_main
@@ -34,7 +35,7 @@ def run(
     start: str = "random",
     epochs: float = 160.0,
     min_steps: int = 20_000,
-    batch_size: int = 128,
+    batch_size: int = SweepConfig.batch_size,  # the sweeps' batch (SweepConfig's default)
     lr: float = HYPER_DEFAULTS["lr"],
     seed: int = 0,
     n_test: int = 20_000,

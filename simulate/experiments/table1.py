@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -26,6 +27,7 @@ from torch._dynamo.utils import counters
 
 from simulate.core import Hyper, StepOptions, native
 from simulate.core.hyper import HYPER_DEFAULTS
+from simulate.core.options import DEFAULT_OPTIONS
 from simulate.core.recipe import train_models
 from simulate.sweep import tiers
 from simulate.sweep.parallel import map_unordered
@@ -59,7 +61,7 @@ RUN_PLAN = {
 COMPILE_FROM_STEPS = 5000
 
 
-def block_plan(method: str, steps: int, plan=None, mlp: str = "batched") -> dict:
+def block_plan(method: str, steps: int, plan=None, mlp: str = DEFAULT_OPTIONS.mlp) -> dict:
     """How a block of ``method`` runs at ``steps`` steps: ``plan`` (default ``RUN_PLAN``)'s
     entry, compiled and split only from ``COMPILE_FROM_STEPS`` steps.  ``mlp="native"``
     (the network's pass fused per model, ``simulate.core.native``): one program per block
@@ -69,8 +71,8 @@ def block_plan(method: str, steps: int, plan=None, mlp: str = "batched") -> dict
     p = dict((plan or RUN_PLAN)[method])
     if steps < COMPILE_FROM_STEPS and plan is None:
         p = {"compile": False, "groups": 1}
-    if mlp != "batched":
-        p.update(groups=1, mlp=mlp)
+    if mlp != DEFAULT_OPTIONS.mlp:
+        p.update(groups=1)
     return p
 
 
@@ -139,20 +141,20 @@ def _train_group(method, reps, widths, group, cfg, data, options: StepOptions) -
 
 def train_block(task) -> list[dict]:
     """Train every width of one method for a block of replicates: ``task`` is ``(method,
-    reps, cfg, bias, plan)`` (picklable, for worker processes; ``plan`` from
-    :func:`block_plan`: ``compile``, ``groups``).  A compiled block counts the graphs
+    reps, cfg, bias, groups, options)`` (picklable, for worker processes; ``groups`` the
+    block's width groups, :func:`block_plan`'s, and ``options`` how its step runs,
+    ``StepOptions``, compiled as the plan says).  A compiled block counts the graphs
     it compiled (a shape compiles once per process and is reused by later blocks and
     replicates) and fails rather than silently running eagerly past dynamo's recompile
     limit."""
-    method, reps, cfg, bias, plan = task
+    method, reps, cfg, bias, groups, options = task
     t0 = time.perf_counter()
     widths = list(cfg["widths"])
     data = _block_data(reps, cfg, TeacherNetwork(seed=0, bias=bias))
-    options = StepOptions(compile=plan["compile"], mlp=plan.get("mlp", "batched"))
     graphs0 = counters["stats"]["unique_graphs"]
     cells = {}
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
-        for group in width_groups(widths, plan["groups"]):
+        for group in width_groups(widths, groups):
             cells.update(_train_group(method, reps, widths, group, cfg, data, options))
     graphs = counters["stats"]["unique_graphs"] - graphs0
     out = []
@@ -172,7 +174,7 @@ def train_block(task) -> list[dict]:
                 "elbo": list(elbo),
                 "failed": list(failed),
                 "train_s": time.perf_counter() - t0,
-                "programs": plan["groups"],
+                "programs": groups,
                 "compiled": options.compile,
                 "mlp": options.mlp,
                 "graphs_compiled": graphs,
@@ -182,7 +184,11 @@ def train_block(task) -> list[dict]:
 
 
 def teacher_store(
-    tier: str, out_dir: str, recompute: bool = False, bias: str = "subtract", mlp="batched"
+    tier: str,
+    out_dir: str,
+    recompute: bool = False,
+    bias: str = "subtract",
+    mlp: str = DEFAULT_OPTIONS.mlp,
 ) -> RecordStore:
     """The tier's records file (``teacher-subtract-TIER.jsonl`` for the default teacher,
     eq. (eqmod2)'s subtracted biases; ``teacher-TIER.jsonl`` for ``relu(h W + b)``, the
@@ -197,7 +203,7 @@ def teacher_store(
     if bias != "add":  # "add" files keep the key they were written with
         settings["teacher_bias"] = bias
         stem = f"teacher-{bias}"
-    if mlp != "batched":
+    if mlp != DEFAULT_OPTIONS.mlp:
         settings["mlp"] = mlp
         stem = f"{stem}-{mlp}"
     key = lambda r: (r["method"], r["replicate"])  # noqa: E731
@@ -214,7 +220,7 @@ def run_teacher(
     workers: int | None = None,
     methods=None,
     plan=None,
-    mlp: str = "batched",
+    mlp: str = DEFAULT_OPTIONS.mlp,
 ) -> list[dict]:
     """Train what the tier needs and is not yet recorded; return all its records.
     ``bias``: the teacher's bias convention (``simulate.truths.functions.TeacherNetwork``);
@@ -232,19 +238,23 @@ def run_teacher(
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
     TeacherNetwork(seed=0, bias=bias)  # a bad convention fails before any file
-    StepOptions(mlp=mlp)  # a bad pass fails before any file (its check, ValueError)
-    if mlp == "native":  # no compiler: a clear error before any file
+    # how every block steps, made (and a bad pass refused, ValueError) before any file; each
+    # block compiles as its plan says (block_plan)
+    options = StepOptions(mlp=mlp)
+    if options.mlp == "native":  # no compiler: a clear error before any file
         native.load()
-    store = teacher_store(tier, out_dir, recompute, bias, mlp)
+    store = teacher_store(tier, out_dir, recompute, bias, options.mlp)
     t0 = time.perf_counter()
     with store.writing() as st:
         steps = tier_steps(cfg)
+        plans = {m: block_plan(m, steps, plan, options.mlp) for m in methods}
         todo = [
-            (method, reps, cfg, bias, block_plan(method, steps, plan, mlp))
+            (method, reps, cfg, bias, plans[method]["groups"],
+             replace(options, compile=plans[method]["compile"]))
             for method in methods
             for reps in _blocks(cfg)
             if not all((method, r) in st.done for r in reps)
-        ]
+        ]  # fmt: skip
         for recs in map_unordered(train_block, todo, workers):
             st.append(recs)
             reps = [r["replicate"] for r in recs]

@@ -76,9 +76,10 @@ def main(argv=None) -> int:
     )
     args = ap.parse_args(argv)
     try:
-        if not (math.isfinite(args.epochs) and args.epochs > 0) or args.n < 1024:
+        batch = HYPER_DEFAULTS["batch_size"]  # the experiment's batch, Hyper's default
+        if not (math.isfinite(args.epochs) and args.epochs > 0) or args.n < batch:
             raise ValueError(
-                f"epochs must be a finite number > 0 and n >= 1024 (the batch size), got"
+                f"epochs must be a finite number > 0 and n >= {batch} (the batch size), got"
                 f" {args.epochs} and {args.n}"
             )
         if not 0 <= args.seed < 2**32:  # numpy's seed range: a traceback otherwise

@@ -14,8 +14,8 @@ sigma is a fixed noise sd: the RMSE criterion tends to pick the smallest sigma o
 whose predictive density is then too narrow for a good test log-likelihood; each record
 says which criterion chose it.  Methods: SVI, Dense-BNN, HS-BNN.  Batching: one program
 trains the 20 splits of a (method, grid point) together (each model on its own split).
-Adam with lr 1e-3 and batch 256 (the paper's UCI settings); lambda_s = a (L + 1) log n with
-a = 0.1 (L = 1 hidden layer).
+Adam with lr 1e-3 and batch 256 (the paper's UCI settings, ``simulate.core.hyper.PAPER_UCI``);
+lambda_s = a (L + 1) log n with a = 0.1 (L = 1 hidden layer).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from simulate.core import Hyper
-from simulate.core.hyper import LAMBDA_S_A, lambda_s_at
+from simulate.core.hyper import LAMBDA_S_A, PAPER_UCI, lambda_s_at
 from simulate.core.posterior import mixture_quantiles
 from simulate.core.recipe import build_trainer
 from simulate.sweep import tiers
@@ -60,27 +60,27 @@ UCI_TIERS = tiers.UCI
 
 
 def _fit_splits(family, sigma, sigma0, Xs, ys, epochs, seed, eval_every=None, at_epoch=None):
-    """Train one 1-hidden-layer (50 units) model per split (datasets Xs[d], ys[d]) for
-    ``epochs`` epochs; with ``eval_every``, ``at_epoch(epoch, posterior)`` is called every
-    ``eval_every`` epochs (and at the end) on the models as they are then.  Returns the
+    """Train one 1-hidden-layer (50 units; ``PAPER_UCI``) model per split (datasets Xs[d],
+    ys[d]) for ``epochs`` epochs; with ``eval_every``, ``at_epoch(epoch, posterior)`` is
+    called every ``eval_every`` epochs (and at the end) on the models as they are then.  Returns the
     final posterior and which models failed."""
     D, n, p = Xs.shape
     hyper = Hyper(
         family=family,
         sigma=sigma,
         sigma_0=sigma0,
-        lr=1e-3,
-        batch_size=min(256, n),
-        lambda_s=lambda_s_at(n, 1, LAMBDA_S_A["gaussian"]),
+        lr=PAPER_UCI["lr"],
+        batch_size=min(PAPER_UCI["batch_size"], n),
+        lambda_s=lambda_s_at(n, PAPER_UCI["depth"], LAMBDA_S_A["gaussian"]),
     )
     tr = build_trainer(
         hyper,
-        [50] * D,
+        [PAPER_UCI["width"]] * D,
         [seed + d for d in range(D)],
         torch.tensor(Xs, dtype=torch.float32),
         torch.tensor(ys, dtype=torch.float32),
         range(D),
-        depth=1,
+        depth=PAPER_UCI["depth"],
     )
     spe = math.ceil(n / hyper.batch_size)
     marks = _checkpoints(epochs, eval_every)

@@ -25,7 +25,7 @@ import torch
 
 from simulate.core import rng
 from simulate.core.layout import Layout
-from simulate.core.objective import iid_index
+from simulate.core.sampler import iid_index
 
 __all__ = ["PATIENCE", "VAL_FRACTION", "train_plain", "validation_split"]
 

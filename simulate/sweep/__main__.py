@@ -1,8 +1,8 @@
-"""``python -m simulate.sweep``: :func:`simulate.sweep.runner.main`, Ctrl-C one line."""
+"""``python -m simulate.sweep``: :func:`simulate.sweep.cli.main`, Ctrl-C one line."""
 
 import sys
 
-from simulate.sweep.runner import main
+from simulate.sweep.cli import main
 from theory.cli import run_main
 
 sys.exit(run_main(main))

@@ -14,7 +14,7 @@ Measured costs are in RESULTS.md.
 
 from __future__ import annotations
 
-from simulate.core.hyper import PAPER_WIDTHS
+from simulate.core.hyper import PAPER_MNIST, PAPER_WIDTHS
 from simulate.sweep.recipes import DEFAULT_RECIPE, recipe_settings
 from simulate.sweep.truth_spec import TruthSpec
 
@@ -57,7 +57,6 @@ RATES = {
             # for 3.2 min of sweep instead of 1.7 (RESULTS.md)
             "replicates": 8,
             "width_scale": 0.5,  # candidates 2..8 at n = 250 up to 2..32 at n = 4000
-            "batch_size": 128,
             "n_test": 10_000,
             "draws": 20,
             "replicate_block": 4,
@@ -86,11 +85,10 @@ RATES = {
             "replicates": 4,
             "width_scale": 0.5,  # candidates 2..16 at n = 500 up to 2..64 at n = 8000..32000
             "width_max": 64,
-            "batch_size": 128,
             # cap max(20,000, 160 epochs): 40,000 steps at n = 32,000 (a fixed 20,000 was
             # 80 epochs there, and doubling it moved d^2 by more than its SE)
             "max_epochs": 160,
-            "compile": True,  # ~3x fewer seconds per step; see RESULTS.md
+            "compile": True,  # ~3x fewer seconds per step; see BENCHMARKS.md
             "replicate_block": 4,
             # no risk stop: the ELBO's own rule decides when a candidate stops (no truth
             # in training; a validation-split criterion exists as stop_risk_tol, exploratory)
@@ -117,7 +115,6 @@ RATES = {
             "replicates": 4,
             "width_scale": 0.5,
             "width_max": 64,
-            "batch_size": 128,
             "max_epochs": 160,
             "compile": True,
             "replicate_block": 4,
@@ -222,17 +219,19 @@ UCI = {
 # package's default dataset (4000 train, 1000 test).  The paper's widths 400, ..., 800 are
 # scaled by 1/4 in the long and paper tiers (same ratios; cost in RESULTS.md).
 MNIST1D = {
-    "tiny": {"widths": (8, 16), "ns": (300, 600), "n_test": 200, "pool": 800,
-             "epochs": 2, "eval_every": 1, "optimizer": "rmsprop"},
-    "quick": {"widths": (32, 64, 128), "ns": (4000,), "n_test": 1000, "pool": 5000,
-              "epochs": 60, "eval_every": 5, "optimizer": "rmsprop"},
-    "medium": {"widths": (32, 64, 128), "ns": (4000,), "n_test": 1000, "pool": 5000,
-               "epochs": 60, "eval_every": 5, "optimizer": "rmsprop"},
-    "long": {"widths": (100, 125, 150, 175, 200), "ns": (4000, 15000), "n_test": 10_000,
-             "pool": 70_000, "epochs": 300, "eval_every": 10, "optimizer": "rmsprop"},
-    "paper": {"widths": (100, 125, 150, 175, 200), "ns": (4000, 15000, 60_000),
-              "n_test": 10_000, "pool": 70_000, "epochs": 300, "eval_every": 10,
-              "optimizer": "rmsprop"},
+    tier: {**spec, "optimizer": PAPER_MNIST["optimizer"]}  # every tier: the paper's RMSprop
+    for tier, spec in {
+        "tiny": {"widths": (8, 16), "ns": (300, 600), "n_test": 200, "pool": 800,
+                 "epochs": 2, "eval_every": 1},
+        "quick": {"widths": (32, 64, 128), "ns": (4000,), "n_test": 1000, "pool": 5000,
+                  "epochs": 60, "eval_every": 5},
+        "medium": {"widths": (32, 64, 128), "ns": (4000,), "n_test": 1000, "pool": 5000,
+                   "epochs": 60, "eval_every": 5},
+        "long": {"widths": (100, 125, 150, 175, 200), "ns": (4000, 15000), "n_test": 10_000,
+                 "pool": 70_000, "epochs": 300, "eval_every": 10},
+        "paper": {"widths": (100, 125, 150, 175, 200), "ns": (4000, 15000, 60_000),
+                  "n_test": 10_000, "pool": 70_000, "epochs": 300, "eval_every": 10},
+    }.items()
 }  # fmt: skip
 
 # MNIST-1D collapse controls (simulate.experiments.mnist.run_mnist1d_controls): SVI at

@@ -14,7 +14,7 @@ import torch
 
 from simulate.bench import timing as bench
 from simulate.bench.flops import flops_per_model_step
-from simulate.core import Hyper, Layout
+from simulate.core import Hyper, Layout, StepOptions
 
 
 def run_bench(*args):
@@ -144,7 +144,7 @@ def test_the_ratios_and_gflops_from_known_rates(monkeypatch):
     groups' ratio to one program."""
     names = ("batched", "native", "loop", "textbook", "vmap", "batched_groups")
 
-    def variants(data, widths, depth, batch_size, device, compile, timed_loop, workload):
+    def variants(data, widths, depth, batch_size, device, options, timed_loop, workload):
         out = {k: [_Timed(k)] for k in names[:-1]}
         if workload == "table1":
             out["batched_groups"] = [_Timed("batched_groups")]
@@ -215,8 +215,8 @@ def test_bench_times_a_table1_block(tmp_path):
     assert run_bench("--table1-block", "SVI", "--groups", "11").returncode == 2
     assert run_bench("--table1-block", "SVI", "--autograd", "--mlp", "native").returncode == 2
     if bench.native_available():  # the block with the fused network pass
-        nat = bench.table1_block_rate("SVI", groups=1, steps=2, repeats=1, replicates=1,
-                                      log=lambda *_: None, mlp="native")  # fmt: skip
+        nat = bench.table1_block_rate("SVI", StepOptions(mlp="native"), groups=1, steps=2,
+                                      repeats=1, replicates=1, log=lambda *_: None)  # fmt: skip
         assert nat["mlp"] == "native" and nat["model_steps_per_s"] > 0
     with pytest.raises(ValueError, match="method"):
         bench.table1_block_rate("ASVI")
@@ -232,14 +232,16 @@ def test_bench_compares_the_step_paths(monkeypatch):
             (True, None, False): "hand_written_compiled",
             (True, 25, False): "hand_written_compiled_chunks_of_25"}  # fmt: skip
 
-    def batched(data, E, p, depth, width, batch_size, device, compile, chunk, autograd):
-        return types.SimpleNamespace(step=_Timed(path[compile, chunk, autograd]))
+    def batched(data, E, p, depth, width, batch_size, device, options):
+        return types.SimpleNamespace(step=_Timed(path[options.compile, options.chunk,
+                                                      options.autograd]))  # fmt: skip
 
     monkeypatch.setattr(bench, "_batched", batched)
     _stub_rates(monkeypatch, {"autograd": [400.0] * 3, "hand_written": [1000.0] * 3,
                               "hand_written_compiled": [3000.0] * 3,
                               "hand_written_compiled_chunks_of_25": [200.0] * 3})  # fmt: skip
-    res = bench.compare_paths(E=3, repeats=3, compile=True, log=lambda *_: None)
+    res = bench.compare_paths(E=3, repeats=3, options=StepOptions(compile=True),
+                              log=lambda *_: None)  # fmt: skip
     assert res["autograd/autograd"] == 1.0 and res["hand_written/autograd"] == 2.5
     assert res["hand_written_compiled/autograd"] == 7.5
     assert res["hand_written_compiled_chunks_of_25/autograd"] == 0.5

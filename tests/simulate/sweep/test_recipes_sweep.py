@@ -238,8 +238,8 @@ def test_restarts_with_the_risk_stop_and_the_decays_in_the_records():
 
 
 def test_a_config_file_resumes_as_written(tmp_path):
+    from simulate.sweep.cli import build_parser, config_from_args
     from simulate.sweep.recipes import DEFAULT_RECIPE, recipe_settings
-    from simulate.sweep.runner import build_parser, config_from_args
 
     cfg_file = tmp_path / "c.json"
     cfg_file.write_text(json.dumps({"ns": [100, 200], "truths": [{"kind": "holder", "p": 1,

@@ -13,9 +13,9 @@ import sys
 import pytest
 import torch
 
+import simulate.sweep.cli as sweep_cli
 import simulate.sweep.parallel as parallel_mod
 import simulate.sweep.records as records_mod
-import simulate.sweep.runner as sweep_mod
 from simulate.core.trainer import Trainer
 from simulate.sweep.config import SweepConfig, fingerprint_fields
 from simulate.sweep.records import RecordsError, exclusive_writer, fingerprint
@@ -294,7 +294,7 @@ def test_a_teacher_truth_takes_no_alpha(tmp_path):
 def test_unreachable_scheduler_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(parallel_mod, "SCHEDULER_TIMEOUT_S", 2)
     argv = [*SWEEP, "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path / "r.jsonl")]
-    assert sweep_mod.main(argv) == 2
+    assert sweep_cli.main(argv) == 2
     assert "error:" in capsys.readouterr().err
     assert read_records(tmp_path / "r.jsonl") == []
 
