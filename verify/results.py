@@ -364,7 +364,10 @@ def from_json(t, v, path: str = "$"):
     if _is_mapping(t):
         if not isinstance(v, dict):
             raise ValueError(f"{path}: expected an object, got {type(v).__name__}")
-        return {k: from_json(args[1], x, f"{path}.{k}") for k, x in v.items()}
+        # read-only, as the record that wrote it (a frozen record holds no mutable mapping)
+        return types.MappingProxyType(
+            {k: from_json(args[1], x, f"{path}.{k}") for k, x in v.items()}
+        )
     if t is Verdict:
         if v not in {str(m) for m in Verdict}:
             raise ValueError(f"{path}: {v!r} is not a verdict ({', '.join(Verdict)})")

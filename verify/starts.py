@@ -32,6 +32,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -165,7 +166,7 @@ class Starts:
     slope_random: float | None
     attainment_verdict_constructive: Verdict | None
     attainment_verdict_random: Verdict | None
-    arms: dict[str, ArmMeans]
+    arms: Mapping[str, ArmMeans]  # read-only (types.MappingProxyType)
     ns: tuple[int, ...]
     objective_evidence: tuple[Evidence, ...]
     answer_key: str
@@ -221,7 +222,7 @@ def compare_starts(cells, ns, metric: str, by_est: dict, arm: str = "W0s") -> St
         slope_random=_slope(rR),
         attainment_verdict_constructive=_verdict(rW),
         attainment_verdict_random=_verdict(rR),
-        arms=table,
+        arms=MappingProxyType(table),
         ns=tuple(ns),
         objective_evidence=evidence,
         answer_key=key,
