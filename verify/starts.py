@@ -39,7 +39,7 @@ import numpy as np
 from simulate.sweep.records import RecordsError
 from simulate.sweep.schema import read_records
 from theory.cli import Parser, run_main
-from verify.records import ARM_ESTIMATORS, Cell
+from verify.records import ARM_ESTIMATORS, cells_of
 from verify.slopes import Verdict, paired_mean_diff
 
 __all__ = [
@@ -330,10 +330,9 @@ def arms_table(records: list[dict]) -> str:
     selected width, d^2 and steps over the replicates, and the paired ELBO gaps W - R and
     W0s - R with their 95% intervals."""
     by: dict = {}
-    for r in records:  # read at the edge: the depth is the one configuration field it adds
-        if r.get("arms") and not r["failed"]:
-            key = (r["cell"]["truth"], r["config"]["depth"], r["cell"]["n"])
-            by.setdefault(key, []).append(Cell.from_record(r))
+    for c in cells_of(records):
+        if c.arms and not c.failed:
+            by.setdefault((c.truth, c.depth, c.n), []).append(c)
     if not by:
         raise ValueError("no records with constructive-start arms (a sweep with start='both')")
     lines = []
