@@ -36,7 +36,6 @@ __all__ = [
     "TruthCells",
     "cells_of",
     "estimators_of",
-    "primary_estimator",
     "records_protocol",
     "reselect",
     "truth_cells",
@@ -176,11 +175,6 @@ class Cell:
 def cells_of(records: list[dict]) -> list[Cell]:
     """Every record as a :class:`Cell`."""
     return [Cell.from_record(r) for r in records]
-
-
-def primary_estimator(cell: Cell) -> str:
-    """:attr:`Cell.primary_estimator` (``verify.starts``' name for it)."""
-    return cell.primary_estimator
 
 
 def estimators_of(cell: Cell) -> list[str]:

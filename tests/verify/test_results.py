@@ -23,6 +23,7 @@ from verify.results import (
     read_results,
     results_document,
 )
+from verify.results import main as results_main
 from verify.slopes import Verdict
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -192,3 +193,26 @@ def test_results_are_immutable(results, constructive):
         back.starts.arms["R"] = None
     loose = dataclasses.replace(r, starts=dataclasses.replace(r.starts, arms=dict(r.starts.arms)))
     assert list(_mutable_parts(loose)) == ["r.starts.arms (dict)"]
+
+
+def test_the_schema_command_line(capsys):
+    """``python -m verify.results`` with no argument prints the schema; ``--help`` prints
+    the help and exits 0 (it printed the schema: ``main`` ignored its arguments); any
+    other argument is one line on stderr and exit 2."""
+    assert results_main([]) == 0
+    assert json.loads(capsys.readouterr().out) == json_schema()
+    with pytest.raises(SystemExit) as done:
+        results_main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0
+    assert out.startswith("usage: python -m verify.results") and SCHEMA_ID in out
+    assert "$defs" not in out
+    with pytest.raises(SystemExit) as done:
+        results_main(["schema.json"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.count("\n") == 1 and "schema.json" in err
+    r = subprocess.run(
+        [sys.executable, "-m", "verify.results", "--help"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0 and r.stdout.startswith("usage:") and "$defs" not in r.stdout
