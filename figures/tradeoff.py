@@ -9,6 +9,7 @@ import numpy as np
 
 from figures._io import save_figure
 from theory import eps_n, lemma_6_1_sparsity, lemma_width, num_edges, r_n, xi_bound
+from verify.records import cells_of
 
 __all__ = ["theory_terms", "tradeoff_figure"]
 
@@ -35,17 +36,17 @@ def tradeoff_figure(records, out_dir: str, tag: str) -> dict:
 
     matplotlib.use("Agg")
 
-    holder = [r for r in records if r["truth"]["kind"] == "holder"]
+    holder = [c for c in cells_of(records) if c.spec.kind == "holder"]
     if not holder:
         raise ValueError("the trade-off figure needs records of a holder truth")
-    key = sorted({r["cell"]["truth"] for r in holder})[0]
-    recs = [r for r in holder if r["cell"]["truth"] == key]
-    t = recs[0]["truth"]
-    ns = sorted({r["cell"]["n"] for r in recs})
-    L = recs[0]["config"]["depth"] + 1
+    key = sorted({c.truth for c in holder})[0]
+    cells = [c for c in holder if c.truth == key]
+    spec = cells[0].spec
+    ns = sorted({c.n for c in cells})
+    L = cells[0].depth + 1
     # the Hoelder norm of the first replicate's truth (each replicate draws its own)
-    norm = t["function"]["holder_norm"] if "function" in t else t["holder_norm"]
-    terms = theory_terms(ns[-1], int(t["p"]), float(t["alpha"]), float(norm), L)
+    norm = cells[0].holder_norm
+    terms = theory_terms(ns[-1], int(spec.p), float(spec.alpha), float(norm), L)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.8))
     total = terms["estimation"] + terms["variational"] + terms["approximation"]
     for name in ("estimation", "variational", "approximation"):
@@ -58,9 +59,9 @@ def tradeoff_figure(records, out_dir: str, tag: str) -> dict:
     a1.legend(fontsize=7)
     measured, widths = {}, {}
     for n in ns:  # the candidate widths may grow with n
-        cell = [r for r in recs if r["cell"]["n"] == n]
-        widths[n] = cell[0]["config"]["widths"]
-        measured[n] = np.mean([r["per_width"]["d2"] for r in cell], axis=0)
+        at_n = [c for c in cells if c.n == n]
+        widths[n] = list(at_n[0].widths)
+        measured[n] = np.mean([c.per_width["d2"] for c in at_n], axis=0)
         a2.plot(widths[n], measured[n], "o-", label=f"n = {n}")
     a2.set_xscale("log", base=2)
     a2.set_yscale("log")

@@ -98,26 +98,21 @@ def analyse(
         missing = wanted - set(by_truth)
         if missing:
             raise ValueError(f"no records for truth(s) {sorted(missing)}")
+    written = records_protocol(cells)
     results = []
     for key in sorted(by_truth):
         if wanted is None or key in wanted:
-            results += _truth_results(truth_cells(key, by_truth[key]), doubled, proto)
+            results += _truth_results(truth_cells(key, by_truth[key]), doubled, proto, written)
     results = compare_input_dimensions(results)
-    decided = Decision(protocol=proto.tag, records_protocol=records_protocol(cells))
-    results = [
-        dataclasses.replace(
-            r, decision=dataclasses.replace(
-                r.decision, protocol=decided.protocol, records_protocol=decided.records_protocol
-            ),
-        )
-        for r in results
-    ]  # fmt: skip
     return [dataclasses.replace(r, finding=finding(r)) for r in familywise(results, proto)]
 
 
-def _truth_results(tc: TruthCells, doubled: list[Cell], proto) -> list[MetricResult]:
+def _truth_results(
+    tc: TruthCells, doubled: list[Cell], proto, records_protocol: str | None
+) -> list[MetricResult]:
     """Every estimator and metric of one truth; the constructive-start comparison on the
-    random start's entries when the records hold both starts."""
+    random start's entries when the records hold both starts.  ``records_protocol``: the
+    protocol the records were written under (``verify.records.records_protocol``)."""
     ctrl = budget_control(list(tc.cells_used), doubled)
     first = tc.cells_used[0]
     per_est: dict[str, list[MetricResult]] = {}
@@ -128,11 +123,15 @@ def _truth_results(tc: TruthCells, doubled: list[Cell], proto) -> list[MetricRes
             role = "primary" if own else "arm"
             per_est[est] = [
                 metric_result(view, m, ctrl.get(m) if own else None, "asvi", proto,
-                              name=est, arm=ESTIMATOR_ARMS[est], role=role)
+                              name=est, arm=ESTIMATOR_ARMS[est], role=role,
+                              records_protocol=records_protocol)
                 for m in METRICS
             ]  # fmt: skip
         else:
-            per_est[est] = [metric_result(tc, m, ctrl.get(m), est, proto) for m in METRICS]
+            per_est[est] = [
+                metric_result(tc, m, ctrl.get(m), est, proto, records_protocol=records_protocol)
+                for m in METRICS
+            ]
     if {"asvi", "asvi-constructive", "constructive-start"} <= set(per_est):
         for i, metric in enumerate(METRICS):
             cmp = compare_starts(
@@ -150,7 +149,7 @@ def _values(tc: TruthCells, estimator: str, metric: str) -> np.ndarray:
 def metric_result(
     tc: TruthCells, metric: str, ctrl: BudgetControl | None, estimator: str,
     proto: protocols.Protocol, name: str | None = None, arm: str | None = None,
-    role: str | None = None,
+    role: str | None = None, records_protocol: str | None = None,
 ) -> MetricResult:  # fmt: skip
     """The result of one estimator, truth and metric: the slope fit with the prospective
     power check and the one-sided theorem test (:func:`theorem_result`), the curve with
@@ -162,7 +161,9 @@ def metric_result(
     budget control makes the verdicts INCONCLUSIVE; a refused truth makes them
     UNDECIDABLE.  ``estimator``: what it is fitted as (``"asvi"`` for ASVI's runs and
     the constructive-start arms); ``name``: its name in the results (default
-    ``estimator``), with ``arm`` and ``role`` for the arms."""
+    ``estimator``), with ``arm`` and ``role`` for the arms.  The decision names the
+    protocol it is made under (``proto``) and the one the records were written under
+    (``records_protocol``)."""
     ns, spec = tc.ns, tc.spec
     asvi = estimator == "asvi"
     V = _values(tc, estimator, metric)
@@ -202,6 +203,8 @@ def metric_result(
         attainment=attainment,
         control=control,
         decision=Decision(
+            protocol=proto.tag,
+            records_protocol=records_protocol,
             refused=refused,
             attainment_refused=att_refused,
             expected_attainment=pro.expected_attainment,

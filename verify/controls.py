@@ -197,6 +197,7 @@ def check_control(records: list[dict], control: list[dict], source: str, cpath: 
     (the same data, seeds, truths and code settings; twice the cap, half the tolerance)."""
     if not records or not control:
         return
+    # the edge: the two files checked against each other before either is read into cells
     main_fields = records[0].get("fingerprint_fields")
     got = control[0].get("fingerprint_fields")
     if not isinstance(main_fields, dict) or not isinstance(got, dict) or not main_fields:

@@ -51,9 +51,9 @@ from simulate.sweep.schema import read_records
 from simulate.sweep.truth_spec import TruthSpec
 from theory.cli import Parser, interrupted, run_main
 from theory.paths import check_distinct, check_output_file, protect_inputs, write_atomic
-from verify.records import Cell
+from verify.records import Cell, cells_of
 from verify.slopes import MeanDiffs, paired_mean_diff
-from verify.starts import arm_columns as _arm_columns
+from verify.starts import arm_columns
 
 __all__ = ["BASE", "TRUTH_SETS", "benchmark", "gap_table", "main", "recipe_difference"]
 
@@ -80,23 +80,19 @@ TRUTH_SETS = {
 ARMS_C = ("W0", "W0s", "W0f", "W")  # the constructive arms the best is taken over
 
 
-def _cells(records, truth: str, ns):
-    """``cells[replicate][n]`` of one truth (replicates present at every n)."""
-    by = {}
-    for r in records:
-        if r["cell"]["truth"] == truth and not r["failed"]:
-            by.setdefault(r["cell"]["replicate"], {})[r["cell"]["n"]] = r
+def _cells(records, truth: str, ns) -> list[list[Cell]]:
+    """``cells[replicate][n]`` of one truth (replicates present at every n), the records
+    read into cells (``verify.records``)."""
+    by: dict = {}
+    for c in cells_of(records):
+        if c.truth == truth and not c.failed:
+            by.setdefault(c.replicate, {})[c.n] = c
     reps = sorted(k for k, v in by.items() if all(n in v for n in ns))
     return [[by[k][n] for n in ns] for k in reps]
 
 
 def _ci(d: MeanDiffs, j: int) -> list:
     return [d.ci_low[j], d.ci_high[j]]
-
-
-def arm_columns(cells, arm: str, key: str) -> np.ndarray:
-    """``verify.starts.arm_columns`` of a table of records (read into cells here)."""
-    return _arm_columns([[Cell.from_record(r) for r in row] for row in cells], arm, key)
 
 
 def gap_table(records, truths, ns) -> list[dict]:
@@ -106,7 +102,7 @@ def gap_table(records, truths, ns) -> list[dict]:
         cells = _cells(records, t, ns)
         if not cells:
             continue
-        arms_c = [a for a in ARMS_C if a in cells[0][0]["arms"]]  # W0f: records since it
+        arms_c = [a for a in ARMS_C if a in cells[0][0].arms]  # W0f: records since it
         elbo = {a: arm_columns(cells, a, "elbo") for a in ("R", *arms_c)}
         best = np.max(np.stack([elbo[a] for a in arms_c]), axis=0)
         gap = paired_mean_diff(best, elbo["R"])
@@ -119,8 +115,8 @@ def gap_table(records, truths, ns) -> list[dict]:
         d2_c = np.take_along_axis(d2_all, pick[None], axis=0)[0]
         steps = arm_columns(cells, "R", "steps")
         for j, n in enumerate(ns):
-            caps = [c[j]["config"]["stop_rule"]["max_steps"] for c in cells]
-            st = [s for c in cells for s in c[j]["per_width"]["steps"]]
+            caps = [c[j].max_steps for c in cells]
+            st = [s for c in cells for s in c[j].per_width["steps"]]
             capped = float(np.mean([s >= caps[0] for s in st]))
             rows.append(
                 {
@@ -131,7 +127,7 @@ def gap_table(records, truths, ns) -> list[dict]:
                     "elbo_R": float(elbo["R"][:, j].mean()),
                     "d2_R": float(d2[:, j].mean()), "d2_constructive": float(d2_c[:, j].mean()),
                     "steps_R": float(steps[:, j].mean()), "capped_R": capped,
-                    "width_R": float(np.mean([c[j]["selected_width"] for c in cells])),
+                    "width_R": float(np.mean([c[j].selected_width for c in cells])),
                 }
             )  # fmt: skip
     return rows
@@ -148,10 +144,9 @@ def recipe_difference(records, against, truths, ns) -> list[dict]:
         sides = []
         for recs in (records, against):
             by = {}
-            for r in recs:
-                c = r["cell"]
-                if c["truth"] == t and not r["failed"] and int(c["n"]) in ns:
-                    by.setdefault((c["replicate"], r["config"]["seed"]), {})[int(c["n"])] = r
+            for c in cells_of(recs):
+                if c.truth == t and not c.failed and c.n in ns:
+                    by.setdefault((c.replicate, c.seed), {})[c.n] = c
             sides.append({k: v for k, v in by.items() if all(int(n) in v for n in ns)})
         common = sorted(set(sides[0]) & set(sides[1]))
         if not common:
@@ -171,10 +166,8 @@ def recipe_difference(records, against, truths, ns) -> list[dict]:
 def _train_seconds(records) -> float:
     """The jobs' training seconds, each job counted once (its records share the value)."""
     seen = {}
-    for r in records:
-        tm = r.get("timing", {})
-        key = (r["cell"]["truth"], r["cell"]["n"], tm.get("job_train_s"), tm.get("job_eval_s"))
-        seen[key] = float(tm.get("job_train_s") or 0.0)
+    for c in cells_of(records):
+        seen[(c.truth, c.n, c.job_train_s, c.job_eval_s)] = float(c.job_train_s or 0.0)
     return sum(seen.values())
 
 
@@ -230,7 +223,7 @@ def rate_rows(records, truth: str, ns) -> dict:
     cells = _cells(records, truth, ns)
     if not cells:
         raise ValueError(f"no replicate of {truth} has a record at every n of {list(ns)}")
-    arms = ["R", *[a for a in ARMS_C if a in cells[0][0]["arms"]]]
+    arms = ["R", *[a for a in ARMS_C if a in cells[0][0].arms]]
     x = np.log(np.asarray(ns, dtype=float))
     sx = x - x.mean()
 

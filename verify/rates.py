@@ -263,6 +263,7 @@ def main(argv=None) -> int:
         plan = records = None
         if args.records:
             records, control_records, source, _ = _existing_records(args, overrides)
+            # the edge: the file is checked before its records are read into cells
             _check_paths(args, None, {r["cell"]["truth"] for r in records})
         else:
             plan = _planned_sweep(args, truths, tier, overrides, proto)
@@ -384,7 +385,7 @@ def _existing_records(args, overrides: dict):
     if not records:
         raise ValueError(f"{args.records} holds no records")
     reps: dict = {}
-    for r in records:
+    for r in records:  # the edge: checking the file, before its records are read into cells
         reps.setdefault(r["cell"]["truth"], set()).add(r["cell"]["replicate"])
     few = sorted(t for t, s in reps.items() if len(s) < 2)
     if few:

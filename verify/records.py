@@ -36,7 +36,6 @@ __all__ = [
     "TruthCells",
     "cells_of",
     "estimators_of",
-    "primary_estimator",
     "records_protocol",
     "reselect",
     "truth_cells",
@@ -89,10 +88,16 @@ class Cell:
     failed: bool
     spec: TruthSpec
     n_edges: int | None  # the teacher's non-zero edges (None for other truths)
+    holder_norm: float | None  # the Hoelder truth's norm (None for other truths)
     widths: tuple[int, ...]  # the candidate widths
     lambda_s: float | None
     start: str | None
     protocol: str | None
+    depth: int | None  # hidden layers (None for a record without a network)
+    seed: int | None  # the data seed
+    max_steps: int | None  # the stopping rule's step cap
+    job_train_s: float | None  # the job's training and evaluation seconds (every record
+    job_eval_s: float | None  # of a job holds its job's)
     metrics: Mapping[str, float]  # the selected candidate's (or the estimator's)
     selected_width: int | None
     selected_at_top: bool
@@ -104,6 +109,7 @@ class Cell:
     @classmethod
     def from_record(cls, rec: dict) -> Cell:
         cfg, cell, t = rec.get("config", {}), rec["cell"], rec["truth"]
+        fn, timing = t.get("function") or {}, rec.get("timing") or {}
         arms = {a: cls.from_record({**rec, **arm, "arms": {}}) for a, arm in
                 sorted((rec.get("arms") or {}).items())}  # fmt: skip
         pw = rec.get("per_width")
@@ -115,11 +121,17 @@ class Cell:
             spec=TruthSpec(
                 kind=t["kind"], p=int(t["p"]), alpha=t.get("alpha"), seed=int(t["seed"])
             ),  # fmt: skip
-            n_edges=(t.get("function") or {}).get("n_edges") or None,
+            n_edges=fn.get("n_edges") or None,
+            holder_norm=fn.get("holder_norm", t.get("holder_norm")),
             widths=tuple(cfg.get("widths") or ()),
             lambda_s=cfg.get("lambda_s"),
             start=cfg.get("start"),
             protocol=cfg.get("protocol"),
+            depth=cfg.get("depth"),
+            seed=cfg.get("seed"),
+            max_steps=(cfg.get("stop_rule") or {}).get("max_steps"),
+            job_train_s=timing.get("job_train_s"),
+            job_eval_s=timing.get("job_eval_s"),
             metrics=_frozen(rec.get("metrics") or {}),
             selected_width=rec.get("selected_width"),
             selected_at_top=bool(rec.get("selected_at_top")),
@@ -163,11 +175,6 @@ class Cell:
 def cells_of(records: list[dict]) -> list[Cell]:
     """Every record as a :class:`Cell`."""
     return [Cell.from_record(r) for r in records]
-
-
-def primary_estimator(cell: Cell) -> str:
-    """:attr:`Cell.primary_estimator` (``verify.starts``' name for it)."""
-    return cell.primary_estimator
 
 
 def estimators_of(cell: Cell) -> list[str]:

@@ -53,6 +53,7 @@ from dataclasses import dataclass, fields, is_dataclass
 
 import numpy as np
 
+from theory.cli import Parser, run_main
 from verify.controls import BudgetShift
 from verify.records import Replicates
 from verify.slopes import AttainmentPower, Flip, LogPower, Power, SlopeDiff, Verdict
@@ -364,7 +365,10 @@ def from_json(t, v, path: str = "$"):
     if _is_mapping(t):
         if not isinstance(v, dict):
             raise ValueError(f"{path}: expected an object, got {type(v).__name__}")
-        return {k: from_json(args[1], x, f"{path}.{k}") for k, x in v.items()}
+        # read-only, as the record that wrote it (a frozen record holds no mutable mapping)
+        return types.MappingProxyType(
+            {k: from_json(args[1], x, f"{path}.{k}") for k, x in v.items()}
+        )
     if t is Verdict:
         if v not in {str(m) for m in Verdict}:
             raise ValueError(f"{path}: {v!r} is not a verdict ({', '.join(Verdict)})")
@@ -473,12 +477,16 @@ def read_results(path: str) -> list[MetricResult]:
 
 
 def main(argv=None) -> int:
-    """``python -m verify.results``: print the JSON Schema of ``verify.rates --json``."""
+    """``python -m verify.results``: print the JSON Schema of ``verify.rates --json``
+    (``--help``: what it does; any other argument is an error, exit 2)."""
+    Parser(
+        prog="python -m verify.results",
+        description=f"Print the JSON Schema (draft 2020-12) of the document that"
+        f" python -m verify.rates --json writes (schema {SCHEMA_ID}).",
+    ).parse_args(argv)
     print(json.dumps(json_schema(), indent=2))
     return 0
 
 
 if __name__ == "__main__":
-    from theory.cli import run_main
-
     raise SystemExit(run_main(main))

@@ -30,14 +30,16 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
 from simulate.sweep.records import RecordsError
 from simulate.sweep.schema import read_records
-from theory.cli import Parser
-from verify.records import ARM_ESTIMATORS, Cell
+from theory.cli import Parser, run_main
+from verify.records import ARM_ESTIMATORS, cells_of
 from verify.slopes import Verdict, paired_mean_diff
 
 __all__ = [
@@ -86,14 +88,17 @@ class ArmMeans:
 
 def arm_means(cells, arm: str) -> ArmMeans:
     """:class:`ArmMeans` of ``arm`` over ``cells[replicate][n]``."""
-    keys = (
-        ("elbo", "elbo"), ("L1", "L1"), ("L2", "L2"), ("L3", "L3"), ("edges", "edges_sum_nu"),
-        ("d2", "d2"), ("d", "d"), ("l2sq", "l2sq"), ("steps", "steps"),
-    )  # fmt: skip
-    out = {k: tuple(arm_columns(cells, arm, key).mean(0).tolist()) for k, key in keys}
+
+    def mean(key: str) -> tuple[float, ...]:
+        return tuple(arm_columns(cells, arm, key).mean(0).tolist())
+
     est = ARM_ESTIMATORS[arm]
     widths = [[c.arm(est).selected_width for c in row] for row in cells]
-    return ArmMeans(**out, width=tuple(np.array(widths, dtype=float).mean(0).tolist()))
+    return ArmMeans(
+        elbo=mean("elbo"), L1=mean("L1"), L2=mean("L2"), L3=mean("L3"),
+        edges=mean("edges_sum_nu"), d2=mean("d2"), d=mean("d"), l2sq=mean("l2sq"),
+        steps=mean("steps"), width=tuple(np.array(widths, dtype=float).mean(0).tolist()),
+    )  # fmt: skip
 
 
 ARM_HEADER = (
@@ -161,7 +166,7 @@ class Starts:
     slope_random: float | None
     attainment_verdict_constructive: Verdict | None
     attainment_verdict_random: Verdict | None
-    arms: dict[str, ArmMeans]
+    arms: Mapping[str, ArmMeans]  # read-only (types.MappingProxyType)
     ns: tuple[int, ...]
     objective_evidence: tuple[Evidence, ...]
     answer_key: str
@@ -188,8 +193,17 @@ def compare_starts(cells, ns, metric: str, by_est: dict, arm: str = "W0s") -> St
     drift = paired_mean_diff(np.log(risk["W"]), np.log(risk[S]))
     rW, rR = by_est.get("asvi-constructive"), by_est.get("asvi")
     rC = by_est.get(ARM_ESTIMATORS[C])
-
-    fields = dict(
+    evidence = objective_evidence(cells, metric, arms)
+    key, sentence = _answer(
+        C=C, n=ns[-1], gap_best=gap_c.diff[-1], gap_best_ci=gap_c.cis[-1],
+        log_risk_ratio_best=risk_c.diff[-1], elbo_gap=gap.diff[-1], drift_from=S,
+        drift_log_ratio=drift.diff[-1], elbo_w_minus_w0=w_vs_w0.diff[-1],
+        slope_best=_slope(rC), slope_random=_slope(rR), slope_constructive=_slope(rW),
+        verdict_best=_verdict(rC), verdict_random=_verdict(rR),
+        verdict_constructive=_verdict(rW), d2={a: t.d2[-1] for a, t in table.items()},
+        evidence=evidence,
+    )  # fmt: skip
+    return Starts(
         elbo_gap=gap.diff,
         elbo_gap_ci=gap.cis,
         constructive_arm=C,
@@ -197,23 +211,23 @@ def compare_starts(cells, ns, metric: str, by_est: dict, arm: str = "W0s") -> St
         elbo_gap_best_ci=gap_c.cis,
         log_risk_ratio_best=risk_c.diff,
         log_risk_ratio_best_ci=risk_c.cis,
-        slope_best=None if rC is None else rC.theorem.slope,
+        slope_best=_slope(rC),
         attainment_verdict_best=_verdict(rC),
         drift_from=S,
         elbo_w_minus_w0=w_vs_w0.diff,
         elbo_w_minus_w0_ci=w_vs_w0.cis,
         drift_log_ratio=drift.diff,
         drift_log_ratio_ci=drift.cis,
-        slope_constructive=None if rW is None else rW.theorem.slope,
-        slope_random=None if rR is None else rR.theorem.slope,
+        slope_constructive=_slope(rW),
+        slope_random=_slope(rR),
         attainment_verdict_constructive=_verdict(rW),
         attainment_verdict_random=_verdict(rR),
-        arms=table,
+        arms=MappingProxyType(table),
         ns=tuple(ns),
-        objective_evidence=objective_evidence(cells, metric, arms),
+        objective_evidence=evidence,
+        answer_key=key,
+        answer=sentence,
     )
-    key, sentence = answer(Starts(**fields, answer_key="", answer=""))
-    return Starts(**fields, answer_key=key, answer=sentence)
 
 
 def objective_evidence(cells, metric: str, arms) -> tuple[Evidence, ...]:
@@ -221,8 +235,7 @@ def objective_evidence(cells, metric: str, arms) -> tuple[Evidence, ...]:
     width) whose risk is below R's selected posterior while its ELBO is also below it, both
     paired over replicates with intervals at family-wise level :data:`EVIDENCE_LEVEL`
     (Bonferroni over every (arm, width) pair examined): posteriors the objective ranks
-    below the worse fit it selects.  Returns ``{arm, width, elbo_diff, elbo_ci,
-    log_risk_ratio, risk_ci}`` per such candidate."""
+    below the worse fit it selects.  Returns one :class:`Evidence` per such candidate."""
     last = [row[-1] for row in cells]
     widths = last[0].widths
     pairs = [(a, w) for a in ("W0s", "W") if a in arms for w in widths]
@@ -255,29 +268,55 @@ def answer(c: Starts) -> tuple[str, str]:
     """One of :data:`ANSWERS` for a comparison, from its one criterion: the paired ELBO gap
     ``ELBO(C) - ELBO(R)`` at the largest n (module docstring) -- ``optimiser`` when its
     interval lies above 0, ``no-better-start`` when below, else ``undecided``.  The
-    sentence carries the criterion's numbers first, then what is reported beside it."""
-    gap, (glo, ghi) = c.elbo_gap_best[-1], c.elbo_gap_best_ci[-1]
-    C = c.constructive_arm
+    sentence carries the criterion's numbers first, then what is reported beside it.
+    :func:`compare_starts` derives the same from the values it computes, before it builds
+    the comparison; this reads them back from a built one."""
+    return _answer(
+        C=c.constructive_arm, n=c.ns[-1], gap_best=c.elbo_gap_best[-1],
+        gap_best_ci=c.elbo_gap_best_ci[-1], log_risk_ratio_best=c.log_risk_ratio_best[-1],
+        elbo_gap=c.elbo_gap[-1], drift_from=c.drift_from,
+        drift_log_ratio=c.drift_log_ratio[-1], elbo_w_minus_w0=c.elbo_w_minus_w0[-1],
+        slope_best=c.slope_best, slope_random=c.slope_random,
+        slope_constructive=c.slope_constructive, verdict_best=c.attainment_verdict_best,
+        verdict_random=c.attainment_verdict_random,
+        verdict_constructive=c.attainment_verdict_constructive,
+        d2={a: t.d2[-1] for a, t in c.arms.items()}, evidence=c.objective_evidence,
+    )  # fmt: skip
+
+
+def _answer(
+    *, C: str, n: int, gap_best: float, gap_best_ci: tuple[float, float],
+    log_risk_ratio_best: float, elbo_gap: float, drift_from: str, drift_log_ratio: float,
+    elbo_w_minus_w0: float, slope_best: float | None, slope_random: float | None,
+    slope_constructive: float | None, verdict_best: Verdict | None,
+    verdict_random: Verdict | None, verdict_constructive: Verdict | None,
+    d2: Mapping[str, float], evidence: tuple[Evidence, ...],
+) -> tuple[str, str]:  # fmt: skip
+    """:func:`answer` from the comparison's values at the largest n (``d2``: each arm's
+    mean d^2 there, by letter)."""
+    glo, ghi = gap_best_ci
     key = "optimiser" if glo > 0 else "no-better-start" if ghi < 0 else "undecided"
-    vC, vR = c.attainment_verdict_best, c.attainment_verdict_random
-    n, t = c.ns[-1], c.arms
     s = (
-        f"{ANSWERS[key]}: at n = {n} ELBO({C}) - ELBO(R) = {gap:+.1f} [{glo:+.1f}, {ghi:+.1f}]"
-        f" nats.  Beside it, not deciding: risk {C}/R x{np.exp(c.log_risk_ratio_best[-1]):.2f}"
-        f"; {C} slope {_f(c.slope_best)} ({vC}); R slope {_f(c.slope_random)} ({vR})"
-        f"; W slope {_f(c.slope_constructive)} ({c.attainment_verdict_constructive}),"
-        f" ELBO(W) - ELBO(R) = {c.elbo_gap[-1]:+.1f}; risk W/{c.drift_from} "
-        f"x{np.exp(c.drift_log_ratio[-1]):.2f} while ELBO(W) - ELBO({c.drift_from}) = "
-        f"{c.elbo_w_minus_w0[-1]:+.1f}; d2 R {t['R'].d2[-1]:.4g}, W0 "
-        f"{t['W0'].d2[-1]:.4g}, W {t['W'].d2[-1]:.4g}"
-        + (f", W0s {t['W0s'].d2[-1]:.4g}" if "W0s" in t else "")
+        f"{ANSWERS[key]}: at n = {n} ELBO({C}) - ELBO(R) = {gap_best:+.1f} [{glo:+.1f},"
+        f" {ghi:+.1f}] nats.  Beside it, not deciding: risk {C}/R"
+        f" x{np.exp(log_risk_ratio_best):.2f}; {C} slope {_f(slope_best)} ({verdict_best})"
+        f"; R slope {_f(slope_random)} ({verdict_random}); W slope {_f(slope_constructive)}"
+        f" ({verdict_constructive}), ELBO(W) - ELBO(R) = {elbo_gap:+.1f}; risk W/{drift_from}"
+        f" x{np.exp(drift_log_ratio):.2f} while ELBO(W) - ELBO({drift_from}) ="
+        f" {elbo_w_minus_w0:+.1f}; d2 R {d2['R']:.4g}, W0 {d2['W0']:.4g}, W {d2['W']:.4g}"
+        + (f", W0s {d2['W0s']:.4g}" if "W0s" in d2 else "")
         + "".join(
             f"; {e.arm} at width {e.width}: ELBO {e.elbo_diff:+.0f} nats and risk"
             f" x{np.exp(e.log_risk_ratio):.2f} against R's selected"
-            for e in c.objective_evidence
+            for e in evidence
         )
     )
     return key, s
+
+
+def _slope(res) -> float | None:
+    """An entry's (``verify.results.MetricResult``) theorem slope (None: no entry)."""
+    return None if res is None else res.theorem.slope
 
 
 def _f(x) -> str:
@@ -291,10 +330,9 @@ def arms_table(records: list[dict]) -> str:
     selected width, d^2 and steps over the replicates, and the paired ELBO gaps W - R and
     W0s - R with their 95% intervals."""
     by: dict = {}
-    for r in records:  # read at the edge: the depth is the one configuration field it adds
-        if r.get("arms") and not r["failed"]:
-            key = (r["cell"]["truth"], r["config"]["depth"], r["cell"]["n"])
-            by.setdefault(key, []).append(Cell.from_record(r))
+    for c in cells_of(records):
+        if c.arms and not c.failed:
+            by.setdefault((c.truth, c.depth, c.n), []).append(c)
     if not by:
         raise ValueError("no records with constructive-start arms (a sweep with start='both')")
     lines = []
@@ -338,6 +376,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from theory.cli import run_main
-
     raise SystemExit(run_main(main))

@@ -1,7 +1,7 @@
 """The decisive verification: the verdicts (theorem, attainment, curvature, power) and their
 controls (the budget-doubling control and its configuration, re-selection).  The stopping
 rule, the candidate widths and the classical references are tested where they live
-(``tests/simulate/core/test_stopping.py``, ``tests/simulate/sweep/test_spec.py``,
+(``tests/simulate/core/test_stopping.py``, ``tests/simulate/sweep/test_config.py``,
 ``tests/simulate/references/test_classical.py``)."""
 
 import math

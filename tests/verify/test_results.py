@@ -7,7 +7,9 @@ import json
 import math
 import subprocess
 import sys
+import types
 
+import numpy as np
 import pytest
 
 from simulate.sweep.schema import read_records
@@ -21,6 +23,7 @@ from verify.results import (
     read_results,
     results_document,
 )
+from verify.results import main as results_main
 from verify.slopes import Verdict
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -139,8 +142,77 @@ def test_the_json_form_round_trips_and_has_no_nan(results):
     assert math.isnan(MetricResult.from_json(j).theorem.slope)
 
 
-def test_results_are_immutable(results):
+def _mutable_parts(x, path: str = "r"):
+    """Every place inside a result that could be changed in place: a record that is not a
+    frozen dataclass, a mapping that is not read-only, a list, dict, set or array."""
+    if dataclasses.is_dataclass(x):
+        if not type(x).__dataclass_params__.frozen:
+            yield f"{path} ({type(x).__name__} not frozen)"
+        for f in dataclasses.fields(x):
+            yield from _mutable_parts(getattr(x, f.name), f"{path}.{f.name}")
+    elif isinstance(x, types.MappingProxyType):
+        for k, v in x.items():
+            yield from _mutable_parts(v, f"{path}[{k!r}]")
+    elif isinstance(x, (dict, list, set, np.ndarray)):
+        yield f"{path} ({type(x).__name__})"
+    elif isinstance(x, tuple):
+        for i, v in enumerate(x):
+            yield from _mutable_parts(v, f"{path}[{i}]")
+
+
+@pytest.fixture(scope="module")
+def constructive():
+    """Results with every record group, the constructive-start comparison included."""
+    return analyse(read_records(f"{REFERENCE}/records-constructive.jsonl.gz"))
+
+
+def test_results_are_immutable(results, constructive):
+    """No record, nested record or mapping of a result can be changed in place, as built
+    and as read back from its JSON form; negative controls: each kind of mutation raises,
+    and the walk finds a mutable mapping put back in."""
+    r = next(r for r in constructive if r.starts is not None)
+    doc = json.loads(json.dumps(results_document(constructive + results)))
+    for res in (constructive + results, load_results(doc)):
+        assert [p for x in res for p in _mutable_parts(x)] == []
     with pytest.raises(dataclasses.FrozenInstanceError):
         results[0].theorem = None
     with pytest.raises(dataclasses.FrozenInstanceError):
         results[0].theorem.verdict = Verdict.FAIL
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.starts.answer = ""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.starts.arms["R"].d2 = ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.replicates.used = ()
+    with pytest.raises(TypeError):
+        r.starts.arms["R"] = None
+    with pytest.raises(TypeError):
+        del r.starts.arms["R"]
+    back = next(x for x in load_results(doc) if x.starts is not None)
+    with pytest.raises(TypeError):
+        back.starts.arms["R"] = None
+    loose = dataclasses.replace(r, starts=dataclasses.replace(r.starts, arms=dict(r.starts.arms)))
+    assert list(_mutable_parts(loose)) == ["r.starts.arms (dict)"]
+
+
+def test_the_schema_command_line(capsys):
+    """``python -m verify.results`` with no argument prints the schema; ``--help`` prints
+    the help and exits 0 (it printed the schema: ``main`` ignored its arguments); any
+    other argument is one line on stderr and exit 2."""
+    assert results_main([]) == 0
+    assert json.loads(capsys.readouterr().out) == json_schema()
+    with pytest.raises(SystemExit) as done:
+        results_main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0
+    assert out.startswith("usage: python -m verify.results") and SCHEMA_ID in out
+    assert "$defs" not in out
+    with pytest.raises(SystemExit) as done:
+        results_main(["schema.json"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.count("\n") == 1 and "schema.json" in err
+    r = subprocess.run(
+        [sys.executable, "-m", "verify.results", "--help"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0 and r.stdout.startswith("usage:") and "$defs" not in r.stdout

@@ -14,7 +14,8 @@ from simulate.references.classical import (
 )
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.gp import gp_metrics, gp_posterior
-from simulate.sweep.truth_spec import HOLDER_N_REF, TruthSpec
+from simulate.sweep.schema import read_records
+from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import verdict_entry
 from theory import gp_matern_exponent, hellinger_sq_pointwise, predicted_exponent
 from verify.analysis import analyse
@@ -96,7 +97,19 @@ def test_each_replicate_draws_its_own_truth_independent_of_the_tier():
     a, b = spec.build(0), spec.build(1)
     assert not np.allclose(a(X), b(X))
     np.testing.assert_array_equal(a(X), spec.build(0)(X))  # deterministic
-    assert a.K == math.ceil(math.log2(HOLDER_N_REF) / 2) + 3  # one truncation for all tiers
+    # one truncation for all tiers, K = ceil(log2 n_max / (2 alpha + p)) + 3 at n_max = 2^20,
+    # worked by hand: alpha = 0.5, p = 1: ceil(20 / 2) + 3 = 13; alpha = 1.5, p = 1:
+    # ceil(20 / 4) + 3 = 8; alpha = 1.25, p = 2: ceil(20 / 4.5) + 3 = 5 + 3 = 8
+    assert a.K == 13
+    assert TruthSpec("holder", p=1, alpha=1.5).build(0).K == 8
+    assert TruthSpec("holder", p=2, alpha=1.25).build(0).K == 8
+    # ... and what the tiers ran carries them whatever its n: the quick tier's records
+    # (n <= 4000) and the full tier's (n <= 32000)
+    for tier in ("quick", "full"):
+        recs = read_records(f"figures/reference/records-{tier}.jsonl.gz")
+        ks = {(r["truth"]["alpha"], r["truth"]["p"], r["truth"]["function"]["K"]) for r in recs
+              if r["truth"]["kind"] == "holder"}  # fmt: skip
+        assert ks <= {(0.5, 1, 13), (1.5, 1, 8), (1.25, 2, 8)} and (0.5, 1, 13) in ks
     assert spec.build().seed == spec.seed and spec.build(0).seed == spec.truth_seed(0)
     # teachers differing only in p share replicate r's draw (Corollary 6.3 stays paired)
     t20, t200 = TruthSpec("teacher", p=20).build(3), TruthSpec("teacher", p=200).build(3)
@@ -253,7 +266,8 @@ def test_the_risk_stop_watches_a_validation_split_of_the_training_data(tmp_path)
         assert all(x is None for x in a["per_width"]["risk_change"])
         assert all(isinstance(x, float) for x in b["per_width"]["risk_change"])
         assert "n_train" not in a["config"]
-        assert b["config"]["n_train"] == n - math.ceil(0.2 * n)
+        # held out: max(2, ceil(0.2 n)) = 13, 26, 52 (0.2 n = 12.8, 25.6, 51.2)
+        assert b["config"]["n_train"] == {64: 51, 128: 102, 256: 204}[n]
     assert "stop_risk_tol" not in fingerprint_fields(SweepConfig(**base))
     assert "stop_val_fraction" not in fingerprint_fields(SweepConfig(**base))
     assert fingerprint_fields(cfg_on)["stop_risk_tol"] == 1e-3
