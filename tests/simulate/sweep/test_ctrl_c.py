@@ -133,7 +133,7 @@ def test_ctrl_c_in_the_optimiser_benchmark_is_one_line(tmp_path):
 
 
 # every ``python -m`` entry point, run as ``python -m`` runs it, interrupted while it
-# parses its flags (every one but verify.results parses with theory.cli.Parser)
+# parses its flags (every one parses with theory.cli.Parser)
 ENTRY_POINTS = [
     "simulate.sweep", "verify.rates", "verify.optimiser", "verify.starts", "verify.results",
     "figures", "theory", "simulate.bench", "simulate.experiments.teacher",
