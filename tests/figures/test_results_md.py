@@ -60,7 +60,6 @@ LOST = [
     "table1 records=figures/reference/teacher-subtract-paper.jsonl.gz tier=paper",
     "mnist1d records=figures/reference/mnist1d-paper.jsonl.gz tier=paper",
     "mnist1d-controls records=figures/reference/mnist1d-controls-paper.jsonl.gz tier=paper",
-    "uci records=figures/reference/uci-paper.jsonl.gz tier=paper splits=random",
     "uci records=figures/reference/uci-standard-paper.jsonl.gz tier=paper splits=standard",
     "starts records=figures/reference/records-deep.jsonl.gz",
 ]
