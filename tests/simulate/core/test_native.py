@@ -67,7 +67,7 @@ def _compare(lay, theta, x_aug, y, scale, sd, h=None):
     "p, depth, widths, m",
     [
         (20, 2, [20, 20, 20], 1024),  # the bench network, its batch (rows padded off 4 KiB)
-        (3, 1, [5, 2, 7], 37),  # a batch that is no multiple of the 16 lanes
+        (3, 1, [5, 2, 7], 37),  # a batch that is no multiple of the 16 (or 8) lanes
         (200, 3, [8, 16], 128),  # wide inputs, three hidden layers
         (1, 2, [2, 64, 33], 1),  # one sample; widths off the 4-unit tiles
         (6, 4, [3], 300),
