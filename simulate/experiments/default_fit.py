@@ -1,4 +1,5 @@
-"""``python -m simulate.experiments.default_fit [--n N] [--compile] [--json PATH]``: what the
+"""``python -m simulate.experiments.default_fit [--n N] [--compile auto|yes|no] [--mlp
+auto|batched|native] [--json PATH]``: what the
 regressor's defaults cost and give a practitioner.
 
 ``make_pipeline(StandardScaler(), ASVIRegressor(...)).fit`` with every default (learned
@@ -30,13 +31,15 @@ from theory.cli import Parser, run_main
 from theory.paths import check_output_file, write_json
 
 
-def run(n: int = 10_000, n_test: int = 5_000, compile: bool = False, **overrides) -> dict:
+def run(n: int = 10_000, n_test: int = 5_000, compile="auto", mlp="auto", **overrides) -> dict:
     """The default fit on ``make_friedman1(n)`` and its scores on ``n_test`` fresh points;
-    ``overrides``: estimator parameters to change (the tests shorten the cap)."""
+    ``compile`` and ``mlp`` as the estimator takes them (default: its own "auto", the
+    path the fit took recorded as ``step_path``); ``overrides``: estimator parameters to
+    change (the tests shorten the cap)."""
 
     X, y = make_friedman1(n_samples=n, n_features=10, noise=1.0, random_state=0)
     Xt, yt = make_friedman1(n_samples=n_test, n_features=10, noise=1.0, random_state=1)
-    est = ASVIRegressor(compile=compile, progress=False, **overrides)
+    est = ASVIRegressor(compile=compile, mlp=mlp, progress=False, **overrides)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t0 = time.perf_counter()
@@ -47,7 +50,8 @@ def run(n: int = 10_000, n_test: int = 5_000, compile: bool = False, **overrides
     lo, hi = m.predict_interval(model[:-1].transform(Xt), 0.9)
     return {
         "n": n,
-        "compiled": bool(compile),
+        "compiled": m.step_path_["compiled"],
+        "step_path": m.step_path_,
         "wall_s": wall,
         "widths": list(m.widths_),
         "n_iter": m.n_iter_.tolist(),
@@ -66,7 +70,18 @@ def run(n: int = 10_000, n_test: int = 5_000, compile: bool = False, **overrides
 def main(argv=None) -> int:
     ap = Parser(prog="python -m simulate.experiments.default_fit", description=__doc__)
     ap.add_argument("--n", type=int, default=10_000)
-    ap.add_argument("--compile", action="store_true", help="torch.compile the training step")
+    ap.add_argument(
+        "--compile",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="torch.compile the training step (default: the estimator's auto rule)",
+    )
+    ap.add_argument(
+        "--mlp",
+        choices=["auto", "batched", "native"],
+        default="auto",
+        help="the network's pass (default: the estimator's auto, native where it builds)",
+    )
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--recipe", choices=sorted(RECIPES), help="a training recipe's parameters")
     args = ap.parse_args(argv)
@@ -80,10 +95,12 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     tune_malloc()
-    r = run(args.n, compile=args.compile, **overrides)
+    compile = {"auto": "auto", "yes": True, "no": False}[args.compile]
+    r = run(args.n, compile=compile, mlp=args.mlp, **overrides)
     print(
         f"{args.recipe or 'default'} ASVIRegressor, friedman1 n = {r['n']}, p = 10"
-        f"{' (compiled)' if r['compiled'] else ''}: {r['wall_s']:.0f} s; width "
+        f" ({r['step_path']['mlp']} pass{', compiled' if r['compiled'] else ''}): "
+        f"{r['wall_s']:.0f} s; width "
         f"{r['selected_width']}, sigma_ {r['sigma']:.3f}, test RMSE {r['test_rmse']:.3f} "
         f"(floor 1), 90% coverage {r['picp90']:.3f}; steps {r['n_iter']}, converged "
         f"{r['converged']}; ELBO {r['elbo']:.1f}, penalised {r['penalized_elbo']:.1f}"

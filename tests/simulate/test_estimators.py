@@ -231,3 +231,51 @@ def test_the_estimators_defaults_are_hyper_s_but_the_named_overrides():
     X = np.random.default_rng(0).uniform(-1, 1, (200, 2))
     m = SVIRegressor(width=2, epochs=1, **PAPER, **recipe_params("baseline")).fit(X, X[:, 0])
     assert m.posterior_.hyper == replace(Hyper(), batch_size=200)
+
+
+def test_auto_takes_the_fused_pass_where_it_serves_and_says_so_when_it_cannot(monkeypatch):
+    """``mlp="auto"``: the fused pass for float32 regression on the CPU where it builds; the
+    batched pass without a word where the fit is outside its scope (float64, the exact L3,
+    classification) and with a ``FallbackWarning`` where only the compiler is missing.
+    ``compile="auto"``: compiled from ``COMPILE_FROM_STEPS`` steps of budget, not below."""
+    import warnings
+
+    from simulate import estimators as est
+    from simulate.core import Hyper, native
+
+    cpu, f32 = torch.device("cpu"), torch.float32
+    kw = dict(learn_noise=True)
+    if native.available():
+        assert est._step_options("auto", False, Hyper(), cpu, f32, 10, **kw).mlp == "native"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # outside the fused pass's scope: no warning
+        for hyper, dtype in [
+            (Hyper(), torch.float64),
+            (Hyper(l3="exact"), f32),
+            (Hyper(likelihood="categorical"), f32),
+        ]:
+            assert est._step_options("auto", False, hyper, cpu, dtype, 10).mlp == "batched"
+    monkeypatch.setattr(native, "available", lambda: False)
+    with pytest.warns(est.FallbackWarning, match="no working C compiler"):
+        opts = est._step_options("auto", False, Hyper(), cpu, f32, 10, **kw)
+    assert opts.mlp == "batched" and opts.learn_noise
+    cut = est.COMPILE_FROM_STEPS
+    assert not est._step_options("batched", "auto", Hyper(), cpu, f32, cut - 1).compile
+    assert est._step_options("batched", "auto", Hyper(), cpu, f32, cut).compile
+    assert not est._step_options("batched", False, Hyper(), cpu, f32, 10**9).compile
+    for mlp, compile, match in [("fast", False, "mlp must be"), ("batched", "yes", "compile must")]:
+        with pytest.raises(ValueError, match=match):
+            est._step_options(mlp, compile, Hyper(), cpu, f32, 10)
+
+
+def test_a_fit_records_the_path_it_took():
+    from simulate.core import native
+
+    X = np.random.default_rng(0).uniform(-1, 1, (200, 2))
+    m = SVIRegressor(width=2, epochs=1, **PAPER).fit(X, X[:, 0])
+    want = "native" if native.available() else "batched"
+    assert m.step_path_ == {"mlp": want, "compiled": False}
+    m = SVIRegressor(width=2, epochs=1, mlp="batched", **PAPER).fit(X, X[:, 0])
+    assert m.step_path_ == {"mlp": "batched", "compiled": False}
+    with pytest.raises(ValueError, match="mlp must be"):
+        SVIRegressor(width=2, epochs=1, mlp="fused").fit(X, X[:, 0])
