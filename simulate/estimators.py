@@ -40,7 +40,11 @@ As a practitioner meets them (the paper's own settings are one argument away):
   windows; with ``validation_fraction``, also the posterior mean's validation MSE, the
   held-out criterion that stands in for the sweep's risk against a truth), with
   ``max_epochs`` as a cap; ``n_iter_`` (steps) and ``converged_`` per candidate, and a
-  ``ConvergenceWarning`` when the cap binds.  ``epochs=<number>`` trains a fixed budget
+  ``ConvergenceWarning`` when the cap binds.  ``race="halving"`` (the default, ASVI's
+  candidates under the rule): successive halving by the penalised ELBO stops candidates
+  far behind the leader (:class:`Halving`; ``retired_``), so the widest, slowest
+  candidates stop setting the fit's length; ``race=None`` trains every candidate to its
+  own stop.  ``epochs=<number>`` trains a fixed budget
   (the paper's teacher experiment: 7000 epochs of ``n / batch_size`` steps).  Both are
   whole numbers in [1, ``MAX_EPOCHS``] (a million; why: at ``MAX_EPOCHS``).
 * **Sparsity prior**: ``lambda_s="auto"`` is the paper's rule ``a (L + 1) log n``
@@ -94,6 +98,7 @@ from simulate.core.stopping import StopRule
 from simulate.progress import Progress
 from simulate.references.constructive import encode, spline_starts
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPE_DEFAULTS, recipe_settings
+from theory import log_prior_N
 
 __all__ = [
     "BNNRegressor",
@@ -254,6 +259,59 @@ class FallbackWarning(UserWarning):
     Python's default warning filter."""
 
 
+class Halving:
+    """The race between candidate widths (``race="halving"``, the default): successive
+    halving with the ELBO as the only criterion, asked by ``Trainer.fit_until`` at every
+    window end with each candidate's last window mean of the objective (minus the ELBO,
+    estimated on the window's minibatches) and the candidates still training.
+
+    At rungs ``first``, ``2 first``, ``4 first``, ... windows into the race, every candidate
+    with an estimate is ranked by its penalised ELBO (eq. (13): ``-objective + log pi(N)``,
+    ``theory.log_prior_N``), converged ones included; of the candidates still training,
+    those ranked below the better half of the candidates not yet out (at least ``keep``
+    stay) stop there if they trail the leader by more than ``margin`` -- ``margin_rel``
+    of the leader's |objective|, at least ``margin_abs`` nats.  Why that margin: between
+    two 500-step windows the objective's mean moves by about 5e-3 of itself from the
+    minibatches alone (``simulate.core.stopping``), so a difference of two candidates'
+    windows has a noise sd near 0.5% of |objective|: 1.5% is three of those.  A candidate
+    so far behind the leader, and in the worse half, is not expected to win the final
+    selection; it stops where it is (``retired_``), and its ELBO is still computed on the
+    full data and still eligible for selection.  No truth, test point or held-out score
+    enters.  Failed candidates (a NaN estimate) are neither ranked nor counted."""
+
+    def __init__(self, widths, lam: float, first: int = 4, keep: int = 2,
+                 margin_rel: float = 0.015, margin_abs: float = 5.0):  # fmt: skip
+        self.log_prior = torch.tensor(
+            [float(log_prior_N(int(w), float(lam))) for w in widths], dtype=torch.float64
+        )
+        self.first, self.keep = first, keep
+        self.margin_rel, self.margin_abs = margin_rel, margin_abs
+        self.windows, self.next_rung = 0, first
+        self.out = torch.zeros(len(widths), dtype=torch.bool)
+
+    def __call__(self, objective: torch.Tensor, running: torch.Tensor) -> torch.Tensor:
+        self.windows += 1
+        lost = torch.zeros_like(self.out)
+        if self.windows < self.next_rung:
+            return lost
+        self.next_rung *= 2
+        objective = objective.to(torch.float64).cpu()
+        running = running.cpu()
+        pen = -objective + self.log_prior
+        ranked = torch.isfinite(pen) & ~self.out
+        if int(ranked.sum()) <= self.keep:
+            return lost
+        order = torch.argsort(torch.where(ranked, pen, -torch.inf), descending=True)
+        n_keep = max(self.keep, math.ceil(int(ranked.sum()) / 2))
+        best = int(order[0])
+        margin = max(self.margin_abs, self.margin_rel * abs(float(objective[best])))
+        for k in order[n_keep : int(ranked.sum())].tolist():
+            if bool(running[k]) and float(pen[best] - pen[k]) > margin:
+                lost[k] = True
+        self.out |= lost
+        return lost
+
+
 def _step_options(mlp, compile, hyper, device, dtype, budget: int, **rest) -> StepOptions:
     """The :class:`StepOptions` for ``mlp`` and ``compile`` as the estimator was given them
     (module docstring, "Speed"): ``"auto"`` resolved here, other values checked as
@@ -290,7 +348,7 @@ def _step_options(mlp, compile, hyper, device, dtype, budget: int, **rest) -> St
     return StepOptions(compile=bool(compile), mlp=mlp, **rest)
 
 
-def _train(tr, steps, rule, risk, progress, learn_noise: bool):
+def _train(tr, steps, rule, risk, progress, learn_noise: bool, race=None):
     """Train ``tr`` for ``steps`` steps or until ``rule`` stops each model; returns the
     stopping summary (None for a fixed budget).
 
@@ -302,13 +360,15 @@ def _train(tr, steps, rule, risk, progress, learn_noise: bool):
     anything (the residuals of a half-trained fit raise the sd, the likelihood weakens, the
     KL prunes; measured: SVI width 2 on y = x_1 + N(0, 0.1^2), n = 300: R^2 0.00); a
     network fitted first only ever prunes as the sd rises, which it can.  Each model's
-    ``steps`` in the summary add up both phases; ``converged`` is the second phase's."""
+    ``steps`` in the summary add up both phases; ``converged`` is the second phase's.
+    ``race`` (:class:`Halving`, or None) runs in the EM phase only: in the warm-up every
+    candidate's objective is at the same start sd, not the ELBO at its own."""
     record = 0 if steps is None else max(1, steps // 100)
     if not learn_noise:
         if rule is None:
             tr.fit(steps, progress=progress, record_every=record)
             return None
-        return tr.fit_until(rule, progress=progress, risk=_bound(risk, tr))
+        return tr.fit_until(rule, progress=progress, risk=_bound(risk, tr), race=race)
     tr.pause_noise()
     if rule is None:
         warm = steps // 2
@@ -324,7 +384,9 @@ def _train(tr, steps, rule, risk, progress, learn_noise: bool):
         return first
     tr.release_stopped()  # failed models stay held (state.health)
     tr.resume_noise()
-    second = tr.fit_until(replace(rule, max_steps=left), progress=progress, risk=_bound(risk, tr))
+    second = tr.fit_until(
+        replace(rule, max_steps=left), progress=progress, risk=_bound(risk, tr), race=race
+    )
     second["steps"] = [a + b for a, b in zip(first["steps"], second["steps"], strict=True)]
     return second
 
@@ -474,7 +536,8 @@ class _Base(BaseEstimator):
             hyper, widths, seeds, Xt, yt, [0] * len(widths),
             depth=depth, out_dim=out_dim, options=options, device=dev, dtype=dtype, init_from=init,
         )  # fmt: skip
-        conv = _train(tr, steps, rule, risk, progress, learn_noise)
+        race = self._race(widths, rule)
+        conv = _train(tr, steps, rule, risk, progress, learn_noise, race)
         self.fit_time_s_ = time.perf_counter() - t0
         health = tr.state.health
         self.failed_ = health.failed.cpu().numpy()
@@ -512,18 +575,33 @@ class _Base(BaseEstimator):
     def _set_noise(self) -> None:
         """The regressors' ``sigma_`` (selected candidate) and ``sigma_all_``, in y's units."""
 
+    def _race(self, widths, rule):
+        """The race between candidates (``race``: "halving", :class:`Halving`, or None):
+        only where there is one (two or more candidates) and a stopping rule to race
+        under (``epochs=None``)."""
+        if self.race is None:
+            return None
+        if not (isinstance(self.race, str) and self.race == "halving"):
+            raise ValueError(f"race must be 'halving' or None, got {self.race!r}")
+        if rule is None or len(widths) < 2:
+            return None
+        return Halving(widths, float(self.lam))
+
     def _record_budget(self, conv, steps, widths) -> None:
         """``n_iter_`` (steps each candidate trained), ``converged_`` (bool per candidate;
-        all False for a fixed budget), ``n_steps_`` (the most steps any trained), and a
+        all False for a fixed budget), ``retired_`` (the candidates the race stopped:
+        :class:`Halving`), ``n_steps_`` (the most steps any trained), and a
         ``ConvergenceWarning`` naming the candidates the cap stopped."""
         E = len(widths)
+        self.retired_ = np.zeros(E, dtype=bool)
         if conv is None:
             self.n_iter_ = np.full(E, steps)
             self.converged_ = np.zeros(E, dtype=bool)
         else:
             self.n_iter_ = np.asarray(conv["steps"])
             self.converged_ = np.asarray(conv["converged"], dtype=bool)
-            capped = ~self.converged_ & ~self.failed_
+            self.retired_ = np.asarray(conv.get("retired", [False] * E), dtype=bool)
+            capped = ~self.converged_ & ~self.failed_ & ~self.retired_
             if capped.any():
                 warnings.warn(
                     f"{type(self).__name__}: max_epochs={self.max_epochs} stopped widths "
@@ -674,7 +752,8 @@ _COMMON_DOC = """
     ``lr_inclusion``, ``simulate.core.hyper.inclusion_rate``; ``lr_decays``: plateaus of
     the stopping rule that lower the learning rate tenfold before one stops a candidate,
     ``simulate.core.stopping.StopRule``);
-    ``epochs`` of n/m steps (None: to convergence) and ``max_epochs`` its cap;
+    ``epochs`` of n/m steps (None: to convergence) and ``max_epochs`` its cap; ``race``
+    ("halving" or None: the candidates' race under the rule, :class:`Halving`);
     ``validation_fraction`` (None, or the fraction held out for the stopping rule's
     validation criterion); ``slab`` "gaussian" or "uniform"; ``l3`` "paper" (eq. (loss3)
     as printed) or "exact"; ``sampling`` of minibatches; ``elbo_draws`` (>= 10) for
@@ -739,7 +818,7 @@ _REGRESSION = dict(
     epochs=None, max_epochs=7000,
     validation_fraction=None, slab=_H["slab"], l3=_H["l3"], sampling=_H["sampling"],
     elbo_draws=10, init_from="random", predict_draws=30, seed=0, device="cpu",
-    dtype="float32", compile="auto", mlp="auto", progress="auto",
+    dtype="float32", compile="auto", mlp="auto", race="halving", progress="auto",
 )  # fmt: skip
 _CLASSIFICATION = {
     k: v for k, v in _REGRESSION.items() if k not in ("sigma", "standardize_y")

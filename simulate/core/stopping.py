@@ -176,8 +176,19 @@ class Convergence:
         self.done = torch.zeros(E, dtype=torch.bool)  # converged or failed: frozen
         self.decays = torch.zeros(E, dtype=torch.int64)  # plateaus that lowered the lr
         self.decayed = torch.zeros(E, dtype=torch.bool)  # ... at the last window end
+        self.retired = torch.zeros(E, dtype=torch.bool)  # stopped by retire(): a race lost
+        self._raced = False
         if held is not None:
             self.done |= torch.as_tensor(held).cpu()
+
+    def retire(self, models: torch.Tensor) -> None:
+        """Stop ``models`` (bool ``[E]``) now, neither converged nor capped: a candidate
+        that lost a race (``Trainer.fit_until``'s ``race``); ``summary`` then lists
+        ``retired``."""
+        models = torch.as_tensor(models, dtype=torch.bool).cpu() & ~self.done
+        self._raced = True
+        self.retired |= models
+        self.done |= models
 
     def at_window_end(self) -> bool:
         """Whether the next :meth:`update` ends a window."""
@@ -231,11 +242,13 @@ class Convergence:
     def summary(self) -> dict:
         """Per-model lists: ``steps``, ``converged``, ``rel_change``, ``kl_change`` and
         ``risk_change`` (and ``lr_decays``, the plateaus that lowered each model's learning
-        rate, where the rule has them)."""
+        rate, where the rule has them; ``retired``, the models :meth:`retire` stopped, where
+        a race ran)."""
         return {
             "steps": self.steps.tolist(),
             "converged": self.converged.tolist(),
             **({"lr_decays": self.decays.tolist()} if self.rule.lr_decays else {}),
+            **({"retired": self.retired.tolist()} if self._raced else {}),
             **{
                 k: [None if math.isnan(x) else x for x in getattr(self, k).tolist()]
                 for k in ("rel_change", "kl_change", "risk_change")

@@ -280,7 +280,9 @@ class Trainer:
                 progress(i + 1, steps)
         return self.state
 
-    def fit_until(self, rule, progress=None, risk=None, compact: Compaction | None = None):
+    def fit_until(
+        self, rule, progress=None, risk=None, compact: Compaction | None = None, race=None
+    ):
         """Train each model until ``rule`` (:class:`simulate.core.stopping.StopRule`) stops it:
         converged models are frozen (:attr:`frozen`) while the others go on; the run ends
         when every model has converged or failed, or at ``rule.max_steps``.  Training
@@ -307,7 +309,14 @@ class Trainer:
         With ``rule.lr_decays`` (``StopRule``), a model's plateau first multiplies its
         learning rate by ``rule.lr_factor`` (:attr:`lr_scale`, kept across calls) and
         only a plateau after its last decay stops it; such a run never compacts either
-        (the same reason: the program's constants would be copies)."""
+        (the same reason: the program's constants would be copies).
+
+        ``race`` (default None): a callable ``race(objective, running) -> bool [E]`` asked
+        at every window end with each model's last window mean of the objective
+        (``Convergence.prev``, float64 ``[E]``, NaN before its first window) and the models
+        still training; the models it returns stop there (``Convergence.retire``: neither
+        converged nor capped; ``retired`` in the summary).  The estimators' race between
+        candidate widths (``simulate.estimators.Halving``) reads nothing but the objective."""
         compact = Compaction(False) if compact is None else compact
         if self.noise_sd is not None or rule.lr_decays:
             compact = Compaction(False)
@@ -325,6 +334,12 @@ class Trainer:
             if self._learning_noise() and conv.at_window_end():
                 self.update_noise()
             newly = conv.update(info, window_risk)
+            if newly is not None and race is not None:
+                lost = torch.as_tensor(race(conv.prev.clone(), ~conv.done), dtype=torch.bool)
+                lost = lost & ~conv.done
+                if bool(lost.any()):
+                    conv.retire(lost)
+                    newly = newly | lost
             if newly is not None and bool(conv.decayed.any()):
                 lower = conv.decayed.to(self.lr_scale.device)[:, None]
                 lowered = torch.where(lower, self.lr_scale * rule.lr_factor, self.lr_scale)

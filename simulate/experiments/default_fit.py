@@ -56,6 +56,7 @@ def run(n: int = 10_000, n_test: int = 5_000, compile="auto", mlp="auto", **over
         "widths": list(m.widths_),
         "n_iter": m.n_iter_.tolist(),
         "converged": m.converged_.tolist(),
+        "retired": m.retired_.tolist(),
         "selected_width": m.selected_width_,
         "elbo": float(m.elbo_[m.selected_index_]),
         "penalized_elbo": float(m.penalized_elbo_[m.selected_index_]),

@@ -279,3 +279,67 @@ def test_a_fit_records_the_path_it_took():
     assert m.step_path_ == {"mlp": "batched", "compiled": False}
     with pytest.raises(ValueError, match="mlp must be"):
         SVIRegressor(width=2, epochs=1, mlp="fused").fit(X, X[:, 0])
+
+
+def test_halving_retires_only_candidates_far_behind_in_the_worse_half_at_its_rungs():
+    """The race's rule on made-up window means (minus the ELBO): rungs at 4, 8, 16 windows;
+    at a rung, a running candidate below the better half and more than the margin behind the
+    leader (by the penalised ELBO) stops; one within the margin, one converged, one failed
+    (NaN) and the last ``keep`` never do."""
+    from simulate.estimators import Halving
+
+    widths = [2, 4, 6, 8]
+    race = Halving(widths, lam=10.0, first=4, keep=2, margin_rel=0.015, margin_abs=5.0)
+    # penalised ELBOs 1000, 998, 900, 700: objective = -(pen - log prior)
+    pens = torch.tensor([1000.0, 998.0, 900.0, 700.0], dtype=torch.float64)
+    obj = -(pens - race.log_prior)
+    running = torch.ones(4, dtype=torch.bool)
+    for _ in range(3):  # windows 1-3: no rung
+        assert not race(obj, running).any()
+    lost = race(obj, running)  # window 4: the first rung; margin 15 nats
+    assert lost.tolist() == [False, False, True, True]
+    assert not race(obj, running).any()  # window 5: no rung
+    # the next rung (window 8): two candidates left, ``keep`` = 2: nobody else stops
+    for _ in range(3):
+        race(obj, running)
+    assert not race(obj, running).any()
+
+    # within the margin: 1.5% of |objective| ~ 15 nats here; 10 nats behind stays
+    race = Halving(widths, lam=10.0, first=1)
+    close = -(torch.tensor([1000.0, 995.0, 992.0, 990.0], dtype=torch.float64) - race.log_prior)
+    assert not race(close, running).any()
+    # a converged leader (not running) counts for the ranking and a failed candidate (NaN)
+    # does not: of the three ranked, the better half is two (the leader and 900), so 900
+    # stays -- it would stop were the NaN counted -- and 700, far behind but not running,
+    # is never stopped
+    race = Halving(widths, lam=10.0, first=1)
+    obj2 = obj.clone()
+    obj2[1] = float("nan")
+    lost = race(obj2, torch.tensor([False, True, True, False]))
+    assert lost.tolist() == [False, False, False, False]
+    lost = Halving(widths, lam=10.0, first=1)(obj, torch.tensor([False, True, True, True]))
+    assert lost.tolist() == [False, False, True, True]  # the converged leader counts
+
+
+def test_the_race_leaves_the_selected_candidate_as_it_was():
+    """ASVI with the race (the default) and without: the race stops candidates, never the
+    selected one, whose trajectory -- independent of the other candidates -- ends on the same
+    ELBO bit for bit; the stopped ones are ``retired_``, not capped (no warning)."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (2000, 2))
+    y = np.sin(3 * X[:, 0]) + 0.5 * X[:, 1] ** 2 + 0.3 * rng.standard_normal(2000)
+    kw = dict(widths=(2, 4, 8, 16), batch_size=256, max_epochs=200, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raced = ASVIRegressor(**kw).fit(X, y)
+        full = ASVIRegressor(race=None, **kw).fit(X, y)
+    assert raced.retired_.any() and not full.retired_.any()
+    assert not (raced.retired_ & raced.converged_).any()
+    k = full.selected_index_
+    assert raced.selected_index_ == k and not raced.retired_[k]
+    assert raced.elbo_[k] == full.elbo_[k] and raced.sigma_ == full.sigma_
+    assert raced.n_steps_ <= full.n_steps_
+    with pytest.raises(ValueError, match="race must be"):
+        ASVIRegressor(race="knockout", widths=(2, 4), max_epochs=1).fit(X[:300], y[:300])
