@@ -52,6 +52,7 @@ def run(
         "n": n,
         "steps": model.n_steps_,
         "compiled": bool(compile),
+        "step_path": model.step_path_,  # the network's pass the estimator chose (mlp="auto")
         "fit_time_s": model.fit_time_s_,
         "teacher_edges": teacher.n_edges,
         "widths": list(model.widths_),
