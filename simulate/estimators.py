@@ -531,12 +531,12 @@ class _Base(BaseEstimator):
             noise_floor=NOISE_FLOOR,
         )  # fmt: skip
         self.step_path_ = {"mlp": options.mlp, "compiled": options.compile}
+        race = self._race(widths, rule)  # a bad value refused before anything is built
         t0 = time.perf_counter()
         tr = build_trainer(
             hyper, widths, seeds, Xt, yt, [0] * len(widths),
             depth=depth, out_dim=out_dim, options=options, device=dev, dtype=dtype, init_from=init,
         )  # fmt: skip
-        race = self._race(widths, rule)
         conv = _train(tr, steps, rule, risk, progress, learn_noise, race)
         self.fit_time_s_ = time.perf_counter() - t0
         health = tr.state.health

@@ -15,9 +15,9 @@ Arithmetic: float32 throughout, the sums over the minibatch kept in VL independe
 (16 where the CPU has AVX-512, 8 elsewhere: a 16-float vector on AVX2 takes two registers
 and the kernel's register tiles spill, 2.2x slower measured) and added up in a fixed order,
 the products' multiply-adds fused where the compiler targets FMA (``-march=native``), the
-summed negative log-likelihood accumulated in double.  So it
-equals the batched-product path to float rounding (tested: relative 1e-5 on gradients),
-not bit for bit, and its results do not depend on the number of threads (tested).  They do
+summed negative log-likelihood accumulated in double.  So it equals the batched-product path
+to float rounding (tested: relative 1e-5 on gradients), not bit for bit, and its results do
+not depend on the number of threads (tested).  They do
 depend on VL: identical on machines of one vector length, within float rounding between an
 AVX-512 and an AVX2 machine (as the batched path's products differ between them too).
 
