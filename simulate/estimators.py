@@ -531,7 +531,7 @@ class _Base(BaseEstimator):
             noise_floor=NOISE_FLOOR,
         )  # fmt: skip
         self.step_path_ = {"mlp": options.mlp, "compiled": options.compile}
-        race = self._race(widths, rule)  # a bad value refused before anything is built
+        race = self._race(widths, rule)  # a bad value refused before the trainer is built
         t0 = time.perf_counter()
         tr = build_trainer(
             hyper, widths, seeds, Xt, yt, [0] * len(widths),

@@ -190,6 +190,12 @@ class Convergence:
         self.retired |= models
         self.done |= models
 
+    def window_means(self) -> torch.Tensor:
+        """Each model's last window mean of the objective (float64 ``[E]``, on the CPU): NaN
+        before its first window and for a model that failed (whose last finite mean is not
+        its objective any more)."""
+        return torch.where(self._failed.cpu(), torch.nan, self.prev)
+
     def at_window_end(self) -> bool:
         """Whether the next :meth:`update` ends a window."""
         return self._count + 1 >= self.rule.window
@@ -242,8 +248,8 @@ class Convergence:
     def summary(self) -> dict:
         """Per-model lists: ``steps``, ``converged``, ``rel_change``, ``kl_change`` and
         ``risk_change`` (and ``lr_decays``, the plateaus that lowered each model's learning
-        rate, where the rule has them; ``retired``, the models :meth:`retire` stopped, where
-        a race ran)."""
+        rate, where the rule has them; ``retired``, the models :meth:`retire` stopped, once
+        it has stopped any)."""
         return {
             "steps": self.steps.tolist(),
             "converged": self.converged.tolist(),

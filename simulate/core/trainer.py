@@ -313,7 +313,8 @@ class Trainer:
 
         ``race`` (default None): a callable ``race(objective, running) -> bool [E]`` asked
         at every window end with each model's last window mean of the objective
-        (``Convergence.prev``, float64 ``[E]``, NaN before its first window) and the models
+        (``Convergence.window_means``, float64 ``[E]``, NaN before its first window and for
+        a failed model) and the models
         still training; the models it returns stop there (``Convergence.retire``: neither
         converged nor capped; ``retired`` in the summary).  The estimators' race between
         candidate widths (``simulate.estimators.Halving``) reads nothing but the objective."""
@@ -335,7 +336,7 @@ class Trainer:
                 self.update_noise()
             newly = conv.update(info, window_risk)
             if newly is not None and race is not None:
-                lost = torch.as_tensor(race(conv.prev.clone(), ~conv.done), dtype=torch.bool)
+                lost = torch.as_tensor(race(conv.window_means(), ~conv.done), dtype=torch.bool)
                 lost = lost & ~conv.done
                 if bool(lost.any()):
                     conv.retire(lost)

@@ -2,11 +2,12 @@
 every bad input of issue #3."""
 
 import math
+import re
 
 import numpy as np
 import pytest
 import torch
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from simulate.core.posterior import select_width
 from simulate.estimators import ASVIClassifier, ASVIRegressor, SVIClassifier, SVIRegressor
@@ -282,43 +283,73 @@ def test_a_fit_records_the_path_it_took():
 
 
 def test_halving_retires_only_candidates_far_behind_in_the_worse_half_at_its_rungs():
-    """The race's rule on made-up window means (minus the ELBO): rungs at 4, 8, 16 windows;
-    at a rung, a running candidate below the better half and more than the margin behind the
-    leader (by the penalised ELBO) stops; one within the margin, one converged, one failed
-    (NaN) and the last ``keep`` never do."""
+    """The race's rule on made-up window means (minus the ELBO): rungs at 4, 8, 16 windows
+    and never between; at a rung, a running candidate below the better half and more than
+    the margin behind the leader (by the penalised ELBO) stops; one within the margin, one
+    not running (converged), one failed (NaN) and the last ``keep`` never do."""
     from simulate.estimators import Halving
 
-    widths = [2, 4, 6, 8]
+    widths = [2, 4, 6, 8, 10, 12]
     race = Halving(widths, lam=10.0, first=4, keep=2, margin_rel=0.015, margin_abs=5.0)
-    # penalised ELBOs 1000, 998, 900, 700: objective = -(pen - log prior)
-    pens = torch.tensor([1000.0, 998.0, 900.0, 700.0], dtype=torch.float64)
+    # penalised ELBOs 1000, 998, 996, 900, 850, 700: objective = -(pen - log prior)
+    pens = torch.tensor([1000.0, 998.0, 996.0, 900.0, 850.0, 700.0], dtype=torch.float64)
     obj = -(pens - race.log_prior)
-    running = torch.ones(4, dtype=torch.bool)
+    running = torch.ones(6, dtype=torch.bool)
     for _ in range(3):  # windows 1-3: no rung
         assert not race(obj, running).any()
-    lost = race(obj, running)  # window 4: the first rung; margin 15 nats
-    assert lost.tolist() == [False, False, True, True]
-    assert not race(obj, running).any()  # window 5: no rung
-    # the next rung (window 8): two candidates left, ``keep`` = 2: nobody else stops
-    for _ in range(3):
-        race(obj, running)
-    assert not race(obj, running).any()
+    lost = race(obj, running)  # window 4: the first rung; the better half 3, margin 15 nats
+    assert lost.tolist() == [False, False, False, True, True, True]
+    # width 6 falls 40 nats behind: stopped at the next rung (window 8), not before it
+    pens[2] = 960.0
+    obj = -(pens - race.log_prior)
+    for _ in range(3):  # windows 5-7
+        assert not race(obj, running).any()
+    assert race(obj, running).tolist() == [False, False, True, False, False, False]
+    for _ in range(8):  # windows 9-16: two left, ``keep`` = 2: nobody else stops
+        assert not race(obj, running).any()
 
     # within the margin: 1.5% of |objective| ~ 15 nats here; 10 nats behind stays
-    race = Halving(widths, lam=10.0, first=1)
-    close = -(torch.tensor([1000.0, 995.0, 992.0, 990.0], dtype=torch.float64) - race.log_prior)
-    assert not race(close, running).any()
+    race = Halving(widths[:4], lam=10.0, first=1)
+    close = torch.tensor([1000.0, 995.0, 992.0, 990.0], dtype=torch.float64)
+    assert not race(-(close - race.log_prior), running[:4]).any()
     # a converged leader (not running) counts for the ranking and a failed candidate (NaN)
     # does not: of the three ranked, the better half is two (the leader and 900), so 900
     # stays -- it would stop were the NaN counted -- and 700, far behind but not running,
     # is never stopped
-    race = Halving(widths, lam=10.0, first=1)
-    obj2 = obj.clone()
+    race = Halving(widths[:4], lam=10.0, first=1)
+    four = torch.tensor([1000.0, 998.0, 900.0, 700.0], dtype=torch.float64)
+    obj4 = -(four - race.log_prior)
+    obj2 = obj4.clone()
     obj2[1] = float("nan")
     lost = race(obj2, torch.tensor([False, True, True, False]))
     assert lost.tolist() == [False, False, False, False]
-    lost = Halving(widths, lam=10.0, first=1)(obj, torch.tensor([False, True, True, True]))
+    lost = Halving(widths[:4], lam=10.0, first=1)(obj4, torch.tensor([False, True, True, True]))
     assert lost.tolist() == [False, False, True, True]  # the converged leader counts
+
+
+def test_a_failed_model_s_last_window_mean_is_not_its_objective():
+    """What a race reads (``Convergence.window_means``): a model that failed keeps its last
+    finite window mean in ``prev`` (the stopping rule's bookkeeping), but the race sees NaN
+    for it, so a failed candidate can neither lead nor take a place in the better half."""
+    from simulate.core.objective import ELBOTerms
+    from simulate.core.paths import Info
+    from simulate.core.stopping import Convergence, StopRule
+
+    conv = Convergence(StopRule(window=2), 3)
+    ok = torch.zeros(3, dtype=torch.bool)
+
+    def step(total, failed=ok):
+        t = torch.tensor(total, dtype=torch.float64)
+        return conv.update(Info(ELBOTerms(t, torch.zeros(3), torch.zeros(3)), failed))
+
+    step([-900.0, -800.0, -700.0])
+    step([-900.0, -800.0, -700.0])  # a window: every model has a mean
+    assert conv.window_means().tolist() == [-900.0, -800.0, -700.0]
+    step([float("nan"), -800.0, -700.0], torch.tensor([True, False, False]))
+    step([float("nan"), -800.0, -700.0])
+    assert conv.prev[0] == -900.0  # the rule's bookkeeping keeps it ...
+    means = conv.window_means()  # ... the race does not
+    assert math.isnan(means[0]) and means[1:].tolist() == [-800.0, -700.0]
 
 
 def test_the_race_leaves_the_selected_candidate_as_it_was():
@@ -331,15 +362,26 @@ def test_the_race_leaves_the_selected_candidate_as_it_was():
     X = rng.uniform(-1, 1, (2000, 2))
     y = np.sin(3 * X[:, 0]) + 0.5 * X[:, 1] ** 2 + 0.3 * rng.standard_normal(2000)
     kw = dict(widths=(2, 4, 8, 16), batch_size=256, max_epochs=200, seed=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        raced = ASVIRegressor(**kw).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        raced = ASVIRegressor(**kw).fit(X, y)
         full = ASVIRegressor(race=None, **kw).fit(X, y)
     assert raced.retired_.any() and not full.retired_.any()
     assert not (raced.retired_ & raced.converged_).any()
+    # the cap's warning names capped candidates only, never a retired one
+    retired = {w for w, r in zip(kw["widths"], raced.retired_, strict=True) if r}
+    left = ~raced.converged_ & ~raced.retired_ & ~raced.failed_
+    capped = {w for w, c in zip(kw["widths"], left, strict=True) if c}
+    warned = set()
+    for w in caught:
+        if issubclass(w.category, ConvergenceWarning) and "stopped widths" in str(w.message):
+            named = {int(v) for v in re.findall(r"\d+", str(w.message).split("[")[1].split("]")[0])}
+            warned |= named
+    assert warned == capped and not warned & retired
     k = full.selected_index_
     assert raced.selected_index_ == k and not raced.retired_[k]
     assert raced.elbo_[k] == full.elbo_[k] and raced.sigma_ == full.sigma_
-    assert raced.n_steps_ <= full.n_steps_
     with pytest.raises(ValueError, match="race must be"):
         ASVIRegressor(race="knockout", widths=(2, 4), max_epochs=1).fit(X[:300], y[:300])
