@@ -246,7 +246,8 @@ WARMUP_TOL_FACTOR = 4.0
 # rule's cap) reaches this many steps.  Why 20,000: measured on a 2-core AVX2 CPU (the
 # regressors' default program, ten widths 2..20 at batch 1,024, p = 10, one thread), the
 # fused pass's step takes 5.4 ms eager and 3.2 ms compiled, and the compilation 3 s with a
-# warm cache and about 20 s cold: repaid after 1,400 and 9,000 steps; with the stopping
+# warm cache (measured) and about 25 s cold (the default fit's first run, 59 s against 34 s
+# warm, RESULTS.md): repaid after 1,400 and 11,400 steps; with the stopping
 # rule the run ends before its cap, and the narrowest candidates converge near a fifth of
 # it (13,500 of 68,360 steps in the default fit), so a cap of 20,000 is where compiling
 # pays even cold.  Smaller problems (scikit-learn's checks, most tests) stay eager.
