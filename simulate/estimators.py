@@ -285,8 +285,7 @@ class Halving:
         self.log_prior = torch.tensor(
             [float(log_prior_N(int(w), float(lam))) for w in widths], dtype=torch.float64
         )
-        self.first, self.keep = first, keep
-        self.margin_rel, self.margin_abs = margin_rel, margin_abs
+        self.keep, self.margin_rel, self.margin_abs = keep, margin_rel, margin_abs
         self.windows, self.next_rung = 0, first
         self.out = torch.zeros(len(widths), dtype=torch.bool)
 
@@ -319,16 +318,13 @@ def _step_options(mlp, compile, hyper, device, dtype, budget: int, **rest) -> St
     ``StepOptions`` is made; ``budget`` the steps the fit may run (its cap); ``rest`` the
     other options (learned noise).  The fused pass needs the hand-written step, the
     Gaussian likelihood with one output, float32 and the CPU
-    (``simulate.core.native.check_supported``); where the fit is outside that, "auto" is
-    the batched pass without a word (nothing is lost), and where only the compiler is
-    missing, with a :class:`FallbackWarning`."""
+    (``simulate.core.native.scope_problems``; regression has one output); where the fit is
+    outside that, "auto" is the batched pass without a word (nothing is lost), and where
+    only the compiler is missing, with a :class:`FallbackWarning`."""
     if isinstance(mlp, str) and mlp == "auto":
         mlp = "batched"
-        serves = (
-            hyper.likelihood == "gaussian"
-            and uses_hand_written(hyper)
-            and device.type == "cpu"
-            and dtype == torch.float32
+        serves = uses_hand_written(hyper) and not native.scope_problems(
+            hyper.likelihood, 1, device, dtype
         )
         if serves and native.available():
             mlp = "native"

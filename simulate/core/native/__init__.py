@@ -80,6 +80,7 @@ __all__ = [
     "NativeUntrusted",
     "available",
     "check_supported",
+    "scope_problems",
     "fused_nll_and_grad",
     "library_path",
     "load",
@@ -430,16 +431,24 @@ def available() -> bool:
     return True
 
 
-def check_supported(layout, hyper, device, dtype) -> None:
-    """Raise ``ValueError`` naming what is outside the fused kernel's scope (module
-    docstring), and :class:`NativeUnavailable` if it cannot be built here."""
+def scope_problems(likelihood: str, out_dim: int, device, dtype) -> list[str]:
+    """What is outside the fused kernel's scope (module docstring) for a network with this
+    likelihood and output count, on this device in this dtype: one phrase each, [] where
+    the kernel serves it (:func:`check_supported`; the estimators' ``mlp="auto"``)."""
     problems = []
-    if hyper.likelihood != "gaussian" or layout.out_dim != 1:
-        problems.append(f"likelihood {hyper.likelihood!r} with {layout.out_dim} outputs")
+    if likelihood != "gaussian" or out_dim != 1:
+        problems.append(f"likelihood {likelihood!r} with {out_dim} outputs")
     if torch.device(device).type != "cpu":
         problems.append(f"device {device}")
     if dtype != torch.float32:
         problems.append(f"dtype {dtype}")
+    return problems
+
+
+def check_supported(layout, hyper, device, dtype) -> None:
+    """Raise ``ValueError`` naming what is outside the fused kernel's scope
+    (:func:`scope_problems`), and :class:`NativeUnavailable` if it cannot be built here."""
+    problems = scope_problems(hyper.likelihood, layout.out_dim, device, dtype)
     if problems:
         raise ValueError(
             "mlp='native' covers the Gaussian likelihood with one output, float32 on the "
