@@ -153,7 +153,9 @@ def _rates(args, names) -> None:
 def _uci(args) -> None:
 
     t0 = time.perf_counter()
-    recs = run_uci(args.tier, args.out, args.recompute, splits=args.splits)
+    recs = run_uci(
+        args.tier, args.out, args.recompute, splits=args.splits, workers=args.workers
+    )
     print(uci_table(recs, args.out, args.tier, args.splits)["text"])
     print(f"uci: {time.perf_counter() - t0:.0f} s")
 
@@ -208,7 +210,8 @@ def main(argv=None) -> int:
         "--workers",
         type=int,
         default=0,
-        help="train Table 1's blocks on N single-threaded worker processes (default: here)",
+        help="train Table 1's blocks, or UCI's (dataset, method) units, on N single-threaded"
+        " worker processes (default: here)",
     )
     ap.add_argument(
         "--splits",

@@ -31,6 +31,7 @@ from simulate.core.hyper import LAMBDA_S_A, PAPER_UCI, lambda_s_at
 from simulate.core.posterior import mixture_quantiles
 from simulate.core.recipe import build_trainer
 from simulate.sweep import tiers
+from simulate.sweep.parallel import check_workers, map_unordered
 from simulate.sweep.records import RecordStore, tier_store
 from simulate.truths.data import (
     UCI_SPLIT_KINDS,
@@ -138,40 +139,65 @@ def _splits_of(kind: str, n: int, n_splits: int):
 
 
 def run_uci(
-    tier: str, out_dir: str, recompute: bool = False, log=print, splits: str = "random"
+    tier: str,
+    out_dir: str,
+    recompute: bool = False,
+    log=print,
+    splits: str = "random",
+    workers: int | None = None,
 ) -> list[dict]:
     """Every (dataset, method) of the tier not yet recorded: the grid search of sigma and
     sigma_0 on validation parts, then each split refitted with the values each criterion
     chose and scored on its test part (test RMSE, log-likelihood, and the 90% predictive
     interval's coverage and mean width, in the original units).  ``splits``: ``random``
     (drawn here, seed 0) or ``standard`` (the protocol's own, on which the published rows
-    were computed: :func:`simulate.truths.data.uci_standard_splits`)."""
+    were computed: :func:`simulate.truths.data.uci_standard_splits`).  ``workers``: train
+    the (dataset, method) units on that many single-threaded worker processes
+    (``simulate.sweep.parallel``; this process alone writes the records, each unit's as it
+    finishes, so a run stopped anywhere loses at most the units in flight).  A unit's
+    numbers do not depend on where it ran, up to the float rounding of the thread count
+    (a worker has one torch thread)."""
     cfg = UCI_TIERS[tier]
+    check_workers(workers)
     store = uci_store(tier, out_dir, recompute, splits)
     with store.writing() as st:
         done = {k[:2] for k in st.done}  # a (dataset, method) is appended whole
-        for name, loader in DATASETS.items():
-            X, y = loader()
-            parts = _splits_of(splits, len(y), cfg["splits"])
-            rng = np.random.default_rng(1)
-            n_val = int(round(0.2 * len(parts[0][0])))
-            tr_parts, val_parts = [], []
-            for tr_idx, _ in parts:
-                perm = rng.permutation(tr_idx)
-                tr_parts.append(perm[n_val:])
-                val_parts.append(perm[:n_val])
-            for method, family in UCI_METHODS.items():
-                if (name, method) in done:
-                    continue
-                t0 = time.perf_counter()
-                best = _uci_grid_search(cfg, family, X, y, tr_parts, val_parts)
-                new = _uci_refit(cfg, family, X, y, parts, best, name, method)
-                wall = time.perf_counter() - t0
-                for r in new:
-                    r["wall_s_method"] = wall
-                st.append(new)
-                log(f"  uci {tier}: {name} {method} ({wall:.0f} s)")
+        todo = [
+            (tier, splits, name, method)
+            for name in DATASETS
+            for method in UCI_METHODS
+            if (name, method) not in done
+        ]
+        for new in map_unordered(_uci_unit, todo, workers):
+            st.append(new)
+            r = new[0]
+            log(f"  uci {tier}: {r['dataset']} {r['method']} ({r['wall_s_method']:.0f} s)")
     return store.read()
+
+
+def _uci_unit(unit: tuple) -> list[dict]:
+    """One (dataset, method) of :func:`run_uci`, ``unit = (tier, splits, dataset, method)``:
+    its grid search and refits, one record per (split, criterion).  Module-level, so that a
+    worker process can run it."""
+    tier, splits, name, method = unit
+    cfg = UCI_TIERS[tier]
+    X, y = DATASETS[name]()
+    parts = _splits_of(splits, len(y), cfg["splits"])
+    rng = np.random.default_rng(1)
+    n_val = int(round(0.2 * len(parts[0][0])))
+    tr_parts, val_parts = [], []
+    for tr_idx, _ in parts:
+        perm = rng.permutation(tr_idx)
+        tr_parts.append(perm[n_val:])
+        val_parts.append(perm[:n_val])
+    t0 = time.perf_counter()
+    family = UCI_METHODS[method]
+    best = _uci_grid_search(cfg, family, X, y, tr_parts, val_parts)
+    new = _uci_refit(cfg, family, X, y, parts, best, name, method)
+    wall = time.perf_counter() - t0
+    for r in new:
+        r["wall_s_method"] = wall
+    return new
 
 
 def _uci_grid_search(cfg, family, X, y, tr_parts, val_parts) -> dict[str, list[tuple]]:

@@ -179,3 +179,27 @@ def test_uci_scores_interval_is_the_predictive_mixture_s():
     rmse, ll, picp, width = _uci_scores(f_std, y, 10.0, 2.0, 1.0)
     assert picp == 0.75  # the third target lies below the 5% quantile
     assert width == pytest.approx(2 * 1.6448536 * 2.0, rel=1e-6)
+
+
+def test_uci_on_workers_gives_the_records_of_one_process(tmp_path):
+    """The (dataset, method) units on two worker processes: the same records, to the bit,
+    as in this process at the workers' one torch thread (wall times aside), whatever order
+    they finish in."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        here = run_uci("tiny", str(tmp_path / "here"), log=lambda *_: None)
+    finally:
+        torch.set_num_threads(threads)
+    pooled = run_uci("tiny", str(tmp_path / "pool"), log=lambda *_: None, workers=2)
+
+    def key(r):
+        return (r["dataset"], r["method"], r["criterion"], r["split"])
+
+    def kept(recs):
+        return sorted(({k: v for k, v in r.items() if not k.startswith("wall")} for r in recs),
+                      key=key)  # fmt: skip
+
+    assert len(here) == 24 and kept(here) == kept(pooled)
