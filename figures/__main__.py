@@ -153,9 +153,7 @@ def _rates(args, names) -> None:
 def _uci(args) -> None:
 
     t0 = time.perf_counter()
-    recs = run_uci(
-        args.tier, args.out, args.recompute, splits=args.splits, workers=args.workers
-    )
+    recs = run_uci(args.tier, args.out, args.recompute, splits=args.splits, workers=args.workers)
     print(uci_table(recs, args.out, args.tier, args.splits)["text"])
     print(f"uci: {time.perf_counter() - t0:.0f} s")
 

@@ -157,7 +157,6 @@ def run_uci(
     finishes, so a run stopped anywhere loses at most the units in flight).  A unit's
     numbers do not depend on where it ran, up to the float rounding of the thread count
     (a worker has one torch thread)."""
-    cfg = UCI_TIERS[tier]
     check_workers(workers)
     store = uci_store(tier, out_dir, recompute, splits)
     with store.writing() as st:
