@@ -80,7 +80,13 @@ from simulate.sweep.flags import overrides_from_args
 from simulate.sweep.parallel import add_scheduler_flags, check_scheduler, check_scheduler_timeout
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.records import RecordsError, being_written
-from simulate.sweep.runner import check_memory, check_native, records_path_for, run_sweep
+from simulate.sweep.runner import (
+    check_compile,
+    check_memory,
+    check_native,
+    records_path_for,
+    run_sweep,
+)
 from simulate.sweep.schema import one_configuration, read_records
 from simulate.sweep.truth_spec import TRUTH_HELP
 from theory.cli import Parser, interrupted, run_main
@@ -484,6 +490,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
         )  # fmt: skip
         check_memory(cfg, at_once)
         check_native(cfg)
+        check_compile(cfg)
         ccfg = None
         if not args.no_control:
             check_output_file(cpath, "--control-records")

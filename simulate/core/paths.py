@@ -48,6 +48,7 @@ __all__ = [
     "Step",
     "build_step",
     "chunk_bounds",
+    "compile_unavailable",
     "hand_written_kernel",
 ]
 
@@ -77,6 +78,22 @@ def hand_written_kernel(spec: StepSpec):
     scales, else :func:`spike_slab_step` (with or without indicators)."""
     step = horseshoe_step if family_of(spec.hyper).node_scales else spike_slab_step
     return partial(step, spec)
+
+
+def compile_unavailable() -> str | None:
+    """Why ``torch.compile`` cannot build a step here (None: it can): on the CPU inductor
+    compiles C++ with the compiler it finds (``$CXX``, else ``g++``; torch's own search,
+    ``torch._inductor.cpp_builder.get_cpp_compiler``), and without one every compiled
+    step fails at its first call, deep inside a worker.  Checked before a compiled sweep
+    does any work (``simulate.sweep.runner.check_compile``)."""
+    try:  # deferred: inductor's compiler search is only needed where a step compiles
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        get_cpp_compiler()
+    except Exception as exc:  # InvalidCxxCompiler, or a search that itself fails
+        name = type(exc).__name__
+        return f"torch.compile finds no working C++ compiler ({name}; set $CXX)"
+    return None
 
 
 def _raise_recompile_limit() -> None:

@@ -19,7 +19,13 @@ from simulate.sweep.flags import overrides_from_args
 from simulate.sweep.parallel import add_scheduler_flags, check_scheduler, check_scheduler_timeout
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.records import RecordsError
-from simulate.sweep.runner import check_memory, check_native, records_path_for, run_sweep
+from simulate.sweep.runner import (
+    check_compile,
+    check_memory,
+    check_native,
+    records_path_for,
+    run_sweep,
+)
 from simulate.sweep.truth_spec import TRUTH_HELP, TruthSpec
 from theory.cli import Parser, interrupted
 from theory.paths import check_distinct, check_output_file, read_text_bounded
@@ -186,6 +192,7 @@ def main(argv=None) -> int:
         check_distinct([("--out", args.out)], [("--config", args.config)])
         check_memory(cfg, 1 if args.scheduler is not None else args.workers)
         check_native(cfg)
+        check_compile(cfg)
         out = records_path_for(cfg, args.out, args.new_file, args.accept_code_change)
     except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

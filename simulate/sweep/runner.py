@@ -65,6 +65,7 @@ from __future__ import annotations
 import os
 
 from simulate.core import native
+from simulate.core.paths import compile_unavailable
 from simulate.progress import Progress
 from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
 from simulate.sweep.gp import run_gp_job
@@ -81,6 +82,7 @@ from simulate.sweep.schema import RECORD_KEYS, SCHEMA, record_problem
 
 __all__ = [
     "ESTIMATORS",
+    "check_compile",
     "check_memory",
     "check_native",
     "records_path_for",
@@ -161,6 +163,19 @@ def check_native(cfg: SweepConfig) -> None:
         native.load()
     except native.NativeUnavailable as exc:
         raise ValueError(f"--mlp native: {str(exc).splitlines()[0]}") from None
+
+
+def check_compile(cfg: SweepConfig) -> None:
+    """``ValueError`` (one line, before anything is locked or written) when ``cfg``
+    compiles its step (``compile``, the full and quick tiers do) and ``torch.compile`` has
+    no C++ compiler here (:func:`simulate.core.paths.compile_unavailable`): the sweep would
+    otherwise fail in every job's first step.  The way out is named: ``--no-compile`` (the
+    same numbers to float rounding, slower)."""
+    if not cfg.compile or cfg.estimator != "asvi":
+        return
+    why = compile_unavailable()
+    if why is not None:
+        raise ValueError(f"{why}: run with --no-compile (eager steps, slower)")
 
 
 def records_path_for(

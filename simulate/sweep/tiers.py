@@ -60,6 +60,11 @@ RATES = {
             "n_test": 10_000,
             "draws": 20,
             "replicate_block": 4,
+            # compiled: the tier's programs (p = 1, batch 128, 4-8 models) are all per-step
+            # overhead, 3.9 ms a step eager against 0.9 compiled (one thread, AVX2 CPU), and
+            # compiling a program's shapes costs seconds against its ~11,000 steps
+            # (BENCHMARKS.md, "The quick tier compiled"); --no-compile: the eager steps
+            "compile": True,
             # no risk stop: the ELBO's own rule decides when a candidate stops (no truth
             # in training; a validation-split criterion exists as stop_risk_tol, exploratory)
         },

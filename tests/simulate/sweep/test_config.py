@@ -60,3 +60,26 @@ def test_every_estimator_a_config_accepts_is_one_the_runner_runs():
     (options,) = SWEEP_CONSTRAINTS["estimator"]
     assert set(options.values) == set(ESTIMATORS) == {"asvi", "gp"}
     assert ESTIMATORS == {"asvi": run_asvi_job, "gp": run_gp_job}
+
+
+def test_a_compiled_sweep_without_a_cpp_compiler_is_refused_before_any_work(monkeypatch):
+    """``check_compile``: a sweep that compiles its step (the quick and full tiers) on a
+    machine where ``torch.compile`` finds no C++ compiler is refused in one line naming
+    ``--no-compile``; an eager sweep, or the GP control, needs none.  Negative control:
+    with the machine's own compiler the same config passes."""
+    import pytest
+    from torch._inductor import config as inductor_config
+
+    from simulate.sweep.config import SweepConfig
+    from simulate.sweep.runner import check_compile
+    from simulate.sweep.truth_spec import TruthSpec
+
+    def cfg(**kw):
+        return SweepConfig(truths=[TruthSpec("holder", 1, 0.5)], ns=[1000], **kw)
+
+    check_compile(cfg(compile=True))  # this machine compiles (CI's and ours have g++)
+    monkeypatch.setattr(inductor_config.cpp, "cxx", ("/no/such/c++",))
+    with pytest.raises(ValueError, match="no working C\\+\\+ compiler.*--no-compile"):
+        check_compile(cfg(compile=True))
+    check_compile(cfg(compile=False))
+    check_compile(cfg(compile=True, estimator="gp", gp_nus=[1.5]))
