@@ -205,8 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--compile",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="run the training step through torch.compile (the full tier does; needs a C++"
-        " compiler)",
+        help="run the training step through torch.compile (the quick and full tiers do;"
+        " needs a C++ compiler); --no-compile: eager steps, the same numbers to float rounding",
     )
     ap.add_argument(
         "--mlp",
@@ -490,7 +490,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
         )  # fmt: skip
         check_memory(cfg, at_once)
         check_native(cfg)
-        check_compile(cfg)
+        check_compile(cfg, args.scheduler)
         ccfg = None
         if not args.no_control:
             check_output_file(cpath, "--control-records")

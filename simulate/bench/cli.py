@@ -43,7 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     ap.add_argument(
-        "--compile", action="store_true", help="torch.compile the step (sampler, network, Adam)"
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile the step (sampler, network, Adam); default: not compiled, but"
+        " --workload sweep runs each program as its tier does (--no-compile: eager)",
     )
     ap.add_argument(
         "--loop-max",
@@ -163,7 +167,7 @@ def main(argv=None) -> int:
     )
     # how the timed step runs, built once here: every mode's --compile; --table1-block adds
     # its --autograd and --mlp (the other modes time their own variants of it)
-    options = StepOptions(compile=args.compile)
+    options = StepOptions(compile=bool(args.compile))
     if args.table1_block:
         block = replace(options, autograd=args.autograd, mlp=args.mlp or options.mlp)
         res = table1_block_rate(args.table1_block, block, args.groups, args.steps, args.repeats)
@@ -174,7 +178,7 @@ def main(argv=None) -> int:
         peak = peak_gflops(args.device)
         print(f"sustained float32 GEMM rate (2048^3, the faster library): {peak:.1f} GFLOP/s")
         res = sweep_workload(
-            args.tier, args.steps, args.repeats, True if options.compile else None, args.records,
+            args.tier, args.steps, args.repeats, args.compile, args.records,
             peak, mlp=args.mlp,
         )  # fmt: skip
         print(

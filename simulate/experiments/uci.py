@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 
 import numpy as np
 import torch
@@ -157,10 +158,15 @@ def run_uci(
     finishes, so a run stopped anywhere loses at most the units in flight).  A unit's
     numbers do not depend on where it ran, up to the float rounding of the thread count
     (a worker has one torch thread)."""
+    cfg = UCI_TIERS[tier]
     check_workers(workers)
     store = uci_store(tier, out_dir, recompute, splits)
     with store.writing() as st:
-        done = {k[:2] for k in st.done}  # a (dataset, method) is appended whole
+        # a (dataset, method) is done when every (split, criterion) of it is recorded: a
+        # unit whose append was cut short (a full disk) is trained again, and its missing
+        # records appended (the store skips keys it holds)
+        have = Counter(k[:2] for k in st.done)
+        done = {u for u, c in have.items() if c >= cfg["splits"] * len(UCI_CRITERIA)}
         todo = [
             (tier, splits, name, method)
             for name in DATASETS

@@ -192,7 +192,7 @@ def main(argv=None) -> int:
         check_distinct([("--out", args.out)], [("--config", args.config)])
         check_memory(cfg, 1 if args.scheduler is not None else args.workers)
         check_native(cfg)
-        check_compile(cfg)
+        check_compile(cfg, args.scheduler)
         out = records_path_for(cfg, args.out, args.new_file, args.accept_code_change)
     except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

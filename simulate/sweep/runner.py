@@ -165,17 +165,23 @@ def check_native(cfg: SweepConfig) -> None:
         raise ValueError(f"--mlp native: {str(exc).splitlines()[0]}") from None
 
 
-def check_compile(cfg: SweepConfig) -> None:
+def check_compile(cfg: SweepConfig, scheduler: str | None = None) -> None:
     """``ValueError`` (one line, before anything is locked or written) when ``cfg``
-    compiles its step (``compile``, the full and quick tiers do) and ``torch.compile`` has
-    no C++ compiler here (:func:`simulate.core.paths.compile_unavailable`): the sweep would
-    otherwise fail in every job's first step.  The way out is named: ``--no-compile`` (the
-    same numbers to float rounding, slower)."""
-    if not cfg.compile or cfg.estimator != "asvi":
+    compiles its step (``compile``: the quick, full and constructive tiers do) and
+    ``torch.compile`` has no C++ compiler here
+    (:func:`simulate.core.paths.compile_unavailable`): every job would otherwise fail at
+    its first step, inside a worker.  The way out is named: eager steps (``--no-compile``
+    of ``verify.rates`` and ``simulate.sweep``; the same numbers to float rounding,
+    slower).  With a ``scheduler`` the cluster's workers compile, not this machine: not
+    checked here.  :func:`run_sweep` checks too, for the callers without a command line
+    of their own (the figures, the optimiser study)."""
+    if not cfg.compile or cfg.estimator != "asvi" or scheduler:
         return
     why = compile_unavailable()
     if why is not None:
-        raise ValueError(f"{why}: run with --no-compile (eager steps, slower)")
+        raise ValueError(
+            f"{why}: train with eager steps (--no-compile of verify.rates and simulate.sweep)"
+        )
 
 
 def records_path_for(
@@ -223,6 +229,7 @@ def run_sweep(
     cut once its lock is held (``--recompute``), never before: a sweep writing it refuses
     the discard instead of losing its cells."""
     check_workers(workers, scheduler)
+    check_compile(cfg, scheduler)
     store = _store(cfg, out_path, accept_code_change)
     store.discard = bool(discard)
     with store.writing() as st:  # one sweep per records file, or exit 2

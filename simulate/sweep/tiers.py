@@ -54,7 +54,7 @@ RATES = {
             "ns": [250, 630, 1600, 4000],
             # 8, not 4: with each replicate its own truth, R = 4 left attainment intervals
             # of +-0.41 (alpha 0.5) and +-0.87 (alpha 1.5); R = 8 gives +-0.17 and +-0.47
-            # for 3.2 min of sweep instead of 1.7 (RESULTS.md)
+            # for 3.2 min of sweep instead of 1.7 (RESULTS.md; eager steps, then)
             "replicates": 8,
             "width_scale": 0.5,  # candidates 2..8 at n = 250 up to 2..32 at n = 4000
             "n_test": 10_000,
@@ -63,7 +63,7 @@ RATES = {
             # compiled: the tier's programs (p = 1, batch 128, 4-8 models) are all per-step
             # overhead, 3.9 ms a step eager against 0.9 compiled (one thread, AVX2 CPU), and
             # compiling a program's shapes costs seconds against its ~11,000 steps
-            # (BENCHMARKS.md, "The quick tier compiled"); --no-compile: the eager steps
+            # (BENCHMARKS.md, "The rate tiers' small steps"); --no-compile: the eager steps
             "compile": True,
             # no risk stop: the ELBO's own rule decides when a candidate stops (no truth
             # in training; a validation-split criterion exists as stop_risk_tol, exploratory)

@@ -203,3 +203,31 @@ def test_uci_on_workers_gives_the_records_of_one_process(tmp_path):
                       key=key)  # fmt: skip
 
     assert len(here) == 24 and kept(here) == kept(pooled)
+
+
+def test_a_unit_cut_short_is_trained_again_and_completed(tmp_path):
+    """A (dataset, method) whose records were only partly written (an append cut short by
+    a full disk) is not taken as done: a resumed run trains it again and appends the
+    records it lacked, equal to the lost ones (wall times aside); the units that were whole
+    are not trained again."""
+    import json
+
+    log = []
+    first = run_uci("tiny", str(tmp_path), log=lambda *_: None)
+    path = tmp_path / "uci-tiny.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    lost = [json.loads(x) for x in lines[-3:]]
+    assert len({(r["dataset"], r["method"]) for r in lost}) == 1
+    path.write_text("".join(lines[:-3]))
+    again = run_uci("tiny", str(tmp_path), log=log.append)
+    assert len(log) == 1 and f"{lost[0]['dataset']} {lost[0]['method']}" in log[0]
+
+    def kept(r):
+        return {k: v for k, v in r.items() if not k.startswith("wall")}
+
+    def key(r):
+        return (r["dataset"], r["method"], r["criterion"], r["split"])
+
+    by_key = {key(r): kept(r) for r in again}
+    assert len(again) == len(first) == 24
+    assert all(by_key[key(r)] == kept(r) for r in lost)

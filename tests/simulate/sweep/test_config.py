@@ -62,7 +62,7 @@ def test_every_estimator_a_config_accepts_is_one_the_runner_runs():
     assert ESTIMATORS == {"asvi": run_asvi_job, "gp": run_gp_job}
 
 
-def test_a_compiled_sweep_without_a_cpp_compiler_is_refused_before_any_work(monkeypatch):
+def test_a_compiled_sweep_without_a_cpp_compiler_is_refused_before_any_work(monkeypatch, tmp_path):
     """``check_compile``: a sweep that compiles its step (the quick and full tiers) on a
     machine where ``torch.compile`` finds no C++ compiler is refused in one line naming
     ``--no-compile``; an eager sweep, or the GP control, needs none.  Negative control:
@@ -77,9 +77,17 @@ def test_a_compiled_sweep_without_a_cpp_compiler_is_refused_before_any_work(monk
     def cfg(**kw):
         return SweepConfig(truths=[TruthSpec("holder", 1, 0.5)], ns=[1000], **kw)
 
-    check_compile(cfg(compile=True))  # this machine compiles (CI's and ours have g++)
+    from simulate.core.paths import compile_unavailable
+    from simulate.sweep.runner import run_sweep
+
+    if compile_unavailable() is None:  # negative control, where this machine compiles
+        check_compile(cfg(compile=True))
     monkeypatch.setattr(inductor_config.cpp, "cxx", ("/no/such/c++",))
     with pytest.raises(ValueError, match="no working C\\+\\+ compiler.*--no-compile"):
         check_compile(cfg(compile=True))
+    with pytest.raises(ValueError, match="no working C\\+\\+ compiler"):  # before any file
+        run_sweep(cfg(compile=True), tmp_path / "r.jsonl", progress=False)
+    assert not list(tmp_path.iterdir())
+    check_compile(cfg(compile=True), scheduler="tcp://127.0.0.1:8786")  # the cluster's
     check_compile(cfg(compile=False))
     check_compile(cfg(compile=True, estimator="gp", gp_nus=[1.5]))

@@ -67,8 +67,8 @@ def test_a_sweep_report_may_not_name_the_records_it_trains(tmp_path):
     """Reproducer 1, sweep mode: ``--out x.jsonl --json x.jsonl`` destroyed the training
     just done; now refused before any training (nothing is created)."""
     out = tmp_path / "x.jsonl"
-    r = cli("verify.rates", "--tier", "quick", "--n", "64", "128", "256", "--replicates", "2",
-            "--out", str(out), "--json", str(out), "--no-control")  # fmt: skip
+    r = cli("verify.rates", "--tier", "quick", "--no-compile", "--n", "64", "128", "256",
+            "--replicates", "2", "--out", str(out), "--json", str(out), "--no-control")  # fmt: skip
     assert one_line_error(r) and "may not name an input" in r.stderr, r.stderr
     assert not out.exists()
 
