@@ -58,7 +58,6 @@ def test_a_block_of_unknown_kind_or_without_records_is_refused(tmp_path):
 # written, reported by the regeneration; re-run the tier and ship its records to restore them
 LOST = [
     "table1 records=figures/reference/teacher-subtract-paper.jsonl.gz tier=paper",
-    "starts records=figures/reference/records-deep.jsonl.gz",
 ]
 
 
