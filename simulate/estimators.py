@@ -82,8 +82,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from simulate.core import Hyper, Layout, native
 from simulate.core.constraints import POSITIVE, Count, Interval, check
 from simulate.core.hyper import (
+    DEPTH,
     HYPER_DEFAULTS,
     LAMBDA_S_A,
+    PAPER_EPOCHS,
     PAPER_MNIST,
     PAPER_MNIST_WIDTHS,
     PAPER_WIDTHS,
@@ -92,9 +94,16 @@ from simulate.core.hyper import (
 )
 from simulate.core.options import DEFAULT_OPTIONS, MLP_KINDS, StepOptions
 from simulate.core.paths import uses_hand_written
-from simulate.core.posterior import mixture_quantiles, select_width
+from simulate.core.posterior import (
+    ELBO_DRAWS,
+    MIN_ELBO_DRAWS,
+    PREDICT_DRAWS,
+    RISK_DRAWS,
+    mixture_quantiles,
+    select_width,
+)
 from simulate.core.recipe import build_trainer
-from simulate.core.stopping import StopRule
+from simulate.core.stopping import STOP_DEFAULTS, StopRule
 from simulate.progress import Progress
 from simulate.references.constructive import encode, spline_starts
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPE_DEFAULTS, recipe_settings
@@ -230,7 +239,7 @@ def _check_core_range(name: str, a: np.ndarray, dtype: torch.dtype, fix: str) ->
         )
 
 
-NOISE_FLOOR = 1e-3  # learned noise sd's floor, in standardised units (Trainer.noise_floor)
+NOISE_FLOOR = DEFAULT_OPTIONS.noise_floor  # learned noise sd's floor, standardised units
 # Where the learned noise sd starts, in standardised units (a tenth of y's sd): small, so the
 # network fits before the noise settles (with the warm-up of ``_train``).  A start at y's own
 # sd (the constant fit's) let a narrow network's posterior collapse to the constant fit, an
@@ -466,7 +475,7 @@ class _Base(BaseEstimator):
         if self.epochs is not None:
             return max(1, math.ceil(float(int(self.epochs)) * per_epoch)), None
         cap = max(1, math.ceil(float(int(self.max_epochs)) * per_epoch))
-        window = min(500, max(50, cap // 20))
+        window = min(STOP_DEFAULTS["window"], max(50, cap // 20))
         return None, StopRule(max_steps=cap, window=window, lr_decays=self.lr_decays)
 
     def _validation(self, n: int, seed: int):
@@ -488,7 +497,7 @@ class _Base(BaseEstimator):
         """Train every candidate width in one batched program and select (ASVI)."""
         widths = _check_widths(self._candidate_widths())
         depth = _integer("depth", self.depth)
-        _integer("elbo_draws", self.elbo_draws, lo=10)  # the selection rule needs >= 10
+        _integer("elbo_draws", self.elbo_draws, lo=MIN_ELBO_DRAWS)  # the selection rule's floor
         _integer("predict_draws", self.predict_draws)
         seed = _integer("seed", self.seed, lo=0, hi=_SEED_MAX)
         dtype = _dtype(self.dtype)
@@ -682,7 +691,7 @@ class _Regressor(RegressorMixin, _Base):
         validation points (standardised units), at fixed evaluation draws."""
 
         def risk(tr, params):
-            m = tr.posterior(params).predict_mean(Xv, 10)
+            m = tr.posterior(params).predict_mean(Xv, RISK_DRAWS)
             return ((m - torch.as_tensor(yv).to(m)) ** 2).mean(-1)
 
         return risk
@@ -809,12 +818,12 @@ def recipe_params(name: str) -> dict:
 # baseline recipe (the recipes were measured on regression only).
 _H = HYPER_DEFAULTS
 _REGRESSION = dict(
-    depth=2, sigma="auto", standardize_y=True, sigma_0=_H["sigma_0"], lambda_s="auto",
+    depth=DEPTH, sigma="auto", standardize_y=True, sigma_0=_H["sigma_0"], lambda_s="auto",
     lam=_H["lam"], batch_size=_H["batch_size"], mc_samples=_H["mc_samples"],
     **recipe_params(DEFAULT_RECIPE), optimizer=_H["optimizer"],
-    epochs=None, max_epochs=7000,
+    epochs=None, max_epochs=PAPER_EPOCHS,
     validation_fraction=None, slab=_H["slab"], l3=_H["l3"], sampling=_H["sampling"],
-    elbo_draws=10, init_from="random", predict_draws=30, seed=0, device="cpu",
+    elbo_draws=ELBO_DRAWS, init_from="random", predict_draws=PREDICT_DRAWS, seed=0, device="cpu",
     dtype="float32", compile="auto", mlp="auto", race="halving", progress="auto",
 )  # fmt: skip
 _CLASSIFICATION = {

@@ -11,9 +11,10 @@ import time
 
 import torch
 
+from simulate.core.hyper import DEPTH, HYPER_DEFAULTS
+
 __all__ = [
     "BATCH",
-    "DEPTH",
     "N",
     "P",
     "WIDTH",
@@ -25,7 +26,8 @@ __all__ = [
 ]
 
 # the bench network and data (module docstring), one place for run, compare_paths and the JSON
-N, P, WIDTH, DEPTH, BATCH = 10_000, 20, 20, 2, 1024
+# (the teacher experiment's n, inputs, student depth and batch; width 20, its widest candidate)
+N, P, WIDTH, BATCH = 10_000, 20, 20, HYPER_DEFAULTS["batch_size"]
 
 
 def flops_per_model_step(

@@ -37,9 +37,9 @@ import numpy as np
 import torch
 
 from simulate.bench.baselines import TextbookASVI, VmapEnsemble
-from simulate.bench.flops import BATCH, DEPTH, WIDTH, N, P, peak_rates, sync, workload_flops
+from simulate.bench.flops import BATCH, WIDTH, N, P, peak_rates, sync, workload_flops
 from simulate.core import Batch, Hyper, StepOptions, Trainer, native
-from simulate.core.hyper import PAPER_WIDTHS
+from simulate.core.hyper import DEPTH, PAPER_WIDTHS
 from simulate.core.options import DEFAULT_OPTIONS
 from simulate.core.recipe import build_trainer
 from simulate.experiments.table1 import METHODS, width_groups

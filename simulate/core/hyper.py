@@ -20,6 +20,11 @@ from theory import lambda_s_rule
 
 # the teacher experiment's candidate widths (Table 1, appendix C.1), beside its defaults below
 PAPER_WIDTHS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 20)
+# its training length (appendix C.1: 7000 epochs; the estimators' default cap, the paper tier's)
+PAPER_EPOCHS = 7000
+# hidden layers of the student network: the paper's two (appendix C.1, and the MNIST
+# experiment's), the default of every driver (the sweeps', the estimators', Table 1's)
+DEPTH = 2
 
 
 @dataclass(frozen=True)

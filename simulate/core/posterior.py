@@ -22,7 +22,25 @@ from simulate.core.likelihoods import likelihood_of
 from simulate.core.objective import draw_network, family_of, kl_terms
 from theory import hellinger_sq_pointwise, log_prior_N
 
-__all__ = ["Posterior", "mixture_quantiles", "select_width"]
+__all__ = [
+    "ELBO_DRAWS",
+    "MIN_ELBO_DRAWS",
+    "PREDICT_DRAWS",
+    "RISK_DRAWS",
+    "Posterior",
+    "mixture_quantiles",
+    "select_width",
+]
+
+# Monte Carlo draws of the networks, each default said once here: for a prediction (the
+# posterior mean, sd and the test metrics) in every driver; for the full-data ELBO behind
+# the width selection (eq. (13)), at least MIN_ELBO_DRAWS (the selection rule's floor, which
+# the sweeps and the estimators enforce); for the held-out risk the stopping rule may watch
+# at window ends.
+PREDICT_DRAWS = 30
+ELBO_DRAWS = 10
+MIN_ELBO_DRAWS = 10
+RISK_DRAWS = 10
 
 
 @dataclass
@@ -89,14 +107,14 @@ class Posterior:
             )
         return X.unsqueeze(0).expand(self.E, -1, -1)
 
-    def outputs(self, X, draws: int = 30) -> torch.Tensor:
+    def outputs(self, X, draws: int = PREDICT_DRAWS) -> torch.Tensor:
         """Network outputs of ``draws`` posterior draws at shared inputs X (m, p), or at
         each model's own inputs X (E, m, p): ``[draws, E, out_dim, m]``."""
         x = self._x(X)
         with torch.no_grad():
             return torch.stack([self.layout.forward(self.draw(t), x) for t in range(draws)])
 
-    def predict_mean(self, X, draws: int = 30) -> torch.Tensor:
+    def predict_mean(self, X, draws: int = PREDICT_DRAWS) -> torch.Tensor:
         """The paper's posterior-mean predictor ``(1/30) sum_t f_{theta_t}(x)``, ``[E, m]``
         (regression) or the mean class probabilities ``[E, classes, m]`` (classification);
         X shared ``(m, p)`` or each model's own ``(E, m, p)`` (:meth:`outputs`)."""
@@ -109,7 +127,7 @@ class Posterior:
         return torch.full((self.E,), float(self.hyper.sigma), dtype=self.eval_dtype,
                           device=self.params.device)  # fmt: skip
 
-    def predict_std(self, X, draws: int = 30) -> torch.Tensor:
+    def predict_std(self, X, draws: int = PREDICT_DRAWS) -> torch.Tensor:
         """Predictive sd of y, ``sqrt(Var_q f(x) + sigma^2)`` over ``draws`` draws, ``[E, m]``
         (each model's own sigma where the noise was learned)."""
         f = self.outputs(X, draws)[:, :, 0, :]
@@ -130,13 +148,13 @@ class Posterior:
             "H": self.H.cpu().numpy(),
         }
 
-    def hellinger_draws(self, f0, X, draws: int = 30) -> np.ndarray:
+    def hellinger_draws(self, f0, X, draws: int = PREDICT_DRAWS) -> np.ndarray:
         """``[draws, E]``: squared Hellinger distance ``d^2(P_theta_t, P_0)`` of each posterior
         draw, averaged over the sample X of inputs (``theory.hellinger_sq_pointwise``).
         A model whose draw is not finite everywhere (a diverged model) gets NaN there."""
         return self.test_metrics(f0, X, draws)[0]
 
-    def test_metrics(self, f0, X, draws: int = 30) -> tuple[np.ndarray, np.ndarray]:
+    def test_metrics(self, f0, X, draws: int = PREDICT_DRAWS) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`hellinger_draws` ``[draws, E]`` and :meth:`l2sq_mean` ``[E]`` from one pass
         of the ``draws`` networks over X (the two are the same draws' outputs: computing them
         apart ran every forward pass twice, a third of a full-tier job's evaluation).  ``f0``:
@@ -169,23 +187,23 @@ class Posterior:
             fhat = torch.stack(outs)[:, :, 0, :].mean(0).cpu().numpy()
         return out, ((fhat - truth) ** 2).mean(-1)
 
-    def hellinger_sq(self, f0, X, draws: int = 30) -> np.ndarray:
+    def hellinger_sq(self, f0, X, draws: int = PREDICT_DRAWS) -> np.ndarray:
         """VB-posterior mean of the squared Hellinger distance (left side of Theorem 4.1),
         per model: Monte Carlo over ``draws`` posterior draws and the sample X of inputs
         (e.g. a large U([-1,1]^p) sample)."""
         return self.hellinger_draws(f0, X, draws).mean(0)
 
-    def l2sq_mean(self, f0, X, draws: int = 30) -> np.ndarray:
+    def l2sq_mean(self, f0, X, draws: int = PREDICT_DRAWS) -> np.ndarray:
         """Squared L2 error of the posterior-mean predictor, ``E_X (fhat - f0)^2``, per model."""
         fhat = self.predict_mean(X, draws).cpu().numpy()
         truth = np.asarray(f0(np.asarray(X)), dtype=float).reshape(1, -1)
         return ((fhat - truth) ** 2).mean(-1)
 
     # ------------------------------------------------------------------ ELBO
-    def elbo(self, X, y, data_index=None, draws: int = 10, chunk: int = 8192) -> dict:
+    def elbo(self, X, y, data_index=None, draws: int = ELBO_DRAWS, chunk: int = 8192) -> dict:
         """ELBO of each model on its full training set (``X [D, n, p]``, ``y [D, n]``),
         ``-(L1 + L2 + L3)`` with L1 the full-data negative log-likelihood averaged over
-        ``draws`` posterior draws (at least 10, the selection rule of issue #3), L2, L3 as
+        ``draws`` posterior draws (the selection rule takes at least ``MIN_ELBO_DRAWS``), L2, L3 as
         in training, at each model's learned noise sd where it has one.  Returns per-model
         numpy arrays ``elbo, L1, L2, L3`` and, for regression, ``rss``: the same draws'
         mean residual sum of squares, ``E_q[sum_i (y_i - f(x_i))^2]`` (whose ``/ n`` is the

@@ -34,6 +34,7 @@ from simulate.core.layout import Layout, mlp_nll_and_grad
 from simulate.core.native import fused_nll_and_grad
 from simulate.core.objective import LOG2, ELBOTerms, family_of, l3_paper
 from simulate.core.optim import Factors, Optimizer, OptState
+from simulate.core.options import DEFAULT_OPTIONS
 from simulate.core.sampler import Inputs
 from simulate.core.slabs import SLABS, slab_of
 
@@ -53,7 +54,7 @@ class StepSpec:
     n: int
     optimizer: Optimizer
     donate: bool = False
-    mlp: str = "batched"
+    mlp: str = DEFAULT_OPTIONS.mlp
 
 
 class Consts(NamedTuple):

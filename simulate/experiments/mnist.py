@@ -25,8 +25,8 @@ import time
 import torch
 
 from simulate.core import Batch, Hyper
-from simulate.core.hyper import LAMBDA_S_A, PAPER_MNIST, lambda_s_at
-from simulate.core.posterior import select_width
+from simulate.core.hyper import DEPTH, LAMBDA_S_A, PAPER_MNIST, lambda_s_at
+from simulate.core.posterior import ELBO_DRAWS, select_width
 from simulate.core.recipe import build_trainer
 from simulate.progress import Progress
 from simulate.sweep import tiers
@@ -95,7 +95,7 @@ def _mnist_hyper(cfg: dict, n: int, lam: float, a: float | None = None, **overri
     kw = {
         "likelihood": PAPER_MNIST["likelihood"],
         "sigma_0": PAPER_MNIST["sigma_0"],
-        "lambda_s": lambda_s_at(n, 2, a),
+        "lambda_s": lambda_s_at(n, DEPTH, a),
         "lam": lam,
         "batch_size": min(PAPER_MNIST["batch_size"], n),
         "optimizer": cfg["optimizer"],
@@ -116,7 +116,7 @@ def _mnist_fit(cfg, hyper, widths, seeds, Xs, y, Xts, yt, label, elbo_draws=None
         torch.zeros(len(widths), dtype=torch.int64),
     )
     tr = build_trainer(
-        hyper, widths, seeds, batch.X, batch.y, batch.data_index, depth=2, out_dim=10
+        hyper, widths, seeds, batch.X, batch.y, batch.data_index, depth=DEPTH, out_dim=10
     )
     spe = math.ceil(len(y) / hyper.batch_size)
     parts = ("L1", "L2", "L3") if elbo_draws else ()
@@ -157,7 +157,7 @@ def _train_mnist1d(tier: str, cfg: dict, n: int, cache: str, log) -> dict:
         walls[family] = time.perf_counter() - t0
         log(f"  mnist1d {tier} n={n}: {family} done ({walls[family]:.0f} s)")
     post, batch, failed = out["spike_slab"]
-    el = post.elbo(batch.X, batch.y, batch.data_index, draws=10)
+    el = post.elbo(batch.X, batch.y, batch.data_index, draws=ELBO_DRAWS)
     sel = select_width(el["elbo"], widths, lam, failed=failed)
     edges = post.edges()
     return {

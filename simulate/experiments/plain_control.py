@@ -12,7 +12,7 @@ import time
 import numpy as np
 import torch
 
-from simulate.core.hyper import HYPER_DEFAULTS, Hyper
+from simulate.core.hyper import DEPTH, HYPER_DEFAULTS, Hyper
 from simulate.core.layout import Layout
 from simulate.core.state import init_state
 from simulate.progress import Progress
@@ -31,7 +31,7 @@ def run(
     n: int,
     widths,
     *,
-    depth: int = 2,
+    depth: int = DEPTH,
     start: str = "random",
     epochs: float = 160.0,
     min_steps: int = 20_000,
@@ -103,7 +103,7 @@ def main(argv=None) -> int:
     ap.add_argument("--alpha", type=float, default=0.5)
     ap.add_argument("--n", type=int, default=32_000)
     ap.add_argument("--widths", type=int, nargs="+", default=[64, 256])
-    ap.add_argument("--depth", type=int, default=2)
+    ap.add_argument("--depth", type=int, default=DEPTH)
     ap.add_argument("--start", choices=("random", "constructive"), default="random")
     ap.add_argument("--epochs", type=float, default=160.0, help="cap: max(20000 steps, E epochs)")
     ap.add_argument("--seed", type=int, default=0)

@@ -26,13 +26,14 @@ import torch
 from torch._dynamo.utils import counters
 
 from simulate.core import Hyper, StepOptions, native
-from simulate.core.hyper import HYPER_DEFAULTS
+from simulate.core.hyper import DEPTH, HYPER_DEFAULTS
 from simulate.core.options import DEFAULT_OPTIONS
+from simulate.core.posterior import ELBO_DRAWS, PREDICT_DRAWS
 from simulate.core.recipe import train_models
 from simulate.sweep import tiers
 from simulate.sweep.parallel import map_unordered
 from simulate.sweep.records import RecordStore, tier_store
-from simulate.truths.functions import TeacherNetwork, make_regression_data
+from simulate.truths.functions import TeacherNetwork, teacher_data
 
 __all__ = [
     "METHODS", "SCHEMA", "RUN_PLAN", "block_plan", "run_teacher", "teacher_store",
@@ -102,8 +103,7 @@ def width_groups(widths, groups: int) -> list[list[int]]:
 def _block_data(reps, cfg: dict, teacher):
     X, y, Xt, yt = [], [], [], []
     for r in reps:
-        a, b = make_regression_data(teacher, cfg["n"], 20, 1.0, seed=10_000 + r)
-        c, d = make_regression_data(teacher, cfg["n_test"], 20, 1.0, seed=20_000 + r)
+        a, b, c, d = teacher_data(teacher, cfg["n"], cfg["n_test"], r)
         X.append(a), y.append(b), Xt.append(c), yt.append(d)
     Xs = torch.tensor(np.stack(X), dtype=torch.float32)
     ys = torch.tensor(np.stack(y), dtype=torch.float32)
@@ -121,16 +121,16 @@ def _train_group(method, reps, widths, group, cfg, data, options: StepOptions) -
     seeds = [1_000_000 * (1 + m) + 100 * r + widths.index(w) for r in reps for w in group]
     data_index = [i for i in range(len(reps)) for _ in group]
     trained = train_models(
-        hyper, group * len(reps), seeds, Xs, ys, data_index, depth=2, steps=tier_steps(cfg),
+        hyper, group * len(reps), seeds, Xs, ys, data_index, depth=DEPTH, steps=tier_steps(cfg),
         options=options,
     )  # fmt: skip
     tr, post = trained.trainer, trained.posterior
-    el = post.elbo(Xs, ys, data_index, draws=10)["elbo"]
+    el = post.elbo(Xs, ys, data_index, draws=ELBO_DRAWS)["elbo"]
     edges = post.edges()["sum_nu"]
     out = {}
     for i, r in enumerate(reps):
         sl = slice(i * len(group), (i + 1) * len(group))
-        pred = post.predict_mean(Xt[i], 30)[sl].cpu().numpy()
+        pred = post.predict_mean(Xt[i], PREDICT_DRAWS)[sl].cpu().numpy()
         rmse = np.sqrt(((pred - yt[i][None, :]) ** 2).mean(1))
         for j, w in enumerate(group):
             k = i * len(group) + j

@@ -17,9 +17,10 @@ import sys
 import numpy as np
 
 from simulate.alloc import tune_malloc
-from simulate.core.hyper import HYPER_DEFAULTS, PAPER_WIDTHS
+from simulate.core.hyper import HYPER_DEFAULTS, PAPER_EPOCHS, PAPER_WIDTHS
+from simulate.core.posterior import PREDICT_DRAWS
 from simulate.estimators import ASVIRegressor, recipe_params
-from simulate.truths.functions import TeacherNetwork, make_regression_data
+from simulate.truths.functions import TeacherNetwork, teacher_data
 from theory.cli import Parser, run_main
 from theory.paths import check_output_file, write_json
 
@@ -33,9 +34,8 @@ def run(
     progress: bool = True,
     compile: bool = False,
 ) -> dict:
-    teacher = TeacherNetwork(p=20, widths=(10, 10), seed=seed)
-    X, y = make_regression_data(teacher, n, 20, 1.0, seed=10_000 + seed)
-    Xt, yt = make_regression_data(teacher, n_test, 20, 1.0, seed=20_000 + seed)
+    teacher = TeacherNetwork(seed=seed)  # 20-10-10-1, as in Table 1
+    X, y, Xt, yt = teacher_data(teacher, n, n_test, seed)
     model = ASVIRegressor(  # the paper's setting (Hyper's defaults): known sigma = 1 and
         widths=widths, epochs=epochs, seed=seed, progress=progress, compile=compile,
         sigma=HYPER_DEFAULTS["sigma"], lambda_s=HYPER_DEFAULTS["lambda_s"],  # lambda_s = 3,
@@ -45,7 +45,7 @@ def run(
     k = model.selected_index_
     pred = model.predict(Xt)
     post = model.posterior_
-    means = post.predict_mean(Xt, 30).cpu().numpy()
+    means = post.predict_mean(Xt, PREDICT_DRAWS).cpu().numpy()
     return {
         "epochs": epochs,
         "seed": seed,
@@ -68,7 +68,7 @@ def run(
 
 def main(argv=None) -> int:
     ap = Parser(prog="python -m simulate.experiments.teacher", description=__doc__)
-    ap.add_argument("--epochs", type=float, default=7000)
+    ap.add_argument("--epochs", type=float, default=PAPER_EPOCHS)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--json", metavar="PATH")

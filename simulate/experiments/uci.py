@@ -29,7 +29,7 @@ import torch
 
 from simulate.core import Hyper
 from simulate.core.hyper import LAMBDA_S_A, PAPER_UCI, lambda_s_at
-from simulate.core.posterior import mixture_quantiles
+from simulate.core.posterior import PREDICT_DRAWS, mixture_quantiles
 from simulate.core.recipe import build_trainer
 from simulate.sweep import tiers
 from simulate.sweep.parallel import check_workers, map_unordered
@@ -102,7 +102,7 @@ def _checkpoints(epochs: int, eval_every) -> list[int]:
     return sorted(set(range(eval_every, epochs + 1, eval_every)) | {epochs})
 
 
-def _per_model(post, Xs, draws=30):
+def _per_model(post, Xs, draws=PREDICT_DRAWS):
     """Draws ``[T, E, m]`` of each model on its own inputs Xs[e] (m, p)."""
     out = np.stack(
         [post.outputs(Xs[e], draws)[:, e, 0, :].cpu().numpy() for e in range(post.E)], axis=1
@@ -224,7 +224,7 @@ def _uci_grid_search(cfg, family, X, y, tr_parts, val_parts) -> dict[str, list[t
         for s0 in cfg["sigma0s"]:
 
             def score(ep, post, s=s, s0=s0):
-                draws = _per_model(post, Xv, 30)  # [T, E, m], standardised units
+                draws = _per_model(post, Xv, PREDICT_DRAWS)  # [T, E, m], standardised units
                 both = [_uci_scores(draws[:, d], yv[d], 0.0, 1.0, s) for d in range(len(yv))]
                 losses["rmse"][(s, s0, ep)] = np.array([b[0] for b in both])
                 losses["ll"][(s, s0, ep)] = -np.array([b[1] for b in both])
@@ -267,7 +267,7 @@ def _uci_refit(cfg, family, X, y, splits, best, name, method) -> list[dict]:
         def score(ep, post, ds=ds, want=want, Xte=Xte, yte=yte, stats=stats, scored=scored, k=k):
             if ep not in want.values():
                 return
-            draws = _per_model(post, Xte, 30)  # standardised units, [T, E, m]
+            draws = _per_model(post, Xte, PREDICT_DRAWS)  # standardised units, [T, E, m]
             for (d, c), e in want.items():
                 if e == ep:
                     i = ds.index(d)

@@ -20,8 +20,16 @@ from simulate.core.constraints import (
     check,
     validate_params,
 )
-from simulate.core.hyper import HYPER_DEFAULTS, LAMBDA_S_A, Hyper, inclusion_rate, lambda_s_at
+from simulate.core.hyper import (
+    DEPTH,
+    HYPER_DEFAULTS,
+    LAMBDA_S_A,
+    Hyper,
+    inclusion_rate,
+    lambda_s_at,
+)
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
+from simulate.core.posterior import ELBO_DRAWS, MIN_ELBO_DRAWS, PREDICT_DRAWS, RISK_DRAWS
 from simulate.core.stopping import STOP_DEFAULTS, StopRule
 from simulate.sweep.records import code_hashes, versions
 from simulate.sweep.schema import SCHEMA
@@ -56,7 +64,7 @@ SWEEP_CONSTRAINTS = {
         ),
         [INT_POSITIVE],
     ),  # fmt: skip
-    "elbo_draws": [Interval(Integral, 10, None, "left")],
+    "elbo_draws": [Interval(Integral, MIN_ELBO_DRAWS, None, "left")],
     **dict.fromkeys(("lambda_s_a", "width_scale", "gp_length_scale", "gp_amplitude"), [POSITIVE]),
     "seed": [Interval(Integral, 0, 2**63, "left")],
     "max_epochs": [POSITIVE, None],
@@ -132,7 +140,7 @@ class SweepConfig:
     width_min: int = 2
     width_scale: float = 1.0
     width_max: int = 256
-    depth: int = 2
+    depth: int = DEPTH
     max_steps: int = _STOP["max_steps"]  # simulate.core.stopping.StopRule
     max_epochs: float | None = None  # None: the cap is max_steps at every n (stop_rule_at)
     stop_window: int = _STOP["window"]
@@ -145,7 +153,7 @@ class SweepConfig:
     # from risk_draws posterior draws (n_val_at; simulate.sweep.job) -- never the truth
     stop_risk_tol: float | None = _STOP["risk_tol"]
     stop_val_fraction: float = 0.2
-    risk_draws: int = 10
+    risk_draws: int = RISK_DRAWS
     batch_size: int = 128  # the one override of Hyper's defaults (class docstring)
     # None: the batch is batch_size at every n; else it grows with n (batch_at):
     # max(batch_size, ceil(batch_fraction n)), at most n
@@ -175,8 +183,8 @@ class SweepConfig:
     lam: float = _H["lam"]
     l3: str = _H["l3"]  # "paper" (eq. (loss3) as printed) or "exact" (simulate.core)
     n_test: int = 20_000
-    draws: int = 30
-    elbo_draws: int = 10
+    draws: int = PREDICT_DRAWS
+    elbo_draws: int = ELBO_DRAWS
     seed: int = 0
     replicate_block: int = 3
     init_nu: float = _H["init_nu"]  # initial inclusion probability (simulate.core.Hyper)

@@ -14,7 +14,7 @@ Measured costs are in RESULTS.md.
 
 from __future__ import annotations
 
-from simulate.core.hyper import PAPER_MNIST, PAPER_WIDTHS
+from simulate.core.hyper import PAPER_EPOCHS, PAPER_MNIST, PAPER_WIDTHS
 from simulate.sweep.recipes import DEFAULT_RECIPE, recipe_settings
 from simulate.sweep.truth_spec import TruthSpec
 
@@ -195,7 +195,7 @@ TEACHER = {
     # as printed: 50 replications of 7000 epochs (estimated 6-7 hours here)
     "paper": {
         "replicates": 50,
-        "epochs": 7000,
+        "epochs": PAPER_EPOCHS,
         "n": 10_000,
         "n_test": 10_000,
         "widths": PAPER_WIDTHS,

@@ -9,7 +9,7 @@ from math import comb
 
 import numpy as np
 
-__all__ = ["TeacherNetwork", "make_regression_data"]
+__all__ = ["HolderFunction", "TeacherNetwork", "make_regression_data", "teacher_data"]
 
 
 @dataclass
@@ -98,6 +98,17 @@ def make_regression_data(f0, n: int, p: int, sigma: float, seed: int):
     rng = np.random.default_rng(seed)
     X = rng.uniform(-1, 1, size=(n, p))
     return X, f0(X) + sigma * rng.standard_normal(n)
+
+
+def teacher_data(teacher: TeacherNetwork, n: int, n_test: int, replicate: int, sigma=1.0):
+    """One replication's data of the teacher experiment (Section 8.1: noise sd 1), the one
+    seed convention of its drivers (Table 1's blocks and the one-run command): ``(X, y,
+    Xt, yt)``, ``n`` training points drawn from seed ``10_000 + replicate`` and ``n_test``
+    test points from ``20_000 + replicate``, each by :func:`make_regression_data` in the
+    teacher's ``p`` inputs."""
+    X, y = make_regression_data(teacher, n, teacher.p, sigma, seed=10_000 + replicate)
+    Xt, yt = make_regression_data(teacher, n_test, teacher.p, sigma, seed=20_000 + replicate)
+    return X, y, Xt, yt
 
 
 class HolderFunction:

@@ -234,6 +234,34 @@ def test_the_estimators_defaults_are_hyper_s_but_the_named_overrides():
     assert m.posterior_.hyper == replace(Hyper(), batch_size=200)
 
 
+def test_network_and_evaluation_defaults_are_said_once_and_agree_everywhere():
+    """Depth 2 (the paper's student, appendix C.1), 7000 epochs (its length), 10 ELBO
+    draws (also the selection rule's floor), 30 prediction draws and 10 held-out-risk
+    draws: each a constant in one module, and every driver's default is that constant (the
+    literals are the paper's and the documented values, not read from the code)."""
+    import inspect
+    from dataclasses import fields
+
+    from simulate.core import posterior
+    from simulate.core.hyper import DEPTH, PAPER_EPOCHS
+    from simulate.core.posterior import Posterior
+    from simulate.sweep import tiers
+    from simulate.sweep.config import SweepConfig
+
+    assert (DEPTH, PAPER_EPOCHS) == (2, 7000)
+    assert (posterior.ELBO_DRAWS, posterior.MIN_ELBO_DRAWS) == (10, 10)
+    assert (posterior.PREDICT_DRAWS, posterior.RISK_DRAWS) == (30, 10)
+    sweep = {f.name: f.default for f in fields(SweepConfig)}
+    assert [sweep[k] for k in ("depth", "elbo_draws", "draws", "risk_draws")] == [2, 10, 30, 10]
+    for cls in (ASVIRegressor, ASVIClassifier):
+        params = cls().get_params()
+        assert [params[k] for k in ("depth", "elbo_draws", "predict_draws")] == [2, 10, 30]
+    assert ASVIRegressor().max_epochs == 7000 == tiers.TEACHER["paper"]["epochs"]
+    draws = {m: inspect.signature(getattr(Posterior, m)).parameters["draws"].default
+             for m in ("predict_mean", "predict_std", "l2sq_mean", "elbo")}  # fmt: skip
+    assert draws == {"predict_mean": 30, "predict_std": 30, "l2sq_mean": 30, "elbo": 10}
+
+
 def test_auto_takes_the_fused_pass_where_it_serves_and_says_so_when_it_cannot(monkeypatch):
     """``mlp="auto"``: the fused pass for float32 regression on the CPU where it builds; the
     batched pass without a word where the fit is outside its scope (float64, the exact L3,
