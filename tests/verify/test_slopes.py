@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.factories import NS, synthetic
 from verify.slopes import fit_slope, theorem_test
@@ -77,3 +79,14 @@ def test_bad_inputs():
         fit_slope(NS[::-1], np.ones((2, NS.size)))
     one = fit_slope(NS, synthetic(-0.5, 0, 1, 0.1, 0))
     assert np.isnan(one.ci_low) and theorem_test(one, -0.5).verdict == "INCONCLUSIVE"
+
+
+@settings(max_examples=25)
+@given(st.floats(1e-6, 1e6), st.integers(0, 2**16))
+def test_fit_slope_is_invariant_to_scaling_the_values(c, seed):
+    rng = np.random.default_rng(seed)
+    ns = np.array([250, 1000, 4000, 16000])
+    V = 0.3 * ns**-0.5 * np.exp(rng.normal(0, 0.05, (4, ns.size)))
+    a, b = fit_slope(ns, V), fit_slope(ns, c * V)
+    assert b.slope == pytest.approx(a.slope, abs=1e-9)
+    assert (b.ci_low, b.ci_high) == pytest.approx((a.ci_low, a.ci_high), abs=1e-9)

@@ -12,9 +12,7 @@ from hypothesis import strategies as st
 
 import simulate.core.rng as rng
 from simulate.core import Layout
-from simulate.sweep.widths import group_widths
 from theory import num_edges
-from verify.slopes import fit_slope
 
 widths_st = st.lists(st.integers(1, 40), min_size=1, max_size=6)
 
@@ -41,27 +39,6 @@ def test_a_models_counters_do_not_depend_on_padding(w, extra, depth, p):
     a = alone.counters()[0][alone.mask(None, torch.float64)[0] > 0]
     b = padded.counters()[0][padded.mask(None, torch.float64)[0] > 0]
     assert sorted(a.tolist()) == sorted(b.tolist())
-
-
-@given(st.lists(st.integers(1, 512), min_size=1, max_size=12), st.floats(1.0, 4.0))
-def test_group_widths_is_a_partition_within_its_waste_bound(widths, waste):
-    groups = group_widths(widths, waste)
-    flat = [w for g in groups for w in g]
-    assert sorted(flat) == sorted(set(widths))  # every distinct width exactly once
-    for g in groups:
-        assert g == sorted(g, reverse=True)
-        assert len(g) == 1 or len(g) * g[0] ** 2 <= waste * sum(w * w for w in g)
-
-
-@settings(max_examples=25)
-@given(st.floats(1e-6, 1e6), st.integers(0, 2**16))
-def test_fit_slope_is_invariant_to_scaling_the_values(c, seed):
-    rng = np.random.default_rng(seed)
-    ns = np.array([250, 1000, 4000, 16000])
-    V = 0.3 * ns**-0.5 * np.exp(rng.normal(0, 0.05, (4, ns.size)))
-    a, b = fit_slope(ns, V), fit_slope(ns, c * V)
-    assert b.slope == pytest.approx(a.slope, abs=1e-9)
-    assert (b.ci_low, b.ci_high) == pytest.approx((a.ci_low, a.ci_high), abs=1e-9)
 
 
 @settings(max_examples=50, deadline=None)

@@ -3,7 +3,10 @@ widths growing with n, the defaults."""
 
 import math
 
-from simulate.sweep.widths import candidate_widths
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulate.sweep.widths import candidate_widths, group_widths
 
 
 def test_candidate_widths_grow_with_n():
@@ -91,3 +94,13 @@ def test_a_compiled_sweep_without_a_cpp_compiler_is_refused_before_any_work(monk
     check_compile(cfg(compile=True), scheduler="tcp://127.0.0.1:8786")  # the cluster's
     check_compile(cfg(compile=False))
     check_compile(cfg(compile=True, estimator="gp", gp_nus=[1.5]))
+
+
+@given(st.lists(st.integers(1, 512), min_size=1, max_size=12), st.floats(1.0, 4.0))
+def test_group_widths_is_a_partition_within_its_waste_bound(widths, waste):
+    groups = group_widths(widths, waste)
+    flat = [w for g in groups for w in g]
+    assert sorted(flat) == sorted(set(widths))  # every distinct width exactly once
+    for g in groups:
+        assert g == sorted(g, reverse=True)
+        assert len(g) == 1 or len(g) * g[0] ** 2 <= waste * sum(w * w for w in g)

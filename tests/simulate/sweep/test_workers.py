@@ -81,7 +81,7 @@ def test_a_real_cluster_is_set_up_like_the_local_pool_and_gives_its_records(tmp_
     from simulate.sweep.parallel import _threads_and_allocator
     from simulate.sweep.runner import run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
-    from tests.verify.test_sweep_verify import stable
+    from tests.simulate.sweep.test_sweep_run import stable
 
     sched_file = tmp_path / "scheduler.json"
     env = {**os.environ, "OMP_NUM_THREADS": "2"}  # the plugin, not the environment, sets 1

@@ -1,0 +1,94 @@
+"""``python -m verify.rates`` end to end: the tiny tier trained and verified (report, JSON,
+Markdown, figures; re-verified from its records; the control at every n), bad input
+refused with exit 2, corrupt records refused untouched."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.factories import EXIT_LINES
+from verify.results import read_results
+
+
+def run_cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "verify.rates", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_verify_rates_end_to_end_tiny_tier(tmp_path):
+    rec, rep, figs = tmp_path / "r.jsonl", tmp_path / "rep.json", tmp_path / "figs"
+    md = tmp_path / "rep.md"
+    r = run_cli(
+        "--tier", "tiny", "--out", str(rec), "--json", str(rep), "--figures", str(figs),
+        "--markdown", str(md),
+    )  # fmt: skip
+    assert r.returncode in EXIT_LINES, r.stderr  # not bad input (2), not a crash (4)
+    assert EXIT_LINES[r.returncode] in r.stdout  # the code is the report's own conclusion
+    assert "budget x2" in r.stdout and "e/2 ctl" in r.stdout and "c_hat" in r.stdout
+    report = read_results(str(rep))  # every field of its type, no other (exit on misfit)
+    assert {e.metric for e in report} == {"d2", "d", "l2sq"}
+    for e in report:
+        assert e.theorem.verdict in ("PASS", "FAIL", "INCONCLUSIVE", "UNDECIDABLE")
+        assert e.estimator == "asvi" and isinstance(e.theorem.power.separable, bool)
+        assert isinstance(e.control.shift.diff.diff, float)
+        assert e.attainment.verdict in ("PASS", "FAIL", "INCONCLUSIVE", "UNDECIDABLE")
+        assert e.control.state in ("converged", "undetermined", "limited")
+        dec = e.decision
+        assert dec.protocol.startswith("exploratory-v1@") and dec.records_protocol is None
+        assert isinstance(e.attainment.reference.slope, float)
+        assert 0 <= e.asvi.converged_fraction <= 1
+        assert isinstance(e.control.optimisation_limited, bool)  # the control ran
+        assert [c.n for c in e.control.cells] == [128, 512]
+    d2 = next(e for e in report if e.metric == "d2")
+    assert d2.theorem.predicted == pytest.approx(-0.5)
+    assert (figs / "holder-a0.5-p1-s0.png").stat().st_size > 0
+    rows = [ln for ln in md.read_text().splitlines() if ln.startswith("| asvi |")]
+    assert len(rows) == 3 and all(e.theorem.verdict in md.read_text() for e in report)
+    # verifying the records again trains nothing and gives the same report
+    r2 = run_cli(
+        "--records", str(rec), "--json", str(tmp_path / "rep2.json"), "--figures", str(figs)
+    )
+    assert r2.returncode == r.returncode
+    assert json.loads((tmp_path / "rep2.json").read_text()) == json.loads(rep.read_text())
+    r3 = run_cli("--records", str(rec), "--depth", "3")  # training overrides need training
+    assert r3.returncode == 2 and "only --lam" in r3.stderr
+    # --control-every-n: the sweep and the ends are resumed, only the middle n is trained
+    rep4 = tmp_path / "rep4.json"
+    r4 = run_cli("--tier", "tiny", "--out", str(rec), "--control-every-n", "--json", str(rep4),
+                 "--figures", str(figs))  # fmt: skip
+    assert r4.returncode == r.returncode, r4.stderr
+    assert "0 jobs to run" in r4.stdout and "1 jobs to run" in r4.stdout
+    for e in read_results(str(rep4)):
+        assert [c.n for c in e.control.cells] == [128, 256, 512]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--truth", "sine"],
+        ["--truth", "holder", "--alpha", "-1"],
+        ["--truth", "holder", "--alpha", "0"],
+        ["--truth", "holder", "--alpha", "0.5", "--p", "0"],
+        ["--tier", "tiny", "--n", "100", "200"],
+        ["--alpha", "0.5"],
+        ["--records", "/nonexistent/records.jsonl"],
+        ["--tier", "tiny", "--workers", "-1"],
+        ["--tier", "tiny", "--lam", "0"],
+    ],
+)
+def test_verify_rates_bad_input_exit_2(args):
+    r = run_cli(*args)
+    assert r.returncode == 2 and "error" in r.stderr
+
+
+def test_verify_rates_refuses_corrupt_records_untouched(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"schema": "something-else"}\n')
+    before = path.read_bytes()
+    r = run_cli("--records", str(path))
+    assert r.returncode == 2 and "not an asvi-rates record" in r.stderr
+    r = run_cli("--tier", "tiny", "--out", str(path))  # would-be sweep target, also refused
+    assert r.returncode == 2 and path.read_bytes() == before
