@@ -73,6 +73,7 @@ import traceback
 import numpy as np
 
 from simulate.alloc import tune_malloc
+from simulate.core.options import MLP_KINDS
 from simulate.sweep import tiers
 from simulate.sweep.cli import parse_truths, resume_note
 from simulate.sweep.config import SweepConfig
@@ -210,9 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--mlp",
-        choices=("batched", "native"),
-        help="the network's pass: batched (default) or native (fused per model in C, the same"
-        " numbers to float rounding; faster at batch 1024, BENCHMARKS.md; needs a C compiler)",
+        choices=MLP_KINDS,
+        help="the network's pass: batched (default), native (fused per model in C, the same"
+        " numbers to float rounding; faster at batch 1024, BENCHMARKS.md) or native-step (the"
+        " whole step in C per model, with --no-compile; faster on the rate tiers' small"
+        " programs); the native kinds need a C compiler",
     )
     ap.add_argument("--lambda-s-a", type=float, help="override a in lambda_s = a L log n (0.1)")
     ap.add_argument(

@@ -131,7 +131,8 @@ def sweep_workload(
     """Time the tier's programs and project its training time (module docstring).
     ``compile``: as the tier (None) or forced; ``peak``: the GEMM rate to compare with
     (``simulate.bench.flops.peak_gflops``, measured by the caller); ``mlp``: the network's
-    pass, as the tier (None) or forced (``simulate.core.native``)."""
+    pass, as the tier (None) or forced (``simulate.core.native``; ``"native-step"``, the
+    whole step in C, is never compiled, whatever ``compile`` says)."""
     programs = sweep_programs(tier)
     recorded = _recorded_steps(read_records(records)) if records else None
     workers = tiers.RATES[tier].get("workers") or 1
@@ -139,10 +140,9 @@ def sweep_workload(
     total_s = total_model_steps = useful = flops = 0.0
     for prog in programs:
         # the program's step as the tier runs it, or as forced (built here, passed whole)
-        options = StepOptions(
-            compile=prog["compile"] if compile is None else bool(compile),
-            mlp=prog["mlp"] if mlp is None else mlp,
-        )
+        kind = prog["mlp"] if mlp is None else mlp
+        compiled = prog["compile"] if compile is None else bool(compile)
+        options = StepOptions(compile=compiled and kind != "native-step", mlp=kind)
         key = (prog["p"], prog["n"], tuple(prog["widths"]), prog["E"], options)
         if key not in rates:
             rates[key] = _program_rate(prog, steps, repeats, options)

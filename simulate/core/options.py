@@ -18,10 +18,12 @@ from dataclasses import dataclass
 
 from simulate.core.constraints import BOOL, INT_POSITIVE, POSITIVE, Options, validate_params
 
-__all__ = ["DEFAULT_OPTIONS", "MLP_KINDS", "StepOptions"]
+__all__ = ["DEFAULT_OPTIONS", "MLP_KINDS", "NATIVE_KINDS", "StepOptions"]
 
 # how the network's pass is computed (``StepOptions.mlp``, ``simulate.core.step.StepSpec``)
-MLP_KINDS = ("batched", "native")
+MLP_KINDS = ("batched", "native", "native-step")
+# the kinds that run C code (``simulate.core.native``): a compiler is needed
+NATIVE_KINDS = ("native", "native-step")
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,10 @@ class StepOptions:
       ``simulate.core.paths.chunk_bounds``; None: all of them in one call);
     * ``mlp``: how the hand-written step computes the network's pass, ``"batched"`` (one
       product per layer over all models) or ``"native"`` (fused per model in C,
-      ``simulate.core.native``);
+      ``simulate.core.native``); or ``"native-step"``: the whole step in C per model --
+      the draws, the network pass, the terms, the gradients and the optimiser
+      (``simulate.core.step.native_spike_slab_step``; the SVI / ASVI family with the
+      Gaussian slab and Dense-BNN; nothing left to compile, so ``compile`` must be False);
     * ``autograd``: the autograd step path for any family (the hand-written kernels' check);
     * ``learn_noise``: each model's Gaussian noise sd learned with it by variational EM
       (``Trainer``), updated every ``noise_every`` steps in ``Trainer.fit`` and never below
@@ -52,10 +57,15 @@ class StepOptions:
 
     def __post_init__(self):
         validate_params(self, STEP_OPTIONS_CONSTRAINTS)
-        if self.mlp == "native" and self.autograd:
+        if self.mlp in NATIVE_KINDS and self.autograd:
             raise ValueError(
-                "mlp='native' runs in the hand-written step; autograd=True takes the autograd"
-                " path, whose network pass is the batched one"
+                f"mlp={self.mlp!r} runs in the hand-written step; autograd=True takes the"
+                " autograd path, whose network pass is the batched one"
+            )
+        if self.mlp == "native-step" and self.compile:
+            raise ValueError(
+                "mlp='native-step' runs the whole step in C: there is nothing to compile "
+                "(compile=False)"
             )
 
 

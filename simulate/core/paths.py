@@ -37,6 +37,7 @@ from simulate.core.step import (
     Consts,
     StepSpec,
     horseshoe_step,
+    native_spike_slab_step,
     repeat_draws,
     scaled_factors,
     spike_slab_step,
@@ -239,16 +240,20 @@ def build_step(
     ``options.autograd``, else the autograd path; ``options.compile`` compiles it;
     ``options.chunk`` (compiled hand-written step only) models per kernel call;
     ``options.mlp`` (``StepSpec``; hand-written step only) how the network's pass is
-    computed.  The one check that needs the hyperparameters too: the fused pass
-    (``mlp="native"``) needs the hand-written step."""
+    computed (``"native-step"``: the whole step in C, :func:`simulate.core.step.
+    native_spike_slab_step`).  The one check that needs the hyperparameters too: the fused
+    pass needs the hand-written step."""
     E = layout.E
     compile, chunk, mlp = options.compile, options.chunk, options.mlp
     hand = not options.autograd and uses_hand_written(hyper)
-    if mlp == "native" and not hand:
+    if mlp in ("native", "native-step") and not hand:
         raise ValueError(
-            "mlp='native' runs in the hand-written step; this family, L3 or autograd=True "
+            f"mlp={mlp!r} runs in the hand-written step; this family, L3 or autograd=True "
             "takes the autograd path, whose network pass is the batched one"
         )
+    if mlp == "native-step":  # the whole step in C: eager, in place, every model in one call
+        spec = StepSpec(layout, hyper, n, optimizer_of(hyper, donate=True), True, mlp)
+        return Step(spec, consts, partial(native_spike_slab_step, spec), True, False, E)
     if hand:
         spec = StepSpec(layout, hyper, n, optimizer_of(hyper, donate=not compile), not compile, mlp)
         kernel = hand_written_kernel(spec)

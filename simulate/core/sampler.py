@@ -41,18 +41,34 @@ class Inputs(NamedTuple):
     of ones, ``yb [E, m]``), its K draws' noise and Gumbel-sigmoid uniforms (``noise``,
     ``gumbel``, each ``[K, E, P]``; ``gumbel`` None for the families without indicators,
     which have no use for it), and ``held [E]``: the models the step must leave alone
-    (failed, or stopped by the stopping rule)."""
+    (failed, or stopped by the stopping rule).  For the whole step in C, which draws for
+    itself (``Sampler(noise_in_step=True)``): ``noise`` and ``gumbel`` None, ``source`` the
+    program's :class:`DrawSource` and ``words`` the step's :class:`StepWords`, and for iid
+    sampling ``xb`` and ``yb`` None too (the step draws and gathers the minibatch); both
+    None otherwise."""
 
-    xb: torch.Tensor
-    yb: torch.Tensor
-    noise: torch.Tensor
-    gumbel: torch.Tensor
+    xb: torch.Tensor | None
+    yb: torch.Tensor | None
+    noise: torch.Tensor | None
+    gumbel: torch.Tensor | None
     held: torch.Tensor
+    source: DrawSource | None = None
+    words: StepWords | None = None
 
     def part(self, s: slice) -> Inputs:
         """The inputs of models ``s`` (a chunk of the batch)."""
-        gumbel = None if self.gumbel is None else self.gumbel[:, s]
-        return Inputs(self.xb[s], self.yb[s], self.noise[:, s], gumbel, self.held[s])
+        cut = lambda t, dim=0: None if t is None else t[(slice(None),) * dim + (s,)]  # noqa: E731
+        source = self.source
+        if source is not None:
+            source = source._replace(eps_base=source.eps_base[s],
+                                     gumbel_base=cut(source.gumbel_base),
+                                     iid_base=source.iid_base[s],
+                                     data_index=source.data_index[s])  # fmt: skip
+        words = self.words
+        if words is not None and words.idx is not None:
+            words = words._replace(idx=words.idx[s])
+        return Inputs(cut(self.xb), cut(self.yb), cut(self.noise, 1), cut(self.gumbel, 1),
+                      self.held[s], source, words)  # fmt: skip
 
 
 def iid_index(u: torch.Tensor, n: int) -> torch.Tensor:
@@ -126,11 +142,13 @@ class Sampler:
     """Draws :class:`Inputs` for E models from their seeds' streams (module docstring).
 
     ``batch`` holds the data (``simulate.core.state.Batch``: D datasets of n rows, model e on
-    dataset ``data_index[e]``), validated here against ``layout``."""
+    dataset ``data_index[e]``), validated here against ``layout``.  ``noise_in_step``: the
+    step draws its own noise from the streams (the whole step in C, ``mlp="native-step"``),
+    so :meth:`draw` gives the minibatch and the draws' words only."""
 
     def __init__(
         self, layout: Layout, hyper, seeds, batch: Batch, device=None, dtype=torch.float32,
-        compiled: bool = False,
+        compiled: bool = False, noise_in_step: bool = False,
     ):  # fmt: skip
         if batch.X.ndim != 3 or batch.X.shape[2] != layout.p:
             raise ValueError(f"X must be [D, n, {layout.p}], got {tuple(batch.X.shape)}")
@@ -161,7 +179,7 @@ class Sampler:
         self.steps_per_epoch = n // hyper.batch_size
         self._epoch, self._perm = -1, None  # the current epoch's permutations [E, n]
         self._buffers: dict = {}
-        self.compiled = bool(compiled)
+        self.compiled, self.noise_in_step = bool(compiled), bool(noise_in_step)
         if compiled:
             self._draw = torch.compile(partial(draw_step_inputs, n=n, dtype=dtype), dynamic=False)
 
@@ -227,13 +245,17 @@ class Sampler:
         """Step ``t``'s :class:`StepWords` for :func:`draw_step_inputs`: ``[K, 2]`` words
         for the K draws, ``[2]`` for the iid minibatch, and the permutation indices (None
         for iid minibatches)."""
-        K, dev = self.hyper.mc_samples, self.X_aug.device
-        words = [rng.offset_words(t * K + k) for k in range(K)]
         return StepWords(
-            torch.tensor(words, dtype=torch.int32, device=dev),
-            torch.tensor(rng.offset_words(t), dtype=torch.int32, device=dev),
+            self.noise_words(t),
+            torch.tensor(rng.offset_words(t), dtype=torch.int32, device=self.X_aug.device),
             None if self.hyper.sampling == "iid" else self.minibatch_index(t),
         )
+
+    def noise_words(self, t: int) -> torch.Tensor:
+        """Step ``t``'s ``[K, 2]`` int32 words of the K draws (offsets ``t K + k``)."""
+        K = self.hyper.mc_samples
+        words = [rng.offset_words(t * K + k) for k in range(K)]
+        return torch.tensor(words, dtype=torch.int32, device=self.X_aug.device)
 
     def source(self) -> DrawSource:
         """The :class:`DrawSource` of these models: their streams' bases and the data (what
@@ -246,6 +268,15 @@ class Sampler:
 
     def draw(self, t: int, held: torch.Tensor) -> Inputs:
         """Step ``t``'s :class:`Inputs` for every model (``held`` passed through)."""
+        if self.noise_in_step:  # the step draws (and for iid sampling gathers) in C
+            K = self.hyper.mc_samples
+            w = [rng.offset_words(t * K + k) for k in range(K)] + [rng.offset_words(t)]
+            w = torch.tensor(w, dtype=torch.int32, device=self.X_aug.device)
+            words = StepWords(w[:K], w[K], None)
+            if self.hyper.sampling == "iid":
+                return Inputs(None, None, None, None, held, self.source(), words)
+            xb, yb = self.minibatch(t)
+            return Inputs(xb, yb, None, None, held, self.source(), words)
         if self.compiled:
             u_eps, u, xb, yb = self._draw(self.source(), self.draw_words(t))
             return Inputs(xb, yb, self.family.noise(self.hyper, u_eps), u, held)

@@ -31,7 +31,7 @@ import torch
 from simulate.core.families import kl_lognormal_halfcauchy, kl_normal
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout, mlp_nll_and_grad
-from simulate.core.native import fused_nll_and_grad
+from simulate.core.native import fused_nll_and_grad, fused_step
 from simulate.core.objective import LOG2, ELBOTerms, family_of, l3_paper
 from simulate.core.optim import Factors, Optimizer, OptState
 from simulate.core.options import DEFAULT_OPTIONS
@@ -45,9 +45,9 @@ class StepSpec:
     the optimiser (``simulate.core.optim``), ``donate``: whether the step may overwrite its
     inputs' buffers (the eager step; ``False`` for the form ``torch.compile`` traces), and
     ``mlp``: how the network's pass is computed -- ``"batched"``, one batched product per
-    layer over all models (:func:`simulate.core.layout.mlp_nll_and_grad`), or ``"native"``,
+    layer over all models (:func:`simulate.core.layout.mlp_nll_and_grad`), ``"native"``,
     fused per model in C (:func:`simulate.core.native.fused_nll_and_grad`; equal to float
-    rounding)."""
+    rounding), or ``"native-step"``, the whole step in C (:func:`native_spike_slab_step`)."""
 
     layout: Layout
     hyper: Hyper
@@ -81,8 +81,8 @@ class Consts(NamedTuple):
     def part(self, s) -> Consts:
         """The constants of models ``s`` (a slice or an int64 index tensor)."""
         take = (lambda t: t.index_select(0, s)) if torch.is_tensor(s) else (lambda t: t[s])
-        maybe = lambda t: None if t is None else take(t)  # noqa: E731
-        return Consts(take(self.mask), take(self.H), self.node_index,
+        maybe = lambda t: None if t is None else take(t).contiguous()  # noqa: E731
+        return Consts(take(self.mask).contiguous(), take(self.H).contiguous(), self.node_index,
                       maybe(self.noise_sd), maybe(self.widths), maybe(self.lr_scale))  # fmt: skip
 
 
@@ -185,6 +185,30 @@ def spike_slab_step(
     grad = torch.stack([g_loc, g_raw, g_logit])
     params, opt = _update(spec, params, opt, grad, inputs.held | nonfinite, factors)
     return params, opt, nonfinite, ELBOTerms(L1, L2, L3)
+
+
+def native_spike_slab_step(
+    spec: StepSpec, consts: Consts, params, opt: OptState, inputs: Inputs, factors: Factors
+):
+    """:func:`spike_slab_step` (Gaussian slab, the paper's L3; or Dense-BNN) as one pass per
+    model in C (``mlp="native-step"``, :func:`simulate.core.native.fused_step`): the draws
+    from the program's streams (``inputs.source``) at the step's words (``inputs.words``),
+    the minibatch (drawn and gathered there too for iid sampling, ``inputs.xb`` None), the
+    network pass, the terms, the gradients and the optimiser's update, the parameters and
+    moments updated in place (the eager step's donation).  The same signature and returns; equal to
+    :func:`spike_slab_step` to float rounding (tested)."""
+    E = params.shape[1]
+    sd = consts.noise_sd
+    if sd is None:
+        sd = torch.full((E,), float(spec.hyper.sigma), dtype=torch.float32)
+    step = torch.broadcast_to(factors.step_size, (3, E, 1)).reshape(3, E).contiguous()
+    kl_weight = 1.0 if factors.kl_weight is None else float(factors.kl_weight)
+    nonfinite, terms = fused_step(
+        spec.layout, spec.hyper, spec.n, params, opt, consts.mask, consts.H, inputs.source,
+        inputs.words, inputs.xb, inputs.yb, sd, inputs.held, step, float(factors.corr2),
+        kl_weight, consts.widths,
+    )  # fmt: skip
+    return params, opt, nonfinite, ELBOTerms(*terms)
 
 
 def horseshoe_step(

@@ -13,6 +13,7 @@ import os
 import sys
 
 from simulate.alloc import tune_malloc
+from simulate.core.options import MLP_KINDS
 from simulate.sweep import runner
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.flags import overrides_from_args
@@ -124,10 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--mlp",
-        choices=("batched", "native"),
-        help="the network's pass: batched (one product per layer over all models; default) "
-        "or native (fused per model in C: faster at batch 1024, BENCHMARKS.md; needs a C"
-        " compiler)",
+        choices=MLP_KINDS,
+        help="the network's pass: batched (one product per layer over all models; default), "
+        "native (fused per model in C: faster at batch 1024, BENCHMARKS.md) or native-step "
+        "(the whole step in C per model: faster on the rate tiers' small programs; with "
+        "--no-compile); the native kinds need a C compiler",
     )
     add_scheduler_flags(ap)
     ap.add_argument(

@@ -65,6 +65,7 @@ from __future__ import annotations
 import os
 
 from simulate.core import native
+from simulate.core.options import NATIVE_KINDS
 from simulate.core.paths import compile_unavailable
 from simulate.progress import Progress
 from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
@@ -152,17 +153,17 @@ def check_memory(cfg: SweepConfig, at_once: int = 1) -> None:
 
 def check_native(cfg: SweepConfig) -> None:
     """``ValueError`` (one line, before anything is locked or written) when ``cfg`` asks for
-    the fused network pass (``mlp="native"``) and it cannot be built or loaded here: no C
+    C code (``mlp="native"`` or ``"native-step"``) and it cannot be built or loaded here: no C
     compiler, the compiler's first error, an unwritable cache, or a cache someone else could
     write (``simulate.core.native.NativeUntrusted``: refused, never loaded).  Every job
     would otherwise fail in its worker -- or run code planted in the cache."""
-    if cfg.mlp != "native" or cfg.estimator != "asvi":
+    if cfg.mlp not in NATIVE_KINDS or cfg.estimator != "asvi":
         return
 
     try:
         native.load()
     except native.NativeUnavailable as exc:
-        raise ValueError(f"--mlp native: {str(exc).splitlines()[0]}") from None
+        raise ValueError(f"--mlp {cfg.mlp}: {str(exc).splitlines()[0]}") from None
 
 
 def check_compile(cfg: SweepConfig, scheduler: str | None = None) -> None:

@@ -80,6 +80,9 @@ __all__ = [
     "NativeUntrusted",
     "available",
     "check_supported",
+    "check_step_supported",
+    "fused_step",
+    "step_scope_problems",
     "scope_problems",
     "fused_nll_and_grad",
     "library_path",
@@ -87,8 +90,10 @@ __all__ = [
 ]
 
 _SOURCE = Path(__file__).with_name("fused_mlp.c")
-_FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=gnu11"]
+# -fno-math-errno: sqrtf needs no call to set errno (values unchanged)
+_FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", "-std=gnu11"]
 _SYMBOL = "asvi_fused_mlp_gaussian"
+_STEP_SYMBOL = "asvi_fused_step_spike_slab"  # the whole step (mlp="native-step")
 # read-only, never following a final symbolic link, never blocking on a FIFO
 _READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 _READ |= getattr(os, "O_CLOEXEC", 0)
@@ -303,6 +308,16 @@ def _bind(lib, path):
     f.argtypes = [i64, i64, ctypes.c_int, ptr, ptr, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr]
     f.argtypes += [ptr, ptr, ctypes.c_int]
     f.restype = ctypes.c_int
+    try:
+        g = getattr(lib, _STEP_SYMBOL)
+    except AttributeError:
+        raise NativeUnavailable(
+            f"the fused kernel {path} has no {_STEP_SYMBOL}; delete it to rebuild"
+        ) from None
+    dbl, i32 = ctypes.c_double, ctypes.c_int
+    g.argtypes = [i64, i64, i64, i64, i32] + [ptr] * 15 + [dbl] * 5 + [ptr] + [dbl] * 4
+    g.argtypes += [i32] + [ptr] * 5 + [i64] + [ptr] * 4 + [i32]
+    g.restype = ctypes.c_int
     return lib
 
 
@@ -375,11 +390,12 @@ def _build(target: Path):
                 f"building the fused kernel failed: `{cc}` wrote a library that does not load"
                 f" ({e}); nothing was cached"
             ) from e
-        if not hasattr(lib, _SYMBOL):
-            raise NativeUnavailable(
-                f"building the fused kernel failed: `{cc}` wrote a library without {_SYMBOL};"
-                " nothing was cached"
-            )
+        for symbol in (_SYMBOL, _STEP_SYMBOL):
+            if not hasattr(lib, symbol):
+                raise NativeUnavailable(
+                    f"building the fused kernel failed: `{cc}` wrote a library without"
+                    f" {symbol}; nothing was cached"
+                )
         try:  # atomic: a concurrent build loads one whole file or the other
             os.replace(tmp, target)
             _write_digest(target, digest)
@@ -590,3 +606,175 @@ def fused_nll_and_grad(layout, theta, x_aug, y, hyper, scale, sd=None, widths=No
     return _fused_op(
         theta, x_aug, y, scale.reshape(B), sd.reshape(B), list(layout.dims), offs, widths
     )
+
+
+# -- the whole step (mlp="native-step") --------------------------------------------------------
+
+
+def step_scope_problems(hyper, layout, device, dtype) -> list[str]:
+    """What is outside the whole step's scope in C (``mlp="native-step"``,
+    :func:`fused_step`): the fused pass's (:func:`scope_problems`) and the families and
+    settings its step does not cover -- it is ``simulate.core.step.spike_slab_step`` with the
+    Gaussian slab and the paper's L3 (the SVI / ASVI family) or without indicators
+    (Dense-BNN); one phrase each, [] where it serves."""
+    problems = scope_problems(hyper.likelihood, layout.out_dim, device, dtype)
+    if hyper.family not in ("spike_slab", "dense"):
+        problems.append(f"family {hyper.family!r}")
+    elif hyper.family == "spike_slab":
+        if hyper.slab != "gaussian":
+            problems.append(f"slab {hyper.slab!r}")
+        if hyper.l3 != "paper":
+            problems.append(f"l3 {hyper.l3!r}")
+    if layout.P != layout.P_net:
+        problems.append("slots beyond the network's")
+    return problems
+
+
+def check_step_supported(layout, hyper, device, dtype) -> None:
+    """Raise ``ValueError`` naming what is outside the whole step's scope
+    (:func:`step_scope_problems`), and :class:`NativeUnavailable` if it cannot be built."""
+    problems = step_scope_problems(hyper, layout, device, dtype)
+    if problems:
+        raise ValueError(
+            "mlp='native-step' covers the spike-and-slab family with the Gaussian slab and "
+            "the paper's L3, or Dense-BNN, with the Gaussian likelihood and one output, "
+            f"float32 on the CPU; not {', '.join(problems)} (use mlp='native' or 'batched')"
+        )
+    load()
+
+
+def _check_tensor(name, t, dtype, shape) -> None:
+    if (not torch.is_tensor(t) or t.dtype != dtype or t.device.type != "cpu"
+            or tuple(t.shape) != shape or not t.is_contiguous()):  # fmt: skip
+        got = type(t).__name__
+        if torch.is_tensor(t):
+            got = f"{t.dtype} {tuple(t.shape)} on {t.device}"
+        raise ValueError(
+            f"the whole step in C needs {name} a contiguous {dtype} CPU tensor {shape}; got {got}"
+        )
+
+
+_CHECKED: dict = {}  # id -> (the tensors checked, their data_ptr, shape, stride, dtype)
+
+
+def _check_once(key, named) -> bool:
+    """:func:`_check_tensor` on each of ``named`` (name -> (tensor, dtype, shape)), skipped
+    where the same tensors (by identity and by data pointer, shape, stride and dtype) were
+    checked under ``key`` at the previous call: the step hands the same program constants
+    and state buffers every time, and the checks cost more than a small program's step.
+    Whether they were checked now (the caller's value checks go with them)."""
+    sig = tuple(
+        (id(t), t.data_ptr(), t.shape, t.stride(), t.dtype) if torch.is_tensor(t) else None
+        for (t, _, _) in named.values()
+    )
+    if _CHECKED.get(key) == sig:
+        return False
+    for name, (t, dtype, shape) in named.items():
+        _check_tensor(name, t, dtype, shape)
+    _CHECKED[key] = sig
+    return True
+
+
+def fused_step(layout, hyper, n: int, params, moments, mask, H, source, words, xb, yb, sd, held,
+               step, corr2, kl_weight, widths):  # fmt: skip
+    """One whole training step of ``simulate.core.step.spike_slab_step`` per model, in C
+    (``mlp="native-step"``; scope: :func:`step_scope_problems`): the K draws from the
+    counter-based streams (``source``, the program's ``simulate.core.sampler.DrawSource``:
+    the streams' keyed bases ``[E, P]`` int32 and the data; ``words``, the step's
+    ``StepWords``), the minibatch (``xb [E, m, p + 1]`` / ``yb [E, m]`` as given, or with
+    ``xb`` None drawn iid and gathered in C from ``source``, as the sampler draws it), the
+    network pass of each draw (:func:`fused_nll_and_grad`'s), L1 / L2 / L3 and the
+    hand-written gradients, then the optimiser's update of ``params [3, E, P]`` and its
+    ``moments`` (``exp_avg``, ``exp_avg_sq``; each ``[3, E, P]``) **in place**.  ``mask [E,
+    P]`` and ``H [E]`` the models' constants, ``sd [E]`` the noise sd, ``held [E]`` the
+    models not to move (their moments still decay, as in the batched step), ``step [3,
+    E]`` each parameter row's step size per model (the learning-rate scale applied),
+    ``corr2`` Adam's second-moment correction, ``kl_weight`` the KL warm-up's weight (1
+    without), ``widths [E]`` the hidden widths.  Returns ``(nonfinite [E] bool, (L1, L2,
+    L3))``.
+
+    Arithmetic: float32, each model's numbers computed alone in a fixed order (so they do
+    not depend on which models share the call, nor on the thread count), VL slots at a
+    time with the kernel's own vector exp / log (Cephes' polynomials) and normal transform
+    (Giles' single-precision erfinv); equal to the batched step to float rounding, not bit
+    for bit (tested: ``tests/simulate/core/test_native_step.py``).  The minibatch's indices
+    are the sampler's bit for bit (the same hash, the same float64 uniform).  Padding slots
+    (``mask`` 0) are skipped: in the batched step their gradient is 0 and their moments
+    stay 0, so they never move."""
+    E, P = params.shape[1], params.shape[2]
+    K, m = words.words.shape[0], hyper.batch_size
+    dims = list(layout.dims)
+    offs = [off for off, _, _ in layout.blocks] + [layout.P_net]
+    key = (tuple(dims), tuple(offs))
+    arrays = _ARRAYS.get(key)
+    if arrays is None:
+        _check_layout(dims, offs)
+        arrays = _ARRAYS[key] = (
+            (ctypes.c_int64 * len(dims))(*dims),
+            (ctypes.c_int64 * len(offs))(*offs),
+        )
+    if P != offs[-1]:
+        raise ValueError(f"the whole step in C needs P = P_net = {offs[-1]}, got {P}")
+    ind = source.gumbel_base is not None
+    draw = xb is None  # the minibatch drawn in C
+    rows = source.X_aug.shape[0]
+    f32, i32 = torch.float32, torch.int32
+    named = {
+        "params": (params, f32, (3, E, P)),
+        "exp_avg": (moments[0], f32, (3, E, P)),
+        "exp_avg_sq": (moments[1], f32, (3, E, P)),
+        "mask": (mask, f32, (E, P)),
+        "H": (H, f32, (E,)),
+        "eps_base": (source.eps_base, i32, (E, P)),
+        "sd": (sd, f32, (E,)),
+        "widths": (widths, torch.int64, (E,)),
+    }
+    if ind:
+        named["gumbel_base"] = (source.gumbel_base, i32, (E, P))
+    if draw:
+        named["iid_base"] = (source.iid_base, i32, (E, m))
+        named["X_aug"] = (source.X_aug, f32, (rows, dims[0] + 1))
+        named["y_flat"] = (source.y_flat, f32, (rows,))
+        named["data_index"] = (source.data_index, torch.int64, (E,))
+    else:
+        named["xb"] = (xb, f32, (E, m, dims[0] + 1))
+        named["yb"] = (yb, f32, (E, m))
+    if _check_once(("step", id(params)), named):  # new tensors: their values checked too
+        di = source.data_index
+        if draw and (rows % n or E and not (0 <= int(di.min()) and int(di.max()) < rows // n)):
+            _CHECKED.clear()
+            raise ValueError(f"data_index must index the {rows // n} datasets of {n} rows")
+        wmax = min(dims[1:-1])
+        if E and not (1 <= int(widths.min()) and int(widths.max()) <= wmax):
+            _CHECKED.clear()
+            raise ValueError(f"widths must be in 1..{wmax}, got {widths.tolist()}")
+    each = [("words", words.words, i32, (K, 2)), ("held", held, torch.bool, (E,)),
+            ("step", step, f32, (3, E))]  # fmt: skip
+    if draw:
+        each.append(("iid_words", words.iid_words, i32, (2,)))
+    for name, t, dtype, shape in each:  # the step's own tensors, new every step
+        if t.dtype != dtype or t.shape != shape or not t.is_contiguous() or t.device.type != "cpu":
+            _check_tensor(name, t, dtype, shape)
+    L1, L2, L3 = (torch.empty(E, dtype=f32) for _ in range(3))
+    nonfinite = torch.empty(E, dtype=torch.bool)
+    b1, b2 = hyper.betas if hyper.optimizer == "adam" else (0.0, hyper.rmsprop_alpha)
+    null = None
+    rc = load().asvi_fused_step_spike_slab(
+        E, P, K, m, len(dims) - 2, *arrays, widths.data_ptr(), params.data_ptr(),
+        moments[0].data_ptr(), moments[1].data_ptr(), mask.data_ptr(), H.data_ptr(),
+        source.eps_base.data_ptr(), source.gumbel_base.data_ptr() if ind else null,
+        words.words.data_ptr(), null if draw else xb.data_ptr(), null if draw else yb.data_ptr(),
+        sd.data_ptr(), held.data_ptr(), float(n), float(hyper.tau), float(hyper.lambda_s),
+        float(hyper.sigma_0), float(kl_weight), step.data_ptr(), float(corr2), float(b1),
+        float(b2), float(hyper.adam_eps), 0 if hyper.optimizer == "adam" else 1,
+        source.iid_base.data_ptr() if draw else null,
+        words.iid_words.data_ptr() if draw else null, source.X_aug.data_ptr() if draw else null,
+        source.y_flat.data_ptr() if draw else null,
+        source.data_index.data_ptr() if draw else null, n, L1.data_ptr(), L2.data_ptr(),
+        L3.data_ptr(), nonfinite.data_ptr(), torch.get_num_threads(),
+    )  # fmt: skip
+    if rc == 2:
+        raise ValueError(f"the fused pass takes at most 63 hidden layers, got {len(dims) - 2}")
+    if rc != 0:
+        raise MemoryError("the fused kernel could not allocate its per-thread scratch")
+    return nonfinite, (L1, L2, L3)

@@ -346,3 +346,384 @@ int asvi_fused_mlp_gaussian(int64_t E, int64_t m, int depth, const int64_t *dims
     }
     return failed;
 }
+
+/* ---------------------------------------------------------------------------------------
+ * The whole training step per model (mlp="native-step"): the draws from the counter-based
+ * streams (simulate.core.rng), the Gaussian slab and the Gumbel-sigmoid inclusion
+ * transforms, the network pass above for each of the K draws, L1 / L2 / L3, the
+ * hand-written gradients of simulate.core.step.spike_slab_step and the optimiser's update
+ * (simulate.core.optim), in one pass over each model's parameters.  Documented in
+ * simulate/core/native/__init__.py (fused_step); tested against the batched step. */
+
+/* The step's elementwise functions on VL lanes at once (branch-free: both sides of every
+ * case computed, then selected), written here because the C library's are scalar.  Each is
+ * within an ulp or two of the C library's (Cephes' expf / logf polynomials), so the step
+ * equals the batched one to float rounding, not bit for bit. */
+typedef uint32_t vu __attribute__((vector_size(VL * sizeof(float))));
+
+static inline vf vsel(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
+static inline vf vfloor(vf x) {
+    vf t = __builtin_convertvector(__builtin_convertvector(x, vi), vf);
+    return t + __builtin_convertvector((vi)(t > x), vf); /* true is -1 */
+}
+static inline vf vsqrt(vf x) {
+    vf r = x;
+    for (int k = 0; k < VL; k++) r[k] = __builtin_sqrtf(x[k]);
+    return r;
+}
+
+/* exp: x = n log 2 + r, |r| <= log(2) / 2, a degree-6 polynomial, times 2^n in two factors
+ * (so that results down to the denormals are had); +inf past 88.72, 0 below -103.97, NaN
+ * kept */
+static inline vf vexp(vf x) {
+    vf xc = vsel(x > vbcast(88.7228f), vbcast(88.7228f), x);
+    xc = vsel(xc < vbcast(-103.972f), vbcast(-103.972f), xc);
+    vf n = vfloor(xc * 1.44269504088896341f + 0.5f);
+    vf r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+    vf p = 1.9875691500e-4f * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    vi ni = __builtin_convertvector(n, vi), n1 = ni >> 1, n2 = ni - n1;
+    vf y = p * (vf)((n1 + 127) << 23) * (vf)((n2 + 127) << 23);
+    y = vsel(x > vbcast(88.7228f), vbcast(INFINITY), y);
+    y = vsel(x < vbcast(-103.972f), vbcast(0.0f), y);
+    return vsel(x != x, x, y);
+}
+
+/* log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), a degree-9 polynomial in m - 1; denormals
+ * scaled first; 0 -> -inf, negative -> NaN, +inf and NaN kept */
+static inline vf vlog(vf x) {
+    vi tiny = x < vbcast(1.17549435e-38f);
+    vf xs = vsel(tiny, x * 8388608.0f, x);
+    vi bits = (vi)xs;
+    vf e = __builtin_convertvector(((bits >> 23) & 0xff) - 126, vf);
+    e = vsel(tiny, e - 23.0f, e);
+    vf m = (vf)((bits & 0x007fffff) | 0x3f000000); /* [0.5, 1) */
+    vi lo = m < vbcast(0.707106781186547524f);
+    e = vsel(lo, e - 1.0f, e);
+    m = vsel(lo, m + m - 1.0f, m - 1.0f);
+    vf z = m * m;
+    vf y = 7.0376836292e-2f * m - 1.1514610310e-1f;
+    y = y * m + 1.1676998740e-1f;
+    y = y * m - 1.2420140846e-1f;
+    y = y * m + 1.4249322787e-1f;
+    y = y * m - 1.6668057665e-1f;
+    y = y * m + 2.0000714765e-1f;
+    y = y * m - 2.4999993993e-1f;
+    y = y * m + 3.3333331174e-1f;
+    y = y * m * z;
+    y = y - e * 2.12194440e-4f;
+    y = y - 0.5f * z;
+    vf out = m + y + e * 0.693359375f;
+    out = vsel(x == vbcast(0.0f), vbcast(-INFINITY), out);
+    out = vsel(x < vbcast(0.0f), vbcast(NAN), out);
+    out = vsel(x == vbcast(INFINITY), x, out);
+    return vsel(x != x, x, out);
+}
+
+static inline vf vsigmoid(vf x) { return 1.0f / (1.0f + vexp(-x)); }
+
+/* torch's softplus (beta 1, threshold 20): x past 20, else log1p(exp(x)), log1p(t) as
+ * log(1 + t) t / ((1 + t) - 1) (exact where 1 + t rounds to 1) */
+static inline vf vsoftplus(vf x) {
+    vf t = vexp(x), u = 1.0f + t, d = u - 1.0f;
+    vf l = vsel(d == vbcast(0.0f), t, vlog(u) * (t / vsel(d == vbcast(0.0f), vbcast(1.0f), d)));
+    return vsel(x > vbcast(20.0f), x, l);
+}
+
+/* rng.mix32 on one 32-bit word */
+static inline uint32_t mix32u(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7FEB352Du;
+    x ^= x >> 15;
+    x *= 0x5BD1E995u;
+    x ^= x >> 16;
+    x *= 0x2C1B3C6Du;
+    return x ^ (x >> 15);
+}
+
+/* rng.mix32 on 32-bit lanes */
+static inline vu vmix32(vu x) {
+    x ^= x >> 16;
+    x *= 0x7FEB352Du;
+    x ^= x >> 15;
+    x *= 0x5BD1E995u;
+    x ^= x >> 16;
+    x *= 0x2C1B3C6Du;
+    return x ^ (x >> 15);
+}
+
+/* rng.bits_uniform: the top 23 of the 32 bits, (h + 1/2) / 2^23, strictly inside (0, 1) */
+static inline vf vbits_uniform(vu bits) {
+    return (__builtin_convertvector((vi)((bits >> 9) & 0x7FFFFFu), vf) + 0.5f) / 8388608.0f;
+}
+
+/* sqrt(2) erfinv(2u - 1), the standard normal at u: Giles' single-precision erfinv
+ * (polynomials in w = -log(4 u (1 - u)) and sqrt(w) - 3; relative error a few float ulps),
+ * 4 u (1 - u) exact for the 23-bit uniforms */
+static inline vf vnormal(vf u) {
+    vf x = 2.0f * u - 1.0f;
+    vf w = -vlog((1.0f - x) * (1.0f + x));
+    vf a = w - 2.5f;
+    vf p = 2.81022636e-08f * a + 3.43273939e-07f;
+    p = p * a - 3.5233877e-06f;
+    p = p * a - 4.39150654e-06f;
+    p = p * a + 0.00021858087f;
+    p = p * a - 0.00125372503f;
+    p = p * a - 0.00417768164f;
+    p = p * a + 0.246640727f;
+    p = p * a + 1.50140941f;
+    vf b = vsqrt(w) - 3.0f;
+    vf q = -0.000200214257f * b + 0.000100950558f;
+    q = q * b + 0.00134934322f;
+    q = q * b - 0.00367342844f;
+    q = q * b + 0.00573950773f;
+    q = q * b - 0.0076224613f;
+    q = q * b + 0.00943887047f;
+    q = q * b + 1.00167406f;
+    q = q * b + 2.83297682f;
+    return vsel(w < vbcast(5.0f), p, q) * x * 1.41421356237309505f;
+}
+
+/* E models' step.  params, m1, m2: [3][E][P] (location, raw slab scale, inclusion logit),
+ * updated in place; mask [E][P]; H [E]; eps_base, gum_base [E][P] int32 (gum_base NULL: no
+ * indicators, the Dense-BNN family); words [K][2]; x [E][m][p + 1], y [E][m]; sd [E] the
+ * noise sd; held [E]; step [3][E] each row's and model's step size (lr_scale applied);
+ * kl_weight the KL warm-up's weight; L1, L2, L3 [E] and nonfinite [E] written.  The
+ * minibatch: x and y as given, or, where iid_base [E][m] (int32) is not NULL, drawn here as
+ * the sampler draws it (sampling="iid": index min(floor(u n), n - 1) from the float64
+ * uniform of the hashed bits at iid_words [2]) and gathered from X_aug [D n][p + 1], y_flat
+ * [D n] at rows data_index[e] n + index (x and y then unused).  opt: 0 Adam
+ * (corr2 its second bias correction), 1 RMSprop (b2 its alpha; m1 untouched).
+ *
+ * Each model's real slots (mask not 0) are gathered into contiguous lanes, computed VL at a
+ * time and scattered back; its padding (mask 0) is skipped: in the batched step its theta
+ * and gradient are 0 and its moments stay 0, so it never moves.  Returns 0; 1 where scratch
+ * memory could not be had, 2 for more than 63 hidden layers. */
+int asvi_fused_step_spike_slab(
+    int64_t E, int64_t P, int64_t K, int64_t m, int depth, const int64_t *dims,
+    const int64_t *offs, const int64_t *widths, float *params, float *m1, float *m2,
+    const float *mask, const float *H, const int32_t *eps_base, const int32_t *gum_base,
+    const int32_t *words, const float *x, const float *y, const float *sd, const uint8_t *held,
+    double n, double tau, double lambda_s, double sigma_0, double kl_weight, const float *step,
+    double corr2, double b1, double b2, double adam_eps, int opt, const int32_t *iid_base,
+    const int32_t *iid_words, const float *X_aug, const float *y_flat, const int64_t *data_index,
+    int64_t nrows, float *L1, float *L2, float *L3, uint8_t *nonfinite, int nthreads) {
+    int64_t mp = (m + VL - 1) / VL * VL, wmax = 1, Pv = (P + VL - 1) / VL * VL;
+    const int64_t cols = dims[0] + 1;
+    if (mp % 256 == 0) mp += VL;
+    for (int l = 0; l <= depth + 1; l++)
+        if (dims[l] > wmax) wmax = dims[l];
+    if (depth + 1 > 64) return 2;
+    const int ind = gum_base != NULL;
+    const float s0 = (float)sigma_0, s0sq = (float)(sigma_0 * sigma_0), log_s0 = logf(s0);
+    const float ftau = (float)tau, klw = (float)kl_weight;
+    const float fb1 = (float)b1, fb2 = (float)b2, fc2 = (float)corr2, fe = (float)adam_eps;
+    /* 1 - b as the batched optimiser passes it: computed in double, then rounded */
+    const float cb1 = (float)(1.0 - b1), cb2 = (float)(1.0 - b2);
+    const float LOG2f = 0.6931471805599453f;
+    int failed = 0;
+#pragma omp parallel num_threads(nthreads)
+    {
+        int64_t floats = 0;
+        for (int l = 0; l <= depth; l++) floats += dims[l] * mp;
+        floats += 2 * mp + 2 * wmax * mp;
+        /* full rows: per draw theta and its gradient; gathered lanes (Pv each): the slot
+         * numbers, loc, raw, logit, mask, the two bases, nu, softplus(raw), its derivative,
+         * the KL, the three gradient rows, per draw eps, w, G and the gathered gradient */
+        floats += 2 * K * P + 15 * Pv + 4 * K * Pv;
+        floats += m * cols + m; /* the gathered minibatch */
+        float *buf = aligned_alloc(64, (size_t)(floats + 64) * sizeof(float));
+        if (buf == NULL) {
+#pragma omp atomic write
+            failed = 1;
+        } else {
+            memset(buf, 0, (size_t)(floats + 64) * sizeof(float));
+        }
+#pragma omp barrier
+        int bad;
+#pragma omp atomic read
+        bad = failed;
+        if (!bad) {
+            float *act[64], *q = buf;
+            for (int l = 0; l <= depth; l++) {
+                act[l] = q;
+                q += dims[l] * mp;
+            }
+            float *out = q, *g0 = q + mp, *g1 = q + mp + wmax * mp, *ones = g1 + wmax * mp;
+            q = ones + mp;
+            float *TH = q, *DT = q + K * P;
+            q += 2 * K * P;
+            int32_t *IDX = (int32_t *)q, *EB = (int32_t *)(q + Pv), *GB = (int32_t *)(q + 2 * Pv);
+            float *LOC = q + 3 * Pv, *RAW = q + 4 * Pv, *LGT = q + 5 * Pv, *MK = q + 6 * Pv,
+                  *NU = q + 7 * Pv, *SC = q + 8 * Pv, *DSC = q + 9 * Pv, *KL = q + 10 * Pv,
+                  *GL = q + 11 * Pv, *GR = q + 12 * Pv, *GG = q + 13 * Pv;
+            q += 15 * Pv;
+            float *EPS = q, *W = q + K * Pv, *G = q + 2 * K * Pv, *GD = q + 3 * K * Pv;
+            q += 4 * K * Pv;
+            float *XB = q, *YB = q + m * cols;
+            for (int64_t j = 0; j < mp; j++) ones[j] = 1.0f;
+#pragma omp for schedule(static)
+            for (int64_t e = 0; e < E; e++) {
+                float *rowp[3], *rowm1[3], *rowm2[3];
+                for (int r = 0; r < 3; r++) {
+                    rowp[r] = params + (r * E + e) * P;
+                    rowm1[r] = m1 + (r * E + e) * P;
+                    rowm2[r] = m2 + (r * E + e) * P;
+                }
+                const float *mk = mask + e * P;
+                /* gather the real slots; the lanes past them hold zeros (harmless, unused) */
+                int64_t R = 0;
+                for (int64_t i = 0; i < P; i++)
+                    if (mk[i] != 0.0f) IDX[R++] = (int32_t)i;
+                int64_t Rv = (R + VL - 1) / VL * VL;
+                for (int64_t j = 0; j < Rv; j++) {
+                    int live = j < R;
+                    int64_t i = live ? IDX[j] : 0;
+                    LOC[j] = live ? rowp[0][i] : 0.0f;
+                    RAW[j] = live ? rowp[1][i] : 0.0f;
+                    LGT[j] = live ? rowp[2][i] : 0.0f;
+                    MK[j] = live ? mk[i] : 0.0f;
+                    EB[j] = live ? eps_base[e * P + i] : 0;
+                    GB[j] = live && ind ? gum_base[e * P + i] : 0;
+                }
+                /* the slab, the inclusion probabilities, the KL; L2 and S summed in lanes */
+                vf l2v = vbcast(0.0f), Sv = vbcast(0.0f);
+                for (int64_t j = 0; j < Rv; j += VL) {
+                    vf loc = vload(LOC + j), raw = vload(RAW + j), mkv = vload(MK + j);
+                    vf nu = ind ? vsigmoid(vload(LGT + j)) : vbcast(1.0f);
+                    vf sc = vsoftplus(raw), dsc = vsigmoid(raw);
+                    vf kl = log_s0 - vlog(sc) + (sc * sc + loc * loc) / (2.0f * s0sq) - 0.5f;
+                    vstore(NU + j, nu);
+                    vstore(SC + j, sc);
+                    vstore(DSC + j, dsc);
+                    vstore(KL + j, kl);
+                    l2v += nu * kl * mkv;
+                    Sv += nu * mkv;
+                }
+                /* the K draws: theta = hard(G) w mask, w = loc + softplus(raw) eps */
+                for (int64_t k = 0; k < K; k++) {
+                    uint32_t wa = (uint32_t)words[2 * k], wb = (uint32_t)words[2 * k + 1];
+                    float *eps = EPS + k * Pv, *w = W + k * Pv, *g = G + k * Pv, *th = TH + k * P;
+                    for (int64_t j = 0; j < Rv; j += VL) {
+                        vu be, bg;
+                        memcpy(&be, EB + j, sizeof be);
+                        vf ev = vnormal(vbits_uniform(vmix32(vmix32(be ^ wa) ^ wb)));
+                        vf wv = vload(LOC + j) + vload(SC + j) * ev;
+                        vf hard = vbcast(1.0f);
+                        if (ind) {
+                            memcpy(&bg, GB + j, sizeof bg);
+                            vf ug = vbits_uniform(vmix32(vmix32(bg ^ wa) ^ wb));
+                            vf gv = vsigmoid((vload(LGT + j) + vlog(ug) - vlog(1.0f - ug)) / ftau);
+                            vstore(g + j, gv);
+                            hard = vsel(gv > vbcast(0.5f), vbcast(1.0f), vbcast(0.0f));
+                        }
+                        vstore(eps + j, ev);
+                        vstore(w + j, wv);
+                        vf tv = hard * wv * vload(MK + j);
+                        int64_t lanes = R - j < VL ? R - j : VL;
+                        for (int64_t l = 0; l < lanes; l++) th[IDX[j + l]] = tv[l];
+                    }
+                }
+                /* the minibatch */
+                const float *xe = x + e * m * cols, *ye = y + e * m;
+                if (iid_base != NULL) {
+                    uint32_t ia = (uint32_t)iid_words[0], ib = (uint32_t)iid_words[1];
+                    for (int64_t j = 0; j < m; j++) {
+                        uint32_t bits = mix32u(mix32u((uint32_t)iid_base[e * m + j] ^ ia) ^ ib);
+                        double u = ((double)((bits >> 9) & 0x7FFFFFu) + 0.5) / 8388608.0;
+                        int64_t idx = (int64_t)(u * (double)nrows);
+                        if (idx > nrows - 1) idx = nrows - 1;
+                        int64_t row = data_index[e] * nrows + idx;
+                        memcpy(XB + j * cols, X_aug + row * cols, (size_t)cols * sizeof(float));
+                        YB[j] = y_flat[row];
+                    }
+                    xe = XB;
+                    ye = YB;
+                }
+                /* the network pass of each draw: L1 = mean over draws of the nll * n / m */
+                float sde = sd[e], var = sde * sde;
+                float half_log = 0.5f * logf(2.0f * (float)M_PI * var);
+                float scale = (float)(n / ((double)m * (double)K));
+                float nll = 0.0f;
+                for (int64_t k = 0; k < K; k++) {
+                    nll += (float)one_model(depth, dims, offs, (int)widths[e], TH + k * P,
+                                            xe, ye, m, mp, scale, 1.0f / var, half_log, act, out,
+                                            g0, g1, ones, DT + k * P);
+                    float *gd = GD + k * Pv;
+                    for (int64_t j = 0; j < Rv; j++) gd[j] = j < R ? DT[k * P + IDX[j]] : 0.0f;
+                }
+                float l1 = nll / (float)K * (float)(n / (double)m);
+                /* L3 (eq. (loss3) as printed) and its derivative in S */
+                float l2 = hsum(l2v), S = hsum(Sv);
+                float l3 = 0.0f, dL3 = 0.0f, He = H[e];
+                if (ind) {
+                    l3 = -0.5f * logf(2.0f * (float)M_PI * (float)M_E * S * (He - S) / He) / LOG2f
+                         + (float)lambda_s * S;
+                    dL3 = -0.5f / LOG2f * (1.0f / S - 1.0f / (He - S)) + (float)lambda_s;
+                }
+                L1[e] = l1;
+                L2[e] = l2;
+                L3[e] = l3;
+                int nf = !isfinite(l1 + l2 + l3);
+                nonfinite[e] = (uint8_t)nf;
+                const int alive = !(held[e] || nf);
+                /* the gradients */
+                for (int64_t j = 0; j < Rv; j += VL) {
+                    vf nu = vload(NU + j), sc = vload(SC + j), dsc = vload(DSC + j);
+                    vf mkv = vload(MK + j), loc = vload(LOC + j);
+                    vf g_loc_kl = nu * loc / s0sq * mkv * klw;
+                    vf g_raw_kl = nu * (sc / s0sq - 1.0f / sc) * dsc * mkv * klw;
+                    vf a_loc = vbcast(0.0f), a_raw = vbcast(0.0f), a_log = vbcast(0.0f);
+                    for (int64_t k = 0; k < K; k++) {
+                        vf gw = vload(GD + k * Pv + j) * mkv;
+                        vf gwh = gw;
+                        if (ind) {
+                            vf Gk = vload(G + k * Pv + j);
+                            gwh = gw * vsel(Gk > vbcast(0.5f), vbcast(1.0f), vbcast(0.0f));
+                            a_log += gw * vload(W + k * Pv + j) * Gk * (1.0f - Gk);
+                        }
+                        a_loc += gwh;
+                        a_raw += gwh * (vload(EPS + k * Pv + j) * dsc);
+                    }
+                    vstore(GL + j, a_loc + g_loc_kl);
+                    vstore(GR + j, a_raw + g_raw_kl);
+                    if (ind) {
+                        vf dnu = nu * (1.0f - nu) * mkv;
+                        vstore(GG + j, a_log / ftau + (vload(KL + j) + dL3) * dnu * klw);
+                    } else {
+                        vstore(GG + j, vbcast(0.0f));
+                    }
+                }
+                /* the optimiser on the gathered lanes: the moments decay for every model, the
+                 * parameters move where the model is alive; scattered back */
+                float *grow[3] = {GL, GR, GG}, *prow[3] = {LOC, RAW, LGT};
+                for (int r = 0; r < 3; r++) {
+                    float st = step[r * E + e];
+                    float *pr = rowp[r], *ma = rowm1[r], *va = rowm2[r], *gd = grow[r];
+                    float *pv = prow[r];
+                    for (int64_t j = 0; j < R; j++) {
+                        int64_t i = IDX[j];
+                        float g = alive ? gd[j] : 0.0f, upd;
+                        if (opt == 0) {
+                            float a1 = fb1 * ma[i] + cb1 * g, a2 = fb2 * va[i] + cb2 * g * g;
+                            ma[i] = a1;
+                            va[i] = a2;
+                            upd = st * a1 / (sqrtf(a2 * fc2) + fe);
+                        } else {
+                            float a2 = fb2 * va[i] + cb2 * g * g;
+                            va[i] = a2;
+                            upd = st * g / (sqrtf(a2) + fe);
+                        }
+                        pr[i] = alive ? pv[j] - upd : pv[j];
+                    }
+                }
+            }
+        }
+        free(buf);
+    }
+    return failed;
+}

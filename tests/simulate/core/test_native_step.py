@@ -1,0 +1,181 @@
+"""The whole step in C (``mlp="native-step"``, ``simulate.core.native.fused_step``) against
+the hand-written step it replaces (``simulate.core.step.spike_slab_step``, eager).
+
+Each comparison runs one step of both from the same state (the batched trainer's, copied
+into the C one before every step), so the differences are one step's float rounding, not a
+trajectory's.  Tolerances, from the measured differences over these cases (in brackets):
+parameters 1e-6 of each row's largest magnitude [1.1e-7: Adam's update is ~lr, so this is
+the update's own rounding], the moments 4e-5 of each row's largest [3.9e-6: gradients summed
+in another order, the normal transform by another formula], the terms 1e-5 relative
+[8.5e-7: float32 sums of up to a few thousand slots].  The negative control (the draws of
+another step) misses them by orders of magnitude."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from simulate.core import Hyper, StepOptions, native
+from simulate.core.recipe import build_trainer
+
+pytestmark = pytest.mark.skipif(
+    shutil.which(native._compiler()) is None, reason="no C compiler to build the fused kernel"
+)
+
+TOL_PARAMS, TOL_MOMENTS, TOL_TERMS = 1e-6, 4e-5, 1e-5
+WIDTHS, SEEDS, DATA = [2, 5, 8], [11, 12, 13], [0, 1, 0]
+
+
+def _data(p=3, n=300):
+    rng = np.random.default_rng(0)
+    X = torch.tensor(rng.uniform(-1, 1, (2, n, p)), dtype=torch.float32)
+    y = np.sin(3 * X[..., 0].numpy()) + 0.1 * rng.standard_normal((2, n))
+    return X, torch.tensor(y, dtype=torch.float32)
+
+
+def _trainer(hyper, mlp, learn=False, widths=WIDTHS, seeds=SEEDS, data=DATA):
+    X, y = _data()
+    opts = StepOptions(mlp=mlp, learn_noise=learn)
+    return build_trainer(hyper, list(widths), list(seeds), X, y, list(data), depth=2, options=opts)
+
+
+def _row_rel(a, b):
+    return ((a - b).abs().amax(-1) / b.abs().amax(-1).clamp_min(1e-30)).max().item()
+
+
+def _worst_one_step_differences(hyper, steps=40, learn=False, hold=False, freeze=False, shift=0):
+    """The largest one-step differences between the C step and the batched eager step over
+    ``steps`` steps (``shift``: the C step draws from that many steps later: the negative
+    control)."""
+    ref, got = _trainer(hyper, "batched", learn), _trainer(hyper, "native-step", learn)
+    if hold:
+        ref.hold_locations()
+        got.hold_locations()
+    if freeze:  # a model the stopping rule holds: its moments decay, its parameters stay
+        ref.frozen[1] = got.frozen[1] = True
+    worst = dict.fromkeys(("params", "m1", "m2", "L1", "L2", "L3"), 0.0)
+    for t in range(steps):
+        st = ref.state
+        got.state = st._replace(
+            params=st.params.clone(), opt=type(st.opt)(*(x.clone() for x in st.opt)),
+            count=st.count + shift,
+        )  # fmt: skip
+        if learn:
+            got.noise_sd.copy_(ref.noise_sd)
+        a, b = ref.advance(), got.advance()
+        pairs = (("params", got.state.params, ref.state.params),
+                 ("m1", got.state.opt.exp_avg, ref.state.opt.exp_avg),
+                 ("m2", got.state.opt.exp_avg_sq, ref.state.opt.exp_avg_sq))  # fmt: skip
+        for name, x, y in pairs:
+            worst[name] = max(worst[name], _row_rel(x, y))
+        for name, x, y in zip(("L1", "L2", "L3"), b.terms, a.terms, strict=True):
+            rel = ((x - y).abs() / y.abs().clamp_min(1e-30)).max().item()
+            worst[name] = max(worst[name], rel)
+        if learn and (t + 1) % 10 == 0:
+            ref.update_noise()
+    return worst
+
+
+CASES = {
+    "asvi": {},
+    "two draws": {"mc_samples": 2},
+    "dense": {"family": "dense"},
+    "lr_inclusion": {"lr_inclusion": 1e-2},
+    "kl warm-up": {"kl_warmup": 20},
+    "rmsprop": {"optimizer": "rmsprop"},
+    "permutation": {"sampling": "permutation"},
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_one_step_equals_the_batched_step_to_float_rounding(case):
+    worst = _worst_one_step_differences(Hyper(batch_size=64, **CASES[case]))
+    assert worst["params"] < TOL_PARAMS, worst
+    assert worst["m1"] < TOL_MOMENTS and worst["m2"] < TOL_MOMENTS, worst
+    for term in ("L1", "L2", "L3"):
+        assert worst[term] < TOL_TERMS, worst
+
+
+@pytest.mark.parametrize("what", ["learned noise", "held locations", "a frozen model"])
+def test_the_trainers_options_reach_the_c_step(what):
+    kw = {"learned noise": {"learn": True}, "held locations": {"hold": True},
+          "a frozen model": {"freeze": True}}[what]  # fmt: skip
+    worst = _worst_one_step_differences(Hyper(batch_size=64), **kw)
+    assert worst["params"] < TOL_PARAMS and worst["m2"] < TOL_MOMENTS, worst
+    assert max(worst[t] for t in ("L1", "L2", "L3")) < TOL_TERMS, worst
+
+
+def test_another_steps_draws_are_caught():
+    """Negative control: the C step drawing one step later than the batched one."""
+    worst = _worst_one_step_differences(Hyper(batch_size=64), steps=5, shift=1)
+    assert worst["L1"] > 100 * TOL_TERMS and worst["m2"] > 100 * TOL_MOMENTS, worst
+
+
+def test_a_frozen_model_does_not_move_but_its_moments_decay():
+    tr = _trainer(Hyper(batch_size=64), "native-step")
+    for _ in range(5):
+        tr.advance()
+    tr.frozen[1] = True
+    before = tr.state.params[:, 1].clone(), tr.state.opt.exp_avg[:, 1].clone()
+    tr.advance()
+    assert torch.equal(tr.state.params[:, 1], before[0])
+    assert not torch.equal(tr.state.opt.exp_avg[:, 1], before[1])
+
+
+def test_a_model_trains_the_same_alone_in_any_program_and_at_any_thread_count():
+    """Each model's numbers are computed alone: bit for bit the same trained alone, beside
+    other models, and on one or two threads."""
+    h = Hyper(batch_size=64)
+    whole = _trainer(h, "native-step")
+    alone = _trainer(h, "native-step", widths=[5], seeds=[12], data=[1])
+    threads = torch.get_num_threads()
+    try:
+        for t in range(60):
+            torch.set_num_threads(1 if t % 2 else 2)
+            whole.advance()
+            alone.advance()
+    finally:
+        torch.set_num_threads(threads)
+    in_whole = whole.state.params[:, 1][:, whole.mask[1].bool()]
+    by_itself = alone.state.params[:, 0][:, alone.mask[0].bool()]
+    assert in_whole.shape == by_itself.shape and torch.equal(in_whole, by_itself)
+
+
+def test_the_minibatch_drawn_in_c_is_the_samplers():
+    """iid sampling: the step draws and gathers its minibatch in C; handing it the sampler's
+    own minibatch instead gives bit for bit the same step."""
+    h = Hyper(batch_size=64)
+    a, b = _trainer(h, "native-step"), _trainer(h, "native-step")
+    for t in range(10):
+        held = a.state.health.failed | a.frozen
+        inputs = a.sampler.draw(t, held)
+        assert inputs.xb is None
+        xb, yb = b.sampler.minibatch(t)
+        a.state, ia = a.step_fn(a.state, inputs)
+        b.state, ib = b.step_fn(b.state, inputs._replace(xb=xb.clone(), yb=yb.clone()))
+        for x, y in zip(ia.terms, ib.terms, strict=True):
+            assert torch.equal(x, y)
+        assert torch.equal(a.state.params, b.state.params)
+
+
+@pytest.mark.parametrize(
+    "kw, phrase",
+    [
+        ({"family": "horseshoe"}, "family"),
+        ({"slab": "uniform"}, "slab"),
+        ({"l3": "exact"}, "l3"),
+    ],
+)
+def test_what_the_c_step_does_not_cover_is_refused_by_name(kw, phrase):
+    with pytest.raises(ValueError, match=phrase):
+        _trainer(Hyper(batch_size=64, **kw), "native-step")
+
+
+def test_nothing_to_compile():
+    with pytest.raises(ValueError, match="nothing to compile"):
+        StepOptions(mlp="native-step", compile=True)
+    with pytest.raises(ValueError, match="autograd"):
+        StepOptions(mlp="native-step", autograd=True)
