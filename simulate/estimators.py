@@ -51,13 +51,17 @@ As a practitioner meets them (the paper's own settings are one argument away):
   (``theory.lambda_s_rule``) with a = 0.1 for regression and 1.5 for classification (the
   values that reproduce the paper's printed 3 and 50); a number is used as given.
 * **Speed**: ``mlp="auto"`` and ``compile="auto"`` (the defaults) take the fastest path
-  the fit has (``_step_options``): the network's pass fused per model in C
-  (``simulate.core.native``) wherever it serves the fit (regression, float32 on the CPU, a
-  hand-written step) and a C compiler builds it -- without one, the batched pass and a
-  one-line ``FallbackWarning`` -- and the step compiled (``torch.compile``) when the budget
-  is at least ``COMPILE_FROM_STEPS`` steps, where the compilation's seconds are repaid.
-  ``fit`` records what it took in ``step_path_``.  The paths compute the same numbers to
-  float rounding; ``mlp="batched", compile=False`` is the plain eager path.
+  the fit has (``_step_options``): the whole step in C per model (``mlp="native-step"``,
+  ``simulate.core.native.fused_step``: the spike-and-slab family with the Gaussian slab
+  and the paper's L3, or Dense-BNN; nothing compiled) wherever it serves the fit
+  (regression, float32 on the CPU) and a C compiler builds it; else the network's pass
+  fused in C (``mlp="native"``) where that serves, with the step compiled
+  (``torch.compile``) when the budget is at least ``COMPILE_FROM_STEPS`` steps, where the
+  compilation's seconds are repaid; without a compiler the batched pass and a one-line
+  ``FallbackWarning``.  ``compile=True`` asks for the compiled step, so with
+  ``mlp="auto"`` it takes the fused network pass, not the whole step in C.  ``fit``
+  records what it took in ``step_path_``.  The paths compute the same numbers to float
+  rounding; ``mlp="batched", compile=False`` is the plain eager path.
 * **Progress**: ``progress="auto"`` draws a bar on stderr when it is a terminal and the fit
   has run for more than 3 seconds; True always, False never.
 """
@@ -329,14 +333,22 @@ def _step_options(mlp, compile, hyper, device, dtype, budget: int, **rest) -> St
     Gaussian likelihood with one output, float32 and the CPU
     (``simulate.core.native.scope_problems``; regression has one output); where the fit is
     outside that, "auto" is the batched pass without a word (nothing is lost), and where
-    only the compiler is missing, with a :class:`FallbackWarning`."""
+    only the compiler is missing, with a :class:`FallbackWarning`.  Where the whole step in
+    C serves too (``simulate.core.native.step_scope_problems``) and ``compile`` is not
+    True, "auto" is ``"native-step"`` (nothing to compile: ``compile="auto"`` then means
+    False)."""
     if isinstance(mlp, str) and mlp == "auto":
         mlp = "batched"
         serves = uses_hand_written(hyper) and not native.scope_problems(
             hyper.likelihood, 1, device, dtype
         )
+        whole = (
+            serves
+            and compile is not True
+            and not native.step_scope_problems(hyper, 1, device, dtype)
+        )
         if serves and native.available():
-            mlp = "native"
+            mlp = "native-step" if whole else "native"
         elif serves:
             warnings.warn(
                 "the fused network pass could not be built here (no working C compiler: "
@@ -346,9 +358,9 @@ def _step_options(mlp, compile, hyper, device, dtype, budget: int, **rest) -> St
                 stacklevel=3,
             )
     elif not (isinstance(mlp, str) and mlp in MLP_KINDS):
-        raise ValueError(f"mlp must be 'auto', 'batched' or 'native', got {mlp!r}")
+        raise ValueError(f"mlp must be 'auto', 'batched', 'native' or 'native-step', got {mlp!r}")
     if isinstance(compile, str) and compile == "auto":
-        compile = budget >= COMPILE_FROM_STEPS
+        compile = budget >= COMPILE_FROM_STEPS and mlp != "native-step"
     elif not isinstance(compile, (bool, np.bool_)):
         raise ValueError(f"compile must be True, False or 'auto', got {compile!r}")
     return StepOptions(compile=bool(compile), mlp=mlp, **rest)

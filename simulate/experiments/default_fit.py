@@ -1,5 +1,5 @@
 """``python -m simulate.experiments.default_fit [--n N] [--compile auto|yes|no] [--mlp
-auto|batched|native] [--json PATH]``: what the
+auto|batched|native|native-step] [--json PATH]``: what the
 regressor's defaults cost and give a practitioner.
 
 ``make_pipeline(StandardScaler(), ASVIRegressor(...)).fit`` with every default (learned
@@ -25,6 +25,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from simulate.alloc import tune_malloc
+from simulate.core.options import MLP_KINDS
 from simulate.estimators import RECIPE_PARAMS, ASVIRegressor, recipe_params
 from simulate.sweep.recipes import RECIPES
 from theory.cli import Parser, run_main
@@ -79,9 +80,10 @@ def main(argv=None) -> int:
     )
     ap.add_argument(
         "--mlp",
-        choices=["auto", "batched", "native"],
+        choices=["auto", *MLP_KINDS],
         default="auto",
-        help="the network's pass (default: the estimator's auto, native where it builds)",
+        help="the network's pass (default: the estimator's auto, the whole step in C where"
+        " it builds and serves)",
     )
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--recipe", choices=sorted(RECIPES), help="a training recipe's parameters")

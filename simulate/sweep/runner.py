@@ -163,7 +163,9 @@ def check_native(cfg: SweepConfig) -> None:
     try:
         native.load()
     except native.NativeUnavailable as exc:
-        raise ValueError(f"--mlp {cfg.mlp}: {str(exc).splitlines()[0]}") from None
+        raise ValueError(
+            f"--mlp {cfg.mlp}: {str(exc).splitlines()[0]} (--mlp batched runs without one)"
+        ) from None
 
 
 def check_compile(cfg: SweepConfig, scheduler: str | None = None) -> None:

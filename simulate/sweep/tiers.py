@@ -60,11 +60,14 @@ RATES = {
             "n_test": 10_000,
             "draws": 20,
             "replicate_block": 4,
-            # compiled: the tier's programs (p = 1, batch 128, 4-8 models) are all per-step
-            # overhead, 3.9 ms a step eager against 0.9 compiled (one thread, AVX2 CPU), and
-            # compiling a program's shapes costs seconds against its ~11,000 steps
-            # (BENCHMARKS.md, "The rate tiers' small steps"); --no-compile: the eager steps
-            "compile": True,
+            # the whole step in C per model (simulate.core.native.fused_step): the tier's
+            # programs (p = 1, batch 128, 4-8 models) ran 3.9 ms a step eager, 0.9
+            # compiled and ~0.4-0.8 in C (one thread, AVX2 CPU), with no compilation; the
+            # whole tier 4 min 40 s against 14 min 3 s compiled, the same theorem and
+            # attainment verdicts (BENCHMARKS.md, "The whole step in C"; RESULTS.md);
+            # --mlp batched [--compile]: the torch steps
+            "mlp": "native-step",
+            "compile": False,
             # no risk stop: the ELBO's own rule decides when a candidate stops (no truth
             # in training; a validation-split criterion exists as stop_risk_tol, exploratory)
         },

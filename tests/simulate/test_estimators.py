@@ -263,10 +263,13 @@ def test_network_and_evaluation_defaults_are_said_once_and_agree_everywhere():
 
 
 def test_auto_takes_the_fused_pass_where_it_serves_and_says_so_when_it_cannot(monkeypatch):
-    """``mlp="auto"``: the fused pass for float32 regression on the CPU where it builds; the
-    batched pass without a word where the fit is outside its scope (float64, the exact L3,
-    classification) and with a ``FallbackWarning`` where only the compiler is missing.
-    ``compile="auto"``: compiled from ``COMPILE_FROM_STEPS`` steps of budget, not below."""
+    """``mlp="auto"``: the whole step in C for float32 regression on the CPU where it builds
+    and serves (the Gaussian slab; nothing compiled, even with ``compile="auto"`` and a
+    large budget), the fused network pass where only that serves (the uniform slab) or the
+    step is to be compiled (``compile=True``); the batched pass without a word where the fit
+    is outside their scope (float64, the exact L3, classification) and with a
+    ``FallbackWarning`` where only the compiler is missing.  ``compile="auto"``: compiled
+    from ``COMPILE_FROM_STEPS`` steps of budget, not below, where the step is not in C."""
     import warnings
 
     from simulate import estimators as est
@@ -275,7 +278,16 @@ def test_auto_takes_the_fused_pass_where_it_serves_and_says_so_when_it_cannot(mo
     cpu, f32 = torch.device("cpu"), torch.float32
     kw = dict(learn_noise=True)
     if native.available():
-        assert est._step_options("auto", False, Hyper(), cpu, f32, 10, **kw).mlp == "native"
+        cut = est.COMPILE_FROM_STEPS
+        assert est._step_options("auto", False, Hyper(), cpu, f32, 10, **kw).mlp == "native-step"
+        whole = est._step_options("auto", "auto", Hyper(), cpu, f32, 10 * cut, **kw)
+        assert (whole.mlp, whole.compile) == ("native-step", False)
+        fused = est._step_options("auto", True, Hyper(), cpu, f32, 10, **kw)
+        assert (fused.mlp, fused.compile) == ("native", True)
+        uniform = est._step_options("auto", "auto", Hyper(slab="uniform"), cpu, f32, cut)
+        assert (uniform.mlp, uniform.compile) == ("native", True)
+        dense = est._step_options("auto", False, Hyper(family="dense"), cpu, f32, 10)
+        assert dense.mlp == "native-step"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # outside the fused pass's scope: no warning
         for hyper, dtype in [
@@ -302,7 +314,7 @@ def test_a_fit_records_the_path_it_took():
 
     X = np.random.default_rng(0).uniform(-1, 1, (200, 2))
     m = SVIRegressor(width=2, epochs=1, **PAPER).fit(X, X[:, 0])
-    want = "native" if native.available() else "batched"
+    want = "native-step" if native.available() else "batched"
     assert m.step_path_ == {"mlp": want, "compiled": False}
     m = SVIRegressor(width=2, epochs=1, mlp="batched", **PAPER).fit(X, X[:, 0])
     assert m.step_path_ == {"mlp": "batched", "compiled": False}

@@ -611,13 +611,13 @@ def fused_nll_and_grad(layout, theta, x_aug, y, hyper, scale, sd=None, widths=No
 # -- the whole step (mlp="native-step") --------------------------------------------------------
 
 
-def step_scope_problems(hyper, layout, device, dtype) -> list[str]:
+def step_scope_problems(hyper, out_dim: int, device, dtype) -> list[str]:
     """What is outside the whole step's scope in C (``mlp="native-step"``,
     :func:`fused_step`): the fused pass's (:func:`scope_problems`) and the families and
     settings its step does not cover -- it is ``simulate.core.step.spike_slab_step`` with the
     Gaussian slab and the paper's L3 (the SVI / ASVI family) or without indicators
-    (Dense-BNN); one phrase each, [] where it serves."""
-    problems = scope_problems(hyper.likelihood, layout.out_dim, device, dtype)
+    (Dense-BNN); one phrase each, [] where it serves (``out_dim``: the network's outputs)."""
+    problems = scope_problems(hyper.likelihood, out_dim, device, dtype)
     if hyper.family not in ("spike_slab", "dense"):
         problems.append(f"family {hyper.family!r}")
     elif hyper.family == "spike_slab":
@@ -625,15 +625,13 @@ def step_scope_problems(hyper, layout, device, dtype) -> list[str]:
             problems.append(f"slab {hyper.slab!r}")
         if hyper.l3 != "paper":
             problems.append(f"l3 {hyper.l3!r}")
-    if layout.P != layout.P_net:
-        problems.append("slots beyond the network's")
     return problems
 
 
 def check_step_supported(layout, hyper, device, dtype) -> None:
     """Raise ``ValueError`` naming what is outside the whole step's scope
     (:func:`step_scope_problems`), and :class:`NativeUnavailable` if it cannot be built."""
-    problems = step_scope_problems(hyper, layout, device, dtype)
+    problems = step_scope_problems(hyper, layout.out_dim, device, dtype)
     if problems:
         raise ValueError(
             "mlp='native-step' covers the spike-and-slab family with the Gaussian slab and "
