@@ -296,24 +296,25 @@ def _stderr_tail(text: str) -> tuple[str, str]:
     return (first.strip()[:300] or "no message"), "\n".join(lines[-_STDERR_LINES:])
 
 
-def _bind(lib, path):
-    """``lib``'s entry point with its argument types; NativeUnavailable if it has none."""
+def _symbol(lib, name, path):
+    """``lib``'s function ``name``; NativeUnavailable if it has none."""
     try:
-        f = getattr(lib, _SYMBOL)
+        return getattr(lib, name)
     except AttributeError:
         raise NativeUnavailable(
-            f"the fused kernel {path} has no {_SYMBOL}; delete it to rebuild"
+            f"the fused kernel {path} has no {name}; delete it to rebuild"
         ) from None
+
+
+def _bind(lib, path):
+    """``lib``'s entry points with their argument types; NativeUnavailable if one is
+    missing."""
+    f = _symbol(lib, _SYMBOL, path)
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     f.argtypes = [i64, i64, ctypes.c_int, ptr, ptr, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr]
     f.argtypes += [ptr, ptr, ctypes.c_int]
     f.restype = ctypes.c_int
-    try:
-        g = getattr(lib, _STEP_SYMBOL)
-    except AttributeError:
-        raise NativeUnavailable(
-            f"the fused kernel {path} has no {_STEP_SYMBOL}; delete it to rebuild"
-        ) from None
+    g = _symbol(lib, _STEP_SYMBOL, path)
     dbl, i32 = ctypes.c_double, ctypes.c_int
     g.argtypes = [i64, i64, i64, i64, i32] + [ptr] * 15 + [dbl] * 5 + [ptr] + [dbl] * 4
     g.argtypes += [i32] + [ptr] * 5 + [i64] + [ptr] * 4 + [i32]

@@ -434,26 +434,24 @@ static inline vf vsoftplus(vf x) {
     return vsel(x > vbcast(20.0f), x, l);
 }
 
-/* rng.mix32 on one 32-bit word */
+/* rng.mix32's rounds, on one 32-bit word or on 32-bit lanes */
+#define MIX32_ROUNDS(x)                                                                        \
+    do {                                                                                       \
+        x ^= x >> 16;                                                                          \
+        x *= 0x7FEB352Du;                                                                      \
+        x ^= x >> 15;                                                                          \
+        x *= 0x5BD1E995u;                                                                      \
+        x ^= x >> 16;                                                                          \
+        x *= 0x2C1B3C6Du;                                                                      \
+        x ^= x >> 15;                                                                          \
+    } while (0)
 static inline uint32_t mix32u(uint32_t x) {
-    x ^= x >> 16;
-    x *= 0x7FEB352Du;
-    x ^= x >> 15;
-    x *= 0x5BD1E995u;
-    x ^= x >> 16;
-    x *= 0x2C1B3C6Du;
-    return x ^ (x >> 15);
+    MIX32_ROUNDS(x);
+    return x;
 }
-
-/* rng.mix32 on 32-bit lanes */
 static inline vu vmix32(vu x) {
-    x ^= x >> 16;
-    x *= 0x7FEB352Du;
-    x ^= x >> 15;
-    x *= 0x5BD1E995u;
-    x ^= x >> 16;
-    x *= 0x2C1B3C6Du;
-    return x ^ (x >> 15);
+    MIX32_ROUNDS(x);
+    return x;
 }
 
 /* rng.bits_uniform: the top 23 of the 32 bits, (h + 1/2) / 2^23, strictly inside (0, 1) */
