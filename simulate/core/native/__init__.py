@@ -738,7 +738,10 @@ def fused_step(layout, hyper, n: int, params, moments, mask, H, source, words, x
     else:
         named["xb"] = (xb, f32, (E, m, dims[0] + 1))
         named["yb"] = (yb, f32, (E, m))
-    if _check_once(("step", id(params)), named):  # new tensors: their values checked too
+    # the sizes the shapes are checked against are part of the key: the same tensors with
+    # another batch size, network or data size are checked anew
+    key = ("step", id(params), E, P, K, m, tuple(dims), n, ind, draw)
+    if _check_once(key, named):  # new tensors: their values checked too
         di = source.data_index
         if draw and (rows % n or E and not (0 <= int(di.min()) and int(di.max()) < rows // n)):
             _CHECKED.clear()
@@ -752,7 +755,8 @@ def fused_step(layout, hyper, n: int, params, moments, mask, H, source, words, x
     if draw:
         each.append(("iid_words", words.iid_words, i32, (2,)))
     for name, t, dtype, shape in each:  # the step's own tensors, new every step
-        if t.dtype != dtype or t.shape != shape or not t.is_contiguous() or t.device.type != "cpu":
+        if (not torch.is_tensor(t) or t.dtype != dtype or t.shape != shape
+                or not t.is_contiguous() or t.device.type != "cpu"):  # fmt: skip
             _check_tensor(name, t, dtype, shape)
     L1, L2, L3 = (torch.empty(E, dtype=f32) for _ in range(3))
     nonfinite = torch.empty(E, dtype=torch.bool)

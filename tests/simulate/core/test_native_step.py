@@ -179,3 +179,40 @@ def test_nothing_to_compile():
         StepOptions(mlp="native-step", compile=True)
     with pytest.raises(ValueError, match="autograd"):
         StepOptions(mlp="native-step", autograd=True)
+
+
+def test_a_slot_masked_inside_a_models_width_reads_zero_not_another_models_weight():
+    """A mask 0 inside a model's width (not one the layout makes, but one ``fused_step``
+    accepts) is a 0 weight, as in the batched step: the model's terms are the same beside
+    another model as alone (the C step's scratch is shared by the models of a thread)."""
+    h = Hyper(batch_size=64)
+    whole = _trainer(h, "native-step", widths=[8, 5], seeds=[11, 12], data=[0, 1])
+    alone = _trainer(h, "native-step", widths=[5], seeds=[12], data=[1])
+    whole.mask[1, 0] = 0.0  # the first layer's first weight, a real slot in both layouts
+    alone.mask[0, 0] = 0.0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread: model 1 runs in model 0's scratch
+    try:
+        a, b = whole.advance(), alone.advance()
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(a.terms.L1[1:], b.terms.L1) and torch.equal(a.terms.L2[1:], b.terms.L2)
+
+
+def test_the_cached_checks_see_another_batch_size():
+    """The once-per-program checks are keyed by the sizes they check against: the same
+    tensors handed with another batch size are refused, not read past their end."""
+    from dataclasses import replace
+
+    tr = _trainer(Hyper(batch_size=64), "native-step")
+    tr.advance()  # the checks pass and are cached
+    inputs = tr.sampler.draw(int(tr.state.count), tr.state.health.failed | tr.frozen)
+    st, c = tr.state, tr.step_fn.consts
+    E = st.params.shape[1]
+    step = torch.full((3, E), 1e-3)
+    sd = torch.ones(E)
+    args = (st.params, st.opt, c.mask, c.H, inputs.source, inputs.words, None, None, sd,
+            inputs.held, step, 1.0, 1.0, c.widths)  # fmt: skip
+    native.fused_step(tr.layout, tr.hyper, tr.n, *args)
+    with pytest.raises(ValueError, match="iid_base"):
+        native.fused_step(tr.layout, replace(tr.hyper, batch_size=256), tr.n, *args)
