@@ -538,6 +538,14 @@ def _check_inputs(theta, x, y, scale, sd, dims, offs, widths) -> None:
         )
 
 
+def _check_rc(rc: int, dims) -> None:
+    """The C functions' return codes: 0 done, 2 too deep a network, else no scratch."""
+    if rc == 2:
+        raise ValueError(f"the fused pass takes at most 63 hidden layers, got {len(dims) - 2}")
+    if rc != 0:
+        raise MemoryError("the fused kernel could not allocate its per-thread scratch")
+
+
 def _call(theta, x, y, scale, sd, dims: list[int], offs: list[int], widths):
     scale, sd = scale.to(torch.float32), sd.to(torch.float32)
     _check_inputs(theta, x, y, scale, sd, dims, offs, widths)
@@ -560,10 +568,7 @@ def _call(theta, x, y, scale, sd, dims: list[int], offs: list[int], widths):
         theta.stride(0), x.data_ptr(), y.data_ptr(), scale.data_ptr(), sd.data_ptr(),
         nll.data_ptr(), grad.data_ptr(), torch.get_num_threads(),
     )  # fmt: skip
-    if rc == 2:
-        raise ValueError(f"the fused pass takes at most 63 hidden layers, got {len(dims) - 2}")
-    if rc != 0:
-        raise MemoryError("the fused kernel could not allocate its per-thread scratch")
+    _check_rc(rc, dims)
     return nll, grad
 
 
@@ -776,8 +781,5 @@ def fused_step(layout, hyper, n: int, params, moments, mask, H, source, words, x
         source.data_index.data_ptr() if draw else null, n, L1.data_ptr(), L2.data_ptr(),
         L3.data_ptr(), nonfinite.data_ptr(), torch.get_num_threads(),
     )  # fmt: skip
-    if rc == 2:
-        raise ValueError(f"the fused pass takes at most 63 hidden layers, got {len(dims) - 2}")
-    if rc != 0:
-        raise MemoryError("the fused kernel could not allocate its per-thread scratch")
+    _check_rc(rc, dims)
     return nonfinite, (L1, L2, L3)
