@@ -187,6 +187,9 @@ def spike_slab_step(
     return params, opt, nonfinite, ELBOTerms(L1, L2, L3)
 
 
+_KNOWN_SD: dict = {}  # (E, sigma) -> the known noise sd [E], for native_spike_slab_step
+
+
 def native_spike_slab_step(
     spec: StepSpec, consts: Consts, params, opt: OptState, inputs: Inputs, factors: Factors
 ):
@@ -199,8 +202,11 @@ def native_spike_slab_step(
     :func:`spike_slab_step` to float rounding (tested)."""
     E = params.shape[1]
     sd = consts.noise_sd
-    if sd is None:
-        sd = torch.full((E,), float(spec.hyper.sigma), dtype=torch.float32)
+    if sd is None:  # the known sd: one tensor per (E, sigma), made once, only read by C
+        key = (E, float(spec.hyper.sigma))
+        sd = _KNOWN_SD.get(key)
+        if sd is None:
+            sd = _KNOWN_SD[key] = torch.full((E,), key[1], dtype=torch.float32)
     step = torch.broadcast_to(factors.step_size, (3, E, 1)).reshape(3, E).contiguous()
     kl_weight = 1.0 if factors.kl_weight is None else float(factors.kl_weight)
     nonfinite, terms = fused_step(
