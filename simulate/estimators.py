@@ -52,7 +52,7 @@ As a practitioner meets them (the paper's own settings are one argument away):
   values that reproduce the paper's printed 3 and 50); a number is used as given.
 * **Speed**: ``mlp="auto"`` and ``compile="auto"`` (the defaults) take the fastest path
   the fit has (``_step_options``): the whole step in C per model (``mlp="native-step"``,
-  ``simulate.core.native.fused_step``: the spike-and-slab family with the Gaussian slab
+  ``simulate.core.native.fused_steps``: the spike-and-slab family with the Gaussian slab
   and the paper's L3, or Dense-BNN; nothing compiled) wherever it serves the fit
   (regression, float32 on the CPU) and a C compiler builds it; else the network's pass
   fused in C (``mlp="native"``) where that serves, with the step compiled

@@ -6,6 +6,10 @@ every model at once, elementwise (models stay independent).
 * ``init(params) -> OptState``: zero moments shaped like ``params [3, E, P]``;
 * ``factors(t) -> Factors``: the step-t scalars (Adam's bias corrections), computed on the
   host in float64 and passed as tensors, so a compiled step is not re-specialised per step;
+* ``schedule(t, S) -> (step_size [S, 3], corr2 [S])``: the factors of steps ``t .. t + S -
+  1`` at once, float32, each equal to :func:`factors`'s bit for bit (the step size per
+  parameter row: location, slab scale, inclusion logit), for the whole step in C's
+  several steps per call;
 * ``update(grad, opt_state, params, factors, alive) -> (params, opt_state)``: one step;
   ``alive`` ([E] bool or None) freezes the other models' parameters (their moments still
   decay with a zero gradient: the gradient of a held model is zeroed by the caller).
@@ -59,6 +63,18 @@ class Optimizer(NamedTuple):
     init: Callable[[torch.Tensor], OptState]
     factors: Callable[[int], Factors]
     update: Callable
+    schedule: Callable
+
+
+def _rows(hyper, divisor: float) -> list:
+    """:func:`_lr`'s step sizes of one step as three floats (location, slab scale,
+    inclusion logit), from the same float64 expressions."""
+    lr = hyper.lr / divisor
+    return [lr, lr, lr if hyper.lr_inclusion is None else hyper.lr_inclusion / divisor]
+
+
+def _schedule(rows: list, corr2: list):
+    return torch.tensor(rows, dtype=torch.float32), torch.tensor(corr2, dtype=torch.float32)
 
 
 def _zeros(params: torch.Tensor) -> OptState:
@@ -107,7 +123,11 @@ def _adam(hyper, donate: bool) -> Optimizer:
         upd = f.step_size * m / ((v * f.corr2).sqrt() + eps)
         return _apply(params, upd, alive, donate), OptState(m, v)
 
-    return Optimizer(_zeros, factors, update)
+    def schedule(t: int, S: int):
+        ts = range(t, t + S)
+        return _schedule([_rows(hyper, 1 - b1**u) for u in ts], [1 / (1 - b2**u) for u in ts])
+
+    return Optimizer(_zeros, factors, update, schedule)
 
 
 def _rmsprop(hyper, donate: bool) -> Optimizer:
@@ -127,7 +147,10 @@ def _rmsprop(hyper, donate: bool) -> Optimizer:
         upd = f.step_size * grad / (v.sqrt() + eps)
         return _apply(params, upd, alive, donate), OptState(opt.exp_avg, v)
 
-    return Optimizer(_zeros, factors, update)
+    def schedule(t: int, S: int):
+        return _schedule([_rows(hyper, 1.0)] * S, [1.0] * S)
+
+    return Optimizer(_zeros, factors, update, schedule)
 
 
 OPTIMIZERS = {"adam": _adam, "rmsprop": _rmsprop}

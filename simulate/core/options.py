@@ -38,7 +38,7 @@ class StepOptions:
       product per layer over all models) or ``"native"`` (fused per model in C,
       ``simulate.core.native``); or ``"native-step"``: the whole step in C per model --
       the draws, the network pass, the terms, the gradients and the optimiser
-      (``simulate.core.step.native_spike_slab_step``; the SVI / ASVI family with the
+      (``simulate.core.paths.NativeStep``; the SVI / ASVI family with the
       Gaussian slab and Dense-BNN; nothing left to compile, so ``compile`` must be False);
     * ``autograd``: the autograd step path for any family (the hand-written kernels' check);
     * ``learn_noise``: each model's Gaussian noise sd learned with it by variational EM

@@ -28,6 +28,7 @@ from typing import NamedTuple
 import torch
 
 from simulate.core.layout import mlp_nll_and_grad
+from simulate.core.native import fused_steps
 from simulate.core.objective import ELBOTerms, family_of, kl_terms
 from simulate.core.optim import OptState, optimizer_of
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
@@ -37,7 +38,6 @@ from simulate.core.step import (
     Consts,
     StepSpec,
     horseshoe_step,
-    native_spike_slab_step,
     repeat_draws,
     scaled_factors,
     spike_slab_step,
@@ -46,6 +46,7 @@ from simulate.core.step import (
 __all__ = [
     "AutogradKernel",
     "Info",
+    "NativeStep",
     "Step",
     "build_step",
     "chunk_bounds",
@@ -173,7 +174,10 @@ class AutogradKernel:
 class Step:
     """The pure step ``step(state, inputs) -> (state, info)`` around a kernel (module
     docstring).  ``hand_written``: which path; ``compiled``; ``chunk``: models per kernel
-    call (compiled hand-written step only; all of them otherwise)."""
+    call (compiled hand-written step only; all of them otherwise); ``multi``: whether it
+    also runs several steps per call (:class:`NativeStep`)."""
+
+    multi = False
 
     def __init__(self, spec: StepSpec, consts: Consts, kernel, hand_written: bool, compiled: bool,
                  chunk: int):  # fmt: skip
@@ -223,6 +227,67 @@ class Step:
         return params, opt, nonfinite, terms
 
 
+_KNOWN_SD: dict = {}  # (E, sigma) -> the known noise sd [E], for NativeStep
+
+
+class NativeStep(Step):
+    """The whole step in C (``mlp="native-step"``): :func:`simulate.core.step.
+    spike_slab_step` (Gaussian slab, the paper's L3; or Dense-BNN) as one pass per model
+    (:func:`simulate.core.native.fused_steps`) -- the draws from the program's streams
+    (``inputs.source``) at the step's count, the minibatch (drawn and gathered there too
+    for iid sampling), the network pass, the terms, the gradients and the optimiser's
+    update, the parameters and moments updated in place (the eager step's donation).
+    ``step(state, inputs)`` is one step, as every :class:`Step`; :meth:`many` runs ``S``
+    steps in one call (``multi``), the same numbers bit for bit, so a loop stops paying its
+    per-step Python where nothing reads the state between steps (``Trainer.fit_until``
+    between window ends).  Equal to :func:`~simulate.core.step.spike_slab_step` to float
+    rounding (tested)."""
+
+    multi = True
+
+    def __init__(self, spec: StepSpec, consts: Consts):
+        super().__init__(spec, consts, None, True, False, spec.layout.E)
+
+    def __call__(self, state: State, inputs: Inputs) -> tuple[State, Info]:
+        state, info = self.many(state, inputs, 1)
+        return state, Info(ELBOTerms(*(t[0] for t in info.terms)), info.failed[0])
+
+    def many(self, state: State, inputs: Inputs, S: int) -> tuple[State, Info]:
+        """Steps ``state.count .. + S - 1`` (``inputs`` from ``Sampler.draw_steps``): the new
+        state and the :class:`Info` of every step, ``[S, E]`` each.  ``inputs.held`` holds
+        its models throughout; a model that fails at a step is held from the next one on
+        (as the trainer holds a failed model), its failure recorded at that step."""
+        spec, consts, params = self.spec, self.consts, state.params
+        E, t = params.shape[1], state.count
+        sd = consts.noise_sd
+        if sd is None:  # the known sd: one tensor per (E, sigma), made once, only read by C
+            key = (E, float(spec.hyper.sigma))
+            sd = _KNOWN_SD.get(key)
+            if sd is None:
+                sd = _KNOWN_SD[key] = torch.full((E,), key[1], dtype=torch.float32)
+        rows, corr2 = spec.optimizer.schedule(t + 1, S)  # [S, 3], [S]
+        step = rows[:, :, None] if consts.lr_scale is None else rows[:, :, None] * consts.lr_scale.T
+        step = step.expand(S, 3, E).contiguous()
+        warm = spec.hyper.kl_warmup
+        klw = [min(1.0, (u + 1) / warm) if warm else 1.0 for u in range(t, t + S)]
+        nonfinite, terms = fused_steps(
+            spec.layout, spec.hyper, spec.n, params, state.opt, consts.mask, consts.H,
+            inputs.source, t, S, inputs.xb, inputs.yb, sd, inputs.held, step, corr2,
+            torch.tensor(klw, dtype=torch.float32), consts.widths,
+        )  # fmt: skip
+        # a model's failure: its first non-finite step while not held
+        newly = nonfinite & (nonfinite.cumsum(0) == 1) & ~inputs.held
+        health = state.health
+        if bool(newly.any()):
+            for s in torch.nonzero(newly.any(1)).reshape(-1).tolist():
+                health = record_failures(health, newly[s], [x[s] for x in terms], t + s)
+        return State(params, state.opt, t + S, health), Info(ELBOTerms(*terms), newly)
+
+    def subset(self, idx: torch.Tensor) -> NativeStep:
+        """The step of models ``idx`` alone (int64 ``[k]``), on their constants."""
+        return NativeStep(self.spec, self.consts.part(idx))
+
+
 def uses_hand_written(hyper) -> bool:
     """Whether the hand-written kernel serves ``hyper``: the spike-and-slab family with the
     paper's L3, and the families without indicators (whose noise is normal whatever
@@ -240,9 +305,9 @@ def build_step(
     ``options.autograd``, else the autograd path; ``options.compile`` compiles it;
     ``options.chunk`` (compiled hand-written step only) models per kernel call;
     ``options.mlp`` (``StepSpec``; hand-written step only) how the network's pass is
-    computed (``"native-step"``: the whole step in C, :func:`simulate.core.step.
-    native_spike_slab_step`).  The one check that needs the hyperparameters too: the fused
-    pass needs the hand-written step."""
+    computed (``"native-step"``: the whole step in C, :class:`NativeStep`).  The one
+    check that needs the hyperparameters too: the fused pass needs the hand-written
+    step."""
     E = layout.E
     compile, chunk, mlp = options.compile, options.chunk, options.mlp
     hand = not options.autograd and uses_hand_written(hyper)
@@ -252,8 +317,8 @@ def build_step(
             "takes the autograd path, whose network pass is the batched one"
         )
     if mlp == "native-step":  # the whole step in C: eager, in place, every model in one call
-        spec = StepSpec(layout, hyper, n, optimizer_of(hyper, donate=True), True, mlp)
-        return Step(spec, consts, partial(native_spike_slab_step, spec), True, False, E)
+        return NativeStep(StepSpec(layout, hyper, n, optimizer_of(hyper, donate=True), True, mlp),
+                          consts)  # fmt: skip
     if hand:
         spec = StepSpec(layout, hyper, n, optimizer_of(hyper, donate=not compile), not compile, mlp)
         kernel = hand_written_kernel(spec)

@@ -42,10 +42,10 @@ class Inputs(NamedTuple):
     ``gumbel``, each ``[K, E, P]``; ``gumbel`` None for the families without indicators,
     which have no use for it), and ``held [E]``: the models the step must leave alone
     (failed, or stopped by the stopping rule).  For the whole step in C, which draws for
-    itself (``Sampler(noise_in_step=True)``): ``noise`` and ``gumbel`` None, ``source`` the
-    program's :class:`DrawSource` and ``words`` the step's :class:`StepWords`, and for iid
-    sampling ``xb`` and ``yb`` None too (the step draws and gathers the minibatch); both
-    None otherwise."""
+    itself (``Sampler(noise_in_step=True)``, :meth:`Sampler.draw_steps`): ``noise`` and
+    ``gumbel`` None, ``source`` the program's :class:`DrawSource` (None otherwise), and
+    the minibatches of its S steps ``xb [S, E, m, p + 1]``, ``yb [S, E, m]``, or None for
+    iid sampling (the step draws and gathers them)."""
 
     xb: torch.Tensor | None
     yb: torch.Tensor | None
@@ -53,22 +53,12 @@ class Inputs(NamedTuple):
     gumbel: torch.Tensor | None
     held: torch.Tensor
     source: DrawSource | None = None
-    words: StepWords | None = None
 
     def part(self, s: slice) -> Inputs:
-        """The inputs of models ``s`` (a chunk of the batch)."""
-        cut = lambda t, dim=0: None if t is None else t[(slice(None),) * dim + (s,)]  # noqa: E731
-        source = self.source
-        if source is not None:
-            source = source._replace(eps_base=source.eps_base[s],
-                                     gumbel_base=cut(source.gumbel_base),
-                                     iid_base=source.iid_base[s],
-                                     data_index=source.data_index[s])  # fmt: skip
-        words = self.words
-        if words is not None and words.idx is not None:
-            words = words._replace(idx=words.idx[s])
-        return Inputs(cut(self.xb), cut(self.yb), cut(self.noise, 1), cut(self.gumbel, 1),
-                      self.held[s], source, words)  # fmt: skip
+        """The inputs of models ``s`` (a chunk of the batch; the whole step in C, which reads
+        ``source``, is never chunked)."""
+        gumbel = None if self.gumbel is None else self.gumbel[:, s]
+        return Inputs(self.xb[s], self.yb[s], self.noise[:, s], gumbel, self.held[s])
 
 
 def iid_index(u: torch.Tensor, n: int) -> torch.Tensor:
@@ -245,17 +235,13 @@ class Sampler:
         """Step ``t``'s :class:`StepWords` for :func:`draw_step_inputs`: ``[K, 2]`` words
         for the K draws, ``[2]`` for the iid minibatch, and the permutation indices (None
         for iid minibatches)."""
+        K, dev = self.hyper.mc_samples, self.X_aug.device
+        words = [rng.offset_words(t * K + k) for k in range(K)]
         return StepWords(
-            self.noise_words(t),
-            torch.tensor(rng.offset_words(t), dtype=torch.int32, device=self.X_aug.device),
+            torch.tensor(words, dtype=torch.int32, device=dev),
+            torch.tensor(rng.offset_words(t), dtype=torch.int32, device=dev),
             None if self.hyper.sampling == "iid" else self.minibatch_index(t),
         )
-
-    def noise_words(self, t: int) -> torch.Tensor:
-        """Step ``t``'s ``[K, 2]`` int32 words of the K draws (offsets ``t K + k``)."""
-        K = self.hyper.mc_samples
-        words = [rng.offset_words(t * K + k) for k in range(K)]
-        return torch.tensor(words, dtype=torch.int32, device=self.X_aug.device)
 
     def source(self) -> DrawSource:
         """The :class:`DrawSource` of these models: their streams' bases and the data (what
@@ -267,16 +253,10 @@ class Sampler:
         )  # fmt: skip
 
     def draw(self, t: int, held: torch.Tensor) -> Inputs:
-        """Step ``t``'s :class:`Inputs` for every model (``held`` passed through)."""
-        if self.noise_in_step:  # the step draws (and for iid sampling gathers) in C
-            K = self.hyper.mc_samples
-            w = [rng.offset_words(t * K + k) for k in range(K)] + [rng.offset_words(t)]
-            w = torch.tensor(w, dtype=torch.int32, device=self.X_aug.device)
-            words = StepWords(w[:K], w[K], None)
-            if self.hyper.sampling == "iid":
-                return Inputs(None, None, None, None, held, self.source(), words)
-            xb, yb = self.minibatch(t)
-            return Inputs(xb, yb, None, None, held, self.source(), words)
+        """Step ``t``'s :class:`Inputs` for every model (``held`` passed through); for the
+        whole step in C (``noise_in_step``) :meth:`draw_steps` of one step."""
+        if self.noise_in_step:
+            return self.draw_steps(t, 1, held)
         if self.compiled:
             u_eps, u, xb, yb = self._draw(self.source(), self.draw_words(t))
             return Inputs(xb, yb, self.family.noise(self.hyper, u_eps), u, held)
@@ -289,3 +269,19 @@ class Sampler:
             return Inputs(xb, yb, eps, None, held)
         u = [self.gumbel_stream.uniform(o, self.dtype) for o in offsets]
         return Inputs(xb, yb, eps, u[0][None] if K == 1 else torch.stack(u), held)
+
+    def draw_steps(self, t: int, S: int, held: torch.Tensor) -> Inputs:
+        """For the whole step in C (``noise_in_step``), which draws its noise itself: the
+        :class:`Inputs` of steps ``t .. t + S - 1`` -- ``source`` (the program's
+        :class:`DrawSource`), ``held``, and the minibatches ``xb [S, E, m, p + 1]``, ``yb
+        [S, E, m]`` for permutation sampling (None for iid sampling: the step draws and
+        gathers them from ``source``)."""
+        if not self.noise_in_step:
+            raise ValueError("draw_steps is for a sampler whose step draws (noise_in_step)")
+        if self.hyper.sampling == "iid":
+            return Inputs(None, None, None, None, held, self.source())
+        idx = torch.stack([self.minibatch_index(t + s) for s in range(S)])  # [S, E, m]
+        flat = (self.data_index[None, :, None] * self.n + idx).reshape(-1)
+        xb = self.X_aug.index_select(0, flat).view(*idx.shape, -1)
+        yb = self.y_flat.index_select(0, flat).view(idx.shape)
+        return Inputs(xb, yb, None, None, held, self.source())

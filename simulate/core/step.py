@@ -31,7 +31,7 @@ import torch
 from simulate.core.families import kl_lognormal_halfcauchy, kl_normal
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout, mlp_nll_and_grad
-from simulate.core.native import fused_nll_and_grad, fused_step
+from simulate.core.native import fused_nll_and_grad
 from simulate.core.objective import LOG2, ELBOTerms, family_of, l3_paper
 from simulate.core.optim import Factors, Optimizer, OptState
 from simulate.core.options import DEFAULT_OPTIONS
@@ -47,7 +47,7 @@ class StepSpec:
     ``mlp``: how the network's pass is computed -- ``"batched"``, one batched product per
     layer over all models (:func:`simulate.core.layout.mlp_nll_and_grad`), ``"native"``,
     fused per model in C (:func:`simulate.core.native.fused_nll_and_grad`; equal to float
-    rounding), or ``"native-step"``, the whole step in C (:func:`native_spike_slab_step`)."""
+    rounding), or ``"native-step"``, the whole step in C (``simulate.core.paths.NativeStep``)."""
 
     layout: Layout
     hyper: Hyper
@@ -185,36 +185,6 @@ def spike_slab_step(
     grad = torch.stack([g_loc, g_raw, g_logit])
     params, opt = _update(spec, params, opt, grad, inputs.held | nonfinite, factors)
     return params, opt, nonfinite, ELBOTerms(L1, L2, L3)
-
-
-_KNOWN_SD: dict = {}  # (E, sigma) -> the known noise sd [E], for native_spike_slab_step
-
-
-def native_spike_slab_step(
-    spec: StepSpec, consts: Consts, params, opt: OptState, inputs: Inputs, factors: Factors
-):
-    """:func:`spike_slab_step` (Gaussian slab, the paper's L3; or Dense-BNN) as one pass per
-    model in C (``mlp="native-step"``, :func:`simulate.core.native.fused_step`): the draws
-    from the program's streams (``inputs.source``) at the step's words (``inputs.words``),
-    the minibatch (drawn and gathered there too for iid sampling, ``inputs.xb`` None), the
-    network pass, the terms, the gradients and the optimiser's update, the parameters and
-    moments updated in place (the eager step's donation).  The same signature and returns; equal to
-    :func:`spike_slab_step` to float rounding (tested)."""
-    E = params.shape[1]
-    sd = consts.noise_sd
-    if sd is None:  # the known sd: one tensor per (E, sigma), made once, only read by C
-        key = (E, float(spec.hyper.sigma))
-        sd = _KNOWN_SD.get(key)
-        if sd is None:
-            sd = _KNOWN_SD[key] = torch.full((E,), key[1], dtype=torch.float32)
-    step = torch.broadcast_to(factors.step_size, (3, E, 1)).reshape(3, E).contiguous()
-    kl_weight = 1.0 if factors.kl_weight is None else float(factors.kl_weight)
-    nonfinite, terms = fused_step(
-        spec.layout, spec.hyper, spec.n, params, opt, consts.mask, consts.H, inputs.source,
-        inputs.words, inputs.xb, inputs.yb, sd, inputs.held, step, float(factors.corr2),
-        kl_weight, consts.widths,
-    )  # fmt: skip
-    return params, opt, nonfinite, ELBOTerms(*terms)
 
 
 def horseshoe_step(

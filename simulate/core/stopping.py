@@ -79,7 +79,7 @@ import torch
 
 from simulate.core.constraints import INT_POSITIVE, POSITIVE, Interval, validate_params
 
-__all__ = ["STOP_DEFAULTS", "StopRule", "Convergence"]
+__all__ = ["STOP_DEFAULTS", "StopRule", "Convergence", "sum_in_order"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,14 @@ _STOP_CONSTRAINTS = {
 }
 
 
+def sum_in_order(acc: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``acc + rows[0] + rows[1] + ...``, added in that order (``rows [S, ...]``), as S
+    steps' ``acc += row`` would add them: the same float64 sums bit for bit (a cumulative
+    sum runs in order along its dimension; tested), so a loop that takes several steps per
+    call decides on the same numbers."""
+    return torch.cat([acc[None], rows.to(acc.dtype)]).cumsum(0)[-1]
+
+
 class Convergence:
     """Per-model bookkeeping of :class:`StopRule` over a run (host syncs once per window).
 
@@ -196,18 +204,37 @@ class Convergence:
         its objective any more)."""
         return torch.where(self._failed.cpu(), torch.nan, self.prev)
 
-    def at_window_end(self) -> bool:
-        """Whether the next :meth:`update` ends a window."""
-        return self._count + 1 >= self.rule.window
+    def at_window_end(self, S: int = 1) -> bool:
+        """Whether the next :meth:`update` (of ``S`` steps) ends a window."""
+        return self._count + S >= self.rule.window
+
+    def steps_to_window_end(self) -> int:
+        """Steps until the current window ends (the most one :meth:`update` may take)."""
+        return self.rule.window - self._count
 
     def update(self, info, risk=None) -> torch.Tensor | None:
-        self._acc += info.terms.total.detach().to(torch.float64)
-        self._acc_kl += info.terms.kl.detach().to(torch.float64)
-        self._failed |= info.failed
-        self._count += 1
-        self._t += 1
+        """One step's :class:`~simulate.core.paths.Info` (each tensor ``[E]``), or ``S``
+        steps' (``[S, E]``: at most :meth:`steps_to_window_end` of them; their sums added
+        in order, :func:`sum_in_order`, so the decisions are those of S one-step
+        updates)."""
+        total, kl, failed = info.terms.total.detach(), info.terms.kl.detach(), info.failed
+        if total.dim() == 1:
+            S = 1
+            self._acc += total.to(torch.float64)
+            self._acc_kl += kl.to(torch.float64)
+            self._failed |= failed
+        else:
+            S = total.shape[0]
+            left = self.steps_to_window_end()
+            if S > left:
+                raise ValueError(f"{S} steps cross a window's end ({left} left)")
+            self._acc = sum_in_order(self._acc, total)
+            self._acc_kl = sum_in_order(self._acc_kl, kl)
+            self._failed |= failed.any(0)
+        self._count += S
+        self._t += S
         active = ~self.done
-        self.steps += active.to(torch.int64)
+        self.steps += S * active.to(torch.int64)
         if self._count < self.rule.window:
             return None
         cur = (self._acc / self._count).cpu()

@@ -23,7 +23,7 @@ from simulate.core.posterior import Posterior
 from simulate.core.sampler import Sampler
 from simulate.core.state import Batch, init_state, put_models, take_models
 from simulate.core.step import Consts
-from simulate.core.stopping import Convergence
+from simulate.core.stopping import Convergence, sum_in_order
 
 __all__ = ["Compaction", "Trainer"]
 
@@ -196,11 +196,17 @@ class Trainer:
     def _collect_rss(self, L1: torch.Tensor) -> None:
         """Each model's estimate of ``E_q[RSS]`` from its step's ``L1 = (n/2) log(2 pi s^2)
         + RSS / (2 s^2)`` (the minibatch sum scaled to n), added up until
-        :meth:`update_noise`."""
+        :meth:`update_noise`; ``L1 [E]`` one step's, or ``[S, E]`` S steps' (added in
+        order: the same sum as S calls)."""
         s2 = (self.noise_sd * self.noise_sd).to(torch.float64)
         L1 = L1.detach().to(torch.float64)
-        self._rss_sum += 2 * s2 * (L1 - 0.5 * self.n * torch.log(2 * torch.pi * s2))
-        self._rss_steps += 1
+        rss = 2 * s2 * (L1 - 0.5 * self.n * torch.log(2 * torch.pi * s2))
+        if rss.dim() == 1:
+            self._rss_sum += rss
+            self._rss_steps += 1
+        else:
+            self._rss_sum.copy_(sum_in_order(self._rss_sum, rss))
+            self._rss_steps += rss.shape[0]
 
     def _enable_lr_scale(self) -> None:
         """Give every model a learning-rate multiplier per parameter row (:attr:`lr_scale`
@@ -267,21 +273,61 @@ class Trainer:
             self._collect_rss(info.terms.L1)
         return info
 
+    def advance_steps(self, S: int) -> Info:
+        """``S`` steps in one call, for a step that runs several (``step_fn.multi``: the
+        whole step in C): the same numbers as ``S`` calls of :meth:`advance` bit for bit
+        (tested), the models held as :meth:`advance` holds them at the first (a model that
+        fails is held from its next step on); the :class:`Info`'s tensors are ``[S, E]``.
+        Nothing may need the state between the S steps (a noise update, a stop)."""
+        if not self.step_fn.multi:
+            raise ValueError(
+                "this trainer's step runs one step per call (mlp='native-step' runs several)"
+            )
+        held = self.state.health.failed | self.frozen
+        inputs = self.sampler.draw_steps(self.state.count, S, held)
+        self.state, info = self.step_fn.many(self.state, inputs, S)
+        if self._learning_noise():
+            self._collect_rss(info.terms.L1)
+        return info
+
+    def _run(self, i: int, steps: int, record_every: int) -> int:
+        """How many of :meth:`fit`'s steps to run in one call from its step ``i`` of
+        ``steps``: 1, or for a step that runs several, up to the next noise update or
+        recorded step."""
+        S = steps - i
+        if not self.step_fn.multi:
+            return 1
+        if self._learning_noise():
+            S = min(S, self.noise_every - i % self.noise_every)
+        if record_every:
+            record = min(-(-i // record_every) * record_every, steps - 1)
+            S = min(S, record - i + 1)
+        return S
+
     def fit(self, steps: int, progress=None, record_every: int = 0):
         """Run ``steps`` steps; ``progress`` a callable(i, steps) or None; every
         ``record_every`` steps the per-model terms go to :attr:`history` (with each model's
-        ``noise_sd`` where it is learned, updated every ``noise_every`` steps)."""
-        for i in range(steps):
-            terms = self.step()
-            if self._learning_noise() and (i + 1) % self.noise_every == 0:
+        ``noise_sd`` where it is learned, updated every ``noise_every`` steps).  A step that
+        runs several per call (``step_fn.multi``) runs the steps between those events in
+        one call (:meth:`advance_steps`: the same numbers), ``progress`` called after
+        each."""
+        i = 0
+        while i < steps:
+            S = self._run(i, steps, record_every)
+            if S == 1 and not self.step_fn.multi:
+                terms = self.step()
+            else:
+                terms = ELBOTerms(*(t[-1] for t in self.advance_steps(S).terms))
+            i += S
+            if self._learning_noise() and i % self.noise_every == 0:
                 self.update_noise()
-            if record_every and (i % record_every == 0 or i == steps - 1):
+            if record_every and ((i - 1) % record_every == 0 or i == steps):
                 per_term = {k: v.tolist() for k, v in terms.as_dict().items()}
                 if self.noise_sd is not None:
                     per_term["noise_sd"] = self.noise_sd.tolist()
                 self.history.append({"step": self.state.count, **per_term})
             if progress is not None:
-                progress(i + 1, steps)
+                progress(i, steps)
         return self.state
 
     def fit_until(
@@ -334,9 +380,13 @@ class Trainer:
         run = _Program(self)
         window_risk = None if risk is None else (lambda: risk(run.synced(self).params))
         t_window = time.perf_counter()
-        for i in range(rule.max_steps):
-            info = run.advance(self)
-            if self._learning_noise() and conv.at_window_end():
+        multi = self.step_fn.multi  # whole windows per call (never compacted: not compiled)
+        i = 0
+        while i < rule.max_steps:
+            S = min(conv.steps_to_window_end(), rule.max_steps - i) if multi else 1
+            info = self.advance_steps(S) if multi else run.advance(self)
+            i += S
+            if self._learning_noise() and conv.at_window_end(S):
                 self.update_noise()
             newly = conv.update(info, window_risk)
             if newly is not None and race is not None:
@@ -357,13 +407,13 @@ class Trainer:
                 now = time.perf_counter()
                 step_s, t_window = (now - t_window) / rule.window, now
                 active = (~conv.done).to(self.frozen.device)
-                if compact.pays(run.E, int(active.sum()), step_s, rule.max_steps - i - 1,
+                if compact.pays(run.E, int(active.sum()), step_s, rule.max_steps - i,
                                 self.compiled and self.hand_written):  # fmt: skip
                     run.synced(self)
                     run = _Program(self, torch.nonzero(active).reshape(-1))
                     t_window = time.perf_counter()  # the new program's time, compile included
             if progress is not None:
-                progress(i + 1, rule.max_steps)
+                progress(i, rule.max_steps)
         run.synced(self)
         return conv.summary()
 

@@ -60,7 +60,7 @@ RATES = {
             "n_test": 10_000,
             "draws": 20,
             "replicate_block": 4,
-            # the whole step in C per model (simulate.core.native.fused_step): the tier's
+            # the whole step in C per model (simulate.core.native.fused_steps): the tier's
             # programs (p = 1, batch 128, 4-8 models) ran 3.9 ms a step eager, 0.9
             # compiled and ~0.4-0.8 in C (one thread, AVX2 CPU), with no compilation; the
             # whole tier 4 min 40 s against 14 min 3 s compiled, the same theorem and

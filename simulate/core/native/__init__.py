@@ -81,7 +81,7 @@ __all__ = [
     "available",
     "check_supported",
     "check_step_supported",
-    "fused_step",
+    "fused_steps",
     "step_scope_problems",
     "scope_problems",
     "fused_nll_and_grad",
@@ -93,7 +93,7 @@ _SOURCE = Path(__file__).with_name("fused_mlp.c")
 # -fno-math-errno: sqrtf needs no call to set errno (values unchanged)
 _FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", "-std=gnu11"]
 _SYMBOL = "asvi_fused_mlp_gaussian"
-_STEP_SYMBOL = "asvi_fused_step_spike_slab"  # the whole step (mlp="native-step")
+_STEP_SYMBOL = "asvi_fused_steps_spike_slab"  # the whole step (mlp="native-step")
 # read-only, never following a final symbolic link, never blocking on a FIFO
 _READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 _READ |= getattr(os, "O_CLOEXEC", 0)
@@ -316,8 +316,8 @@ def _bind(lib, path):
     f.restype = ctypes.c_int
     g = _symbol(lib, _STEP_SYMBOL, path)
     dbl, i32 = ctypes.c_double, ctypes.c_int
-    g.argtypes = [i64, i64, i64, i64, i32] + [ptr] * 15 + [dbl] * 5 + [ptr] + [dbl] * 4
-    g.argtypes += [i32] + [ptr] * 5 + [i64] + [ptr] * 4 + [i32]
+    g.argtypes = [i64, i64, i64, i64, i32] + [ptr] * 10 + [i64, i64] + [ptr] * 4 + [dbl] * 4
+    g.argtypes += [ptr] * 3 + [dbl] * 3 + [i32] + [ptr] * 4 + [i64] + [ptr] * 4 + [i32]
     g.restype = ctypes.c_int
     return lib
 
@@ -619,7 +619,7 @@ def fused_nll_and_grad(layout, theta, x_aug, y, hyper, scale, sd=None, widths=No
 
 def step_scope_problems(hyper, out_dim: int, device, dtype) -> list[str]:
     """What is outside the whole step's scope in C (``mlp="native-step"``,
-    :func:`fused_step`): the fused pass's (:func:`scope_problems`) and the families and
+    :func:`fused_steps`): the fused pass's (:func:`scope_problems`) and the families and
     settings its step does not cover -- it is ``simulate.core.step.spike_slab_step`` with the
     Gaussian slab and the paper's L3 (the SVI / ASVI family) or without indicators
     (Dense-BNN); one phrase each, [] where it serves (``out_dim``: the network's outputs)."""
@@ -679,34 +679,41 @@ def _check_once(key, named) -> bool:
     return True
 
 
-def fused_step(layout, hyper, n: int, params, moments, mask, H, source, words, xb, yb, sd, held,
-               step, corr2, kl_weight, widths):  # fmt: skip
-    """One whole training step of ``simulate.core.step.spike_slab_step`` per model, in C
-    (``mlp="native-step"``; scope: :func:`step_scope_problems`): the K draws from the
-    counter-based streams (``source``, the program's ``simulate.core.sampler.DrawSource``:
-    the streams' keyed bases ``[E, P]`` int32 and the data; ``words``, the step's
-    ``StepWords``), the minibatch (``xb [E, m, p + 1]`` / ``yb [E, m]`` as given, or with
-    ``xb`` None drawn iid and gathered in C from ``source``, as the sampler draws it), the
-    network pass of each draw (:func:`fused_nll_and_grad`'s), L1 / L2 / L3 and the
-    hand-written gradients, then the optimiser's update of ``params [3, E, P]`` and its
-    ``moments`` (``exp_avg``, ``exp_avg_sq``; each ``[3, E, P]``) **in place**.  ``mask [E,
-    P]`` and ``H [E]`` the models' constants, ``sd [E]`` the noise sd, ``held [E]`` the
-    models not to move (their moments still decay, as in the batched step), ``step [3,
-    E]`` each parameter row's step size per model (the learning-rate scale applied),
-    ``corr2`` Adam's second-moment correction, ``kl_weight`` the KL warm-up's weight (1
-    without), ``widths [E]`` the hidden widths.  Returns ``(nonfinite [E] bool, (L1, L2,
-    L3))``.
+def fused_steps(layout, hyper, n: int, params, moments, mask, H, source, t0: int, S: int, xb,
+                yb, sd, held, step, corr2, kl_weight, widths):  # fmt: skip
+    """``S`` consecutive training steps (``t0 .. t0 + S - 1``) of
+    ``simulate.core.step.spike_slab_step`` per model, in C (``mlp="native-step"``; scope:
+    :func:`step_scope_problems`): for each step the K draws from the counter-based streams
+    (``source``, the program's ``simulate.core.sampler.DrawSource``: the streams' keyed bases
+    ``[E, P]`` int32 and the data; draw k of step t at draw number ``t K + k``, its words
+    made in C as ``simulate.core.rng.offset_words`` makes them), the minibatch (``xb [S, E,
+    m, p + 1]`` / ``yb [S, E, m]`` as given, or with ``xb`` None drawn iid at draw number t
+    and gathered in C from ``source``, as the sampler draws it), the network pass of each
+    draw (:func:`fused_nll_and_grad`'s), L1 / L2 / L3 and the hand-written gradients, then
+    the optimiser's update of ``params [3, E, P]`` and its ``moments`` (``exp_avg``,
+    ``exp_avg_sq``; each ``[3, E, P]``) **in place**.  ``mask [E, P]`` and ``H [E]`` the
+    models' constants, ``sd [E]`` the noise sd (fixed over the S steps), ``held [E]`` the
+    models not to move (their moments still decay, as in the batched step; a model whose
+    objective is not finite at a step is held from the next one on, as the trainer holds a
+    failed model), ``step [S, 3, E]`` each step's step size per parameter row and model
+    (the learning-rate scale applied), ``corr2 [S]`` Adam's second-moment correction,
+    ``kl_weight [S]`` the KL warm-up's weight (1 without), all float32; ``widths [E]`` the
+    hidden widths.  Returns ``(nonfinite [S, E] bool, (L1, L2, L3))``, each term ``[S,
+    E]``.
 
     Arithmetic: float32, each model's numbers computed alone in a fixed order (so they do
-    not depend on which models share the call, nor on the thread count), VL slots at a
-    time with the kernel's own vector exp / log (Cephes' polynomials) and normal transform
-    (Giles' single-precision erfinv); equal to the batched step to float rounding, not bit
-    for bit (tested: ``tests/simulate/core/test_native_step.py``).  The minibatch's indices
-    are the sampler's bit for bit (the same hash, the same float64 uniform).  Padding slots
-    (``mask`` 0) are skipped: in the batched step their gradient is 0 and their moments
-    stay 0, so they never move."""
+    not depend on which models share the call, nor on the thread count, nor on how the
+    steps are split into calls: S steps in one call are S calls of one step bit for bit),
+    VL slots at a time with the kernel's own vector exp / log (Cephes' polynomials) and
+    normal transform (Giles' single-precision erfinv); equal to the batched step to float
+    rounding, not bit for bit (tested: ``tests/simulate/core/test_native_step.py``).  The
+    minibatch's indices are the sampler's bit for bit (the same hash, the same float64
+    uniform).  Padding slots (``mask`` 0) are skipped: in the batched step their gradient
+    is 0 and their moments stay 0, so they never move."""
     E, P = params.shape[1], params.shape[2]
-    K, m = words.words.shape[0], hyper.batch_size
+    K, m, S, t0 = hyper.mc_samples, hyper.batch_size, int(S), int(t0)
+    if S < 1 or t0 < 0:
+        raise ValueError(f"the whole step in C needs S >= 1 steps from t0 >= 0, got {S}, {t0}")
     dims = list(layout.dims)
     offs = [off for off, _, _ in layout.blocks] + [layout.P_net]
     key = (tuple(dims), tuple(offs))
@@ -740,9 +747,6 @@ def fused_step(layout, hyper, n: int, params, moments, mask, H, source, words, x
         named["X_aug"] = (source.X_aug, f32, (rows, dims[0] + 1))
         named["y_flat"] = (source.y_flat, f32, (rows,))
         named["data_index"] = (source.data_index, torch.int64, (E,))
-    else:
-        named["xb"] = (xb, f32, (E, m, dims[0] + 1))
-        named["yb"] = (yb, f32, (E, m))
     # the sizes the shapes are checked against are part of the key: the same tensors with
     # another batch size, network or data size are checked anew
     key = ("step", id(params), E, P, K, m, tuple(dims), n, ind, draw)
@@ -755,28 +759,27 @@ def fused_step(layout, hyper, n: int, params, moments, mask, H, source, words, x
         if E and not (1 <= int(widths.min()) and int(widths.max()) <= wmax):
             _CHECKED.clear()
             raise ValueError(f"widths must be in 1..{wmax}, got {widths.tolist()}")
-    each = [("words", words.words, i32, (K, 2)), ("held", held, torch.bool, (E,)),
-            ("step", step, f32, (3, E))]  # fmt: skip
-    if draw:
-        each.append(("iid_words", words.iid_words, i32, (2,)))
-    for name, t, dtype, shape in each:  # the step's own tensors, new every step
+    each = [("held", held, torch.bool, (E,)), ("step", step, f32, (S, 3, E)),
+            ("corr2", corr2, f32, (S,)), ("kl_weight", kl_weight, f32, (S,))]  # fmt: skip
+    if not draw:
+        each += [("xb", xb, f32, (S, E, m, dims[0] + 1)), ("yb", yb, f32, (S, E, m))]
+    for name, t, dtype, shape in each:  # the call's own tensors, new every call
         if (not torch.is_tensor(t) or t.dtype != dtype or t.shape != shape
                 or not t.is_contiguous() or t.device.type != "cpu"):  # fmt: skip
             _check_tensor(name, t, dtype, shape)
-    L1, L2, L3 = (torch.empty(E, dtype=f32) for _ in range(3))
-    nonfinite = torch.empty(E, dtype=torch.bool)
+    L1, L2, L3 = torch.empty(3, S, E, dtype=f32)
+    nonfinite = torch.empty(S, E, dtype=torch.bool)
     b1, b2 = hyper.betas if hyper.optimizer == "adam" else (0.0, hyper.rmsprop_alpha)
     null = None
-    rc = load().asvi_fused_step_spike_slab(
+    rc = load().asvi_fused_steps_spike_slab(
         E, P, K, m, len(dims) - 2, *arrays, widths.data_ptr(), params.data_ptr(),
         moments[0].data_ptr(), moments[1].data_ptr(), mask.data_ptr(), H.data_ptr(),
-        source.eps_base.data_ptr(), source.gumbel_base.data_ptr() if ind else null,
-        words.words.data_ptr(), null if draw else xb.data_ptr(), null if draw else yb.data_ptr(),
-        sd.data_ptr(), held.data_ptr(), float(n), float(hyper.tau), float(hyper.lambda_s),
-        float(hyper.sigma_0), float(kl_weight), step.data_ptr(), float(corr2), float(b1),
-        float(b2), float(hyper.adam_eps), 0 if hyper.optimizer == "adam" else 1,
-        source.iid_base.data_ptr() if draw else null,
-        words.iid_words.data_ptr() if draw else null, source.X_aug.data_ptr() if draw else null,
+        source.eps_base.data_ptr(), source.gumbel_base.data_ptr() if ind else null, S, t0,
+        null if draw else xb.data_ptr(), null if draw else yb.data_ptr(), sd.data_ptr(),
+        held.data_ptr(), float(n), float(hyper.tau), float(hyper.lambda_s),
+        float(hyper.sigma_0), kl_weight.data_ptr(), step.data_ptr(), corr2.data_ptr(),
+        float(b1), float(b2), float(hyper.adam_eps), 0 if hyper.optimizer == "adam" else 1,
+        source.iid_base.data_ptr() if draw else null, source.X_aug.data_ptr() if draw else null,
         source.y_flat.data_ptr() if draw else null,
         source.data_index.data_ptr() if draw else null, n, L1.data_ptr(), L2.data_ptr(),
         L3.data_ptr(), nonfinite.data_ptr(), torch.get_num_threads(),

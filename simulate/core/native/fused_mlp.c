@@ -353,7 +353,7 @@ int asvi_fused_mlp_gaussian(int64_t E, int64_t m, int depth, const int64_t *dims
  * transforms, the network pass above for each of the K draws, L1 / L2 / L3, the
  * hand-written gradients of simulate.core.step.spike_slab_step and the optimiser's update
  * (simulate.core.optim), in one pass over each model's parameters.  Documented in
- * simulate/core/native/__init__.py (fused_step); tested against the batched step. */
+ * simulate/core/native/__init__.py (fused_steps); tested against the batched step. */
 
 /* The step's elementwise functions on VL lanes at once (branch-free: both sides of every
  * case computed, then selected), written here because the C library's are scalar.  Each is
@@ -486,29 +486,43 @@ static inline vf vnormal(vf u) {
     return vsel(w < vbcast(5.0f), p, q) * x * 1.41421356237309505f;
 }
 
-/* E models' step.  params, m1, m2: [3][E][P] (location, raw slab scale, inclusion logit),
- * updated in place; mask [E][P]; H [E]; eps_base, gum_base [E][P] int32 (gum_base NULL: no
- * indicators, the Dense-BNN family); words [K][2]; x [E][m][p + 1], y [E][m]; sd [E] the
- * noise sd; held [E]; step [3][E] each row's and model's step size (lr_scale applied);
- * kl_weight the KL warm-up's weight; L1, L2, L3 [E] and nonfinite [E] written.  The
- * minibatch: x and y as given, or, where iid_base [E][m] (int32) is not NULL, drawn here as
- * the sampler draws it (sampling="iid": index min(floor(u n), n - 1) from the float64
- * uniform of the hashed bits at iid_words [2]) and gathered from X_aug [D n][p + 1], y_flat
- * [D n] at rows data_index[e] n + index (x and y then unused).  opt: 0 Adam
- * (corr2 its second bias correction), 1 RMSprop (b2 its alpha; m1 untouched).
+/* rng.offset_words: the two words draw number o contributes to every slot's hash */
+static inline void offset_words(int64_t o, uint32_t *a, uint32_t *b) {
+    uint64_t u = (uint64_t)o;
+    *a = mix32u((uint32_t)(u & 0xFFFFFFFFu) ^ 0x632BE5ABu);
+    *b = mix32u((uint32_t)(u >> 32) ^ *a);
+}
+
+/* S consecutive steps of E models, steps t0 .. t0 + S - 1.  params, m1, m2: [3][E][P]
+ * (location, raw slab scale, inclusion logit), updated in place; mask [E][P]; H [E];
+ * eps_base, gum_base [E][P] int32 (gum_base NULL: no indicators, the Dense-BNN family);
+ * draw k of step t hashes at draw number t K + k (rng.offset_words, made here);
+ * x [S][E][m][p + 1], y [S][E][m]; sd [E] the noise sd; held [E] the models held from the
+ * start (a model whose objective is not finite at a step is held from the next one on, as
+ * the trainer holds a failed model); step [S][3][E] each step's, row's and model's step
+ * size (lr_scale applied); kl_weight [S] the KL warm-up's weight; corr2 [S] Adam's second
+ * bias correction; L1, L2, L3 [S][E] and nonfinite [S][E] written.  The minibatch: x and
+ * y as given, or, where iid_base [E][m] (int32) is not NULL, drawn here as the sampler
+ * draws it (sampling="iid": index min(floor(u n), n - 1) from the float64 uniform of the
+ * hashed bits at draw number t) and gathered from X_aug [D n][p + 1], y_flat [D n] at rows
+ * data_index[e] n + index (x and y then unused).  opt: 0 Adam, 1 RMSprop (b2 its alpha;
+ * m1 untouched).
  *
- * Each model's real slots (mask not 0) are gathered into contiguous lanes, computed VL at a
- * time and scattered back; its padding (mask 0) is skipped: in the batched step its theta
- * and gradient are 0 and its moments stay 0, so it never moves.  Returns 0; 1 where scratch
- * memory could not be had, 2 for more than 63 hidden layers. */
-int asvi_fused_step_spike_slab(
+ * Each model's real slots (mask not 0) are gathered into contiguous lanes (its parameters
+ * and moments), stepped S times there, VL slots at a time, and scattered back; its
+ * padding (mask 0) is skipped: in the batched step its theta and gradient are 0 and its
+ * moments stay 0, so it never moves.  Every operation on a slot is the one-step
+ * kernel's, in the same order, so S steps in one call give the numbers of S calls of one
+ * step bit for bit.  Returns 0; 1 where scratch memory could not be had, 2 for more than
+ * 63 hidden layers. */
+int asvi_fused_steps_spike_slab(
     int64_t E, int64_t P, int64_t K, int64_t m, int depth, const int64_t *dims,
     const int64_t *offs, const int64_t *widths, float *params, float *m1, float *m2,
     const float *mask, const float *H, const int32_t *eps_base, const int32_t *gum_base,
-    const int32_t *words, const float *x, const float *y, const float *sd, const uint8_t *held,
-    double n, double tau, double lambda_s, double sigma_0, double kl_weight, const float *step,
-    double corr2, double b1, double b2, double adam_eps, int opt, const int32_t *iid_base,
-    const int32_t *iid_words, const float *X_aug, const float *y_flat, const int64_t *data_index,
+    int64_t S, int64_t t0, const float *x, const float *y, const float *sd, const uint8_t *held,
+    double n, double tau, double lambda_s, double sigma_0, const float *kl_weight,
+    const float *step, const float *corr2, double b1, double b2, double adam_eps, int opt,
+    const int32_t *iid_base, const float *X_aug, const float *y_flat, const int64_t *data_index,
     int64_t nrows, float *L1, float *L2, float *L3, uint8_t *nonfinite, int nthreads) {
     int64_t mp = (m + VL - 1) / VL * VL, wmax = 1, Pv = (P + VL - 1) / VL * VL;
     const int64_t cols = dims[0] + 1;
@@ -518,8 +532,8 @@ int asvi_fused_step_spike_slab(
     if (depth + 1 > 64) return 2;
     const int ind = gum_base != NULL;
     const float s0 = (float)sigma_0, s0sq = (float)(sigma_0 * sigma_0), log_s0 = logf(s0);
-    const float ftau = (float)tau, klw = (float)kl_weight;
-    const float fb1 = (float)b1, fb2 = (float)b2, fc2 = (float)corr2, fe = (float)adam_eps;
+    const float ftau = (float)tau;
+    const float fb1 = (float)b1, fb2 = (float)b2, fe = (float)adam_eps;
     /* 1 - b as the batched optimiser passes it: computed in double, then rounded */
     const float cb1 = (float)(1.0 - b1), cb2 = (float)(1.0 - b2);
     const float LOG2f = 0.6931471805599453f;
@@ -530,17 +544,19 @@ int asvi_fused_step_spike_slab(
         for (int l = 0; l <= depth; l++) floats += dims[l] * mp;
         floats += 2 * mp + 2 * wmax * mp;
         /* full rows: per draw theta and its gradient; gathered lanes (Pv each): the slot
-         * numbers, loc, raw, logit, mask, the two bases, nu, softplus(raw), its derivative,
-         * the KL, the three gradient rows, per draw eps, w, G and the gathered gradient */
-        floats += 2 * K * P + 15 * Pv + 4 * K * Pv;
+         * numbers, loc, raw, logit, the two moments of each row, mask, the two bases, nu,
+         * softplus(raw), its derivative, the KL, the three gradient rows, per draw eps, w,
+         * G and the gathered gradient */
+        floats += 2 * K * P + 21 * Pv + 4 * K * Pv;
         floats += m * cols + m; /* the gathered minibatch */
         /* aligned_alloc wants a size that is a multiple of the alignment (C11) */
-        float *buf = aligned_alloc(64, (size_t)(floats + 64 + 15) / 16 * 16 * sizeof(float));
+        size_t bytes = (size_t)(floats + 64 + 15) / 16 * 16 * sizeof(float);
+        float *buf = aligned_alloc(64, bytes);
         if (buf == NULL) {
 #pragma omp atomic write
             failed = 1;
         } else {
-            memset(buf, 0, (size_t)(floats + 64 + 15) / 16 * 16 * sizeof(float));
+            memset(buf, 0, bytes);
         }
 #pragma omp barrier
         int bad;
@@ -560,7 +576,9 @@ int asvi_fused_step_spike_slab(
             float *LOC = q + 3 * Pv, *RAW = q + 4 * Pv, *LGT = q + 5 * Pv, *MK = q + 6 * Pv,
                   *NU = q + 7 * Pv, *SC = q + 8 * Pv, *DSC = q + 9 * Pv, *KL = q + 10 * Pv,
                   *GL = q + 11 * Pv, *GR = q + 12 * Pv, *GG = q + 13 * Pv;
-            q += 15 * Pv;
+            float *MA[3] = {q + 15 * Pv, q + 16 * Pv, q + 17 * Pv};
+            float *VA[3] = {q + 18 * Pv, q + 19 * Pv, q + 20 * Pv};
+            q += 21 * Pv;
             float *EPS = q, *W = q + K * Pv, *G = q + 2 * K * Pv, *GD = q + 3 * K * Pv;
             q += 4 * K * Pv;
             float *XB = q, *YB = q + m * cols;
@@ -579,150 +597,172 @@ int asvi_fused_step_spike_slab(
                 for (int64_t i = 0; i < P; i++)
                     if (mk[i] != 0.0f) IDX[R++] = (int32_t)i;
                 int64_t Rv = (R + VL - 1) / VL * VL;
+                float *prow[3] = {LOC, RAW, LGT};
                 for (int64_t j = 0; j < Rv; j++) {
                     int live = j < R;
                     int64_t i = live ? IDX[j] : 0;
-                    LOC[j] = live ? rowp[0][i] : 0.0f;
-                    RAW[j] = live ? rowp[1][i] : 0.0f;
-                    LGT[j] = live ? rowp[2][i] : 0.0f;
+                    for (int r = 0; r < 3; r++) {
+                        prow[r][j] = live ? rowp[r][i] : 0.0f;
+                        MA[r][j] = live ? rowm1[r][i] : 0.0f;
+                        VA[r][j] = live ? rowm2[r][i] : 0.0f;
+                    }
                     MK[j] = live ? mk[i] : 0.0f;
                     EB[j] = live ? eps_base[e * P + i] : 0;
                     GB[j] = live && ind ? gum_base[e * P + i] : 0;
                 }
-                /* the slab, the inclusion probabilities, the KL; L2 and S summed in lanes */
-                vf l2v = vbcast(0.0f), Sv = vbcast(0.0f);
-                for (int64_t j = 0; j < Rv; j += VL) {
-                    vf loc = vload(LOC + j), raw = vload(RAW + j), mkv = vload(MK + j);
-                    vf nu = ind ? vsigmoid(vload(LGT + j)) : vbcast(1.0f);
-                    vf sc = vsoftplus(raw), dsc = vsigmoid(raw);
-                    vf kl = log_s0 - vlog(sc) + (sc * sc + loc * loc) / (2.0f * s0sq) - 0.5f;
-                    vstore(NU + j, nu);
-                    vstore(SC + j, sc);
-                    vstore(DSC + j, dsc);
-                    vstore(KL + j, kl);
-                    l2v += nu * kl * mkv;
-                    Sv += nu * mkv;
-                }
-                /* the K draws: theta = hard(G) w mask, w = loc + softplus(raw) eps */
-                for (int64_t k = 0; k < K; k++) {
-                    uint32_t wa = (uint32_t)words[2 * k], wb = (uint32_t)words[2 * k + 1];
-                    float *eps = EPS + k * Pv, *w = W + k * Pv, *g = G + k * Pv, *th = TH + k * P;
-                    /* every slot the scatter below does not write (mask 0) is 0, as in the
-                     * batched step, not what a previous model of this thread left */
-                    memset(th, 0, (size_t)P * sizeof(float));
+                /* every slot the scatter below does not write (mask 0) is 0, as in the
+                 * batched step, not what a previous model of this thread left */
+                memset(TH, 0, (size_t)(K * P) * sizeof(float));
+                int dead = held[e] != 0; /* held: from the start, or failed at a step */
+                for (int64_t s = 0; s < S; s++) {
+                    const int64_t t = t0 + s, se = s * E + e;
+                    /* the slab, the inclusion probabilities, the KL; L2, S summed in lanes */
+                    vf l2v = vbcast(0.0f), Sv = vbcast(0.0f);
                     for (int64_t j = 0; j < Rv; j += VL) {
-                        vu be, bg;
-                        memcpy(&be, EB + j, sizeof be);
-                        vf ev = vnormal(vbits_uniform(vmix32(vmix32(be ^ wa) ^ wb)));
-                        vf wv = vload(LOC + j) + vload(SC + j) * ev;
-                        vf hard = vbcast(1.0f);
-                        if (ind) {
-                            memcpy(&bg, GB + j, sizeof bg);
-                            vf ug = vbits_uniform(vmix32(vmix32(bg ^ wa) ^ wb));
-                            vf gv = vsigmoid((vload(LGT + j) + vlog(ug) - vlog(1.0f - ug)) / ftau);
-                            vstore(g + j, gv);
-                            hard = vsel(gv > vbcast(0.5f), vbcast(1.0f), vbcast(0.0f));
-                        }
-                        vstore(eps + j, ev);
-                        vstore(w + j, wv);
-                        vf tv = hard * wv * vload(MK + j);
-                        int64_t lanes = R - j < VL ? R - j : VL;
-                        for (int64_t l = 0; l < lanes; l++) th[IDX[j + l]] = tv[l];
+                        vf loc = vload(LOC + j), raw = vload(RAW + j), mkv = vload(MK + j);
+                        vf nu = ind ? vsigmoid(vload(LGT + j)) : vbcast(1.0f);
+                        vf sc = vsoftplus(raw), dsc = vsigmoid(raw);
+                        vf kl = log_s0 - vlog(sc) + (sc * sc + loc * loc) / (2.0f * s0sq) - 0.5f;
+                        vstore(NU + j, nu);
+                        vstore(SC + j, sc);
+                        vstore(DSC + j, dsc);
+                        vstore(KL + j, kl);
+                        l2v += nu * kl * mkv;
+                        Sv += nu * mkv;
                     }
-                }
-                /* the minibatch */
-                const float *xe = x + e * m * cols, *ye = y + e * m;
-                if (iid_base != NULL) {
-                    uint32_t ia = (uint32_t)iid_words[0], ib = (uint32_t)iid_words[1];
-                    for (int64_t j = 0; j < m; j++) {
-                        uint32_t bits = mix32u(mix32u((uint32_t)iid_base[e * m + j] ^ ia) ^ ib);
-                        double u = ((double)((bits >> 9) & 0x7FFFFFu) + 0.5) / 8388608.0;
-                        int64_t idx = (int64_t)(u * (double)nrows);
-                        if (idx > nrows - 1) idx = nrows - 1;
-                        int64_t row = data_index[e] * nrows + idx;
-                        memcpy(XB + j * cols, X_aug + row * cols, (size_t)cols * sizeof(float));
-                        YB[j] = y_flat[row];
-                    }
-                    xe = XB;
-                    ye = YB;
-                }
-                /* the network pass of each draw: L1 = mean over draws of the nll * n / m */
-                float sde = sd[e], var = sde * sde;
-                float half_log = 0.5f * logf(2.0f * (float)M_PI * var);
-                float scale = (float)(n / ((double)m * (double)K));
-                float nll = 0.0f;
-                for (int64_t k = 0; k < K; k++) {
-                    nll += (float)one_model(depth, dims, offs, (int)widths[e], TH + k * P,
-                                            xe, ye, m, mp, scale, 1.0f / var, half_log, act, out,
-                                            g0, g1, ones, DT + k * P);
-                    float *gd = GD + k * Pv;
-                    for (int64_t j = 0; j < Rv; j++) gd[j] = j < R ? DT[k * P + IDX[j]] : 0.0f;
-                }
-                float l1 = nll / (float)K * (float)(n / (double)m);
-                /* L3 (eq. (loss3) as printed) and its derivative in S */
-                float l2 = hsum(l2v), S = hsum(Sv);
-                float l3 = 0.0f, dL3 = 0.0f, He = H[e];
-                if (ind) {
-                    l3 = -0.5f * logf(2.0f * (float)M_PI * (float)M_E * S * (He - S) / He) / LOG2f
-                         + (float)lambda_s * S;
-                    dL3 = -0.5f / LOG2f * (1.0f / S - 1.0f / (He - S)) + (float)lambda_s;
-                }
-                L1[e] = l1;
-                L2[e] = l2;
-                L3[e] = l3;
-                int nf = !isfinite(l1 + l2 + l3);
-                nonfinite[e] = (uint8_t)nf;
-                const int alive = !(held[e] || nf);
-                /* the gradients */
-                for (int64_t j = 0; j < Rv; j += VL) {
-                    vf nu = vload(NU + j), sc = vload(SC + j), dsc = vload(DSC + j);
-                    vf mkv = vload(MK + j), loc = vload(LOC + j);
-                    vf g_loc_kl = nu * loc / s0sq * mkv * klw;
-                    vf g_raw_kl = nu * (sc / s0sq - 1.0f / sc) * dsc * mkv * klw;
-                    vf a_loc = vbcast(0.0f), a_raw = vbcast(0.0f), a_log = vbcast(0.0f);
+                    /* the K draws: theta = hard(G) w mask, w = loc + softplus(raw) eps */
                     for (int64_t k = 0; k < K; k++) {
-                        vf gw = vload(GD + k * Pv + j) * mkv;
-                        vf gwh = gw;
-                        if (ind) {
-                            vf Gk = vload(G + k * Pv + j);
-                            gwh = gw * vsel(Gk > vbcast(0.5f), vbcast(1.0f), vbcast(0.0f));
-                            a_log += gw * vload(W + k * Pv + j) * Gk * (1.0f - Gk);
+                        uint32_t wa, wb;
+                        offset_words(t * K + k, &wa, &wb);
+                        float *eps = EPS + k * Pv, *w = W + k * Pv, *g = G + k * Pv;
+                        float *th = TH + k * P;
+                        for (int64_t j = 0; j < Rv; j += VL) {
+                            vu be, bg;
+                            memcpy(&be, EB + j, sizeof be);
+                            vf ev = vnormal(vbits_uniform(vmix32(vmix32(be ^ wa) ^ wb)));
+                            vf wv = vload(LOC + j) + vload(SC + j) * ev;
+                            vf hard = vbcast(1.0f);
+                            if (ind) {
+                                memcpy(&bg, GB + j, sizeof bg);
+                                vf ug = vbits_uniform(vmix32(vmix32(bg ^ wa) ^ wb));
+                                vf lg = vload(LGT + j) + vlog(ug) - vlog(1.0f - ug);
+                                vf gv = vsigmoid(lg / ftau);
+                                vstore(g + j, gv);
+                                hard = vsel(gv > vbcast(0.5f), vbcast(1.0f), vbcast(0.0f));
+                            }
+                            vstore(eps + j, ev);
+                            vstore(w + j, wv);
+                            vf tv = hard * wv * vload(MK + j);
+                            int64_t lanes = R - j < VL ? R - j : VL;
+                            for (int64_t l = 0; l < lanes; l++) th[IDX[j + l]] = tv[l];
                         }
-                        a_loc += gwh;
-                        a_raw += gwh * (vload(EPS + k * Pv + j) * dsc);
                     }
-                    vstore(GL + j, a_loc + g_loc_kl);
-                    vstore(GR + j, a_raw + g_raw_kl);
-                    if (ind) {
-                        vf dnu = nu * (1.0f - nu) * mkv;
-                        vstore(GG + j, a_log / ftau + (vload(KL + j) + dL3) * dnu * klw);
+                    /* the minibatch */
+                    const float *xe = XB, *ye = YB;
+                    if (iid_base == NULL) {
+                        xe = x + se * m * cols;
+                        ye = y + se * m;
                     } else {
-                        vstore(GG + j, vbcast(0.0f));
+                        uint32_t ia, ib;
+                        offset_words(t, &ia, &ib);
+                        for (int64_t j = 0; j < m; j++) {
+                            uint32_t bits = mix32u(mix32u((uint32_t)iid_base[e * m + j] ^ ia) ^ ib);
+                            double u = ((double)((bits >> 9) & 0x7FFFFFu) + 0.5) / 8388608.0;
+                            int64_t idx = (int64_t)(u * (double)nrows);
+                            if (idx > nrows - 1) idx = nrows - 1;
+                            int64_t row = data_index[e] * nrows + idx;
+                            memcpy(XB + j * cols, X_aug + row * cols, (size_t)cols * sizeof(float));
+                            YB[j] = y_flat[row];
+                        }
+                    }
+                    /* the network pass of each draw: L1 = mean over draws of the nll * n / m */
+                    float sde = sd[e], var = sde * sde;
+                    float half_log = 0.5f * logf(2.0f * (float)M_PI * var);
+                    float scale = (float)(n / ((double)m * (double)K));
+                    float nll = 0.0f;
+                    for (int64_t k = 0; k < K; k++) {
+                        nll += (float)one_model(depth, dims, offs, (int)widths[e], TH + k * P,
+                                                xe, ye, m, mp, scale, 1.0f / var, half_log, act,
+                                                out, g0, g1, ones, DT + k * P);
+                        float *gd = GD + k * Pv;
+                        for (int64_t j = 0; j < Rv; j++) gd[j] = j < R ? DT[k * P + IDX[j]] : 0.0f;
+                    }
+                    float l1 = nll / (float)K * (float)(n / (double)m);
+                    /* L3 (eq. (loss3) as printed) and its derivative in S */
+                    float l2 = hsum(l2v), Sum = hsum(Sv);
+                    float l3 = 0.0f, dL3 = 0.0f, He = H[e];
+                    if (ind) {
+                        l3 = -0.5f * logf(2.0f * (float)M_PI * (float)M_E * Sum * (He - Sum) / He)
+                                 / LOG2f
+                             + (float)lambda_s * Sum;
+                        dL3 = -0.5f / LOG2f * (1.0f / Sum - 1.0f / (He - Sum)) + (float)lambda_s;
+                    }
+                    L1[se] = l1;
+                    L2[se] = l2;
+                    L3[se] = l3;
+                    int nf = !isfinite(l1 + l2 + l3);
+                    nonfinite[se] = (uint8_t)nf;
+                    const int alive = !(dead || nf);
+                    dead = dead || nf;
+                    /* the gradients */
+                    const float klw = kl_weight[s];
+                    for (int64_t j = 0; j < Rv; j += VL) {
+                        vf nu = vload(NU + j), sc = vload(SC + j), dsc = vload(DSC + j);
+                        vf mkv = vload(MK + j), loc = vload(LOC + j);
+                        vf g_loc_kl = nu * loc / s0sq * mkv * klw;
+                        vf g_raw_kl = nu * (sc / s0sq - 1.0f / sc) * dsc * mkv * klw;
+                        vf a_loc = vbcast(0.0f), a_raw = vbcast(0.0f), a_log = vbcast(0.0f);
+                        for (int64_t k = 0; k < K; k++) {
+                            vf gw = vload(GD + k * Pv + j) * mkv;
+                            vf gwh = gw;
+                            if (ind) {
+                                vf Gk = vload(G + k * Pv + j);
+                                gwh = gw * vsel(Gk > vbcast(0.5f), vbcast(1.0f), vbcast(0.0f));
+                                a_log += gw * vload(W + k * Pv + j) * Gk * (1.0f - Gk);
+                            }
+                            a_loc += gwh;
+                            a_raw += gwh * (vload(EPS + k * Pv + j) * dsc);
+                        }
+                        vstore(GL + j, a_loc + g_loc_kl);
+                        vstore(GR + j, a_raw + g_raw_kl);
+                        if (ind) {
+                            vf dnu = nu * (1.0f - nu) * mkv;
+                            vstore(GG + j, a_log / ftau + (vload(KL + j) + dL3) * dnu * klw);
+                        } else {
+                            vstore(GG + j, vbcast(0.0f));
+                        }
+                    }
+                    /* the optimiser on the lanes: the moments decay for every model, the
+                     * parameters move where the model is alive */
+                    const float fc2 = corr2[s];
+                    float *grow[3] = {GL, GR, GG};
+                    for (int r = 0; r < 3; r++) {
+                        float st = step[(s * 3 + r) * E + e];
+                        float *ma = MA[r], *va = VA[r], *gd = grow[r], *pv = prow[r];
+                        for (int64_t j = 0; j < R; j++) {
+                            float g = alive ? gd[j] : 0.0f, upd;
+                            if (opt == 0) {
+                                float a1 = fb1 * ma[j] + cb1 * g, a2 = fb2 * va[j] + cb2 * g * g;
+                                ma[j] = a1;
+                                va[j] = a2;
+                                upd = st * a1 / (sqrtf(a2 * fc2) + fe);
+                            } else {
+                                float a2 = fb2 * va[j] + cb2 * g * g;
+                                va[j] = a2;
+                                upd = st * g / (sqrtf(a2) + fe);
+                            }
+                            if (alive) pv[j] = pv[j] - upd;
+                        }
                     }
                 }
-                /* the optimiser on the gathered lanes: the moments decay for every model, the
-                 * parameters move where the model is alive; scattered back */
-                float *grow[3] = {GL, GR, GG}, *prow[3] = {LOC, RAW, LGT};
-                for (int r = 0; r < 3; r++) {
-                    float st = step[r * E + e];
-                    float *pr = rowp[r], *ma = rowm1[r], *va = rowm2[r], *gd = grow[r];
-                    float *pv = prow[r];
+                /* scattered back */
+                for (int r = 0; r < 3; r++)
                     for (int64_t j = 0; j < R; j++) {
                         int64_t i = IDX[j];
-                        float g = alive ? gd[j] : 0.0f, upd;
-                        if (opt == 0) {
-                            float a1 = fb1 * ma[i] + cb1 * g, a2 = fb2 * va[i] + cb2 * g * g;
-                            ma[i] = a1;
-                            va[i] = a2;
-                            upd = st * a1 / (sqrtf(a2 * fc2) + fe);
-                        } else {
-                            float a2 = fb2 * va[i] + cb2 * g * g;
-                            va[i] = a2;
-                            upd = st * g / (sqrtf(a2) + fe);
-                        }
-                        pr[i] = alive ? pv[j] - upd : pv[j];
+                        rowp[r][i] = prow[r][j];
+                        if (opt == 0) rowm1[r][i] = MA[r][j];
+                        rowm2[r][i] = VA[r][j];
                     }
-                }
             }
         }
         free(buf);

@@ -1,4 +1,4 @@
-"""The whole step in C (``mlp="native-step"``, ``simulate.core.native.fused_step``) against
+"""The whole step in C (``mlp="native-step"``, ``simulate.core.native.fused_steps``) against
 the hand-written step it replaces (``simulate.core.step.spike_slab_step``, eager).
 
 Each comparison runs one step of both from the same state (the batched trainer's, copied
@@ -155,7 +155,7 @@ def test_the_minibatch_drawn_in_c_is_the_samplers():
         assert inputs.xb is None
         xb, yb = b.sampler.minibatch(t)
         a.state, ia = a.step_fn(a.state, inputs)
-        b.state, ib = b.step_fn(b.state, inputs._replace(xb=xb.clone(), yb=yb.clone()))
+        b.state, ib = b.step_fn(b.state, inputs._replace(xb=xb[None].clone(), yb=yb[None].clone()))
         for x, y in zip(ia.terms, ib.terms, strict=True):
             assert torch.equal(x, y)
         assert torch.equal(a.state.params, b.state.params)
@@ -209,10 +209,103 @@ def test_the_cached_checks_see_another_batch_size():
     inputs = tr.sampler.draw(int(tr.state.count), tr.state.health.failed | tr.frozen)
     st, c = tr.state, tr.step_fn.consts
     E = st.params.shape[1]
-    step = torch.full((3, E), 1e-3)
-    sd = torch.ones(E)
-    args = (st.params, st.opt, c.mask, c.H, inputs.source, inputs.words, None, None, sd,
-            inputs.held, step, 1.0, 1.0, c.widths)  # fmt: skip
-    native.fused_step(tr.layout, tr.hyper, tr.n, *args)
+    step = torch.full((1, 3, E), 1e-3)
+    sd, one = torch.ones(E), torch.ones(1)
+    args = (st.params, st.opt, c.mask, c.H, inputs.source, st.count, 1, None, None, sd,
+            inputs.held, step, one, one, c.widths)  # fmt: skip
+    native.fused_steps(tr.layout, tr.hyper, tr.n, *args)
     with pytest.raises(ValueError, match="iid_base"):
-        native.fused_step(tr.layout, replace(tr.hyper, batch_size=256), tr.n, *args)
+        native.fused_steps(tr.layout, replace(tr.hyper, batch_size=256), tr.n, *args)
+
+
+def _same_state(a, b):
+    return all(torch.equal(x, y) for x, y in zip((a.params, *a.opt), (b.params, *b.opt)))
+
+
+@pytest.mark.parametrize(
+    "case", ["asvi", "two draws", "dense", "kl warm-up", "rmsprop", "permutation", "lr_inclusion"]
+)
+def test_several_steps_in_one_call_are_the_one_step_calls_bit_for_bit(case):
+    """``Trainer.advance_steps(S)`` (one C call) against S calls of ``advance`` (each one
+    C call): parameters, moments and every step's terms equal bit for bit, over calls of
+    several sizes, with learned noise, held locations and a frozen model."""
+    h = Hyper(batch_size=64, **CASES[case])
+    one, many = _trainer(h, "native-step", learn=True), _trainer(h, "native-step", learn=True)
+    for tr in (one, many):
+        tr.hold_locations() if case == "asvi" else None
+        tr.frozen[1] = True
+    for S in (1, 7, 3, 16):
+        rows = [one.advance() for _ in range(S)]
+        got = many.advance_steps(S)
+        for name, x in zip(("L1", "L2", "L3"), got.terms, strict=True):
+            want = torch.stack([getattr(r.terms, name) for r in rows])
+            assert torch.equal(x, want), (case, S, name)
+        assert _same_state(one.state, many.state) and one.state.count == many.state.count
+        assert torch.equal(one._rss_sum, many._rss_sum) and one._rss_steps == many._rss_steps
+        one.update_noise()
+        many.update_noise()
+        assert torch.equal(one.noise_sd, many.noise_sd)
+
+
+def test_fit_until_with_whole_windows_per_call_stops_where_one_step_calls_stop():
+    """``fit_until`` runs a whole window per C call (``step_fn.multi``); with the loop
+    forced to one step per call the summary and the state are the same bit for bit (the
+    windows' float64 sums added in order, ``sum_in_order``), with learned noise, a plateau
+    schedule and a race; and ``fit`` with recorded steps likewise."""
+    from simulate.core.stopping import StopRule
+
+    rule = StopRule(max_steps=700, window=50, tol=2e-2, patience=1, lr_decays=1)
+    runs = []
+    for multi in (True, False):
+        tr = _trainer(Hyper(batch_size=64), "native-step", learn=True)
+        tr.step_fn.multi = multi  # the instance's attribute: one step per call
+        seen = []
+        race = lambda means, running: seen.append(means.clone()) or torch.zeros_like(running)  # noqa: E731
+        summary = tr.fit_until(rule, race=race)
+        tr.release_stopped()
+        tr.fit(23, record_every=5)
+        runs.append((summary, tr, seen))
+    (sa, ta, ra), (sb, tb, rb) = runs
+    assert sa == sb and _same_state(ta.state, tb.state)
+    assert (
+        all(
+            torch.equal(
+                x,
+                y,
+            )
+            for x, y in zip(ra, rb, strict=True)
+        )
+        and len(ra) > 2
+    )
+    assert ta.history == tb.history and len(ta.history) == 6
+    assert torch.equal(ta.noise_sd, tb.noise_sd)
+
+
+def test_a_failure_inside_a_call_is_recorded_at_its_step_and_holds_the_model():
+    """A model whose objective turns non-finite at a step inside an S-step call is held
+    from the next step on and recorded as failed at that step, as S one-step calls do."""
+    h = Hyper(batch_size=64)
+    one, many = _trainer(h, "native-step"), _trainer(h, "native-step")
+    for tr in (one, many):
+        tr.state.params[2, 1] = 200.0  # model 1: every inclusion logit huge, S = H: L3 not finite
+    rows = [one.advance() for _ in range(5)]
+    got = many.advance_steps(5)
+    assert got.failed[:, 1].tolist() == [True, False, False, False, False]
+    assert torch.equal(got.failed, torch.stack([r.failed for r in rows]))
+    assert all(torch.equal(x, y) for x, y in zip(one.state.health, many.state.health))
+    assert int(many.state.health.failed_step[1]) == 0 and _same_state(one.state, many.state)
+
+
+def test_sum_in_order_is_the_loops_sum_bit_for_bit():
+    from simulate.core.stopping import sum_in_order
+
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randn(300, 7, generator=g, dtype=torch.float64) * 10.0 ** torch.randint(
+        -8, 8, (300, 7), generator=g
+    )
+    acc = torch.randn(7, generator=g, dtype=torch.float64)
+    loop = acc.clone()
+    for r in rows:
+        loop += r
+    assert torch.equal(sum_in_order(acc, rows), loop)
+    assert not torch.equal(acc + rows.sum(0), loop)  # the order matters: a plain sum differs
