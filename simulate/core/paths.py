@@ -252,11 +252,16 @@ class NativeStep(Step):
         state, info = self.many(state, inputs, 1)
         return state, Info(ELBOTerms(*(t[0] for t in info.terms)), info.failed[0])
 
-    def many(self, state: State, inputs: Inputs, S: int) -> tuple[State, Info]:
+    def many(
+        self, state: State, inputs: Inputs, S: int, skip_held: bool = False
+    ) -> tuple[State, Info]:
         """Steps ``state.count .. + S - 1`` (``inputs`` from ``Sampler.draw_steps``): the new
         state and the :class:`Info` of every step, ``[S, E]`` each.  ``inputs.held`` holds
         its models throughout; a model that fails at a step is held from the next one on
-        (as the trainer holds a failed model), its failure recorded at that step."""
+        (as the trainer holds a failed model), its failure recorded at that step.
+        ``skip_held``: the held models are not computed (only their moments' decay: the
+        state is the same), their terms NaN (for a caller that reads no held model's
+        terms: ``Trainer.fit_until``)."""
         spec, consts, params = self.spec, self.consts, state.params
         E, t = params.shape[1], state.count
         sd = consts.noise_sd
@@ -273,7 +278,7 @@ class NativeStep(Step):
         nonfinite, terms = fused_steps(
             spec.layout, spec.hyper, spec.n, params, state.opt, consts.mask, consts.H,
             inputs.source, t, S, inputs.xb, inputs.yb, sd, inputs.held, step, corr2,
-            torch.tensor(klw, dtype=torch.float32), consts.widths,
+            torch.tensor(klw, dtype=torch.float32), consts.widths, skip_held,
         )  # fmt: skip
         # a model's failure: its first non-finite step while not held
         newly = nonfinite & (nonfinite.cumsum(0) == 1) & ~inputs.held

@@ -273,19 +273,21 @@ class Trainer:
             self._collect_rss(info.terms.L1)
         return info
 
-    def advance_steps(self, S: int) -> Info:
+    def advance_steps(self, S: int, skip_held: bool = False) -> Info:
         """``S`` steps in one call, for a step that runs several (``step_fn.multi``: the
         whole step in C): the same numbers as ``S`` calls of :meth:`advance` bit for bit
         (tested), the models held as :meth:`advance` holds them at the first (a model that
         fails is held from its next step on); the :class:`Info`'s tensors are ``[S, E]``.
-        Nothing may need the state between the S steps (a noise update, a stop)."""
+        Nothing may need the state between the S steps (a noise update, a stop).
+        ``skip_held``: the held models' terms are not computed (NaN; their state is the
+        same: ``NativeStep.many``), for a caller that reads none of them."""
         if not self.step_fn.multi:
             raise ValueError(
                 "this trainer's step runs one step per call (mlp='native-step' runs several)"
             )
         held = self.state.health.failed | self.frozen
         inputs = self.sampler.draw_steps(self.state.count, S, held)
-        self.state, info = self.step_fn.many(self.state, inputs, S)
+        self.state, info = self.step_fn.many(self.state, inputs, S, skip_held)
         if self._learning_noise():
             self._collect_rss(info.terms.L1)
         return info
@@ -384,7 +386,12 @@ class Trainer:
         i = 0
         while i < rule.max_steps:
             S = min(conv.steps_to_window_end(), rule.max_steps - i) if multi else 1
-            info = self.advance_steps(S) if multi else run.advance(self)
+            # the held models' terms are read by nothing here (Convergence reads only the
+            # running models'; the noise update at a window end leaves the held models out
+            # and clears every sum), so a step that can leaves them out (NaN) -- but for a
+            # last call short of a window end with learned noise, whose sums outlive the run
+            skip = multi and (not self._learning_noise() or conv.at_window_end(S))
+            info = self.advance_steps(S, skip_held=skip) if multi else run.advance(self)
             i += S
             if self._learning_noise() and conv.at_window_end(S):
                 self.update_noise()

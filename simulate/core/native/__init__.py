@@ -317,7 +317,7 @@ def _bind(lib, path):
     g = _symbol(lib, _STEP_SYMBOL, path)
     dbl, i32 = ctypes.c_double, ctypes.c_int
     g.argtypes = [i64, i64, i64, i64, i32] + [ptr] * 10 + [i64, i64] + [ptr] * 4 + [dbl] * 4
-    g.argtypes += [ptr] * 3 + [dbl] * 3 + [i32] + [ptr] * 4 + [i64] + [ptr] * 4 + [i32]
+    g.argtypes += [ptr] * 3 + [dbl] * 3 + [i32] + [ptr] * 4 + [i64, i32] + [ptr] * 4 + [i32]
     g.restype = ctypes.c_int
     return lib
 
@@ -680,7 +680,7 @@ def _check_once(key, named) -> bool:
 
 
 def fused_steps(layout, hyper, n: int, params, moments, mask, H, source, t0: int, S: int, xb,
-                yb, sd, held, step, corr2, kl_weight, widths):  # fmt: skip
+                yb, sd, held, step, corr2, kl_weight, widths, skip_held=False):  # fmt: skip
     """``S`` consecutive training steps (``t0 .. t0 + S - 1``) of
     ``simulate.core.step.spike_slab_step`` per model, in C (``mlp="native-step"``; scope:
     :func:`step_scope_problems`): for each step the K draws from the counter-based streams
@@ -698,8 +698,10 @@ def fused_steps(layout, hyper, n: int, params, moments, mask, H, source, t0: int
     failed model), ``step [S, 3, E]`` each step's step size per parameter row and model
     (the learning-rate scale applied), ``corr2 [S]`` Adam's second-moment correction,
     ``kl_weight [S]`` the KL warm-up's weight (1 without), all float32; ``widths [E]`` the
-    hidden widths.  Returns ``(nonfinite [S, E] bool, (L1, L2, L3))``, each term ``[S,
-    E]``.
+    hidden widths.  ``skip_held``: the models ``held`` are not computed at all but for
+    their moments' decay (their parameters and moments are what computing them gives: their
+    gradient is zeroed anyway); their terms are then NaN and never non-finite.  Returns
+    ``(nonfinite [S, E] bool, (L1, L2, L3))``, each term ``[S, E]``.
 
     Arithmetic: float32, each model's numbers computed alone in a fixed order (so they do
     not depend on which models share the call, nor on the thread count, nor on how the
@@ -781,7 +783,8 @@ def fused_steps(layout, hyper, n: int, params, moments, mask, H, source, t0: int
         float(b1), float(b2), float(hyper.adam_eps), 0 if hyper.optimizer == "adam" else 1,
         source.iid_base.data_ptr() if draw else null, source.X_aug.data_ptr() if draw else null,
         source.y_flat.data_ptr() if draw else null,
-        source.data_index.data_ptr() if draw else null, n, L1.data_ptr(), L2.data_ptr(),
+        source.data_index.data_ptr() if draw else null, n, int(bool(skip_held)), L1.data_ptr(),
+        L2.data_ptr(),
         L3.data_ptr(), nonfinite.data_ptr(), torch.get_num_threads(),
     )  # fmt: skip
     _check_rc(rc, dims)

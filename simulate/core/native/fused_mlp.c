@@ -506,7 +506,9 @@ static inline void offset_words(int64_t o, uint32_t *a, uint32_t *b) {
  * draws it (sampling="iid": index min(floor(u n), n - 1) from the float64 uniform of the
  * hashed bits at draw number t) and gathered from X_aug [D n][p + 1], y_flat [D n] at rows
  * data_index[e] n + index (x and y then unused).  opt: 0 Adam, 1 RMSprop (b2 its alpha;
- * m1 untouched).
+ * m1 untouched).  skip_held: a model held from the start is not computed at all but for
+ * its moments' decay (the same numbers as computing it: its gradient is zeroed anyway);
+ * its terms are NaN and it is not non-finite.
  *
  * Each model's real slots (mask not 0) are gathered into contiguous lanes (its parameters
  * and moments), stepped S times there, VL slots at a time, and scattered back; its
@@ -523,7 +525,8 @@ int asvi_fused_steps_spike_slab(
     double n, double tau, double lambda_s, double sigma_0, const float *kl_weight,
     const float *step, const float *corr2, double b1, double b2, double adam_eps, int opt,
     const int32_t *iid_base, const float *X_aug, const float *y_flat, const int64_t *data_index,
-    int64_t nrows, float *L1, float *L2, float *L3, uint8_t *nonfinite, int nthreads) {
+    int64_t nrows, int skip_held, float *L1, float *L2, float *L3, uint8_t *nonfinite,
+    int nthreads) {
     int64_t mp = (m + VL - 1) / VL * VL, wmax = 1, Pv = (P + VL - 1) / VL * VL;
     const int64_t cols = dims[0] + 1;
     if (mp % 256 == 0) mp += VL;
@@ -614,124 +617,133 @@ int asvi_fused_steps_spike_slab(
                  * batched step, not what a previous model of this thread left */
                 memset(TH, 0, (size_t)(K * P) * sizeof(float));
                 int dead = held[e] != 0; /* held: from the start, or failed at a step */
+                /* held from the start, with skip_held: only its moments' decay is computed */
+                const int skip_model = skip_held && dead;
                 for (int64_t s = 0; s < S; s++) {
                     const int64_t t = t0 + s, se = s * E + e;
-                    /* the slab, the inclusion probabilities, the KL; L2, S summed in lanes */
-                    vf l2v = vbcast(0.0f), Sv = vbcast(0.0f);
-                    for (int64_t j = 0; j < Rv; j += VL) {
-                        vf loc = vload(LOC + j), raw = vload(RAW + j), mkv = vload(MK + j);
-                        vf nu = ind ? vsigmoid(vload(LGT + j)) : vbcast(1.0f);
-                        vf sc = vsoftplus(raw), dsc = vsigmoid(raw);
-                        vf kl = log_s0 - vlog(sc) + (sc * sc + loc * loc) / (2.0f * s0sq) - 0.5f;
-                        vstore(NU + j, nu);
-                        vstore(SC + j, sc);
-                        vstore(DSC + j, dsc);
-                        vstore(KL + j, kl);
-                        l2v += nu * kl * mkv;
-                        Sv += nu * mkv;
-                    }
-                    /* the K draws: theta = hard(G) w mask, w = loc + softplus(raw) eps */
-                    for (int64_t k = 0; k < K; k++) {
-                        uint32_t wa, wb;
-                        offset_words(t * K + k, &wa, &wb);
-                        float *eps = EPS + k * Pv, *w = W + k * Pv, *g = G + k * Pv;
-                        float *th = TH + k * P;
-                        for (int64_t j = 0; j < Rv; j += VL) {
-                            vu be, bg;
-                            memcpy(&be, EB + j, sizeof be);
-                            vf ev = vnormal(vbits_uniform(vmix32(vmix32(be ^ wa) ^ wb)));
-                            vf wv = vload(LOC + j) + vload(SC + j) * ev;
-                            vf hard = vbcast(1.0f);
-                            if (ind) {
-                                memcpy(&bg, GB + j, sizeof bg);
-                                vf ug = vbits_uniform(vmix32(vmix32(bg ^ wa) ^ wb));
-                                vf lg = vload(LGT + j) + vlog(ug) - vlog(1.0f - ug);
-                                vf gv = vsigmoid(lg / ftau);
-                                vstore(g + j, gv);
-                                hard = vsel(gv > vbcast(0.5f), vbcast(1.0f), vbcast(0.0f));
-                            }
-                            vstore(eps + j, ev);
-                            vstore(w + j, wv);
-                            vf tv = hard * wv * vload(MK + j);
-                            int64_t lanes = R - j < VL ? R - j : VL;
-                            for (int64_t l = 0; l < lanes; l++) th[IDX[j + l]] = tv[l];
-                        }
-                    }
-                    /* the minibatch */
-                    const float *xe = XB, *ye = YB;
-                    if (iid_base == NULL) {
-                        xe = x + se * m * cols;
-                        ye = y + se * m;
+                    int nf = 0;
+                    if (skip_model) { /* held throughout and not computed: terms NaN */
+                        L1[se] = L2[se] = L3[se] = NAN;
+                        nonfinite[se] = 0;
                     } else {
-                        uint32_t ia, ib;
-                        offset_words(t, &ia, &ib);
-                        for (int64_t j = 0; j < m; j++) {
-                            uint32_t bits = mix32u(mix32u((uint32_t)iid_base[e * m + j] ^ ia) ^ ib);
-                            double u = ((double)((bits >> 9) & 0x7FFFFFu) + 0.5) / 8388608.0;
-                            int64_t idx = (int64_t)(u * (double)nrows);
-                            if (idx > nrows - 1) idx = nrows - 1;
-                            int64_t row = data_index[e] * nrows + idx;
-                            memcpy(XB + j * cols, X_aug + row * cols, (size_t)cols * sizeof(float));
-                            YB[j] = y_flat[row];
+                        /* the slab, the inclusion probabilities, the KL; L2, S summed in lanes */
+                        vf l2v = vbcast(0.0f), Sv = vbcast(0.0f);
+                        for (int64_t j = 0; j < Rv; j += VL) {
+                            vf loc = vload(LOC + j), raw = vload(RAW + j), mkv = vload(MK + j);
+                            vf nu = ind ? vsigmoid(vload(LGT + j)) : vbcast(1.0f);
+                            vf sc = vsoftplus(raw), dsc = vsigmoid(raw);
+                            vf kl = log_s0 - vlog(sc) + (sc * sc + loc * loc) / (2.0f * s0sq) - 0.5f;
+                            vstore(NU + j, nu);
+                            vstore(SC + j, sc);
+                            vstore(DSC + j, dsc);
+                            vstore(KL + j, kl);
+                            l2v += nu * kl * mkv;
+                            Sv += nu * mkv;
+                        }
+                        /* the K draws: theta = hard(G) w mask, w = loc + softplus(raw) eps */
+                        for (int64_t k = 0; k < K; k++) {
+                            uint32_t wa, wb;
+                            offset_words(t * K + k, &wa, &wb);
+                            float *eps = EPS + k * Pv, *w = W + k * Pv, *g = G + k * Pv;
+                            float *th = TH + k * P;
+                            for (int64_t j = 0; j < Rv; j += VL) {
+                                vu be, bg;
+                                memcpy(&be, EB + j, sizeof be);
+                                vf ev = vnormal(vbits_uniform(vmix32(vmix32(be ^ wa) ^ wb)));
+                                vf wv = vload(LOC + j) + vload(SC + j) * ev;
+                                vf hard = vbcast(1.0f);
+                                if (ind) {
+                                    memcpy(&bg, GB + j, sizeof bg);
+                                    vf ug = vbits_uniform(vmix32(vmix32(bg ^ wa) ^ wb));
+                                    vf lg = vload(LGT + j) + vlog(ug) - vlog(1.0f - ug);
+                                    vf gv = vsigmoid(lg / ftau);
+                                    vstore(g + j, gv);
+                                    hard = vsel(gv > vbcast(0.5f), vbcast(1.0f), vbcast(0.0f));
+                                }
+                                vstore(eps + j, ev);
+                                vstore(w + j, wv);
+                                vf tv = hard * wv * vload(MK + j);
+                                int64_t lanes = R - j < VL ? R - j : VL;
+                                for (int64_t l = 0; l < lanes; l++) th[IDX[j + l]] = tv[l];
+                            }
+                        }
+                        /* the minibatch */
+                        const float *xe = XB, *ye = YB;
+                        if (iid_base == NULL) {
+                            xe = x + se * m * cols;
+                            ye = y + se * m;
+                        } else {
+                            uint32_t ia, ib;
+                            offset_words(t, &ia, &ib);
+                            for (int64_t j = 0; j < m; j++) {
+                                uint32_t bits = mix32u(mix32u((uint32_t)iid_base[e * m + j] ^ ia) ^ ib);
+                                double u = ((double)((bits >> 9) & 0x7FFFFFu) + 0.5) / 8388608.0;
+                                int64_t idx = (int64_t)(u * (double)nrows);
+                                if (idx > nrows - 1) idx = nrows - 1;
+                                int64_t row = data_index[e] * nrows + idx;
+                                memcpy(XB + j * cols, X_aug + row * cols, (size_t)cols * sizeof(float));
+                                YB[j] = y_flat[row];
+                            }
+                        }
+                        /* the network pass of each draw: L1 = mean over draws of the nll * n / m */
+                        float sde = sd[e], var = sde * sde;
+                        float half_log = 0.5f * logf(2.0f * (float)M_PI * var);
+                        float scale = (float)(n / ((double)m * (double)K));
+                        float nll = 0.0f;
+                        for (int64_t k = 0; k < K; k++) {
+                            nll += (float)one_model(depth, dims, offs, (int)widths[e], TH + k * P,
+                                                    xe, ye, m, mp, scale, 1.0f / var, half_log, act,
+                                                    out, g0, g1, ones, DT + k * P);
+                            float *gd = GD + k * Pv;
+                            for (int64_t j = 0; j < Rv; j++) gd[j] = j < R ? DT[k * P + IDX[j]] : 0.0f;
+                        }
+                        float l1 = nll / (float)K * (float)(n / (double)m);
+                        /* L3 (eq. (loss3) as printed) and its derivative in S */
+                        float l2 = hsum(l2v), Sum = hsum(Sv);
+                        float l3 = 0.0f, dL3 = 0.0f, He = H[e];
+                        if (ind) {
+                            l3 = -0.5f * logf(2.0f * (float)M_PI * (float)M_E * Sum * (He - Sum) / He)
+                                     / LOG2f
+                                 + (float)lambda_s * Sum;
+                            dL3 = -0.5f / LOG2f * (1.0f / Sum - 1.0f / (He - Sum)) + (float)lambda_s;
+                        }
+                        L1[se] = l1;
+                        L2[se] = l2;
+                        L3[se] = l3;
+                        nf = !isfinite(l1 + l2 + l3);
+                        nonfinite[se] = (uint8_t)nf;
+                        
+                        /* the gradients */
+                        const float klw = kl_weight[s];
+                        for (int64_t j = 0; j < Rv; j += VL) {
+                            vf nu = vload(NU + j), sc = vload(SC + j), dsc = vload(DSC + j);
+                            vf mkv = vload(MK + j), loc = vload(LOC + j);
+                            vf g_loc_kl = nu * loc / s0sq * mkv * klw;
+                            vf g_raw_kl = nu * (sc / s0sq - 1.0f / sc) * dsc * mkv * klw;
+                            vf a_loc = vbcast(0.0f), a_raw = vbcast(0.0f), a_log = vbcast(0.0f);
+                            for (int64_t k = 0; k < K; k++) {
+                                vf gw = vload(GD + k * Pv + j) * mkv;
+                                vf gwh = gw;
+                                if (ind) {
+                                    vf Gk = vload(G + k * Pv + j);
+                                    gwh = gw * vsel(Gk > vbcast(0.5f), vbcast(1.0f), vbcast(0.0f));
+                                    a_log += gw * vload(W + k * Pv + j) * Gk * (1.0f - Gk);
+                                }
+                                a_loc += gwh;
+                                a_raw += gwh * (vload(EPS + k * Pv + j) * dsc);
+                            }
+                            vstore(GL + j, a_loc + g_loc_kl);
+                            vstore(GR + j, a_raw + g_raw_kl);
+                            if (ind) {
+                                vf dnu = nu * (1.0f - nu) * mkv;
+                                vstore(GG + j, a_log / ftau + (vload(KL + j) + dL3) * dnu * klw);
+                            } else {
+                                vstore(GG + j, vbcast(0.0f));
+                            }
                         }
                     }
-                    /* the network pass of each draw: L1 = mean over draws of the nll * n / m */
-                    float sde = sd[e], var = sde * sde;
-                    float half_log = 0.5f * logf(2.0f * (float)M_PI * var);
-                    float scale = (float)(n / ((double)m * (double)K));
-                    float nll = 0.0f;
-                    for (int64_t k = 0; k < K; k++) {
-                        nll += (float)one_model(depth, dims, offs, (int)widths[e], TH + k * P,
-                                                xe, ye, m, mp, scale, 1.0f / var, half_log, act,
-                                                out, g0, g1, ones, DT + k * P);
-                        float *gd = GD + k * Pv;
-                        for (int64_t j = 0; j < Rv; j++) gd[j] = j < R ? DT[k * P + IDX[j]] : 0.0f;
-                    }
-                    float l1 = nll / (float)K * (float)(n / (double)m);
-                    /* L3 (eq. (loss3) as printed) and its derivative in S */
-                    float l2 = hsum(l2v), Sum = hsum(Sv);
-                    float l3 = 0.0f, dL3 = 0.0f, He = H[e];
-                    if (ind) {
-                        l3 = -0.5f * logf(2.0f * (float)M_PI * (float)M_E * Sum * (He - Sum) / He)
-                                 / LOG2f
-                             + (float)lambda_s * Sum;
-                        dL3 = -0.5f / LOG2f * (1.0f / Sum - 1.0f / (He - Sum)) + (float)lambda_s;
-                    }
-                    L1[se] = l1;
-                    L2[se] = l2;
-                    L3[se] = l3;
-                    int nf = !isfinite(l1 + l2 + l3);
-                    nonfinite[se] = (uint8_t)nf;
                     const int alive = !(dead || nf);
                     dead = dead || nf;
-                    /* the gradients */
-                    const float klw = kl_weight[s];
-                    for (int64_t j = 0; j < Rv; j += VL) {
-                        vf nu = vload(NU + j), sc = vload(SC + j), dsc = vload(DSC + j);
-                        vf mkv = vload(MK + j), loc = vload(LOC + j);
-                        vf g_loc_kl = nu * loc / s0sq * mkv * klw;
-                        vf g_raw_kl = nu * (sc / s0sq - 1.0f / sc) * dsc * mkv * klw;
-                        vf a_loc = vbcast(0.0f), a_raw = vbcast(0.0f), a_log = vbcast(0.0f);
-                        for (int64_t k = 0; k < K; k++) {
-                            vf gw = vload(GD + k * Pv + j) * mkv;
-                            vf gwh = gw;
-                            if (ind) {
-                                vf Gk = vload(G + k * Pv + j);
-                                gwh = gw * vsel(Gk > vbcast(0.5f), vbcast(1.0f), vbcast(0.0f));
-                                a_log += gw * vload(W + k * Pv + j) * Gk * (1.0f - Gk);
-                            }
-                            a_loc += gwh;
-                            a_raw += gwh * (vload(EPS + k * Pv + j) * dsc);
-                        }
-                        vstore(GL + j, a_loc + g_loc_kl);
-                        vstore(GR + j, a_raw + g_raw_kl);
-                        if (ind) {
-                            vf dnu = nu * (1.0f - nu) * mkv;
-                            vstore(GG + j, a_log / ftau + (vload(KL + j) + dL3) * dnu * klw);
-                        } else {
-                            vstore(GG + j, vbcast(0.0f));
-                        }
-                    }
                     /* the optimiser on the lanes: the moments decay for every model, the
                      * parameters move where the model is alive */
                     const float fc2 = corr2[s];

@@ -219,7 +219,8 @@ def test_the_cached_checks_see_another_batch_size():
 
 
 def _same_state(a, b):
-    return all(torch.equal(x, y) for x, y in zip((a.params, *a.opt), (b.params, *b.opt)))
+    pairs = zip((a.params, *a.opt), (b.params, *b.opt), strict=True)
+    return all(torch.equal(x, y) for x, y in pairs)
 
 
 @pytest.mark.parametrize(
@@ -260,7 +261,11 @@ def test_fit_until_with_whole_windows_per_call_stops_where_one_step_calls_stop()
         tr = _trainer(Hyper(batch_size=64), "native-step", learn=True)
         tr.step_fn.multi = multi  # the instance's attribute: one step per call
         seen = []
-        race = lambda means, running: seen.append(means.clone()) or torch.zeros_like(running)  # noqa: E731
+
+        def race(means, running, seen=seen):  # records what it is asked, stops nothing
+            seen.append(means.clone())
+            return torch.zeros_like(running)
+
         summary = tr.fit_until(rule, race=race)
         tr.release_stopped()
         tr.fit(23, record_every=5)
@@ -281,6 +286,44 @@ def test_fit_until_with_whole_windows_per_call_stops_where_one_step_calls_stop()
     assert torch.equal(ta.noise_sd, tb.noise_sd)
 
 
+def test_held_models_left_out_of_a_call_keep_the_same_state():
+    """``skip_held``: a held model is not computed (its terms NaN) and its parameters and
+    moments are what computing it gives (its moments decay); the others' numbers do not
+    move."""
+    h = Hyper(batch_size=64)
+    a, b = _trainer(h, "native-step"), _trainer(h, "native-step")
+    for tr in (a, b):
+        tr.advance_steps(5)
+        tr.frozen[1] = True
+    x, y = a.advance_steps(6), b.advance_steps(6, skip_held=True)
+    assert _same_state(a.state, b.state)
+    assert torch.isnan(y.terms.L1[:, 1]).all() and not y.failed.any()
+    for u, v in zip(x.terms, y.terms, strict=True):
+        assert torch.equal(u[:, [0, 2]], v[:, [0, 2]]) and torch.isfinite(u[:, 1]).all()
+
+
+def test_fit_until_with_learned_noise_keeps_a_held_models_sums_past_its_end():
+    """With learned noise ``fit_until`` leaves held models out only of calls that end at a
+    window end (whose noise update drops their sums); a run that ends short of one keeps
+    every model's sum, so the sds after ``release_stopped`` are those of one-step calls."""
+    from simulate.core.stopping import StopRule
+
+    rule = StopRule(max_steps=130, window=50, tol=0.5, patience=1)  # every model stops at 100
+    sds = []
+    for multi in (True, False):
+        tr = _trainer(Hyper(batch_size=64), "native-step", learn=True)
+        tr.step_fn.multi = multi
+        summary = tr.fit_until(rule)
+        assert summary["converged"] == [True] * 3 and summary["steps"] == [100] * 3
+        tr.frozen[:] = False
+        tr.frozen[0] = True  # model 0 stopped: the last 30 steps' sums must still be whole
+        tr.fit_until(StopRule(max_steps=20, window=50))
+        tr.release_stopped()
+        tr.update_noise()
+        sds.append((tr.noise_sd.clone(), tr._rss_steps))
+    assert torch.equal(sds[0][0], sds[1][0]) and sds[0][1] == sds[1][1] == 0
+
+
 def test_a_failure_inside_a_call_is_recorded_at_its_step_and_holds_the_model():
     """A model whose objective turns non-finite at a step inside an S-step call is held
     from the next step on and recorded as failed at that step, as S one-step calls do."""
@@ -292,7 +335,7 @@ def test_a_failure_inside_a_call_is_recorded_at_its_step_and_holds_the_model():
     got = many.advance_steps(5)
     assert got.failed[:, 1].tolist() == [True, False, False, False, False]
     assert torch.equal(got.failed, torch.stack([r.failed for r in rows]))
-    assert all(torch.equal(x, y) for x, y in zip(one.state.health, many.state.health))
+    assert all(torch.equal(x, y) for x, y in zip(one.state.health, many.state.health, strict=True))
     assert int(many.state.health.failed_step[1]) == 0 and _same_state(one.state, many.state)
 
 
