@@ -55,3 +55,30 @@ def test_reference_choices():
     assert [degree_for(a) for a in (0.3, 1.0, 1.5, 2.0, 2.5)] == [0, 0, 1, 1, 2]
     assert bin_grid(1000, 1, 0)[0] == 1 and bin_grid(1000, 1, 0)[-1] == 500
     assert bin_grid(1000, 2, 1)[-1] == int((1000 / 8) ** 0.5)
+
+
+def test_the_cross_validated_spline_takes_each_folds_rows_of_one_design_bit_for_bit():
+    """``cv_linear_spline`` builds one design per mesh and takes each fold's rows of it; a
+    point's row depends on the point alone, so the choice, its CV error and the refitted
+    predictions are those of fitting every fold on its own design (the loop below, the
+    plain reading of the method) bit for bit, in one and two dimensions."""
+    import math
+
+    from simulate.references.classical import cv_linear_spline, fit_linear_spline, spline_grid
+
+    for p, n in [(1, 400), (2, 300)]:
+        rng = np.random.default_rng(p)
+        X = rng.uniform(-1, 1, (n, p))
+        y = np.sin(3 * X.sum(1)) + 0.3 * rng.standard_normal(n)
+        fold = np.random.default_rng(5).permutation(n) % 5
+        best = (math.inf, None)
+        for k in spline_grid(n, p):
+            sse = 0.0
+            for f in range(5):
+                tr, va = fold != f, fold == f
+                sse += float(np.sum((fit_linear_spline(X[tr], y[tr], k)(X[va]) - y[va]) ** 2))
+            best = min(best, (sse / n, k), key=lambda b: b[0])
+        got = cv_linear_spline(X, y, seed=5)
+        assert (got["cv_mse"], got["k"]) == best
+        Xt = rng.uniform(-1, 1, (50, p))
+        assert np.array_equal(got["predict"](Xt), fit_linear_spline(X, y, best[1])(Xt))
