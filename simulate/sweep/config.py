@@ -28,6 +28,7 @@ from simulate.core.hyper import (
     inclusion_rate,
     lambda_s_at,
 )
+from simulate.core.layout import Layout
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
 from simulate.core.posterior import ELBO_DRAWS, MIN_ELBO_DRAWS, PREDICT_DRAWS, RISK_DRAWS
 from simulate.core.stopping import STOP_DEFAULTS, StopRule
@@ -445,6 +446,21 @@ class Job:
 
     def cells(self):
         return [(self.truth.key, self.n, r) for r in self.replicates]
+
+    def cost(self) -> float:
+        """A rough relative cost of training the job, for the order jobs are handed out in
+        only (:func:`simulate.sweep.runner.run_sweep`: the costliest first, so the last
+        job to finish is a short one): the step cap at n times the replicates' models'
+        parameter counts (one layout per candidate width; the network pass and the draws
+        both grow with it), times 1.5 where the constructive arms train three more
+        programs; for the Gaussian-process estimator, n^3 (its solve).  Changes no record:
+        each job's numbers do not depend on when it runs."""
+        cfg = self.config
+        if cfg.estimator != "asvi":
+            return float(len(self.replicates) * self.n**3)
+        per = sum(Layout(self.truth.p, cfg.depth, [w]).P for w in cfg.widths_at(self.n))
+        arms = 1.5 if cfg.start != "random" else 1.0
+        return float(len(self.replicates) * cfg.steps_cap(self.n) * per * arms)
 
 
 def jobs_for(cfg: SweepConfig) -> list[Job]:

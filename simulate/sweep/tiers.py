@@ -62,8 +62,9 @@ RATES = {
             "replicate_block": 4,
             # the whole step in C per model (simulate.core.native.fused_steps): the tier's
             # programs (p = 1, batch 128, 4-8 models) ran 3.9 ms a step eager, 0.9
-            # compiled and ~0.4-0.8 in C (one thread, AVX2 CPU), with no compilation; the
-            # whole tier 4 min 40 s against 14 min 3 s compiled, the same theorem and
+            # compiled and ~0.4-0.8 in C (one thread, AVX2 CPU), with no compilation, then
+            # ~0.1 with a stopping window per call; the whole tier 4 min 40 s, then 1 min
+            # 46 s (the same records), against 14 min 3 s compiled, the same theorem and
             # attainment verdicts (BENCHMARKS.md, "The whole step in C"; RESULTS.md);
             # --mlp batched [--compile]: the torch steps
             "mlp": "native-step",
