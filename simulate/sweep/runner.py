@@ -68,7 +68,7 @@ from simulate.core import native
 from simulate.core.options import NATIVE_KINDS
 from simulate.core.paths import compile_unavailable
 from simulate.progress import Progress
-from simulate.sweep.config import Job, SweepConfig, fingerprint_fields, jobs_for
+from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
 from simulate.sweep.gp import run_gp_job
 from simulate.sweep.job import run_asvi_job
 from simulate.sweep.parallel import check_workers, map_unordered
@@ -237,10 +237,11 @@ def run_sweep(
     store.discard = bool(discard)
     with store.writing() as st:  # one sweep per records file, or exit 2
         todo = [j for j in jobs_for(cfg) if not all(c in st.done for c in j.cells())]
-        # the costliest first (Job.cost): on a pool the largest n's jobs no longer start
-        # last and run alone at the end (the full tier's teacher p = 200 at n = 32,000 ran
-        # alone on one core for ~10 min of its sweep and of its control)
-        todo.sort(key=Job.cost, reverse=True)
+        # the costliest first (Job.cost; at equal cost the larger n, whose references and
+        # data cost more): on a pool the largest n's jobs no longer start last and run
+        # alone at the end (the full tier's teacher p = 200 at n = 32,000 ran alone on one
+        # core for ~10 min of its sweep and of its control)
+        todo.sort(key=lambda j: (j.cost(), j.n), reverse=True)
         if max_jobs is not None:
             todo = todo[:max_jobs]
         log(f"sweep: {len(st.done)} cells recorded, {len(todo)} jobs to run -> {out_path}")

@@ -129,3 +129,25 @@ def test_local_workers_give_the_same_records(uninterrupted, tmp_path):
     assert stable(recs) == stable(recs_a)
     with pytest.raises(ValueError, match="either"):
         run_sweep(cfg(), tmp_path / "x.jsonl", scheduler="tcp://127.0.0.1:1", workers=2)
+
+
+def test_jobs_are_handed_out_costliest_first(tmp_path):
+    """The sweep hands out its jobs by ``Job.cost`` (the widest, highest-p programs with the
+    largest step caps first; at equal cost the larger n), so they do not start last and run
+    alone at the end; the killed sweep above resumes to identical records under this
+    order.  On the full tier the order follows the measured training seconds of the
+    costliest jobs (teacher p = 200 at n = 32,000, then 8,000, then teacher p = 20 at
+    32,000)."""
+    from simulate.sweep import tiers
+    from simulate.sweep.config import Job, jobs_for
+
+    two = SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5), TruthSpec("teacher", p=20)],
+                      **TINY)  # fmt: skip
+    seen = []
+    run_sweep(two, tmp_path / "o.jsonl", progress=False, log=seen.append, max_jobs=1)
+    first = {(r["cell"]["truth"], r["cell"]["n"]) for r in read_records(tmp_path / "o.jsonl")}
+    assert first == {("teacher-p20-s0", max(TINY["ns"]))}
+    full = tiers.RATES["full"]
+    order = sorted(jobs_for(SweepConfig(truths=full["truths"], **full["sweep"])), key=Job.cost)
+    top = [(j.truth.key, j.n) for j in order[::-1][:3]]
+    assert top == [("teacher-p200-s0", 32000), ("teacher-p200-s0", 8000), ("teacher-p20-s0", 32000)]
