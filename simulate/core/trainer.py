@@ -29,6 +29,14 @@ from simulate.core.stopping import Convergence, sum_in_order
 
 __all__ = ["Compaction", "Trainer"]
 
+# A step that runs several steps per call (the whole step in C) takes at most this many per
+# call: a stopping window (500 by default) in one call, and progress and Ctrl-C at least
+# every ~0.05-2 s on the rate tiers' programs.
+STEPS_PER_CALL = 500
+# ... and with permutation sampling at most as many as keep the call's minibatches (gathered
+# by the sampler for the whole call, ``[S, E, m, p + 1]`` floats and ``[S, E, m]``) within this.
+MINIBATCH_BYTES = 64 << 20
+
 
 class Trainer:
     """Trains E models at once: owns the layout, masks, sampler, step and state.
@@ -294,11 +302,24 @@ class Trainer:
             self._collect_rss(info.terms.L1)
         return info
 
+    def steps_per_call(self) -> int:
+        """The most steps one call of a step that runs several takes (1 for the others):
+        :data:`STEPS_PER_CALL`, so that progress is reported and Ctrl-C is heard at least
+        that often, and for permutation sampling (whose minibatches ``[S, E, m, p + 1]`` the
+        sampler gathers for the whole call) no more than keep them within
+        :data:`MINIBATCH_BYTES`."""
+        if not self.step_fn.multi:
+            return 1
+        if self.hyper.sampling == "iid":  # drawn and gathered in C, step by step
+            return STEPS_PER_CALL
+        per_step = self.layout.E * self.hyper.batch_size * (self.layout.p + 2) * 4
+        return max(1, min(STEPS_PER_CALL, MINIBATCH_BYTES // per_step))
+
     def _run(self, i: int, steps: int, record_every: int) -> int:
         """How many of :meth:`fit`'s steps to run in one call from its step ``i`` of
         ``steps``: 1, or for a step that runs several, up to the next noise update or
-        recorded step."""
-        S = steps - i
+        recorded step (and at most :meth:`steps_per_call`)."""
+        S = min(steps - i, self.steps_per_call())
         if not self.step_fn.multi:
             return 1
         if self._learning_noise():
@@ -318,7 +339,7 @@ class Trainer:
         i = 0
         while i < steps:
             S = self._run(i, steps, record_every)
-            if S == 1 and not self.step_fn.multi:
+            if not self.step_fn.multi:
                 terms = self.step()
             else:
                 terms = ELBOTerms(*(t[-1] for t in self.advance_steps(S).terms))
@@ -385,14 +406,17 @@ class Trainer:
         window_risk = None if risk is None else (lambda: risk(run.synced(self).params))
         t_window = time.perf_counter()
         multi = self.step_fn.multi  # whole windows per call (never compacted: not compiled)
+        cap = self.steps_per_call()
         i = 0
         while i < rule.max_steps:
-            S = min(conv.steps_to_window_end(), rule.max_steps - i) if multi else 1
+            S = min(conv.steps_to_window_end(), rule.max_steps - i, cap)
             # the held models' terms are read by nothing here (Convergence reads only the
             # running models'; the noise update at a window end leaves the held models out
-            # and clears every sum), so a step that can leaves them out (NaN) -- but for a
-            # last call short of a window end with learned noise, whose sums outlive the run
-            skip = multi and (not self._learning_noise() or conv.at_window_end(S))
+            # and clears every sum), so a step that can leaves them out (NaN) -- but for the
+            # run's last call short of a window end with learned noise, whose sums outlive
+            # the run
+            last_short = i + S >= rule.max_steps and not conv.at_window_end(S)
+            skip = multi and not (self._learning_noise() and last_short)
             info = self.advance_steps(S, skip_held=skip) if multi else run.advance(self)
             i += S
             if self._learning_noise() and conv.at_window_end(S):

@@ -453,7 +453,8 @@ class Job:
         job to finish is a short one): the step cap at n times the replicates' models'
         parameter counts (one layout per candidate width; the network pass and the draws
         both grow with it), times 1.5 where the constructive arms train three more
-        programs; for the Gaussian-process estimator, n^3 (its solve).  Changes no record:
+        programs; for the Gaussian-process estimator, n^3 (its solve: the two scales are
+        not comparable, which is fine since a sweep has one estimator).  Changes no record:
         each job's numbers do not depend on when it runs."""
         cfg = self.config
         if cfg.estimator != "asvi":

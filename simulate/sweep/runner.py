@@ -224,8 +224,9 @@ def run_sweep(
     ``workers``: a pool of that many single-threaded worker processes for this sweep
     (:func:`simulate.sweep.parallel.map_unordered`; two such processes beat one two-threaded
     process on the 2-core machine); ``scheduler_timeout``: seconds to reach the scheduler
-    (:data:`simulate.sweep.parallel.SCHEDULER_TIMEOUT_S` if None).  ``max_jobs`` stops
-    after that many jobs (tests simulate a killed sweep).  The records file is a
+    (:data:`simulate.sweep.parallel.SCHEDULER_TIMEOUT_S` if None).  Jobs are handed out
+    costliest first (``Job.cost``); ``max_jobs`` stops after that many of them in that
+    order (tests simulate a killed sweep).  The records file is a
     :class:`simulate.sweep.records.RecordStore`: locked while the sweep runs, of this
     configuration only (``accept_code_change``: or of it with other code, the change noted
     in each new record as ``code_change_accepted``).  ``discard``: the file's records are

@@ -783,9 +783,9 @@ def fused_steps(layout, hyper, n: int, params, moments, mask, H, source, t0: int
         float(b1), float(b2), float(hyper.adam_eps), 0 if hyper.optimizer == "adam" else 1,
         source.iid_base.data_ptr() if draw else null, source.X_aug.data_ptr() if draw else null,
         source.y_flat.data_ptr() if draw else null,
-        source.data_index.data_ptr() if draw else null, n, int(bool(skip_held)), L1.data_ptr(),
-        L2.data_ptr(),
-        L3.data_ptr(), nonfinite.data_ptr(), torch.get_num_threads(),
+        source.data_index.data_ptr() if draw else null, n, int(bool(skip_held)),
+        L1.data_ptr(), L2.data_ptr(), L3.data_ptr(), nonfinite.data_ptr(),
+        torch.get_num_threads(),
     )  # fmt: skip
     _check_rc(rc, dims)
     return nonfinite, (L1, L2, L3)

@@ -712,7 +712,6 @@ int asvi_fused_steps_spike_slab(
                         L3[se] = l3;
                         nf = !isfinite(l1 + l2 + l3);
                         nonfinite[se] = (uint8_t)nf;
-                        
                         /* the gradients */
                         const float klw = kl_weight[s];
                         for (int64_t j = 0; j < Rv; j += VL) {

@@ -182,7 +182,7 @@ def test_nothing_to_compile():
 
 
 def test_a_slot_masked_inside_a_models_width_reads_zero_not_another_models_weight():
-    """A mask 0 inside a model's width (not one the layout makes, but one ``fused_step``
+    """A mask 0 inside a model's width (not one the layout makes, but one ``fused_steps``
     accepts) is a 0 weight, as in the batched step: the model's terms are the same beside
     another model as alone (the C step's scratch is shared by the models of a thread)."""
     h = Hyper(batch_size=64)
@@ -248,13 +248,18 @@ def test_several_steps_in_one_call_are_the_one_step_calls_bit_for_bit(case):
         assert torch.equal(one.noise_sd, many.noise_sd)
 
 
-def test_fit_until_with_whole_windows_per_call_stops_where_one_step_calls_stop():
-    """``fit_until`` runs a whole window per C call (``step_fn.multi``); with the loop
-    forced to one step per call the summary and the state are the same bit for bit (the
-    windows' float64 sums added in order, ``sum_in_order``), with learned noise, a plateau
-    schedule and a race; and ``fit`` with recorded steps likewise."""
+@pytest.mark.parametrize("cap", [None, 7])
+def test_fit_until_with_whole_windows_per_call_stops_where_one_step_calls_stop(cap, monkeypatch):
+    """``fit_until`` runs a whole window per C call (``step_fn.multi``; with ``cap``, at
+    most that many steps per call, so several calls a window); with the loop forced to one
+    step per call the summary and the state are the same bit for bit (the windows' float64
+    sums added in order, ``sum_in_order``), with learned noise, a plateau schedule and a
+    race; and ``fit`` with recorded steps likewise."""
+    from simulate.core import trainer
     from simulate.core.stopping import StopRule
 
+    if cap is not None:
+        monkeypatch.setattr(trainer, "STEPS_PER_CALL", cap)
     rule = StopRule(max_steps=700, window=50, tol=2e-2, patience=1, lr_decays=1)
     runs = []
     for multi in (True, False):
@@ -272,16 +277,7 @@ def test_fit_until_with_whole_windows_per_call_stops_where_one_step_calls_stop()
         runs.append((summary, tr, seen))
     (sa, ta, ra), (sb, tb, rb) = runs
     assert sa == sb and _same_state(ta.state, tb.state)
-    assert (
-        all(
-            torch.equal(
-                x,
-                y,
-            )
-            for x, y in zip(ra, rb, strict=True)
-        )
-        and len(ra) > 2
-    )
+    assert all(torch.equal(x, y) for x, y in zip(ra, rb, strict=True)) and len(ra) > 2
     assert ta.history == tb.history and len(ta.history) == 6
     assert torch.equal(ta.noise_sd, tb.noise_sd)
 
@@ -352,3 +348,28 @@ def test_sum_in_order_is_the_loops_sum_bit_for_bit():
         loop += r
     assert torch.equal(sum_in_order(acc, rows), loop)
     assert not torch.equal(acc + rows.sum(0), loop)  # the order matters: a plain sum differs
+
+
+def test_a_call_takes_at_most_steps_per_call_and_permutation_minibatches_stay_bounded():
+    """``Trainer.steps_per_call``: ``STEPS_PER_CALL`` with iid sampling (progress is called
+    at least that often by ``fit``), and with permutation sampling no more steps than keep
+    the call's gathered minibatches within ``MINIBATCH_BYTES``."""
+    from simulate.core import trainer
+
+    tr = _trainer(Hyper(batch_size=64), "native-step")
+    assert tr.steps_per_call() == trainer.STEPS_PER_CALL
+    calls = []
+    tr.fit(1203, progress=lambda i, n: calls.append(i))
+    assert calls == [500, 1000, 1203] and tr.state.count == 1203
+    perm = _trainer(Hyper(batch_size=64, sampling="permutation"), "native-step")
+    per_step = 3 * 64 * (3 + 2) * 4  # E m (p + 1 inputs and the target) floats
+    assert perm.steps_per_call() == min(trainer.STEPS_PER_CALL, trainer.MINIBATCH_BYTES // per_step)
+    old = trainer.MINIBATCH_BYTES
+    try:
+        trainer.MINIBATCH_BYTES = 10 * per_step
+        assert perm.steps_per_call() == 10
+        trainer.MINIBATCH_BYTES = 1
+        assert perm.steps_per_call() == 1
+    finally:
+        trainer.MINIBATCH_BYTES = old
+    assert _trainer(Hyper(batch_size=64), "batched").steps_per_call() == 1
