@@ -68,7 +68,8 @@ def iid_index(u: torch.Tensor, n: int) -> torch.Tensor:
 
 def data_rows(data_index: torch.Tensor, idx: torch.Tensor, n: int) -> torch.Tensor:
     """Flat row numbers into the stacked datasets ``[D*n, ...]`` of per-model indices
-    ``idx [E, m]`` into model e's own dataset ``data_index[e]``."""
+    ``idx [E, m]`` (or ``[S, E, m]``: S steps') into model e's own dataset
+    ``data_index[e]``."""
     return (data_index[:, None] * n + idx).reshape(-1)
 
 
@@ -281,7 +282,7 @@ class Sampler:
         if self.hyper.sampling == "iid":
             return Inputs(None, None, None, None, held, self.source())
         idx = torch.stack([self.minibatch_index(t + s) for s in range(S)])  # [S, E, m]
-        flat = (self.data_index[None, :, None] * self.n + idx).reshape(-1)
+        flat = data_rows(self.data_index, idx, self.n)  # [E, 1] broadcasts over the steps
         xb = self.X_aug.index_select(0, flat).view(*idx.shape, -1)
         yb = self.y_flat.index_select(0, flat).view(idx.shape)
         return Inputs(xb, yb, None, None, held, self.source())
