@@ -145,14 +145,27 @@ static inline __attribute__((always_inline)) void wg_tile(const float *g, int64_
         default: wg_tile(g + o0 * mp, mp, rows, NO, 4, t); break; \
     }
 
+/* The weight gradient's tiles: 4 outputs x WG_NI inputs, their accumulators in registers --
+ * 4 x 4 where there are 32 vector registers (AVX-512), 4 x 3 where there are 16 (AVX2: 16
+ * accumulators and the operands spilled one of them, whose loop-carried chain then went
+ * through memory: the full tier's p = 200 program's step 5.9 -> 5.2 ms with 4 x 3).  Each dW[o][i] is the same sum in the same order
+ * whatever the tile, so the tile does not change a number. */
+#ifndef WG_NI_MAX
+#if VL == 16
+#define WG_NI_MAX 4
+#else
+#define WG_NI_MAX 3
+#endif
+#endif
+
 /* dW[o][i] = sum_j g[o][j] a[i][j] for i < in, and the bias dW[o][ld - 1] = sum_j g[o][j]
  * (a row of ones), into the block [out][ld] at d (its padding left as it is). */
 static void layer_weight_grad(const float *g, int out, const float *a, int in, int ld,
                               float *d, int64_t mp, const float *ones) {
     for (int o0 = 0; o0 < out; o0 += 4) {
         int no = out - o0 < 4 ? out - o0 : 4;
-        for (int i0 = 0; i0 <= in; i0 += 4) {
-            int ni = in + 1 - i0 < 4 ? in + 1 - i0 : 4;
+        for (int i0 = 0; i0 <= in; i0 += WG_NI_MAX) {
+            int ni = in + 1 - i0 < WG_NI_MAX ? in + 1 - i0 : WG_NI_MAX;
             const float *rows[4];
             int cols[4];
             for (int c = 0; c < ni; c++) {
@@ -243,23 +256,31 @@ static void layer_input_grad(const float *W, int ld, int in, int out, const floa
  * [dims[l]][mp] (act[0] the inputs), out: [mp], g0/g1: [wmax][mp] ping-pong gradients;
  * grad: the model's [P_net] slots, its padding set to 0. */
 static double one_model(int depth, const int64_t *dims, const int64_t *offs, int width,
-                        const float *th, const float *x, const float *y, int64_t m, int64_t mp,
+                        const float *th, const float *x, const int64_t *rows, const float *y,
+                        int64_t m, int64_t mp,
                         float scale, float inv_var, float half_log, float **act, float *out,
                         float *g0, float *g1, const float *ones, float *grad) {
     int p = (int)dims[0];
     float *a0 = act[0];
     /* the inputs, feature-major: blocks of VL samples, whose rows stay in L1 while their
-     * p columns are written (3x faster here than a row at a time over all samples) */
+     * p columns are written (3x faster here than a row at a time over all samples).  Sample
+     * j is row rows[j] of x (rows of p + 1 floats), or row j where rows is NULL: the
+     * minibatch drawn in C is read from the data in place, not copied first. */
+#define XROW(j) (x + (rows != NULL ? rows[j] : (int64_t)(j)) * (p + 1))
     int64_t j0 = 0;
-    for (; j0 + VL <= m; j0 += VL)
+    for (; j0 + VL <= m; j0 += VL) {
+        const float *xr[VL];
+        for (int l = 0; l < VL; l++) xr[l] = XROW(j0 + l);
         for (int i = 0; i < p; i++) {
             float *dst = a0 + i * mp + j0;
-            for (int l = 0; l < VL; l++) dst[l] = x[(j0 + l) * (p + 1) + i];
+            for (int l = 0; l < VL; l++) dst[l] = xr[l][i];
         }
+    }
     for (int i = 0; i < p; i++) {
-        for (int64_t j = j0; j < m; j++) a0[i * mp + j] = x[j * (p + 1) + i];
+        for (int64_t j = j0; j < m; j++) a0[i * mp + j] = XROW(j)[i];
         for (int64_t j = m; j < mp; j++) a0[i * mp + j] = 0.0f;
     }
+#undef XROW
     /* layer l: real in -> out, its block's rows dims[l] + 1 floats apart */
 #define REAL(l) ((l) == 0 ? p : (l) == depth + 1 ? 1 : width)
     for (int l = 0; l < depth; l++)
@@ -337,7 +358,8 @@ int asvi_fused_mlp_gaussian(int64_t E, int64_t m, int depth, const int64_t *dims
                 float var = sd[e] * sd[e];  /* as torch computes them: sd * sd, then log */
                 float half_log = 0.5f * logf(2.0f * (float)M_PI * var);
                 nll[e] = (float)one_model(depth, dims, offs, (int)widths[e], theta + e * ldt,
-                                          x + e * m * (dims[0] + 1), y + e * m, m, mp, scale[e],
+                                          x + e * m * (dims[0] + 1), NULL, y + e * m, m, mp,
+                                          scale[e],
                                           1.0f / var, half_log, act, out, g0, g1, ones,
                                           grad + e * P_net);
             }
@@ -551,11 +573,12 @@ int asvi_fused_steps_spike_slab(
          * softplus(raw), its derivative, the KL, the three gradient rows, per draw eps, w,
          * G and the gathered gradient */
         floats += 2 * K * P + 21 * Pv + 4 * K * Pv;
-        floats += m * cols + m; /* the gathered minibatch */
+        floats += m; /* the drawn minibatch's responses (its inputs are read in place) */
         /* aligned_alloc wants a size that is a multiple of the alignment (C11) */
         size_t bytes = (size_t)(floats + 64 + 15) / 16 * 16 * sizeof(float);
         float *buf = aligned_alloc(64, bytes);
-        if (buf == NULL) {
+        int64_t *ROWS = malloc((size_t)m * sizeof(int64_t)); /* its rows of X_aug */
+        if (buf == NULL || ROWS == NULL) {
 #pragma omp atomic write
             failed = 1;
         } else {
@@ -584,7 +607,7 @@ int asvi_fused_steps_spike_slab(
             q += 21 * Pv;
             float *EPS = q, *W = q + K * Pv, *G = q + 2 * K * Pv, *GD = q + 3 * K * Pv;
             q += 4 * K * Pv;
-            float *XB = q, *YB = q + m * cols;
+            float *YB = q;
             for (int64_t j = 0; j < mp; j++) ones[j] = 1.0f;
 #pragma omp for schedule(static)
             for (int64_t e = 0; e < E; e++) {
@@ -668,10 +691,12 @@ int asvi_fused_steps_spike_slab(
                             }
                         }
                         /* the minibatch */
-                        const float *xe = XB, *ye = YB;
+                        const float *xe = X_aug, *ye = YB;
+                        const int64_t *xrows = ROWS;
                         if (iid_base == NULL) {
                             xe = x + se * m * cols;
                             ye = y + se * m;
+                            xrows = NULL;
                         } else {
                             uint32_t ia, ib;
                             offset_words(t, &ia, &ib);
@@ -681,7 +706,7 @@ int asvi_fused_steps_spike_slab(
                                 int64_t idx = (int64_t)(u * (double)nrows);
                                 if (idx > nrows - 1) idx = nrows - 1;
                                 int64_t row = data_index[e] * nrows + idx;
-                                memcpy(XB + j * cols, X_aug + row * cols, (size_t)cols * sizeof(float));
+                                ROWS[j] = row;
                                 YB[j] = y_flat[row];
                             }
                         }
@@ -692,7 +717,7 @@ int asvi_fused_steps_spike_slab(
                         float nll = 0.0f;
                         for (int64_t k = 0; k < K; k++) {
                             nll += (float)one_model(depth, dims, offs, (int)widths[e], TH + k * P,
-                                                    xe, ye, m, mp, scale, 1.0f / var, half_log, act,
+                                                    xe, xrows, ye, m, mp, scale, 1.0f / var, half_log, act,
                                                     out, g0, g1, ones, DT + k * P);
                             float *gd = GD + k * Pv;
                             for (int64_t j = 0; j < Rv; j++) gd[j] = j < R ? DT[k * P + IDX[j]] : 0.0f;
@@ -750,7 +775,27 @@ int asvi_fused_steps_spike_slab(
                     for (int r = 0; r < 3; r++) {
                         float st = step[(s * 3 + r) * E + e];
                         float *ma = MA[r], *va = VA[r], *gd = grow[r], *pv = prow[r];
-                        for (int64_t j = 0; j < R; j++) {
+                        /* VL slots at a time, then the rest one at a time: the same
+                         * operations on each slot (vsqrt and the division are correctly
+                         * rounded, as sqrtf and /), so the numbers do not depend on the
+                         * split; the lanes past R are not written (they must stay finite) */
+                        int64_t j = 0;
+                        for (; j + VL <= R; j += VL) {
+                            vf g = alive ? vload(gd + j) : vbcast(0.0f), upd;
+                            if (opt == 0) {
+                                vf a1 = fb1 * vload(ma + j) + cb1 * g;
+                                vf a2 = fb2 * vload(va + j) + cb2 * g * g;
+                                vstore(ma + j, a1);
+                                vstore(va + j, a2);
+                                upd = st * a1 / (vsqrt(a2 * fc2) + fe);
+                            } else {
+                                vf a2 = fb2 * vload(va + j) + cb2 * g * g;
+                                vstore(va + j, a2);
+                                upd = st * g / (vsqrt(a2) + fe);
+                            }
+                            if (alive) vstore(pv + j, vload(pv + j) - upd);
+                        }
+                        for (; j < R; j++) {
                             float g = alive ? gd[j] : 0.0f, upd;
                             if (opt == 0) {
                                 float a1 = fb1 * ma[j] + cb1 * g, a2 = fb2 * va[j] + cb2 * g * g;
@@ -777,6 +822,7 @@ int asvi_fused_steps_spike_slab(
             }
         }
         free(buf);
+        free(ROWS);
     }
     return failed;
 }
