@@ -117,6 +117,36 @@ static void layer_forward(const float *W, int ld, int in, int out, const float *
     }
 }
 
+#if VL == 8
+/* Lane r of the result is hsum(v[r]) for r < 8, bit for bit: the 8 x 8 transpose (c[k]'s
+ * lane r is v[r]'s lane k), then 0 + c[0] + c[1] + ... + c[7] in that order, hsum's sums
+ * done 8 at a time (32 vector operations against hsum's 8 x 15). */
+typedef int32_t vix __attribute__((vector_size(VL * sizeof(int32_t))));
+static inline __attribute__((always_inline)) vf hsum8(const vf *v) {
+    const vix LO = {0, 8, 1, 9, 4, 12, 5, 13}, HI = {2, 10, 3, 11, 6, 14, 7, 15};
+    const vix S0 = {0, 1, 8, 9, 4, 5, 12, 13}, S1 = {2, 3, 10, 11, 6, 7, 14, 15};
+    const vix L128 = {0, 1, 2, 3, 8, 9, 10, 11}, H128 = {4, 5, 6, 7, 12, 13, 14, 15};
+    vf a[8], b[8], c[8];
+    for (int i = 0; i < 8; i += 2) {
+        a[i] = __builtin_shuffle(v[i], v[i + 1], LO);
+        a[i + 1] = __builtin_shuffle(v[i], v[i + 1], HI);
+    }
+    for (int q = 0; q < 8; q += 4) {
+        b[q] = __builtin_shuffle(a[q], a[q + 2], S0);
+        b[q + 1] = __builtin_shuffle(a[q], a[q + 2], S1);
+        b[q + 2] = __builtin_shuffle(a[q + 1], a[q + 3], S0);
+        b[q + 3] = __builtin_shuffle(a[q + 1], a[q + 3], S1);
+    }
+    for (int k = 0; k < 4; k++) {
+        c[k] = __builtin_shuffle(b[k], b[k + 4], L128);
+        c[k + 4] = __builtin_shuffle(b[k], b[k + 4], H128);
+    }
+    vf s = vbcast(0.0f);
+    for (int k = 0; k < 8; k++) s += c[k];
+    return s;
+}
+#endif
+
 /* One tile of the weight gradient: t[r][c] = sum_j g[r][j] rows[c][j] for r < NO, c < NI
  * (constants where it is called, so the NO x NI accumulators live in registers). */
 static inline __attribute__((always_inline)) void wg_tile(const float *g, int64_t mp,
@@ -133,8 +163,18 @@ static inline __attribute__((always_inline)) void wg_tile(const float *g, int64_
             for (int r = 0; r < NO; r++) acc[r][c] += gg[r] * x;
         }
     }
+#if VL == 8
+    /* the tile's sums 8 at a time (hsum8), the last group padded with zeros */
+    vf v[16], h[2];
+    for (int q = 0; q < NO * NI; q++) v[q] = acc[q / NI][q % NI];
+    for (int q = NO * NI; q < 16; q++) v[q] = vbcast(0.0f);
+    h[0] = hsum8(v);
+    if (NO * NI > 8) h[1] = hsum8(v + 8);
+    for (int q = 0; q < NO * NI; q++) t[q / NI][q % NI] = h[q / 8][q % 8];
+#else
     for (int r = 0; r < NO; r++)
         for (int c = 0; c < NI; c++) t[r][c] = hsum(acc[r][c]);
+#endif
 }
 
 #define WG_NI(NO)                                            \
@@ -649,6 +689,34 @@ int asvi_fused_steps_spike_slab(
                         L1[se] = L2[se] = L3[se] = NAN;
                         nonfinite[se] = 0;
                     } else {
+                        /* the minibatch, first: its rows are scattered over the data (read
+                         * from memory, not cache), so they are requested here and read
+                         * after the slab's pass, during which a share of the requests
+                         * is issued each VL slots (prefetches: no number depends on them) */
+                        const float *xe = X_aug, *ye = YB;
+                        const int64_t *xrows = ROWS;
+                        const int64_t lines = (cols + 15) / 16; /* 64-byte lines a row */
+                        int64_t pf_left = 0, pf_at = 0, pf_each = 0;
+                        if (iid_base == NULL) {
+                            xe = x + se * m * cols;
+                            ye = y + se * m;
+                            xrows = NULL;
+                        } else {
+                            uint32_t ia, ib;
+                            offset_words(t, &ia, &ib);
+                            for (int64_t j = 0; j < m; j++) {
+                                uint32_t bits = mix32u(mix32u((uint32_t)iid_base[e * m + j] ^ ia) ^ ib);
+                                double u = ((double)((bits >> 9) & 0x7FFFFFu) + 0.5) / 8388608.0;
+                                int64_t idx = (int64_t)(u * (double)nrows);
+                                if (idx > nrows - 1) idx = nrows - 1;
+                                int64_t row = data_index[e] * nrows + idx;
+                                ROWS[j] = row;
+                                YB[j] = y_flat[row];
+                            }
+                            pf_left = m * lines;
+                            int64_t its = (1 + K) * (Rv / VL); /* the slab's and the draws' */
+                            pf_each = (pf_left + its - 1) / (its > 0 ? its : 1);
+                        }
                         /* the slab, the inclusion probabilities, the KL; L2, S summed in lanes */
                         vf l2v = vbcast(0.0f), Sv = vbcast(0.0f);
                         for (int64_t j = 0; j < Rv; j += VL) {
@@ -662,6 +730,8 @@ int asvi_fused_steps_spike_slab(
                             vstore(KL + j, kl);
                             l2v += nu * kl * mkv;
                             Sv += nu * mkv;
+                            for (int64_t q = 0; q < pf_each && pf_left > 0; q++, pf_left--, pf_at++)
+                                __builtin_prefetch(X_aug + ROWS[pf_at / lines] * cols + pf_at % lines * 16);
                         }
                         /* the K draws: theta = hard(G) w mask, w = loc + softplus(raw) eps */
                         for (int64_t k = 0; k < K; k++) {
@@ -683,31 +753,16 @@ int asvi_fused_steps_spike_slab(
                                     vstore(g + j, gv);
                                     hard = vsel(gv > vbcast(0.5f), vbcast(1.0f), vbcast(0.0f));
                                 }
+                                for (int64_t q = 0; q < pf_each && pf_left > 0; q++, pf_left--, pf_at++)
+                                    __builtin_prefetch(X_aug + ROWS[pf_at / lines] * cols + pf_at % lines * 16);
                                 vstore(eps + j, ev);
                                 vstore(w + j, wv);
                                 vf tv = hard * wv * vload(MK + j);
                                 int64_t lanes = R - j < VL ? R - j : VL;
-                                for (int64_t l = 0; l < lanes; l++) th[IDX[j + l]] = tv[l];
-                            }
-                        }
-                        /* the minibatch */
-                        const float *xe = X_aug, *ye = YB;
-                        const int64_t *xrows = ROWS;
-                        if (iid_base == NULL) {
-                            xe = x + se * m * cols;
-                            ye = y + se * m;
-                            xrows = NULL;
-                        } else {
-                            uint32_t ia, ib;
-                            offset_words(t, &ia, &ib);
-                            for (int64_t j = 0; j < m; j++) {
-                                uint32_t bits = mix32u(mix32u((uint32_t)iid_base[e * m + j] ^ ia) ^ ib);
-                                double u = ((double)((bits >> 9) & 0x7FFFFFu) + 0.5) / 8388608.0;
-                                int64_t idx = (int64_t)(u * (double)nrows);
-                                if (idx > nrows - 1) idx = nrows - 1;
-                                int64_t row = data_index[e] * nrows + idx;
-                                ROWS[j] = row;
-                                YB[j] = y_flat[row];
+                                if (lanes == VL && IDX[j + VL - 1] - IDX[j] == VL - 1)
+                                    vstore(th + IDX[j], tv); /* VL slots in a row */
+                                else
+                                    for (int64_t l = 0; l < lanes; l++) th[IDX[j + l]] = tv[l];
                             }
                         }
                         /* the network pass of each draw: L1 = mean over draws of the nll * n / m */
@@ -720,7 +775,13 @@ int asvi_fused_steps_spike_slab(
                                                     xe, xrows, ye, m, mp, scale, 1.0f / var, half_log, act,
                                                     out, g0, g1, ones, DT + k * P);
                             float *gd = GD + k * Pv;
-                            for (int64_t j = 0; j < Rv; j++) gd[j] = j < R ? DT[k * P + IDX[j]] : 0.0f;
+                            const float *dt = DT + k * P;
+                            for (int64_t j = 0; j < Rv; j += VL) {
+                                if (j + VL <= R && IDX[j + VL - 1] - IDX[j] == VL - 1)
+                                    vstore(gd + j, vload(dt + IDX[j])); /* VL slots in a row */
+                                else
+                                    for (int64_t l = j; l < j + VL; l++) gd[l] = l < R ? dt[IDX[l]] : 0.0f;
+                            }
                         }
                         float l1 = nll / (float)K * (float)(n / (double)m);
                         /* L3 (eq. (loss3) as printed) and its derivative in S */
