@@ -117,29 +117,30 @@ static void layer_forward(const float *W, int ld, int in, int out, const float *
     }
 }
 
-#if VL == 8
-/* Lane r of the result is hsum(v[r]) for r < 8, bit for bit: the 8 x 8 transpose (c[k]'s
- * lane r is v[r]'s lane k), then 0 + c[0] + c[1] + ... + c[7] in that order, hsum's sums
- * done 8 at a time (32 vector operations against hsum's 8 x 15). */
-typedef int32_t vix __attribute__((vector_size(VL * sizeof(int32_t))));
+/* hsum8 needs __builtin_shufflevector (clang; GCC from 12); elsewhere the tiles use hsum */
+#if VL == 8 && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12))
+#define HAVE_HSUM8 1
+/* Lane r of the result is hsum(v[r]) for r < 8, bit for bit for every finite sum (where
+ * NaNs meet, which one's sign and payload survive may differ, as it may in any sum): the
+ * 8 x 8 transpose (c[k]'s lane r is v[r]'s lane k), then 0 + c[0] + c[1] + ... + c[7] in
+ * that order, hsum's sums done 8 at a time (32 vector operations against hsum's 8 x 15). */
+#define SHUF8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) \
+    __builtin_shufflevector(a, b, i0, i1, i2, i3, i4, i5, i6, i7)
 static inline __attribute__((always_inline)) vf hsum8(const vf *v) {
-    const vix LO = {0, 8, 1, 9, 4, 12, 5, 13}, HI = {2, 10, 3, 11, 6, 14, 7, 15};
-    const vix S0 = {0, 1, 8, 9, 4, 5, 12, 13}, S1 = {2, 3, 10, 11, 6, 7, 14, 15};
-    const vix L128 = {0, 1, 2, 3, 8, 9, 10, 11}, H128 = {4, 5, 6, 7, 12, 13, 14, 15};
     vf a[8], b[8], c[8];
     for (int i = 0; i < 8; i += 2) {
-        a[i] = __builtin_shuffle(v[i], v[i + 1], LO);
-        a[i + 1] = __builtin_shuffle(v[i], v[i + 1], HI);
+        a[i] = SHUF8(v[i], v[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        a[i + 1] = SHUF8(v[i], v[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
     }
     for (int q = 0; q < 8; q += 4) {
-        b[q] = __builtin_shuffle(a[q], a[q + 2], S0);
-        b[q + 1] = __builtin_shuffle(a[q], a[q + 2], S1);
-        b[q + 2] = __builtin_shuffle(a[q + 1], a[q + 3], S0);
-        b[q + 3] = __builtin_shuffle(a[q + 1], a[q + 3], S1);
+        b[q] = SHUF8(a[q], a[q + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        b[q + 1] = SHUF8(a[q], a[q + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        b[q + 2] = SHUF8(a[q + 1], a[q + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        b[q + 3] = SHUF8(a[q + 1], a[q + 3], 2, 3, 10, 11, 6, 7, 14, 15);
     }
     for (int k = 0; k < 4; k++) {
-        c[k] = __builtin_shuffle(b[k], b[k + 4], L128);
-        c[k + 4] = __builtin_shuffle(b[k], b[k + 4], H128);
+        c[k] = SHUF8(b[k], b[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        c[k + 4] = SHUF8(b[k], b[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
     }
     vf s = vbcast(0.0f);
     for (int k = 0; k < 8; k++) s += c[k];
@@ -163,7 +164,7 @@ static inline __attribute__((always_inline)) void wg_tile(const float *g, int64_
             for (int r = 0; r < NO; r++) acc[r][c] += gg[r] * x;
         }
     }
-#if VL == 8
+#ifdef HAVE_HSUM8
     /* the tile's sums 8 at a time (hsum8), the last group padded with zeros */
     vf v[16], h[2];
     for (int q = 0; q < NO * NI; q++) v[q] = acc[q / NI][q % NI];
@@ -185,17 +186,24 @@ static inline __attribute__((always_inline)) void wg_tile(const float *g, int64_
         default: wg_tile(g + o0 * mp, mp, rows, NO, 4, t); break; \
     }
 
-/* The weight gradient's tiles: 4 outputs x WG_NI inputs, their accumulators in registers --
- * 4 x 4 where there are 32 vector registers (AVX-512), 4 x 3 where there are 16 (AVX2: 16
- * accumulators and the operands spilled one of them, whose loop-carried chain then went
- * through memory: the full tier's p = 200 program's step 5.9 -> 5.2 ms with 4 x 3).  Each dW[o][i] is the same sum in the same order
- * whatever the tile, so the tile does not change a number. */
+/* The weight gradient's tiles: 4 outputs x WG_NI_MAX inputs, their accumulators in
+ * registers -- 4 x 4 where there are 32 vector registers (AVX-512), 4 x 3 where there are
+ * 16 (AVX2: 16 accumulators and the operands spilled one of them, whose loop-carried chain
+ * then went through memory: the full tier's p = 200 program's step 5.9 -> 5.2 ms with
+ * 4 x 3).  Each dW[o][i] is the same sum in the same order whatever the tile.  One caveat
+ * on "the same numbers": GCC tuned for some CPUs (znver3) does not fuse the multiply-add of
+ * a lone accumulator, so a 1 x 1 tile is computed unfused, every other tile fused; a 1 x 1
+ * tile is always the last column, the bias, whose factor is 1 (exact either way), so the
+ * tile's shape changes no number -- a tiling that put a weight column alone would. */
 #ifndef WG_NI_MAX
 #if VL == 16
 #define WG_NI_MAX 4
 #else
 #define WG_NI_MAX 3
 #endif
+#endif
+#if WG_NI_MAX < 1 || WG_NI_MAX > 4
+#error "WG_NI_MAX must be 1..4 (the tile's arrays hold 4 x 4)"
 #endif
 
 /* dW[o][i] = sum_j g[o][j] a[i][j] for i < in, and the bias dW[o][ld - 1] = sum_j g[o][j]
@@ -536,8 +544,9 @@ static inline vf vnormal(vf u) {
     p = p * a - 0.00417768164f;
     p = p * a + 0.246640727f;
     p = p * a + 1.50140941f;
-    /* the tail's polynomial only where a lane needs it (w >= 5 or NaN: |2u - 1| > 0.9966,
-     * about 3 vectors in 100); elsewhere the select below would return p in every lane */
+    /* the tail's polynomial only where a lane needs it (w >= 5: |2u - 1| > 0.9966, about 3
+     * vectors in 100 at VL = 8, 5 at 16; or NaN, which cannot occur with u inside (0, 1));
+     * elsewhere the select below would return p in every lane */
     vi central = w < vbcast(5.0f);
     int all_central = 1;
     for (int k = 0; k < VL; k++) all_central &= central[k] != 0;
@@ -552,6 +561,14 @@ static inline vf vnormal(vf u) {
     q = q * b + 1.00167406f;
     q = q * b + 2.83297682f;
     return vsel(central, p, q) * x * 1.41421356237309505f;
+}
+
+/* The next `each` of a minibatch's cache-line requests (line `*at` of all of them: line
+ * at % lines of row rows[at / lines] of X, rows of cols floats); *left counts those left. */
+static inline void prefetch_share(const float *X, const int64_t *rows, int64_t cols,
+                                  int64_t lines, int64_t each, int64_t *left, int64_t *at) {
+    for (int64_t q = 0; q < each && *left > 0; q++, (*left)--, (*at)++)
+        __builtin_prefetch(X + rows[*at / lines] * cols + *at % lines * 16);
 }
 
 /* rng.offset_words: the two words draw number o contributes to every slot's hash */
@@ -623,7 +640,7 @@ int asvi_fused_steps_spike_slab(
         /* aligned_alloc wants a size that is a multiple of the alignment (C11) */
         size_t bytes = (size_t)(floats + 64 + 15) / 16 * 16 * sizeof(float);
         float *buf = aligned_alloc(64, bytes);
-        int64_t *ROWS = malloc((size_t)m * sizeof(int64_t)); /* its rows of X_aug */
+        int64_t *ROWS = malloc((size_t)(m > 0 ? m : 1) * sizeof(int64_t)); /* its rows of X_aug */
         if (buf == NULL || ROWS == NULL) {
 #pragma omp atomic write
             failed = 1;
@@ -697,11 +714,14 @@ int asvi_fused_steps_spike_slab(
                     } else {
                         /* the minibatch, first: its rows are scattered over the data (read
                          * from memory, not cache), so they are requested here and read
-                         * after the slab's pass, during which a share of the requests
-                         * is issued each VL slots (prefetches: no number depends on them) */
+                         * after the slab's and the draws' passes, during which a share of
+                         * the requests is issued each VL slots (prefetches: no number
+                         * depends on them) */
                         const float *xe = X_aug, *ye = YB;
                         const int64_t *xrows = ROWS;
-                        const int64_t lines = (cols + 15) / 16; /* 64-byte lines a row */
+                        /* 64-byte lines from a row's start: one more than its length
+                         * needs, as rows need not start at a line */
+                        const int64_t lines = (cols + 15) / 16 + 1;
                         int64_t pf_left = 0, pf_at = 0, pf_each = 0;
                         if (iid_base == NULL) {
                             xe = x + se * m * cols;
@@ -736,8 +756,7 @@ int asvi_fused_steps_spike_slab(
                             vstore(KL + j, kl);
                             l2v += nu * kl * mkv;
                             Sv += nu * mkv;
-                            for (int64_t q = 0; q < pf_each && pf_left > 0; q++, pf_left--, pf_at++)
-                                __builtin_prefetch(X_aug + ROWS[pf_at / lines] * cols + pf_at % lines * 16);
+                            prefetch_share(X_aug, ROWS, cols, lines, pf_each, &pf_left, &pf_at);
                         }
                         /* the K draws: theta = hard(G) w mask, w = loc + softplus(raw) eps */
                         for (int64_t k = 0; k < K; k++) {
@@ -759,8 +778,7 @@ int asvi_fused_steps_spike_slab(
                                     vstore(g + j, gv);
                                     hard = vsel(gv > vbcast(0.5f), vbcast(1.0f), vbcast(0.0f));
                                 }
-                                for (int64_t q = 0; q < pf_each && pf_left > 0; q++, pf_left--, pf_at++)
-                                    __builtin_prefetch(X_aug + ROWS[pf_at / lines] * cols + pf_at % lines * 16);
+                                prefetch_share(X_aug, ROWS, cols, lines, pf_each, &pf_left, &pf_at);
                                 vstore(eps + j, ev);
                                 vstore(w + j, wv);
                                 vf tv = hard * wv * vload(MK + j);
@@ -778,15 +796,16 @@ int asvi_fused_steps_spike_slab(
                         float nll = 0.0f;
                         for (int64_t k = 0; k < K; k++) {
                             nll += (float)one_model(depth, dims, offs, (int)widths[e], TH + k * P,
-                                                    xe, xrows, ye, m, mp, scale, 1.0f / var, half_log, act,
-                                                    out, g0, g1, ones, DT + k * P);
+                                                    xe, xrows, ye, m, mp, scale, 1.0f / var,
+                                                    half_log, act, out, g0, g1, ones, DT + k * P);
                             float *gd = GD + k * Pv;
                             const float *dt = DT + k * P;
                             for (int64_t j = 0; j < Rv; j += VL) {
                                 if (j + VL <= R && IDX[j + VL - 1] - IDX[j] == VL - 1)
                                     vstore(gd + j, vload(dt + IDX[j])); /* VL slots in a row */
                                 else
-                                    for (int64_t l = j; l < j + VL; l++) gd[l] = l < R ? dt[IDX[l]] : 0.0f;
+                                    for (int64_t l = j; l < j + VL; l++)
+                                        gd[l] = l < R ? dt[IDX[l]] : 0.0f;
                             }
                         }
                         float l1 = nll / (float)K * (float)(n / (double)m);
