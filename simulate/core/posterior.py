@@ -112,7 +112,9 @@ class Posterior:
         each model's own inputs X (E, m, p): ``[draws, E, out_dim, m]``."""
         x = self._x(X)
         with torch.no_grad():
-            return torch.stack([self.layout.forward(self.draw(t), x) for t in range(draws)])
+            xa, scratch = self.layout.augment(x), {}  # once for every draw (Layout.forward)
+            fw = self.layout.forward
+            return torch.stack([fw(self.draw(t), x, xa, scratch) for t in range(draws)])
 
     def predict_mean(self, X, draws: int = PREDICT_DRAWS) -> torch.Tensor:
         """The paper's posterior-mean predictor ``(1/30) sum_t f_{theta_t}(x)``, ``[E, m]``
@@ -174,8 +176,9 @@ class Posterior:
         out = np.full((draws, self.E), np.nan)
         outs = []
         with torch.no_grad():
+            xa, scratch = self.layout.augment(x), {}  # once for every draw (Layout.forward)
             for t in range(draws):
-                f = self.layout.forward(self.draw(t), x)
+                f = self.layout.forward(self.draw(t), x, xa, scratch)
                 outs.append(f)
                 diff = f[:, 0, :].cpu().numpy() - truth
                 ok = np.isfinite(diff).all(-1)
@@ -225,14 +228,27 @@ class Posterior:
         gaussian = self.hyper.likelihood == "gaussian"
         rss = torch.zeros_like(L1)
         with torch.no_grad():
-            for t in range(draws):
-                theta = self.draw(t)
-                for a in range(0, n, chunk):
-                    xb, yb = X[d, a : a + chunk], y[d, a : a + chunk]
-                    out = self.layout.forward(theta, xb)
-                    L1 += neg_log_lik(out, yb, self.hyper, self.noise_sd).sum(-1)
+            # chunks outside, draws inside: each chunk's inputs gathered and augmented once
+            # for every draw; the per-(draw, chunk) sums are then added in the order of the
+            # draws-outside loop (draw 0's chunks, then draw 1's, ...), so L1 and rss are
+            # the same sums bit for bit whichever loop is outside
+            thetas = [self.draw(t) for t in range(draws)]
+            chunks = range(0, n, chunk)
+            parts = [[None] * len(chunks) for _ in range(draws)]
+            scratch = {}
+            for c, a in enumerate(chunks):
+                xb, yb = X[d, a : a + chunk], y[d, a : a + chunk]
+                xa = self.layout.augment(xb)
+                for t, theta in enumerate(thetas):
+                    out = self.layout.forward(theta, xb, xa, scratch)
+                    nll = neg_log_lik(out, yb, self.hyper, self.noise_sd).sum(-1)
+                    sq = ((yb - out[:, 0, :]) ** 2).sum(-1) if gaussian else None
+                    parts[t][c] = (nll, sq)
+            for row in parts:
+                for nll, sq in row:
+                    L1 += nll
                     if gaussian:
-                        rss += ((yb - out[:, 0, :]) ** 2).sum(-1)
+                        rss += sq
             L1 /= draws
             rss /= draws
             L2, L3 = kl_terms(
