@@ -36,7 +36,10 @@ with ``--control-every-n``; the full tier does) with twice the step cap and half
 stopping tolerance (same data, same seeds) and reports the change of each slope with a
 paired interval, an equivalence test against the protocol's margin: converged (the
 verdicts stand), undetermined (they stand, labelled) or limited (they become
-INCONCLUSIVE).
+INCONCLUSIVE).  It continues the sweep's candidates that ran to its cap with no plateau
+from their states there (the same run up to that step: ``simulate.sweep.budget``; the same
+records bit for bit, fewer training seconds), or with ``--control-from-start`` trains every
+one again from the start.
 
 ``--tier confirm`` is the pre-registered confirmatory run: its design (truths with a fresh
 truth seed, n, replicates, the control, the known-answer control at three priors) is the
@@ -66,6 +69,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -75,6 +79,7 @@ import numpy as np
 from simulate.alloc import tune_malloc
 from simulate.core.options import MLP_KINDS
 from simulate.sweep import tiers
+from simulate.sweep.budget import BudgetLink, linkable
 from simulate.sweep.cli import parse_truths, resume_note
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.flags import overrides_from_args
@@ -166,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--control-every-n",
         action="store_true",
         help="run the budget-doubling control at every n, not only the smallest and largest",
+    )
+    ap.add_argument(
+        "--control-from-start",
+        action="store_true",
+        help="train the budget-doubling control's candidates from the start instead of"
+        " continuing the sweep's capped ones from their states (the same records; slower)",
     )
     ap.add_argument(
         "--fingerprint",
@@ -539,6 +550,21 @@ def _dry_run(args, plan: dict, proto) -> int:
     return 0
 
 
+def _budget_link(args, cfg, path, ccfg) -> str | None:
+    """The folder the sweep keeps its capped candidates' states in for the control to
+    continue (``simulate.sweep.budget``; beside the records, removed once the control's
+    records are written), or None: no control, ``--control-from-start``, a cluster (its
+    workers need not share this machine's files), or a configuration it does not apply to
+    (said)."""
+    if ccfg is None or args.control_from_start or args.scheduler:
+        return None
+    why = linkable(cfg, ccfg)
+    if why is not None:
+        print(f"the control trains from the start: {why}")
+        return None
+    return f"{os.path.splitext(path)[0]}-states"
+
+
 def _run(args, truths, workers, plan, source, records, control_records, proto) -> int:
     """Train (unless ``--records``), analyse, print, draw and write; returns the status.
     ``plan``: :func:`_planned_sweep`'s (None with ``--records``)."""
@@ -551,21 +577,28 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
                "accept_code_change": args.accept_code_change,
                "scheduler_timeout": args.scheduler_timeout}  # fmt: skip
 
-        def sweep(c, path):  # noting the file being written, for a Ctrl-C's line (main)
+        def sweep(c, path, budget=None):  # noting the file being written, for a Ctrl-C's line
             args.writing = path
-            return run_sweep(c, path, **par)
+            return run_sweep(c, path, **par, budget=budget)
 
         records = []
         for name, cfg, path, ccfg, cpath_i in plan["runs"]:
             print(power_lines(design_power(cfg, proto), cfg))
             t1 = time.perf_counter()
-            records += sweep(cfg, path)
+            link = _budget_link(args, cfg, path, ccfg)
+            records += sweep(cfg, path, link and BudgetLink(link, "save", ccfg))
             print(f"sweep{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
             if ccfg is not None:
                 print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
+                if link:
+                    kept = sum(len(f) for _, _, f in os.walk(link))
+                    print(f"  {kept} candidates ran to the sweep's cap with no plateau: continued"
+                          " from their states there (simulate.sweep.budget)")  # fmt: skip
                 t1 = time.perf_counter()
-                control_records += sweep(ccfg, cpath_i)
+                control_records += sweep(ccfg, cpath_i, link and BudgetLink(link, "load", cfg))
                 print(f"control{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
+                if link:  # a cache: the control's records are written
+                    shutil.rmtree(link, ignore_errors=True)
         if plan["gp"] is not None:
             gcfg, gpath = plan["gp"]
             print(power_lines(design_power(gcfg, proto), gcfg))

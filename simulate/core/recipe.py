@@ -83,21 +83,23 @@ def train_models(
     progress=None,
     record_every: int = 0,
     risk=None,
+    shadow=None,
+    resume=None,
     **build,
 ) -> Trained:
     """Train the models of :func:`build_trainer` (``build``: its keywords -- ``depth``,
     ``out_dim``, ``options``, ``device``, ``dtype``, ``init_from``) for
     ``steps`` steps, or until ``rule`` (a :class:`simulate.core.stopping.StopRule`) stops
     each; the trainer, the posteriors and the stopping summary.  ``risk``: for a rule that
-    watches the held-out risk, a function ``(trainer, params) -> [E]`` (``Trainer.fit_until``)."""
+    watches the held-out risk, a function ``(trainer, params) -> [E]``; ``shadow``, ``resume``:
+    a stricter rule kept beside ``rule``, models joining the run from an earlier one's state
+    (both ``Trainer.fit_until``)."""
     if (steps is None) == (rule is None):
         raise ValueError("give either steps or a stopping rule")
     tr = build_trainer(hyper, widths, seeds, X, y, data_index, **build)
     if rule is not None:
-        if risk is None:
-            conv = tr.fit_until(rule)
-        else:
-            conv = tr.fit_until(rule, risk=lambda params: risk(tr, params))
+        watch = None if risk is None else (lambda params: risk(tr, params))
+        conv = tr.fit_until(rule, risk=watch, shadow=shadow, resume=resume)
     else:
         tr.fit(steps, progress=progress, record_every=record_every)
         conv = None

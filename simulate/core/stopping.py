@@ -79,7 +79,7 @@ import torch
 
 from simulate.core.constraints import INT_POSITIVE, POSITIVE, Interval, validate_params
 
-__all__ = ["STOP_DEFAULTS", "StopRule", "Convergence", "sum_in_order"]
+__all__ = ["STOP_DEFAULTS", "StopRule", "Convergence", "stricter", "sum_in_order"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,29 @@ _STOP_CONSTRAINTS = {
 }
 
 
+def _quiet(rule: StopRule, rel: torch.Tensor, dkl: torch.Tensor, cur_kl: torch.Tensor):
+    """Which windows are quiet under ``rule`` by the objective and KL tests
+    (:class:`Convergence`): relative improvement below ``tol``, KL change below
+    ``max(tol |KL|, kl_abs)``."""
+    kl_bound = torch.clamp(rule.tol * cur_kl.abs(), min=rule.kl_abs)
+    return torch.isfinite(rel) & (rel < rule.tol) & torch.isfinite(dkl) & (dkl < kl_bound)
+
+
+def stricter(shadow: StopRule, rule: StopRule) -> bool:
+    """Whether every window quiet under ``shadow`` is quiet under ``rule`` and their
+    plateaus count alike (:class:`Convergence`'s ``shadow``): the same window, patience
+    and plateau schedule, no risk test in either, ``tol`` and ``kl_abs`` no larger (the
+    budget-doubling control's rule, :meth:`StopRule.doubled`, against the sweep's)."""
+    same = ("window", "patience", "lr_decays", "lr_factor")
+    return (
+        all(getattr(shadow, k) == getattr(rule, k) for k in same)
+        and shadow.risk_tol is None
+        and rule.risk_tol is None
+        and shadow.tol <= rule.tol
+        and shadow.kl_abs <= rule.kl_abs
+    )
+
+
 def sum_in_order(acc: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """``acc + rows[0] + rows[1] + ...``, added in that order (``rows [S, ...]``), as S
     steps' ``acc += row`` would add them: the same float64 sums bit for bit (a cumulative
@@ -163,10 +186,24 @@ class Convergence:
     objective's last relative improvement), ``kl_change`` (the KL's last change, nats) and
     ``risk_change`` (the risk's last relative change; all NaN before two windows) describe
     every model.
+
+    ``shadow`` (a :class:`StopRule`, optional): a stricter rule whose quiet-window count
+    (``below_shadow``) is kept beside the rule's own, by the same test with its thresholds
+    -- what a run under it would count, for as long as the run under ``rule`` has had no
+    plateau.  A model that reaches the cap with no plateau has the same trajectory under
+    both rules (a window quiet under the stricter thresholds is quiet under these, so the
+    stricter rule has had no plateau either); its state with :meth:`entries` is the state
+    of a run under ``shadow`` at that step, which :meth:`seed` continues (the
+    budget-doubling control's continuation, ``simulate.sweep.budget``).  Stricter means:
+    the same window, patience and plateau schedule, no risk test, ``tol`` and ``kl_abs``
+    no larger.
     """
 
-    def __init__(self, rule: StopRule, E: int, device=None, held=None, not_before: int = 0):
-        self.rule, self.E = rule, E
+    def __init__(self, rule: StopRule, E: int, device=None, held=None, not_before: int = 0,
+                 shadow: StopRule | None = None):  # fmt: skip
+        if shadow is not None and not stricter(shadow, rule):
+            raise ValueError(f"shadow rule {shadow} is not stricter than {rule}")
+        self.rule, self.E, self.shadow = rule, E, shadow
         self.not_before, self._t = int(not_before), 0  # no window before it is quiet
         self._failed = torch.zeros(E, dtype=torch.bool, device=device)
         self._acc = torch.zeros(E, dtype=torch.float64, device=device)
@@ -179,6 +216,7 @@ class Convergence:
         self.prev_risk = torch.full((E,), math.nan, dtype=torch.float64)
         self.risk_change = torch.full((E,), math.nan, dtype=torch.float64)
         self.below = torch.zeros(E, dtype=torch.int64)
+        self.below_shadow = torch.zeros(E, dtype=torch.int64)
         self.converged = torch.zeros(E, dtype=torch.bool)
         self.steps = torch.zeros(E, dtype=torch.int64)
         self.done = torch.zeros(E, dtype=torch.bool)  # converged or failed: frozen
@@ -248,10 +286,14 @@ class Convergence:
         upd = active & ~failed
         self.rel_change = torch.where(upd & torch.isfinite(rel), rel, self.rel_change)
         self.kl_change = torch.where(upd & torch.isfinite(dkl), dkl, self.kl_change)
-        kl_bound = torch.clamp(self.rule.tol * cur_kl.abs(), min=self.rule.kl_abs)
-        quiet = torch.isfinite(rel) & (rel < self.rule.tol) & torch.isfinite(dkl) & (dkl < kl_bound)
+        quiet = _quiet(self.rule, rel, dkl, cur_kl)
         if self._t <= self.not_before:  # e.g. a KL warm-up: the objective is still changing
             quiet = torch.zeros_like(quiet)
+        if self.shadow is not None:  # (no risk test in a shadow rule: ``stricter``)
+            quiet_s = _quiet(self.shadow, rel, dkl, cur_kl) & quiet
+            self.below_shadow = torch.where(
+                upd, torch.where(quiet_s, self.below_shadow + 1, 0), self.below_shadow
+            )
         if self.rule.risk_tol is not None:
             if risk is None:
                 raise ValueError("the rule has risk_tol: give update() the risk function")
@@ -271,6 +313,44 @@ class Convergence:
         self.converged |= newly
         self.done |= newly | failed
         return newly
+
+    def entries(self, models: torch.Tensor) -> dict:
+        """The bookkeeping of ``models`` (int64 ``[k]``) that :meth:`seed` continues under
+        the shadow rule: each a ``[k]`` tensor.  Only at a window's end (nothing summed
+        yet), with a shadow rule, and for running models with no plateau (so no decay)."""
+        if self.shadow is None:
+            raise ValueError("entries are for a continuation under the shadow rule: none given")
+        if self._count != 0:
+            raise ValueError("entries are taken at a window's end")
+        models = torch.as_tensor(models, dtype=torch.int64)
+        if bool((self.done[models] | (self.decays[models] > 0)).any()):
+            raise ValueError("entries are of models that ran to here with no plateau")
+        keys = ("prev", "prev_kl", "rel_change", "kl_change", "steps")
+        out = {k: getattr(self, k)[models].clone() for k in keys}
+        out["below"] = self.below_shadow[models].clone()
+        return out
+
+    def skip(self, steps: int) -> None:
+        """Count ``steps`` in which no model ran (every one done), at a window's end: the
+        run's clock moves on (``Trainer.fit_until``'s jump to a :class:`Resume`)."""
+        if self._count != 0 or not bool(self.done.all()):
+            raise ValueError("a skip is of steps in which nothing runs, from a window's end")
+        if steps % self.rule.window:
+            raise ValueError("a skip is of whole windows")
+        self._t += int(steps)
+
+    def seed(self, models: torch.Tensor, entries: dict) -> None:
+        """Continue ``models`` (int64 ``[k]``, held until now) from :meth:`entries` taken
+        in a run under a rule whose shadow is this rule, at a window's end of this run:
+        their window history, quiet count and steps are those, and they run from here."""
+        if self._count != 0:
+            raise ValueError("models are seeded at a window's end")
+        models = torch.as_tensor(models, dtype=torch.int64)
+        for k in ("prev", "prev_kl", "rel_change", "kl_change", "below", "steps"):
+            getattr(self, k)[models] = torch.as_tensor(entries[k]).to(getattr(self, k))
+        for k in ("converged", "done", "retired", "decayed"):
+            getattr(self, k)[models] = False
+        self.decays[models] = 0
 
     def summary(self) -> dict:
         """Per-model lists: ``steps``, ``converged``, ``rel_change``, ``kl_change`` and

@@ -27,7 +27,7 @@ from simulate.core.state import Batch, init_state, put_models, take_models
 from simulate.core.step import Consts
 from simulate.core.stopping import Convergence, sum_in_order
 
-__all__ = ["Compaction", "Trainer"]
+__all__ = ["Compaction", "Resume", "Trainer"]
 
 # A step that runs several steps per call (the whole step in C) takes at most this many per
 # call: a stopping window (500 by default) in one call, and progress and Ctrl-C at least
@@ -128,6 +128,7 @@ class Trainer:
         self.frozen = torch.zeros(layout.E, dtype=torch.bool, device=device)
         self.lr_scale = None  # [E, 3] learning-rate multipliers (Consts.lr_scale), or None
         self.history: list = []
+        self.convergence = None  # the last fit_until's bookkeeping (Convergence)
         self.noise_sd = None
         if options.learn_noise:
             self.noise_sd = torch.full((layout.E,), float(hyper.sigma), device=device, dtype=dtype)
@@ -138,6 +139,27 @@ class Trainer:
         widths = torch.as_tensor(layout.widths, dtype=torch.int64, device=device)
         consts = Consts(self.mask, self.H, self.node_index, self.noise_sd, widths)
         self.step_fn = build_step(layout, hyper, self.n, consts, options)
+
+    def capped_models(self) -> torch.Tensor:
+        """The models (int64 ``[k]``) that the last :meth:`fit_until`, run with a ``shadow``
+        rule, took to its cap with no plateau and no failure, the cap at a window's end:
+        those whose state now is the state of a run under the shadow rule at this step
+        (:meth:`resume_from`).  Empty where the run had no shadow rule."""
+        conv = self.convergence
+        if conv is None or conv.shadow is None or conv._count != 0:
+            return torch.zeros(0, dtype=torch.int64)
+        ok = ~conv.done & (conv.decays == 0) & ~self.state.health.failed.cpu()
+        return torch.nonzero(ok).reshape(-1)
+
+    def resume_from(self, models: torch.Tensor) -> Resume:
+        """:class:`Resume` of ``models`` (from :meth:`capped_models`) at this step count:
+        copies of their parameters, moments and bookkeeping, in this trainer's layout."""
+        idx = torch.as_tensor(models, dtype=torch.int64)
+        dev = self.state.params.device
+        take = [t.index_select(1, idx.to(dev)).detach().cpu().clone()
+                for t in (self.state.params, *self.state.opt)]  # fmt: skip
+        entries = self.convergence.entries(idx)
+        return Resume(int(self.state.count), idx, *take, entries)
 
     @property
     def hand_written(self) -> bool:
@@ -356,8 +378,9 @@ class Trainer:
         return self.state
 
     def fit_until(
-        self, rule, progress=None, risk=None, compact: Compaction | None = None, race=None
-    ):
+        self, rule, progress=None, risk=None, compact: Compaction | None = None, race=None,
+        shadow=None, resume: Resume | None = None,
+    ):  # fmt: skip
         """Train each model until ``rule`` (:class:`simulate.core.stopping.StopRule`) stops it:
         converged models are frozen (:attr:`frozen`) while the others go on; the run ends
         when every model has converged or failed, or at ``rule.max_steps``.  Training
@@ -392,24 +415,54 @@ class Trainer:
         a failed model) and the models
         still training; the models it returns stop there (``Convergence.retire``: neither
         converged nor capped; ``retired`` in the summary).  The estimators' race between
-        candidate widths (``simulate.estimators.Halving``) reads nothing but the objective."""
+        candidate widths (``simulate.estimators.Halving``) reads nothing but the objective.
+
+        ``shadow`` (a stricter :class:`~simulate.core.stopping.StopRule`, optional): kept
+        beside ``rule`` by the run's bookkeeping (``Convergence``'s ``shadow``), which
+        stays on as :attr:`convergence` after the run, so that models that reach the cap
+        with no plateau can be continued under the shadow rule (:class:`Resume`).
+        ``resume`` (:class:`Resume`, optional): models held until the run's step count
+        reaches ``resume.at`` and then continued from the state they had there in a run
+        under a rule whose shadow is ``rule`` -- their trajectories are then those of this
+        run from the start (``simulate.sweep.budget``; tested).  When every other model has
+        stopped before that step, the count jumps to it (the stopped models' moments then
+        skip the decay they would have had meanwhile; nothing reads them)."""
         compact = Compaction(False) if compact is None else compact
-        if self.noise_sd is not None or rule.lr_decays:
+        if self.noise_sd is not None or rule.lr_decays or resume is not None:
             compact = Compaction(False)
         if rule.lr_decays:
             self._enable_lr_scale()
         E = self.layout.E
+        count0 = int(self.state.count)
+        if resume is not None:
+            resume.check(self, rule, count0)
+            self.frozen = self.frozen.clone()
+            self.frozen[resume.models.to(self.frozen.device)] = True  # held until they join
         held = self.state.health.failed | self.frozen
-        warm = max(0, int(self.hyper.kl_warmup) - int(self.state.count))
-        conv = Convergence(rule, E, self.state.params.device, held, not_before=warm)
+        warm = max(0, int(self.hyper.kl_warmup) - count0)
+        conv = Convergence(rule, E, self.state.params.device, held, not_before=warm,
+                           shadow=shadow)  # fmt: skip
+        self.convergence = conv
         run = _Program(self)
         window_risk = None if risk is None else (lambda: risk(run.synced(self).params))
         t_window = time.perf_counter()
         multi = self.step_fn.multi  # whole windows per call (never compacted: not compiled)
         cap = self.steps_per_call()
         i = 0
+        pending = resume
         while i < rule.max_steps:
+            if pending is not None:
+                if bool(conv.done.all()):  # nothing runs until the held models join:
+                    delta = pending.at - count0 - i  # go straight to that step
+                    self.state = self.state._replace(count=self.state.count + delta)
+                    conv.skip(delta)
+                    i += delta
+                if i == pending.at - count0:
+                    pending.join(self, conv)
+                    pending = None
             S = min(conv.steps_to_window_end(), rule.max_steps - i, cap)
+            if pending is not None:
+                S = min(S, pending.at - count0 - i)
             # the held models' terms are read by nothing here (Convergence reads only the
             # running models'; the noise update at a window end leaves the held models out
             # and clears every sum), so a step that can leaves them out (NaN) -- but for the
@@ -435,7 +488,7 @@ class Trainer:
             if newly is not None:
                 if bool(newly.any()):
                     self.frozen = self.frozen | newly.to(self.frozen.device)
-                if bool(conv.done.all()):
+                if bool(conv.done.all()) and pending is None:
                     break
                 now = time.perf_counter()
                 step_s, t_window = (now - t_window) / rule.window, now
@@ -449,6 +502,54 @@ class Trainer:
                 progress(i, rule.max_steps)
         run.synced(self)
         return conv.summary()
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Models that join a :meth:`Trainer.fit_until` run when its step count reaches ``at``,
+    from the state they had at that count in an earlier run under a rule whose shadow is
+    this run's rule: ``models`` (int64 ``[k]``, positions in this trainer), their
+    ``params`` and the optimiser's ``exp_avg`` / ``exp_avg_sq`` (each ``[3, k, P]``, this
+    trainer's layout) and their bookkeeping ``entries`` (``Convergence.entries``).  That
+    is all a step reads of a model (the noise streams and the minibatches are functions of
+    the step count; the learning-rate scale is 1, no plateau having lowered it), so from
+    there they step exactly as in a run from the start."""
+
+    at: int
+    models: torch.Tensor
+    params: torch.Tensor
+    exp_avg: torch.Tensor
+    exp_avg_sq: torch.Tensor
+    entries: dict
+
+    def check(self, tr: Trainer, rule, count0: int) -> None:
+        """Raise ``ValueError`` where the join cannot give those trajectories."""
+        k, P = int(self.models.numel()), tr.layout.P
+        for name in ("params", "exp_avg", "exp_avg_sq"):
+            if tuple(getattr(self, name).shape) != (3, k, P):
+                raise ValueError(f"Resume.{name} must be [3, {k}, {P}]")
+        if not count0 < self.at < count0 + rule.max_steps:
+            raise ValueError(f"Resume.at {self.at} is not inside the run's steps")
+        if (self.at - count0) % rule.window:
+            raise ValueError("models join at a window's end of the run")
+        if tr.noise_sd is not None or tr.hyper.kl_warmup > count0:
+            raise ValueError("no join with learned noise or a KL warm-up")
+        idx = self.models.to(tr.state.params.device)
+        if tr.lr_scale is not None and bool((tr.lr_scale[idx] != 1).any()):
+            raise ValueError("a joining model has a lowered learning rate")
+        if bool(tr.state.health.failed[idx].any()):
+            raise ValueError("a joining model has failed")
+
+    def join(self, tr: Trainer, conv: Convergence) -> None:
+        """Put the models' state into ``tr`` and ``conv`` and let them run."""
+        idx = self.models.to(tr.state.params.device)
+        st = tr.state
+        pairs = ((st.params, self.params), (st.opt[0], self.exp_avg), (st.opt[1], self.exp_avg_sq))
+        for dst, src in pairs:
+            dst[:, idx] = src.to(device=dst.device, dtype=dst.dtype)
+        tr.frozen = tr.frozen.clone()
+        tr.frozen[idx] = False
+        conv.seed(self.models, self.entries)
 
 
 @dataclass(frozen=True)

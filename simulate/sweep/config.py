@@ -443,6 +443,9 @@ class Job:
     n: int
     replicates: tuple
     config: SweepConfig  # the sweep's own (frozen, validated once; pickled to workers)
+    # None, or how the job shares its capped models' states with the budget-doubling
+    # control (simulate.sweep.budget.BudgetLink): a cache, changing no number
+    budget: object = None
 
     def cells(self):
         return [(self.truth.key, self.n, r) for r in self.replicates]

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from simulate.core import Batch, Layout, failed_term_names
+from simulate.core.objective import family_of
 from simulate.core.posterior import Posterior
 from simulate.core.recipe import build_trainer, train_models
 from simulate.core.state import init_state, widen
@@ -80,7 +81,8 @@ def _risk_fn(cfg: SweepConfig, X_val: torch.Tensor, y_val: torch.Tensor):
 ARMS = ("W0", "W0s", "W0f", "W", "P")
 
 
-def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, starts, grow=None):
+def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, starts, grow=None,
+                 link=None):  # fmt: skip
     """Train the candidates ``js`` (positions in ``W``) of every replicate in one padded
     program on the training points ``batch`` until the stopping rule holds for each,
     evaluate them against their replicate's truth (``f0t [R, m]``: its values at the test
@@ -93,7 +95,9 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, star
     (``full``, a :class:`Batch`) with its validation points among them (``val_masks``).
     ``grow``: width continuation (``SweepConfig.continuation``), ``(layout, params)`` of
     the narrower candidates trained just before, which R starts from
-    (``simulate.core.state.widen``); None: R's random start.  Returns the training seconds
+    (``simulate.core.state.widen``); None: R's random start.  ``link``: the job's
+    :class:`simulate.sweep.budget.BudgetLink` or None (R's capped models' states kept for,
+    or continued in, the budget-doubling control; no number changes).  Returns the training seconds
     and ``(layout, params)`` of R's trained candidates (what the next width grows from)."""
     R, n = batch.X.shape[0], batch.X.shape[1]  # n: the training points
     order = [(i, j) for j in js for i in range(R)]  # model = (replicate i, width j)
@@ -118,8 +122,17 @@ def _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, star
         if grow is not None:  # width continuation (K = 1: SweepConfig forbids both)
             wide = Layout(batch.X.shape[2], cfg.depth, widths)
             init = widen(grow[0], grow[1], wide, init_state(wide, hyper, seeds).params)
+        shadow = resume = None
+        if link is not None and K == 1 and grow is None:  # (BudgetLink.applies checks more)
+            shadow = link.shadow(cfg, n)
+            layout = Layout(batch.X.shape[2], cfg.depth, widths,
+                            node_scales=family_of(hyper).node_scales)  # fmt: skip
+            resume = link.resume(cfg, n, layout, seeds)
         trained = train_models(hyper, widths * K, seeds_k, batch.X, batch.y, di * K,
-                               init_from=init, **{**train, "risk": risk_k})  # fmt: skip
+                               init_from=init, shadow=shadow, resume=resume,
+                               **{**train, "risk": risk_k})  # fmt: skip
+        if shadow is not None:
+            link.save(cfg, trained.trainer, seeds)
         grown = (trained.trainer.layout, trained.trainer.state.params)
         train_s += time.perf_counter() - t0
         post = trained.posterior
@@ -287,7 +300,8 @@ def _per_width(cols: dict, i: int) -> dict:
 
 
 def run_asvi_job(job: Job) -> list[dict]:
-    """Train one job's ASVI cells and return their records (pure: no file access; runs on
+    """Train one job's ASVI cells and return their records (pure: no file access but a
+    budget link's state files, ``job.budget``, a cache that changes no number; runs on
     Dask workers; the runner's estimator ``"asvi"``, ``simulate.sweep.runner.ESTIMATORS``).
     The records store stamps their configuration fingerprint when it appends them."""
     cfg = job.config
@@ -342,7 +356,7 @@ def run_asvi_job(job: Job) -> list[dict]:
     for g in groups:
         js = [W.index(w) for w in g]
         s, out = _train_group(cfg, hyper, batch, W, js, model_seeds, f0t, Xt, arms, val, starts,
-                              grown if cfg.continuation else None)  # fmt: skip
+                              grown if cfg.continuation else None, job.budget)  # fmt: skip
         train_s, grown = train_s + s, out
     refs = [None] * R
     if job.truth.kind == "holder" and job.truth.p <= REFERENCE_MAX_P:

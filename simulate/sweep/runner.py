@@ -62,6 +62,7 @@ Design (every choice recorded in each record's ``config``):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from simulate.core import native
@@ -218,6 +219,7 @@ def run_sweep(
     accept_code_change: bool = False,
     discard: bool = False,
     scheduler_timeout: float | None = None,
+    budget=None,
 ) -> list[dict]:
     """Run every unfinished job of ``cfg`` and append its records to ``out_path``; returns
     all records of the sweep's cells.  ``scheduler``: address of an existing Dask cluster;
@@ -231,13 +233,17 @@ def run_sweep(
     configuration only (``accept_code_change``: or of it with other code, the change noted
     in each new record as ``code_change_accepted``).  ``discard``: the file's records are
     cut once its lock is held (``--recompute``), never before: a sweep writing it refuses
-    the discard instead of losing its cells."""
+    the discard instead of losing its cells.  ``budget``: a
+    :class:`simulate.sweep.budget.BudgetLink` the jobs share their capped models' states
+    through (the sweep's, ``"save"``, or the budget-doubling control's, ``"load"``), or
+    None; a cache that changes no record."""
     check_workers(workers, scheduler)
     check_compile(cfg, scheduler)
     store = _store(cfg, out_path, accept_code_change)
     store.discard = bool(discard)
     with store.writing() as st:  # one sweep per records file, or exit 2
-        todo = [j for j in jobs_for(cfg) if not all(c in st.done for c in j.cells())]
+        todo = [dataclasses.replace(j, budget=budget)
+                for j in jobs_for(cfg) if not all(c in st.done for c in j.cells())]  # fmt: skip
         # the costliest first (Job.cost; at equal cost the larger n, whose references and
         # data cost more): on a pool the largest n's jobs no longer start last and run
         # alone at the end (the full tier's teacher p = 200 at n = 32,000 ran alone on one

@@ -1,0 +1,158 @@
+"""The budget-doubling control continued from the sweep's capped models.
+
+The control (``verify.controls.control_config``) re-trains cells with twice the step cap
+and a stricter stopping rule (half the tolerances).  A window that is quiet under the
+stricter rule is quiet under the sweep's, so a model that ran to the sweep's cap with no
+plateau had no plateau under the control's rule either: up to that cap the two runs are
+the same run.  The control need not repeat it.  With a :class:`BudgetLink`, the sweep's
+jobs keep, for each such model, its state at the cap (parameters, optimiser moments and
+stopping bookkeeping, with the control rule's quiet count kept beside the sweep's:
+``simulate.core.stopping.Convergence``'s ``shadow``), one file per model; the control's
+jobs then hold those models until their program reaches that step and continue them from
+there (``simulate.core.trainer.Resume``).  Every number of the control's records is the
+same bit for bit as training them from the start (tested); only the training seconds
+fall.  The files are a cache: a model without one (a sweep run before, another machine, a
+file gone) is trained from the start, as before.
+
+Measured on the full tier (BENCHMARKS.md): most of the teacher truths' candidates run to
+the cap, a third to a half of the control's model-steps; the Hoelder truths' candidates
+mostly plateau first, so they gain little.
+
+Where it applies (:func:`linkable`): the two configurations differ only in the budget
+(``BUDGET_FIELDS``: sample sizes and replicates, the cap, the tolerances) with the same
+largest n (the same data), the control's rule stricter at every n and its cap larger, the
+sweep's cap a whole number of windows; random starts, one per candidate, no width
+continuation, no held-out risk stop, no KL warm-up."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+import torch
+
+from simulate.core.stopping import stricter
+from simulate.core.trainer import Resume
+from simulate.sweep.config import SweepConfig, fingerprint_fields
+
+__all__ = ["BUDGET_FIELDS", "BudgetLink", "linkable"]
+
+# what the control changes of the sweep's configuration (verify.controls.control_config)
+BUDGET_FIELDS = ("ns", "replicates", "max_steps", "max_epochs", "stop_tol", "stop_kl_abs",
+                 "stop_risk_tol")  # fmt: skip
+
+
+def linkable(sweep: SweepConfig, control: SweepConfig) -> str | None:
+    """None where the control can continue the sweep's capped models at every n they
+    share, else why not (module docstring)."""
+    a, b = sweep.to_dict(), control.to_dict()
+    other = sorted(k for k in a if k not in BUDGET_FIELDS and a[k] != b.get(k))
+    if other:
+        return f"the configurations differ in {', '.join(other)}"
+    if max(sweep.ns) != max(control.ns):
+        return "another largest n (other data)"
+    if sweep.start != "random" or sweep.restarts != 1 or sweep.continuation:
+        return "only random starts, one per candidate, without width continuation"
+    if sweep.stop_risk_tol is not None or control.stop_risk_tol is not None:
+        return "a held-out risk stop"
+    if sweep.kl_warmup:
+        return "a KL warm-up"
+    for n in set(sweep.ns) & set(control.ns):
+        rule, ctl = sweep.stop_rule_at(n), control.stop_rule_at(n)
+        if not stricter(ctl, rule) or ctl.max_steps <= rule.max_steps:
+            return f"at n = {n} the control's rule is not stricter with a larger cap"
+        if rule.max_steps % rule.window:
+            return f"at n = {n} the sweep's cap is not a whole number of windows"
+    return None
+
+
+@dataclass(frozen=True)
+class BudgetLink:
+    """How a job shares its capped models' states with the budget-doubling control
+    (module docstring): ``role`` ``"save"`` for the sweep's jobs (``other``: the control's
+    configuration, whose rule at n is the shadow rule) or ``"load"`` for the control's
+    (``other``: the sweep's, whose cap at n is where the states are); ``folder``: where
+    the files are (one subfolder per sweep configuration and code)."""
+
+    folder: str
+    role: str
+    other: SweepConfig
+
+    def __post_init__(self):
+        if self.role not in ("save", "load"):
+            raise ValueError(f"role must be 'save' or 'load', got {self.role!r}")
+
+    def pair(self, cfg: SweepConfig) -> tuple[SweepConfig, SweepConfig]:
+        """(sweep, control) configurations of a job of ``cfg``."""
+        return (cfg, self.other) if self.role == "save" else (self.other, cfg)
+
+    def applies(self, cfg: SweepConfig, n: int) -> bool:
+        sweep, control = self.pair(cfg)
+        return n in sweep.ns and n in control.ns and linkable(sweep, control) is None
+
+    def shadow(self, cfg: SweepConfig, n: int):
+        """The control's rule at n (the sweep's jobs keep its quiet count), or None."""
+        if self.role != "save" or not self.applies(cfg, n):
+            return None
+        return self.other.stop_rule_at(n)
+
+    def _dir(self, cfg: SweepConfig) -> str:
+        from simulate.sweep.records import code_digest  # (records imports config only)
+
+        sweep, _ = self.pair(cfg)
+        key = json.dumps([fingerprint_fields(sweep), code_digest()], sort_keys=True, default=str)
+        return os.path.join(self.folder, hashlib.sha256(key.encode()).hexdigest()[:20])
+
+    def save(self, cfg: SweepConfig, trainer, seeds) -> int:
+        """Keep the states of the trainer's capped models (``Trainer.capped_models``), one
+        file per model named by its seed (``seeds``: the trainer's models'); returns how
+        many."""
+        capped = trainer.capped_models()
+        if capped.numel() == 0:
+            return 0
+        res = trainer.resume_from(capped)
+        folder = self._dir(cfg)
+        os.makedirs(folder, exist_ok=True)
+        wmax = max(trainer.layout.widths)
+        for j, e in enumerate(capped.tolist()):
+            item = {
+                "at": res.at,
+                "P": trainer.layout.P,
+                "wmax": wmax,
+                "width": int(trainer.layout.widths[e]),
+                **{k: getattr(res, k)[:, j].clone() for k in ("params", "exp_avg", "exp_avg_sq")},
+                "entries": {k: v[j].clone() for k, v in res.entries.items()},
+            }
+            path = os.path.join(folder, f"{int(seeds[e])}.pt")
+            tmp = f"{path}.{os.getpid()}.tmp"
+            torch.save(item, tmp)
+            os.replace(tmp, path)  # whole or absent
+        return int(capped.numel())
+
+    def resume(self, cfg: SweepConfig, n: int, layout, seeds) -> Resume | None:
+        """The :class:`Resume` of the models (``seeds``, in ``layout``) whose states the
+        sweep kept at n, or None where there are none."""
+        if self.role != "load" or not self.applies(cfg, n):
+            return None
+        sweep, _ = self.pair(cfg)
+        at = sweep.stop_rule_at(n).max_steps
+        folder, found = self._dir(cfg), []
+        wmax = max(layout.widths)
+        for e, s in enumerate(seeds):
+            path = os.path.join(folder, f"{int(s)}.pt")
+            if not os.path.isfile(path):
+                continue
+            item = torch.load(path, weights_only=True)
+            same = (item["at"], item["P"], item["wmax"], item["width"])
+            if same == (at, layout.P, wmax, int(layout.widths[e])):
+                found.append((e, item))
+        if not found:
+            return None
+        rows = {k: torch.stack([it[k] for _, it in found], 1)
+                for k in ("params", "exp_avg", "exp_avg_sq")}  # fmt: skip
+        entries = {k: torch.stack([it["entries"][k] for _, it in found])
+                   for k in found[0][1]["entries"]}  # fmt: skip
+        models = torch.tensor([e for e, _ in found], dtype=torch.int64)
+        return Resume(at, models, rows["params"], rows["exp_avg"], rows["exp_avg_sq"], entries)

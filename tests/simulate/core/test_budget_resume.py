@@ -1,0 +1,145 @@
+"""Continuing capped models under a stricter rule (``Trainer.fit_until``'s ``shadow`` and
+``resume``): a model that reached the cap of a run with no plateau, continued from its
+state there in a run under the stricter rule, ends exactly where that run from the start
+ends it.  Exact equality is the claim (``torch.equal``, no tolerance); the negative
+control seeds the quiet count wrongly and sees another trajectory."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from simulate.core import Hyper, StepOptions, native
+from simulate.core.recipe import build_trainer
+from simulate.core.stopping import Convergence, StopRule, stricter
+
+MLPS = [
+    "batched",
+    pytest.param(
+        "native-step",
+        marks=pytest.mark.skipif(
+            shutil.which(native._compiler()) is None, reason="no C compiler for the C step"
+        ),
+    ),
+]
+# a small cap: the narrow models plateau (some twice, stopping), the wide ones do not
+RULE = StopRule(max_steps=400, window=50, tol=2e-2, patience=2, kl_abs=20.0, lr_decays=1)
+WIDTHS, SEEDS, DATA = [2, 2, 3, 12, 16, 16], [5, 6, 7, 8, 9, 10], [0, 1, 0, 1, 0, 1]
+
+
+def _trainer(mlp):
+    rng = np.random.default_rng(3)
+    X = torch.tensor(rng.uniform(-1, 1, (2, 400, 2)), dtype=torch.float32)
+    y = torch.tensor(np.sin(3 * X[..., 0].numpy()) + 0.2 * rng.standard_normal((2, 400)),
+                     dtype=torch.float32)  # fmt: skip
+    return build_trainer(Hyper(batch_size=32), WIDTHS, SEEDS, X, y, DATA, depth=2,
+                         options=StepOptions(mlp=mlp))  # fmt: skip
+
+
+def _state(tr):
+    st = tr.state
+    return [t.clone() for t in (st.params, *st.opt)]
+
+
+@pytest.mark.parametrize("mlp", MLPS)
+def test_capped_models_continue_as_in_a_run_from_the_start(mlp):
+    ctl = RULE.doubled()
+    base = _trainer(mlp)
+    base.fit_until(RULE, shadow=ctl)
+    capped = base.capped_models()
+    # the setting has both kinds: models continued and models trained again from the start
+    assert 0 < capped.numel() < len(WIDTHS)
+    resume = base.resume_from(capped)
+    assert resume.at == RULE.max_steps
+
+    straight = _trainer(mlp)
+    want = straight.fit_until(ctl)
+    joined = _trainer(mlp)
+    got = joined.fit_until(ctl, resume=resume)
+    assert got == want  # steps, converged, plateaus, last changes: every model's
+    assert torch.equal(joined.state.params, straight.state.params)  # every model's
+    # the moments of the models still running at the end (the stopped ones' may have
+    # skipped decays while nothing ran: Trainer.fit_until)
+    running = ~torch.tensor(want["converged"])
+    for a, b in zip(_state(joined)[1:], _state(straight)[1:], strict=True):
+        assert torch.equal(a[:, running], b[:, running])
+
+
+@pytest.mark.parametrize("mlp", MLPS)
+def test_a_join_without_the_moments_is_seen(mlp):
+    """Negative control: the same join with the optimiser's moments zeroed (the
+    parameters alone carried over) ends the joined models elsewhere."""
+    ctl = RULE.doubled()
+    base = _trainer(mlp)
+    base.fit_until(RULE, shadow=ctl)
+    capped = base.capped_models()
+    resume = base.resume_from(capped)
+    resume = dataclasses.replace(resume, exp_avg=torch.zeros_like(resume.exp_avg),
+                                 exp_avg_sq=torch.zeros_like(resume.exp_avg_sq))  # fmt: skip
+    straight, joined = _trainer(mlp), _trainer(mlp)
+    straight.fit_until(ctl)
+    joined.fit_until(ctl, resume=resume)
+    a, b = joined.state.params[:, capped], straight.state.params[:, capped]
+    assert not torch.equal(a, b)
+
+
+def test_the_shadow_count_is_the_stricter_rules_own():
+    """``below_shadow`` counts as a run under the shadow rule counts, while the rule has
+    had no plateau."""
+    rule, shadow = RULE, RULE.doubled()
+    g = np.random.default_rng(0)
+    E = 40
+    a = Convergence(rule, E, shadow=shadow)
+    b = Convergence(shadow, E)
+    level = torch.tensor(g.uniform(50, 500, E), dtype=torch.float64)
+    for _ in range(8):
+        # objectives whose windows fall by 0.2% to 3% (some quiet under one rule only)
+        level = level * torch.tensor(1 - g.uniform(0.002, 0.03, E))
+        for _step in range(rule.window):
+            info = _info(level, 0.5 * level, E)
+            a.update(info)
+            b.update(info)
+        clean = (a.decays == 0) & ~a.done
+        assert torch.equal(a.below_shadow[clean], b.below[clean])
+
+
+def _info(total, kl, E):
+    from types import SimpleNamespace
+
+    terms = SimpleNamespace(total=total.to(torch.float32), kl=kl.to(torch.float32))
+    return SimpleNamespace(terms=terms, failed=torch.zeros(E, dtype=torch.bool))
+
+
+def test_stricter():
+    assert stricter(RULE.doubled(), RULE)
+    assert not stricter(RULE, RULE.doubled())
+    with pytest.raises(ValueError, match="not stricter"):
+        Convergence(RULE.doubled(), 2, shadow=RULE)
+
+
+@pytest.mark.parametrize("mlp", MLPS)
+def test_the_count_jumps_to_the_join_when_nothing_else_runs(mlp):
+    """With every other model held, the run goes straight to the join's step (no steps
+    of an all-held program) and the joined models still end as in the straight run."""
+    ctl = RULE.doubled()
+    base = _trainer(mlp)
+    base.fit_until(RULE, shadow=ctl)
+    capped = base.capped_models()
+    straight, joined = _trainer(mlp), _trainer(mlp)
+    want = straight.fit_until(ctl)
+    others = torch.ones(len(WIDTHS), dtype=torch.bool)
+    others[capped] = False
+    joined.frozen = others.clone()
+    calls = []
+    step = joined.advance_steps if joined.step_fn.multi else joined.advance
+    name = "advance_steps" if joined.step_fn.multi else "advance"
+    setattr(joined, name, lambda *a, **k: calls.append(int(joined.state.count)) or step(*a, **k))
+    got = joined.fit_until(ctl, resume=base.resume_from(capped))
+    assert min(calls) == RULE.max_steps  # no step before the join's
+    for k in ("steps", "converged", "rel_change", "kl_change"):
+        assert [got[k][i] for i in capped] == [want[k][i] for i in capped]
+    assert torch.equal(joined.state.params[:, capped], straight.state.params[:, capped])

@@ -1,0 +1,116 @@
+"""The budget-doubling control continued from the sweep's capped candidates
+(``simulate.sweep.budget``): the control's records are those of training it from the
+start, in every field but the wall times, while some candidates were continued; and the
+configurations it does not apply to are refused with a reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+
+import pytest
+
+from simulate.core import native
+from simulate.sweep import budget as budget_mod
+from simulate.sweep.budget import BudgetLink, linkable
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.runner import run_sweep
+from simulate.sweep.truth_spec import TruthSpec
+from tests.factories import SWEEP_TINY
+from verify.controls import control_config
+
+MLPS = [
+    "batched",
+    pytest.param(
+        "native-step",
+        marks=pytest.mark.skipif(
+            shutil.which(native._compiler()) is None, reason="no C compiler for the C step"
+        ),
+    ),
+]
+
+
+def _cfg(mlp="batched", **kw):
+    # a small cap (4 windows) and one plateau before the stop: some candidates plateau,
+    # some run to the cap without one
+    tiny = {**SWEEP_TINY, "max_steps": 80, "stop_lr_decays": 1, "widths": [2, 6]}
+    return SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5)], mlp=mlp, **{**tiny, **kw})
+
+
+def _stable(records):
+    out = []
+    for r in records:
+        r = dict(r)
+        r.pop("timing")
+        out.append(json.dumps(r, sort_keys=True))
+    return sorted(out)
+
+
+def _quiet(*_):
+    pass
+
+
+@pytest.mark.parametrize("mlp", MLPS)
+def test_the_continued_control_writes_the_records_of_one_from_the_start(tmp_path, mlp,
+                                                                         monkeypatch):  # fmt: skip
+    cfg = _cfg(mlp)
+    ccfg = control_config(cfg, replicates=2, every_n=True)
+    assert linkable(cfg, ccfg) is None
+    folder = str(tmp_path / "states")
+    run_sweep(cfg, tmp_path / "a.jsonl", progress=False, log=_quiet,
+              budget=BudgetLink(folder, "save", ccfg))  # fmt: skip
+    kept = [f for _, _, fs in os.walk(folder) for f in fs]
+    assert kept and not [f for f in kept if f.endswith(".tmp")]
+    joined = []
+    real = budget_mod.BudgetLink.resume
+
+    def spy(self, *a):
+        res = real(self, *a)
+        joined.append(0 if res is None else int(res.models.numel()))
+        return res
+
+    monkeypatch.setattr(budget_mod.BudgetLink, "resume", spy)
+    got = run_sweep(ccfg, tmp_path / "c.jsonl", progress=False, log=_quiet,
+                    budget=BudgetLink(folder, "load", cfg))  # fmt: skip
+    assert sum(joined) == len(kept)  # every kept state was continued
+    want = run_sweep(ccfg, tmp_path / "d.jsonl", progress=False, log=_quiet)
+    assert _stable(got) == _stable(want)
+    # and the states are of capped candidates: the control ran them past the sweep's cap
+    steps = [s for r in got for s in r["per_width"]["steps"]]
+    assert max(steps) > cfg.max_steps
+
+
+def test_a_missing_state_trains_from_the_start(tmp_path):
+    """The files are a cache: a control with an empty folder writes the same records."""
+    cfg = _cfg()
+    ccfg = control_config(cfg, replicates=2)
+    folder = str(tmp_path / "none")
+    got = run_sweep(ccfg, tmp_path / "c.jsonl", progress=False, log=_quiet,
+                    budget=BudgetLink(folder, "load", cfg))  # fmt: skip
+    want = run_sweep(ccfg, tmp_path / "d.jsonl", progress=False, log=_quiet)
+    assert _stable(got) == _stable(want)
+
+
+@pytest.mark.parametrize(
+    "change,why",
+    [
+        ({"lr": 0.01}, "differ in lr"),
+        ({"stop_window": 40}, "differ in stop_window"),
+        ({"kl_warmup": 20}, "differ in kl_warmup"),
+    ],
+)
+def test_what_it_does_not_apply_to_is_said(change, why):
+    cfg = _cfg()
+    ccfg = dataclasses.replace(control_config(cfg, replicates=2), **change)
+    assert why in linkable(cfg, ccfg)
+
+
+def test_a_sweep_it_cannot_continue_is_said():
+    cfg = _cfg(max_steps=70)  # not a whole number of windows of 20
+    assert "whole number of windows" in linkable(cfg, control_config(cfg, replicates=2))
+    cfg = _cfg(kl_warmup=20)
+    assert "KL warm-up" in linkable(cfg, control_config(cfg, replicates=2))
+    same = _cfg()
+    assert "not stricter" in linkable(same, same)
