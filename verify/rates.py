@@ -69,7 +69,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import shutil
 import sys
 import time
 import traceback
@@ -550,19 +549,20 @@ def _dry_run(args, plan: dict, proto) -> int:
     return 0
 
 
-def _budget_link(args, cfg, path, ccfg) -> str | None:
-    """The folder the sweep keeps its capped candidates' states in for the control to
-    continue (``simulate.sweep.budget``; beside the records, removed once the control's
-    records are written), or None: no control, ``--control-from-start``, a cluster (its
-    workers need not share this machine's files), or a configuration it does not apply to
-    (said)."""
+def _budget_link(args, cfg, path, ccfg):
+    """The sweep's and the control's :class:`BudgetLink` (``simulate.sweep.budget``: the
+    sweep keeps its capped candidates' states in a folder beside the records, removed once
+    the control's records are written), or None: no control, ``--control-from-start``, a
+    cluster (its workers need not share this machine's files), or a configuration it does
+    not apply to (said)."""
     if ccfg is None or args.control_from_start or args.scheduler:
         return None
     why = linkable(cfg, ccfg)
     if why is not None:
         print(f"the control trains from the start: {why}")
         return None
-    return f"{os.path.splitext(path)[0]}-states"
+    folder = f"{os.path.splitext(path)[0]}-states"
+    return BudgetLink(folder, "save", ccfg), BudgetLink(folder, "load", cfg)
 
 
 def _run(args, truths, workers, plan, source, records, control_records, proto) -> int:
@@ -586,19 +586,18 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
             print(power_lines(design_power(cfg, proto), cfg))
             t1 = time.perf_counter()
             link = _budget_link(args, cfg, path, ccfg)
-            records += sweep(cfg, path, link and BudgetLink(link, "save", ccfg))
+            records += sweep(cfg, path, link and link[0])
             print(f"sweep{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
             if ccfg is not None:
                 print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
                 if link:
-                    kept = sum(len(f) for _, _, f in os.walk(link))
-                    print(f"  {kept} candidates ran to the sweep's cap with no plateau: continued"
-                          " from their states there (simulate.sweep.budget)")  # fmt: skip
+                    print(f"  {link[0].kept(cfg)} candidates ran to the sweep's cap with no"
+                          " plateau: continued from their states there")  # fmt: skip
                 t1 = time.perf_counter()
-                control_records += sweep(ccfg, cpath_i, link and BudgetLink(link, "load", cfg))
+                control_records += sweep(ccfg, cpath_i, link and link[1])
                 print(f"control{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
                 if link:  # a cache: the control's records are written
-                    shutil.rmtree(link, ignore_errors=True)
+                    link[0].clear(cfg)
         if plan["gp"] is not None:
             gcfg, gpath = plan["gp"]
             print(power_lines(design_power(gcfg, proto), gcfg))

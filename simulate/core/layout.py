@@ -153,14 +153,16 @@ class Layout:
                 z = torch.bmm(self.block(theta, l), h)
                 h = torch.cat([torch.relu(z), torch.ones_like(z[:, :1])], dim=1)
                 continue
-            key = (l, B, m)
-            if key not in scratch:
-                o = self.dims[l + 1]
-                z = torch.empty(B, o, m, dtype=h.dtype, device=h.device)
-                buf = torch.empty(B, o + 1, m, dtype=h.dtype, device=h.device)
-                buf[:, -1, :] = 1
-                scratch[key] = (z, buf)
-            z, buf = scratch[key]
+            # one product buffer per shape, two augmented ones used in turn (a layer reads
+            # the one before): three at most, as many as the plain pass has at once
+            o = self.dims[l + 1]
+            kz, kh = ("z", B, o, m), ("h", l % 2, B, o, m)
+            if kz not in scratch:
+                scratch[kz] = torch.empty(B, o, m, dtype=h.dtype, device=h.device)
+            if kh not in scratch:
+                scratch[kh] = torch.empty(B, o + 1, m, dtype=h.dtype, device=h.device)
+                scratch[kh][:, -1, :] = 1
+            z, buf = scratch[kz], scratch[kh]
             # the product into a contiguous buffer, as a fresh one: a strided ``out`` (the
             # augmented buffer's first rows) takes another BLAS path for some shapes, which
             # rounds differently

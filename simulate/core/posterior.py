@@ -41,6 +41,8 @@ PREDICT_DRAWS = 30
 ELBO_DRAWS = 10
 MIN_ELBO_DRAWS = 10
 RISK_DRAWS = 10
+# Posterior.elbo keeps its draws across the data's chunks up to this many bytes
+KEEP_DRAWS_BYTES = 64 << 20
 
 
 @dataclass
@@ -232,14 +234,18 @@ class Posterior:
             # for every draw; the per-(draw, chunk) sums are then added in the order of the
             # draws-outside loop (draw 0's chunks, then draw 1's, ...), so L1 and rss are
             # the same sums bit for bit whichever loop is outside
-            thetas = [self.draw(t) for t in range(draws)]
+            # the draws kept while they are small (else drawn again for each chunk: the same
+            # numbers, counter-based)
+            keep = draws * self.E * self.layout.P * 8 <= KEEP_DRAWS_BYTES
+            thetas = [self.draw(t) for t in range(draws)] if keep else None
             chunks = range(0, n, chunk)
             parts = [[None] * len(chunks) for _ in range(draws)]
             scratch = {}
             for c, a in enumerate(chunks):
                 xb, yb = X[d, a : a + chunk], y[d, a : a + chunk]
                 xa = self.layout.augment(xb)
-                for t, theta in enumerate(thetas):
+                for t in range(draws):
+                    theta = thetas[t] if keep else self.draw(t)
                     out = self.layout.forward(theta, xb, xa, scratch)
                     nll = neg_log_lik(out, yb, self.hyper, self.noise_sd).sum(-1)
                     sq = ((yb - out[:, 0, :]) ** 2).sum(-1) if gaussian else None

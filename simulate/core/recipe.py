@@ -99,7 +99,8 @@ def train_models(
     tr = build_trainer(hyper, widths, seeds, X, y, data_index, **build)
     if rule is not None:
         watch = None if risk is None else (lambda params: risk(tr, params))
-        conv = tr.fit_until(rule, risk=watch, shadow=shadow, resume=resume)
+        extra = {"risk": watch, "shadow": shadow, "resume": resume}
+        conv = tr.fit_until(rule, **{k: v for k, v in extra.items() if v is not None})
     else:
         tr.fit(steps, progress=progress, record_every=record_every)
         conv = None

@@ -11,8 +11,11 @@ stopping bookkeeping, with the control rule's quiet count kept beside the sweep'
 jobs then hold those models until their program reaches that step and continue them from
 there (``simulate.core.trainer.Resume``).  Every number of the control's records is the
 same bit for bit as training them from the start (tested); only the training seconds
-fall.  The files are a cache: a model without one (a sweep run before, another machine, a
-file gone) is trained from the start, as before.
+fall.  The files are a cache: a model without a usable one (a sweep run before, another
+machine, a file gone or unreadable, a program of other models) is trained from the start,
+as before.  A state is used only in a program of the same models in the same places as the
+sweep's (its width groups and replicate block): a model's rounding on the batched paths can
+depend on its place in the program.
 
 Measured on the full tier (BENCHMARKS.md): most of the teacher truths' candidates run to
 the cap, a third to a half of the control's model-steps; the Hoelder truths' candidates
@@ -29,6 +32,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -99,11 +104,30 @@ class BudgetLink:
         return self.other.stop_rule_at(n)
 
     def _dir(self, cfg: SweepConfig) -> str:
+        """The subfolder of this sweep, control rule and code (the kept quiet counts are the
+        control rule's)."""
         from simulate.sweep.records import code_digest  # (records imports config only)
 
-        sweep, _ = self.pair(cfg)
-        key = json.dumps([fingerprint_fields(sweep), code_digest()], sort_keys=True, default=str)
+        sweep, control = self.pair(cfg)
+        rule = {k: v for k, v in control.to_dict().items() if k.startswith(("stop_", "max_"))}
+        key = json.dumps([fingerprint_fields(sweep), rule, code_digest()], sort_keys=True,
+                         default=str)  # fmt: skip
         return os.path.join(self.folder, hashlib.sha256(key.encode()).hexdigest()[:20])
+
+    def kept(self, cfg: SweepConfig) -> int:
+        """How many states the sweep of ``cfg`` (either role's) has kept."""
+        folder = self._dir(cfg)
+        if not os.path.isdir(folder):
+            return 0
+        return sum(f.endswith(".pt") for f in os.listdir(folder))
+
+    def clear(self, cfg: SweepConfig) -> None:
+        """Remove this sweep's states (and the folder, when nothing else is in it)."""
+        shutil.rmtree(self._dir(cfg), ignore_errors=True)
+        try:
+            os.rmdir(self.folder)
+        except OSError:
+            pass  # absent, or holding other sweeps' states
 
     def save(self, cfg: SweepConfig, trainer, seeds) -> int:
         """Keep the states of the trainer's capped models (``Trainer.capped_models``), one
@@ -114,21 +138,28 @@ class BudgetLink:
             return 0
         res = trainer.resume_from(capped)
         folder = self._dir(cfg)
-        os.makedirs(folder, exist_ok=True)
-        wmax = max(trainer.layout.widths)
-        for j, e in enumerate(capped.tolist()):
-            item = {
-                "at": res.at,
-                "P": trainer.layout.P,
-                "wmax": wmax,
-                "width": int(trainer.layout.widths[e]),
-                **{k: getattr(res, k)[:, j].clone() for k in ("params", "exp_avg", "exp_avg_sq")},
-                "entries": {k: v[j].clone() for k, v in res.entries.items()},
-            }
-            path = os.path.join(folder, f"{int(seeds[e])}.pt")
-            tmp = f"{path}.{os.getpid()}.tmp"
-            torch.save(item, tmp)
-            os.replace(tmp, path)  # whole or absent
+        widths = [int(w) for w in trainer.layout.widths]
+        try:
+            os.makedirs(folder, exist_ok=True)
+            for j, e in enumerate(capped.tolist()):
+                item = {
+                    "at": res.at,
+                    "P": trainer.layout.P,
+                    "widths": widths,  # the program's models, in order, and its place
+                    "position": e,
+                    **{
+                        k: getattr(res, k)[:, j].clone()
+                        for k in ("params", "exp_avg", "exp_avg_sq")
+                    },  # fmt: skip
+                    "entries": {k: v[j].clone() for k, v in res.entries.items()},
+                }
+                path = os.path.join(folder, f"{int(seeds[e])}.pt")
+                tmp = f"{path}.{os.getpid()}.tmp"
+                torch.save(item, tmp)
+                os.replace(tmp, path)  # whole or absent
+        except (OSError, RuntimeError) as exc:  # a cache: the control then trains them again
+            warnings.warn(f"capped models' states not kept ({exc})", stacklevel=2)
+            return 0
         return int(capped.numel())
 
     def resume(self, cfg: SweepConfig, n: int, layout, seeds) -> Resume | None:
@@ -139,14 +170,18 @@ class BudgetLink:
         sweep, _ = self.pair(cfg)
         at = sweep.stop_rule_at(n).max_steps
         folder, found = self._dir(cfg), []
-        wmax = max(layout.widths)
+        widths = [int(w) for w in layout.widths]
         for e, s in enumerate(seeds):
             path = os.path.join(folder, f"{int(s)}.pt")
             if not os.path.isfile(path):
                 continue
-            item = torch.load(path, weights_only=True)
-            same = (item["at"], item["P"], item["wmax"], item["width"])
-            if same == (at, layout.P, wmax, int(layout.widths[e])):
+            try:
+                item = torch.load(path, weights_only=True)
+                same = (item["at"], item["P"], item["widths"], item["position"])
+            except Exception as exc:  # noqa: BLE001  (a cache: any unreadable file is a miss)
+                warnings.warn(f"{path}: not read ({exc}); trained from the start", stacklevel=2)
+                continue
+            if same == (at, layout.P, widths, e):
                 found.append((e, item))
         if not found:
             return None

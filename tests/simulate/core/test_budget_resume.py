@@ -2,7 +2,8 @@
 ``resume``): a model that reached the cap of a run with no plateau, continued from its
 state there in a run under the stricter rule, ends exactly where that run from the start
 ends it.  Exact equality is the claim (``torch.equal``, no tolerance); the negative
-control seeds the quiet count wrongly and sees another trajectory."""
+controls join without the optimiser's moments, or with the quiet count the stricter rule
+had reset, and see other trajectories."""
 
 from __future__ import annotations
 
@@ -31,13 +32,13 @@ RULE = StopRule(max_steps=400, window=50, tol=2e-2, patience=2, kl_abs=20.0, lr_
 WIDTHS, SEEDS, DATA = [2, 2, 3, 12, 16, 16], [5, 6, 7, 8, 9, 10], [0, 1, 0, 1, 0, 1]
 
 
-def _trainer(mlp):
+def _trainer(mlp, compile=False):
     rng = np.random.default_rng(3)
     X = torch.tensor(rng.uniform(-1, 1, (2, 400, 2)), dtype=torch.float32)
     y = torch.tensor(np.sin(3 * X[..., 0].numpy()) + 0.2 * rng.standard_normal((2, 400)),
                      dtype=torch.float32)  # fmt: skip
     return build_trainer(Hyper(batch_size=32), WIDTHS, SEEDS, X, y, DATA, depth=2,
-                         options=StepOptions(mlp=mlp))  # fmt: skip
+                         options=StepOptions(mlp=mlp, compile=compile))  # fmt: skip
 
 
 def _state(tr):
@@ -143,3 +144,39 @@ def test_the_count_jumps_to_the_join_when_nothing_else_runs(mlp):
     for k in ("steps", "converged", "rel_change", "kl_change"):
         assert [got[k][i] for i in capped] == [want[k][i] for i in capped]
     assert torch.equal(joined.state.params[:, capped], straight.state.params[:, capped])
+
+
+def test_a_quiet_count_under_way_at_the_cap_is_carried():
+    """A model whose last windows before the cap were quiet under both rules (its quiet
+    count 2 of patience 3) plateaus one window after the join, as in the straight run;
+    seeded with a count of 0 (the negative control) it plateaus later."""
+    rule = StopRule(max_steps=400, window=50, tol=2e-2, patience=3, kl_abs=20.0, lr_decays=1)
+    ctl = StopRule(max_steps=800, window=50, tol=1.9e-2, patience=3, kl_abs=19.0, lr_decays=1)
+    base = _trainer("batched")
+    base.fit_until(rule, shadow=ctl)
+    capped = base.capped_models()
+    counts = base.convergence.below_shadow[capped]
+    assert bool((counts > 0).any())  # the case this test is for
+    straight = _trainer("batched")
+    want = straight.fit_until(ctl)
+    joined = _trainer("batched")
+    assert joined.fit_until(ctl, resume=base.resume_from(capped)) == want
+    assert torch.equal(joined.state.params, straight.state.params)
+    wrong = base.resume_from(capped)
+    wrong.entries["below"][:] = 0
+    again = _trainer("batched")
+    assert again.fit_until(ctl, resume=wrong)["steps"] != want["steps"]
+
+
+@pytest.mark.slow  # three compilations, ~40 s
+def test_the_compiled_step_continues_alike():
+    """The same on the compiled step (the full tier's default path)."""
+    ctl = RULE.doubled()
+    base = _trainer("batched", compile=True)
+    base.fit_until(RULE, shadow=ctl)
+    capped = base.capped_models()
+    assert 0 < capped.numel() < len(WIDTHS)
+    straight, joined = _trainer("batched", compile=True), _trainer("batched", compile=True)
+    want = straight.fit_until(ctl)
+    assert joined.fit_until(ctl, resume=base.resume_from(capped)) == want
+    assert torch.equal(joined.state.params, straight.state.params)

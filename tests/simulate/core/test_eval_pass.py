@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from simulate.core import Hyper, Layout
+from simulate.core import Hyper, Layout, posterior
 from simulate.core.layout import neg_log_lik
 from simulate.core.posterior import Posterior
 from simulate.core.state import init_state
@@ -33,7 +33,9 @@ def test_buffered_forward_is_the_plain_forward_bit_for_bit(depth, p, widths, m, 
     for _ in range(3):  # the buffers reused across calls with other parameters
         theta = torch.randn(len(widths), layout.P, generator=g, dtype=dtype)
         assert torch.equal(layout.forward(theta, x, xa, scratch), layout.forward(theta, x))
-    assert len(scratch) == depth  # one buffer per hidden layer, kept for the next call
+    # kept for the next call: one product buffer (the hidden layers share a padded width)
+    # and at most two augmented ones, used in turn
+    assert len(scratch) == 1 + min(depth, 2)
 
 
 def _plain_test_metrics(post, truth, X, draws):
@@ -69,8 +71,11 @@ def _plain_elbo_l1(post, X, y, d, draws, chunk):
     return (L1 / draws).numpy(), (rss / draws).numpy()
 
 
+@pytest.mark.parametrize("keep", [True, False])  # the draws kept, or drawn for each chunk
 @pytest.mark.parametrize("chunk", [64, 100, 10_000])  # several chunks, a ragged last one, one
-def test_elbo_sums_in_the_draws_outside_order(chunk):
+def test_elbo_sums_in_the_draws_outside_order(chunk, keep, monkeypatch):
+    if not keep:
+        monkeypatch.setattr(posterior, "KEEP_DRAWS_BYTES", 0)
     post = _posterior(2, [3, 3, 6, 6, 6])
     rng = np.random.default_rng(2)
     X = rng.uniform(-1, 1, (2, 450, 2))

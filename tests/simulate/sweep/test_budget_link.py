@@ -114,3 +114,26 @@ def test_a_sweep_it_cannot_continue_is_said():
     assert "KL warm-up" in linkable(cfg, control_config(cfg, replicates=2))
     same = _cfg()
     assert "not stricter" in linkable(same, same)
+
+
+def test_a_program_of_other_models_trains_from_the_start(tmp_path, monkeypatch):
+    """A control of fewer replicates than a block (its programs hold other models: the
+    batched paths' rounding can depend on a model's place) uses none of the states and
+    writes the records of one from the start."""
+    cfg = _cfg(replicate_block=2)
+    ccfg = control_config(cfg, replicates=1)
+    folder = str(tmp_path / "states")
+    run_sweep(cfg, tmp_path / "a.jsonl", progress=False, log=_quiet,
+              budget=BudgetLink(folder, "save", ccfg))  # fmt: skip
+    assert BudgetLink(folder, "save", ccfg).kept(cfg) > 0
+    joined = []
+    real = budget_mod.BudgetLink.resume
+    monkeypatch.setattr(budget_mod.BudgetLink, "resume",
+                        lambda self, *a: joined.append(real(self, *a)) or joined[-1])  # fmt: skip
+    got = run_sweep(ccfg, tmp_path / "c.jsonl", progress=False, log=_quiet,
+                    budget=BudgetLink(folder, "load", cfg))  # fmt: skip
+    assert joined and all(r is None for r in joined)
+    want = run_sweep(ccfg, tmp_path / "d.jsonl", progress=False, log=_quiet)
+    assert _stable(got) == _stable(want)
+    BudgetLink(folder, "save", ccfg).clear(cfg)
+    assert not os.path.exists(folder)
