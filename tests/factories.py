@@ -1,9 +1,14 @@
 """Factories shared by several test modules (one definition each; test modules import
 from here, never from one another)."""
 
+import json
 import math
+import shutil
 
 import numpy as np
+import pytest
+
+from simulate.core import native
 
 NS = np.array([250, 500, 1000, 2000, 4000, 8000])
 
@@ -132,3 +137,27 @@ def verdict_entry(estimator="asvi", theorem="PASS", attainment="PASS", expected=
             fail_familywise=familywise,
         ),
     )
+
+
+def stable_records(records):
+    """Records without the fields that legitimately differ between runs (wall times), as
+    sorted JSON strings: two runs' records compared whole."""
+    out = []
+    for r in records:
+        r = dict(r)
+        r.pop("timing")
+        out.append(json.dumps(r, sort_keys=True))
+    return sorted(out)
+
+
+# the two step paths a bit-for-bit test runs on: the batched one, and the C step where a
+# C compiler exists to build it
+STEP_MLPS = [
+    "batched",
+    pytest.param(
+        "native-step",
+        marks=pytest.mark.skipif(
+            shutil.which(native._compiler()) is None, reason="no C compiler for the C step"
+        ),
+    ),
+]

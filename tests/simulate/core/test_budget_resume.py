@@ -8,25 +8,16 @@ had reset, and see other trajectories."""
 from __future__ import annotations
 
 import dataclasses
-import shutil
 
 import numpy as np
 import pytest
 import torch
 
-from simulate.core import Hyper, StepOptions, native
+from simulate.core import Hyper, StepOptions
 from simulate.core.recipe import build_trainer
 from simulate.core.stopping import Convergence, StopRule, stricter
+from tests.factories import STEP_MLPS
 
-MLPS = [
-    "batched",
-    pytest.param(
-        "native-step",
-        marks=pytest.mark.skipif(
-            shutil.which(native._compiler()) is None, reason="no C compiler for the C step"
-        ),
-    ),
-]
 # a small cap: the narrow models plateau (some twice, stopping), the wide ones do not
 RULE = StopRule(max_steps=400, window=50, tol=2e-2, patience=2, kl_abs=20.0, lr_decays=1)
 WIDTHS, SEEDS, DATA = [2, 2, 3, 12, 16, 16], [5, 6, 7, 8, 9, 10], [0, 1, 0, 1, 0, 1]
@@ -46,7 +37,7 @@ def _state(tr):
     return [t.clone() for t in (st.params, *st.opt)]
 
 
-@pytest.mark.parametrize("mlp", MLPS)
+@pytest.mark.parametrize("mlp", STEP_MLPS)
 def test_capped_models_continue_as_in_a_run_from_the_start(mlp):
     ctl = RULE.doubled()
     base = _trainer(mlp)
@@ -70,7 +61,7 @@ def test_capped_models_continue_as_in_a_run_from_the_start(mlp):
         assert torch.equal(a[:, running], b[:, running])
 
 
-@pytest.mark.parametrize("mlp", MLPS)
+@pytest.mark.parametrize("mlp", STEP_MLPS)
 def test_a_join_without_the_moments_is_seen(mlp):
     """Negative control: the same join with the optimiser's moments zeroed (the
     parameters alone carried over) ends the joined models elsewhere."""
@@ -122,7 +113,7 @@ def test_stricter():
         Convergence(RULE.doubled(), 2, shadow=RULE)
 
 
-@pytest.mark.parametrize("mlp", MLPS)
+@pytest.mark.parametrize("mlp", STEP_MLPS)
 def test_the_count_jumps_to_the_join_when_nothing_else_runs(mlp):
     """With every other model held, the run goes straight to the join's step (no steps
     of an all-held program) and the joined models still end as in the straight run."""

@@ -6,30 +6,17 @@ configurations it does not apply to are refused with a reason."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import shutil
 
 import pytest
 
-from simulate.core import native
 from simulate.sweep import budget as budget_mod
 from simulate.sweep.budget import BudgetLink, linkable
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.runner import run_sweep
 from simulate.sweep.truth_spec import TruthSpec
-from tests.factories import SWEEP_TINY
+from tests.factories import STEP_MLPS, SWEEP_TINY, stable_records
 from verify.controls import control_config
-
-MLPS = [
-    "batched",
-    pytest.param(
-        "native-step",
-        marks=pytest.mark.skipif(
-            shutil.which(native._compiler()) is None, reason="no C compiler for the C step"
-        ),
-    ),
-]
 
 
 def _cfg(mlp="batched", **kw):
@@ -39,20 +26,11 @@ def _cfg(mlp="batched", **kw):
     return SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5)], mlp=mlp, **{**tiny, **kw})
 
 
-def _stable(records):
-    out = []
-    for r in records:
-        r = dict(r)
-        r.pop("timing")
-        out.append(json.dumps(r, sort_keys=True))
-    return sorted(out)
-
-
 def _quiet(*_):
     pass
 
 
-@pytest.mark.parametrize("mlp", MLPS)
+@pytest.mark.parametrize("mlp", STEP_MLPS)
 def test_the_continued_control_writes_the_records_of_one_from_the_start(tmp_path, mlp,
                                                                          monkeypatch):  # fmt: skip
     cfg = _cfg(mlp)
@@ -76,7 +54,7 @@ def test_the_continued_control_writes_the_records_of_one_from_the_start(tmp_path
                     budget=BudgetLink(folder, "load", cfg))  # fmt: skip
     assert sum(joined) == len(kept)  # every kept state was continued
     want = run_sweep(ccfg, tmp_path / "d.jsonl", progress=False, log=_quiet)
-    assert _stable(got) == _stable(want)
+    assert stable_records(got) == stable_records(want)
     # and the states are of capped candidates: the control ran them past the sweep's cap
     steps = [s for r in got for s in r["per_width"]["steps"]]
     assert max(steps) > cfg.max_steps
@@ -90,7 +68,7 @@ def test_a_missing_state_trains_from_the_start(tmp_path):
     got = run_sweep(ccfg, tmp_path / "c.jsonl", progress=False, log=_quiet,
                     budget=BudgetLink(folder, "load", cfg))  # fmt: skip
     want = run_sweep(ccfg, tmp_path / "d.jsonl", progress=False, log=_quiet)
-    assert _stable(got) == _stable(want)
+    assert stable_records(got) == stable_records(want)
 
 
 @pytest.mark.parametrize(
@@ -134,6 +112,6 @@ def test_a_program_of_other_models_trains_from_the_start(tmp_path, monkeypatch):
                     budget=BudgetLink(folder, "load", cfg))  # fmt: skip
     assert joined and all(r is None for r in joined)
     want = run_sweep(ccfg, tmp_path / "d.jsonl", progress=False, log=_quiet)
-    assert _stable(got) == _stable(want)
+    assert stable_records(got) == stable_records(want)
     BudgetLink(folder, "save", ccfg).clear(cfg)
     assert not os.path.exists(folder)

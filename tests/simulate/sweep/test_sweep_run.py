@@ -4,7 +4,6 @@ configurations refused before any file is made, and the same records from Dask a
 local worker processes."""
 
 import hashlib
-import json
 
 import pytest
 
@@ -14,22 +13,13 @@ from simulate.sweep.runner import run_sweep
 from simulate.sweep.schema import read_records
 from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import SWEEP_TINY
+from tests.factories import stable_records as stable
 
 TINY = SWEEP_TINY
 
 
 def cfg(**kw):
     return SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5)], **{**TINY, **kw})
-
-
-def stable(records):
-    """Records without the fields that legitimately differ between runs (wall times)."""
-    out = []
-    for r in records:
-        r = dict(r)
-        r.pop("timing")
-        out.append(json.dumps(r, sort_keys=True))
-    return sorted(out)
 
 
 def quiet(*_):
