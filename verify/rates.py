@@ -36,10 +36,10 @@ with ``--control-every-n``; the full tier does) with twice the step cap and half
 stopping tolerance (same data, same seeds) and reports the change of each slope with a
 paired interval, an equivalence test against the protocol's margin: converged (the
 verdicts stand), undetermined (they stand, labelled) or limited (they become
-INCONCLUSIVE).  It continues the sweep's candidates that ran to its cap with no plateau
-from their states there (the same run up to that step: ``simulate.sweep.budget``; the same
-records bit for bit, fewer training seconds), or with ``--control-from-start`` trains every
-one again from the start.
+INCONCLUSIVE).  It continues the sweep's candidates from their states at the sweep's cap
+(those with no plateau) or at their first plateau (the same run up to that step:
+``simulate.sweep.budget``; the same records bit for bit, fewer training seconds), or with
+``--control-from-start`` trains every one again from the start.
 
 ``--tier confirm`` is the pre-registered confirmatory run: its design (truths with a fresh
 truth seed, n, replicates, the control, the known-answer control at three priors) is the
@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--control-from-start",
         action="store_true",
         help="train the budget-doubling control's candidates from the start instead of"
-        " continuing the sweep's capped ones from their states (the same records; slower)",
+        " continuing the sweep's from their states (the same records; slower)",
     )
     ap.add_argument(
         "--fingerprint",
@@ -591,8 +591,9 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
             if ccfg is not None:
                 print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
                 if link:
-                    print(f"  {link[0].kept(cfg)} candidates ran to the sweep's cap with no"
-                          " plateau: continued from their states there")  # fmt: skip
+                    print(f"  {link[0].kept(cfg)} candidates' states kept by the sweep (at its"
+                          " cap with no plateau, or at their first plateau): the control"
+                          " continues its own from there")  # fmt: skip
                 t1 = time.perf_counter()
                 control_records += sweep(ccfg, cpath_i, link and link[1])
                 print(f"control{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")

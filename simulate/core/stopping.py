@@ -314,16 +314,22 @@ class Convergence:
         self.done |= newly | failed
         return newly
 
-    def entries(self, models: torch.Tensor) -> dict:
+    def entries(self, models: torch.Tensor, plateau: bool = False) -> dict:
         """The bookkeeping of ``models`` (int64 ``[k]``) that :meth:`seed` continues under
         the shadow rule: each a ``[k]`` tensor.  Only at a window's end (nothing summed
-        yet), with a shadow rule, and for running models with no plateau (so no decay)."""
+        yet), with a shadow rule, and for running models with no plateau (so no decay)
+        -- or, with ``plateau``, at the window end of their first plateau (one decay, or
+        stopped there with no decay), where the shadow rule has not plateaued."""
         if self.shadow is None:
             raise ValueError("entries are for a continuation under the shadow rule: none given")
         if self._count != 0:
             raise ValueError("entries are taken at a window's end")
         models = torch.as_tensor(models, dtype=torch.int64)
-        if bool((self.done[models] | (self.decays[models] > 0)).any()):
+        if plateau:
+            bad = (self.decays[models] > 1) | (self.below_shadow[models] >= self.shadow.patience)
+        else:
+            bad = self.done[models] | (self.decays[models] > 0)
+        if bool(bad.any()):
             raise ValueError("entries are of models that ran to here with no plateau")
         keys = ("prev", "prev_kl", "rel_change", "kl_change", "steps")
         out = {k: getattr(self, k)[models].clone() for k in keys}

@@ -151,15 +151,28 @@ class Trainer:
         ok = ~conv.done & (conv.decays == 0) & ~self.state.health.failed.cpu()
         return torch.nonzero(ok).reshape(-1)
 
-    def resume_from(self, models: torch.Tensor) -> Resume:
+    def resume_from(self, models: torch.Tensor, plateau: bool = False) -> Resume:
         """:class:`Resume` of ``models`` (from :meth:`capped_models`) at this step count:
-        copies of their parameters, moments and bookkeeping, in this trainer's layout."""
+        copies of their parameters, moments and bookkeeping, in this trainer's layout
+        (``plateau``: at the window end of their first plateau, before its decay)."""
         idx = torch.as_tensor(models, dtype=torch.int64)
         dev = self.state.params.device
         take = [t.index_select(1, idx.to(dev)).detach().cpu().clone()
                 for t in (self.state.params, *self.state.opt)]  # fmt: skip
-        entries = self.convergence.entries(idx)
+        entries = self.convergence.entries(idx, plateau=plateau)
         return Resume(int(self.state.count), idx, *take, entries)
+
+    def _keep_first_plateaus(self, conv: Convergence, newly: torch.Tensor) -> None:
+        """At a window end of a run with a shadow rule: the state of the models whose first
+        plateau this is (before its learning-rate decay), where the shadow rule has not
+        plateaued here -- up to here a run under the shadow rule is the same run (its
+        quiet windows are these', and its count is below patience), so it continues from
+        this state (``plateau_states``, :class:`Resume`)."""
+        first = (conv.decayed & (conv.decays == 1)) | (newly & ~conv.retired & (conv.decays == 0))
+        first &= conv.below_shadow < conv.shadow.patience
+        first &= ~self.state.health.failed.cpu()
+        if bool(first.any()):
+            self.plateau_states.append(self.resume_from(torch.nonzero(first).reshape(-1), True))
 
     @property
     def hand_written(self) -> bool:
@@ -420,49 +433,54 @@ class Trainer:
         ``shadow`` (a stricter :class:`~simulate.core.stopping.StopRule`, optional): kept
         beside ``rule`` by the run's bookkeeping (``Convergence``'s ``shadow``), which
         stays on as :attr:`convergence` after the run, so that models that reach the cap
-        with no plateau can be continued under the shadow rule (:class:`Resume`).
-        ``resume`` (:class:`Resume`, optional): models held until the run's step count
-        reaches ``resume.at`` and then continued from the state they had there in a run
+        with no plateau can be continued under the shadow rule (:class:`Resume`), and the
+        others from their first plateau (:attr:`plateau_states`, kept during the run).
+        ``resume`` (:class:`Resume`, or several, optional): models held until the run's step
+        count reaches ``resume.at`` and then continued from the state they had there in a run
         under a rule whose shadow is ``rule`` -- their trajectories are then those of this
         run from the start (``simulate.sweep.budget``; tested).  When every other model has
         stopped before that step, the count jumps to it (the stopped models' moments then
         skip the decay they would have had meanwhile; nothing reads them)."""
         compact = Compaction(False) if compact is None else compact
-        if self.noise_sd is not None or rule.lr_decays or resume is not None:
+        if self.noise_sd is not None or rule.lr_decays or resume is not None or shadow:
             compact = Compaction(False)
         if rule.lr_decays:
             self._enable_lr_scale()
         E = self.layout.E
         count0 = int(self.state.count)
-        if resume is not None:
-            resume.check(self, rule, count0)
+        joins = sorted(_as_list(resume), key=lambda r: r.at)  # each held until its step
+        if joins:
+            seen = torch.cat([r.models for r in joins])
+            if seen.unique().numel() != seen.numel():
+                raise ValueError("a model joins a run once")
             self.frozen = self.frozen.clone()
-            self.frozen[resume.models.to(self.frozen.device)] = True  # held until they join
+            for r in joins:
+                r.check(self, rule, count0)
+                self.frozen[r.models.to(self.frozen.device)] = True  # held until it joins
         held = self.state.health.failed | self.frozen
         warm = max(0, int(self.hyper.kl_warmup) - count0)
         conv = Convergence(rule, E, self.state.params.device, held, not_before=warm,
                            shadow=shadow)  # fmt: skip
         self.convergence = conv
+        self.plateau_states = []  # with a shadow rule: Resumes at the models' first plateaus
         run = _Program(self)
         window_risk = None if risk is None else (lambda: risk(run.synced(self).params))
         t_window = time.perf_counter()
         multi = self.step_fn.multi  # whole windows per call (never compacted: not compiled)
         cap = self.steps_per_call()
         i = 0
-        pending = resume
         while i < rule.max_steps:
-            if pending is not None:
-                if bool(conv.done.all()):  # nothing runs until the held models join:
-                    delta = pending.at - count0 - i  # go straight to that step
+            if joins:
+                if bool(conv.done.all()):  # nothing runs until the next models join:
+                    delta = joins[0].at - count0 - i  # go straight to that step
                     self.state = self.state._replace(count=self.state.count + delta)
                     conv.skip(delta)
                     i += delta
-                if i == pending.at - count0:
-                    pending.join(self, conv)
-                    pending = None
+                while joins and i == joins[0].at - count0:
+                    joins.pop(0).join(self, conv)
             S = min(conv.steps_to_window_end(), rule.max_steps - i, cap)
-            if pending is not None:
-                S = min(S, pending.at - count0 - i)
+            if joins:
+                S = min(S, joins[0].at - count0 - i)
             # the held models' terms are read by nothing here (Convergence reads only the
             # running models'; the noise update at a window end leaves the held models out
             # and clears every sum), so a step that can leaves them out (NaN) -- but for the
@@ -481,6 +499,8 @@ class Trainer:
                 if bool(lost.any()):
                     conv.retire(lost)
                     newly = newly | lost
+            if newly is not None and shadow is not None:
+                self._keep_first_plateaus(conv, newly)
             if newly is not None and bool(conv.decayed.any()):
                 lower = conv.decayed.to(self.lr_scale.device)[:, None]
                 lowered = torch.where(lower, self.lr_scale * rule.lr_factor, self.lr_scale)
@@ -488,7 +508,7 @@ class Trainer:
             if newly is not None:
                 if bool(newly.any()):
                     self.frozen = self.frozen | newly.to(self.frozen.device)
-                if bool(conv.done.all()) and pending is None:
+                if bool(conv.done.all()) and not joins:
                     break
                 now = time.perf_counter()
                 step_s, t_window = (now - t_window) / rule.window, now
@@ -502,6 +522,13 @@ class Trainer:
                 progress(i, rule.max_steps)
         run.synced(self)
         return conv.summary()
+
+
+def _as_list(resume) -> list:
+    """``fit_until``'s ``resume``: None, one :class:`Resume` or several."""
+    if resume is None:
+        return []
+    return [resume] if isinstance(resume, Resume) else list(resume)
 
 
 @dataclass(frozen=True)

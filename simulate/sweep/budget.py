@@ -1,25 +1,28 @@
-"""The budget-doubling control continued from the sweep's capped models.
+"""The budget-doubling control continued from the sweep's runs.
 
 The control (``verify.controls.control_config``) re-trains cells with twice the step cap
 and a stricter stopping rule (half the tolerances).  A window that is quiet under the
-stricter rule is quiet under the sweep's, so a model that ran to the sweep's cap with no
-plateau had no plateau under the control's rule either: up to that cap the two runs are
-the same run.  The control need not repeat it.  With a :class:`BudgetLink`, the sweep's
-jobs keep, for each such model, its state at the cap (parameters, optimiser moments and
-stopping bookkeeping, with the control rule's quiet count kept beside the sweep's:
-``simulate.core.stopping.Convergence``'s ``shadow``), one file per model; the control's
-jobs then hold those models until their program reaches that step and continue them from
-there (``simulate.core.trainer.Resume``).  Every number of the control's records is the
-same bit for bit as training them from the start (tested); only the training seconds
-fall.  The files are a cache: a model without a usable one (a sweep run before, another
-machine, a file gone or unreadable, a program of other models) is trained from the start,
-as before.  A state is used only in a program of the same models in the same places as the
-sweep's (its width groups and replicate block): a model's rounding on the batched paths can
-depend on its place in the program.
+stricter rule is quiet under the sweep's, so until a model's first plateau under the
+sweep's rule it has had none under the control's either: up to there the two runs are
+the same run -- up to the sweep's cap for a model with no plateau, up to the window end of
+its first plateau (before its learning-rate decay) for the others, unless the control's
+rule plateaus at that same window.  The control need not repeat it.  With a
+:class:`BudgetLink`, the sweep's jobs keep each model's state at that step (parameters,
+optimiser moments and stopping bookkeeping, with the control rule's quiet count kept
+beside the sweep's: ``simulate.core.stopping.Convergence``'s ``shadow``;
+``Trainer.capped_models`` and ``Trainer.plateau_states``), one file per model; the
+control's jobs then hold each model until their program reaches its step and continue it
+from there (``simulate.core.trainer.Resume``, one per join step).  Every number of the
+control's records is the same bit for bit as training them from the start (tested); only
+the training seconds fall.  The files are a cache: a model without a usable one (a sweep
+run before, another machine, a file gone or unreadable, a program of other models) is
+trained from the start, as before.  A state is used only in a program of the same models
+in the same places as the sweep's (its width groups and replicate block): a model's
+rounding on the batched paths can depend on its place in the program.
 
-Measured on the full tier (BENCHMARKS.md): most of the teacher truths' candidates run to
-the cap, a third to a half of the control's model-steps; the Hoelder truths' candidates
-mostly plateau first, so they gain little.
+Measured on the full tier (BENCHMARKS.md): about half of the control's model-steps are
+the sweep's (the cap alone: a third to a half of the teacher truths', ~5% of the Hoelder
+truths', whose candidates mostly plateau first).
 
 Where it applies (:func:`linkable`): the two configurations differ only in the budget
 (``BUDGET_FIELDS``: sample sizes and replicates, the cap, the tolerances) with the same
@@ -130,18 +133,19 @@ class BudgetLink:
             pass  # absent, or holding other sweeps' states
 
     def save(self, cfg: SweepConfig, trainer, seeds) -> int:
-        """Keep the states of the trainer's capped models (``Trainer.capped_models``), one
-        file per model named by its seed (``seeds``: the trainer's models'); returns how
-        many."""
+        """Keep the states of the trainer's capped models (``Trainer.capped_models``) and
+        of the others at their first plateau (``Trainer.plateau_states``), one file per
+        model named by its seed (``seeds``: the trainer's models'); returns how many."""
         capped = trainer.capped_models()
-        if capped.numel() == 0:
+        kept = [trainer.resume_from(capped)] if capped.numel() else []
+        kept += trainer.plateau_states
+        if not kept:
             return 0
-        res = trainer.resume_from(capped)
         folder = self._dir(cfg)
         widths = [int(w) for w in trainer.layout.widths]
         try:
             os.makedirs(folder, exist_ok=True)
-            for j, e in enumerate(capped.tolist()):
+            for res, j, e in ((r, j, e) for r in kept for j, e in enumerate(r.models.tolist())):
                 item = {
                     "at": res.at,
                     "P": trainer.layout.P,
@@ -160,15 +164,15 @@ class BudgetLink:
         except (OSError, RuntimeError) as exc:  # a cache: the control then trains them again
             warnings.warn(f"capped models' states not kept ({exc})", stacklevel=2)
             return 0
-        return int(capped.numel())
+        return sum(int(r.models.numel()) for r in kept)
 
-    def resume(self, cfg: SweepConfig, n: int, layout, seeds) -> Resume | None:
+    def resume(self, cfg: SweepConfig, n: int, layout, seeds) -> list[Resume] | None:
         """The :class:`Resume` of the models (``seeds``, in ``layout``) whose states the
-        sweep kept at n, or None where there are none."""
+        sweep kept at n, one per step they join at, or None where there are none."""
         if self.role != "load" or not self.applies(cfg, n):
             return None
         sweep, _ = self.pair(cfg)
-        at = sweep.stop_rule_at(n).max_steps
+        rule = sweep.stop_rule_at(n)
         folder, found = self._dir(cfg), []
         widths = [int(w) for w in layout.widths]
         for e, s in enumerate(seeds):
@@ -181,13 +185,20 @@ class BudgetLink:
             except Exception as exc:  # noqa: BLE001  (a cache: any unreadable file is a miss)
                 warnings.warn(f"{path}: not read ({exc}); trained from the start", stacklevel=2)
                 continue
-            if same == (at, layout.P, widths, e):
+            at = int(item["at"])
+            step_ok = 0 < at <= rule.max_steps and at % rule.window == 0
+            if step_ok and same[1:] == (layout.P, widths, e):
                 found.append((e, item))
         if not found:
             return None
-        rows = {k: torch.stack([it[k] for _, it in found], 1)
-                for k in ("params", "exp_avg", "exp_avg_sq")}  # fmt: skip
-        entries = {k: torch.stack([it["entries"][k] for _, it in found])
-                   for k in found[0][1]["entries"]}  # fmt: skip
-        models = torch.tensor([e for e, _ in found], dtype=torch.int64)
-        return Resume(at, models, rows["params"], rows["exp_avg"], rows["exp_avg_sq"], entries)
+        out = []
+        for at in sorted({int(it["at"]) for _, it in found}):
+            group = [(e, it) for e, it in found if int(it["at"]) == at]
+            rows = {k: torch.stack([it[k] for _, it in group], 1)
+                    for k in ("params", "exp_avg", "exp_avg_sq")}  # fmt: skip
+            entries = {k: torch.stack([it["entries"][k] for _, it in group])
+                       for k in group[0][1]["entries"]}  # fmt: skip
+            models = torch.tensor([e for e, _ in group], dtype=torch.int64)
+            out.append(Resume(at, models, rows["params"], rows["exp_avg"], rows["exp_avg_sq"],
+                              entries))  # fmt: skip
+        return out

@@ -171,3 +171,22 @@ def test_the_compiled_step_continues_alike():
     want = straight.fit_until(ctl)
     assert joined.fit_until(ctl, resume=base.resume_from(capped)) == want
     assert torch.equal(joined.state.params, straight.state.params)
+
+
+@pytest.mark.parametrize("mlp", STEP_MLPS)
+def test_models_continue_from_their_first_plateau(mlp):
+    """The models that plateaued in the run are continued from their state at the window
+    end of their first plateau (before its decay), each joining at its own step, with the
+    capped ones: every model then ends as in the straight run under the stricter rule."""
+    ctl = RULE.doubled()
+    base = _trainer(mlp)
+    base.fit_until(RULE, shadow=ctl)
+    joins = [base.resume_from(base.capped_models()), *base.plateau_states]
+    # joins at several steps, one before the cap (a model whose first plateau was also
+    # the stricter rule's is not kept: the two runs part there)
+    assert base.plateau_states and min(r.at for r in joins) < RULE.max_steps
+    assert len({r.at for r in joins}) > 1
+    straight, joined = _trainer(mlp), _trainer(mlp)
+    want = straight.fit_until(ctl)
+    assert joined.fit_until(ctl, resume=joins) == want
+    assert torch.equal(joined.state.params, straight.state.params)
