@@ -79,6 +79,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 import numpy as np
 from scipy import stats
@@ -342,8 +343,17 @@ def fit_slope(
     )
 
 
+@lru_cache(maxsize=65536)
+def _t_quantile(level: float, df: int):
+    """The two-sided ``level`` quantile of Student's t with ``df`` degrees of freedom, kept:
+    :func:`power_check` asks for one per replicate count it tries (up to 10,000 per entry,
+    ~2.5 s of a full tier's analysis), and every entry of one analysis asks for the same
+    ones.  The same float64 as calling scipy each time (a pure function of its arguments)."""
+    return stats.t.ppf(0.5 + level / 2, df)
+
+
 def _half_width(se: float, R: int, level: float) -> float:
-    return float(stats.t.ppf(0.5 + level / 2, R - 1) * se) if R > 1 else math.inf
+    return float(_t_quantile(level, R - 1) * se) if R > 1 else math.inf
 
 
 def expected_slope_se(ns, replicates: int, cv: float) -> float:
