@@ -20,6 +20,12 @@ trained from the start, as before.  A state is used only in a program of the sam
 in the same places as the sweep's (its width groups and replicate block): a model's
 rounding on the batched paths can depend on its place in the program.
 
+The control's jobs also take the sweep's class-matched references (the linear spline and
+the oracle of ``simulate.sweep.cells.reference``) of the cells they share instead of
+fitting them again: the same data, test points and seeds give the same numbers, kept as
+JSON (``BudgetLink.save_references`` / ``references``; a missing or unreadable file is
+computed again).
+
 Measured on the full tier (BENCHMARKS.md): about half of the control's model-steps are
 the sweep's (the cap alone: a third to a half of the teacher truths', ~5% of the Hoelder
 truths', whose candidates mostly plateau first).
@@ -165,6 +171,55 @@ class BudgetLink:
             warnings.warn(f"capped models' states not kept ({exc})", stacklevel=2)
             return 0
         return sum(int(r.models.numel()) for r in kept)
+
+    def _reference_path(self, cfg: SweepConfig, job, replicate: int) -> str:
+        key = hashlib.sha256(job.truth.key.encode()).hexdigest()[:16]
+        return os.path.join(self._dir(cfg), f"reference-{key}-{job.n}-{int(replicate)}.json")
+
+    def save_references(self, cfg: SweepConfig, job, refs) -> int:
+        """Keep the sweep's class-matched references of ``job`` (``refs``, one per
+        replicate, None where it has none) for the control's job at the same n: computed
+        from the same data, test points and seeds (the configurations differ in the
+        budget alone, :func:`linkable`), they are the control's too.  One JSON file per
+        replicate (Python's float repr: read back, the same float64s); returns how many."""
+        if self.role != "save" or not self.applies(cfg, job.n):
+            return 0
+        done = 0
+        try:
+            os.makedirs(self._dir(cfg), exist_ok=True)
+            for r, ref in zip(job.replicates, refs, strict=True):
+                if ref is None:
+                    continue
+                path = self._reference_path(cfg, job, r)
+                tmp = f"{path}.{os.getpid()}.tmp"
+                with open(tmp, "w") as fh:
+                    json.dump(ref, fh)
+                os.replace(tmp, path)  # whole or absent
+                done += 1
+        except (OSError, TypeError, ValueError) as exc:  # a cache: the control computes them
+            warnings.warn(f"references not kept ({exc})", stacklevel=2)
+        return done
+
+    def references(self, cfg: SweepConfig, job) -> list:
+        """The sweep's references of the control's ``job``, one per replicate: the kept
+        dict, or None where there is none (not kept, unreadable: the control computes
+        it)."""
+        out = [None] * len(job.replicates)
+        if self.role != "load" or not self.applies(cfg, job.n):
+            return out
+        for i, r in enumerate(job.replicates):
+            path = self._reference_path(cfg, job, r)
+            if not os.path.isfile(path):
+                continue
+            try:
+                with open(path) as fh:
+                    ref = json.load(fh)
+            except (OSError, ValueError) as exc:  # a cache: any unreadable file is a miss
+                warnings.warn(f"{path}: not read ({exc}); computed again", stacklevel=2)
+                continue
+            if isinstance(ref, dict):
+                out[i] = ref
+        return out
 
     def resume(self, cfg: SweepConfig, n: int, layout, seeds) -> list[Resume] | None:
         """The :class:`Resume` of the models (``seeds``, in ``layout``) whose states the

@@ -360,7 +360,12 @@ def run_asvi_job(job: Job) -> list[dict]:
         train_s, grown = train_s + s, out
     refs = [None] * R
     if job.truth.kind == "holder" and job.truth.p <= REFERENCE_MAX_P:
-        refs = [reference(X_all[i], y_all[i], Xt, f0t[i], cfg, job) for i in range(R)]
+        # the budget-doubling control takes the sweep's (the same data and seeds)
+        kept = job.budget.references(cfg, job) if job.budget is not None else refs
+        refs = [kept[i] if kept[i] is not None else reference(X_all[i], y_all[i], Xt, f0t[i],
+                cfg, job) for i in range(R)]  # fmt: skip
+        if job.budget is not None:
+            job.budget.save_references(cfg, job, refs)
     eval_s = time.perf_counter() - t0 - train_s
     records = []
     for i, r in enumerate(job.replicates):

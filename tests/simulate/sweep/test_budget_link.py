@@ -6,11 +6,14 @@ configurations it does not apply to are refused with a reason."""
 from __future__ import annotations
 
 import dataclasses
+import glob
+import json
 import os
 
 import pytest
 
 from simulate.sweep import budget as budget_mod
+from simulate.sweep import job as job_mod
 from simulate.sweep.budget import BudgetLink, linkable
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.runner import run_sweep
@@ -39,8 +42,9 @@ def test_the_continued_control_writes_the_records_of_one_from_the_start(tmp_path
     folder = str(tmp_path / "states")
     run_sweep(cfg, tmp_path / "a.jsonl", progress=False, log=_quiet,
               budget=BudgetLink(folder, "save", ccfg))  # fmt: skip
-    kept = [f for _, _, fs in os.walk(folder) for f in fs]
-    assert kept and not [f for f in kept if f.endswith(".tmp")]
+    files = [f for _, _, fs in os.walk(folder) for f in fs]
+    assert files and not [f for f in files if f.endswith(".tmp")]
+    kept = [f for f in files if f.endswith(".pt")]
     joined = []
     real = budget_mod.BudgetLink.resume
 
@@ -50,14 +54,51 @@ def test_the_continued_control_writes_the_records_of_one_from_the_start(tmp_path
         return res
 
     monkeypatch.setattr(budget_mod.BudgetLink, "resume", spy)
+    fitted = _count_references(monkeypatch)
     got = run_sweep(ccfg, tmp_path / "c.jsonl", progress=False, log=_quiet,
                     budget=BudgetLink(folder, "load", cfg))  # fmt: skip
     assert sum(joined) == len(kept)  # every kept state was continued
+    assert not fitted  # and every reference was the sweep's
     want = run_sweep(ccfg, tmp_path / "d.jsonl", progress=False, log=_quiet)
+    assert len(fitted) == len(want) and all(r["reference"] for r in want)
     assert stable_records(got) == stable_records(want)
     # and the states are of capped candidates: the control ran them past the sweep's cap
     steps = [s for r in got for s in r["per_width"]["steps"]]
     assert max(steps) > cfg.max_steps
+
+
+def _count_references(monkeypatch) -> list:
+    """A list that grows by one per class-matched reference fitted in this process."""
+    fitted = []
+    real = job_mod.reference
+    monkeypatch.setattr(job_mod, "reference", lambda *a: fitted.append(1) or real(*a))
+    return fitted
+
+
+def test_the_control_takes_the_sweep_s_references_as_they_were_kept(tmp_path, monkeypatch):
+    """The references the control's records carry are the kept files' (negative control:
+    an altered file's number shows in the record, so the equality above is not vacuous;
+    an unreadable one is fitted again, with a warning)."""
+    cfg = _cfg(ns=[64, 128])
+    ccfg = control_config(cfg, replicates=2)
+    folder = str(tmp_path / "states")
+    link = BudgetLink(folder, "save", ccfg)
+    run_sweep(cfg, tmp_path / "a.jsonl", progress=False, log=_quiet, budget=link)
+    refs = sorted(glob.glob(os.path.join(folder, "*", "reference-*.json")))
+    assert len(refs) == 2 * 2  # both n, both replicates
+    with open(refs[0]) as fh:
+        altered = json.load(fh)
+    altered["d2"] = 12345.0
+    with open(refs[0], "w") as fh:
+        json.dump(altered, fh)
+    with open(refs[1], "w") as fh:
+        fh.write("{not json")
+    fitted = _count_references(monkeypatch)
+    with pytest.warns(UserWarning, match="computed again"):
+        got = run_sweep(ccfg, tmp_path / "c.jsonl", progress=False, log=_quiet,
+                        budget=BudgetLink(folder, "load", cfg))  # fmt: skip
+    assert len(fitted) == 1  # the unreadable one
+    assert sum(r["reference"]["d2"] == 12345.0 for r in got) == 1
 
 
 def test_a_missing_state_trains_from_the_start(tmp_path):
