@@ -82,7 +82,12 @@ from simulate.sweep.budget import BudgetLink, linkable
 from simulate.sweep.cli import parse_truths, resume_note
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.flags import overrides_from_args
-from simulate.sweep.parallel import add_scheduler_flags, check_scheduler, check_scheduler_timeout
+from simulate.sweep.parallel import (
+    add_scheduler_flags,
+    check_scheduler,
+    check_scheduler_timeout,
+    shared_pool,
+)
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.records import RecordsError, being_written
 from simulate.sweep.runner import (
@@ -91,6 +96,7 @@ from simulate.sweep.runner import (
     check_native,
     records_path_for,
     run_sweep,
+    warm_worker,
 )
 from simulate.sweep.schema import one_configuration, read_records
 from simulate.sweep.truth_spec import TRUTH_HELP
@@ -582,13 +588,17 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
             return run_sweep(c, path, **par, budget=budget)
 
         records = []
-        for name, cfg, path, ccfg, cpath_i in plan["runs"]:
-            print(power_lines(design_power(cfg, proto), cfg))
-            t1 = time.perf_counter()
-            link = _budget_link(args, cfg, path, ccfg)
-            records += sweep(cfg, path, link and link[0])
-            print(f"sweep{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
-            if ccfg is not None:
+        # one pool of workers for every sweep below, started before the design's power
+        # check (its processes import while this one derives the exponents)
+        with shared_pool(par["workers"], warm=warm_worker):
+            for name, cfg, path, ccfg, cpath_i in plan["runs"]:
+                print(power_lines(design_power(cfg, proto), cfg))
+                t1 = time.perf_counter()
+                link = _budget_link(args, cfg, path, ccfg)
+                records += sweep(cfg, path, link and link[0])
+                print(f"sweep{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
+                if ccfg is None:
+                    continue
                 print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
                 if link:
                     print(f"  {link[0].kept(cfg)} candidates' states kept by the sweep (at its"
@@ -599,12 +609,12 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
                 print(f"control{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
                 if link:  # a cache: the control's records are written
                     link[0].clear(cfg)
-        if plan["gp"] is not None:
-            gcfg, gpath = plan["gp"]
-            print(power_lines(design_power(gcfg, proto), gcfg))
-            t1 = time.perf_counter()
-            records += sweep(gcfg, gpath)
-            print(f"known-answer control: {time.perf_counter() - t1:.0f} s")
+            if plan["gp"] is not None:
+                gcfg, gpath = plan["gp"]
+                print(power_lines(design_power(gcfg, proto), gcfg))
+                t1 = time.perf_counter()
+                records += sweep(gcfg, gpath)
+                print(f"known-answer control: {time.perf_counter() - t1:.0f} s")
     try:
         results = analyse(records, truths or None, control_records, proto)
     except ValueError as exc:

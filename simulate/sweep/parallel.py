@@ -36,6 +36,7 @@ from __future__ import annotations
 
 __all__ = [
     "map_unordered",
+    "shared_pool",
     "SCHEDULER_TIMEOUT_S",
     "check_scheduler",
     "check_scheduler_timeout",
@@ -258,24 +259,80 @@ def _sigint_ignored():
     return ctx()
 
 
-def _on_pool(fn, items, workers: int):
-    """:func:`map_unordered` on a pool of ``workers`` spawned processes."""
-
+def _new_pool(workers: int) -> ProcessPoolExecutor:
     ctx = mp.get_context("spawn")  # no fork of a process holding torch threads
-    with ProcessPoolExecutor(
+    return ProcessPoolExecutor(
         workers, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),)
-    ) as ex:
+    )
+
+
+def _end_now(ex: ProcessPoolExecutor) -> None:
+    """Drop what is queued on ``ex`` and end its processes at once."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())  # before shutdown
+    ex.shutdown(wait=False, cancel_futures=True)  # forgets its processes
+    for proc in procs:
+        proc.terminate()  # they ignore SIGINT; their results would not be read
+
+
+# the pool of an open shared_pool context, by its worker count
+_SHARED: dict[int, ProcessPoolExecutor] = {}
+
+
+def _noop() -> None:
+    pass
+
+
+@contextlib.contextmanager
+def shared_pool(workers: int | None, warm=None):
+    """Inside, every :func:`map_unordered` on ``workers`` local processes uses one pool,
+    started at once, instead of starting and ending one each: ``verify.rates`` runs a
+    sweep and then its budget-doubling control, and each pool's start (spawned
+    interpreters importing torch and the toolkit) and end cost ~3 s of the two workers'
+    time.  ``warm``: a picklable function of no arguments each process runs first (an
+    import), while the caller goes on.  ``workers`` 0 or None: nothing shared.  A map that
+    stops early (an interrupt, an error) ends the pool, and later maps start their own;
+    the pool ends with the context."""
+    if not workers or int(workers) in _SHARED:
+        yield
+        return
+    workers = int(workers)
+    ex = _new_pool(workers)
+    _SHARED[workers] = ex
+    try:
+        with _sigint_ignored():  # the processes start here (one per task up to workers)
+            for _ in range(workers):
+                ex.submit(warm or _noop)
+        yield
+    except BaseException:
+        if _SHARED.get(workers) is ex:
+            _end_now(ex)
+        raise
+    finally:
+        if _SHARED.get(workers) is ex:
+            del _SHARED[workers]
+        ex.shutdown(wait=True)  # (after _end_now too, as a pool's with-block does)
+
+
+def _on_pool(fn, items, workers: int):
+    """:func:`map_unordered` on a pool of ``workers`` spawned processes (the open
+    :func:`shared_pool`'s, if any)."""
+
+    shared = _SHARED.get(workers)
+    ex = shared or _new_pool(workers)
+    try:
         with _sigint_ignored():  # submit starts the processes (one per item up to workers)
             futures = [ex.submit(fn, it) for it in items]
         try:
             for fut in as_completed(futures):
                 yield fut.result()
         except BaseException:  # stopped early: drop what is queued, end what runs
-            procs = list((getattr(ex, "_processes", None) or {}).values())  # before shutdown
-            ex.shutdown(wait=False, cancel_futures=True)  # forgets its processes
-            for proc in procs:
-                proc.terminate()  # they ignore SIGINT; their results would not be read
+            if shared is not None:
+                del _SHARED[workers]  # later maps start their own
+            _end_now(ex)
             raise
+    finally:
+        if shared is None:
+            ex.shutdown(wait=True)
 
 
 def _connect(scheduler: str, timeout: float):

@@ -90,6 +90,7 @@ __all__ = [
     "records_path_for",
     "run_job",
     "run_sweep",
+    "warm_worker",
 ]
 
 
@@ -97,6 +98,12 @@ __all__ = [
 # returns its records (pure, picklable for workers).  A new estimator is a function here
 # and a name in the config's ``estimator`` options.
 ESTIMATORS = {"asvi": run_asvi_job, "gp": run_gp_job}
+
+
+def warm_worker() -> None:
+    """What a pool process runs first (``simulate.sweep.parallel.shared_pool``'s ``warm``):
+    nothing but the import of this module (torch, the core, the estimators), done while
+    the caller prepares the sweep."""
 
 
 def run_job(job) -> list[dict]:

@@ -1,0 +1,67 @@
+"""One pool of workers for several sweeps (``simulate.sweep.parallel.shared_pool``): the
+maps inside it run on the same processes, the processes end with it, and a map that stops
+early ends it without breaking the maps after it."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from simulate.sweep import parallel
+from simulate.sweep.parallel import map_unordered, shared_pool
+
+
+def _pid(x):
+    time.sleep(0.05)  # long enough that both processes take items
+    return os.getpid(), x * x
+
+
+def _fails(x):
+    if x == 1:
+        raise RuntimeError("job 1 failed")
+    return x
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="looks the workers up in /proc")
+def test_maps_inside_share_the_processes_which_end_with_it():
+    with shared_pool(2):
+        first = list(map_unordered(_pid, range(6), workers=2))
+        second = list(map_unordered(_pid, range(6), workers=2))
+    assert sorted(v for _, v in first) == sorted(v for _, v in second) == [0, 1, 4, 9, 16, 25]
+    pids = {p for p, _ in first}
+    assert {p for p, _ in second} <= pids and len(pids) <= 2
+    assert os.getpid() not in pids
+    assert not parallel._SHARED
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids)
+    # negative control: without it, each map starts its own processes
+    a = {p for p, _ in map_unordered(_pid, range(4), workers=2)}
+    b = {p for p, _ in map_unordered(_pid, range(4), workers=2)}
+    assert not a & b
+
+
+def test_a_map_that_fails_ends_the_shared_pool_and_later_maps_start_their_own():
+    with shared_pool(2):
+        with pytest.raises(RuntimeError, match="job 1 failed"):
+            list(map_unordered(_fails, range(4), workers=2))
+        assert not parallel._SHARED
+        assert sorted(v for _, v in map_unordered(_pid, range(3), workers=2)) == [0, 1, 4]
+    assert not parallel._SHARED
+
+
+def test_no_workers_shares_nothing():
+    with shared_pool(0):
+        assert not parallel._SHARED
+        assert [v for _, v in map_unordered(_pid, [3], workers=0)] == [9]
