@@ -129,6 +129,7 @@ class Trainer:
         self.lr_scale = None  # [E, 3] learning-rate multipliers (Consts.lr_scale), or None
         self.history: list = []
         self.convergence = None  # the last fit_until's bookkeeping (Convergence)
+        self.plateau_states = []  # the last fit_until's Resumes at first plateaus (shadowed)
         self.noise_sd = None
         if options.learn_noise:
             self.noise_sd = torch.full((layout.E,), float(hyper.sigma), device=device, dtype=dtype)

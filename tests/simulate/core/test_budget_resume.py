@@ -190,3 +190,10 @@ def test_models_continue_from_their_first_plateau(mlp):
     want = straight.fit_until(ctl)
     assert joined.fit_until(ctl, resume=joins) == want
     assert torch.equal(joined.state.params, straight.state.params)
+
+
+def test_a_trainer_that_never_ran_has_nothing_to_keep():
+    """A fresh trainer has no first-plateau states (nor capped models: nothing ran)."""
+    tr = _trainer("batched")
+    assert tr.plateau_states == []
+    assert tr.capped_models().numel() == 0
