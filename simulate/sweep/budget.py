@@ -38,6 +38,7 @@ continuation, no held-out risk stop, no KL warm-up."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -184,7 +185,7 @@ class BudgetLink:
         replicate (Python's float repr: read back, the same float64s); returns how many."""
         if self.role != "save" or not self.applies(cfg, job.n):
             return 0
-        done = 0
+        done, tmp = 0, None
         try:
             os.makedirs(self._dir(cfg), exist_ok=True)
             for r, ref in zip(job.replicates, refs, strict=True):
@@ -195,9 +196,12 @@ class BudgetLink:
                 with open(tmp, "w") as fh:
                     json.dump(ref, fh)
                 os.replace(tmp, path)  # whole or absent
-                done += 1
+                tmp, done = None, done + 1
         except (OSError, TypeError, ValueError) as exc:  # a cache: the control computes them
             warnings.warn(f"references not kept ({exc})", stacklevel=2)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.remove(tmp)
         return done
 
     def references(self, cfg: SweepConfig, job) -> list:

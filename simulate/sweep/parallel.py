@@ -320,14 +320,14 @@ def _on_pool(fn, items, workers: int):
     shared = _SHARED.get(workers)
     ex = shared or _new_pool(workers)
     try:
-        with _sigint_ignored():  # submit starts the processes (one per item up to workers)
-            futures = [ex.submit(fn, it) for it in items]
         try:
+            with _sigint_ignored():  # submit starts the processes (one per item up to workers)
+                futures = [ex.submit(fn, it) for it in items]
             for fut in as_completed(futures):
                 yield fut.result()
-        except BaseException:  # stopped early: drop what is queued, end what runs
-            if shared is not None:
-                del _SHARED[workers]  # later maps start their own
+        except BaseException:  # stopped early (or a pool broken before): drop what is
+            if shared is not None and _SHARED.get(workers) is shared:  # queued, end what
+                del _SHARED[workers]  # runs; later maps start their own
             _end_now(ex)
             raise
     finally:

@@ -15,7 +15,7 @@ import pytest
 from simulate.sweep import budget as budget_mod
 from simulate.sweep import job as job_mod
 from simulate.sweep.budget import BudgetLink, linkable
-from simulate.sweep.config import SweepConfig
+from simulate.sweep.config import SweepConfig, jobs_for
 from simulate.sweep.runner import run_sweep
 from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import STEP_MLPS, SWEEP_TINY, stable_records
@@ -156,3 +156,13 @@ def test_a_program_of_other_models_trains_from_the_start(tmp_path, monkeypatch):
     assert stable_records(got) == stable_records(want)
     BudgetLink(folder, "save", ccfg).clear(cfg)
     assert not os.path.exists(folder)
+
+
+def test_a_reference_that_cannot_be_written_leaves_no_partial_file(tmp_path):
+    """A reference JSON cannot hold (here: a set) is a warning, and no tmp file stays."""
+    cfg = _cfg(ns=[64, 128])
+    link = BudgetLink(str(tmp_path / "states"), "save", control_config(cfg, replicates=2))
+    job = next(j for j in jobs_for(cfg) if j.n == 64)
+    with pytest.warns(UserWarning, match="references not kept"):
+        assert link.save_references(cfg, job, [{"d2": 1.0, "bad": {1}}] * len(job.replicates)) == 0
+    assert not [f for _, _, fs in os.walk(tmp_path) for f in fs]

@@ -5,7 +5,9 @@ early ends it without breaking the maps after it."""
 from __future__ import annotations
 
 import os
+import signal
 import time
+from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
@@ -65,3 +67,21 @@ def test_no_workers_shares_nothing():
     with shared_pool(0):
         assert not parallel._SHARED
         assert [v for _, v in map_unordered(_pid, [3], workers=0)] == [9]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="kills a worker")
+def test_a_pool_broken_between_maps_is_dropped_and_later_maps_start_their_own():
+    """A worker killed while the pool idles between two maps (the OOM killer, say): the
+    next map fails (the pool is broken) and the one after it runs on a pool of its own."""
+    with shared_pool(1):
+        ((pid, _),) = map_unordered(_pid, [2], workers=1)
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.05)
+        time.sleep(0.5)  # the pool's manager sees the death
+        with pytest.raises(BrokenProcessPool):
+            list(map_unordered(_pid, [3], workers=1))
+        assert not parallel._SHARED
+        ((other, v),) = map_unordered(_pid, [4], workers=1)
+        assert v == 16 and other != pid
