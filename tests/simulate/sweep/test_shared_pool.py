@@ -13,6 +13,7 @@ import pytest
 
 from simulate.sweep import parallel
 from simulate.sweep.parallel import map_unordered, shared_pool
+from tests.simulate.sweep.test_workers import alive
 
 
 def _pid(x):
@@ -26,14 +27,6 @@ def _fails(x):
     return x
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="looks the workers up in /proc")
 def test_maps_inside_share_the_processes_which_end_with_it():
     with shared_pool(2):
@@ -45,9 +38,9 @@ def test_maps_inside_share_the_processes_which_end_with_it():
     assert os.getpid() not in pids
     assert not parallel._SHARED
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.1)
-    assert not any(_alive(p) for p in pids)
+    assert not any(alive(p) for p in pids)
     # negative control: without it, each map starts its own processes
     a = {p for p, _ in map_unordered(_pid, range(4), workers=2)}
     b = {p for p, _ in map_unordered(_pid, range(4), workers=2)}
@@ -77,7 +70,7 @@ def test_a_pool_broken_between_maps_is_dropped_and_later_maps_start_their_own():
         ((pid, _),) = map_unordered(_pid, [2], workers=1)
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _alive(pid):
+        while time.monotonic() < deadline and alive(pid):
             time.sleep(0.05)
         time.sleep(0.5)  # the pool's manager sees the death
         with pytest.raises(BrokenProcessPool):
