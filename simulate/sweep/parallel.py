@@ -288,10 +288,11 @@ def shared_pool(workers: int | None, warm=None):
     started at once, instead of starting and ending one each: ``verify.rates`` runs a
     sweep and then its budget-doubling control, and each pool's start (spawned
     interpreters importing torch and the toolkit) and end cost ~3 s of the two workers'
-    time.  ``warm``: a picklable function of no arguments each process runs first (an
-    import), while the caller goes on.  ``workers`` 0 or None: nothing shared.  A map that
-    stops early (an interrupt, an error) ends the pool, and later maps start their own;
-    the pool ends with the context."""
+    time.  ``warm``: a picklable function of no arguments submitted once per process, so
+    that the processes start and import its module while the caller goes on (which
+    process runs which copy is the pool's choice).  ``workers`` 0 or None: nothing
+    shared.  A map that stops early (an interrupt, an error) ends the pool, and later
+    maps start their own; the pool ends with the context."""
     if not workers or int(workers) in _SHARED:
         yield
         return
