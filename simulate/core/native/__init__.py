@@ -17,16 +17,28 @@ and the kernel's register tiles spill, 2.2x slower measured) and added up in a f
 the products' multiply-adds fused where the compiler targets FMA (``-march=native``), the
 summed negative log-likelihood accumulated in double.  So it equals the batched-product path
 to float rounding (tested: relative 1e-5 on gradients), not bit for bit, and its results do
-not depend on the number of threads (tested).  They do
-depend on VL: identical on machines of one vector length, within float rounding between an
-AVX-512 and an AVX2 machine (as the batched path's products differ between them too).
+not depend on the number of threads (tested).  They do depend on VL, and they would depend
+on the CPU's model through the compiler's tuning: ``-march=native`` alone also tunes for
+the CPU, and GCC's tuning for AMD Zen cores keeps some multiply-adds unfused (it avoids
+chains of FMAs), which rounds differently.  Measured (2026-11-29, the quick rate tier, 64
+cells): an Intel AVX-512 machine built with ``-mno-avx512f`` (VL 8) reproduced an AMD
+EPYC's training bit for bit only when also given ``-mtune=znver3`` (or ``znver2``); with
+its own tuning every cell's training differed.  So the build says ``-mtune=generic``: the
+code then depends on the instruction set alone (the same machine built ``-march=znver3
+-mtune=generic`` and ``-march=native -mno-avx512f [-mtune=generic]`` gave the same
+records, and ``-mtune=generic`` left this Intel machine's records and the estimators'
+default fit unchanged bit for bit), and records are identical on machines of one vector
+length -- on AMD machines they change, by float rounding, to what an Intel machine of
+their vector length computes.  What still differs between machines outside this kernel:
+the float64 evaluation and the classical references run through torch's and numpy's
+BLAS, whose code follows the CPU (a last-digit difference in some recorded risks).
 
 Scope: the Gaussian likelihood with one output (regression), float32 tensors on the CPU,
 any depth, widths and batch size.  Everything else is the batched-product path's; asking for
 ``mlp="native"`` there is an error (:func:`check_supported`).
 
 Build: on first use the C file is compiled with the system's C compiler (``$CC``, else
-``cc``; ``-O3 -march=native -fopenmp``) into ``$ASVI_RATES_CACHE`` (default
+``cc``; ``-O3 -march=native -mtune=generic -fopenmp``) into ``$ASVI_RATES_CACHE`` (default
 ``~/.cache/asvi-rates``)``/native/fused_mlp-<digest>.so``, the digest covering the source,
 the flags, the compiler's version and this CPU's model and flags (so a library is never
 reused across an upgrade of any of them).  The library links against the OpenMP runtime
@@ -90,8 +102,10 @@ __all__ = [
 ]
 
 _SOURCE = Path(__file__).with_name("fused_mlp.c")
-# -fno-math-errno: sqrtf needs no call to set errno (values unchanged)
-_FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", "-std=gnu11"]
+# -fno-math-errno: sqrtf needs no call to set errno (values unchanged); -mtune=generic: the
+# code follows the instruction set, not the CPU's model (module docstring, "Arithmetic")
+_FLAGS = ["-O3", "-march=native", "-mtune=generic", "-fno-math-errno", "-fopenmp", "-shared",
+          "-fPIC", "-std=gnu11"]  # fmt: skip
 _SYMBOL = "asvi_fused_mlp_gaussian"
 _STEP_SYMBOL = "asvi_fused_steps_spike_slab"  # the whole step (mlp="native-step")
 # read-only, never following a final symbolic link, never blocking on a FIFO
