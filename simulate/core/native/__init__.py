@@ -17,21 +17,26 @@ and the kernel's register tiles spill, 2.2x slower measured) and added up in a f
 the products' multiply-adds fused where the compiler targets FMA (``-march=native``), the
 summed negative log-likelihood accumulated in double.  So it equals the batched-product path
 to float rounding (tested: relative 1e-5 on gradients), not bit for bit, and its results do
-not depend on the number of threads (tested).  They do depend on VL, and they would depend
-on the CPU's model through the compiler's tuning: ``-march=native`` alone also tunes for
-the CPU, and GCC's tuning for AMD Zen cores keeps some multiply-adds unfused (it avoids
-chains of FMAs), which rounds differently.  Measured (2026-11-29, the quick rate tier, 64
-cells): an Intel AVX-512 machine built with ``-mno-avx512f`` (VL 8) reproduced an AMD
-EPYC's training bit for bit only when also given ``-mtune=znver3`` (or ``znver2``); with
-its own tuning every cell's training differed.  So the build says ``-mtune=generic``: the
-code then depends on the instruction set alone (the same machine built ``-march=znver3
--mtune=generic`` and ``-march=native -mno-avx512f [-mtune=generic]`` gave the same
-records, and ``-mtune=generic`` left this Intel machine's records and the estimators'
-default fit unchanged bit for bit), and records are identical on machines of one vector
-length -- on AMD machines they change, by float rounding, to what an Intel machine of
-their vector length computes.  What still differs between machines outside this kernel:
-the float64 evaluation and the classical references run through torch's and numpy's
-BLAS, whose code follows the CPU (a last-digit difference in some recorded risks).
+not depend on the number of threads (tested).  They do depend on VL, and on the code the
+compiler emits, which ``-march=native`` alone would also tune for the CPU's model: GCC's
+tuning for AMD Zen 2 and 3 keeps 256-bit multiply-adds unfused where they form chains
+(``--param avoid-fma-max-bits=256``; 0 for its generic and Intel tunings in GCC 12), which
+rounds differently.  So the build says ``-mtune=generic`` (an explicit ``-mtune`` replaces
+the tuning ``-march=native`` detects): the code then follows the instruction set and the
+compiler's version, not the CPU's model, and builds by one compiler version on machines of
+one vector length train bit for bit the same.  Measured (2026-11-29, the quick rate tier, 64
+cells, GCC 12.2, on an Intel AVX-512 machine whose virtual CPU hides its model, so that
+``-march=native`` there already tuned generically and the flag changed nothing): built
+``-mno-avx512f`` (VL 8) it reproduced an AMD EPYC's training bit for bit only with
+``-mtune=znver3`` (or ``znver2``) added, and ``-march=znver3 -mtune=generic`` gave its own
+VL-8 records -- so on a Zen machine the flag changes the kernel's numbers, by float
+rounding, to what other machines of its vector length compute (emulated here, not run on
+one; records made on a Zen machine before the flag are not reproduced after it).  A newer
+compiler may tune generic builds otherwise (GCC's later tables add their own FMA-chain
+choices), so "the same" holds per compiler version.  Outside this kernel the float64
+evaluation and the classical references go through torch's and numpy's BLAS and vector
+maths, whose code follows the CPU: some recorded risks can still differ between machines
+in their last digits.
 
 Scope: the Gaussian likelihood with one output (regression), float32 tensors on the CPU,
 any depth, widths and batch size.  Everything else is the batched-product path's; asking for

@@ -24,7 +24,8 @@
  * 8 elsewhere -- a 16-float vector on AVX2 is two registers, and the products' tiles below
  * then spill (measured on an AVX2 CPU: the fused pass 2.2x slower at 16 than at 8).  The
  * sums over the minibatch are kept in VL lanes, so the results depend on VL: bit for bit the
- * same on every machine of one vector length, within float rounding between the two. */
+ * same on machines of one vector length when built by one compiler version with the build's
+ * -mtune=generic (the module's docstring), within float rounding between the two VLs. */
 #ifndef VL
 #ifdef __AVX512F__
 #define VL 16
