@@ -45,11 +45,12 @@ any depth, widths and batch size.  Everything else is the batched-product path's
 Build: on first use the C file is compiled with the system's C compiler (``$CC``, else
 ``cc``; ``-O3 -march=native -mtune=generic -fopenmp``) into ``$ASVI_RATES_CACHE`` (default
 ``~/.cache/asvi-rates``)``/native/fused_mlp-<digest>.so``, the digest covering the source,
-the flags, the compiler's version and this CPU's model and flags (so a library is never
-reused across an upgrade of any of them).  The library links against the OpenMP runtime
-torch has already loaded (same soname), so the process keeps one thread pool.  No compiler:
-a :class:`NativeUnavailable` error naming the command that failed; a failing compiler: the
-same, with the compiler's own message.
+the flags, the compiler's version, the compiler command's file (its path and contents: a
+wrapper script adding flags gets its own library) and this CPU's model and flags (so a
+library is never reused across an upgrade of any of them).  The library links against the
+OpenMP runtime torch has already loaded (same soname), so the process keeps one thread
+pool.  No compiler: a :class:`NativeUnavailable` error naming the command that failed; a
+failing compiler: the same, with the compiler's own message.
 
 Trust: loading a library runs its code, and its name is computable from public inputs, so
 the cache is used only when it is the user's own, as ssh treats the folders of its keys.
@@ -156,8 +157,26 @@ def _cache_root() -> Path:
     return Path(os.environ.get("ASVI_RATES_CACHE") or Path.home() / ".cache" / "asvi-rates")
 
 
+def _compiler_identity(cc: str) -> str:
+    """Which compiler command ``cc`` runs: its resolved path and its file's SHA-256 (a
+    wrapper script that adds flags prints the compiler's own ``--version``, so the version
+    alone would let it share a library with the plain compiler); ``cc`` itself where it is
+    not a readable file on the PATH."""
+    found = shutil.which(cc)
+    if found is None:
+        return cc
+    path = os.path.realpath(found)
+    try:
+        with open(path, "rb") as f:
+            return f"{path}\0{hashlib.file_digest(f, 'sha256').hexdigest()}"
+    except OSError:
+        return path
+
+
 def library_path() -> Path:
-    """Where the compiled library for this source, compiler and CPU lives (built or not)."""
+    """Where the compiled library for this source, compiler and CPU lives (built or not):
+    the digest covers the source, the flags, the compiler's ``--version``, the compiler
+    command's own file (:func:`_compiler_identity`) and the CPU."""
     cc = _compiler()
     try:
         version = subprocess.run(
@@ -165,9 +184,8 @@ def library_path() -> Path:
         ).stdout
     except (OSError, subprocess.SubprocessError) as e:
         raise NativeUnavailable(f"no C compiler: `{cc} --version` failed ({e})") from e
-    digest = hashlib.sha256(
-        "\0".join([_SOURCE.read_text(), " ".join(_FLAGS), version, _cpu_identity()]).encode()
-    ).hexdigest()[:16]
+    parts = [_SOURCE.read_text(), " ".join(_FLAGS), version, _compiler_identity(cc)]
+    digest = hashlib.sha256("\0".join([*parts, _cpu_identity()]).encode()).hexdigest()[:16]
     return _cache_root() / "native" / f"fused_mlp-{digest}.so"
 
 

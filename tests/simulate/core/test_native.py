@@ -231,6 +231,26 @@ def test_the_library_is_built_once_per_source_compiler_and_cpu(monkeypatch, tmp_
     assert names == [built[0].name, f"{built[0].name}.sha256"]  # the library and its digest
 
 
+def test_a_wrapper_of_the_compiler_gets_its_own_library(monkeypatch, tmp_path):
+    """A script that runs the compiler with a flag of its own prints the compiler's own
+    ``--version``: its library must not be the plain compiler's (the key covers the
+    command's file), and an edited script's not the script's before."""
+    real = shutil.which(native._compiler())
+    monkeypatch.setenv("ASVI_RATES_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", real)
+    plain = native.library_path()
+    wrapper = tmp_path / "cc-wrapper"
+    wrapper.write_text(f'#!/bin/sh\nexec {real} "$@" -O2\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    wrapped = native.library_path()
+    assert wrapped != plain
+    wrapper.write_text(f'#!/bin/sh\nexec {real} "$@" -O1\n')
+    assert native.library_path() not in (plain, wrapped)
+    monkeypatch.setenv("CC", real)
+    assert native.library_path() == plain  # the same command: the same library
+
+
 def test_the_sweep_runs_the_fused_pass_and_fingerprints_it(monkeypatch, tmp_path):
     """``SweepConfig(mlp="native")``: its records carry it in their fingerprint (the default
     leaves the fingerprint as records before the option had it), and its cells equal the
