@@ -1,9 +1,16 @@
 """Factories shared by several test modules (one definition each; test modules import
 from here, never from one another)."""
 
+import contextlib
+import dataclasses
+import importlib
+import io
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -161,3 +168,56 @@ STEP_MLPS = [
         ),
     ),
 ]
+
+
+# ------------------------------------------------------------------ command lines
+# ``python -m MODULE`` -> the module whose ``main(argv)`` it runs (each ``__main__`` is
+# ``sys.exit(run_main(main))`` of these)
+ENTRY_POINTS = {
+    "theory": "theory.summary",
+    "simulate.sweep": "simulate.sweep.cli",
+    "simulate.bench": "simulate.bench.cli",
+    "figures": "figures.__main__",
+}
+
+
+@dataclasses.dataclass
+class Ran:
+    """What a command line gave: the shape of ``subprocess.CompletedProcess`` the tests
+    read (``returncode``, ``stdout``, ``stderr``)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_main(module: str, *args, cwd=None) -> Ran:
+    """``python -m MODULE ARGS`` run in this process through the entry point's
+    ``main(argv)``, in ``cwd``, its stdout and stderr captured: what a refusal or an exit
+    code says, without the ~4 s a new process spends importing torch and the project.
+    argparse's ``SystemExit`` is the exit status it carries.  What only a process boundary
+    shows (a real exit status, Ctrl-C, start-up) keeps a real process: :func:`run_process`."""
+    main = importlib.import_module(ENTRY_POINTS.get(module, module)).main
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        os.chdir(here)
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+def run_process(module: str, *args, cwd=None, env=None, timeout=None):
+    """``python -m MODULE ARGS`` in a process of its own (one torch thread), for what only a
+    process boundary shows: the status the shell sees, signals, start-up."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *[str(a) for a in args]],
+        capture_output=True, text=True, check=False, cwd=cwd, timeout=timeout,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+    )  # fmt: skip

@@ -1,8 +1,5 @@
 """Every figure command smoke-tested on tiny records (file written, non-empty, panels)."""
 
-import subprocess
-import sys
-
 import pytest
 
 from figures.rate_figure import rate_figure
@@ -12,7 +9,7 @@ from simulate.experiments.table1 import run_teacher
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.runner import run_sweep
 from simulate.sweep.truth_spec import TruthSpec
-from tests.factories import SWEEP_TINY
+from tests.factories import SWEEP_TINY, run_main
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +29,9 @@ def sweep_recs(tmp_path_factory):
 
 
 def run_figures(*args):
-    """``python -m figures --tier tiny ARGS`` in a subprocess."""
-    cmd = [sys.executable, "-m", "figures", "--tier", "tiny", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+    """``python -m figures --tier tiny ARGS`` in this process (``figures.__main__.main``;
+    the real process: ``test_records_integrity``'s one per entry point)."""
+    return run_main("figures", "--tier", "tiny", *args)
 
 
 def nonempty(path):

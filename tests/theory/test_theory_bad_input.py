@@ -1,13 +1,12 @@
 """Every bad input of issue #2 raises a ValueError that names the argument; never a nan."""
 
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import theory as T
+from tests.factories import run_main
 
 BAD = [
     ("n", lambda v: T.r_n(v, 3, 2, 10, 1), [1, 0.5, -3, math.nan, math.inf]),
@@ -47,20 +46,10 @@ def test_bad_array_element_raises():
 
 
 def test_cli_report_and_bad_input():
-    ok = subprocess.run(
-        [sys.executable, "-m", "theory", "--n", "10000", "--p", "2", "--alpha", "1"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    ok = run_main("theory", "--n", "10000", "--p", "2", "--alpha", "1")
     assert ok.returncode == 0, ok.stderr
     assert "L = 44" in ok.stdout and "N = 10" in ok.stdout and "-0.5" in ok.stdout
-    bad = subprocess.run(
-        [sys.executable, "-m", "theory", "--alpha", "-1"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    bad = run_main("theory", "--alpha", "-1")  # a real process: test_records_integrity
     assert bad.returncode == 2 and "alpha" in bad.stderr
 
 

@@ -4,15 +4,13 @@ rule it holds and fails on the code before it (the earlier behaviour in its docs
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.truth_spec import TruthSpec
-from tests.factories import fake_records, tight_protocol, verdict_entry
+from tests.factories import fake_records, run_main, tight_protocol, verdict_entry
 from theory import corollary_6_4_rate, teacher_log_power
 from verify import protocol as protocols
 from verify.analysis import analyse
@@ -141,11 +139,8 @@ def test_integer_alpha_is_refused_and_alpha_beyond_saturation_skips_attainment(t
     assert d2.finding.startswith("not decided (verdicts set UNDECIDABLE): integer alpha")
     d2 = _d2(analyse(fake_records(-0.8, -0.8, alpha=2.5), protocol=TIGHT))
     assert d2.attainment is None and "saturates" in d2.decision.attainment_refused
-    r = subprocess.run(
-        [sys.executable, "-m", "verify.rates", "--truth", "holder", "--alpha", "1", "--p", "1",
-         "--out", str(tmp_path / "r.jsonl")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    r = run_main("verify.rates", "--truth", "holder", "--alpha", "1", "--p", "1", "--out",
+                 tmp_path / "r.jsonl")  # fmt: skip
     assert r.returncode == 2 and "integer alpha" in r.stderr
     assert not (tmp_path / "r.jsonl").exists()
 
@@ -206,11 +201,7 @@ def test_records_carry_the_protocol_and_a_report_on_another_says_so(tmp_path):
     recs = run_sweep(cfg, path, progress=False, log=lambda *_: None)
     assert {r["config"]["protocol"] for r in recs} == {"x-v9@abc"}
     rep = tmp_path / "rep.json"
-    r = subprocess.run(
-        [sys.executable, "-m", "verify.rates", "--records", str(path), "--json", str(rep),
-         "--figures", str(tmp_path / "f")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    r = run_main("verify.rates", "--records", path, "--json", rep, "--figures", tmp_path / "f")
     assert r.returncode in (0, 1, 3), r.stderr
     assert "the records were written under x-v9@abc" in r.stdout
     entries = read_results(str(rep))
@@ -225,8 +216,7 @@ def test_confirm_tier_dry_run_and_its_refusals():
     are refused (exit 2)."""
 
     def run(*a):
-        return subprocess.run([sys.executable, "-m", "verify.rates", *a], capture_output=True,
-                              text=True, check=False)  # fmt: skip
+        return run_main("verify.rates", *a)
 
     r = run("--tier", "confirm", "--dry-run")
     assert r.returncode == 0, r.stderr

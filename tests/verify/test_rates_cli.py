@@ -3,25 +3,27 @@ Markdown, figures; re-verified from its records; the control at every n), bad in
 refused with exit 2, corrupt records refused untouched."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.factories import EXIT_LINES
+from tests.factories import EXIT_LINES, run_main, run_process
 from verify.results import read_results
 
 
 def run_cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "verify.rates", *args], capture_output=True, text=True, check=False
-    )
+    """``python -m verify.rates ARGS`` in this process (``main(argv)``)."""
+    return run_main("verify.rates", *args)
+
+
+def run_real(*args):
+    """``python -m verify.rates ARGS`` in a process of its own: the status the shell sees."""
+    return run_process("verify.rates", *args)
 
 
 def test_verify_rates_end_to_end_tiny_tier(tmp_path):
     rec, rep, figs = tmp_path / "r.jsonl", tmp_path / "rep.json", tmp_path / "figs"
     md = tmp_path / "rep.md"
-    r = run_cli(
+    r = run_real(
         "--tier", "tiny", "--out", str(rec), "--json", str(rep), "--figures", str(figs),
         "--markdown", str(md),
     )  # fmt: skip

@@ -5,15 +5,13 @@ the types, the reader's refusal of another schema version, and the round trip.""
 import dataclasses
 import json
 import math
-import subprocess
-import sys
 import types
 
 import numpy as np
 import pytest
 
 from simulate.sweep.schema import read_records
-from tests.factories import fake_records
+from tests.factories import fake_records, run_main
 from verify.analysis import analyse
 from verify.results import (
     SCHEMA_ID,
@@ -47,11 +45,8 @@ def quick_report(tmp_path_factory):
     """``verify.rates --json`` on the shipped quick records (with their budget control)."""
     tmp = tmp_path_factory.mktemp("quick")
     out = tmp / "quick.json"
-    r = subprocess.run(
-        [sys.executable, "-m", "verify.rates", "--records",
-         f"{REFERENCE}/records-quick.jsonl.gz", "--json", str(out), "--figures", str(tmp / "f")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    r = run_main("verify.rates", "--records", f"{REFERENCE}/records-quick.jsonl.gz", "--json", out,
+                 "--figures", tmp / "f")  # fmt: skip
     assert r.returncode in (0, 1, 3), r.stderr
     return out
 
@@ -211,8 +206,5 @@ def test_the_schema_command_line(capsys):
         results_main(["schema.json"])
     err = capsys.readouterr().err
     assert done.value.code == 2 and err.count("\n") == 1 and "schema.json" in err
-    r = subprocess.run(
-        [sys.executable, "-m", "verify.results", "--help"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    r = run_main("verify.results", "--help")
     assert r.returncode == 0 and r.stdout.startswith("usage:") and "$defs" not in r.stdout

@@ -15,12 +15,21 @@ import torch
 from simulate.bench import timing as bench
 from simulate.bench.flops import flops_per_model_step
 from simulate.core import Hyper, Layout, StepOptions
+from tests.factories import run_main
 
 
 def run_bench(*args):
-    """``python -m simulate.bench ARGS`` in a subprocess."""
+    """``python -m simulate.bench ARGS`` in a subprocess: a run sets the process's threads and
+    its allocator (``tune_malloc``), which the test process keeps as they are."""
     cmd = [sys.executable, "-m", "simulate.bench", *args]
     return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+
+def refused(*args):
+    """``python -m simulate.bench ARGS``, refused before it runs: in this process."""
+    r = run_main("simulate.bench", *args)
+    assert r.returncode == 2 and r.stderr.startswith("error:"), (args, r.returncode, r.stderr)
+    return r
 
 
 def test_bench_reports_the_documented_keys(tmp_path):
@@ -64,8 +73,7 @@ def test_bench_reports_the_documented_keys(tmp_path):
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
     assert set(data["2"]) == keys | {"peak_rates"}
-    bad = run_bench("--E", "0")
-    assert bad.returncode == 2
+    refused("--E", "0")
 
 
 @pytest.mark.parametrize(("p", "hidden", "out"), [(4, [5, 5], 3), (20, [20, 20], 1), (7, [3], 2)])
@@ -212,8 +220,8 @@ def test_bench_times_a_table1_block(tmp_path):
     assert cli.returncode == 0, cli.stderr
     data = json.loads(out.read_text())
     assert data["method"] == "Dense-BNN" and data["autograd"] and data["model_steps_per_s"] > 0
-    assert run_bench("--table1-block", "SVI", "--groups", "11").returncode == 2
-    assert run_bench("--table1-block", "SVI", "--autograd", "--mlp", "native").returncode == 2
+    refused("--table1-block", "SVI", "--groups", "11")
+    refused("--table1-block", "SVI", "--autograd", "--mlp", "native")
     if bench.native_available():  # the block with the fused network pass
         nat = bench.table1_block_rate("SVI", StepOptions(mlp="native"), groups=1, steps=2,
                                       repeats=1, replicates=1, log=lambda *_: None)  # fmt: skip
@@ -249,8 +257,8 @@ def test_bench_compares_the_step_paths(monkeypatch):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")
 def test_bench_refuses_cuda_when_absent():
-    r = run_bench("--E", "1", "--device", "cuda")
-    assert r.returncode == 2 and "cuda" in r.stderr
+    r = refused("--E", "1", "--device", "cuda")
+    assert "cuda" in r.stderr
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -430,16 +430,12 @@ def test_verify_rates_with_both_starts_end_to_end(tmp_path):
     """``verify.rates --start both`` on the tiny tier: the table's comparison block, the
     JSON keys of the random start's entries, the Markdown answer and the figure."""
     import json
-    import subprocess
-    import sys
+
+    from tests.factories import run_main
 
     rec, rep, md = tmp_path / "r.jsonl", tmp_path / "rep.json", tmp_path / "rep.md"
-    r = subprocess.run(
-        [sys.executable, "-m", "verify.rates", "--tier", "tiny", "--start", "both",
-         "--no-control", "--out", str(rec), "--json", str(rep), "--markdown", str(md),
-         "--figures", str(tmp_path / "figs")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    r = run_main("verify.rates", "--tier", "tiny", "--start", "both", "--no-control", "--out", rec,
+                 "--json", rep, "--markdown", md, "--figures", tmp_path / "figs")  # fmt: skip
     assert r.returncode in EXIT_LINES, r.stderr  # not bad input (2), not a crash (4)
     assert EXIT_LINES[r.returncode] in r.stdout  # the code is the report's own conclusion
     assert "constructive start against random start" in r.stdout and "answer:" in r.stdout
@@ -455,12 +451,7 @@ def test_verify_rates_with_both_starts_end_to_end(tmp_path):
     assert {e["role"] for e in report if e["estimator"] != "asvi"} == {"arm"}
     assert "constructive against random start" in md.read_text()
     assert (tmp_path / "figs" / "holder-a0.5-p1-s0.png").exists()
-    bad = subprocess.run(
-        [sys.executable, "-m", "verify.rates", "--tier", "tiny", "--start", "warm"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    bad = run_main("verify.rates", "--tier", "tiny", "--start", "warm")
     assert bad.returncode == 2
 
 

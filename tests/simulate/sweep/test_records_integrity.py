@@ -22,7 +22,7 @@ from simulate.sweep.records import RecordsError, exclusive_writer, fingerprint
 from simulate.sweep.runner import records_path_for, run_sweep
 from simulate.sweep.schema import one_configuration, read_records
 from simulate.sweep.truth_spec import TruthSpec
-from tests.factories import SWEEP_TINY
+from tests.factories import SWEEP_TINY, run_main, run_process
 from verify.analysis import analyse
 from verify.render import format_results
 
@@ -40,15 +40,9 @@ def quiet(*_):
 
 
 def cli(module, *args, cwd=None):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=cwd,
-        env=env,
-    )
+    """The command line run in this process (``main(argv)``); the process boundary itself is
+    tested once per entry point (``test_each_entry_point_refuses_in_a_process_of_its_own``)."""
+    return run_main(module, *args, cwd=cwd)
 
 
 def one_line_error(r):
@@ -382,6 +376,30 @@ BAD_OTHER = [
 def test_other_commands_bad_input_is_one_line_and_creates_nothing(module, bad, tmp_path):
     (tmp_path / "afile").write_text("x")
     r = cli(module, *bad, cwd=tmp_path)
+    assert one_line_error(r), (module, bad, r.returncode, r.stderr)
+    assert os.listdir(tmp_path) == ["afile"]
+
+
+# one bad input per entry point through a real ``python -m``: the status the shell sees,
+# and nothing (a warning, a start-up line) on stderr beside the one line
+PROCESS_BAD = [
+    ("simulate.sweep", [*SWEEP, "--max-steps", "0", "--out", "res/r.jsonl"]),
+    ("verify.rates", ["--tier", "tiny", "--replicates", "0"]),
+    ("theory", ["--n", "nan", "--p", "1", "--alpha", "0.5"]),
+    ("simulate.experiments.teacher", ["--epochs", "nan"]),
+    ("simulate.bench", ["--device", "tpu"]),
+    ("figures", ["--records", "typo.jsonl"]),
+    ("verify.optimiser", ["--out-dir", "opt", "--n", "100", "--replicates", "2", "--workers", "0",
+                          "--json", "opt/records-baseline.jsonl"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("module, bad", PROCESS_BAD)
+def test_each_entry_point_refuses_in_a_process_of_its_own(module, bad, tmp_path):
+    """What the in-process runs above cannot show: ``python -m MODULE`` itself exits 2 with
+    one line and creates nothing (the ``__main__`` wiring, the start-up, the exit status)."""
+    (tmp_path / "afile").write_text("x")
+    r = run_process(module, *bad, cwd=tmp_path)
     assert one_line_error(r), (module, bad, r.returncode, r.stderr)
     assert os.listdir(tmp_path) == ["afile"]
 

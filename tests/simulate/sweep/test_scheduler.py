@@ -17,6 +17,7 @@ import pytest
 
 import simulate.sweep.parallel as parallel_mod
 from simulate.sweep.parallel import map_unordered
+from tests.factories import run_main
 
 ROOT = str(Path(__file__).resolve().parents[3])
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT}
@@ -27,6 +28,7 @@ SW += ["--replicates", "2", "--widths", "2", "4", "--max-steps", "50"]
 
 
 def cli(module, *args, cwd, timeout=120):
+    """In a process of its own: what the deadline covers includes the start-up."""
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         capture_output=True, text=True, check=False, cwd=cwd, env=ENV, timeout=timeout,
@@ -68,7 +70,7 @@ def test_a_malformed_scheduler_is_one_line_before_anything_is_made(tmp_path, mod
     """``--scheduler foo`` was a 48-line traceback (sweep, exit 1) or a crash (verify.rates,
     exit 4) after the results folder and the records lock were made, and port 99999 a 30 s
     wait: now one line, exit 2, nothing made."""
-    r = cli(module, *command(module), "--scheduler", address, cwd=tmp_path)
+    r = run_main(module, *command(module), "--scheduler", address, cwd=tmp_path)
     line = one_line_error(r)
     assert line.startswith("error: --scheduler ") and ("address" in line or "scheme" in line)
     assert os.listdir(tmp_path) == []  # no results folder, no .lock, no records file
@@ -78,7 +80,7 @@ def test_a_malformed_scheduler_is_one_line_before_anything_is_made(tmp_path, mod
 @pytest.mark.parametrize("seconds", ["0", "-1", "nan", "inf", "1e300", "86401"])
 def test_a_bad_scheduler_timeout_is_one_line(tmp_path, module, seconds):
     """1e300 was accepted as finite and ended in an OverflowError traceback."""
-    r = cli(module, *command(module), "--scheduler-timeout", seconds, cwd=tmp_path)
+    r = run_main(module, *command(module), "--scheduler-timeout", seconds, cwd=tmp_path)
     line = one_line_error(r)
     assert line.startswith("error: --scheduler-timeout must be a number of seconds in"), line
     assert os.listdir(tmp_path) == []
