@@ -15,8 +15,10 @@ what the check tests:
   accuracy, measured).
 - every other check (the API, input validation, dtypes, pickling, idempotence, subset
   and order invariance, ...) reads what a fit returns, not how well it fits: at ``FAST``,
-  one epoch (every stage of a fit still runs: the race, the stopping rule's bookkeeping,
-  the ELBO's selection draws, the predictive draws), the same widths, 2 predictive draws.
+  one epoch, the same widths, 2 predictive draws.  Both settings fix the budget (``epochs``),
+  so neither runs the stopping rule or the candidates' race (``test_estimators`` and
+  ``test_practitioner`` do); at both every other stage of a fit runs: the candidates'
+  training, the ELBO's selection draws, the predictive draws.
 - an estimator whose fit *is* another's (``SAME_FIT``: ``BNNClassifier``'s defaults fit
   what ``ASVIClassifier`` fits, bit for bit, ``test_one_estimator_covers_the_named_ones``)
   runs the checks that need no fit (its own signature, parameters, tags, clone) and

@@ -58,6 +58,7 @@ def assert_same_run(a, b):
     assert ta.state.count == tb.state.count and torch.equal(ta.frozen, tb.frozen)
 
 
+@pytest.mark.slow  # a torch.compile per program shape: 60-90 s; the pieces are tested below
 def test_compacted_run_equals_the_whole_program_bit_for_bit():
     """Spike-and-slab, compiled, this process's threads, the held-out risk watched (its
     window-end look sees the written-back parameters): models stop at different windows,

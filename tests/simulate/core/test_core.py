@@ -293,9 +293,9 @@ def test_int32_hot_path_is_bit_identical_to_the_int64_reference():
 @pytest.mark.parametrize("sampling", ["iid", "permutation"])
 def test_step_inputs_in_one_call_equal_the_streams_and_minibatch(sampling):
     """draw_step_inputs (the form the compiled sampler uses) gives bit for bit the streams'
-    draws and the sampler's minibatch, for K = 2 draws, two datasets and padded widths; the
-    compiled sampler's Inputs equal the eager one's; a wrong draw word (offset off by one)
-    must change every draw (negative control)."""
+    draws and the sampler's minibatch, for K = 2 draws, two datasets and padded widths; a
+    wrong draw word (offset off by one) must change every draw (negative control).  The
+    compiled sampler itself: ``test_the_compiled_sampler_draws_what_the_eager_one_draws``."""
     h = Hyper(batch_size=64, mc_samples=2, sampling=sampling)
     tr = Trainer(Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2))
     sm = tr.sampler
@@ -311,18 +311,27 @@ def test_step_inputs_in_one_call_equal_the_streams_and_minibatch(sampling):
     for k in range(2):
         assert torch.equal(u_slab[k], sm.eps_stream.uniform(5 * 2 + k))
         assert torch.equal(u_gum[k], sm.gumbel_stream.uniform(5 * 2 + k))
-    held = torch.tensor([False, True, False])
-    compiled = Trainer(
-        Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2), options=StepOptions(compile=True)
-    )
-    got, want = compiled.sampler.draw(5, held), sm.draw(5, held)
-    assert got.source is None and want.source is None  # the C step's
-    for a, b in zip(got[:5], want[:5], strict=True):
-        assert torch.equal(a, b)
     off = torch.tensor([rng.offset_words(11), rng.offset_words(12)], dtype=torch.int32)
     u_off = draw_step_inputs(source, step._replace(words=off), n=tr.n)[0]
     assert torch.equal(u_off[0], u_slab[1]) and not torch.equal(u_off[1], u_slab[1])
     assert (u_off[0] != u_slab[0]).float().mean() > 0.99
+
+
+@pytest.mark.slow  # a torch.compile of the sampler: 10-22 s, most of it the compile
+@pytest.mark.parametrize("sampling", ["iid", "permutation"])
+def test_the_compiled_sampler_draws_what_the_eager_one_draws(sampling):
+    """The compiled sampler's Inputs (draw_step_inputs in one compiled graph) equal the
+    eager sampler's bit for bit, a held model among them."""
+    h = Hyper(batch_size=64, mc_samples=2, sampling=sampling)
+    eager = Trainer(Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2))
+    compiled = Trainer(
+        Layout(3, 2, [3, 5, 4]), h, [7, 8, 9], make_batch(3, D=2), options=StepOptions(compile=True)
+    )
+    held = torch.tensor([False, True, False])
+    got, want = compiled.sampler.draw(5, held), eager.sampler.draw(5, held)
+    assert got.source is None and want.source is None  # the C step's
+    for a, b in zip(got[:5], want[:5], strict=True):
+        assert torch.equal(a, b)
 
 
 def test_chunks_cover_every_model_once_in_at_most_two_sizes():

@@ -156,7 +156,7 @@ def _data(E, n=600, p=4, seed=1):
     "kw",
     [
         {"compile": False},
-        {"compile": True},
+        pytest.param({"compile": True}, marks=pytest.mark.slow),  # a torch.compile: 30 s
         {"compile": False, "learn_noise": True, "noise_every": 5},
         {"compile": False, "hyper": {"mc_samples": 2, "slab": "uniform"}},
         {"compile": False, "hyper": {"family": "dense"}},
@@ -311,6 +311,7 @@ def test_inputs_the_kernel_cannot_read_are_refused_not_misread():
         native.fused_nll_and_grad(lay, theta[:, :10], x_aug, y, h, scale)
 
 
+@pytest.mark.slow  # a torch.compile per program shape: 30-40 s
 def test_compaction_with_the_fused_pass_changes_nothing(monkeypatch):
     """Stopped models leaving the running (compiled) program, ``Trainer.fit_until(compact=
     ...)``, with the fused pass: every model's run is the same bit for bit -- the pass reads

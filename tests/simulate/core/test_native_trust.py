@@ -252,48 +252,66 @@ def test_a_build_makes_private_folders_and_records_the_digest(tmp_path, monkeypa
 # -- 6: the op checks dims and offs against its tensors ---------------------------------------
 
 OP = """
+import sys
 import torch
 from simulate.core import Layout, native
 lay = Layout(4, 2, [6, 3])
 E, m = 2, 40
 g = torch.Generator().manual_seed(0)
-theta = torch.randn(E, lay.P, generator=g) * 0.3 * lay.mask()
-x = torch.cat([torch.rand(E, m, 4, generator=g), torch.ones(E, m, 1)], -1)
-y, scale, sd = torch.randn(E, m, generator=g), torch.ones(E), torch.ones(E)
-dims, offs = list(lay.dims), [o for o, _, _ in lay.blocks] + [lay.P_net]
-widths = torch.tensor(lay.widths)
-{case}
-try:
-    torch.ops.asvi_rates.fused_mlp_gaussian(theta, x, y, scale, sd, dims, offs, widths)
-except ValueError as e:
-    print("ValueError:", e)
-else:
-    print("no error")
+theta0 = torch.randn(E, lay.P, generator=g) * 0.3 * lay.mask()
+x0 = torch.cat([torch.rand(E, m, 4, generator=g), torch.ones(E, m, 1)], -1)
+y0, scale0, sd0 = torch.randn(E, m, generator=g), torch.ones(E), torch.ones(E)
+for i, case in enumerate(sys.argv[1:]):
+    theta, x, y, scale, sd = theta0.clone(), x0.clone(), y0.clone(), scale0, sd0
+    dims, offs = list(lay.dims), [o for o, _, _ in lay.blocks] + [lay.P_net]
+    widths = torch.tensor(lay.widths)
+    exec(case)
+    try:
+        torch.ops.asvi_rates.fused_mlp_gaussian(theta, x, y, scale, sd, dims, offs, widths)
+    except ValueError as e:
+        print(i, "ValueError:", e, flush=True)
+    else:
+        print(i, "no error", flush=True)
 """
+OP_CASES = [
+    ("", "no error"),  # the control: a consistent network runs
+    ("dims[1] = 10**6", "ValueError"),  # a hidden layer far larger than theta holds
+    ("offs = offs[:-1]", "ValueError"),  # a short offs: P_net read past its end
+    ("dims = dims[:-1]", "ValueError"),  # a short dims
+    ("offs = [0, 72, 30, 79]", "ValueError"),  # blocks out of order
+    # a narrower second hidden layer, its offsets consistent: the widths overrun it
+    ("dims, offs = [4, 6, 3, 1], [0, 30, 51, 55]", "ValueError"),
+    ("dims, offs = [4, 6, 6, 2], offs[:3] + [offs[3] + 7]", "ValueError"),  # 2 outputs
+    ("widths = widths.double()", "ValueError"),
+]
 
 
-@pytest.mark.parametrize(
-    "case, expect",
-    [
-        ("", "no error"),  # the control: a consistent network runs
-        ("dims[1] = 10**6", "ValueError"),  # a hidden layer far larger than theta holds
-        ("offs = offs[:-1]", "ValueError"),  # a short offs: P_net read past its end
-        ("dims = dims[:-1]", "ValueError"),  # a short dims
-        ("offs = [0, 72, 30, 79]", "ValueError"),  # blocks out of order
-        # a narrower second hidden layer, its offsets consistent: the widths overrun it
-        ("dims, offs = [4, 6, 3, 1], [0, 30, 51, 55]", "ValueError"),
-        ("dims, offs = [4, 6, 6, 2], offs[:3] + [offs[3] + 7]", "ValueError"),  # 2 outputs
-        ("widths = widths.double()", "ValueError"),
-    ],
-)
-def test_the_op_refuses_dims_and_offs_its_tensors_do_not_hold(tmp_path, built, case, expect):
+@pytest.fixture(scope="module")
+def op_calls(tmp_path_factory, built):
+    """Every case of ``OP_CASES`` called in one fresh process, in order: its exit status,
+    stderr and each case's line (a case that crashed the process has none, nor do the
+    cases after it, and its test fails naming the status)."""
+    cache, _ = _cache(tmp_path_factory.mktemp("op"), built)
+    r = _run([sys.executable, "-c", OP, *[c for c, _ in OP_CASES]], cache)
+    said = {}
+    for line in r.stdout.splitlines():
+        head, _, rest = line.partition(" ")
+        if head.isdigit():
+            said[int(head)] = rest
+    return r, said
+
+
+@pytest.mark.parametrize("i", range(len(OP_CASES)), ids=[c or "control" for c, _ in OP_CASES])
+def test_the_op_refuses_dims_and_offs_its_tensors_do_not_hold(op_calls, i):
     """``torch.ops.asvi_rates.fused_mlp_gaussian`` called directly with a network its
     tensors do not hold: a ValueError before the C call (it crashed the process or
-    corrupted its heap)."""
-    cache, _ = _cache(tmp_path, built)
-    r = _py(OP.format(case=case), cache)
-    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
-    assert r.stdout.strip().splitlines()[-1].startswith(expect), r.stdout
+    corrupted its heap).  The cases share one process (a start-up each cost ~4 s): each
+    starts from fresh tensors, and a crash ends the process, failing its case and every
+    case after it."""
+    r, said = op_calls
+    case, expect = OP_CASES[i]
+    assert i in said, (case, r.returncode, r.stderr[-2000:])
+    assert said[i].startswith(expect), (case, said[i])
 
 
 # -- 7: a damaged cache is rebuilt, a failing build says why ----------------------------------

@@ -115,6 +115,7 @@ def test_the_autograd_path_equals_the_reference(kw):
     assert_step_equals_reference(tr, TERMS_64, GRAD_64)
 
 
+@pytest.mark.slow  # a torch.compile: 20-25 s cold; the eager kernels are checked above
 def test_the_compiled_kernel_equals_the_reference():
     """The hand-written kernel under ``torch.compile`` (compiles in ~10 s), two steps, at
     the float64 tolerance."""

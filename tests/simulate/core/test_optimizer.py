@@ -68,7 +68,11 @@ def _grad_of_step(tr, twin):
     return twin.state.opt.exp_avg / (1 - twin.hyper.betas[0])
 
 
-@pytest.mark.parametrize("path", ["hand-written", "compiled", "autograd"])
+# the compiled path (a torch.compile, 20-25 s cold) runs with -m slow; the tiny compiled step
+# of test_paths stays in the default suite
+@pytest.mark.parametrize(
+    "path", ["hand-written", pytest.param("compiled", marks=pytest.mark.slow), "autograd"]
+)
 def test_rmsprop_training_equals_torch_rmsprop(path):
     """A trainer on RMSprop (one model, float64, 15 steps) equals ``torch.optim.RMSprop``
     fed the same gradients: each step's gradient comes from an Adam twin of the same model

@@ -69,7 +69,9 @@ def test_compiled_step_matches_eager():
             )
 
 
-@pytest.mark.parametrize("compile", [False, True])
+# compiled (a torch.compile, 20-35 s cold): -m slow; test_compiled_step_tiny_with_a_frozen_model
+# keeps a compiled step in the default suite
+@pytest.mark.parametrize("compile", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_dense_hand_written_step_equals_autograd(compile):
     """Dense-BNN on the hand-written step (no indicators) gives autograd's numbers through
     ``Dense.draw`` / ``Dense.kl_terms`` (same normals, same minibatches), eager and compiled
@@ -109,7 +111,9 @@ def test_dense_hand_written_step_equals_autograd(compile):
     assert not np.allclose(c.step().total.numpy(), d.step().total.numpy(), rtol=1e-6)
 
 
-@pytest.mark.parametrize("compile", [False, True])
+# compiled (a torch.compile, 20-35 s cold): -m slow; test_compiled_step_tiny_with_a_frozen_model
+# keeps a compiled step in the default suite
+@pytest.mark.parametrize("compile", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_horseshoe_hand_written_step_equals_autograd(compile):
     """HS-BNN's hand-written step (``simulate.core.step.horseshoe_step``) gives autograd's
     gradient through ``Horseshoe.draw`` / ``Horseshoe.kl_terms`` and the same ELBO terms,

@@ -2,6 +2,7 @@
 Table 1 beside the paper's values (within 2 SE or not)."""
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,6 +32,7 @@ def test_short_tiers_run_eagerly_in_one_program():
     assert t1.block_plan("SVI", 4, MIXED) == MIXED["SVI"]  # an explicit plan is taken as is
 
 
+@pytest.mark.slow  # torch.compile in two fresh worker processes: 20 s warm, 120 s cold
 def test_grouped_compiled_worker_records_equal_one_eager_process(tmp_path):
     """Width groups, the compiled step and two worker processes change the tiny tier's
     records by rounding only (each model's noise depends on its seed alone).  Tolerance:
