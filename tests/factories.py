@@ -206,11 +206,13 @@ def run_main(module: str, *args, cwd=None) -> Ran:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = main([str(a) for a in args])
-            except SystemExit as exc:
+            except SystemExit as exc:  # as the interpreter ends on it: a text goes to stderr
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                if not isinstance(exc.code, int | None):
+                    print(exc.code, file=sys.stderr)
     finally:
         os.chdir(here)
-    return Ran(code, out.getvalue(), err.getvalue())
+    return Ran(0 if code is None else code, out.getvalue(), err.getvalue())
 
 
 def run_process(module: str, *args, cwd=None, env=None, timeout=None):
@@ -221,3 +223,19 @@ def run_process(module: str, *args, cwd=None, env=None, timeout=None):
         capture_output=True, text=True, check=False, cwd=cwd, timeout=timeout,
         env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
     )  # fmt: skip
+
+
+@contextlib.contextmanager
+def torch_threads(k: int):
+    """Run the body with ``k`` torch threads, then restore the count: the suite's workers
+    run one each (``tests/conftest.py``), and a test that compares this process's numbers
+    with one-thread worker processes' sets two here, as an unparallelised run has on two
+    cores, so that the comparison still covers the thread count."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(k)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -260,21 +261,22 @@ E, m = 2, 40
 g = torch.Generator().manual_seed(0)
 theta0 = torch.randn(E, lay.P, generator=g) * 0.3 * lay.mask()
 x0 = torch.cat([torch.rand(E, m, 4, generator=g), torch.ones(E, m, 1)], -1)
-y0, scale0, sd0 = torch.randn(E, m, generator=g), torch.ones(E), torch.ones(E)
+y0 = torch.randn(E, m, generator=g)
 for i, case in enumerate(sys.argv[1:]):
-    theta, x, y, scale, sd = theta0.clone(), x0.clone(), y0.clone(), scale0, sd0
+    theta, x, y, scale, sd = theta0.clone(), x0.clone(), y0.clone(), torch.ones(E), torch.ones(E)
     dims, offs = list(lay.dims), [o for o, _, _ in lay.blocks] + [lay.P_net]
     widths = torch.tensor(lay.widths)
     exec(case)
     try:
         torch.ops.asvi_rates.fused_mlp_gaussian(theta, x, y, scale, sd, dims, offs, widths)
-    except ValueError as e:
-        print(i, "ValueError:", e, flush=True)
+    except ValueError:
+        print(f"case {i}: ValueError", flush=True)
     else:
-        print(i, "no error", flush=True)
+        print(f"case {i}: no error", flush=True)
 """
+# the refusals first, the control (a consistent network, which runs) last: each refusal is
+# then the first call into the op of its kind, and the control sees what they left behind
 OP_CASES = [
-    ("", "no error"),  # the control: a consistent network runs
     ("dims[1] = 10**6", "ValueError"),  # a hidden layer far larger than theta holds
     ("offs = offs[:-1]", "ValueError"),  # a short offs: P_net read past its end
     ("dims = dims[:-1]", "ValueError"),  # a short dims
@@ -283,21 +285,23 @@ OP_CASES = [
     ("dims, offs = [4, 6, 3, 1], [0, 30, 51, 55]", "ValueError"),
     ("dims, offs = [4, 6, 6, 2], offs[:3] + [offs[3] + 7]", "ValueError"),  # 2 outputs
     ("widths = widths.double()", "ValueError"),
+    ("", "no error"),  # the control: a consistent network runs
 ]
+_SAID = re.compile(r"case (\d+): (ValueError|no error)$")
 
 
 @pytest.fixture(scope="module")
 def op_calls(tmp_path_factory, built):
-    """Every case of ``OP_CASES`` called in one fresh process, in order: its exit status,
-    stderr and each case's line (a case that crashed the process has none, nor do the
-    cases after it, and its test fails naming the status)."""
+    """Every case of ``OP_CASES`` called in one fresh process, in order: the process and
+    what each case said (the first line naming it; a case that crashed the process has
+    none, nor do the cases after it)."""
     cache, _ = _cache(tmp_path_factory.mktemp("op"), built)
     r = _run([sys.executable, "-c", OP, *[c for c, _ in OP_CASES]], cache)
-    said = {}
+    said: dict[int, str] = {}
     for line in r.stdout.splitlines():
-        head, _, rest = line.partition(" ")
-        if head.isdigit():
-            said[int(head)] = rest
+        m = _SAID.match(line)
+        if m:
+            said.setdefault(int(m.group(1)), m.group(2))
     return r, said
 
 
@@ -305,13 +309,22 @@ def op_calls(tmp_path_factory, built):
 def test_the_op_refuses_dims_and_offs_its_tensors_do_not_hold(op_calls, i):
     """``torch.ops.asvi_rates.fused_mlp_gaussian`` called directly with a network its
     tensors do not hold: a ValueError before the C call (it crashed the process or
-    corrupted its heap).  The cases share one process (a start-up each cost ~4 s): each
-    starts from fresh tensors, and a crash ends the process, failing its case and every
-    case after it."""
+    corrupted its heap).  The cases share one process (a start-up each cost ~4 s), each
+    from fresh tensors; a crash ends the process, failing its case and every case after
+    it, and a heap left corrupt shows at the process's exit
+    (``test_the_op_s_refusals_leave_the_process_whole``)."""
     r, said = op_calls
     case, expect = OP_CASES[i]
     assert i in said, (case, r.returncode, r.stderr[-2000:])
-    assert said[i].startswith(expect), (case, said[i])
+    assert said[i] == expect, (case, said[i])
+
+
+def test_the_op_s_refusals_leave_the_process_whole(op_calls):
+    """The process that made every call of ``OP_CASES`` exits 0 with no traceback (a heap
+    corrupted by a call that returned aborts at exit, -6)."""
+    r, said = op_calls
+    assert r.returncode == 0 and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert len(said) == len(OP_CASES), said
 
 
 # -- 7: a damaged cache is rebuilt, a failing build says why ----------------------------------

@@ -391,6 +391,11 @@ PROCESS_BAD = [
     ("figures", ["--records", "typo.jsonl"]),
     ("verify.optimiser", ["--out-dir", "opt", "--n", "100", "--replicates", "2", "--workers", "0",
                           "--json", "opt/records-baseline.jsonl"]),
+    ("verify.starts", ["--bogus"]),
+    ("verify.results", ["--bogus"]),
+    ("simulate.experiments.plain_control", ["--bogus"]),
+    ("simulate.experiments.default_fit", ["--bogus"]),
+    ("simulate.bench.store", ["--bogus"]),
 ]  # fmt: skip
 
 

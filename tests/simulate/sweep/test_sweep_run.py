@@ -12,7 +12,7 @@ from simulate.sweep.records import RecordsError
 from simulate.sweep.runner import run_sweep
 from simulate.sweep.schema import read_records
 from simulate.sweep.truth_spec import TruthSpec
-from tests.factories import SWEEP_TINY
+from tests.factories import SWEEP_TINY, torch_threads
 from tests.factories import stable_records as stable
 
 TINY = SWEEP_TINY
@@ -28,8 +28,11 @@ def quiet(*_):
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
+    """The tiny sweep in this process at two torch threads: the Dask and worker-process runs
+    below (one thread each) must give its records, whatever the thread count."""
     path = tmp_path_factory.mktemp("a") / "records.jsonl"
-    return run_sweep(cfg(), path, progress=False, log=quiet), path
+    with torch_threads(2):
+        return run_sweep(cfg(), path, progress=False, log=quiet), path
 
 
 def test_sweep_writes_one_record_per_cell(uninterrupted):
