@@ -151,7 +151,7 @@ def test_the_checks_that_need_no_fit_never_fit(monkeypatch):
             except Exception as exc:  # a check that wraps fit's error in its own
                 controls += "fit called" in repr(exc) or "fit called" in repr(exc.__cause__)
     assert seen == NO_FIT_CHECKS  # every named check is one scikit-learn still yields
-    assert controls >= 30, controls  # 39 of the 42 others reach the patched fit (sklearn 1.9)
+    assert controls >= 30, controls  # 39 of the 44 others reach the patched fit (sklearn 1.9)
 
 
 def _data(n=200, p=3, seed=0):
