@@ -2,7 +2,6 @@
 from here, never from one another)."""
 
 import contextlib
-import dataclasses
 import importlib
 import io
 import json
@@ -181,23 +180,15 @@ ENTRY_POINTS = {
 }
 
 
-@dataclasses.dataclass
-class Ran:
-    """What a command line gave: the shape of ``subprocess.CompletedProcess`` the tests
-    read (``returncode``, ``stdout``, ``stderr``)."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def run_main(module: str, *args, cwd=None) -> Ran:
+def run_main(module: str, *args, cwd=None) -> subprocess.CompletedProcess:
     """``python -m MODULE ARGS`` run in this process through the entry point's
-    ``main(argv)``, in ``cwd``, its stdout and stderr captured: what a refusal or an exit
-    code says, without the ~4 s a new process spends importing torch and the project.
+    ``main(argv)``, in ``cwd``, its stdout and stderr captured (the ``CompletedProcess`` a
+    real run gives): what a refusal or an exit code says, without the ~4 s a new process
+    spends importing torch and the project.
     argparse's ``SystemExit`` is the exit status it carries.  What only a process boundary
     shows (a real exit status, Ctrl-C, start-up) keeps a real process: :func:`run_process`."""
     main = importlib.import_module(ENTRY_POINTS.get(module, module)).main
+    argv = [str(a) for a in args]
     out, err = io.StringIO(), io.StringIO()
     here = os.getcwd()
     try:
@@ -205,17 +196,20 @@ def run_main(module: str, *args, cwd=None) -> Ran:
             os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = main([str(a) for a in args])
+                code = main(argv)
             except SystemExit as exc:  # as the interpreter ends on it: a text goes to stderr
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
                 if not isinstance(exc.code, int | None):
                     print(exc.code, file=sys.stderr)
     finally:
         os.chdir(here)
-    return Ran(0 if code is None else code, out.getvalue(), err.getvalue())
+    code = 0 if code is None else code
+    return subprocess.CompletedProcess([module, *argv], code, out.getvalue(), err.getvalue())
 
 
-def run_process(module: str, *args, cwd=None, env=None, timeout=None):
+def run_process(
+    module: str, *args, cwd=None, env=None, timeout=None
+) -> subprocess.CompletedProcess:
     """``python -m MODULE ARGS`` in a process of its own (one torch thread), for what only a
     process boundary shows: the status the shell sees, signals, start-up."""
     return subprocess.run(

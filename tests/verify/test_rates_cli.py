@@ -15,17 +15,12 @@ def run_cli(*args):
     return run_main("verify.rates", *args)
 
 
-def run_real(*args):
-    """``python -m verify.rates ARGS`` in a process of its own: the status the shell sees."""
-    return run_process("verify.rates", *args)
-
-
 def test_verify_rates_end_to_end_tiny_tier(tmp_path):
     rec, rep, figs = tmp_path / "r.jsonl", tmp_path / "rep.json", tmp_path / "figs"
     md = tmp_path / "rep.md"
-    r = run_real(
-        "--tier", "tiny", "--out", str(rec), "--json", str(rep), "--figures", str(figs),
-        "--markdown", str(md),
+    r = run_process(  # a process of its own: the status the shell sees
+        "verify.rates", "--tier", "tiny", "--out", str(rec), "--json", str(rep), "--figures",
+        str(figs), "--markdown", str(md),
     )  # fmt: skip
     assert r.returncode in EXIT_LINES, r.stderr  # not bad input (2), not a crash (4)
     assert EXIT_LINES[r.returncode] in r.stdout  # the code is the report's own conclusion

@@ -4,8 +4,6 @@ stubbed timings of known value, the Table 1 workload and block timings, the step
 CUDA refusal, and the rate tiers' programs."""
 
 import json
-import subprocess
-import sys
 import types
 
 import numpy as np
@@ -15,14 +13,13 @@ import torch
 from simulate.bench import timing as bench
 from simulate.bench.flops import flops_per_model_step
 from simulate.core import Hyper, Layout, StepOptions
-from tests.factories import run_main
+from tests.factories import run_main, run_process
 
 
 def run_bench(*args):
     """``python -m simulate.bench ARGS`` in a subprocess: a run sets the process's threads and
     its allocator (``tune_malloc``), which the test process keeps as they are."""
-    cmd = [sys.executable, "-m", "simulate.bench", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+    return run_process("simulate.bench", *args)
 
 
 def refused(*args):

@@ -20,6 +20,7 @@ import torch
 
 from simulate.core import Hyper, StepOptions, native
 from simulate.core.recipe import build_trainer
+from tests.factories import torch_threads
 
 pytestmark = pytest.mark.skipif(
     shutil.which(native._compiler()) is None, reason="no C compiler to build the fused kernel"
@@ -190,12 +191,8 @@ def test_a_slot_masked_inside_a_models_width_reads_zero_not_another_models_weigh
     alone = _trainer(h, "native-step", widths=[5], seeds=[12], data=[1])
     whole.mask[1, 0] = 0.0  # the first layer's first weight, a real slot in both layouts
     alone.mask[0, 0] = 0.0
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one thread: model 1 runs in model 0's scratch
-    try:
+    with torch_threads(1):  # one thread: model 1 runs in model 0's scratch
         a, b = whole.advance(), alone.advance()
-    finally:
-        torch.set_num_threads(threads)
     assert torch.equal(a.terms.L1[1:], b.terms.L1) and torch.equal(a.terms.L2[1:], b.terms.L2)
 
 

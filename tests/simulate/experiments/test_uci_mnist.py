@@ -185,14 +185,10 @@ def test_uci_on_workers_gives_the_records_of_one_process(tmp_path):
     """The (dataset, method) units on two worker processes: the same records, to the bit,
     as in this process at the workers' one torch thread (wall times aside), whatever order
     they finish in."""
-    import torch
+    from tests.factories import torch_threads
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         here = run_uci("tiny", str(tmp_path / "here"), log=lambda *_: None)
-    finally:
-        torch.set_num_threads(threads)
     pooled = run_uci("tiny", str(tmp_path / "pool"), log=lambda *_: None, workers=2)
 
     def key(r):

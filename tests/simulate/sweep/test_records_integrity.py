@@ -39,10 +39,9 @@ def quiet(*_):
     pass
 
 
-def cli(module, *args, cwd=None):
-    """The command line run in this process (``main(argv)``); the process boundary itself is
-    tested once per entry point (``test_each_entry_point_refuses_in_a_process_of_its_own``)."""
-    return run_main(module, *args, cwd=cwd)
+# the command lines run in this process (``main(argv)``); the process boundary itself is
+# tested once per entry point (``test_each_entry_point_refuses_in_a_process_of_its_own``)
+cli = run_main
 
 
 def one_line_error(r):
