@@ -19,7 +19,15 @@ from simulate.sweep.truth_spec import TruthSpec
 from theory import METRICS
 from verify import protocol as protocols
 from verify.controls import BudgetControl, budget_control, budget_shift
-from verify.design import PRIMARY_METRIC, Prospective, prospective, refusal
+from verify.design import (
+    PRIMARY_METRIC,
+    Prospective,
+    band_log_power,
+    expected_class_theorem,
+    is_control,
+    prospective,
+    refusal,
+)
 from verify.records import (
     ESTIMATOR_ARMS,
     Cell,
@@ -43,11 +51,13 @@ from verify.results import (
     TheoremTest,
     TopHalfDiff,
 )
+from verify.replication import replicate
 from verify.slopes import (
     Curvature,
     SlopeFit,
     Verdict,
     attainment_flip,
+    attainment_margin,
     attainment_test,
     curvature,
     fail_p_value,
@@ -55,6 +65,7 @@ from verify.slopes import (
     log_power_of,
     loglog_slope,
     paired_slope_diff,
+    theorem_margin,
     theorem_test,
 )
 from verify.starts import compare_starts
@@ -78,17 +89,20 @@ def analyse(
     protocol: protocols.Protocol | str | None = None,
 ) -> list[MetricResult]:
     """Fit and test every (estimator, truth, metric) of the records under ``protocol`` (a
-    :class:`verify.protocol.Protocol` or its name; default ``verify.protocol.DEFAULT``);
+    :class:`verify.protocol.Protocol` or its name; default: the shipped protocol the
+    records were written under, ``verify.protocol.of_records``, else
+    ``verify.protocol.DEFAULT``);
     returns a list of :class:`verify.results.MetricResult`.  ``control``: the
     budget-doubling records (``verify.controls``), if any.  The FAILs that set the exit
     status are Holm-adjusted over the run's family of tests (``verify.status``).  The
     records are read into cells here, once (``verify.records``)."""
+    cells = cells_of(records)
     proto = (
         protocol
         if isinstance(protocol, protocols.Protocol)
-        else protocols.load(protocol or protocols.DEFAULT)
-    )
-    cells = cells_of(records)
+        else protocols.load(protocol) if protocol
+        else protocols.of_records(records_protocol(cells)) or protocols.load(protocols.DEFAULT)
+    )  # fmt: skip
     doubled = cells_of(control or [])
     by_truth: dict[str, list[Cell]] = {}
     for c in cells:
@@ -175,8 +189,9 @@ def metric_result(
     F = columns(tc.cells, lambda c: c.at_width(metric, tc.w_fixed)) if asvi else None
     has_ref = att_refused is None and all(c.reference is not None for row in tc.cells for c in row)
     control = budget_shift(ctrl, proto.budget_margin) if asvi else None
-    theorem = theorem_result(fit, pro)
+    theorem = theorem_result(fit, pro, proto.theorem_rule)
     attainment = attainment_result(tc, V, F, metric, curv, pro, proto.level) if has_ref else None
+    class_theorem = class_theorem_result(tc, V, metric, proto) if is_control(estimator) else None
     override = (
         Verdict.UNDECIDABLE if refused  # the verdicts do not apply to this truth
         else Verdict.INCONCLUSIVE if control is not None and control.state == "limited"
@@ -186,6 +201,8 @@ def metric_result(
         theorem = dataclasses.replace(theorem, verdict=override)
         if attainment is not None:
             attainment = dataclasses.replace(attainment, verdict=override)
+    else:  # what a re-run would give (verify.replication); an overridden verdict is not
+        theorem, attainment = replicated(tc, V, F, metric, pro, proto, theorem, attainment)
     return MetricResult(
         estimator=name or estimator,
         truth=tc.key,
@@ -208,14 +225,17 @@ def metric_result(
             refused=refused,
             attainment_refused=att_refused,
             expected_attainment=pro.expected_attainment,
+            expected_theorem=None if class_theorem is None else expected_class_theorem(
+                spec, estimator, metric, class_theorem.power, class_theorem.band),
         ),
+        class_theorem=class_theorem,
     )
 
 
-def theorem_result(fit: SlopeFit, pro: Prospective) -> TheoremTest:
-    """The slope fit and the one-sided theorem test (``verify.slopes.theorem_test``) with
-    the design's prospective power check."""
-    th = theorem_test(fit, pro.predicted, pro.theorem_power.separable)
+def theorem_result(fit: SlopeFit, pro: Prospective, rule: str = "reject-e/2") -> TheoremTest:
+    """The slope fit and the one-sided theorem test (``verify.slopes.theorem_test``, under
+    the protocol's ``rule``) with the design's prospective power check."""
+    th = theorem_test(fit, pro.predicted, pro.theorem_power.separable, rule)
     return TheoremTest(
         predicted=pro.predicted,
         slope=fit.slope,
@@ -232,7 +252,84 @@ def theorem_result(fit: SlopeFit, pro: Prospective) -> TheoremTest:
         c_flip=th.c_flip,
         fail_p=th.fail_p,
         power=pro.theorem_power,
+        rule=th.rule,
+        c_pass=th.c_pass,
     )
+
+
+def _rows_band(tc: TruthCells, pro: Prospective, metric: str, proto):
+    """``band(rows)``: the theorem band's log power on the replicates ``rows`` -- the
+    teacher's from its median edge count over them (``verify.design.band_log_power``,
+    kept per median), any other truth's the design's own."""
+    if tc.spec.kind != "teacher" or pro.band_log_power == 0.0:
+        return lambda rows: pro.band_log_power
+    edges = np.array([row[0].n_edges for row in tc.cells], dtype=float)
+    kept: dict[int, float] = {}
+
+    def band(rows):
+        s0 = int(round(float(np.median(edges[rows]))))
+        if s0 not in kept:
+            kept[s0] = band_log_power(tc.spec, tc.ns, [s0], "asvi", metric, proto.delta, tc.key)
+        return kept[s0]
+
+    return band
+
+
+def replicated(
+    tc: TruthCells, V: np.ndarray, F: np.ndarray | None, metric: str, pro: Prospective,
+    proto, theorem: TheoremTest, attainment: Attainment | None,
+) -> tuple[TheoremTest, Attainment | None]:  # fmt: skip
+    """The theorem and attainment tests with their replication (``verify.replication``):
+    each whole decision recomputed, by the functions that made it, on the protocol's
+    bootstrap resamples of the replicates and on each leave-one-out set; the prospective
+    power as designed."""
+    ns, level, R = np.asarray(tc.ns, dtype=float), proto.level, V.shape[0]
+    rep = proto.replication
+    band = _rows_band(tc, pro, metric, proto)
+
+    def theorem_on(rows):
+        fit = fit_slope(ns, V[rows], log_power=band(rows), level=level)
+        return theorem_test(fit, pro.predicted, pro.theorem_power.separable, proto.theorem_rule)
+
+    fit = fit_slope(ns, V, log_power=band(np.arange(R)), level=level)
+    th = theorem_on(np.arange(R))
+    theorem = dataclasses.replace(theorem, replication=replicate(
+        lambda rows: theorem_on(rows).verdict, R, theorem.verdict, theorem_margin(fit, th),
+        rep["resamples"], rep["floor"], rep["seed"],
+    ))  # fmt: skip
+    if attainment is None:
+        return theorem, None
+    Ref = columns(tc.cells, lambda c: c.reference.metrics[metric])
+    power = pro.attainment_power
+
+    def attain_on(rows):
+        d = paired_slope_diff(ns, V[rows], Ref[rows], level=level)
+        v = attainment_test(d, pro.allowance, power.separable, power.gap)
+        if F is not None and v == Verdict.PASS:
+            dc = paired_slope_diff(ns, F[rows], Ref[rows], level=level)
+            if attainment_test(dc, pro.allowance, power.separable, power.gap) != Verdict.FAIL:
+                v = Verdict.INCONCLUSIVE
+        return v
+
+    margin = attainment_margin(attainment.diff, attainment.allowance, attainment.verdict)
+    return theorem, dataclasses.replace(attainment, replication=replicate(
+        attain_on, R, attainment.verdict, margin, rep["resamples"], rep["floor"], rep["seed"],
+    ))  # fmt: skip
+
+
+def class_theorem_result(tc: TruthCells, V: np.ndarray, metric: str, proto) -> TheoremTest | None:
+    """A known-answer control entry held to the truth class's band as well (the exponent
+    and log power an ASVI entry on this truth is held to, :func:`verify.design.prospective`
+    as for ``"asvi"``; the power at the control's pilot cv), so that its theorem test has a
+    known answer in both directions (:func:`expected_class_theorem`).  Under the confirming
+    rule only (None under the earlier protocols: they decide as they did)."""
+    if proto.theorem_rule != "confirm":
+        return None
+    pro = prospective(tc.spec, tc.key, tc.ns, tc.edges, "asvi", metric, V.shape[0], proto,
+                      cv_kind="gp")  # fmt: skip
+    fit = fit_slope(tc.ns, V, log_power=pro.band_log_power, level=proto.level)
+    t = theorem_result(fit, pro, proto.theorem_rule)
+    return replicated(tc, V, None, metric, pro, proto, t, None)[0]
 
 
 def curve_result(fit: SlopeFit, curv: Curvature) -> Curve:

@@ -21,6 +21,7 @@ Which truths the verdicts apply to:
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,7 @@ from verify.slopes import (
     Power,
     Verdict,
     attainment_power,
+    confirm_power,
     expected_slope_se,
     log_allowance,
     power_check,
@@ -47,6 +49,7 @@ __all__ = [
     "band_log_power",
     "design_power",
     "expected_attainment",
+    "expected_class_theorem",
     "gp_nu",
     "is_control",
     "predicted",
@@ -147,6 +150,33 @@ def expected_attainment(
     return None
 
 
+def expected_class_theorem(
+    spec: TruthSpec, estimator: str, metric: str, power: Power, band: tuple[float, float]
+) -> Verdict | None:
+    """The known answer of a control entry's theorem test against the truth class's band
+    (``verify.analysis.class_theorem_result``: the exponent e and log power an ASVI entry
+    is held to, ``band = (e, top)``), from the prior's proven exponent ``e_nu``
+    (``theory.gp_matern_exponent``, in ``metric``) and the design's prospective half-width ``h``
+    (``power.half_width``, at the control's pilot cv):
+
+    * FAIL when ``e_nu > top + 2h`` (an interval about e_nu lies above the top);
+    * PASS when ``e_nu <= top - 2h`` (it lies below the top: the confirming rule passes);
+    * None otherwise (no known answer at this design: reported, not counted).
+
+    The matched prior (nu = alpha, e_nu = e) is a known PASS wherever the band's log
+    margin ``top - e`` exceeds 2h; a prior rougher than the truth (nu < alpha) whose
+    exponent lies above the top by more than 2h a known FAIL."""
+    e_nu = predicted(spec, estimator, metric)
+    top, h = band[1], power.half_width
+    if not math.isfinite(h):
+        return None
+    if e_nu > top + 2 * h:
+        return Verdict.FAIL
+    if e_nu <= top - 2 * h:
+        return Verdict.PASS
+    return None
+
+
 @dataclass(frozen=True)
 class Prospective:
     """Everything an entry's verdicts take from the design before its data: the
@@ -166,28 +196,37 @@ class Prospective:
     expected_attainment: Verdict | None
 
 
-def _pilot_cvs(proto, key: str, spec: TruthSpec, estimator: str, metric: str):
+def _pilot_cvs(proto, key: str, spec: TruthSpec, estimator: str, metric: str, cv_kind=None):
     """The protocol's pilot cvs (a cell's d^2, and the paired difference with the
     reference) for one entry, in the metric's own scale: d, the square root of d^2, has
-    half the relative spread (delta method); squared L2 is taken as d^2's."""
-    kind = "gp" if is_control(estimator) else spec.kind
+    half the relative spread (delta method); squared L2 is taken as d^2's.  ``cv_kind``:
+    whose pilot cv (``"gp"``: the control's, held to the class band), default the
+    estimator's."""
+    kind = cv_kind or ("gp" if is_control(estimator) else spec.kind)
     scale = log_factor_power(metric, 1) / log_factor_power(PRIMARY_METRIC, 1)
     return (scale * proto.cv_for(key, kind), scale * proto.cv_for(key, kind, diff=True))
 
 
 def prospective(
     spec: TruthSpec, key: str, ns, edges: list[int], estimator: str, metric: str,
-    replicates: int, proto: protocols.Protocol,
+    replicates: int, proto: protocols.Protocol, cv_kind: str | None = None,
 ) -> Prospective:  # fmt: skip
     """:class:`Prospective` of one entry (the analysis and :func:`design_power` alike):
     the allowance's log power is in the metric's own scale (d is the square root of
-    d^2)."""
+    d^2).  The theorem test's power is the protocol's rule's: separation from e/2
+    (``verify.slopes.power_check``) or the probability of a PASS at e against the
+    protocol's floor (``confirm_power``).  ``cv_kind``: another entry's pilot cv
+    (``"gp"``: a control entry held to the class band)."""
     ns = list(ns)
     lp = band_log_power(spec, ns, edges, estimator, metric, proto.delta, key)
     pred = predicted(spec, estimator, metric)
-    cv, cv_diff = _pilot_cvs(proto, key, spec, estimator, metric)
+    cv, cv_diff = _pilot_cvs(proto, key, spec, estimator, metric, cv_kind)
     se = expected_slope_se(ns, replicates, cv)
-    power = dataclasses.replace(power_check(ns, pred, lp, se, replicates, proto.level), pilot_cv=cv)
+    if proto.theorem_rule == "confirm":
+        power = confirm_power(ns, pred, lp, se, replicates, proto.level, proto.power_floor)
+    else:
+        power = power_check(ns, pred, lp, se, replicates, proto.level)
+    power = dataclasses.replace(power, pilot_cv=cv)
     c = (
         proto.attainment_log_power
         * log_factor_power(metric, 1)

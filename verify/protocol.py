@@ -30,10 +30,15 @@ from importlib import resources
 
 from simulate.sweep.recipes import RECIPE_DEFAULTS, recipe_settings
 from simulate.sweep.truth_spec import TruthSpec
+from verify.slopes import THEOREM_RULES
 
-__all__ = ["Protocol", "load", "names", "DEFAULT"]
+__all__ = ["Protocol", "load", "names", "of_records", "DEFAULT"]
 
-DEFAULT = "exploratory-v1"
+DEFAULT = "exploratory-v2"
+# what a protocol before exploratory-v2 is replicated with (it names no [replication]):
+# the toolkit's, reported as such
+REPLICATION_DEFAULTS = {"resamples": 1000, "floor": 0.9, "interval": "t-bootstrap-se", "seed": 0}
+INTERVALS = ("t-bootstrap-se",)
 KINDS = ("exploratory", "confirmatory")
 BAND_RULES = {"holder": "2*delta", "teacher": "corollary-6.4", "gp": "0"}
 FAMILYWISE = ("holm", "none")
@@ -57,6 +62,15 @@ class Protocol:
     pilot_cv_diff: dict
     design: dict = field(default_factory=dict)
     text: str = ""
+    # the theorem test's rule (verify.slopes.THEOREM_RULES) and, under "confirm", the
+    # prospective power's floor; the earlier protocols name neither: "reject-e/2"
+    theorem_rule: str = "reject-e/2"
+    power_floor: float | None = None
+    # [replication] (verify.replication): bootstrap resamples of replicates, the stability
+    # floor below which a decided verdict is fragile, the interval method, the seed;
+    # replication_from: "protocol", or "toolkit" where the protocol predates them
+    replication: dict = field(default_factory=lambda: dict(REPLICATION_DEFAULTS))
+    replication_from: str = "toolkit"
 
     @property
     def tag(self) -> str:
@@ -119,9 +133,28 @@ def load(name: str = DEFAULT) -> Protocol:
         pilot_cv_diff={k: float(v) for k, v in data.get("pilot_cv_diff", {}).items()},
         design=data.get("design", {}),
         text=raw.decode(),
+        theorem_rule=str(rules.get("theorem_rule", "reject-e/2")),
+        power_floor=None if "power_floor" not in rules else float(rules["power_floor"]),
+        replication={**REPLICATION_DEFAULTS, **data.get("replication", {})},
+        replication_from="protocol" if "replication" in data else "toolkit",
     )
     _check(p)
     return p
+
+
+def of_records(tag: str | None) -> Protocol | None:
+    """The shipped protocol a records file was written under (``tag``: its
+    ``"NAME@DIGEST"``, ``verify.records.records_protocol``) when this toolkit ships that
+    file with that digest, so that records are decided by the rules they were written
+    under (an earlier protocol keeps deciding its own records as it did); None for
+    records of no protocol, of mixed ones, or of a file this toolkit does not ship."""
+    if not tag or "@" not in tag or tag.startswith("mixed"):
+        return None
+    name, digest = tag.split("@", 1)
+    if name not in names():
+        return None
+    p = load(name)
+    return p if p.digest == digest else None
 
 
 def _check(p: Protocol) -> None:
@@ -137,6 +170,21 @@ def _check(p: Protocol) -> None:
             raise ValueError(f"protocol {p.name}: {k} must be finite and >= 0, got {v}")
     if p.starts_arm not in ("W", "W0s"):
         raise ValueError(f"protocol {p.name}: starts_arm must be 'W' or 'W0s'")
+    if p.theorem_rule not in THEOREM_RULES:
+        raise ValueError(f"protocol {p.name}: theorem_rule must be one of {THEOREM_RULES}")
+    if p.theorem_rule == "confirm" and not (p.power_floor is not None and 0 < p.power_floor < 1):
+        raise ValueError(f"protocol {p.name}: theorem_rule 'confirm' needs a power_floor in (0, 1)")
+    rep = p.replication
+    if set(rep) != set(REPLICATION_DEFAULTS):
+        raise ValueError(
+            f"protocol {p.name}: [replication] takes {sorted(REPLICATION_DEFAULTS)}, got {sorted(rep)}"
+        )
+    if not (isinstance(rep["resamples"], int) and rep["resamples"] >= 1000):
+        raise ValueError(f"protocol {p.name}: [replication] resamples must be an integer >= 1000")
+    if not 0 < float(rep["floor"]) <= 1:
+        raise ValueError(f"protocol {p.name}: [replication] floor must be in (0, 1]")
+    if rep["interval"] not in INTERVALS:
+        raise ValueError(f"protocol {p.name}: [replication] interval must be one of {INTERVALS}")
     for what, table in (("pilot_cv", p.pilot_cv), ("pilot_cv_diff", p.pilot_cv_diff)):
         if any(not (v > 0) for v in table.values()) or "default" not in table:
             raise ValueError(f"protocol {p.name}: {what} needs a default and positive values")

@@ -76,6 +76,7 @@ import traceback
 import numpy as np
 
 from simulate.alloc import tune_malloc
+from simulate.core import native
 from simulate.core.options import MLP_KINDS
 from simulate.sweep import tiers
 from simulate.sweep.budget import BudgetLink, linkable
@@ -113,7 +114,7 @@ from verify import protocol as protocols
 from verify.analysis import analyse
 from verify.controls import check_control, control_config, control_records_path
 from verify.design import design_power, refusal
-from verify.records import reselect
+from verify.records import cells_of, records_protocol, reselect
 from verify.render import (
     format_results,
     markdown_results,
@@ -288,6 +289,9 @@ def main(argv=None) -> int:
         plan = records = None
         if args.records:
             records, control_records, source, _ = _existing_records(args, overrides)
+            if args.protocol is None and args.delta is None and args.log_power is None:
+                # records are decided by the rules they were written under, where shipped
+                proto = protocols.of_records(records_protocol(cells_of(records))) or proto
             # the edge: the file is checked before its records are read into cells
             _check_paths(args, None, {r["cell"]["truth"] for r in records})
         else:
@@ -467,6 +471,10 @@ def _check_paths(args, plan, truth_keys) -> None:
     protect_inputs(*(p for _, p in ins))
 
 
+# the settings of how the step runs: float rounding alone (simulate.core.options.StepOptions)
+STEP_FIELDS = ("mlp", "compile")
+
+
 def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
     """The tier's sweeps (with the flags' overrides), each with its budget-doubling
     control, and a confirmatory tier's known-answer control, with the records files they
@@ -479,7 +487,10 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
     root, ext = os.path.splitext(source)
     ext = ext or ".jsonl"
     if "sweeps" in tier:  # a confirmatory tier: its protocol's sweeps
-        specs = [(s["name"], s["truths"], s["sweep"], s["control_replicates"])
+        # how the step runs (--mlp, --compile) is float rounding, not a number a verdict
+        # depends on: it moves a confirmatory tier's sweeps too, and its records say so
+        step = {k: v for k, v in overrides.items() if k in STEP_FIELDS}
+        specs = [(s["name"], s["truths"], {**s["sweep"], **step}, s["control_replicates"])
                  for s in tier["sweeps"]]  # fmt: skip
     else:
         recipe = {}  # the tier's own (simulate.sweep.tiers.TRAINING) unless one is named
@@ -508,6 +519,8 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
             control_records_path(path)
         )  # fmt: skip
         check_memory(cfg, at_once)
+        if name is None and "mlp" not in overrides:
+            cfg = _c_step_or_fallback(cfg)
         check_native(cfg)
         check_compile(cfg, args.scheduler)
         ccfg = None
@@ -530,6 +543,21 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
         gp = (gcfg, gpath)
     return {"runs": runs, "gp": gp, "source": runs[0][2] if len(runs) == 1 else source,
             "cpath": runs[0][4]}  # fmt: skip
+
+
+def _c_step_or_fallback(cfg: SweepConfig) -> SweepConfig:
+    """A tier's default step where it can run: the whole step in C (every ASVI tier's
+    default) needs a C compiler; without one the tier trains with the batched torch step,
+    eager (no compiler for torch.compile either), with one line saying so.  An explicit
+    ``--mlp native-step`` is refused instead (``simulate.sweep.runner.check_native``)."""
+    if cfg.mlp != "native-step" or cfg.estimator != "asvi" or native.available():
+        return cfg
+    print(
+        "note: the whole step in C could not be built here (no working C compiler:"
+        " simulate.core.native); training with the batched torch step, eager (--mlp batched"
+        " says so and silences this)"
+    )
+    return dataclasses.replace(cfg, mlp="batched", compile=False)
 
 
 def _dry_run(args, plan: dict, proto) -> int:

@@ -73,12 +73,20 @@ def finding(r: MetricResult) -> str:
             )
         else:
             parts.append(f"attainment inconclusive (log^{c:.2f} n)")
+    if a is not None and _fragile(a.replication):
+        parts[-1] += f" ({_fragile_words(a.replication)})"
     t = r.theorem
     rate = f"n^{t.predicted:.3f} log^{t.band_log_power:.2f} n"
+    slow = "rejects e/2" if t.control_slow_rejected else "e/2 not rejected"
     if t.verdict == Verdict.FAIL:
         parts.append(
             f"slower than {rate} over {_range(ns)} (a FAIL for every band log power"
             f" below {t.c_flip:.2f})"
+        )
+    elif t.verdict == Verdict.UNDECIDABLE and t.rule == "confirm":
+        parts.append(
+            "theorem test undecidable with this design (the probability of a PASS at the"
+            f" exponent is {t.power.probability:.2f}, below the floor {t.power.floor:g})"
         )
     elif t.verdict == Verdict.UNDECIDABLE:
         parts.append("theorem test undecidable with this design (no power against e/2)")
@@ -86,11 +94,27 @@ def finding(r: MetricResult) -> str:
         parts.append(
             f"consistent with {rate} over {_range(ns)}, faster than the exponent"
             " (easier than its class at these n, or pre-asymptotic)"
+            + (f"; {slow}" if t.rule == "confirm" else "")
+        )
+    elif t.verdict == Verdict.PASS and t.rule == "confirm":
+        parts.append(
+            f"consistent with {rate} over {_range(ns)} (the interval below the band's top;"
+            f" {slow})"
         )
     elif t.verdict == Verdict.PASS:
         parts.append(f"consistent with {rate} over {_range(ns)} (rejects e/2)")
     else:
         parts.append("theorem test inconclusive")
+    if _fragile(t.replication):
+        parts[-1] += f" ({_fragile_words(t.replication)})"
+    ct = r.class_theorem
+    if ct is not None:
+        known = dec.expected_theorem
+        parts.append(
+            f"held to the class band n^{ct.predicted:.3f} log^{ct.band_log_power:.2f} n:"
+            f" {ct.verdict}{' (fragile)' if _fragile(ct.replication) else ''}"
+            f" (known: {known or 'none at this design'})"
+        )
     if dec.fail_familywise is False:
         parts.append("a FAIL at its own level that does not survive the family-wise adjustment")
     if r.curve.bending:
@@ -106,6 +130,30 @@ def finding(r: MetricResult) -> str:
     elif state == "converged":
         parts.append("converged by the budget control")
     return "; ".join(parts)
+
+
+def _fragile(rep) -> bool:
+    return rep is not None and rep.fragile
+
+
+def _fragile_words(rep) -> str:
+    return (
+        f"fragile: {100 * rep.share:.0f}% of {rep.resamples} resamples of replicates give it,"
+        f" below the floor {100 * rep.floor:.0f}%; {rep.loo_flips} of {rep.loo_sets}"
+        f" leave-one-out sets flip it; margin {rep.margin_se:.2f} SE"
+    )
+
+
+def verdict_text(verdict, rep) -> str:
+    """A verdict with ``(fragile)`` beside it where its replication is below the floor."""
+    return f"{verdict}{' (fragile)' if _fragile(rep) else ''}"
+
+
+def replication_text(rep) -> str:
+    """``share%, flips/sets LOO, margin SE`` of a verdict's replication; ``-`` without."""
+    if rep is None:
+        return "-"
+    return f"{100 * rep.share:.0f}%, {rep.loo_flips}/{rep.loo_sets} LOO, {rep.margin_se:+.2f} SE"
 
 
 def format_results(results: list[MetricResult]) -> str:
@@ -304,7 +352,7 @@ def _slope_table_lines(rows: list[MetricResult]) -> list[str]:
     lines = [
         f"{'metric':>6s} {'pred':>7s} {'slope':>7s} {'95% CI':>17s} {'band':>17s}"
         f" {'c_band':>6s} {'c_flip':>6s} {'e/2 ctl':>7s} {'power':>5s} {'theorem':>12s}"
-        f"   {'top-half':>8s} {'95% CI':>17s} {'bend':>4s}"
+        f"   {'top-half':>8s} {'95% CI':>17s} {'bend':>4s}  replication"
     ]
     for r in rows:
         t, c = r.theorem, r.curve
@@ -313,9 +361,10 @@ def _slope_table_lines(rows: list[MetricResult]) -> list[str]:
             f"{_ci(t.ci_low, t.ci_high)} {_ci(*t.band)} "
             f"{t.band_log_power:6.2f} {_f(t.c_flip, '6.2f')} "
             f"{('rej' if t.control_slow_rejected else 'NOT'):>7s} "
-            f"{('yes' if t.power.separable else 'no'):>5s} {t.verdict:>12s}   "
+            f"{('yes' if t.power.separable else 'no'):>5s}"
+            f" {verdict_text(t.verdict, t.replication):>12s}   "
             f"{c.top_half_slope:8.3f} {_ci(*c.top_half_ci)} "
-            f"{('yes' if c.bending else 'no'):>4s}"
+            f"{('yes' if c.bending else 'no'):>4s}  {replication_text(t.replication)}"
         )
     return lines
 
@@ -337,12 +386,13 @@ def _attain_table_lines(rows: list[MetricResult]) -> list[str]:
             + f" {_f(a and a.allowance, '6.3f')} {_f(a and a.log_power.c_hat, '6.2f')} "
             + _ci(*(a.log_power.ci if a else (None, None)))
             + f" {_yes(a and a.power):>5s}"
-            + f" {a.verdict if a else 'n/a':>12s} "
+            + f" {verdict_text(a.verdict, a.replication) if a else 'n/a':>12s} "
             + f"{(a.control.verdict if a and a.control else 'n/a'):>9s}"
             + f" {_f(sh and sh.diff, '9.3f')} "
             + _ci(*(sh.ci if sh else (None, None)))
             + f" {(ctl and ctl.state) or 'n/a':>12s}"
             + f"  {_f(sv and sv.oracle_slope)} {_f(sv and sv.oracle_ratio_slope, '6.3f')}"
+            + (f"  attainment replication {replication_text(a.replication)}" if a else "")
         )
     return lines
 
@@ -368,6 +418,14 @@ def _power_sentence(pw) -> str:
     if pw.replicates_needed is not None:
         need.append(f"{pw.replicates_needed} replicates")
     cv = float("nan") if pw.pilot_cv is None else pw.pilot_cv
+    if pw.probability is not None:  # the confirming rule's power (verify.slopes.confirm_power)
+        return (
+            f"power (before the data, pilot cv {cv:.2g}): a slope at the exponent would PASS"
+            f" with probability {pw.probability:.2f}, below the floor {pw.floor:g} (the band's"
+            f" log margin {pw.gap:.3f}, expected CI half-width {pw.half_width:.3f}); it would"
+            " need " + (" or ".join(need) if need else "a band with a log factor (none has a"
+                        " margin to pass an estimator exactly at its exponent)")
+        )
     return (
         f"power (before the data, pilot cv {cv:.2g}): this"
         f" design cannot separate e from e/2 (gap {pw.gap:.3f} between the bands,"
@@ -398,20 +456,21 @@ def markdown_results(results: list, heading: str | None, metrics=None) -> str:
         "| estimator | truth | metric | predicted | slope [95% CI] | c (band) | c_flip |"
         " power | theorem | top-half slope [95% CI] | ref. slope | minus ref. [95% CI] |"
         " allowance | c_hat [95% CI] | power (attain.) | attainment |"
-        " budget x2: slope change [95% CI] |",
-        "|" + "---|" * 17,
+        " budget x2: slope change [95% CI] | replication (theorem; attainment) |",
+        "|" + "---|" * 18,
     ]
     for r in results:
         if metrics is not None and r.metric not in metrics:
             continue
         t, c, a, ctl, dec = r.theorem, r.curve, r.attainment, r.control, r.decision
         sh = None if ctl is None or ctl.shift is None else ctl.shift.diff
-        theorem = t.verdict + (" (faster)" if t.direction == "faster" else "")
+        theorem = verdict_text(t.verdict, t.replication)
+        theorem += " (faster)" if t.direction == "faster" else ""
         theorem += " (opt.-limited)" if ctl is not None and ctl.optimisation_limited else ""
         theorem += " (not family-wise)" if dec.fail_familywise is False else ""
         top = f"{c.top_half_slope:.3f}{_md_ci(c.top_half_ci)}"
         top += " (bending)" if c.bending else ""
-        att = a.verdict if a else "-"
+        att = verdict_text(a.verdict, a.replication) if a else "-"
         if dec.expected_attainment is not None:
             att += f" (known: {dec.expected_attainment})"
         diff = "-" if a is None else f"{a.diff.diff:+.3f}" + _md_ci(a.diff.ci)
@@ -425,7 +484,8 @@ def markdown_results(results: list, heading: str | None, metrics=None) -> str:
             f"{_md_num(a and a.log_power.c_hat, '.2f')}"
             f"{_md_ci(a and a.log_power.ci)} | {_yes(a and a.power)} | {att} | "
             f"{_md_num(sh and sh.diff)}{_md_ci(sh and sh.ci)}"
-            f"{' ' + ctl.state if ctl and ctl.state else ''} |"
+            f"{' ' + ctl.state if ctl and ctl.state else ''} | "
+            f"{replication_text(t.replication)}; {replication_text(a and a.replication)} |"
         )
     lines.append("")
     for r in results:
@@ -435,6 +495,13 @@ def markdown_results(results: list, heading: str | None, metrics=None) -> str:
             if not t.power.separable and t.verdict == "UNDECIDABLE":
                 note += f"; {_power_sentence(t.power)}"
             lines.append(note)
+    if any(r.theorem.replication is not None for r in results):
+        lines.append(
+            "- replication: the share of bootstrap resamples of replicates (the protocol's"
+            " [replication]) that give the verdict, the leave-one-out sets that flip it, and"
+            " its margin to the threshold in SE; a decided verdict below the floor is"
+            " fragile (verify.replication)"
+        )
     for r in results:
         if r.primary and r.starts and r.starts.answer:
             lines.append(f"- {r.truth}, constructive against random start: {r.starts.answer}")
@@ -457,7 +524,9 @@ def power_lines(rows: list, cfg) -> str:
             f"{r.band_log_power:.2f} n, pilot cv {r.pilot_cv:.2g}, slope SE"
             f" {r.slope_se:.3f}; theorem: "
             + (
-                "separable"
+                f"P(PASS at e) {tp.probability:.2f}"
+                if tp.separable and tp.probability is not None
+                else "separable"
                 if tp.separable
                 else _power_sentence(dataclasses.replace(tp, pilot_cv=r.pilot_cv))
             )

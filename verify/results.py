@@ -56,6 +56,7 @@ import numpy as np
 from theory.cli import Parser, run_main
 from verify.controls import BudgetShift
 from verify.records import Replicates
+from verify.replication import Replication
 from verify.slopes import AttainmentPower, Flip, LogPower, Power, SlopeDiff, Verdict
 from verify.starts import Starts
 
@@ -80,7 +81,9 @@ __all__ = [
     "to_json",
 ]
 
-SCHEMA_ID = "asvi-rates/metric-result/4"  # 4: nested records, the document names its schema
+# 4: nested records, the document names its schema; 5: the confirming theorem rule, each
+# verdict's replication, a known-answer control's test against the class band
+SCHEMA_ID = "asvi-rates/metric-result/5"
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,12 @@ class TheoremTest:
     c_flip: float
     fail_p: float
     power: Power
+    # the rule it was decided under (verify.slopes.THEOREM_RULES), the band log power
+    # from which the confirming rule PASSes, and the verdict's replication
+    # (verify.replication; None where it is not resampled)
+    rule: str = "reject-e/2"
+    c_pass: float = math.nan
+    replication: Replication | None = None
 
 
 @dataclass(frozen=True)
@@ -209,6 +218,7 @@ class Attainment:
     power: AttainmentPower
     c_flip: Flip
     fail_p: float
+    replication: Replication | None = None
 
 
 @dataclass(frozen=True)
@@ -239,6 +249,9 @@ class Decision:
     attainment_refused: str | None = None
     expected_attainment: Verdict | None = None
     fail_p_holm: TestPValues | None = None
+    # a known-answer control's expected verdict of its test against the truth class's
+    # band (MetricResult.class_theorem; None: no known answer at this design, or no test)
+    expected_theorem: Verdict | None = None
     fail_familywise: bool | None = None
 
 
@@ -279,6 +292,9 @@ class MetricResult:
     starts: Starts | None = None
     input_dimension: tuple[InputDimension, ...] = ()
     finding: str = ""
+    # a known-answer control held to the truth class's band too (the exponent and log
+    # power ASVI is held to; verify.analysis.class_theorem_result): None for ASVI
+    class_theorem: TheoremTest | None = None
 
     def to_json(self) -> dict:
         """The result as JSON-ready nested objects (module docstring)."""

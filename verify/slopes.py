@@ -40,6 +40,24 @@ slope is never a FAIL.
   ``[e, e + c ell]`` and the control's ``[e/2, e/2 + c ell]`` are not separated by two
   expected half-widths), else **INCONCLUSIVE** (also with one replicate: no interval).
 
+**The confirming theorem test** (``rule="confirm"``, the protocols from exploratory-v2 and
+confirm-v4 on; ``verify.protocol``): confirming an upper bound means rejecting its
+violation, so
+
+* **PASS** when the interval's upper end is below the band's top ``e + c ell``
+  ("consistent with ``n^e log^c n`` over n = a..b"), with ``direction = "faster"`` when it
+  is below e itself; whether e/2 is rejected too is reported beside it
+  (``control_slow_rejected``), it no longer decides;
+* **FAIL** as above (the lower end above the top);
+* otherwise **UNDECIDABLE** where the prospective power -- the probability of a PASS when
+  the slope is e, ``Phi(c ell / SE - t)`` at the protocol's pilot cv
+  (:func:`confirm_power`) -- is below the protocol's floor, else **INCONCLUSIVE**.
+
+The earlier rule (``rule="reject-e/2"``, every protocol before exploratory-v2) keeps
+deciding the records written under it exactly as it did.  ``c_flip`` keeps its meaning
+under both rules: the verdict is a FAIL for every band log power below it; ``c_pass``
+is the log power from which the confirming test PASSes (``(ci_high - e) / ell``).
+
 **Attainment test** (:func:`attainment_test`): ASVI's slope minus a class-matched
 reference's (same replicates, paired), against an allowance stated as a log power,
 ``allowance = c ell``.  The implied log power ``c_hat = diff / ell`` (with its interval)
@@ -99,6 +117,9 @@ __all__ = [
     "loglog_slope",
     "log_allowance",
     "power_check",
+    "confirm_power",
+    "pass_probability",
+    "THEOREM_RULES",
     "expected_slope_se",
     "theorem_test",
     "paired_slope_diff",
@@ -110,6 +131,8 @@ __all__ = [
     "budget_state",
     "fail_p_value",
     "holm",
+    "theorem_margin",
+    "attainment_margin",
 ]
 
 
@@ -170,6 +193,10 @@ class MeanDiffs:
         return tuple(zip(self.ci_low, self.ci_high, strict=True))
 
 
+# the theorem test's rules (module docstring): the earlier one, and the confirming one
+THEOREM_RULES = ("reject-e/2", "confirm")
+
+
 @dataclass(frozen=True)
 class Power:
     """:func:`power_check`: whether the design separates the band from the too-slow
@@ -185,6 +212,10 @@ class Power:
     n_needed: float | None
     slope_se: float
     pilot_cv: float | None = None
+    # the confirming rule's power (confirm_power): the probability of a PASS at slope e,
+    # and the floor it is held to (None under the earlier rule, whose power is separation)
+    probability: float | None = None
+    floor: float | None = None
 
 
 @dataclass(frozen=True)
@@ -215,6 +246,8 @@ class TheoremCheck:
     band: tuple[float, float]
     fail_p: float
     c_flip: float
+    c_pass: float = math.nan
+    rule: str = "reject-e/2"
 
 
 @dataclass(frozen=True)
@@ -274,6 +307,26 @@ def _resamples(R: int, n_boot: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, R, size=(n_boot, R))
 
 
+@lru_cache(maxsize=256)
+def _resample_counts(R: int, n_boot: int, seed: int) -> np.ndarray:
+    """``[n_boot, R]``: how often each replicate is drawn in each of :func:`_resamples`'
+    resamples, divided by R (read-only, kept: ``verify.replication`` asks for the same
+    ones a thousand times per verdict)."""
+    idx = _resamples(R, n_boot, seed)
+    counts = np.zeros((n_boot, R))
+    np.add.at(counts, (np.arange(n_boot)[:, None], idx), 1.0)
+    counts /= R
+    counts.setflags(write=False)
+    return counts
+
+
+def _boot_means(V: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    """``[n_boot, k]``: the replicate mean of V ``[R, k]`` on each of :func:`_resamples`'
+    resamples, as one product with the resamples' counts (the same means as indexing
+    ``V[idx].mean(1)``, to float rounding, at a fraction of the cost)."""
+    return _resample_counts(V.shape[0], n_boot, seed) @ V
+
+
 def loglog_slope(ns) -> float:
     """``slope(log log n ~ log n)`` over the design ``ns``: the log-log slope that one
     power of ``log n`` adds."""
@@ -321,7 +374,7 @@ def fit_slope(
     shift = float(log_power * loglog_slope(ns))
     se = V.std(0, ddof=1) / np.sqrt(R) if R > 1 else np.full(ns.size, np.nan)
     if R > 1:
-        boot = _ls_slope(x, np.log(V[_resamples(R, n_boot, seed)].mean(1)))
+        boot = _ls_slope(x, np.log(_boot_means(V, n_boot, seed)))
         se_slope = _boot_se(boot, R)
         h = _half_width(se_slope, R, level)
         lo, hi = slope - h, slope + h
@@ -401,6 +454,55 @@ def power_check(
     return Power(separable, gap, h, r_needed, n_needed, float(slope_se))
 
 
+def pass_probability(margin: float, slope_se: float, replicates: int, level: float = 0.95) -> float:
+    """The probability that a ``level`` interval's upper end ``slope + t_{R-1} SE`` lies
+    below a bound ``margin`` above the true slope, the slope estimate normal about it with
+    standard error ``slope_se``: ``Phi(margin / SE - t_{R-1})`` (the SE taken as known: a
+    prospective figure, like every power here).  0 without an interval (one replicate)."""
+    if replicates < 2 or not (math.isfinite(slope_se) and slope_se > 0):
+        return 0.0
+    return float(stats.norm.cdf(margin / slope_se - _t_quantile(level, replicates - 1)))
+
+
+def confirm_power(
+    ns, predicted: float, log_power: float, slope_se: float, replicates: int,
+    level: float = 0.95, floor: float = 0.9, n_limit: float = 1e12, r_limit: int = 10_000,
+) -> Power:  # fmt: skip
+    """The confirming theorem test's prospective power (module docstring): the probability
+    of a PASS -- the interval's upper end below the band's top ``e + c ell`` -- when the
+    slope is e (:func:`pass_probability` with the margin ``gap = c ell``); powered when it
+    is at least ``floor``.  Also what would make it so: the replicates at these n (the SE
+    shrinking like ``1/sqrt(R)``; None if none up to ``r_limit``) and the largest n of a
+    geometric grid of the same length from ``ns[0]`` (the SE shrinking with the spread of
+    log n, the band's top moving with ell; None if none up to ``n_limit``).  A band with no
+    log factor (c = 0) has no margin: an estimator exactly at e passes with probability
+    ``1 - level`` / 2 at most, and no design reaches the floor."""
+    ns = np.asarray(ns, dtype=float)
+    gap = float(log_power) * loglog_slope(ns)
+    h = _half_width(slope_se, replicates, level) if math.isfinite(slope_se) else math.inf
+    prob = pass_probability(gap, slope_se, replicates, level)
+    r_needed = None
+    if gap > 0 and math.isfinite(slope_se) and replicates > 1:
+        for R in range(2, r_limit + 1):
+            if pass_probability(gap, slope_se * math.sqrt(replicates / R), R, level) >= floor:
+                r_needed = R
+                break
+    n_needed = None
+    if gap > 0 and math.isfinite(slope_se):
+        sd0 = float(np.log(ns).std())
+        for top in np.geomspace(ns[-1], n_limit, 200):
+            grid = np.geomspace(ns[0], top, ns.size)
+            se = slope_se * sd0 / float(np.log(grid).std())
+            g = float(log_power) * loglog_slope(grid)
+            if pass_probability(g, se, replicates, level) >= floor:
+                n_needed = float(top)
+                break
+    return Power(
+        separable=bool(prob >= floor), gap=gap, half_width=h, replicates_needed=r_needed,
+        n_needed=n_needed, slope_se=float(slope_se), probability=prob, floor=float(floor),
+    )  # fmt: skip
+
+
 def fail_p_value(estimate: float, bound: float, se: float, replicates: int) -> float:
     """One-sided p-value of ``H0: theta <= bound`` for an estimate with standard error
     ``se`` over ``replicates`` (t with R - 1 degrees of freedom): small when the estimate
@@ -411,24 +513,32 @@ def fail_p_value(estimate: float, bound: float, se: float, replicates: int) -> f
     return float(stats.t.sf((estimate - bound) / se, replicates - 1))
 
 
-def theorem_test(fit: SlopeFit, predicted: float, powered: bool = True) -> TheoremCheck:
-    """The one-sided theorem test of the module docstring.  ``fit``: the slope with its
-    band shift (``fit.shift = c ell``); ``powered``: the *prospective* power check's
-    answer (:func:`power_check` on :func:`expected_slope_se`), which only says what a
-    non-rejection means.  ``fail_p``: one-sided p of "the slope is within the band"
-    (:func:`fail_p_value`); ``c_flip``: the band's log power at which the FAIL would flip
-    (the verdict is a FAIL for every c below it)."""
+def theorem_test(
+    fit: SlopeFit, predicted: float, powered: bool = True, rule: str = "reject-e/2"
+) -> TheoremCheck:
+    """The one-sided theorem test of the module docstring under ``rule`` (``"reject-e/2"``,
+    the earlier protocols', or ``"confirm"``).  ``fit``: the slope with its band shift
+    (``fit.shift = c ell``); ``powered``: the *prospective* power check's answer
+    (:func:`power_check` or :func:`confirm_power` on :func:`expected_slope_se`), which
+    only says what a non-rejection means.  ``fail_p``: one-sided p of "the slope is within
+    the band" (:func:`fail_p_value`); ``c_flip``: the band's log power at which the FAIL
+    would flip (the verdict is a FAIL for every c below it); ``c_pass``: the one from
+    which the confirming rule PASSes."""
+    if rule not in THEOREM_RULES:
+        raise ValueError(f"theorem rule must be one of {THEOREM_RULES}, got {rule!r}")
     slow = 0.5 * predicted
     top = predicted + fit.shift
     ell = loglog_slope(fit.ns)
     band = (predicted, top)
     if not (np.isfinite(fit.ci_low) and np.isfinite(fit.ci_high)):
-        return TheoremCheck(Verdict.INCONCLUSIVE, None, slow, False, band, math.nan, math.nan)
+        return TheoremCheck(Verdict.INCONCLUSIVE, None, slow, False, band, math.nan, math.nan,
+                            rule=rule)  # fmt: skip
     slow_rej = bool(fit.ci_high < slow)
     direction = "faster" if fit.ci_high < predicted else None
+    confirms = fit.ci_high < top if rule == "confirm" else slow_rej
     if fit.ci_low > top:
         v, direction = Verdict.FAIL, "slower"
-    elif slow_rej:
+    elif confirms:
         v = Verdict.PASS
     elif not powered:
         v = Verdict.UNDECIDABLE
@@ -442,7 +552,45 @@ def theorem_test(fit: SlopeFit, predicted: float, powered: bool = True) -> Theor
         band=band,
         fail_p=fail_p_value(fit.slope, top, fit.se_slope, fit.replicates),
         c_flip=(fit.ci_low - predicted) / ell,
+        c_pass=(fit.ci_high - predicted) / ell,
+        rule=rule,
     )
+
+
+def _margin(verdict: Verdict, pass_m: float, fail_m: float) -> float:
+    if verdict == Verdict.PASS:
+        return pass_m
+    if verdict == Verdict.FAIL:
+        return fail_m
+    return max(pass_m, fail_m)
+
+
+def theorem_margin(fit: SlopeFit, th: TheoremCheck) -> float:
+    """The theorem verdict's margin to its threshold in SE (``verify.replication``): the
+    deciding interval end's distance from the bound it is compared with over the slope's
+    SE -- a PASS's ``(top - ci_high) / SE`` under the confirming rule (the smaller of
+    ``(e/2 - ci_high)`` and ``(top - ci_low)`` under the earlier one), a FAIL's ``(ci_low
+    - top) / SE``; for a verdict that decides nothing the nearer of the two (negative)."""
+    se, top = fit.se_slope, th.band[1]
+    if not (math.isfinite(se) and se > 0):
+        return math.nan
+    fail_m = (fit.ci_low - top) / se
+    if th.rule == "confirm":
+        pass_m = (top - fit.ci_high) / se
+    else:
+        pass_m = min(th.slow_exponent - fit.ci_high, top - fit.ci_low) / se
+    return float(_margin(th.verdict, pass_m, fail_m))
+
+
+def attainment_margin(diff: SlopeDiff, allowance: float, verdict: Verdict) -> float:
+    """The attainment verdict's margin to the allowance in SE (:func:`theorem_margin`'s
+    sense): a PASS's ``(allowance - ci_high) / SE``, a FAIL's ``(ci_low - allowance) /
+    SE``, else the nearer (negative)."""
+    if not (math.isfinite(diff.se) and diff.se > 0):
+        return math.nan
+    pass_m = (allowance - diff.ci_high) / diff.se
+    fail_m = (diff.ci_low - allowance) / diff.se
+    return float(_margin(verdict, pass_m, fail_m))
 
 
 def paired_slope_diff(
@@ -464,8 +612,9 @@ def paired_slope_diff(
     R = A.shape[0]
     if R < 2:
         return SlopeDiff(diff, math.nan, math.nan, math.nan)
-    idx = _resamples(R, n_boot, seed)
-    boot = _ls_slope(x, np.log(A[idx].mean(1))) - _ls_slope(x, np.log(B[idx].mean(1)))
+    boot = _ls_slope(x, np.log(_boot_means(A, n_boot, seed))) - _ls_slope(
+        x, np.log(_boot_means(B, n_boot, seed))
+    )
     se = _boot_se(boot, R)
     h = _half_width(se, R, level)
     return SlopeDiff(diff, se, diff - h, diff + h)
@@ -591,7 +740,7 @@ def curvature(ns, V, level: float = 0.95, seed: int = 0) -> Curvature:
     diff = fit.slope - glob
     lo = hi = math.nan
     if R > 1:
-        M = np.log(V[_resamples(R, 2000, seed)].mean(1))
+        M = np.log(_boot_means(V, 2000, seed))
         h = _half_width(_boot_se(_ls_slope(x[top], M[:, top]) - _ls_slope(x, M), R), R, level)
         lo, hi = diff - h, diff + h
     return Curvature(

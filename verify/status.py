@@ -82,6 +82,24 @@ def familywise(results: list[MetricResult], proto: protocols.Protocol) -> list[M
     return out
 
 
+def _agreement(got: Verdict | None, known: Verdict | None) -> Verdict:
+    """One known answer's check: PASS when the verdict is the known answer (or there is
+    none at this design); FAIL when a rejection contradicts it (a FAIL where the known
+    answer is not one, a PASS where it is a FAIL); INCONCLUSIVE otherwise."""
+    if known is None or got == known:
+        return Verdict.PASS
+    if got == Verdict.FAIL or (known == Verdict.FAIL and got == Verdict.PASS):
+        return Verdict.FAIL
+    return Verdict.INCONCLUSIVE
+
+
+def _known(checks: list[Verdict]) -> Verdict:
+    for v in (Verdict.FAIL, Verdict.INCONCLUSIVE):
+        if v in checks:
+            return v
+    return Verdict.PASS
+
+
 def entry_outcome(r: MetricResult) -> Verdict:
     """One primary entry's outcome for the exit status: FAIL, INCONCLUSIVE or PASS.
     ASVI: FAIL when its theorem or attainment test fails *and* the FAIL survives the
@@ -91,16 +109,18 @@ def entry_outcome(r: MetricResult) -> Verdict:
     (``expected_attainment``): PASS when it is; FAIL when a rejection contradicts it (a
     FAIL where the known answer is PASS or UNDECIDABLE, a PASS where it is FAIL);
     INCONCLUSIVE otherwise; an entry with no known answer at its design
-    (``expected_attainment`` None) is reported and counts as PASS.  The control entries
+    (``expected_attainment`` None) is reported and counts as PASS.  Under the confirming
+    rule the control's test against the truth class's band (``class_theorem``) is
+    checked against its own known answer (``expected_theorem``) the same way, and the
+    worse of the two checks is the entry's outcome.  The control entries
     are not in the Holm family: each is a check of the harness, at its own level."""
     att = None if r.attainment is None else r.attainment.verdict
     if is_control(r.estimator):
-        exp = r.decision.expected_attainment
-        if exp is None or att == exp:
-            return Verdict.PASS
-        if (att == Verdict.FAIL) or (exp == Verdict.FAIL and att == Verdict.PASS):
-            return Verdict.FAIL  # a rejection against the known answer
-        return Verdict.INCONCLUSIVE
+        th = None if r.class_theorem is None else r.class_theorem.verdict
+        return _known(
+            [_agreement(att, r.decision.expected_attainment),
+             _agreement(th, r.decision.expected_theorem)]
+        )  # fmt: skip
     verdicts = [r.theorem.verdict] + ([att] if att is not None else [])
     if Verdict.FAIL in verdicts:
         return Verdict.FAIL if r.decision.fail_familywise is not False else Verdict.INCONCLUSIVE

@@ -1,0 +1,93 @@
+"""How far a verdict would survive a re-run: its replication probability.
+
+A verdict is computed from R replicates (each its own truth, data and training).  Another
+run of the same design draws R others; how often it would give the same verdict is
+estimated here by recomputing the **whole decision** -- slope, band, difference, interval
+and verdict, by the same code, the prospective power held as designed -- on resamples of
+the replicates:
+
+* ``resamples`` bootstrap resamples of whole replicates (rows drawn with replacement, the
+  protocol's ``[replication]``; seed fixed), the **share** of each verdict among them;
+* each **leave-one-out** set (R sets of R - 1 replicates): how many **flip** the verdict;
+* the **margin** of the realised verdict to its threshold, in standard errors: the
+  distance of the deciding interval end from the bound it is compared with, over the SE
+  (0 at the flip; for a verdict that decides nothing, INCONCLUSIVE or UNDECIDABLE, the
+  nearest deciding comparison's, negative).
+
+A decided verdict (PASS or FAIL) whose share is below the protocol's **stability floor**
+is **fragile**: it is printed and written as such beside the verdict.  The bootstrap of a
+bootstrap: each resample's own interval is the protocol's interval (the t interval on the
+bootstrap SE, ``verify.slopes``) with its inner resamples drawn by the same seed, so the
+resamples share their inner draws (common random numbers) and differ only in the
+replicates.  What is not resampled: the budget-doubling control (other replicates, fewer)
+and the family-wise adjustment (across entries); a verdict they override is not
+resampled (its replication is None).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from verify.slopes import Verdict
+
+__all__ = ["DECIDED", "Replication", "replicate"]
+
+DECIDED = (Verdict.PASS, Verdict.FAIL)
+
+
+@dataclass(frozen=True)
+class Replication:
+    """One verdict's replication (module docstring): the realised ``verdict``; ``share``,
+    the fraction of the ``resamples`` bootstrap resamples that give it, and ``shares``,
+    each verdict's; ``loo_flips`` of the ``loo_sets`` leave-one-out sets that give another;
+    ``margin_se``, its margin to the threshold in SE; the protocol's ``floor`` and whether
+    the verdict is ``fragile`` (decided and ``share < floor``)."""
+
+    verdict: Verdict
+    share: float
+    shares: dict
+    resamples: int
+    loo_flips: int
+    loo_sets: int
+    margin_se: float
+    floor: float
+    fragile: bool
+
+
+def replicate(
+    decide: Callable[[np.ndarray], Verdict],
+    replicates: int,
+    verdict: Verdict,
+    margin_se: float,
+    resamples: int,
+    floor: float,
+    seed: int = 0,
+) -> Replication | None:
+    """The :class:`Replication` of ``verdict``: ``decide(rows)`` recomputes the decision on
+    the replicates ``rows`` (indices into the entry's, with repeats); None with fewer than
+    three replicates (a leave-one-out set of one has no interval)."""
+    if replicates < 3:
+        return None
+    if resamples < 1 or not 0 < floor <= 1:
+        raise ValueError(f"need resamples >= 1 and a floor in (0, 1], got {resamples}, {floor}")
+    rng = np.random.default_rng(seed)
+    boot = Counter(decide(rows) for rows in rng.integers(0, replicates, (resamples, replicates)))
+    every = np.arange(replicates)
+    flips = sum(decide(np.delete(every, k)) != verdict for k in range(replicates))
+    share = boot.get(verdict, 0) / resamples
+    return Replication(
+        verdict=verdict,
+        share=share,
+        shares={str(k): boot[k] / resamples for k in Verdict if boot.get(k)},
+        resamples=resamples,
+        loo_flips=int(flips),
+        loo_sets=replicates,
+        margin_se=float(margin_se) if math.isfinite(margin_se) else math.nan,
+        floor=float(floor),
+        fragile=bool(verdict in DECIDED and share < floor),
+    )
