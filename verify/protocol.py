@@ -6,7 +6,15 @@ band's log power per truth kind, the attainment allowance, the budget control's
 equivalence margin, the starts' criterion); ``[pilot_cv]`` the between-replicate
 coefficient of variation of a cell's d^2 that the *prospective* power checks use, and
 ``[pilot_cv_diff]`` that of the paired difference with the reference (the attainment
-test's), both read off earlier records and committed before a run.  A confirmatory
+test's), both read off earlier records and committed before a run.  From exploratory-v2
+on a protocol also names its theorem rule (``theorem_rule = "confirm"``: a PASS rejects
+the bound's violation, ``verify.slopes``; with ``power_floor``, the probability of a PASS
+at e below which a non-rejection is UNDECIDABLE) and its ``[replication]`` (bootstrap
+``resamples`` of replicates, the stability ``floor`` below which a decided verdict is
+fragile, the ``interval`` method, the ``seed``: ``verify.replication``); the earlier
+protocols name neither and keep their rule, ``"reject-e/2"``, and are replicated with the
+toolkit's defaults (``REPLICATION_DEFAULTS``, said so: ``replication_from``).  A
+confirmatory
 protocol also holds its ``[design]`` (truths and a fresh truth seed, the n grid,
 replicates, the stopping rule, the reference's tuning, the control's size), from which
 ``verify.rates --tier NAME`` builds its sweeps.

@@ -8,8 +8,9 @@ same datasets) and, for each truth and metric, prints a convergence table and it
 (rules in ``verify.slopes``):
 
 Every number a verdict depends on is in a **protocol** (``verify.protocol``; ``--protocol
-NAME``, default ``exploratory-v1``), whose digest every record written under it and every
-JSON entry carries; a report on records of another protocol says so.
+NAME``, default ``exploratory-v2``; ``--records`` are decided under the shipped protocol
+they were written under, where there is one), whose digest every record written under it
+and every JSON entry carries; a report on records of another protocol says so.
 
 * **attainment test**: ASVI's slope minus the slope of the class-matched reference (the
   least-squares continuous linear spline, its mesh chosen by cross-validation on the
@@ -23,9 +24,18 @@ JSON entry carries; a report on records of another protocol says so.
 * **theorem test**, one-sided (the theorems are upper bounds: faster is never a FAIL):
   FAIL ("slower than n^e log^c n over n = a..b") when the slope's interval lies above the
   band ``[e, e + c ell]``, c the log power of the result covering the truth; PASS
-  ("consistent with ...") when the e/2 control is rejected; otherwise UNDECIDABLE where
-  the design, computed before the data from the protocol's pilot cv, cannot separate the
-  band from e/2's, else INCONCLUSIVE;
+  ("consistent with ...") when its upper end lies below the band's top (the confirming
+  rule of exploratory-v2 on; whether e/2 is rejected is reported beside it; the earlier
+  protocols pass when the e/2 control is rejected); otherwise UNDECIDABLE where the
+  design, computed before the data from the protocol's pilot cv, has too little power
+  (the probability of a PASS at e below the protocol's floor; earlier: the band not
+  separable from e/2's), else INCONCLUSIVE;
+* **replication** (``verify.replication``): every verdict recomputed on the protocol's
+  bootstrap resamples of replicates and on each leave-one-out set -- the share that give
+  it, the leave-one-out flips and its margin in SE; a decided verdict below the
+  protocol's stability floor is printed and written "fragile";
+* a known-answer control (the Gaussian-process priors) is held to its own proven rate
+  and, under the confirming rule, to the truth class's band, each with its known answer;
 * **curvature**: the top-half slope with its interval; *bending* when it differs from
   the global slope beyond its interval -- stated, never deciding;
 * **oracle-width SVI**: per cell the candidate with the smallest true error in hindsight;

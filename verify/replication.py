@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -50,7 +51,7 @@ class Replication:
 
     verdict: Verdict
     share: float
-    shares: dict
+    shares: Mapping[str, float]  # read-only (types.MappingProxyType)
     resamples: int
     loo_flips: int
     loo_sets: int
@@ -83,7 +84,7 @@ def replicate(
     return Replication(
         verdict=verdict,
         share=share,
-        shares={str(k): boot[k] / resamples for k in Verdict if boot.get(k)},
+        shares=MappingProxyType({str(k): boot[k] / resamples for k in Verdict if boot.get(k)}),
         resamples=resamples,
         loo_flips=int(flips),
         loo_sets=replicates,

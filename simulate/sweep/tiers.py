@@ -44,6 +44,8 @@ RATES = {
             "n_test": 2000,
             "draws": 10,
             "replicate_block": 2,
+            "mlp": "native-step",  # the whole step in C, as every ASVI tier
+            "compile": False,
         },
         "control_replicates": 2,
     },

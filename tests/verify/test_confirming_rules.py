@@ -210,3 +210,72 @@ def test_a_prior_rougher_than_the_truth_is_a_known_fail_of_the_class_band():
         got = expected_class_theorem(spec, f"gp-matern-{nu:g}", "d2", pro.theorem_power,
                                      (pro.predicted, top))  # fmt: skip
         assert got == want, (alpha, nu, R)
+
+
+# ------------------------------------------------------------------ 3. sizing
+def test_realised_cvs_and_sizes_from_confirm_v3s_records():
+    from verify.sizing import control_probability, realised, size
+
+    recs, ctrl = _records("confirm3-holder")
+    r = next(r for r in analyse(recs, control=ctrl) if r.metric == "d2")
+    q = realised(r)
+    # the realised cvs an independent recomputation found: 0.79 (pilot 0.61)
+    assert q.replicates == 40 and round(q.cv, 2) == 0.79
+    assert 0.8 < q.cv_diff < 0.9 and q.control_replicates == 20
+    # inverting it gives back the run's own SE (the definition, both ways)
+    assert expected_slope_se(q.ns, 40, q.cv) * 2 * stats.t.ppf(0.975, 39) == pytest.approx(
+        r.theorem.ci_high - r.theorem.ci_low
+    )
+    proto = protocols.load("exploratory-v2")
+    s = size(q.ns, -0.75, 2.0, q.cv, proto, q.cv_diff, -0.75, q.cv_control)
+    # the issue's own count for attainment at n <= 32,000 at this cv: 71
+    assert s.attainment == 71 and s.theorem is not None and s.control is not None
+    assert s.theorem_p >= 0.9
+    # each count is the first that reaches the power: one fewer does not
+    less = size(q.ns, -0.75, 2.0, q.cv, proto, q.cv_diff, -0.75, q.cv_control, at=s.attainment - 1)
+    assert less.attainment_p < 0.9
+    # the rough end: the allowance eats the gap to half the rate at alpha = 0.5, n <= 32,000
+    rough = size(q.ns, -0.5, 2.0, 0.22, proto, 0.42, -0.5)
+    assert rough.attainment is None
+    assert control_probability(0.1, 1e-9, 10) == pytest.approx(1.0)
+    assert control_probability(0.1, 1.0, 10) == 0.0
+
+
+# ------------------------------------------------------------------ 4. the C step
+def test_every_asvi_tier_trains_on_the_c_step_and_falls_back_without_a_compiler(monkeypatch):
+    from simulate.core import native
+    from simulate.sweep.config import SweepConfig
+    from simulate.sweep.tiers import RATES
+    from verify import rates
+
+    for name, tier in RATES.items():
+        if tier["sweep"].get("estimator", "asvi") == "asvi":
+            assert tier["sweep"]["mlp"] == "native-step" and not tier["sweep"]["compile"], name
+    cfg = SweepConfig(truths=RATES["tiny"]["truths"], **RATES["tiny"]["sweep"])
+    monkeypatch.setattr(native, "available", lambda: False)
+    lines = []
+    monkeypatch.setattr("builtins.print", lambda *a, **k: lines.append(" ".join(map(str, a))))
+    back = rates._c_step_or_fallback(cfg)
+    assert back.mlp == "batched" and not back.compile
+    assert len(lines) == 1 and "no working C compiler" in lines[0]
+    monkeypatch.setattr(native, "available", lambda: True)
+    assert rates._c_step_or_fallback(cfg) is cfg  # with one, nothing changes
+
+
+def test_the_step_flags_reach_a_confirmatory_tiers_sweeps(tmp_path):
+    # --mlp / --compile are float rounding, not a verdict's number: they move a
+    # confirmatory tier's sweeps (before, they were silently ignored there)
+    from verify import rates
+
+    out = str(tmp_path / "r.jsonl")
+    for flags, mlp, compiled in (([], "batched", True),
+                                 (["--mlp", "native-step", "--no-compile"], "native-step", False)):  # fmt: skip
+        args = rates.build_parser().parse_args(
+            ["--tier", "confirm3", "--dry-run", "--out", out, "--figures", str(tmp_path), *flags]
+        )
+        proto = rates._protocol(args)
+        plan = rates._planned_sweep(args, None, rates._tier(args, proto),
+                                    rates._checked_overrides(args), proto)  # fmt: skip
+        cfgs = [cfg for _, cfg, *_ in plan["runs"]]
+        assert cfgs and all(c.mlp == mlp and c.compile == compiled for c in cfgs), flags
+        assert all(c.protocol == proto.tag for c in cfgs)

@@ -247,9 +247,15 @@ def test_analysis_attains_and_controls():
     assert a.control.verdict == "FAIL"  # width 2 does not attain
     assert a.log_power.c_hat == pytest.approx(0.0, abs=0.3)
     assert d2.finding.startswith("attainment undecidable (log^")
-    # the theorem test has no power against e/2 at these n, but the interval rejects e/2:
-    # PASS (the earlier code withheld it as UNDECIDABLE)
-    assert d2.theorem.verdict == "PASS" and not d2.theorem.power.separable
+    # under the confirming rule (the default protocol) the interval's upper end lies below
+    # the band's top: PASS, with the power to pass a slope at e (P >= the floor)
+    assert d2.theorem.verdict == "PASS" and d2.theorem.power.separable
+    assert d2.theorem.rule == "confirm" and d2.theorem.power.probability > 0.9
+    # under the earlier rule (exploratory-v1) the test has no power against e/2 at these n,
+    # but the interval rejects e/2: PASS (the code before it withheld it as UNDECIDABLE)
+    old = next(r for r in analyse(fake_records(-0.5, -0.5), protocol="exploratory-v1")
+               if r.metric == "d2")  # fmt: skip
+    assert old.theorem.verdict == "PASS" and not old.theorem.power.separable
     assert d2.asvi.converged_fraction == pytest.approx(2 / 3)
     assert d2.asvi.fixed_width == 2 and d2.estimator == "asvi"
     # oracle-width SVI is the per-cell minimum over the candidates: by construction of the
