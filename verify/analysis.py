@@ -39,6 +39,7 @@ from verify.records import (
     truth_cells,
 )
 from verify.render import finding
+from verify.replication import replicate
 from verify.results import (
     AsviSummary,
     Attainment,
@@ -51,22 +52,27 @@ from verify.results import (
     TheoremTest,
     TopHalfDiff,
 )
-from verify.replication import replicate
 from verify.slopes import (
     Curvature,
     SlopeFit,
+    TheoremCheck,
     Verdict,
     attainment_flip,
     attainment_margin,
     attainment_test,
+    attainment_verdicts,
+    boot_slopes,
     curvature,
+    diff_intervals,
     fail_p_value,
     fit_slope,
     log_power_of,
     loglog_slope,
     paired_slope_diff,
+    slope_intervals,
     theorem_margin,
     theorem_test,
+    theorem_verdicts,
 )
 from verify.starts import compare_starts
 from verify.status import familywise
@@ -202,7 +208,9 @@ def metric_result(
         if attainment is not None:
             attainment = dataclasses.replace(attainment, verdict=override)
     else:  # what a re-run would give (verify.replication); an overridden verdict is not
-        theorem, attainment = replicated(tc, V, F, metric, pro, proto, theorem, attainment)
+        theorem, attainment = replicated(tc, V, F, metric, pro, proto, fit, theorem, attainment)
+    if refused:  # nor is a refused truth's known-answer test against the class band
+        class_theorem = None
     return MetricResult(
         estimator=name or estimator,
         truth=tc.key,
@@ -277,24 +285,31 @@ def _rows_band(tc: TruthCells, pro: Prospective, metric: str, proto):
 
 def replicated(
     tc: TruthCells, V: np.ndarray, F: np.ndarray | None, metric: str, pro: Prospective,
-    proto, theorem: TheoremTest, attainment: Attainment | None,
+    proto, fit: SlopeFit, theorem: TheoremTest, attainment: Attainment | None,
 ) -> tuple[TheoremTest, Attainment | None]:  # fmt: skip
     """The theorem and attainment tests with their replication (``verify.replication``):
-    each whole decision recomputed, by the functions that made it, on the protocol's
-    bootstrap resamples of the replicates and on each leave-one-out set; the prospective
-    power as designed."""
+    each whole decision recomputed on the protocol's bootstrap resamples of the replicates
+    and on each leave-one-out set, by the batched forms of the functions that made it
+    (``verify.slopes.slope_intervals``, ``diff_intervals``, ``theorem_verdicts``,
+    ``attainment_verdicts``: :func:`verify.slopes.theorem_test` and ``attainment_test``
+    decide through the same ones); the band on each resample's own replicates (the
+    teacher's from their edge counts); the prospective power as designed.  The margins are
+    the realised verdict's (``fit``: the slope fit that decided it)."""
     ns, level, R = np.asarray(tc.ns, dtype=float), proto.level, V.shape[0]
     rep = proto.replication
-    band = _rows_band(tc, pro, metric, proto)
+    band, ell = _rows_band(tc, pro, metric, proto), loglog_slope(ns)
 
     def theorem_on(rows):
-        fit = fit_slope(ns, V[rows], log_power=band(rows), level=level)
-        return theorem_test(fit, pro.predicted, pro.theorem_power.separable, proto.theorem_rule)
+        _, lo, hi, _ = slope_intervals(ns, V[rows], level)
+        tops = pro.predicted + ell * np.array([band(r) for r in rows])
+        return theorem_verdicts(lo, hi, pro.predicted, tops, pro.theorem_power.separable,
+                                proto.theorem_rule)  # fmt: skip
 
-    fit = fit_slope(ns, V, log_power=band(np.arange(R)), level=level)
-    th = theorem_on(np.arange(R))
+    th = TheoremCheck(theorem.verdict, theorem.direction, 0.5 * pro.predicted,
+                      theorem.control_slow_rejected, theorem.band, theorem.fail_p,
+                      theorem.c_flip, theorem.c_pass, theorem.rule)  # fmt: skip
     theorem = dataclasses.replace(theorem, replication=replicate(
-        lambda rows: theorem_on(rows).verdict, R, theorem.verdict, theorem_margin(fit, th),
+        theorem_on, R, theorem.verdict, theorem_margin(fit, th),
         rep["resamples"], rep["floor"], rep["seed"],
     ))  # fmt: skip
     if attainment is None:
@@ -303,15 +318,20 @@ def replicated(
     power = pro.attainment_power
 
     def attain_on(rows):
-        d = paired_slope_diff(ns, V[rows], Ref[rows], level=level)
-        v = attainment_test(d, pro.allowance, power.separable, power.gap)
-        if F is not None and v == Verdict.PASS:
-            dc = paired_slope_diff(ns, F[rows], Ref[rows], level=level)
-            if attainment_test(dc, pro.allowance, power.separable, power.gap) != Verdict.FAIL:
-                v = Verdict.INCONCLUSIVE
+        ref = boot_slopes(ns, Ref[rows])  # the reference's side, shared by both differences
+        _, lo, hi, _ = diff_intervals(ns, V[rows], Ref[rows], level, b_boot=ref)
+        v = attainment_verdicts(lo, hi, pro.allowance, power.separable, power.gap)
+        passed = v == Verdict.PASS
+        if F is not None and passed.any():  # the negative control must FAIL, or a PASS is
+            k = np.flatnonzero(passed)      # INCONCLUSIVE
+            _, clo, chi, _ = diff_intervals(ns, F[rows[k]], Ref[rows[k]], level, b_boot=ref[k])
+            cv = attainment_verdicts(clo, chi, pro.allowance, power.separable, power.gap)
+            v[k] = np.where(cv != Verdict.FAIL, Verdict.INCONCLUSIVE, v[k])
         return v
 
-    margin = attainment_margin(attainment.diff, attainment.allowance, attainment.verdict)
+    ctrl = None if attainment.control is None else attainment.control.diff
+    margin = attainment_margin(attainment.diff, attainment.allowance, attainment.verdict,
+                               ctrl, power.gap)  # fmt: skip
     return theorem, dataclasses.replace(attainment, replication=replicate(
         attain_on, R, attainment.verdict, margin, rep["resamples"], rep["floor"], rep["seed"],
     ))  # fmt: skip
@@ -329,7 +349,7 @@ def class_theorem_result(tc: TruthCells, V: np.ndarray, metric: str, proto) -> T
                       cv_kind="gp")  # fmt: skip
     fit = fit_slope(tc.ns, V, log_power=pro.band_log_power, level=proto.level)
     t = theorem_result(fit, pro, proto.theorem_rule)
-    return replicated(tc, V, None, metric, pro, proto, t, None)[0]
+    return replicated(tc, V, None, metric, pro, proto, fit, t, None)[0]
 
 
 def curve_result(fit: SlopeFit, curv: Curvature) -> Curve:

@@ -155,14 +155,24 @@ def of_records(tag: str | None) -> Protocol | None:
     ``"NAME@DIGEST"``, ``verify.records.records_protocol``) when this toolkit ships that
     file with that digest, so that records are decided by the rules they were written
     under (an earlier protocol keeps deciding its own records as it did); None for
-    records of no protocol, of mixed ones, or of a file this toolkit does not ship."""
-    if not tag or "@" not in tag or tag.startswith("mixed"):
+    records of no protocol (they are decided under the default) or of a protocol this
+    toolkit does not ship.  ``ValueError`` where the rules cannot be told: records of
+    mixed protocols, or of a shipped protocol's name whose file has since changed (its
+    digest differs) -- give the protocol to decide them under."""
+    if not tag:
         return None
-    name, digest = tag.split("@", 1)
+    if tag.startswith("mixed"):
+        raise ValueError(f"the records were written under {tag}: give --protocol to decide them")
+    name, _, digest = tag.partition("@")
     if name not in names():
         return None
     p = load(name)
-    return p if p.digest == digest else None
+    if p.digest != digest:
+        raise ValueError(
+            f"the records were written under {tag}, but the shipped {name} is {p.tag} (the"
+            " file changed since): give --protocol to decide them"
+        )
+    return p
 
 
 def _check(p: Protocol) -> None:
@@ -185,7 +195,8 @@ def _check(p: Protocol) -> None:
     rep = p.replication
     if set(rep) != set(REPLICATION_DEFAULTS):
         raise ValueError(
-            f"protocol {p.name}: [replication] takes {sorted(REPLICATION_DEFAULTS)}, got {sorted(rep)}"
+            f"protocol {p.name}: [replication] takes {sorted(REPLICATION_DEFAULTS)},"
+            f" got {sorted(rep)}"
         )
     if not (isinstance(rep["resamples"], int) and rep["resamples"] >= 1000):
         raise ValueError(f"protocol {p.name}: [replication] resamples must be an integer >= 1000")

@@ -233,16 +233,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--compile",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="run the training step through torch.compile (the quick and full tiers do;"
-        " needs a C++ compiler); --no-compile: eager steps, the same numbers to float rounding",
+        help="run the training step through torch.compile (the batched torch step; --compile"
+        " without --mlp means --mlp batched; needs a C++ compiler); --no-compile: eager"
+        " steps, the same numbers to float rounding",
     )
     ap.add_argument(
         "--mlp",
         choices=MLP_KINDS,
-        help="the network's pass: batched (default), native (fused per model in C, the same"
-        " numbers to float rounding; faster at batch 1024, BENCHMARKS.md) or native-step (the"
-        " whole step in C per model, with --no-compile; faster on the rate tiers' small"
-        " programs); the native kinds need a C compiler",
+        help="the network's pass: native-step (every ASVI tier's default: the whole step in"
+        " C per model; without a C compiler the tiers fall back to batched, with a note),"
+        " batched (the torch step; with --compile, compiled) or native (fused per model in"
+        " C, faster at batch 1024, BENCHMARKS.md); each the same numbers to float rounding",
     )
     ap.add_argument("--lambda-s-a", type=float, help="override a in lambda_s = a L log n (0.1)")
     ap.add_argument(
@@ -407,7 +408,10 @@ def _checked_overrides(args) -> dict:
     check_output_dir(args.figures or os.path.join("results", f"verify-{args.tier}"), "--figures")
     if args.fingerprint and not args.records:
         raise ValueError("--fingerprint chooses among the records of --records")
-    return overrides_from_args(args)
+    overrides = overrides_from_args(args)
+    if overrides.get("compile") and "mlp" not in overrides:
+        overrides["mlp"] = "batched"  # torch.compile compiles the torch step (the C step has none)
+    return overrides
 
 
 def _existing_records(args, overrides: dict):
@@ -502,6 +506,12 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
         step = {k: v for k, v in overrides.items() if k in STEP_FIELDS}
         specs = [(s["name"], s["truths"], {**s["sweep"], **step}, s["control_replicates"])
                  for s in tier["sweeps"]]  # fmt: skip
+        moved = {k: v for k, v in step.items()
+                 if any(s["sweep"].get(k) != v for s in tier["sweeps"])}  # fmt: skip
+        if moved:
+            print(f"note: the step differs from protocol {proto.name}'s design ({moved}): a"
+                  " re-run of the design at another float rounding, exploratory; its records"
+                  " carry the step in their configuration")  # fmt: skip
     else:
         recipe = {}  # the tier's own (simulate.sweep.tiers.TRAINING) unless one is named
         if args.recipe and tier["sweep"].get("estimator", "asvi") == "asvi":

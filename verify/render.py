@@ -5,6 +5,7 @@ width panels (shared with ``figures``); all read :class:`verify.results.MetricRe
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from typing import TYPE_CHECKING
 
@@ -153,7 +154,8 @@ def replication_text(rep) -> str:
     """``share%, flips/sets LOO, margin SE`` of a verdict's replication; ``-`` without."""
     if rep is None:
         return "-"
-    return f"{100 * rep.share:.0f}%, {rep.loo_flips}/{rep.loo_sets} LOO, {rep.margin_se:+.2f} SE"
+    margin = f"{rep.margin_se:+.2f} SE" if math.isfinite(rep.margin_se) else "no margin"
+    return f"{100 * rep.share:.0f}%, {rep.loo_flips}/{rep.loo_sets} LOO, {margin}"
 
 
 def format_results(results: list[MetricResult]) -> str:
@@ -186,10 +188,16 @@ def format_results(results: list[MetricResult]) -> str:
         "columns: steps = most steps any candidate used; cands = candidate widths; top = "
         "selections at the largest candidate; band = [e, e + c ell] (c: c_band, the log "
         "power of the result covering the truth); c_flip = the band log power below which "
-        "the theorem test FAILs; e/2 ctl = the too-slow control rejected?; power = can this "
-        "design separate e from e/2, computed before the data from the protocol's pilot cv "
-        "(a non-rejection is then INCONCLUSIVE, else UNDECIDABLE; a rejection stands "
-        "either way); top-half = slope over the upper half of log n (bend: differs from the "
+        "the theorem test FAILs; e/2 ctl = the too-slow control rejected? (it decides a PASS "
+        "under the earlier protocols; under the confirming rule, exploratory-v2 on, a PASS "
+        "is the interval's upper end below the band's top and e/2 is reported only); power "
+        "= computed before the data from the protocol's pilot cv: the probability of a PASS "
+        "at the exponent reaching the protocol's floor (the confirming rule) or the design "
+        "separating e from e/2 (the earlier rule) (a non-rejection is then INCONCLUSIVE, "
+        "else UNDECIDABLE; a rejection stands either way); replication = the share of "
+        "bootstrap resamples of replicates giving the verdict, the leave-one-out sets "
+        "flipping it and its margin in SE (fragile: a decided verdict below the floor); "
+        "top-half = slope over the upper half of log n (bend: differs from the "
         "global slope beyond its CI; stated, never deciding); ref = class-matched reference "
         "(linear spline, mesh by CV) slope; ASVI-ref = paired slope difference over the "
         "whole design, against the log^c allowance; c_hat = the log power it amounts to; "

@@ -60,8 +60,12 @@ class Replication:
     fragile: bool
 
 
+# resamples decided at once (a batch's bootstrap means are [CHUNK, 2000, n] floats)
+CHUNK = 125
+
+
 def replicate(
-    decide: Callable[[np.ndarray], Verdict],
+    decide: Callable[[np.ndarray], np.ndarray],
     replicates: int,
     verdict: Verdict,
     margin_se: float,
@@ -70,21 +74,26 @@ def replicate(
     seed: int = 0,
 ) -> Replication | None:
     """The :class:`Replication` of ``verdict``: ``decide(rows)`` recomputes the decision on
-    the replicates ``rows`` (indices into the entry's, with repeats); None with fewer than
-    three replicates (a leave-one-out set of one has no interval)."""
+    each row of ``rows`` ``[B, m]`` (indices into the entry's replicates, with repeats),
+    returning the ``[B]`` verdicts; None with fewer than three replicates (a leave-one-out
+    set of one has no interval)."""
     if replicates < 3:
         return None
     if resamples < 1 or not 0 < floor <= 1:
         raise ValueError(f"need resamples >= 1 and a floor in (0, 1], got {resamples}, {floor}")
-    rng = np.random.default_rng(seed)
-    boot = Counter(decide(rows) for rows in rng.integers(0, replicates, (resamples, replicates)))
+    rows = np.random.default_rng(seed).integers(0, replicates, (resamples, replicates))
+    got = np.concatenate([decide(rows[i : i + CHUNK]) for i in range(0, resamples, CHUNK)])
+    boot = Counter(str(v) for v in got)
     every = np.arange(replicates)
-    flips = sum(decide(np.delete(every, k)) != verdict for k in range(replicates))
-    share = boot.get(verdict, 0) / resamples
+    loo = np.stack([np.delete(every, k) for k in range(replicates)])
+    flips = int(sum(str(v) != verdict for v in decide(loo)))
+    share = boot.get(str(verdict), 0) / resamples
     return Replication(
         verdict=verdict,
         share=share,
-        shares=MappingProxyType({str(k): boot[k] / resamples for k in Verdict if boot.get(k)}),
+        shares=MappingProxyType(
+            {str(k): boot[str(k)] / resamples for k in Verdict if boot.get(str(k))}
+        ),
         resamples=resamples,
         loo_flips=int(flips),
         loo_sets=replicates,

@@ -181,8 +181,13 @@ def main(argv=None) -> int:
     ap.add_argument("records", nargs="+", help="records files (each with its -double control)")
     ap.add_argument("--protocol", choices=protocols.names(), default=protocols.DEFAULT)
     ap.add_argument("--power", type=float, default=0.9)
-    ap.add_argument("--top", type=float, nargs="+", default=[32_000, 128_000, 512_000],
-                    help="largest n of the geometric grids to size (same length as the records')")
+    ap.add_argument(
+        "--top",
+        type=float,
+        nargs="+",
+        default=[32_000, 128_000, 512_000],
+        help="largest n of the geometric grids to size (same length as the records')",
+    )
     args = ap.parse_args(argv)
     if not 0.5 <= args.power < 1:
         print("error: --power must be in [0.5, 1)", file=sys.stderr)

@@ -133,6 +133,11 @@ __all__ = [
     "holm",
     "theorem_margin",
     "attainment_margin",
+    "slope_intervals",
+    "diff_intervals",
+    "boot_slopes",
+    "theorem_verdicts",
+    "attainment_verdicts",
 ]
 
 
@@ -291,9 +296,16 @@ class Holm:
 
 
 def _ls_slope(x, Y):
-    """Least-squares slopes of each row of Y (..., k) on x (k,)."""
+    """Least-squares slopes of each row of Y (..., k) on x (k,): ``Y @ xc / (xc @ xc)``
+    with ``xc`` the centred x (Y's own mean drops out: ``xc`` sums to zero; to float
+    rounding, the same as centring Y first, at a third of the passes over Y), summed per
+    row so that a row's slope is the same bits in a batch of any size."""
     xc = x - x.mean()
-    return (Y - Y.mean(-1, keepdims=True)) @ xc / (xc @ xc)
+    Y = np.asarray(Y, dtype=float)
+    acc = Y[..., 0] * xc[0]
+    for j in range(1, xc.size):  # a fixed order: a row's slope is the same bits in any batch
+        acc = acc + Y[..., j] * xc[j]
+    return acc / (xc @ xc)
 
 
 def _boot_se(boot: np.ndarray, R: int) -> float:
@@ -325,6 +337,79 @@ def _boot_means(V: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
     resamples, as one product with the resamples' counts (the same means as indexing
     ``V[idx].mean(1)``, to float rounding, at a fraction of the cost)."""
     return _resample_counts(V.shape[0], n_boot, seed) @ V
+
+
+def _batch_boot_se(x: np.ndarray, Vb: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    """``[B]``: the bootstrap SE (:func:`_boot_se`) of the slope of each ``Vb[b]``
+    ``[R, k]``, every one on the same resample counts (:func:`_resample_counts`)."""
+    R = Vb.shape[1]
+    boot = _ls_slope(x, np.log(np.matmul(_resample_counts(R, n_boot, seed), Vb)))
+    return boot.std(axis=-1, ddof=1) * np.sqrt(R / (R - 1))
+
+
+def slope_intervals(ns, Vb, level: float = 0.95, n_boot: int = 2000, seed: int = 0):
+    """``(slope, lo, hi, se)``, each ``[B]``: :func:`fit_slope`'s slope and interval for
+    each of a batch of replicate sets ``Vb`` ``[B, R, k]`` (R >= 2), computed as
+    :func:`fit_slope` computes one (``verify.replication`` decides a thousand resamples
+    at once)."""
+    x = np.log(np.asarray(ns, dtype=float))
+    Vb = np.asarray(Vb, dtype=float)
+    R = Vb.shape[1]
+    slope = _ls_slope(x, np.log(Vb.mean(1)))
+    se = _batch_boot_se(x, Vb, n_boot, seed)
+    h = _t_quantile(level, R - 1) * se
+    return slope, slope - h, slope + h, se
+
+
+def boot_slopes(ns, Vb, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
+    """``[B, n_boot]``: the slope of each bootstrap resample of each replicate set of
+    ``Vb`` ``[B, R, k]`` (the resamples :func:`fit_slope` draws), for
+    :func:`diff_intervals` (``b_boot``: one side's, computed once for several
+    differences)."""
+    x = np.log(np.asarray(ns, dtype=float))
+    Vb = np.asarray(Vb, dtype=float)
+    return _ls_slope(x, np.log(np.matmul(_resample_counts(Vb.shape[1], n_boot, seed), Vb)))
+
+
+def diff_intervals(
+    ns, Ab, Bb, level: float = 0.95, n_boot: int = 2000, seed: int = 0, b_boot=None
+):  # fmt: skip
+    """``(diff, lo, hi, se)``, each ``[B]``: :func:`paired_slope_diff` for each of a batch
+    of paired replicate sets ``Ab``, ``Bb`` ``[B, R, k]`` (R >= 2); ``b_boot``: Bb's
+    :func:`boot_slopes`, where already computed."""
+    x = np.log(np.asarray(ns, dtype=float))
+    Ab, Bb = np.asarray(Ab, dtype=float), np.asarray(Bb, dtype=float)
+    R = Ab.shape[1]
+    diff = _ls_slope(x, np.log(Ab.mean(1))) - _ls_slope(x, np.log(Bb.mean(1)))
+    if b_boot is None:
+        b_boot = boot_slopes(ns, Bb, n_boot, seed)
+    boot = boot_slopes(ns, Ab, n_boot, seed) - b_boot
+    se = boot.std(axis=-1, ddof=1) * np.sqrt(R / (R - 1))
+    h = _t_quantile(level, R - 1) * se
+    return diff, diff - h, diff + h, se
+
+
+def theorem_verdicts(lo, hi, predicted: float, top, powered: bool, rule: str) -> np.ndarray:
+    """The theorem test's verdict (module docstring) for arrays of interval ends ``lo``,
+    ``hi`` against the band's ``top`` (a number or one per interval): what
+    :func:`theorem_test` decides, one interval at a time, and ``verify.replication``, a
+    thousand at once.  A non-finite interval is INCONCLUSIVE."""
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    top = np.broadcast_to(np.asarray(top, dtype=float), lo.shape)
+    confirms = hi < top if rule == "confirm" else hi < 0.5 * predicted
+    undecided = Verdict.INCONCLUSIVE if powered else Verdict.UNDECIDABLE
+    out = np.where(lo > top, Verdict.FAIL, np.where(confirms, Verdict.PASS, undecided))
+    return np.where(np.isfinite(lo) & np.isfinite(hi), out, Verdict.INCONCLUSIVE).astype(object)
+
+
+def attainment_verdicts(lo, hi, allowance: float, powered: bool, gap: float) -> np.ndarray:
+    """The attainment test's verdict (module docstring) for arrays of interval ends: what
+    :func:`attainment_test` decides, one at a time, and ``verify.replication``, at once."""
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    passing = Verdict.PASS if gap > 0 else Verdict.UNDECIDABLE
+    undecided = Verdict.INCONCLUSIVE if powered else Verdict.UNDECIDABLE
+    out = np.where(lo > allowance, Verdict.FAIL, np.where(hi <= allowance, passing, undecided))
+    return np.where(np.isfinite(lo) & np.isfinite(hi), out, Verdict.INCONCLUSIVE).astype(object)
 
 
 def loglog_slope(ns) -> float:
@@ -373,11 +458,9 @@ def fit_slope(
     slope = float(_ls_slope(x, y))
     shift = float(log_power * loglog_slope(ns))
     se = V.std(0, ddof=1) / np.sqrt(R) if R > 1 else np.full(ns.size, np.nan)
-    if R > 1:
-        boot = _ls_slope(x, np.log(_boot_means(V, n_boot, seed)))
-        se_slope = _boot_se(boot, R)
-        h = _half_width(se_slope, R, level)
-        lo, hi = slope - h, slope + h
+    if R > 1:  # the batched form verify.replication decides resamples with, for one set
+        slope, lo, hi, se_slope = (float(v[0]) for v in slope_intervals(ns, V[None], level,
+                                                                        n_boot, seed))  # fmt: skip
     else:
         se_slope, lo, hi = float("nan"), float("nan"), float("nan")
     return SlopeFit(
@@ -535,15 +618,9 @@ def theorem_test(
                             rule=rule)  # fmt: skip
     slow_rej = bool(fit.ci_high < slow)
     direction = "faster" if fit.ci_high < predicted else None
-    confirms = fit.ci_high < top if rule == "confirm" else slow_rej
-    if fit.ci_low > top:
-        v, direction = Verdict.FAIL, "slower"
-    elif confirms:
-        v = Verdict.PASS
-    elif not powered:
-        v = Verdict.UNDECIDABLE
-    else:
-        v = Verdict.INCONCLUSIVE
+    v = Verdict(theorem_verdicts([fit.ci_low], [fit.ci_high], predicted, top, powered, rule)[0])
+    if v == Verdict.FAIL:
+        direction = "slower"
     return TheoremCheck(
         verdict=v,
         direction=direction,
@@ -582,15 +659,33 @@ def theorem_margin(fit: SlopeFit, th: TheoremCheck) -> float:
     return float(_margin(th.verdict, pass_m, fail_m))
 
 
-def attainment_margin(diff: SlopeDiff, allowance: float, verdict: Verdict) -> float:
-    """The attainment verdict's margin to the allowance in SE (:func:`theorem_margin`'s
-    sense): a PASS's ``(allowance - ci_high) / SE``, a FAIL's ``(ci_low - allowance) /
-    SE``, else the nearer (negative)."""
+def attainment_margin(
+    diff: SlopeDiff, allowance: float, verdict: Verdict, control: SlopeDiff | None = None,
+    gap: float = math.inf,
+) -> float:  # fmt: skip
+    """The attainment verdict's margin to its threshold in SE (:func:`theorem_margin`'s
+    sense).  A PASS needs its upper end at most the allowance *and* its negative control's
+    (``control``: SVI at the smallest width minus the reference) lower end above it: its
+    margin is the smaller of ``(allowance - ci_high) / SE`` and the control's ``(ci_low -
+    allowance) / SE``; a FAIL's is ``(ci_low - allowance) / SE``.  A verdict that decides
+    nothing: where the interval is within the allowance but the PASS was withheld, the
+    control's margin (negative: what it lacks to FAIL), or NaN where the allowance eats
+    the gap to half the reference's rate (``gap <= 0``: no interval can PASS); else the
+    nearer of the two (negative)."""
     if not (math.isfinite(diff.se) and diff.se > 0):
         return math.nan
     pass_m = (allowance - diff.ci_high) / diff.se
     fail_m = (diff.ci_low - allowance) / diff.se
-    return float(_margin(verdict, pass_m, fail_m))
+    ctrl_m = math.inf
+    if control is not None and math.isfinite(control.se) and control.se > 0:
+        ctrl_m = (control.ci_low - allowance) / control.se
+    if verdict == Verdict.PASS:
+        return float(min(pass_m, ctrl_m))
+    if verdict == Verdict.FAIL:
+        return float(fail_m)
+    if pass_m >= 0:  # within the allowance, withheld
+        return math.nan if gap <= 0 else float(ctrl_m)
+    return float(max(pass_m, fail_m))
 
 
 def paired_slope_diff(
@@ -612,12 +707,9 @@ def paired_slope_diff(
     R = A.shape[0]
     if R < 2:
         return SlopeDiff(diff, math.nan, math.nan, math.nan)
-    boot = _ls_slope(x, np.log(_boot_means(A, n_boot, seed))) - _ls_slope(
-        x, np.log(_boot_means(B, n_boot, seed))
-    )
-    se = _boot_se(boot, R)
-    h = _half_width(se, R, level)
-    return SlopeDiff(diff, se, diff - h, diff + h)
+    diff, lo, hi, se = (float(v[0]) for v in diff_intervals(ns, A[None], B[None], level,
+                                                             n_boot, seed))  # fmt: skip
+    return SlopeDiff(diff, se, lo, hi)
 
 
 def paired_mean_diff(A, B, level: float = 0.95) -> MeanDiffs:
@@ -660,14 +752,7 @@ def attainment_test(
     power; a PASS stands where the gap to half the reference's rate is positive (its
     interval then rejects that alternative too) and is UNDECIDABLE where the allowance eats
     it; a non-rejection is UNDECIDABLE without power, else INCONCLUSIVE."""
-    lo, hi = diff.ci_low, diff.ci_high
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return Verdict.INCONCLUSIVE
-    if lo > allowance:
-        return Verdict.FAIL
-    if hi <= allowance:
-        return Verdict.PASS if gap > 0 else Verdict.UNDECIDABLE
-    return Verdict.INCONCLUSIVE if powered else Verdict.UNDECIDABLE
+    return Verdict(attainment_verdicts([diff.ci_low], [diff.ci_high], allowance, powered, gap)[0])
 
 
 def attainment_flip(diff: SlopeDiff, ns) -> Flip:

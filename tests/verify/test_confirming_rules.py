@@ -105,11 +105,29 @@ def test_confirm_power_is_the_probability_of_a_pass_at_the_exponent():
     # a band without a log has no margin: no design reaches the floor
     flat = confirm_power(NS, -0.5, 0.0, 1e-4, 1000)
     assert flat.probability < 0.03 and flat.replicates_needed is None and flat.n_needed is None
-    # a Monte Carlo check of the probability (the negative control of the formula):
-    rng = np.random.default_rng(1)
-    slopes = -0.75 + se * rng.standard_normal(20000)
-    passes = np.mean(slopes + stats.t.ppf(0.975, R - 1) * se < -0.75 + gap)
-    assert passes == pytest.approx(pw.probability, abs=0.01)  # SE of 20,000 draws < 0.004
+
+
+def test_confirm_power_predicts_how_often_real_intervals_pass():
+    # simulated designs at the exponent, fitted as the analysis fits them (bootstrap SE, t
+    # interval), at a power near 0.7 where the formula's parts show: without the t term it
+    # would say 0.998.  400 designs: binomial SE 0.023; tolerance 0.1 (4 SE, and the
+    # prospective SE stands in for each design's own)
+    from verify.slopes import fit_slope
+
+    R, sigma, e = 8, 0.3, -0.75
+    cv = math.sqrt(math.exp(sigma**2) - 1)  # the cells' relative spread
+    se = expected_slope_se(NS, R, cv)
+    c = (stats.t.ppf(0.975, R - 1) + 0.5) * se / loglog_slope(NS)  # Phi(0.5) = 0.69
+    pw = confirm_power(NS, e, c, se, R)
+    assert 0.6 < pw.probability < 0.8
+    rng = np.random.default_rng(2)
+    x = np.asarray(NS)
+    passes = 0
+    for _ in range(400):
+        V = x**e * np.exp(sigma * rng.standard_normal((R, x.size)))
+        fit = fit_slope(NS, V, log_power=c, n_boot=500, seed=int(rng.integers(1 << 30)))
+        passes += theorem_test(fit, e, rule="confirm").verdict == Verdict.PASS
+    assert passes / 400 == pytest.approx(pw.probability, abs=0.1)
 
 
 def test_protocols_name_their_rule_and_earlier_ones_decide_as_before():
@@ -130,6 +148,26 @@ def test_protocols_name_their_rule_and_earlier_ones_decide_as_before():
         == (-0.616, -0.697, -0.534)  # fmt: skip
     assert r.theorem.verdict == r.attainment.verdict == Verdict.PASS
     assert round(r.attainment.diff.ci_high, 4) == 0.2415
+    # records of no protocol are decided under the default, or the one named; the two rules
+    # part where an interval lies below the band's top but not below e/2 (alpha = 0.5 over
+    # 250..16,000: e/2 = -0.25, top -0.231): a slope of -0.245 PASSes the confirming rule
+    # only
+    from tests.factories import fake_records
+
+    recs0 = fake_records(-0.245, -0.5, R=8)
+    new = next(r for r in analyse(recs0) if r.metric == "d2")
+    old = next(r for r in analyse(recs0, protocol="exploratory-v1") if r.metric == "d2")
+    assert new.decision.protocol.startswith("exploratory-v2@") and new.theorem.rule == "confirm"
+    assert old.theorem.rule == "reject-e/2" and old.decision.protocol.startswith("exploratory-v1@")
+    assert -0.25 < new.theorem.ci_high < new.theorem.band[1]
+    assert new.theorem.verdict == "PASS" and not new.theorem.control_slow_rejected
+    assert old.theorem.verdict in ("INCONCLUSIVE", "UNDECIDABLE")
+    # a shipped protocol's name with another digest, or mixed protocols: refused, not guessed
+    with pytest.raises(ValueError, match="file changed"):
+        protocols.of_records("confirm-v3@000000000000")
+    with pytest.raises(ValueError, match="mixed"):
+        protocols.of_records("mixed: confirm-v2@a, confirm-v3@b")
+    assert protocols.of_records("elsewhere-v9@abc") is None
 
 
 # ------------------------------------------------------------------ 2. replication
@@ -138,8 +176,8 @@ def test_replicate_counts_resamples_and_leave_one_out_flips():
     # the only LOO set that keeps PASS; a resample misses replicate 0 with prob (1-1/R)^R
     R = 10
 
-    def decide(rows):
-        return Verdict.PASS if 0 not in rows else Verdict.INCONCLUSIVE
+    def decide(rows):  # one verdict per row of rows [B, m]
+        return np.array([Verdict.PASS if 0 not in r else Verdict.INCONCLUSIVE for r in rows])
 
     rep = replicate(decide, R, Verdict.INCONCLUSIVE, -0.5, 4000, 0.9, seed=3)
     assert rep.loo_flips == 1 and rep.loo_sets == R
@@ -147,7 +185,7 @@ def test_replicate_counts_resamples_and_leave_one_out_flips():
     assert rep.shares["PASS"] == pytest.approx(p_miss, abs=0.03)  # 4.3 binomial SEs
     assert not rep.fragile  # not decided: never fragile
     assert replicate(decide, 2, Verdict.PASS, 1.0, 1000, 0.9) is None  # no LOO interval
-    pas = replicate(lambda rows: Verdict.PASS, R, Verdict.PASS, 3.0, 1000, 0.9)
+    pas = replicate(lambda rows: np.full(len(rows), Verdict.PASS), R, Verdict.PASS, 3.0, 1000, 0.9)
     assert pas.share == 1.0 and pas.loo_flips == 0 and not pas.fragile  # negative control
 
 
@@ -222,10 +260,6 @@ def test_realised_cvs_and_sizes_from_confirm_v3s_records():
     # the realised cvs an independent recomputation found: 0.79 (pilot 0.61)
     assert q.replicates == 40 and round(q.cv, 2) == 0.79
     assert 0.8 < q.cv_diff < 0.9 and q.control_replicates == 20
-    # inverting it gives back the run's own SE (the definition, both ways)
-    assert expected_slope_se(q.ns, 40, q.cv) * 2 * stats.t.ppf(0.975, 39) == pytest.approx(
-        r.theorem.ci_high - r.theorem.ci_low
-    )
     proto = protocols.load("exploratory-v2")
     s = size(q.ns, -0.75, 2.0, q.cv, proto, q.cv_diff, -0.75, q.cv_control)
     # the issue's own count for attainment at n <= 32,000 at this cv: 71
@@ -268,8 +302,11 @@ def test_the_step_flags_reach_a_confirmatory_tiers_sweeps(tmp_path):
     from verify import rates
 
     out = str(tmp_path / "r.jsonl")
-    for flags, mlp, compiled in (([], "batched", True),
-                                 (["--mlp", "native-step", "--no-compile"], "native-step", False)):  # fmt: skip
+    cases = (
+        ([], "batched", True),
+        (["--mlp", "native-step", "--no-compile"], "native-step", False),
+    )
+    for flags, mlp, compiled in cases:
         args = rates.build_parser().parse_args(
             ["--tier", "confirm3", "--dry-run", "--out", out, "--figures", str(tmp_path), *flags]
         )
@@ -279,3 +316,38 @@ def test_the_step_flags_reach_a_confirmatory_tiers_sweeps(tmp_path):
         cfgs = [cfg for _, cfg, *_ in plan["runs"]]
         assert cfgs and all(c.mlp == mlp and c.compile == compiled for c in cfgs), flags
         assert all(c.protocol == proto.tag for c in cfgs)
+
+
+def test_the_batched_decision_is_the_one_decision_per_resample():
+    # verify.replication decides a thousand resamples at once through the batched forms;
+    # fit_slope, paired_slope_diff, theorem_test and attainment_test decide through the same
+    # ones: on each resample the two give the same interval and verdict
+    from verify.slopes import (
+        attainment_test,
+        attainment_verdicts,
+        diff_intervals,
+        fit_slope,
+        paired_slope_diff,
+        slope_intervals,
+        theorem_verdicts,
+    )
+
+    rng = np.random.default_rng(5)
+    x = np.asarray(NS)
+    A = x**-0.7 * np.exp(0.4 * rng.standard_normal((9, 4)))
+    B = x**-0.75 * np.exp(0.4 * rng.standard_normal((9, 4)))
+    rows = rng.integers(0, 9, (30, 9))
+    _, lo, hi, se = slope_intervals(NS, A[rows])
+    _, dlo, dhi, dse = diff_intervals(NS, A[rows], B[rows])
+    top, allowance = float(np.median(hi)), float(np.median(dhi))  # about half pass each
+    tv = theorem_verdicts(lo, hi, -0.75, top, True, "confirm")
+    av = attainment_verdicts(dlo, dhi, allowance, True, 0.13)
+    ell = loglog_slope(NS)
+    for b, r in enumerate(rows):
+        fit = fit_slope(NS, A[r], log_power=(top + 0.75) / ell)
+        d = paired_slope_diff(NS, A[r], B[r])
+        assert (fit.ci_low, fit.ci_high, fit.se_slope) == (lo[b], hi[b], se[b])
+        assert (d.ci_low, d.ci_high, d.se) == (dlo[b], dhi[b], dse[b])
+        assert theorem_test(fit, -0.75, True, "confirm").verdict == tv[b]
+        assert attainment_test(d, allowance, True, 0.13) == av[b]
+    assert len(set(tv)) > 1 and len(set(av)) > 1  # the resamples do not all agree
