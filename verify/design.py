@@ -262,6 +262,10 @@ class DesignPower:
     attainment_power: AttainmentPower | None
     allowance: float | None
     expected_attainment: Verdict | None
+    # a control held to the class band (the confirming rule): that test's power and known
+    # answer (None otherwise)
+    class_power: Power | None = None
+    expected_theorem: Verdict | None = None
 
 
 def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPower]:
@@ -283,6 +287,13 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
         for est in ests:
             pro = prospective(t, t.key, ns, edges, est, m, R, proto)
             attains = t.kind == "holder" and att_refused is None
+            cls = known = None
+            if is_control(est) and proto.theorem_rule == "confirm":
+                c = prospective(t, t.key, ns, edges, "asvi", m, R, proto, cv_kind="gp")
+                cls = c.theorem_power
+                known = expected_class_theorem(
+                    t, est, m, cls, (c.predicted, c.predicted + cls.gap)
+                )
             rows.append(
                 DesignPower(
                     truth=t.key, estimator=est, refused=refused, attainment_refused=att_refused,
@@ -292,6 +303,7 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
                     attainment_power=pro.attainment_power if attains else None,
                     allowance=pro.allowance if attains else None,
                     expected_attainment=pro.expected_attainment if attains else None,
+                    class_power=cls, expected_theorem=known,
                 )
             )  # fmt: skip
     return rows

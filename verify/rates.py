@@ -87,6 +87,7 @@ import numpy as np
 
 from simulate.alloc import tune_malloc
 from simulate.core import native
+from simulate.sweep import costs
 from simulate.core.options import MLP_KINDS
 from simulate.sweep import tiers
 from simulate.sweep.budget import BudgetLink, linkable
@@ -562,7 +563,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
             gpath = records_path_for(gcfg, gpath, args.new_file, args.accept_code_change)
         gp = (gcfg, gpath)
     return {"runs": runs, "gp": gp, "source": runs[0][2] if len(runs) == 1 else source,
-            "cpath": runs[0][4]}  # fmt: skip
+            "cpath": runs[0][4], "workers": at_once}  # fmt: skip
 
 
 def _c_step_or_fallback(cfg: SweepConfig) -> SweepConfig:
@@ -600,7 +601,33 @@ def _dry_run(args, plan: dict, proto) -> int:
             print(f"budget-doubling control{' of ' + name if name else ''}: n = {list(c.ns)},"
                   f" replicates 0..{c.replicates - 1}, twice the cap, half the tolerance;"
                   f" margin +-{proto.budget_margin:g}; records {cpath}")  # fmt: skip
+    print(_cost_lines(args, plan))
     return 0
+
+
+def _cost_lines(args, plan: dict) -> str:
+    """The design's estimated cost from the measured per-cell costs the toolkit ships
+    (``simulate.sweep.costs``): per sweep and in all, on the run's workers; each control
+    priced as a sweep of its own cells (it continues the sweep's states, so it costs
+    less); the cells no measured row prices named."""
+    workers = (0 if args.scheduler else args.workers) or plan.get("workers") or 1
+    sweeps = [(n or "sweep", cfg) for n, cfg, *_ in plan["runs"]]
+    sweeps += [(f"control{' of ' + n if n else ''}", c) for n, _, _, c, _ in plan["runs"] if c]
+    if plan["gp"]:
+        sweeps.append(("known-answer control", plan["gp"][0]))
+    lines, total, unpriced = [f"estimated cost (measured per-cell costs, {costs.TABLE_NAME}):"], 0.0, []
+    for name, cfg in sweeps:
+        e = costs.estimate(cfg)
+        total += e.total_s
+        unpriced += e.unpriced
+        how = sorted({p[3] for p in e.priced if not p[3].startswith(p[0].rsplit("-s", 1)[0])})
+        lines.append(f"  {name}: {e.total_s / 60:.1f} min of one worker"
+                     + (f" ({'; '.join(how)})" if how else ""))  # fmt: skip
+    lines.append(f"  in all: {total / 60:.1f} min of one worker, about {total / 60 / workers:.1f}"
+                 f" min on {workers} worker{'s' if workers > 1 else ''}")  # fmt: skip
+    if unpriced:
+        lines.append(f"  not priced (no measured row): {unpriced}")
+    return "\n".join(lines)
 
 
 def _budget_link(args, cfg, path, ccfg):

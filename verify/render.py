@@ -556,6 +556,11 @@ def power_lines(rows: list, cfg) -> str:
             s += f"; attainment refused: {r.attainment_refused}"
         if r.estimator != "asvi":
             s += f"; known answer: {r.expected_attainment or 'none at this design'}"
+        if r.class_power is not None:
+            s += (
+                f"; held to the class band (P(PASS at e) {r.class_power.probability:.2f}):"
+                f" known answer {r.expected_theorem or 'none at this design'}"
+            )
         if r.refused:
             s += f"; verdicts refused: {r.refused}"
         lines.append(s)

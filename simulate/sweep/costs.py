@@ -1,0 +1,207 @@
+"""Measured per-cell costs, and a sweep's estimated cost before anything trains.
+
+Every record carries its job's seconds (``timing``: ``job_train_s`` and ``job_eval_s`` for
+ASVI, ``job_s`` for the Gaussian-process control) and the job's replicates; one cell's cost
+is its job's seconds over the replicates the job trained together.  :data:`TABLE`
+(``costs.json`` beside this module) holds such measured costs -- per truth, estimator, step,
+n and candidate widths, each row naming the records it was read from -- and
+:func:`estimate` prices a sweep from it: per cell the row of the same truth and step (else
+the same kind and p, else the same estimator) at the same n, else interpolated in log n
+between the two nearest measured n, else extrapolated from the nearest two (at most
+linearly in n for ASVI, as n^3 for the GP's solve).  Which row priced each cell is part of
+the answer, and a cell nothing prices is named, never guessed.  The width set is recorded
+but not modelled: a design with other candidate widths is priced by n alone (said so).
+
+``python -m simulate.sweep.costs RECORDS... [--write]`` reads records into rows (and with
+``--write`` merges them into :data:`TABLE`'s file, replacing rows of the same truth,
+estimator, step and n).  The machine is the project's 2-core one unless a row says
+otherwise; costs are wall seconds of one single-threaded worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+
+__all__ = ["Estimate", "TABLE", "TABLE_NAME", "estimate", "load_table", "rows_from_records"]
+
+TABLE_NAME = "simulate/sweep/costs.json"
+TABLE = os.path.join(os.path.dirname(__file__), "costs.json")
+
+
+def _stem(truth: dict) -> str:
+    if truth["kind"] == "teacher":
+        return f"teacher-p{truth['p']}"
+    return f"{truth['kind']}-a{float(truth['alpha']):g}-p{truth['p']}"
+
+
+def rows_from_records(records: list[dict], source: str) -> list[dict]:
+    """Per (truth, estimator, step, n) of ``records`` the mean seconds of one cell (its
+    job's seconds over the job's replicates: ``config.replicate_block``) and their
+    training and evaluation parts, with the candidate widths and ``source``."""
+    cells: dict[tuple, list] = defaultdict(list)
+    # a job's records share its timing: how many do is how many replicates it trained
+    block_of = defaultdict(int)
+    for r in records:
+        block_of[(r["cell"]["truth"], r["cell"]["n"], json.dumps(r.get("timing"), sort_keys=True))] += 1
+    for r in records:
+        if r.get("failed") or not r.get("timing"):
+            continue
+        cfg, t = r["config"], r["timing"]
+        est = cfg.get("estimator", "asvi")
+        block = block_of[(r["cell"]["truth"], r["cell"]["n"], json.dumps(t, sort_keys=True))]
+        step = cfg.get("mlp", "batched") + ("+compile" if cfg.get("compile") else "")
+        if est == "gp":
+            step = "exact"
+        key = (_stem(r["truth"]), est, step, int(r["cell"]["n"]))
+        if est == "gp":
+            cells[key].append((t["job_s"] / block, 0.0, t["job_s"] / block,
+                               len(cfg.get("gp_nus", [])), None))  # fmt: skip
+        else:
+            train, ev = t["job_train_s"] / block, t["job_eval_s"] / block
+            cells[key].append((train + ev, train, ev, None, cfg.get("widths")))
+    rows = []
+    for (stem, est, step, n), xs in sorted(cells.items()):
+        k = len(xs)
+        row = {
+            "truth": stem, "estimator": est, "step": step, "n": n, "cells": k,
+            "cell_s": round(sum(x[0] for x in xs) / k, 3),
+            "train_s": round(sum(x[1] for x in xs) / k, 3),
+            "eval_s": round(sum(x[2] for x in xs) / k, 3),
+            "source": source,
+        }  # fmt: skip
+        if xs[0][3] is not None:
+            row["gp_nus"] = xs[0][3]
+        if xs[0][4] is not None:
+            row["widths"] = list(xs[0][4])
+        rows.append(row)
+    return rows
+
+
+def load_table(path: str = TABLE) -> list[dict]:
+    """The measured rows (:data:`TABLE`)."""
+    with open(path) as f:
+        return json.load(f)["rows"]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A sweep's estimated cost: ``total_s`` wall seconds on ``workers`` workers (the
+    cells' sum over the workers), ``per_truth`` seconds of one worker, ``priced`` per cell
+    (truth, n) the seconds and how (the row's truth and n, or "interpolated"/"extrapolated"
+    between which), and ``unpriced`` the cells no row prices."""
+
+    total_s: float
+    per_truth: dict
+    priced: tuple
+    unpriced: tuple
+    workers: int
+
+
+def _candidates(rows, stem: str, est: str, step: str):
+    kind, p = stem.split("-")[0], stem.split("-")[-1]
+    tiers = (
+        lambda r: r["truth"] == stem and r["step"] == step,
+        lambda r: r["truth"] == stem,
+        lambda r: r["truth"].split("-")[0] == kind and r["truth"].split("-")[-1] == p,
+        lambda r: True,
+    )
+    for ok in tiers:
+        got = [r for r in rows if r["estimator"] == est and ok(r)]
+        if got:
+            return got
+    return []
+
+
+def _price(rows, n: int, est: str) -> tuple[float, str] | None:
+    by_n = {}
+    for r in rows:
+        by_n.setdefault(r["n"], r)
+    if not by_n:
+        return None
+    if n in by_n:
+        r = by_n[n]
+        return r["cell_s"], f"{r['truth']} at n = {n}"
+    ns = sorted(by_n)
+    lo = [m for m in ns if m < n]
+    hi = [m for m in ns if m > n]
+    if lo and hi:
+        a, b, how = lo[-1], hi[0], "interpolated"
+    elif len(ns) >= 2:
+        a, b = (ns[-2], ns[-1]) if not hi else (ns[0], ns[1])
+        how = "extrapolated"
+    else:
+        a = b = ns[0]
+        how = "scaled"
+    ca, cb = by_n[a]["cell_s"], by_n[b]["cell_s"]
+    top = 3.0 if est == "gp" else 1.0
+    k = 0.0 if a == b else math.log(cb / ca) / math.log(b / a)
+    if how != "interpolated":
+        k = min(max(k, 0.0), top) if a != b else top
+    cost = ca * (n / a) ** k
+    return cost, f"{how} from {by_n[a]['truth']} at n = {a}, {b} (n^{k:.2f})"
+
+
+def estimate(cfg, workers: int = 1, rows: list[dict] | None = None, extra=None) -> Estimate:
+    """The estimated cost of the sweep ``cfg`` (a ``SweepConfig``) from measured rows
+    (default :data:`TABLE`), module docstring; ``extra``: more ``(cfg, factor)`` sweeps to
+    price into the same total (a budget-doubling control, at its own cells)."""
+    rows = load_table() if rows is None else rows
+    per_truth: dict[str, float] = defaultdict(float)
+    priced, unpriced = [], []
+    for c, factor in [(cfg, 1.0), *(extra or [])]:
+        est = c.estimator
+        step = "exact" if est == "gp" else c.mlp + ("+compile" if c.compile else "")
+        for t in c.truths:
+            stem = _stem({"kind": t.kind, "p": t.p, "alpha": t.alpha})
+            cands = _candidates(rows, stem, est, step)
+            for n in c.ns:
+                got = _price(cands, int(n), est)
+                if got is None:
+                    unpriced.append((t.key, int(n)))
+                    continue
+                s = got[0] * c.replicates * factor
+                if est == "gp":  # a row's cost is of its own number of priors
+                    nus = next((r.get("gp_nus") for r in cands if r.get("gp_nus")), None)
+                    s *= len(c.gp_nus) / nus if nus else 1.0
+                per_truth[t.key] += s
+                priced.append((t.key, int(n), s, got[1]))
+    w = max(int(workers), 1)
+    return Estimate(sum(per_truth.values()) / w, dict(per_truth), tuple(priced),
+                    tuple(unpriced), w)  # fmt: skip
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m simulate.sweep.costs", description=__doc__)
+    ap.add_argument("records", nargs="+")
+    ap.add_argument("--write", action="store_true", help=f"merge the rows into {TABLE}")
+    args = ap.parse_args(argv)
+    from simulate.sweep.schema import read_records  # noqa: PLC0415
+
+    rows = []
+    for path in args.records:
+        if not os.path.isfile(path):
+            print(f"error: no records file {path}", file=sys.stderr)
+            return 2
+        rows += rows_from_records(read_records(path), os.path.basename(path))
+    if args.write:
+        old = load_table() if os.path.isfile(TABLE) else []
+        keys = {(r["truth"], r["estimator"], r["step"], r["n"]) for r in rows}
+        keep = [r for r in old if (r["truth"], r["estimator"], r["step"], r["n"]) not in keys]
+        doc = {"note": "measured per-cell costs: python -m simulate.sweep.costs RECORDS --write",
+               "rows": sorted(keep + rows, key=lambda r: (r["estimator"], r["truth"], r["n"]))}  # fmt: skip
+        with open(TABLE, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+    for r in rows:
+        print(json.dumps(r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
