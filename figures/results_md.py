@@ -39,10 +39,10 @@ from figures.teacher_figures import table1
 from simulate.experiments import mnist, uci
 from simulate.experiments import table1 as table1_run
 from simulate.sweep.records import RecordsError, being_written, read_jsonl
-from simulate.sweep.schema import one_configuration, read_records
+from simulate.sweep.schema import read_records
 from theory.paths import read_text_bounded, write_atomic
 from verify.analysis import analyse
-from verify.controls import control_records_path
+from verify.controls import read_with_control
 from verify.render import markdown_results
 from verify.starts import arms_table
 
@@ -115,16 +115,9 @@ def render_block(spec: str, root: str = ".") -> str | None:
     if kind in EXPERIMENT_SCHEMAS:
         records = read_jsonl(path, EXPERIMENT_SCHEMAS[kind])
         return "```\n" + _experiment_table(kind, records, opts) + "\n```\n"
-    records = read_records(path)
     if kind == "starts":
-        return "```\n" + arms_table(records) + "\n```\n"
-    records = one_configuration(records, None, path, ONE_CONFIG_HINT)
-    cpath = control_records_path(path)
-    control = (
-        one_configuration(read_records(cpath), None, cpath, ONE_CONFIG_HINT)
-        if os.path.isfile(cpath)
-        else []
-    )
+        return "```\n" + arms_table(read_records(path)) + "\n```\n"
+    records, control = read_with_control(path, ONE_CONFIG_HINT)
     metrics = None if "metric" not in opts else {opts["metric"]}
     return markdown_results(analyse(records, control=control), None, metrics)
 

@@ -225,6 +225,19 @@ def control_records_path(path: str) -> str:
     return f"{root}-double{ext or '.jsonl'}" + (".gz" if gz else "")
 
 
+def read_with_control(path: str, hint: str) -> tuple[list[dict], list[dict]]:
+    """A records file of one configuration and its budget-doubling control's beside it
+    (:func:`control_records_path`; none where there is no such file); ``hint``: what to
+    say of a file that mixes configurations (``simulate.sweep.schema.one_configuration``)."""
+    from simulate.sweep.schema import one_configuration, read_records  # noqa: PLC0415
+
+    records = one_configuration(read_records(path), None, path, hint)
+    cpath = control_records_path(path)
+    if not os.path.isfile(cpath):
+        return records, []
+    return records, one_configuration(read_records(cpath), None, cpath, hint)
+
+
 def control_config(cfg: SweepConfig, replicates: int, every_n: bool = False) -> SweepConfig:
     """The budget-doubling control's sweep: the smallest and largest n (every n with
     ``every_n``), the first ``replicates`` replicates, twice the step cap (``max_steps`` and

@@ -87,9 +87,8 @@ import numpy as np
 
 from simulate.alloc import tune_malloc
 from simulate.core import native
-from simulate.sweep import costs
 from simulate.core.options import MLP_KINDS
-from simulate.sweep import tiers
+from simulate.sweep import costs, tiers
 from simulate.sweep.budget import BudgetLink, linkable
 from simulate.sweep.cli import parse_truths, resume_note
 from simulate.sweep.config import SweepConfig
@@ -615,7 +614,8 @@ def _cost_lines(args, plan: dict) -> str:
     sweeps += [(f"control{' of ' + n if n else ''}", c) for n, _, _, c, _ in plan["runs"] if c]
     if plan["gp"]:
         sweeps.append(("known-answer control", plan["gp"][0]))
-    lines, total, unpriced = [f"estimated cost (measured per-cell costs, {costs.TABLE_NAME}):"], 0.0, []
+    lines = [f"estimated cost (measured per-cell costs, {costs.TABLE_NAME}):"]
+    total, unpriced = 0.0, []
     for name, cfg in sweeps:
         e = costs.estimate(cfg)
         total += e.total_s

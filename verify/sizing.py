@@ -192,22 +192,15 @@ def main(argv=None) -> int:
     if not 0.5 <= args.power < 1:
         print("error: --power must be in [0.5, 1)", file=sys.stderr)
         return 2
-    from figures._io import ONE_CONFIG_HINT  # noqa: PLC0415 (the records' reader)
-    from simulate.sweep.schema import one_configuration, read_records  # noqa: PLC0415
     from verify.analysis import analyse  # noqa: PLC0415
-    from verify.controls import control_records_path  # noqa: PLC0415
+    from verify.controls import read_with_control  # noqa: PLC0415
 
     proto = protocols.load(args.protocol)
     for path in args.records:
         if not os.path.isfile(path):
             print(f"error: no records file {path}", file=sys.stderr)
             return 2
-        recs = one_configuration(read_records(path), None, path, ONE_CONFIG_HINT)
-        cpath = control_records_path(path)
-        ctrl = (
-            one_configuration(read_records(cpath), None, cpath, ONE_CONFIG_HINT)
-            if os.path.isfile(cpath) else []
-        )  # fmt: skip
+        recs, ctrl = read_with_control(path, "give a records file of one configuration")
         for r in analyse(recs, control=ctrl, protocol=proto):
             if r.metric != PRIMARY_METRIC or r.estimator != "asvi":
                 continue

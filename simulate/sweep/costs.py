@@ -48,7 +48,8 @@ def rows_from_records(records: list[dict], source: str) -> list[dict]:
     # a job's records share its timing: how many do is how many replicates it trained
     block_of = defaultdict(int)
     for r in records:
-        block_of[(r["cell"]["truth"], r["cell"]["n"], json.dumps(r.get("timing"), sort_keys=True))] += 1
+        job = (r["cell"]["truth"], r["cell"]["n"], json.dumps(r.get("timing"), sort_keys=True))
+        block_of[job] += 1
     for r in records:
         if r.get("failed") or not r.get("timing"):
             continue
@@ -193,8 +194,9 @@ def main(argv=None) -> int:
         old = load_table() if os.path.isfile(TABLE) else []
         keys = {(r["truth"], r["estimator"], r["step"], r["n"]) for r in rows}
         keep = [r for r in old if (r["truth"], r["estimator"], r["step"], r["n"]) not in keys]
+        order = sorted(keep + rows, key=lambda r: (r["estimator"], r["truth"], r["n"]))
         doc = {"note": "measured per-cell costs: python -m simulate.sweep.costs RECORDS --write",
-               "rows": sorted(keep + rows, key=lambda r: (r["estimator"], r["truth"], r["n"]))}  # fmt: skip
+               "rows": order}  # fmt: skip
         with open(TABLE, "w") as f:
             json.dump(doc, f, indent=1)
             f.write("\n")
