@@ -232,7 +232,7 @@ def metric_result(
             records_protocol=records_protocol,
             refused=refused,
             attainment_refused=att_refused,
-            expected_attainment=pro.expected_attainment if attainment is not None else None,
+            expected_attainment=None if att_refused else pro.expected_attainment,
             expected_theorem=None if class_theorem is None else expected_class_theorem(
                 spec, estimator, metric, class_theorem.power, class_theorem.band),
         ),

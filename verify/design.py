@@ -288,7 +288,7 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
             pro = prospective(t, t.key, ns, edges, est, m, R, proto)
             attains = t.kind == "holder" and att_refused is None
             cls = known = None
-            if is_control(est) and proto.theorem_rule == "confirm":
+            if is_control(est) and proto.theorem_rule == "confirm" and not refused:
                 c = prospective(t, t.key, ns, edges, "asvi", m, R, proto, cv_kind="gp")
                 cls = c.theorem_power
                 known = expected_class_theorem(

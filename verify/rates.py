@@ -609,7 +609,7 @@ def _cost_lines(args, plan: dict) -> str:
     (``simulate.sweep.costs``): per sweep and in all, on the run's workers; each control
     priced as a sweep of its own cells (it continues the sweep's states, so it costs
     less); the cells no measured row prices named."""
-    workers = (0 if args.scheduler else args.workers) or plan.get("workers") or 1
+    workers = args.workers or plan.get("workers") or 1  # a cluster's: not known here
     sweeps = [(n or "sweep", cfg) for n, cfg, *_ in plan["runs"]]
     sweeps += [(f"control{' of ' + n if n else ''}", c) for n, _, _, c, _ in plan["runs"] if c]
     if plan["gp"]:
@@ -620,7 +620,8 @@ def _cost_lines(args, plan: dict) -> str:
         e = costs.estimate(cfg)
         total += e.total_s
         unpriced += e.unpriced
-        how = sorted({p[3] for p in e.priced if not p[3].startswith(p[0].rsplit("-s", 1)[0])})
+        own = {p: p[0].rsplit("-s", 1)[0] + " at" for p in e.priced}  # priced by its own rows
+        how = sorted({p[3] for p in e.priced if not p[3].startswith(own[p])})
         lines.append(f"  {name}: {e.total_s / 60:.1f} min of one worker"
                      + (f" ({'; '.join(how)})" if how else ""))  # fmt: skip
     lines.append(f"  in all: {total / 60:.1f} min of one worker, about {total / 60 / workers:.1f}"

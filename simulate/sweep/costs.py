@@ -7,10 +7,14 @@ is its job's seconds over the replicates the job trained together.  :data:`TABLE
 n and candidate widths, each row naming the records it was read from -- and
 :func:`estimate` prices a sweep from it: per cell the row of the same truth and step (else
 the same kind and p, else the same estimator) at the same n, else interpolated in log n
-between the two nearest measured n, else extrapolated from the nearest two (at most
-linearly in n for ASVI, as n^3 for the GP's solve).  Which row priced each cell is part of
-the answer, and a cell nothing prices is named, never guessed.  The width set is recorded
-but not modelled: a design with other candidate widths is priced by n alone (said so).
+between the two nearest measured n, else extrapolated from the nearest one (at most
+linearly in n for ASVI, as n^3 for the GP's solve); a truth with no rows of its own is
+priced from one other truth's rows (same kind and p, else kind), and a step with no rows
+from another step's, each said in the label.  Which rows priced each cell is part of the
+answer, and a cell nothing prices is named, never guessed.  The width set is recorded but
+not modelled: a design with other candidate widths is priced by n alone.  A GP record's
+``job_s`` is the time up to its replicate within the job, so the rows are right for jobs
+of one replicate (every shipped GP run) and over-count larger blocks.
 
 ``python -m simulate.sweep.costs RECORDS... [--write]`` reads records into rows (and with
 ``--write`` merges them into :data:`TABLE`'s file, replacing rows of the same truth,
@@ -104,48 +108,64 @@ class Estimate:
     workers: int
 
 
-def _candidates(rows, stem: str, est: str, step: str):
+def _candidates(rows, stem: str, est: str, step: str) -> list[dict]:
+    """The rows of the one measured truth that prices a cell of ``stem``: the same truth,
+    else one of the same kind and p, else of the same kind, else any (of the same
+    estimator); among them the cell's own step's rows where there are any (else another
+    step's: the label says so); of several truths, the one with the most rows."""
     kind, p = stem.split("-")[0], stem.split("-")[-1]
     tiers = (
-        lambda r: r["truth"] == stem and r["step"] == step,
         lambda r: r["truth"] == stem,
         lambda r: r["truth"].split("-")[0] == kind and r["truth"].split("-")[-1] == p,
+        lambda r: r["truth"].split("-")[0] == kind,
         lambda r: True,
     )
     for ok in tiers:
-        got = [r for r in rows if r["estimator"] == est and ok(r)]
+        got = [r for r in rows if r["estimator"] == est and ok(r) and r["cell_s"] > 0]
         if got:
-            return got
+            pool = [r for r in got if r["step"] == step] or got
+            best = max(sorted({r["truth"] for r in pool}),
+                       key=lambda t: sum(r["truth"] == t for r in pool))  # fmt: skip
+            return [r for r in pool if r["truth"] == best]
     return []
 
 
-def _price(rows, n: int, est: str) -> tuple[float, str] | None:
-    by_n = {}
-    for r in rows:
-        by_n.setdefault(r["n"], r)
-    if not by_n:
+def _price(rows, n: int, est: str, step: str) -> tuple[float, str] | None:
+    """One cell's seconds at ``n`` from one truth's rows (:func:`_candidates`), and how:
+    at a measured n (several rows there: their mean weighted by cells), else a power law
+    in n between the two nearest measured n, else from the nearest measured n with the
+    slope of the two nearest (clamped to [0, 1] for ASVI, [0, 3] for the GP's solve; n^1 or
+    n^3 from a single n)."""
+    if not rows:
         return None
+    by_n: dict[int, list] = {}
+    for r in rows:
+        by_n.setdefault(int(r["n"]), []).append(r)
+
+    def cost(m):
+        rs = by_n[m]
+        w = [max(int(r.get("cells", 1)), 1) for r in rs]
+        return sum(r["cell_s"] * x for r, x in zip(rs, w, strict=True)) / sum(w)
+
+    tag = rows[0]["truth"] + (
+        f", measured on {rows[0]['step']}" if rows[0]["step"] != step else ""
+    )  # fmt: skip
     if n in by_n:
-        r = by_n[n]
-        return r["cell_s"], f"{r['truth']} at n = {n}"
+        return cost(n), f"{tag} at n = {n}"
     ns = sorted(by_n)
-    lo = [m for m in ns if m < n]
-    hi = [m for m in ns if m > n]
-    if lo and hi:
-        a, b, how = lo[-1], hi[0], "interpolated"
-    elif len(ns) >= 2:
-        a, b = (ns[-2], ns[-1]) if not hi else (ns[0], ns[1])
-        how = "extrapolated"
-    else:
-        a = b = ns[0]
-        how = "scaled"
-    ca, cb = by_n[a]["cell_s"], by_n[b]["cell_s"]
+    lo, hi = [m for m in ns if m < n], [m for m in ns if m > n]
     top = 3.0 if est == "gp" else 1.0
-    k = 0.0 if a == b else math.log(cb / ca) / math.log(b / a)
-    if how != "interpolated":
-        k = min(max(k, 0.0), top) if a != b else top
-    cost = ca * (n / a) ** k
-    return cost, f"{how} from {by_n[a]['truth']} at n = {a}, {b} (n^{k:.2f})"
+    if lo and hi:
+        a, b = lo[-1], hi[0]
+        k = math.log(cost(b) / cost(a)) / math.log(b / a)
+        return cost(a) * (n / a) ** k, f"{tag}, interpolated between n = {a} and {b}"
+    if len(ns) >= 2:
+        a, b = (ns[-2], ns[-1]) if not hi else (ns[0], ns[1])
+        near = ns[-1] if not hi else ns[0]
+        k = min(max(math.log(cost(b) / cost(a)) / math.log(b / a), 0.0), top)
+    else:
+        near, k = ns[0], top
+    return cost(near) * (n / near) ** k, f"{tag}, extrapolated from n = {near} (n^{k:.2f})"
 
 
 def estimate(cfg, workers: int = 1, rows: list[dict] | None = None, extra=None) -> Estimate:
@@ -162,13 +182,13 @@ def estimate(cfg, workers: int = 1, rows: list[dict] | None = None, extra=None) 
             stem = _stem({"kind": t.kind, "p": t.p, "alpha": t.alpha})
             cands = _candidates(rows, stem, est, step)
             for n in c.ns:
-                got = _price(cands, int(n), est)
+                got = _price(cands, int(n), est, step)
                 if got is None:
                     unpriced.append((t.key, int(n)))
                     continue
                 s = got[0] * c.replicates * factor
-                if est == "gp":  # a row's cost is of its own number of priors
-                    nus = next((r.get("gp_nus") for r in cands if r.get("gp_nus")), None)
+                if est == "gp":  # a row's cost is of its own number of priors (the
+                    nus = cands[0].get("gp_nus")  # reference's share scales too: an upper bound)
                     s *= len(c.gp_nus) / nus if nus else 1.0
                 per_truth[t.key] += s
                 priced.append((t.key, int(n), s, got[1]))

@@ -358,6 +358,7 @@ def test_the_gp_class_tier_gives_every_known_answer_of_both_tests():
     assert known[("holder-a2.5-p1", "gp-matern-0.5")][0] == "FAIL"
     assert known[("holder-a2.5-p1", "gp-matern-1.5")][0] == "PASS"
     assert known[("holder-a1.5-p1", "gp-matern-1.5")] == ("PASS", "PASS")
+    assert known[("holder-a1.5-p1", "gp-matern-0.5")] == (None, None)  # within 2h: none
     for k, r in res.items():
         want_t, want_a = known[k]
         if want_t is not None:
@@ -365,3 +366,25 @@ def test_the_gp_class_tier_gives_every_known_answer_of_both_tests():
         if want_a is not None and r.attainment is not None:
             assert r.attainment.verdict == want_a, (k, r.finding)
         assert entry_outcome(r) == Verdict.PASS, (k, r.finding)
+
+
+def test_the_dry_run_knows_the_class_band_answers_before_the_data():
+    from simulate.sweep.config import SweepConfig
+    from simulate.sweep.tiers import RATES
+    from verify.design import design_power
+    from verify.render import power_lines
+
+    tier = RATES["gp-class"]
+    cfg = SweepConfig(truths=tier["truths"], **tier["sweep"])
+    rows = design_power(cfg, protocols.load("exploratory-v2"))
+    got = {(r.truth.split("-s")[0], r.estimator): r.expected_theorem for r in rows}
+    assert got == {
+        ("holder-a2.5-p1", "gp-matern-0.5"): "FAIL",
+        ("holder-a2.5-p1", "gp-matern-1.5"): "PASS",
+        ("holder-a1.5-p1", "gp-matern-0.5"): None,
+        ("holder-a1.5-p1", "gp-matern-1.5"): "PASS",
+    }
+    assert "held to the class band" in power_lines(rows, cfg)
+    # the earlier rule has no class-band test, so no such answer
+    old = design_power(cfg, protocols.load("exploratory-v1"))
+    assert all(r.class_power is None and r.expected_theorem is None for r in old)

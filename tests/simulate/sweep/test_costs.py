@@ -67,3 +67,31 @@ def test_the_dry_run_prints_the_designs_estimated_cost(tmp_path):
     i = next(k for k, line in enumerate(lines) if line.startswith("estimated cost"))
     assert any(line.strip().startswith("holder:") for line in lines[i:])
     assert "in all:" in lines[-1] and "on 2 workers" in lines[-1]
+
+
+def test_extrapolation_is_anchored_at_the_nearest_n_and_clamped_and_other_steps_are_named():
+    rows = [
+        {"truth": "holder-a1.5-p1", "estimator": "asvi", "step": "native-step", "n": 1000,
+         "cell_s": 1.0, "cells": 1},
+        {"truth": "holder-a1.5-p1", "estimator": "asvi", "step": "native-step", "n": 2000,
+         "cell_s": 4.0, "cells": 1},  # n^2 between them: clamped to n^1 beyond
+        {"truth": "holder-a1.5-p1", "estimator": "asvi", "step": "native-step", "n": 2000,
+         "cell_s": 7.0, "cells": 3},  # a second source at 2000: the mean weighted by cells
+    ]  # fmt: skip
+    e = estimate(_cfg([1000, 2000, 8000]), rows=rows)
+    by_n = {n: (s, how) for _, n, s, how in e.priced}
+    assert by_n[2000][0] == pytest.approx(3 * (4.0 + 3 * 7.0) / 4)
+    assert by_n[8000][0] == pytest.approx(3 * (25.0 / 4) * 4)  # from the nearest n, at n^1
+    assert by_n[8000][0] >= by_n[2000][0]
+    assert "extrapolated from n = 2000 (n^1.00)" in by_n[8000][1]
+    # a compiled design priced from C-step rows says so
+    compiled = estimate(_cfg([1000, 2000, 4000]).__class__(
+        truths=[TruthSpec("holder", p=1, alpha=1.5)], ns=[1000, 2000, 4000], replicates=1,
+        compile=True), rows=rows)  # fmt: skip
+    assert all("measured on native-step" in how for *_, how in compiled.priced)
+    # another teacher is priced from a teacher's rows, not from a Hoelder truth's
+    mixed = rows + [{"truth": "teacher-p20", "estimator": "asvi", "step": "native-step",
+                     "n": 1000, "cell_s": 9.0, "cells": 1}]  # fmt: skip
+    t200 = SweepConfig(truths=[TruthSpec("teacher", p=200)], ns=[1000, 2000, 4000],
+                       replicates=1, mlp="native-step", compile=False)  # fmt: skip
+    assert all(how.startswith("teacher-p20") for *_, how in estimate(t200, rows=mixed).priced)
