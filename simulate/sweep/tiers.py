@@ -169,10 +169,10 @@ RATES = {
     # confirming rule), both of its branches: on an alpha = 2.5 truth the rough prior
     # nu = 0.5 (proven exponent -0.5, 0.053 above the class band's top -0.553 over these n:
     # a known FAIL from R = 11; at R = 12 two expected half-widths are 0.048) and nu = 1.5
-    # (-0.75, below it: a known PASS); on alpha = 1.5 the matched prior nu = 1.5 (the theorem test's and
-    # the attainment test's known PASS) and nu = 0.5 (within two half-widths of the top:
-    # no known answer, reported).  Every known answer is derived from the proven exponents
-    # by verify.design under the protocol, not written here
+    # (-0.75, below it: a known PASS); on alpha = 1.5 the matched prior nu = 1.5 (the
+    # theorem test's and the attainment test's known PASS) and nu = 0.5 (within two
+    # half-widths of the top: no known answer, reported).  Every known answer is derived
+    # from the proven exponents by verify.design under the protocol, not written here
     "gp-class": {
         "truths": [TruthSpec("holder", p=1, alpha=2.5), TruthSpec("holder", p=1, alpha=1.5)],
         "sweep": {
