@@ -55,7 +55,6 @@ from verify.results import (
 from verify.slopes import (
     Curvature,
     SlopeFit,
-    TheoremCheck,
     Verdict,
     attainment_flip,
     attainment_margin,
@@ -197,7 +196,10 @@ def metric_result(
     control = budget_shift(ctrl, proto.budget_margin) if asvi else None
     theorem = theorem_result(fit, pro, proto.theorem_rule)
     attainment = attainment_result(tc, V, F, metric, curv, pro, proto.level) if has_ref else None
-    class_theorem = class_theorem_result(tc, V, metric, proto) if is_control(estimator) else None
+    class_theorem = (
+        class_theorem_result(tc, V, metric, proto) if is_control(estimator) and not refused
+        else None
+    )  # fmt: skip
     override = (
         Verdict.UNDECIDABLE if refused  # the verdicts do not apply to this truth
         else Verdict.INCONCLUSIVE if control is not None and control.state == "limited"
@@ -209,8 +211,6 @@ def metric_result(
             attainment = dataclasses.replace(attainment, verdict=override)
     else:  # what a re-run would give (verify.replication); an overridden verdict is not
         theorem, attainment = replicated(tc, V, F, metric, pro, proto, fit, theorem, attainment)
-    if refused:  # nor is a refused truth's known-answer test against the class band
-        class_theorem = None
     return MetricResult(
         estimator=name or estimator,
         truth=tc.key,
@@ -305,11 +305,9 @@ def replicated(
         return theorem_verdicts(lo, hi, pro.predicted, tops, pro.theorem_power.separable,
                                 proto.theorem_rule)  # fmt: skip
 
-    th = TheoremCheck(theorem.verdict, theorem.direction, 0.5 * pro.predicted,
-                      theorem.control_slow_rejected, theorem.band, theorem.fail_p,
-                      theorem.c_flip, theorem.c_pass, theorem.rule)  # fmt: skip
+    margin = theorem_margin(fit, theorem.verdict, theorem.band, theorem.rule)
     theorem = dataclasses.replace(theorem, replication=replicate(
-        theorem_on, R, theorem.verdict, theorem_margin(fit, th),
+        theorem_on, R, theorem.verdict, margin,
         rep["resamples"], rep["floor"], rep["seed"],
     ))  # fmt: skip
     if attainment is None:

@@ -113,7 +113,7 @@ def finding(r: MetricResult) -> str:
         known = dec.expected_theorem
         parts.append(
             f"held to the class band n^{ct.predicted:.3f} log^{ct.band_log_power:.2f} n:"
-            f" {ct.verdict}{' (fragile)' if _fragile(ct.replication) else ''}"
+            f" {verdict_text(ct.verdict, ct.replication)}"
             f" (known: {known or 'none at this design'})"
         )
     if dec.fail_familywise is False:

@@ -86,7 +86,7 @@ def replicate(
     boot = Counter(str(v) for v in got)
     every = np.arange(replicates)
     loo = np.stack([np.delete(every, k) for k in range(replicates)])
-    flips = int(sum(str(v) != verdict for v in decide(loo)))
+    flips = sum(str(v) != verdict for v in decide(loo))
     share = boot.get(str(verdict), 0) / resamples
     return Replication(
         verdict=verdict,

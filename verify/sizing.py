@@ -48,7 +48,7 @@ from verify.design import PRIMARY_METRIC
 from verify.results import MetricResult
 from verify.slopes import (
     _t_quantile,
-    confirm_power,
+    attainment_power,
     expected_slope_se,
     log_allowance,
     loglog_slope,
@@ -58,11 +58,6 @@ from verify.slopes import (
 __all__ = ["Realised", "Sizing", "control_probability", "realised", "size"]
 
 R_LIMIT = 10_000
-
-
-def _sxx(ns) -> float:
-    x = np.log(np.asarray(ns, dtype=float))
-    return float(((x - x.mean()) ** 2).sum())
 
 
 @dataclass(frozen=True)
@@ -84,16 +79,16 @@ class Realised:
 def realised(r: MetricResult) -> Realised:
     """The realised cvs of one result (module docstring)."""
     R, ns = len(r.replicates.used), r.curve.ns
-    root = math.sqrt(R * _sxx(ns))
+    unit = expected_slope_se(ns, R, 1.0)  # the SE a cv of 1 gives: cv = SE / unit
     t = r.theorem
     se = (t.ci_high - t.ci_low) / (2 * _t_quantile(t.level, R - 1))
-    cv_diff = None if r.attainment is None else r.attainment.diff.se * root
+    cv_diff = None if r.attainment is None else r.attainment.diff.se / unit
     cv_c = c_ns = c_R = None
     if r.control is not None and r.control.shift is not None:
         sh = r.control.shift
         c_ns, c_R = tuple(int(n) for n in sh.ns), len(sh.replicates)
-        cv_c = sh.diff.se * math.sqrt(c_R * _sxx(c_ns))
-    return Realised(r.truth, tuple(ns), R, se * root, cv_diff, cv_c, c_ns, c_R)
+        cv_c = sh.diff.se / expected_slope_se(c_ns, c_R, 1.0)
+    return Realised(r.truth, tuple(ns), R, se / unit, cv_diff, cv_c, c_ns, c_R)
 
 
 @dataclass(frozen=True)
@@ -137,9 +132,9 @@ def size(
     ns = tuple(float(n) for n in ns)
     level = proto.level
 
-    def th(R):
-        se = expected_slope_se(ns, R, cv)
-        return confirm_power(ns, predicted, band_log_power, se, R, level, power).probability
+    def th(R):  # confirm_power's probability, without its own searches for R and n
+        return pass_probability(band_log_power * loglog_slope(ns),
+                                expected_slope_se(ns, R, cv), R, level)  # fmt: skip
 
     allowance = log_allowance(ns, proto.attainment_log_power)
 
@@ -147,8 +142,7 @@ def size(
         if cv_diff is None or reference_exponent is None:
             return None
         se = expected_slope_se(ns, R, cv_diff)
-        gap = abs(reference_exponent) / 2 - allowance
-        if gap <= 2 * _t_quantile(level, R - 1) * se:
+        if not attainment_power(ns, reference_exponent, allowance, se, R, level).separable:
             return 0.0
         return pass_probability(allowance, se, R, level)
 
@@ -157,7 +151,7 @@ def size(
     def ctl(R):
         if cv_control is None:
             return None
-        se = cv_control / math.sqrt(R * _sxx(c_ns))
+        se = expected_slope_se(c_ns, R, cv_control)
         return control_probability(proto.budget_margin, se, R, level)
 
     need_t = _first(lambda R: th(R) >= power)

@@ -308,10 +308,11 @@ def _ls_slope(x, Y):
     return acc / (xc @ xc)
 
 
-def _boot_se(boot: np.ndarray, R: int) -> float:
-    """The bootstrap SE of a statistic over R resampled replicates, inflated by
-    ``sqrt(R / (R - 1))`` (module docstring)."""
-    return float(boot.std(ddof=1) * np.sqrt(R / (R - 1)))
+def _boot_se(boot: np.ndarray, R: int):
+    """The bootstrap SE of a statistic over R resampled replicates (the last axis of
+    ``boot``: one SE per leading index), inflated by ``sqrt(R / (R - 1))`` (module
+    docstring)."""
+    return boot.std(axis=-1, ddof=1) * np.sqrt(R / (R - 1))
 
 
 def _resamples(R: int, n_boot: int, seed: int) -> np.ndarray:
@@ -339,14 +340,6 @@ def _boot_means(V: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
     return _resample_counts(V.shape[0], n_boot, seed) @ V
 
 
-def _batch_boot_se(x: np.ndarray, Vb: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
-    """``[B]``: the bootstrap SE (:func:`_boot_se`) of the slope of each ``Vb[b]``
-    ``[R, k]``, every one on the same resample counts (:func:`_resample_counts`)."""
-    R = Vb.shape[1]
-    boot = _ls_slope(x, np.log(np.matmul(_resample_counts(R, n_boot, seed), Vb)))
-    return boot.std(axis=-1, ddof=1) * np.sqrt(R / (R - 1))
-
-
 def slope_intervals(ns, Vb, level: float = 0.95, n_boot: int = 2000, seed: int = 0):
     """``(slope, lo, hi, se)``, each ``[B]``: :func:`fit_slope`'s slope and interval for
     each of a batch of replicate sets ``Vb`` ``[B, R, k]`` (R >= 2), computed as
@@ -356,7 +349,7 @@ def slope_intervals(ns, Vb, level: float = 0.95, n_boot: int = 2000, seed: int =
     Vb = np.asarray(Vb, dtype=float)
     R = Vb.shape[1]
     slope = _ls_slope(x, np.log(Vb.mean(1)))
-    se = _batch_boot_se(x, Vb, n_boot, seed)
+    se = _boot_se(boot_slopes(ns, Vb, n_boot, seed), R)
     h = _t_quantile(level, R - 1) * se
     return slope, slope - h, slope + h, se
 
@@ -383,8 +376,7 @@ def diff_intervals(
     diff = _ls_slope(x, np.log(Ab.mean(1))) - _ls_slope(x, np.log(Bb.mean(1)))
     if b_boot is None:
         b_boot = boot_slopes(ns, Bb, n_boot, seed)
-    boot = boot_slopes(ns, Ab, n_boot, seed) - b_boot
-    se = boot.std(axis=-1, ddof=1) * np.sqrt(R / (R - 1))
+    se = _boot_se(boot_slopes(ns, Ab, n_boot, seed) - b_boot, R)
     h = _t_quantile(level, R - 1) * se
     return diff, diff - h, diff + h, se
 
@@ -642,21 +634,22 @@ def _margin(verdict: Verdict, pass_m: float, fail_m: float) -> float:
     return max(pass_m, fail_m)
 
 
-def theorem_margin(fit: SlopeFit, th: TheoremCheck) -> float:
+def theorem_margin(fit: SlopeFit, verdict: Verdict, band: tuple, rule: str) -> float:
     """The theorem verdict's margin to its threshold in SE (``verify.replication``): the
     deciding interval end's distance from the bound it is compared with over the slope's
     SE -- a PASS's ``(top - ci_high) / SE`` under the confirming rule (the smaller of
     ``(e/2 - ci_high)`` and ``(top - ci_low)`` under the earlier one), a FAIL's ``(ci_low
-    - top) / SE``; for a verdict that decides nothing the nearer of the two (negative)."""
-    se, top = fit.se_slope, th.band[1]
+    - top) / SE``; for a verdict that decides nothing the nearer of the two (negative).
+    ``band``: ``(e, top)``; ``rule``: the one the verdict was decided under."""
+    se, top = fit.se_slope, band[1]
     if not (math.isfinite(se) and se > 0):
         return math.nan
     fail_m = (fit.ci_low - top) / se
-    if th.rule == "confirm":
+    if rule == "confirm":
         pass_m = (top - fit.ci_high) / se
     else:
-        pass_m = min(th.slow_exponent - fit.ci_high, top - fit.ci_low) / se
-    return float(_margin(th.verdict, pass_m, fail_m))
+        pass_m = min(0.5 * band[0] - fit.ci_high, top - fit.ci_low) / se
+    return float(_margin(verdict, pass_m, fail_m))
 
 
 def attainment_margin(
@@ -826,7 +819,8 @@ def curvature(ns, V, level: float = 0.95, seed: int = 0) -> Curvature:
     lo = hi = math.nan
     if R > 1:
         M = np.log(_boot_means(V, 2000, seed))
-        h = _half_width(_boot_se(_ls_slope(x[top], M[:, top]) - _ls_slope(x, M), R), R, level)
+        se = float(_boot_se(_ls_slope(x[top], M[:, top]) - _ls_slope(x, M), R))
+        h = _half_width(se, R, level)
         lo, hi = diff - h, diff + h
     return Curvature(
         top_ns=tuple(ns[top].tolist()),

@@ -44,6 +44,15 @@ def _stem(truth: dict) -> str:
     return f"{truth['kind']}-a{float(truth['alpha']):g}-p{truth['p']}"
 
 
+def _step(cfg) -> str:
+    """How a sweep's step ran, as a row names it (``cfg``: a record's config or a
+    ``SweepConfig``'s fields): ``exact`` for the GP, else ``mlp`` (+``compile``)."""
+    get = cfg.get if isinstance(cfg, dict) else lambda k, d=None: getattr(cfg, k, d)
+    if get("estimator", "asvi") == "gp":
+        return "exact"
+    return get("mlp", "batched") + ("+compile" if get("compile") else "")
+
+
 def rows_from_records(records: list[dict], source: str) -> list[dict]:
     """Per (truth, estimator, step, n) of ``records`` the mean seconds of one cell (its
     job's seconds over the job's replicates: ``config.replicate_block``) and their
@@ -60,9 +69,7 @@ def rows_from_records(records: list[dict], source: str) -> list[dict]:
         cfg, t = r["config"], r["timing"]
         est = cfg.get("estimator", "asvi")
         block = block_of[(r["cell"]["truth"], r["cell"]["n"], json.dumps(t, sort_keys=True))]
-        step = cfg.get("mlp", "batched") + ("+compile" if cfg.get("compile") else "")
-        if est == "gp":
-            step = "exact"
+        step = _step(cfg)
         key = (_stem(r["truth"]), est, step, int(r["cell"]["n"]))
         if est == "gp":
             cells[key].append((t["job_s"] / block, 0.0, t["job_s"] / block,
@@ -168,30 +175,28 @@ def _price(rows, n: int, est: str, step: str) -> tuple[float, str] | None:
     return cost(near) * (n / near) ** k, f"{tag}, extrapolated from n = {near} (n^{k:.2f})"
 
 
-def estimate(cfg, workers: int = 1, rows: list[dict] | None = None, extra=None) -> Estimate:
+def estimate(cfg, workers: int = 1, rows: list[dict] | None = None) -> Estimate:
     """The estimated cost of the sweep ``cfg`` (a ``SweepConfig``) from measured rows
-    (default :data:`TABLE`), module docstring; ``extra``: more ``(cfg, factor)`` sweeps to
-    price into the same total (a budget-doubling control, at its own cells)."""
+    (default :data:`TABLE`), module docstring."""
     rows = load_table() if rows is None else rows
     per_truth: dict[str, float] = defaultdict(float)
     priced, unpriced = [], []
-    for c, factor in [(cfg, 1.0), *(extra or [])]:
-        est = c.estimator
-        step = "exact" if est == "gp" else c.mlp + ("+compile" if c.compile else "")
-        for t in c.truths:
-            stem = _stem({"kind": t.kind, "p": t.p, "alpha": t.alpha})
-            cands = _candidates(rows, stem, est, step)
-            for n in c.ns:
-                got = _price(cands, int(n), est, step)
-                if got is None:
-                    unpriced.append((t.key, int(n)))
-                    continue
-                s = got[0] * c.replicates * factor
-                if est == "gp":  # a row's cost is of its own number of priors (the
-                    nus = cands[0].get("gp_nus")  # reference's share scales too: an upper bound)
-                    s *= len(c.gp_nus) / nus if nus else 1.0
-                per_truth[t.key] += s
-                priced.append((t.key, int(n), s, got[1]))
+    c = cfg
+    est, step = c.estimator, _step(c)
+    for t in c.truths:
+        stem = _stem({"kind": t.kind, "p": t.p, "alpha": t.alpha})
+        cands = _candidates(rows, stem, est, step)
+        for n in c.ns:
+            got = _price(cands, int(n), est, step)
+            if got is None:
+                unpriced.append((t.key, int(n)))
+                continue
+            s = got[0] * c.replicates
+            if est == "gp":  # a row's cost is of its own number of priors (the
+                nus = cands[0].get("gp_nus")  # reference's share scales too: an upper bound)
+                s *= len(c.gp_nus) / nus if nus else 1.0
+            per_truth[t.key] += s
+            priced.append((t.key, int(n), s, got[1]))
     w = max(int(workers), 1)
     return Estimate(sum(per_truth.values()) / w, dict(per_truth), tuple(priced),
                     tuple(unpriced), w)  # fmt: skip
