@@ -38,6 +38,7 @@ from verify.slopes import (
     confirm_power,
     expected_slope_se,
     log_allowance,
+    pass_probability,
     power_check,
 )
 
@@ -266,6 +267,9 @@ class DesignPower:
     # answer (None otherwise)
     class_power: Power | None = None
     expected_theorem: Verdict | None = None
+    # the probability of an attainment PASS when the paired difference is 0 (an estimator
+    # at the reference's rate): 0 where the allowance eats half the rate (no PASS stands)
+    attainment_probability: float | None = None
 
 
 def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPower]:
@@ -287,6 +291,11 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
         for est in ests:
             pro = prospective(t, t.key, ns, edges, est, m, R, proto)
             attains = t.kind == "holder" and att_refused is None
+            a_prob = None
+            if attains:
+                ap = pro.attainment_power
+                se = expected_slope_se(ns, R, ap.pilot_cv_diff)
+                a_prob = pass_probability(pro.allowance, se, R, proto.level) if ap.gap > 0 else 0.0
             cls = known = None
             if is_control(est) and proto.theorem_rule == "confirm" and not refused:
                 c = prospective(t, t.key, ns, edges, "asvi", m, R, proto, cv_kind="gp")
@@ -303,7 +312,7 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
                     attainment_power=pro.attainment_power if attains else None,
                     allowance=pro.allowance if attains else None,
                     expected_attainment=pro.expected_attainment if attains else None,
-                    class_power=cls, expected_theorem=known,
+                    class_power=cls, expected_theorem=known, attainment_probability=a_prob,
                 )
             )  # fmt: skip
     return rows

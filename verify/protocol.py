@@ -6,7 +6,9 @@ band's log power per truth kind, the attainment allowance, the budget control's
 equivalence margin, the starts' criterion); ``[pilot_cv]`` the between-replicate
 coefficient of variation of a cell's d^2 that the *prospective* power checks use, and
 ``[pilot_cv_diff]`` that of the paired difference with the reference (the attainment
-test's), both read off earlier records and committed before a run.  From exploratory-v2
+test's), both read off earlier records and committed before a run, and optionally
+``[pilot_cv_control]`` that of the budget-doubling control's slope change (the
+probability that the control can say "converged", printed by ``--dry-run``).  From exploratory-v2
 on a protocol also names its theorem rule (``theorem_rule = "confirm"``: a PASS rejects
 the bound's violation, ``verify.slopes``; with ``power_floor``, the probability of a PASS
 at e below which a non-rejection is UNDECIDABLE) and its ``[replication]`` (bootstrap
@@ -79,6 +81,9 @@ class Protocol:
     # replication_from: "protocol", or "toolkit" where the protocol predates them
     replication: dict = field(default_factory=lambda: dict(REPLICATION_DEFAULTS))
     replication_from: str = "toolkit"
+    # [pilot_cv_control] (optional): the budget control's slope-change cv, for its
+    # prospective probability of saying "converged" (verify.sizing.control_probability)
+    pilot_cv_control: dict = field(default_factory=dict)
 
     @property
     def tag(self) -> str:
@@ -90,19 +95,24 @@ class Protocol:
         """Each one-sided test's level: ``(1 - level) / 2`` (the two-sided intervals')."""
         return (1 - self.level) / 2
 
-    def cv_for(self, truth_key: str, kind: str, diff: bool = False) -> float:
+    def cv_for(self, truth_key: str, kind: str, diff: bool = False,
+               control: bool = False) -> float | None:  # fmt: skip
         """The pilot cv of a cell's d^2 for a truth (``diff``: of the paired difference
-        with the reference, ``[pilot_cv_diff]``, for the attainment test's power): for the
-        known-answer control (``kind = "gp"``) the ``gp`` entry, else the truth's own key
-        with the seed part dropped (``holder-a1.5-p1``), else its kind's (``holder``,
-        ``teacher``), else ``default``."""
-        table = self.pilot_cv_diff if diff else self.pilot_cv
+        with the reference, ``[pilot_cv_diff]``, for the attainment test's power;
+        ``control``: of the budget control's slope change, ``[pilot_cv_control]``, None
+        where the protocol has none for it): for the known-answer control (``kind =
+        "gp"``) the ``gp`` entry, else the truth's own key with the seed part dropped
+        (``holder-a1.5-p1``), else its kind's (``holder``, ``teacher``), else
+        ``default``."""
+        what = "pilot_cv_control" if control else "pilot_cv_diff" if diff else "pilot_cv"
+        table = getattr(self, what)
         stem = truth_key.rsplit("-s", 1)[0]
         keys = ("gp", "default") if kind == "gp" else (truth_key, stem, kind, "default")
         for k in keys:
             if k in table:
                 return float(table[k])
-        what = "pilot_cv_diff" if diff else "pilot_cv"
+        if control:
+            return None
         raise ValueError(f"protocol {self.name}: no {what} for {truth_key} (and no default)")
 
 
@@ -139,6 +149,7 @@ def load(name: str = DEFAULT) -> Protocol:
         starts_arm=str(rules["starts_arm"]),
         pilot_cv={k: float(v) for k, v in cv.items()},
         pilot_cv_diff={k: float(v) for k, v in data.get("pilot_cv_diff", {}).items()},
+        pilot_cv_control={k: float(v) for k, v in data.get("pilot_cv_control", {}).items()},
         design=data.get("design", {}),
         text=raw.decode(),
         theorem_rule=str(rules.get("theorem_rule", "reject-e/2")),
@@ -207,10 +218,15 @@ def _check(p: Protocol) -> None:
     for what, table in (("pilot_cv", p.pilot_cv), ("pilot_cv_diff", p.pilot_cv_diff)):
         if any(not (v > 0) for v in table.values()) or "default" not in table:
             raise ValueError(f"protocol {p.name}: {what} needs a default and positive values")
+    if any(not (math.isfinite(v) and v > 0) for v in p.pilot_cv_control.values()):
+        raise ValueError(f"protocol {p.name}: pilot_cv_control needs positive values")
 
 
 # the confirmatory tiers of ``verify.rates --tier``: each runs its protocol's [design]
-CONFIRM_TIERS = {"confirm": "confirm-v1", "confirm2": "confirm-v2", "confirm3": "confirm-v3"}
+CONFIRM_TIERS = {
+    "confirm": "confirm-v1", "confirm2": "confirm-v2", "confirm3": "confirm-v3",
+    "confirm4": "confirm-v4",
+}  # fmt: skip
 
 
 def _recipe_mismatch(d: dict) -> str | None:
@@ -231,12 +247,26 @@ def _recipe_mismatch(d: dict) -> str | None:
             f" (setting: (recipe's, written)): {wrong}")  # fmt: skip
 
 
+def _own_settings(p: Protocol, sweep: dict) -> dict:
+    """A sweep's own ``settings`` (over ``[design.common]``); its replicates, seeds and
+    protocol are the sweep's and the design's, never a setting's."""
+    own = dict(sweep.get("settings", {}))
+    bad = sorted(set(own) & {"replicates", "seed", "protocol", "truths", "estimator"})
+    if bad:
+        raise ValueError(
+            f"protocol {p.name}: sweep {sweep.get('name')!r}: its settings may not set {bad}"
+        )
+    return own
+
+
 def design_tier(p: Protocol) -> dict:
     """A confirmatory protocol's ``[design]`` as a tier of ``verify.rates``: its ASVI
     sweeps (``sweeps``: each a name, its truths, its ``simulate.sweep.config.SweepConfig``
-    settings -- the shared ``[design.common]`` with its own replicates, the protocol's tag
-    and seeds -- and its budget control's replicates), whether the control runs at every
-    n, the workers, and the known-answer control's sweep (``gp``, or None)."""
+    settings -- the shared ``[design.common]``, overridden by the sweep's own ``settings``
+    table where it has one (an n grid or a width cap of its own), with its own
+    replicates, the protocol's tag and seeds -- and its budget control's replicates),
+    whether the control runs at every n, the workers, and the known-answer control's
+    sweep (``gp``, or None)."""
 
     d = p.design
     if not d:
@@ -253,7 +283,8 @@ def design_tier(p: Protocol) -> dict:
         {
             "name": s["name"],
             "truths": truths(s["truths"]),
-            "sweep": {**d["common"], "replicates": int(s["replicates"]), **seeds},
+            "sweep": {**d["common"], **_own_settings(p, s),
+                      "replicates": int(s["replicates"]), **seeds},
             "control_replicates": int(s["control_replicates"]),
         }
         for s in d["sweeps"]

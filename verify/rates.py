@@ -132,6 +132,8 @@ from verify.render import (
     power_lines,
 )
 from verify.results import results_document
+from verify.sizing import control_probability
+from verify.slopes import expected_slope_se
 from verify.status import (
     EXIT_BAD_INPUT,
     EXIT_CRASH,
@@ -600,8 +602,27 @@ def _dry_run(args, plan: dict, proto) -> int:
             print(f"budget-doubling control{' of ' + name if name else ''}: n = {list(c.ns)},"
                   f" replicates 0..{c.replicates - 1}, twice the cap, half the tolerance;"
                   f" margin +-{proto.budget_margin:g}; records {cpath}")  # fmt: skip
+            for line in _control_power_lines(c, proto):
+                print(line)
     print(_cost_lines(args, plan))
     return 0
+
+
+def _control_power_lines(c, proto) -> list[str]:
+    """Per truth of a budget control ``c`` with a pilot cv of its slope change
+    (``[pilot_cv_control]``), the prospective probability that it says "converged" when
+    twice the budget changes nothing (``verify.sizing.control_probability``: its interval
+    inside the margin)."""
+    out = []
+    for t in c.truths:
+        cv = proto.cv_for(t.key, t.kind, control=True)
+        if cv is None:
+            continue
+        se = expected_slope_se(list(c.ns), c.replicates, cv)
+        p = control_probability(proto.budget_margin, se, c.replicates, proto.level)
+        out.append(f"  {t.key}: pilot cv of the change {cv:.2g}, slope SE {se:.3f};"
+                   f" P(converged | no change) {p:.2f}")  # fmt: skip
+    return out
 
 
 def _cost_lines(args, plan: dict) -> str:
