@@ -259,3 +259,89 @@ def test_a_protocol_names_its_recipe_and_writes_its_settings():
     c3.pop("lr_inclusion_ramp")
     assert "lr_inclusion_ramp" in _recipe_mismatch({"recipe": v3.design["recipe"], "common": c3})
     assert all(s["sweep"]["lr_inclusion_ramp"] == 1000 for s in design_tier(v3)["sweeps"])
+
+
+# ------------------------------------------------------------------ confirm-v4
+def test_confirm_v4_is_powered_where_it_says_and_on_a_fresh_seed():
+    """confirm-v4's design, before training: a truth seed no tier and no earlier protocol
+    uses; the Hoelder sweeps' own n grid (to 512,000) over the teachers' common one; every
+    ASVI theorem test and the Hoelder truths' attainment tests powered (P(PASS) >= the
+    floor, the gap to half the reference's rate separable); every budget control able to
+    say converged with probability >= 0.9 but the teacher p = 200's, whose protocol says it
+    is not sized; the GP control's known answers those its comment derives."""
+    from simulate.sweep import tiers
+    from verify.sizing import control_probability
+    from verify.slopes import expected_slope_se
+
+    p = protocols.load("confirm-v4")
+    assert p.kind == "confirmatory" and p.theorem_rule == "confirm" and p.power_floor == 0.9
+    tier = protocols.design_tier(p)
+    seed = p.design["truth_seed"]
+    used = {t.seed for tr in tiers.RATES.values() for t in tr["truths"]}
+    for name in protocols.names():
+        q = protocols.load(name)
+        if q.design and name != "confirm-v4":
+            used |= {q.design["truth_seed"], q.design["data_seed"]}
+    assert seed == p.design["data_seed"] and seed not in used
+    powered_controls = set()
+    for s in tier["sweeps"]:
+        cfg = SweepConfig(truths=s["truths"], **s["sweep"])
+        t = cfg.truths[0]
+        assert t.seed == seed and cfg.seed == seed and cfg.mlp == "native-step"
+        assert max(cfg.ns) == (512_000 if t.kind == "holder" else 32_000)
+        (row,) = design_power(cfg, p)
+        assert row.theorem_power.probability >= 0.9, s["name"]
+        if t.kind == "holder":
+            assert row.attainment_power.separable and row.attainment_probability >= 0.9
+        cv = p.cv_for(t.key, t.kind, control=True)
+        R = s["control_replicates"]
+        se = expected_slope_se([cfg.ns[0], cfg.ns[-1]], R, cv)
+        if control_probability(p.budget_margin, se, R, p.level) >= 0.9:
+            powered_controls.add(s["name"])
+    assert powered_controls == {s["name"] for s in tier["sweeps"]} - {"teacher-p200"}
+    g = tier["gp"]
+    rows = design_power(SweepConfig(truths=g["truths"], **g["sweep"]), p)
+    got = {(r.truth.split("-s")[0], r.estimator): (r.expected_attainment, r.expected_theorem)
+           for r in rows}  # fmt: skip
+    assert got[("holder-a0.5-p1", "gp-matern-0.5")] == ("UNDECIDABLE", "PASS")
+    assert got[("holder-a0.5-p1", "gp-matern-1.5")] == (None, None)
+    assert got[("holder-a0.5-p1", "gp-matern-2.5")] == ("FAIL", "FAIL")
+    assert got[("holder-a1.5-p1", "gp-matern-1.5")] == ("PASS", "PASS")
+    assert got[("holder-a1.5-p1", "gp-matern-0.5")] == (None, None)
+
+
+def test_a_sweeps_own_settings_and_the_control_pilot_cv():
+    """A confirmatory sweep's ``settings`` override ``[design.common]`` (confirm-v4's n
+    grid) but may not set its replicates, seeds, protocol, truths or estimator; the budget
+    control's pilot cv is None where a protocol has none (confirm-v3), and a non-positive
+    one is refused."""
+    import dataclasses
+
+    from verify.protocol import _check, _own_settings
+
+    p = protocols.load("confirm-v4")
+    assert _own_settings(p, {"name": "x", "settings": {"ns": [1, 2, 3]}}) == {"ns": [1, 2, 3]}
+    for bad in ("replicates", "seed", "protocol", "truths", "estimator"):
+        with pytest.raises(ValueError, match="may not set"):
+            _own_settings(p, {"name": "x", "settings": {bad: 1}})
+    assert protocols.load("confirm-v3").cv_for("holder-a1.5-p1-s1", "holder", control=True) is None
+    assert p.cv_for("holder-a1.5-p1-s1", "holder", control=True) == 0.73
+    assert p.cv_for("teacher-p50-s1", "teacher", control=True) == p.pilot_cv_control["default"]
+    with pytest.raises(ValueError, match="pilot_cv_control"):
+        _check(dataclasses.replace(p, pilot_cv_control={"default": -1.0}))
+
+
+def test_confirm4_dry_run_prints_every_tests_power_and_the_cost():
+    """``--tier confirm4 --dry-run``: the protocol's tag, each sweep's n and replicates,
+    the attainment test's P(PASS) and each budget control's P(converged), the known
+    answers and the estimated cost; nothing trained (no records written)."""
+    import os
+
+    out_file = "/nonexistent-dir/r.jsonl"
+    r = run_main("verify.rates", "--tier", "confirm4", "--dry-run", "--out", out_file)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert protocols.load("confirm-v4").tag in out and "68 replicates" in out
+    assert out.count("P(converged | no change)") == 6
+    assert "P(PASS at the reference's rate)" in out and "known answer: FAIL" in out
+    assert "in all:" in out and not os.path.exists("/nonexistent-dir")
