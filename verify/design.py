@@ -269,6 +269,7 @@ class DesignPower:
     expected_theorem: Verdict | None = None
     # the probability of an attainment PASS when the paired difference is 0 (an estimator
     # at the reference's rate): 0 where the allowance eats half the rate (no PASS stands)
+    # or the gap is not separable (the test has no power)
     attainment_probability: float | None = None
 
 
@@ -295,7 +296,10 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
             if attains:
                 ap = pro.attainment_power
                 se = expected_slope_se(ns, R, ap.pilot_cv_diff)
-                a_prob = pass_probability(pro.allowance, se, R, proto.level) if ap.gap > 0 else 0.0
+                # a PASS stands only where the gap is positive, and a non-rejection is
+                # UNDECIDABLE without separation: 0 then (as verify.sizing.size)
+                a_prob = (pass_probability(pro.allowance, se, R, proto.level)
+                          if ap.gap > 0 and ap.separable else 0.0)  # fmt: skip
             cls = known = None
             if is_control(est) and proto.theorem_rule == "confirm" and not refused:
                 c = prospective(t, t.key, ns, edges, "asvi", m, R, proto, cv_kind="gp")

@@ -276,7 +276,11 @@ def design_tier(p: Protocol) -> dict:
         return [TruthSpec(**{**t, "seed": int(d["truth_seed"])}) for t in rows]
 
     seeds = {"seed": int(d["data_seed"]), "protocol": p.tag}
-    bad = _recipe_mismatch(d)
+    bad = _recipe_mismatch(d) or next(
+        (f"sweep {s['name']!r}: {why}" for s in d["sweeps"]
+         if (why := _recipe_mismatch({**d, "common": {**d["common"], **_own_settings(p, s)}}))),
+        None,
+    )  # fmt: skip
     if bad:
         raise ValueError(f"protocol {p.name}: {bad}")
     sweeps = [

@@ -552,7 +552,7 @@ def power_lines(rows: list, cfg) -> str:
                     else "no power (a non-rejection would be UNDECIDABLE)"
                 )
             )
-            if r.attainment_probability is not None and ap.gap > 0:
+            if r.attainment_probability is not None and ap.gap > 0 and ap.separable:
                 s += f", P(PASS at the reference's rate) {r.attainment_probability:.2f}"
         elif r.attainment_refused:
             s += f"; attainment refused: {r.attainment_refused}"

@@ -329,6 +329,26 @@ def test_a_sweeps_own_settings_and_the_control_pilot_cv():
     assert p.cv_for("teacher-p50-s1", "teacher", control=True) == p.pilot_cv_control["default"]
     with pytest.raises(ValueError, match="pilot_cv_control"):
         _check(dataclasses.replace(p, pilot_cv_control={"default": -1.0}))
+    # a sweep's settings are held to the design's recipe as [design.common] is
+    sweeps = [dict(p.design["sweeps"][0], settings={"lr_inclusion": 0.05})]
+    off = dataclasses.replace(p, design={**p.design, "sweeps": sweeps})
+    with pytest.raises(ValueError, match="sweep 'holder-a15'.*lr_inclusion"):
+        protocols.design_tier(off)
+
+
+def test_the_attainment_pass_probability_is_0_without_power():
+    """The dry run's P(PASS at the reference's rate) is 0 where the attainment test has no
+    power (confirm-v3's alpha = 1.5 at its pilot cv of the difference: not separable), as
+    ``verify.sizing.size`` counts it, and the power line does not print it there."""
+    from verify.render import power_lines
+
+    p = protocols.load("confirm-v3")
+    s = protocols.design_tier(p)["sweeps"][0]
+    cfg = SweepConfig(truths=s["truths"], **s["sweep"])
+    (row,) = design_power(cfg, p)
+    assert not row.attainment_power.separable and row.attainment_power.gap > 0
+    assert row.attainment_probability == 0.0
+    assert "P(PASS at the reference's rate)" not in power_lines([row], cfg)
 
 
 def test_confirm4_dry_run_prints_every_tests_power_and_the_cost():
