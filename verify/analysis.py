@@ -109,19 +109,24 @@ def analyse(
         else protocols.of_records(records_protocol(cells)) or protocols.load(protocols.DEFAULT)
     )  # fmt: skip
     doubled = cells_of(control or [])
-    by_truth: dict[str, list[Cell]] = {}
+    # one truth's cells per source (Cell.source): an ASVI sweep and the known-answer
+    # control on the same truth are separate designs (their own n and replicates), and
+    # the budget control (ASVI's) pairs with the ASVI cells only
+    by_truth: dict[tuple[str, str], list[Cell]] = {}
     for c in cells:
-        by_truth.setdefault(c.truth, []).append(c)
+        by_truth.setdefault((c.truth, c.source), []).append(c)
     wanted = None if not truths else {t.key for t in truths}
     if wanted is not None:
-        missing = wanted - set(by_truth)
+        missing = wanted - {key for key, _ in by_truth}
         if missing:
             raise ValueError(f"no records for truth(s) {sorted(missing)}")
     written = records_protocol(cells)
     results = []
-    for key in sorted(by_truth):
+    for key, source in sorted(by_truth):
         if wanted is None or key in wanted:
-            results += _truth_results(truth_cells(key, by_truth[key]), doubled, proto, written)
+            own = [d for d in doubled if d.source == source]
+            tc = truth_cells(key, by_truth[key, source])
+            results += _truth_results(tc, own, proto, written)
     results = compare_input_dimensions(results)
     return [dataclasses.replace(r, finding=finding(r)) for r in familywise(results, proto)]
 

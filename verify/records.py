@@ -144,6 +144,15 @@ class Cell:
         )
 
     @property
+    def source(self) -> str:
+        """Which run wrote the record: ``"known-answer"`` (the Gaussian-process control:
+        its estimators in ``per_estimator``) or ``"asvi"`` (a sweep of ASVI, its arms and
+        its budget control).  A tier may hold both on one truth (confirm-v4: the GP control
+        on the ASVI sweeps' alpha = 0.5 and 1.5 truths, with other n and replicates), so
+        one truth's cells are analysed per source (:func:`verify.analysis.analyse`)."""
+        return "known-answer" if self.per_estimator else "asvi"
+
+    @property
     def primary_estimator(self) -> str:
         """The estimator the record's own fields hold: ASVI from a random start, or from
         the constructive start when that was the only ASVI run (``start="constructive"``)."""

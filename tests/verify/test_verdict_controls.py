@@ -16,7 +16,7 @@ from simulate.sweep.config import SweepConfig
 from simulate.sweep.gp import gp_metrics, gp_posterior
 from simulate.sweep.schema import read_records
 from simulate.sweep.truth_spec import TruthSpec
-from tests.factories import verdict_entry
+from tests.factories import fake_records, verdict_entry
 from theory import gp_matern_exponent, hellinger_sq_pointwise, predicted_exponent
 from verify.analysis import analyse
 from verify.slopes import fit_slope
@@ -293,3 +293,47 @@ def test_the_risk_stop_watches_a_validation_split_of_the_training_data(tmp_path)
     assert "stop_val_fraction" not in fingerprint_fields(SweepConfig(**base))
     assert fingerprint_fields(cfg_on)["stop_risk_tol"] == 1e-3
     assert fingerprint_fields(cfg_on)["stop_val_fraction"] == 0.2
+
+
+def _gp_shaped(records, ns=(250, 500, 1000), R=3):
+    """Known-answer-control-shaped copies of the first records of each (n, replicate) of
+    ``records``' truth: another design (its own n and replicates), the priors'
+    metrics in ``per_estimator``, no candidate widths."""
+    out = []
+    for q in range(R):
+        for i, n in enumerate(ns):
+            src = records[q * len(ns) + i]
+            m = {k: src["metrics"][k] * (1 + 0.01 * q) for k in ("d2", "d", "l2sq")}
+            out.append({
+                "cell": {**src["cell"], "n": n, "replicate": q},
+                "truth": src["truth"],
+                "config": {"estimator": "gp", "gp_nus": [0.5]},
+                "failed": False,
+                "metrics": {},
+                "per_estimator": {"gp-matern-0.5": {k: v * (n / 250) ** -0.5 for k, v in m.items()}},
+                "reference": src["reference"],
+            })  # fmt: skip
+    return out
+
+
+def test_an_asvi_sweep_and_the_known_answer_control_on_one_truth_are_separate_designs():
+    """confirm-v4 runs the GP control on its ASVI sweeps' truths (alpha = 0.5, 1.5) with
+    other n and replicates: one truth's cells are analysed per source, the ASVI results
+    equal to the ASVI records' alone (before, the cells of both were one table: an
+    error here, and with equal designs one source's cells overwrote the other's), the
+    GP's equal to its own alone, and the budget control (ASVI's) pairs with ASVI only."""
+    asvi = fake_records(-0.5, -0.5, R=4)
+    gp = _gp_shaped(asvi)
+    control = [r for r in fake_records(-0.5, -0.5, R=4, seed=3) if r["cell"]["n"] in (250, 16000)]
+    both = analyse(asvi + gp, control=control)
+    alone = analyse(asvi, control=control) + analyse(gp, control=control)
+    assert [(r.truth, r.estimator, r.metric) for r in both] == [
+        (r.truth, r.estimator, r.metric) for r in alone
+    ]
+    for a, b in zip(both, alone, strict=True):
+        assert a.theorem == b.theorem and a.curve == b.curve
+    asvi_r = [r for r in both if r.estimator == "asvi"]
+    gp_r = [r for r in both if r.estimator == "gp-matern-0.5"]
+    assert asvi_r and gp_r
+    assert all(r.curve.ns == (250, 1000, 4000, 16000) and r.control is not None for r in asvi_r)
+    assert all(r.curve.ns == (250, 500, 1000) and r.control is None for r in gp_r)
