@@ -303,14 +303,17 @@ def _gp_shaped(records, ns=(250, 500, 1000), R=3):
     for q in range(R):
         for i, n in enumerate(ns):
             src = records[q * len(ns) + i]
-            m = {k: src["metrics"][k] * (1 + 0.01 * q) for k in ("d2", "d", "l2sq")}
+            m = {
+                k: src["metrics"][k] * (1 + 0.01 * q) * (n / 250) ** -0.5
+                for k in ("d2", "d", "l2sq")
+            }
             out.append({
                 "cell": {**src["cell"], "n": n, "replicate": q},
                 "truth": src["truth"],
                 "config": {"estimator": "gp", "gp_nus": [0.5]},
                 "failed": False,
                 "metrics": {},
-                "per_estimator": {"gp-matern-0.5": {k: v * (n / 250) ** -0.5 for k, v in m.items()}},
+                "per_estimator": {"gp-matern-0.5": m},
                 "reference": src["reference"],
             })  # fmt: skip
     return out
