@@ -261,7 +261,15 @@ def truth_cells(key: str, cells: list[Cell]) -> TruthCells:
     if not used:
         raise ValueError(f"{key}: every replicate has a failed cell (n, replicate) {failed}")
     ns = sorted({c.n for c in used})
-    table = {(c.replicate, c.n): c for c in used}
+    table: dict[tuple[int, int], Cell] = {}
+    for c in cells:
+        if (c.replicate, c.n) in table:  # two designs of one truth would overwrite
+            raise ValueError(
+                f"{key}: the cell n = {c.n}, replicate {c.replicate} is recorded twice"
+                " (records of two sweeps of this truth read together: read each on its own)"
+            )
+        table[c.replicate, c.n] = c
+    table = {k: c for k, c in table.items() if c.replicate not in excluded}
     reps = sorted({c.replicate for c in used})
     complete = [q for q in reps if all((q, n) in table for n in ns)]
     dropped = sorted(set(reps) - set(complete))

@@ -296,13 +296,14 @@ def test_the_risk_stop_watches_a_validation_split_of_the_training_data(tmp_path)
 
 
 def _gp_shaped(records, ns=(250, 500, 1000), R=3):
-    """Known-answer-control-shaped copies of the first records of each (n, replicate) of
-    ``records``' truth: another design (its own n and replicates), the priors'
-    metrics in ``per_estimator``, no candidate widths."""
+    """Known-answer-control-shaped records on ``records``' truth (fake sweep records,
+    4 n per replicate): its own n and replicates, the prior's metrics in
+    ``per_estimator`` and, as the GP sweep writes them, in ``metrics``; no candidate
+    widths.  Values follow n^-1/2 from the sweep record at the same position."""
     out = []
     for q in range(R):
         for i, n in enumerate(ns):
-            src = records[q * len(ns) + i]
+            src = records[q * 4 + i % 4]
             m = {
                 k: src["metrics"][k] * (1 + 0.01 * q) * (n / 250) ** -0.5
                 for k in ("d2", "d", "l2sq")
@@ -312,31 +313,55 @@ def _gp_shaped(records, ns=(250, 500, 1000), R=3):
                 "truth": src["truth"],
                 "config": {"estimator": "gp", "gp_nus": [0.5]},
                 "failed": False,
-                "metrics": {},
+                "metrics": dict(m),
                 "per_estimator": {"gp-matern-0.5": m},
                 "reference": src["reference"],
             })  # fmt: skip
     return out
 
 
-def test_an_asvi_sweep_and_the_known_answer_control_on_one_truth_are_separate_designs():
-    """confirm-v4 runs the GP control on its ASVI sweeps' truths (alpha = 0.5, 1.5) with
-    other n and replicates: one truth's cells are analysed per source, the ASVI results
-    equal to the ASVI records' alone (before, the cells of both were one table: an
-    error here, and with equal designs one source's cells overwrote the other's), the
-    GP's equal to its own alone, and the budget control (ASVI's) pairs with ASVI only."""
-    asvi = fake_records(-0.5, -0.5, R=4)
-    gp = _gp_shaped(asvi)
-    control = [r for r in fake_records(-0.5, -0.5, R=4, seed=3) if r["cell"]["n"] in (250, 16000)]
-    both = analyse(asvi + gp, control=control)
-    alone = analyse(asvi, control=control) + analyse(gp, control=control)
+def _same_results(both, alone):
     assert [(r.truth, r.estimator, r.metric) for r in both] == [
         (r.truth, r.estimator, r.metric) for r in alone
     ]
     for a, b in zip(both, alone, strict=True):
-        assert a.theorem == b.theorem and a.curve == b.curve
-    asvi_r = [r for r in both if r.estimator == "asvi"]
-    gp_r = [r for r in both if r.estimator == "gp-matern-0.5"]
-    assert asvi_r and gp_r
-    assert all(r.curve.ns == (250, 1000, 4000, 16000) and r.control is not None for r in asvi_r)
-    assert all(r.curve.ns == (250, 500, 1000) and r.control is None for r in gp_r)
+        assert (a.theorem, a.curve, a.attainment, a.control, a.replicates) == (
+            b.theorem, b.curve, b.attainment, b.control, b.replicates
+        )  # fmt: skip
+
+
+def test_an_asvi_sweep_and_the_known_answer_control_on_one_truth_are_separate_designs():
+    """confirm-v4 runs the GP control on its ASVI sweeps' truths (alpha = 0.5, 1.5) with
+    other n and replicates: one truth's cells are analysed per source, each source's
+    results equal to its records' alone (before, the cells of both were one table: an
+    error with other designs, and with equal designs one source's cells overwrote the
+    other's), the budget control (ASVI's) on the ASVI results, the family's Holm
+    adjustment unchanged (the GP's entries are controls, outside it)."""
+    asvi = fake_records(-0.5, -0.5, R=4)
+    control = [r for r in fake_records(-0.5, -0.5, R=4, seed=3) if r["cell"]["n"] in (250, 16000)]
+    asvi_alone = analyse(asvi, control=control)
+    for gp, ns, order in [
+        (_gp_shaped(asvi), (250, 500, 1000), "asvi first"),  # another design
+        (_gp_shaped(asvi, ns=(250, 1000, 4000, 16000), R=4), (250, 1000, 4000, 16000),
+         "gp first"),  # the same design: the overwrite
+    ]:  # fmt: skip
+        both = analyse(asvi + gp if order == "asvi first" else gp + asvi, control=control)
+        _same_results(both, asvi_alone + analyse(gp))
+        asvi_r = [r for r in both if r.estimator == "asvi"]
+        gp_r = [r for r in both if r.estimator == "gp-matern-0.5"]
+        assert len(asvi_r) == len(gp_r) == 3
+        assert all(r.curve.ns == (250, 1000, 4000, 16000) for r in asvi_r)
+        assert all(r.control is not None for r in asvi_r)  # the control paired
+        assert all(r.curve.ns == ns for r in gp_r)
+        assert [r.decision.fail_p_holm for r in asvi_r] == [
+            r.decision.fail_p_holm for r in asvi_alone
+        ]
+
+
+def test_one_truth_holding_a_cell_twice_is_refused():
+    """Two designs of one source on one truth (two ASVI sweeps' records read together)
+    would overwrite each other's cells in the replicate-by-n table: refused, naming the
+    cell, instead."""
+    asvi = fake_records(-0.5, -0.5, R=4)
+    with pytest.raises(ValueError, match="twice"):
+        analyse(asvi + fake_records(-0.5, -0.5, R=2, seed=5))
