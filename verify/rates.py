@@ -123,6 +123,7 @@ from theory.paths import (
 from verify import protocol as protocols
 from verify.analysis import analyse
 from verify.controls import check_control, control_config, control_records_path
+from verify.decided import summary_lines
 from verify.design import design_power, refusal
 from verify.records import cells_of, records_protocol, reselect
 from verify.render import (
@@ -567,6 +568,13 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
             "cpath": runs[0][4], "workers": at_once}  # fmt: skip
 
 
+EXIT_WORDS = {
+    EXIT_PASS: "every d^2 test PASSES (a known-answer control's: as known)",
+    EXIT_FAIL: "some d^2 test FAILS at the family-wise level: see above",
+    EXIT_INCONCLUSIVE: "no d^2 test fails family-wise, but some is INCONCLUSIVE or UNDECIDABLE",
+}
+
+
 def _c_step_or_fallback(cfg: SweepConfig) -> SweepConfig:
     """A tier's default step where it can run: the whole step in C (every ASVI tier's
     default) needs a C compiler; without one the tier trains with the batched torch step,
@@ -721,11 +729,19 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
     print(f"verify.rates: {what}, records {source}, {time.perf_counter() - t0:.0f} s")
     theirs = results[0].decision.records_protocol if results else None
     print(f"protocol: {proto.tag} ({proto.kind})")
-    if theirs != proto.tag:
+    if theirs is None and not args.records:
+        # a fresh run of an exploratory tier: its sweeps write no protocol tag (tagging
+        # them would change every exploratory record's fingerprint)
+        print(f"note: this tier's records carry no protocol tag; decided under {proto.tag}")
+    elif theirs != proto.tag:
         print(
             f"note: the records were written under {theirs or 'no protocol'}; these verdicts"
             f" are under {proto.tag}"
         )
+    status = exit_status(results)
+    summary = summary_lines(results)
+    if summary:
+        print("\n".join(["", *summary, f"  exit status {status}: {EXIT_WORDS[status]}", ""]))
     partial = bool(getattr(args, "partial_read", False))
     if partial:
         print(f"WARNING: {PARTIAL_NOTE}: {source} was still being written when it was read")
@@ -746,13 +762,7 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
         if partial:
             heading += f" -- {PARTIAL_NOTE.upper()}"
         write_atomic(args.markdown, markdown_results(results, heading))
-    status = exit_status(results)
-    words = {
-        EXIT_PASS: "every d^2 test PASSES (a known-answer control's: as known)",
-        EXIT_FAIL: "some d^2 test FAILS at the family-wise level: see above",
-        EXIT_INCONCLUSIVE: "no d^2 test fails family-wise, but some is INCONCLUSIVE or UNDECIDABLE",
-    }
-    print(f"\n{words[status]}")
+    print(f"\n{EXIT_WORDS[status]}")
     return status
 
 

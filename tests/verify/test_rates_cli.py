@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests.factories import EXIT_LINES, run_main, run_process
+from verify import decided
 from verify.results import read_results
 
 
@@ -41,6 +42,14 @@ def test_verify_rates_end_to_end_tiny_tier(tmp_path):
         assert [c.n for c in e.control.cells] == [128, 512]
     d2 = next(e for e in report if e.metric == "d2")
     assert d2.theorem.predicted == pytest.approx(-0.5)
+    # the first screen, before the tables: the truth's line, the current decision on its
+    # class under it, the exit status; a fresh run says its tier writes no protocol tag
+    head = r.stdout.split("\n== ")[0]
+    assert "What this run decides" in head and "  holder-a0.5-p1-s0 (n = 128..512): theorem" in head
+    current = next(d for d in decided.load() if d.cls == ("holder", 1, 0.5))
+    assert f"    {decided.CURRENT} n = {current.n_lo}..{current.n_hi}: {current.words()}" in head
+    assert f"exit status {r.returncode}: {EXIT_LINES[r.returncode]}" in head
+    assert "carry no protocol tag" in r.stdout and "written under no protocol" not in r.stdout
     assert (figs / "holder-a0.5-p1-s0.png").stat().st_size > 0
     rows = [ln for ln in md.read_text().splitlines() if ln.startswith("| asvi |")]
     assert len(rows) == 3 and all(e.theorem.verdict in md.read_text() for e in report)
@@ -49,6 +58,7 @@ def test_verify_rates_end_to_end_tiny_tier(tmp_path):
         "--records", str(rec), "--json", str(tmp_path / "rep2.json"), "--figures", str(figs)
     )
     assert r2.returncode == r.returncode
+    assert "the records were written under no protocol" in r2.stdout  # read back: said
     assert json.loads((tmp_path / "rep2.json").read_text()) == json.loads(rep.read_text())
     r3 = run_cli("--records", str(rec), "--depth", "3")  # training overrides need training
     assert r3.returncode == 2 and "only --lam" in r3.stderr

@@ -1,0 +1,40 @@
+"""The main job's first screen (``verify.decided``): the current confirmatory run's
+decision per truth, derived from its shipped records (the file equal to its
+regeneration), and matched to a run's truths by class, not by seed."""
+
+import dataclasses
+
+from tests.factories import fake_records
+from verify import decided
+from verify.analysis import analyse
+
+
+def test_the_decided_file_equals_its_regeneration():
+    """The shipped file is what ``python -m verify.decided`` derives from the records it
+    names (so no verdict in it is typed in); every ASVI truth of the run is in it."""
+    got = decided.derive()
+    assert decided.load() == got
+    assert len(got) == len(decided.RECORDS) == 6
+    assert all(d.theorem in ("PASS", "FAIL", "INCONCLUSIVE", "UNDECIDABLE") for d in got)
+    with open(decided.PATH, encoding="utf-8") as fh:
+        assert fh.read() == decided.file_text(got)  # byte for byte, as --check compares
+
+
+def test_the_first_screen_matches_by_class_and_says_where_there_is_none():
+    results = analyse(fake_records(-0.5, -0.5) + fake_records(-0.5, 0, teacher_p=20, seed=1))
+    mine = decided.decided_of(results)
+    assert [d.truth for d in mine] == ["holder-a0.5-p1-s0", "teacher-p20-s0"]
+    other_seed = dataclasses.replace(mine[0], truth="holder-a0.5-p1-s9", theorem="FAIL",
+                                     theorem_share=0.97, n_hi=512000)  # fmt: skip
+    wrong_alpha = dataclasses.replace(mine[0], truth="holder-a1.5-p1-s9", alpha=1.5)
+    lines = decided.summary_lines(results, [wrong_alpha, other_seed])
+    assert lines[1].startswith("  holder-a0.5-p1-s0 (n = 250..16000): theorem ")
+    assert lines[2] == (
+        f"    {decided.CURRENT} n = 250..512000: theorem FAIL (97%), "
+        + ", ".join(mine[0].words().split(", ")[1:])
+    )
+    assert lines[3].startswith("  teacher-p20-s0 (n = 250..16000): theorem ")
+    assert "attainment" not in lines[3]  # no reference for a teacher
+    assert lines[4] == f"    {decided.CURRENT} no truth of this class"
+    # the arms and the known-answer controls are not truths of the screen
+    assert decided.summary_lines([], []) == []

@@ -1,0 +1,194 @@
+"""What the current confirmatory run decided, one line per truth: the first screen of the
+main job (``python -m verify.rates`` opens with one line per truth of its own run, and
+beside it this decision on the same truth class).
+
+The decision is derived, not typed: :data:`RECORDS` are the shipped records of the current
+confirmatory run's ASVI sweeps (``figures/reference/``, each read with its budget control
+beside it, decided under the protocol they were written under), and
+``verify/protocols/CURRENT.decided.json`` holds, per truth, the d^2 verdicts that
+``verify.analysis`` gives on them: the theorem test and the attainment test with their
+replication shares, the budget control's state and the n range.  ``python -m
+verify.decided`` rewrites the file from the records; a test holds the file equal to its
+regeneration, so it cannot drift from the records.  A truth of a run is matched to the
+decision by its class -- kind, p and (Hoelder) alpha; the truth seed differs by design.
+Only ASVI's own entries (the random start, or the constructive start where it is the
+only run) appear; the known-answer controls' verdicts are in RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+
+from theory.cli import Parser, run_main
+from theory.paths import write_atomic
+
+__all__ = ["CURRENT", "RECORDS", "Decided", "decided_of", "load", "main", "summary_lines"]
+
+CURRENT = "confirm-v4"  # RESULTS.md's current decision (its opening section)
+RECORDS = tuple(
+    f"figures/reference/records-confirm4-{name}.jsonl.gz"
+    for name in (
+        "holder-a15", "teacher-p20", "holder-a05", "holder-a125p2", "teacher-p10",
+        "teacher-p200",
+    )
+)  # fmt: skip
+PATH = os.path.join(os.path.dirname(__file__), "protocols", f"{CURRENT}.decided.json")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout (RECORDS)
+ASVI = ("asvi", "asvi-constructive")
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One truth's d^2 decision: its class (``kind``, ``p``, ``alpha``), the n range,
+    each test's verdict with the share of bootstrap resamples giving it (None where not
+    resampled; the attainment fields None for a truth with no reference) and the budget
+    control's state (None: no control)."""
+
+    truth: str
+    kind: str
+    p: int
+    alpha: float | None
+    n_lo: int
+    n_hi: int
+    theorem: str
+    theorem_share: float | None
+    attainment: str | None
+    attainment_share: float | None
+    budget: str | None
+
+    @property
+    def cls(self) -> tuple:
+        return (self.kind, self.p, self.alpha if self.kind == "holder" else None)
+
+    def words(self) -> str:
+        """``theorem PASS (100%), attainment FAIL (100%), budget converged``."""
+
+        def v(verdict, share):
+            return verdict + ("" if share is None else f" ({share:.0%})")
+
+        out = [f"theorem {v(self.theorem, self.theorem_share)}"]
+        if self.attainment is not None:
+            out.append(f"attainment {v(self.attainment, self.attainment_share)}")
+        if self.budget is not None:
+            out.append(f"budget {self.budget}")
+        return ", ".join(out)
+
+
+def decided_of(results) -> list[Decided]:
+    """One :class:`Decided` per truth of ``verify.analysis`` results (ASVI's d^2 entry)."""
+    out = []
+    for r in results:
+        if r.metric != "d2" or r.estimator not in ASVI or r.role == "arm":
+            continue
+        a, t = r.attainment, r.theorem
+        out.append(
+            Decided(
+                truth=r.truth, kind=r.kind, p=r.p, alpha=r.alpha,
+                n_lo=int(r.curve.ns[0]), n_hi=int(r.curve.ns[-1]),
+                theorem=str(t.verdict),
+                theorem_share=None if t.replication is None else t.replication.share,
+                attainment=None if a is None else str(a.verdict),
+                attainment_share=None if a is None or a.replication is None
+                else a.replication.share,
+                budget=None if r.control is None else r.control.state,
+            )
+        )  # fmt: skip
+    return out
+
+
+def load(path: str = PATH) -> list[Decided]:
+    """The shipped decision (:data:`PATH`); empty where the file is absent."""
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    return [Decided(**d) for d in doc["truths"]]
+
+
+def _range(d: Decided) -> str:
+    return f"n = {d.n_lo}..{d.n_hi}"
+
+
+def summary_lines(results, current: list[Decided] | None = None) -> list[str]:
+    """The main job's first screen: per truth of ``results`` what this run decided (d^2),
+    and beside it what :data:`CURRENT` decided on the same class (or that it has no such
+    truth)."""
+    current = load() if current is None else current
+    theirs = {d.cls: d for d in current}
+    mine = decided_of(results)
+    if not mine:
+        return []
+    lines = [f"What this run decides (d^2; the tables follow), and under it {CURRENT}'s decision"
+             " on the same truth class (RESULTS.md):"]  # fmt: skip
+    for d in mine:
+        other = theirs.get(d.cls)
+        beside = (
+            f"{_range(other)}: {other.words()}" if other else "no truth of this class"
+        )  # fmt: skip
+        lines += [f"  {d.truth} ({_range(d)}): {d.words()}", f"    {CURRENT} {beside}"]
+    return lines
+
+
+def derive(records=RECORDS) -> list[Decided]:
+    """:class:`Decided` of each records file (with its control beside it), in order."""
+    from verify.analysis import analyse  # noqa: PLC0415
+    from verify.controls import read_with_control  # noqa: PLC0415
+
+    out = []
+    for rel in records:
+        path = os.path.join(ROOT, rel)
+        if not os.path.isfile(path):
+            raise ValueError(f"no records file {path} (a checkout of the repository has them)")
+        recs, ctrl = read_with_control(path, "a shipped record set")
+        out += decided_of(analyse(recs, control=ctrl))
+    return out
+
+
+def document(decided: list[Decided]) -> dict:
+    return {
+        "protocol": CURRENT,
+        "note": "generated by `python -m verify.decided` from the records named; do not edit",
+        "records": list(RECORDS),
+        "truths": [asdict(d) for d in decided],
+    }
+
+
+def main(argv=None) -> int:
+    ap = Parser(
+        prog="python -m verify.decided",
+        description=f"Rewrite verify/protocols/{CURRENT}.decided.json (what {CURRENT}"
+        " decided, per truth) from its shipped records; --check: exit 1 if the file differs"
+        " from its regeneration.",
+    )
+    ap.add_argument("--check", action="store_true", help="compare, do not write")
+    args = ap.parse_args(argv)
+    try:
+        decided = derive()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    text = file_text(decided)
+    if args.check:
+        same = os.path.isfile(PATH) and _read(PATH) == text
+        print(f"{PATH}: {'equal to' if same else 'DIFFERS from'} its regeneration")
+        return 0 if same else 1
+    write_atomic(PATH, text)
+    print(f"wrote {PATH}: {len(decided)} truths")
+    return 0
+
+
+def file_text(decided: list[Decided]) -> str:
+    """The file :data:`PATH` holds for ``decided`` (sorted keys, one space indents)."""
+    return json.dumps(document(decided), indent=1, sort_keys=True) + "\n"
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
