@@ -248,7 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
         " batched (the torch step; with --compile, compiled) or native (fused per model in"
         " C, faster at batch 1024, BENCHMARKS.md); each the same numbers to float rounding",
     )
-    ap.add_argument("--lambda-s-a", type=float, help="override a in lambda_s = a L log n (0.1)")
+    ap.add_argument(
+        "--lambda-s-a", type=float,
+        help="override a in lambda_s = a (L + 1) log n, L hidden layers (0.1)",
+    )  # fmt: skip
     ap.add_argument(
         "--lam",
         type=float,

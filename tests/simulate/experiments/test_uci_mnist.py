@@ -47,7 +47,7 @@ def test_uci_and_mnist_tiny_runs(tmp_path):
         assert rec["selected_width"] in rec["widths"]
         assert len(rec["curves"]["dense"]["accuracy"]) == 2
         assert len(rec["curves"]["spike_slab"]["kept"]) == 2
-    assert recs[1]["lambda_s"] > recs[0]["lambda_s"]  # a L log n grows with n
+    assert recs[1]["lambda_s"] > recs[0]["lambda_s"]  # a (L + 1) log n grows with n
     out = mnist_figure(recs, str(tmp_path), "tiny")
     assert out["panels"] == 3 and all((tmp_path / p.split("/")[-1]).exists() for p in out["paths"])
     tab = mnist_table(recs, str(tmp_path), "tiny")
