@@ -305,7 +305,7 @@ def main(argv=None) -> int:
         control_records: list[dict] = []
         plan = records = None
         if args.records:
-            records, control_records, source, _ = _existing_records(args, overrides)
+            records, control_records, source, partial = _existing_records(args, overrides)
             if args.protocol is None and args.delta is None and args.log_power is None:
                 # records are decided by the rules they were written under, where shipped
                 proto = protocols.of_records(records_protocol(cells_of(records))) or proto
@@ -313,11 +313,8 @@ def main(argv=None) -> int:
             _check_paths(args, None, {r["cell"]["truth"] for r in records})
         else:
             plan = _planned_sweep(args, truths, tier, overrides, proto)
-            keys = {t.key for _, cfg, *_ in plan["runs"] for t in cfg.truths}
-            if plan["gp"] is not None:
-                keys |= {t.key for t in plan["gp"][0].truths}
-            _check_paths(args, plan, keys)
-            source = plan["source"]
+            _check_paths(args, plan, plan.truth_keys())
+            source, partial = plan.source, False
     except (ValueError, RecordsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -327,14 +324,15 @@ def main(argv=None) -> int:
         return _crashed()
     if args.dry_run:
         return _dry_run(args, plan, proto)
+    writing: list[str] = []  # the records file being written, for a Ctrl-C's line
+    read = (source, records, control_records, partial)
     try:
-        return _run(args, truths, workers, plan, source, records, control_records, proto)
+        return _run(args, truths, workers, plan, read, proto, writing)
     except (RecordsError, OSError, TimeoutError) as exc:  # a held lock, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:  # the file being written (_run sets it) is whole and resumes
-        writing = getattr(args, "writing", None)
-        return interrupted(resume_note(writing) if writing else None)
+        return interrupted(resume_note(writing[-1]) if writing else None)
     except Exception:  # a crash is not a verdict: never exit 1 for it
         return _crashed()
 
@@ -411,7 +409,7 @@ def _checked_overrides(args) -> dict:
         check_output_file(args.json, "--json")
     if args.markdown:
         check_output_file(args.markdown, "--markdown")
-    check_output_dir(args.figures or os.path.join("results", f"verify-{args.tier}"), "--figures")
+    check_output_dir(_figures_dir(args), "--figures")
     if args.fingerprint and not args.records:
         raise ValueError("--fingerprint chooses among the records of --records")
     overrides = overrides_from_args(args)
@@ -422,14 +420,15 @@ def _checked_overrides(args) -> dict:
 
 def _existing_records(args, overrides: dict):
     """``--records``: the records of one configuration (re-selected with ``--lam``) and
-    their control's, if any; returns ``(records, control_records, source, control_path)``."""
+    their control's, if any; returns ``(records, control_records, source, partial)``,
+    ``partial`` whether either file was read while another run still wrote it."""
     if set(overrides) - {"lam"}:
         raise ValueError(
             f"with --records only --lam applies (re-selection); got {sorted(overrides)}"
         )
     if os.path.isdir(args.records) or not os.path.exists(args.records):
         raise ValueError(f"no records file {args.records}")
-    _refuse_growing(args, args.records)
+    partial = _refuse_growing(args, args.records)
     records = one_configuration(read_records(args.records), args.fingerprint, args.records)
     if not records:
         raise ValueError(f"{args.records} holds no records")
@@ -447,28 +446,29 @@ def _existing_records(args, overrides: dict):
         raise ValueError(f"no control records file {cpath}")
     control_records: list[dict] = []
     if not args.no_control and os.path.isfile(cpath):
-        _refuse_growing(args, cpath)
+        partial = _refuse_growing(args, cpath) or partial
         control_records = one_configuration(read_records(cpath), source=cpath)
         check_control(records, control_records, args.records, cpath)
     if args.lam is not None:
         records = reselect(records, args.lam)
         control_records = reselect(control_records, args.lam)
-    return records, control_records, args.records, cpath
+    return records, control_records, args.records, partial
 
 
-def _refuse_growing(args, path) -> None:
+def _refuse_growing(args, path) -> bool:
     """A records file another run still writes (its lock held) is not verified as if it
     were finished: a ``ValueError`` (exit 2), unless ``--partial`` asks for it, in which
-    case every output says the read was partial (``args.partial_read``)."""
+    case every output says the read was partial (returns True; False: the file is
+    finished)."""
     if not being_written(path):
-        return
+        return False
     if not args.partial:
         raise ValueError(
             f"{path} is being written by another run (its lock is held): its verdicts would"
             " be on the records so far; wait for it to end, or give --partial for a read"
             " every output labels partial"
         )
-    args.partial_read = True
+    return True
 
 
 def _check_paths(args, plan, truth_keys) -> None:
@@ -481,12 +481,8 @@ def _check_paths(args, plan, truth_keys) -> None:
         if not args.no_control:
             ins.append(("the control records", control_records_path(args.records)))
     else:
-        ins = [("--out", p) for _, _, p, _, _ in plan["runs"]]
-        ins += [("--control-records", cp) for _, _, _, ccfg, cp in plan["runs"] if ccfg]
-        if plan["gp"] is not None:
-            ins.append(("the known-answer control's records", plan["gp"][1]))
-    fig_dir = args.figures or os.path.join("results", f"verify-{args.tier}")
-    figs = [("a figure", os.path.join(fig_dir, f"{k}.png")) for k in sorted(truth_keys)]
+        ins = plan.inputs()
+    figs = [("a figure", os.path.join(_figures_dir(args), f"{k}.png")) for k in sorted(truth_keys)]
     check_distinct([("--json", args.json), ("--markdown", args.markdown), *figs], ins)
     protect_inputs(*(p for _, p in ins))
 
@@ -495,11 +491,66 @@ def _check_paths(args, plan, truth_keys) -> None:
 STEP_FIELDS = ("mlp", "compile")
 
 
-def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
+@dataclasses.dataclass(frozen=True)
+class SweepRun:
+    """One sweep of a plan: its ``name`` (None: a plain tier's one sweep), configuration
+    and records file, and its budget-doubling control's configuration (None: no
+    control) and records file."""
+
+    name: str | None
+    cfg: SweepConfig
+    path: str
+    control: SweepConfig | None
+    control_path: str
+
+    @property
+    def label(self) -> str:
+        return self.name or "sweep"
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownAnswerRun:
+    """A confirmatory tier's known-answer control (the GP sweep) and its records file."""
+
+    cfg: SweepConfig
+    path: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a training run of the main job does, built and checked before anything is
+    touched (:func:`_planned_sweep`): its sweeps with their controls, the known-answer
+    control, the records file the report names (``source``), the jobs held at once here
+    (``workers``: one per local worker, 1 on a cluster) and the figures' folder."""
+
+    runs: tuple[SweepRun, ...]
+    gp: KnownAnswerRun | None
+    source: str
+    workers: int
+    figures: str
+
+    def truth_keys(self) -> set[str]:
+        keys = {t.key for r in self.runs for t in r.cfg.truths}
+        return keys | ({t.key for t in self.gp.cfg.truths} if self.gp else set())
+
+    def inputs(self) -> list[tuple[str, str]]:
+        """The records files it writes, named as the options that set them."""
+        ins = [("--out", r.path) for r in self.runs]
+        ins += [("--control-records", r.control_path) for r in self.runs if r.control]
+        if self.gp is not None:
+            ins.append(("the known-answer control's records", self.gp.path))
+        return ins
+
+
+def _figures_dir(args) -> str:
+    """The figures' folder: ``--figures``, else ``results/verify-TIER``."""
+    return args.figures or os.path.join("results", f"verify-{args.tier}")
+
+
+def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
     """The tier's sweeps (with the flags' overrides), each with its budget-doubling
     control, and a confirmatory tier's known-answer control, with the records files they
-    write: ``{"runs": [(name, cfg, path, control cfg or None, control path)], "gp": (cfg,
-    path) or None, "source", "cpath"}``.  A plain tier is one sweep (``--out``); a
+    write (:class:`Plan`).  A plain tier is one sweep (``--out``); a
     confirmatory tier writes one file per sweep beside ``--out`` (``RECORDS-NAME.jsonl``).
     A foreign, corrupt or other-configuration file stops here, before any training."""
     source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
@@ -524,8 +575,8 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
             recipe = recipe_settings(args.recipe)
         specs = [(None, truths or tier["truths"], {**tier["sweep"], **recipe, **overrides},
                   tier.get("control_replicates"))]  # fmt: skip
-    if not tier.get("control", True):
-        args.no_control = True  # the known-answer control trains nothing to re-run
+    # the known-answer control's tier trains nothing to re-run
+    no_control = args.no_control or not tier.get("control", True)
     every_n = args.control_every_n or tier.get("control_every_n", False)
     # jobs held at once here: one per local worker (a cluster's are not in this machine)
     at_once = 1 if args.scheduler else (tier.get("workers", 0) if args.workers is None
@@ -550,14 +601,14 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
         check_native(cfg)
         check_compile(cfg, args.scheduler)
         ccfg = None
-        if not args.no_control:
+        if not no_control:
             check_output_file(cpath, "--control-records")
             ccfg = control_config(cfg, crep, every_n=every_n)
         if not args.dry_run:
             path = records_path_for(cfg, path, args.new_file, args.accept_code_change)
             if ccfg is not None:
                 cpath = records_path_for(ccfg, cpath, args.new_file, args.accept_code_change)
-        runs.append((name, cfg, path, ccfg, cpath))
+        runs.append(SweepRun(name, cfg, path, ccfg, cpath))
     gp = None
     if tier.get("gp"):
         gcfg = SweepConfig(truths=tier["gp"]["truths"], **tier["gp"]["sweep"])
@@ -566,9 +617,11 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> dict:
         check_memory(gcfg, at_once)
         if not args.dry_run:
             gpath = records_path_for(gcfg, gpath, args.new_file, args.accept_code_change)
-        gp = (gcfg, gpath)
-    return {"runs": runs, "gp": gp, "source": runs[0][2] if len(runs) == 1 else source,
-            "cpath": runs[0][4], "workers": at_once}  # fmt: skip
+        gp = KnownAnswerRun(gcfg, gpath)
+    return Plan(
+        runs=tuple(runs), gp=gp, source=runs[0].path if len(runs) == 1 else source,
+        workers=at_once, figures=_figures_dir(args),
+    )  # fmt: skip
 
 
 EXIT_WORDS = {
@@ -593,13 +646,13 @@ def _c_step_or_fallback(cfg: SweepConfig) -> SweepConfig:
     return dataclasses.replace(cfg, mlp="batched", compile=False)
 
 
-def _dry_run(args, plan: dict, proto) -> int:
+def _dry_run(args, plan: Plan, proto) -> int:
     """``--dry-run``: the protocol, the design of every sweep and its power before any
     training; nothing is trained or written."""
     print(f"protocol {proto.tag} ({proto.kind})")
-    sweeps = [(n or "sweep", cfg, path) for n, cfg, path, _, _ in plan["runs"]]
-    if plan["gp"]:
-        sweeps.append(("known-answer control", *plan["gp"]))
+    sweeps = [(r.label, r.cfg, r.path) for r in plan.runs]
+    if plan.gp:
+        sweeps.append(("known-answer control", plan.gp.cfg, plan.gp.path))
     for name, cfg, path in sweeps:
         print(
             f"{name}: truths {[t.key for t in cfg.truths]}, n = {list(cfg.ns)}, "
@@ -608,11 +661,13 @@ def _dry_run(args, plan: dict, proto) -> int:
             + f"; records {path}"
         )
         print(power_lines(design_power(cfg, proto), cfg))
-    for name, _, _, c, cpath in plan["runs"]:
+    for r in plan.runs:
+        c = r.control
         if c is not None:
-            print(f"budget-doubling control{' of ' + name if name else ''}: n = {list(c.ns)},"
-                  f" replicates 0..{c.replicates - 1}, twice the cap, half the tolerance;"
-                  f" margin +-{proto.budget_margin:g}; records {cpath}")  # fmt: skip
+            print(f"budget-doubling control{' of ' + r.name if r.name else ''}: n ="
+                  f" {list(c.ns)}, replicates 0..{c.replicates - 1}, twice the cap, half the"
+                  f" tolerance; margin +-{proto.budget_margin:g};"
+                  f" records {r.control_path}")  # fmt: skip
             for line in _control_power_lines(c, proto):
                 print(line)
     print(_cost_lines(args, plan))
@@ -636,16 +691,17 @@ def _control_power_lines(c, proto) -> list[str]:
     return out
 
 
-def _cost_lines(args, plan: dict) -> str:
+def _cost_lines(args, plan: Plan) -> str:
     """The design's estimated cost from the measured per-cell costs the toolkit ships
     (``simulate.sweep.costs``): per sweep and in all, on the run's workers; each control
     priced as a sweep of its own cells (it continues the sweep's states, so it costs
     less); the cells no measured row prices named."""
-    workers = args.workers or plan.get("workers") or 1  # a cluster's: not known here
-    sweeps = [(n or "sweep", cfg) for n, cfg, *_ in plan["runs"]]
-    sweeps += [(f"control{' of ' + n if n else ''}", c) for n, _, _, c, _ in plan["runs"] if c]
-    if plan["gp"]:
-        sweeps.append(("known-answer control", plan["gp"][0]))
+    workers = args.workers or plan.workers or 1  # a cluster's: not known here
+    sweeps = [(r.label, r.cfg) for r in plan.runs]
+    sweeps += [(f"control{' of ' + r.name if r.name else ''}", r.control)
+               for r in plan.runs if r.control]  # fmt: skip
+    if plan.gp:
+        sweeps.append(("known-answer control", plan.gp.cfg))
     lines = [f"estimated cost (measured per-cell costs, {costs.TABLE_NAME}):"]
     total, unpriced = 0.0, []
     for name, cfg in sweeps:
@@ -679,9 +735,13 @@ def _budget_link(args, cfg, path, ccfg):
     return BudgetLink(folder, "save", ccfg), BudgetLink(folder, "load", cfg)
 
 
-def _run(args, truths, workers, plan, source, records, control_records, proto) -> int:
+def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[str]) -> int:
     """Train (unless ``--records``), analyse, print, draw and write; returns the status.
-    ``plan``: :func:`_planned_sweep`'s (None with ``--records``)."""
+    ``plan``: :func:`_planned_sweep`'s (None with ``--records``); ``read``: ``(source,
+    records, control_records, partial)`` (the records read with ``--records``; empty
+    lists to train); ``writing``: each records file as it is written (a Ctrl-C's line
+    names the last)."""
+    source, records, control_records, partial = read
     t0 = time.perf_counter()
     if not args.records:
         tune_malloc()
@@ -692,14 +752,17 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
                "scheduler_timeout": args.scheduler_timeout}  # fmt: skip
 
         def sweep(c, path, budget=None):  # noting the file being written, for a Ctrl-C's line
-            args.writing = path
+            writing.append(path)
             return run_sweep(c, path, **par, budget=budget)
 
         records = []
         # one pool of workers for every sweep below, started before the design's power
         # check (its processes import while this one derives the exponents)
         with shared_pool(par["workers"], warm=warm_worker):
-            for name, cfg, path, ccfg, cpath_i in plan["runs"]:
+            for run in plan.runs:
+                name, cfg, path, ccfg, cpath_i = (
+                    run.name, run.cfg, run.path, run.control, run.control_path
+                )  # fmt: skip
                 print(power_lines(design_power(cfg, proto), cfg))
                 t1 = time.perf_counter()
                 link = _budget_link(args, cfg, path, ccfg)
@@ -717,8 +780,8 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
                 print(f"control{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
                 if link:  # a cache: the control's records are written
                     link[0].clear(cfg)
-            if plan["gp"] is not None:
-                gcfg, gpath = plan["gp"]
+            if plan.gp is not None:
+                gcfg, gpath = plan.gp.cfg, plan.gp.path
                 print(power_lines(design_power(gcfg, proto), gcfg))
                 t1 = time.perf_counter()
                 records += sweep(gcfg, gpath)
@@ -745,7 +808,6 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
     summary = summary_lines(results)
     if summary:
         print("\n".join(["", *summary, f"  exit status {status}: {EXIT_WORDS[status]}", ""]))
-    partial = bool(getattr(args, "partial_read", False))
     if partial:
         print(f"WARNING: {PARTIAL_NOTE}: {source} was still being written when it was read")
         results = [  # in every entry of the JSON report
@@ -755,8 +817,7 @@ def _run(args, truths, workers, plan, source, records, control_records, proto) -
             for r in results
         ]
     print(format_results(results))
-    fig_dir = args.figures or os.path.join("results", f"verify-{args.tier}")
-    paths = plot_results(results, fig_dir, PARTIAL_NOTE if partial else None)
+    paths = plot_results(results, _figures_dir(args), PARTIAL_NOTE if partial else None)
     print(f"\nfigures: {', '.join(paths)}")
     if args.json:
         write_json(args.json, results_document(results))
