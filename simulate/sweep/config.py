@@ -8,7 +8,7 @@ through these types."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from numbers import Integral, Real
 
 from simulate.core.constraints import (
@@ -493,6 +493,32 @@ def cell_lambda_s(cfg: SweepConfig, n: int) -> float:
 # ``replicate_block`` counts too: it changes which models share a batched program, and
 # with it the float rounding and the compiled shapes.
 _BOOKKEEPING = ("truths", "ns", "replicates")
+# Settings added after the first records were written.  At its declared default (the
+# SweepConfig field's) such a setting changes nothing, so it is left out of the
+# fingerprint and records written before it existed keep theirs; a setting the code does
+# not read while another is at its default (the decays' factor with no decay, the risk
+# rule's settings with the rule off) is left out with it.  A new setting goes here when
+# it is added; the fields before these are always in the fingerprint.
+_ADDED_LATER = (
+    "max_epochs", "start", "mlp", "protocol", "batch_fraction", "kl_warmup", "restarts",
+    "continuation", "lr_inclusion", "lr_inclusion_ramp", "stop_lr_decays", "stop_risk_tol",
+)  # fmt: skip
+_UNUSED_WITH = {
+    "stop_lr_decays": ("stop_lr_factor",),
+    "stop_risk_tol": ("stop_val_fraction", "risk_draws"),
+}
+_DEFAULTS = {f.name: f.default for f in fields(SweepConfig)}
+
+
+def _without_later_defaults(d: dict) -> dict:
+    """``d`` (a configuration's fields) less each of :data:`_ADDED_LATER` at its declared
+    default, with the settings :data:`_UNUSED_WITH` it; one rule for every such field."""
+    d = dict(d)
+    for k in _ADDED_LATER:
+        if k in d and d[k] == _DEFAULTS[k]:
+            for name in (k, *_UNUSED_WITH.get(k, ())):
+                d.pop(name, None)
+    return d
 
 
 def fingerprint_fields(cfg: SweepConfig) -> dict:
@@ -500,33 +526,9 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
     the config less :data:`_BOOKKEEPING`, the largest n, the schema, the versions and the
     code (``simulate.sweep.records.code_hashes``: an edited module is a new configuration,
     and resuming across it is refused naming the files, unless accepted explicitly)."""
-    d = {k: v for k, v in cfg.to_dict().items() if k not in _BOOKKEEPING}
-    if d.get("max_epochs") is None:  # added later: unset, it changes nothing, so records
-        d.pop("max_epochs", None)  # written before it existed keep their fingerprint
-    if d.get("start") == "random":  # likewise: the start every earlier record had
-        d.pop("start")
-    if d.get("mlp") == "batched":  # likewise: the network pass every earlier record had
-        d.pop("mlp")
-    if d.get("protocol") is None:  # likewise: records written outside a protocol
-        d.pop("protocol", None)
-    if d.get("batch_fraction") is None:  # likewise: the fixed batch of every earlier record
-        d.pop("batch_fraction", None)
-    if not d.get("kl_warmup"):  # likewise: no KL warm-up
-        d.pop("kl_warmup", None)
-    if d.get("restarts") == 1:  # likewise: one start per candidate
-        d.pop("restarts")
-    if not d.get("continuation"):  # likewise: every candidate from its own random start
-        d.pop("continuation", None)
-    if d.get("lr_inclusion") is None:  # likewise: the logits at lr
-        d.pop("lr_inclusion", None)
-    if d.get("lr_inclusion_ramp") is None:  # likewise: the logits' rate the same at every n
-        d.pop("lr_inclusion_ramp", None)
-    if not d.get("stop_lr_decays"):  # likewise: the constant learning rate
-        d.pop("stop_lr_decays", None)
-        d.pop("stop_lr_factor", None)
-    if d.get("stop_risk_tol") is None:  # likewise: the rule off, its settings unused
-        for k in ("stop_risk_tol", "stop_val_fraction", "risk_draws"):
-            d.pop(k, None)
+    d = _without_later_defaults(
+        {k: v for k, v in cfg.to_dict().items() if k not in _BOOKKEEPING}
+    )
     d["n_max"] = max(int(n) for n in cfg.ns)
     d["schema"] = SCHEMA
     d["versions"] = versions()

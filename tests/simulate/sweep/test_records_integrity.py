@@ -12,12 +12,14 @@ import sys
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import simulate.sweep.cli as sweep_cli
 import simulate.sweep.parallel as parallel_mod
 import simulate.sweep.records as records_mod
 from simulate.core.trainer import Trainer
-from simulate.sweep.config import SweepConfig, fingerprint_fields
+from simulate.sweep.config import SweepConfig, _without_later_defaults, fingerprint_fields
 from simulate.sweep.records import RecordsError, exclusive_writer, fingerprint
 from simulate.sweep.runner import records_path_for, run_sweep
 from simulate.sweep.schema import one_configuration, read_records
@@ -440,3 +442,66 @@ def test_teacher_and_real_data_records_are_one_configuration(tmp_path, monkeypat
             with pytest.raises(RecordsError, match="another run"):
                 with store.writing():
                     pass
+
+
+def _twelve_branches(d: dict) -> dict:
+    """The fingerprint's rule as it was written before one rule replaced it: the oracle."""
+    d = dict(d)
+    if d.get("max_epochs") is None:
+        d.pop("max_epochs", None)
+    if d.get("start") == "random":
+        d.pop("start")
+    if d.get("mlp") == "batched":
+        d.pop("mlp")
+    if d.get("protocol") is None:
+        d.pop("protocol", None)
+    if d.get("batch_fraction") is None:
+        d.pop("batch_fraction", None)
+    if not d.get("kl_warmup"):
+        d.pop("kl_warmup", None)
+    if d.get("restarts") == 1:
+        d.pop("restarts")
+    if not d.get("continuation"):
+        d.pop("continuation", None)
+    if d.get("lr_inclusion") is None:
+        d.pop("lr_inclusion", None)
+    if d.get("lr_inclusion_ramp") is None:
+        d.pop("lr_inclusion_ramp", None)
+    if not d.get("stop_lr_decays"):
+        d.pop("stop_lr_decays", None)
+        d.pop("stop_lr_factor", None)
+    if d.get("stop_risk_tol") is None:
+        for k in ("stop_risk_tol", "stop_val_fraction", "risk_draws"):
+            d.pop(k, None)
+    return d
+
+
+_LATER = {
+    "max_epochs": st.sampled_from([None, 40, 160]),
+    "start": st.sampled_from(["random", "constructive", "both"]),
+    "mlp": st.sampled_from(["batched", "native", "native-step"]),
+    "protocol": st.sampled_from([None, "confirm-v4@12225bbded07"]),
+    "batch_fraction": st.sampled_from([None, 0.1]),
+    "kl_warmup": st.sampled_from([0, 500]),
+    "restarts": st.sampled_from([1, 3]),
+    "continuation": st.booleans(),
+    "lr_inclusion": st.sampled_from([None, 0.1]),
+    "lr_inclusion_ramp": st.sampled_from([None, 1000]),
+    "stop_lr_decays": st.sampled_from([0, 2]),
+    "stop_lr_factor": st.sampled_from([0.1, 0.5]),
+    "stop_risk_tol": st.sampled_from([None, 0.1]),
+    "stop_val_fraction": st.sampled_from([0.2, 0.3]),
+    "risk_draws": st.sampled_from([10, 20]),
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries(_LATER))
+def test_one_rule_drops_what_the_twelve_branches_dropped(later):
+    """The fingerprint's one rule (a later setting at its declared default is left out,
+    with the settings unused beside it) leaves out exactly what the twelve branches it
+    replaced did, over every combination of the later settings: old records keep their
+    fingerprints.  The defaults it reads are the dataclass's own."""
+    d = {**SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5)], ns=[8, 16, 32]).to_dict(),
+         **later}  # fmt: skip
+    assert _without_later_defaults(d) == _twelve_branches(d)
