@@ -305,7 +305,7 @@ def test_the_step_flags_reach_a_confirmatory_tiers_sweeps(tmp_path):
         proto = rates._protocol(args)
         plan = rates._planned_sweep(args, None, rates._tier(args, proto),
                                     rates._checked_overrides(args), proto)  # fmt: skip
-        cfgs = [cfg for _, cfg, *_ in plan["runs"]]
+        cfgs = [r.cfg for r in plan.runs]
         assert cfgs and all(c.mlp == mlp and c.compile == compiled for c in cfgs), flags
         assert all(c.protocol == proto.tag for c in cfgs)
 
