@@ -23,7 +23,7 @@ import sys
 from dataclasses import asdict, dataclass
 
 from theory.cli import Parser, run_main
-from theory.paths import write_atomic
+from theory.paths import read_text_bounded, write_atomic
 
 __all__ = ["CURRENT", "RECORDS", "Decided", "decided_of", "load", "main", "summary_lines"]
 
@@ -172,7 +172,7 @@ def main(argv=None) -> int:
         return 2
     text = file_text(decided)
     if args.check:
-        same = os.path.isfile(PATH) and _read(PATH) == text
+        same = os.path.isfile(PATH) and read_text_bounded(PATH, "the decided file") == text
         print(f"{PATH}: {'equal to' if same else 'DIFFERS from'} its regeneration")
         return 0 if same else 1
     write_atomic(PATH, text)
@@ -183,11 +183,6 @@ def main(argv=None) -> int:
 def file_text(decided: list[Decided]) -> str:
     """The file :data:`PATH` holds for ``decided`` (sorted keys, one space indents)."""
     return json.dumps(document(decided), indent=1, sort_keys=True) + "\n"
-
-
-def _read(path: str) -> str:
-    with open(path, encoding="utf-8") as fh:
-        return fh.read()
 
 
 if __name__ == "__main__":

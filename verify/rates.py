@@ -521,13 +521,13 @@ class Plan:
     """What a training run of the main job does, built and checked before anything is
     touched (:func:`_planned_sweep`): its sweeps with their controls, the known-answer
     control, the records file the report names (``source``), the jobs held at once here
-    (``workers``: one per local worker, 1 on a cluster) and the figures' folder."""
+    (``workers``: one per local worker, 1 on a cluster); the figures' folder is
+    :func:`_figures_dir`'s, the same with ``--records``."""
 
     runs: tuple[SweepRun, ...]
     gp: KnownAnswerRun | None
     source: str
     workers: int
-    figures: str
 
     def truth_keys(self) -> set[str]:
         keys = {t.key for r in self.runs for t in r.cfg.truths}
@@ -620,7 +620,7 @@ def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
         gp = KnownAnswerRun(gcfg, gpath)
     return Plan(
         runs=tuple(runs), gp=gp, source=runs[0].path if len(runs) == 1 else source,
-        workers=at_once, figures=_figures_dir(args),
+        workers=at_once,
     )  # fmt: skip
 
 
@@ -760,14 +760,12 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
         # check (its processes import while this one derives the exponents)
         with shared_pool(par["workers"], warm=warm_worker):
             for run in plan.runs:
-                name, cfg, path, ccfg, cpath_i = (
-                    run.name, run.cfg, run.path, run.control, run.control_path
-                )  # fmt: skip
+                cfg, ccfg, own = run.cfg, run.control, f" {run.name}" if run.name else ""
                 print(power_lines(design_power(cfg, proto), cfg))
                 t1 = time.perf_counter()
-                link = _budget_link(args, cfg, path, ccfg)
-                records += sweep(cfg, path, link and link[0])
-                print(f"sweep{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
+                link = _budget_link(args, cfg, run.path, ccfg)
+                records += sweep(cfg, run.path, link and link[0])
+                print(f"sweep{own}: {time.perf_counter() - t1:.0f} s")
                 if ccfg is None:
                     continue
                 print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
@@ -776,15 +774,14 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
                           " cap with no plateau, or at their first plateau): the control"
                           " continues its own from there")  # fmt: skip
                 t1 = time.perf_counter()
-                control_records += sweep(ccfg, cpath_i, link and link[1])
-                print(f"control{' ' + name if name else ''}: {time.perf_counter() - t1:.0f} s")
+                control_records += sweep(ccfg, run.control_path, link and link[1])
+                print(f"control{own}: {time.perf_counter() - t1:.0f} s")
                 if link:  # a cache: the control's records are written
                     link[0].clear(cfg)
             if plan.gp is not None:
-                gcfg, gpath = plan.gp.cfg, plan.gp.path
-                print(power_lines(design_power(gcfg, proto), gcfg))
+                print(power_lines(design_power(plan.gp.cfg, proto), plan.gp.cfg))
                 t1 = time.perf_counter()
-                records += sweep(gcfg, gpath)
+                records += sweep(plan.gp.cfg, plan.gp.path)
                 print(f"known-answer control: {time.perf_counter() - t1:.0f} s")
     try:
         results = analyse(records, truths or None, control_records, proto)
@@ -804,10 +801,6 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
             f"note: the records were written under {theirs or 'no protocol'}; these verdicts"
             f" are under {proto.tag}"
         )
-    status = exit_status(results)
-    summary = summary_lines(results)
-    if summary:
-        print("\n".join(["", *summary, f"  exit status {status}: {EXIT_WORDS[status]}", ""]))
     if partial:
         print(f"WARNING: {PARTIAL_NOTE}: {source} was still being written when it was read")
         results = [  # in every entry of the JSON report
@@ -816,6 +809,10 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
             )
             for r in results
         ]
+    status = exit_status(results)
+    summary = summary_lines(results)
+    if summary:
+        print("\n".join(["", *summary, f"  exit status {status}: {EXIT_WORDS[status]}", ""]))
     print(format_results(results))
     paths = plot_results(results, _figures_dir(args), PARTIAL_NOTE if partial else None)
     print(f"\nfigures: {', '.join(paths)}")
