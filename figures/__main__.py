@@ -46,6 +46,8 @@ from figures.results_md import regenerate
 from figures.teacher_figures import figure_1b, table1
 from figures.tradeoff import tradeoff_figure
 from simulate.alloc import tune_malloc
+from simulate.core.options import DEFAULT_OPTIONS
+from simulate.core.steppath import BATCHED, NATIVE
 from simulate.experiments.mnist import run_mnist1d, run_mnist1d_controls
 from simulate.experiments.table1 import run_teacher
 from simulate.experiments.uci import run_uci
@@ -110,7 +112,7 @@ def _teacher(args, names) -> None:
     )  # fmt: skip
     cfg = tiers.TEACHER[args.tier]
     name = args.tier if args.teacher_bias == "subtract" else f"{args.tier}-{args.teacher_bias}"
-    if args.teacher_mlp != "batched":
+    if args.teacher_mlp != DEFAULT_OPTIONS.mlp:
         name = f"{name}-{args.teacher_mlp}"
     print(
         f"teacher records: {len(recs)} ({cfg['replicates']} replications x "
@@ -198,8 +200,8 @@ def main(argv=None) -> int:
     )
     ap.add_argument(
         "--teacher-mlp",
-        choices=["batched", "native"],
-        default="batched",
+        choices=[BATCHED.name, NATIVE.name],
+        default=BATCHED.name,
         help="Table 1's network pass: batched (default) or native (fused per model in C, one"
         " program per block: ~2.6x faster blocks at float-rounding differences; needs a C"
         " compiler); separate records and outputs (TIER-native)",

@@ -96,7 +96,7 @@ from simulate.core.hyper import (
     inclusion_rate,
     lambda_s_at,
 )
-from simulate.core.options import DEFAULT_OPTIONS, MLP_KINDS, StepOptions
+from simulate.core.options import DEFAULT_OPTIONS, StepOptions
 from simulate.core.paths import uses_hand_written
 from simulate.core.posterior import (
     ELBO_DRAWS,
@@ -107,6 +107,7 @@ from simulate.core.posterior import (
     select_width,
 )
 from simulate.core.recipe import build_trainer
+from simulate.core.steppath import BATCHED, MLP_KINDS, NATIVE, NATIVE_STEP, path_of
 from simulate.core.stopping import STOP_DEFAULTS, StopRule
 from simulate.progress import Progress
 from simulate.references.constructive import encode, spline_starts
@@ -338,7 +339,7 @@ def _step_options(mlp, compile, hyper, device, dtype, budget: int, **rest) -> St
     True, "auto" is ``"native-step"`` (nothing to compile: ``compile="auto"`` then means
     False)."""
     if isinstance(mlp, str) and mlp == "auto":
-        mlp = "batched"
+        path = BATCHED
         serves = uses_hand_written(hyper) and not native.scope_problems(
             hyper.likelihood, 1, device, dtype
         )
@@ -348,7 +349,7 @@ def _step_options(mlp, compile, hyper, device, dtype, budget: int, **rest) -> St
             and not native.step_scope_problems(hyper, 1, device, dtype)
         )
         if serves and native.available():
-            mlp = "native-step" if whole else "native"
+            path = NATIVE_STEP if whole else NATIVE
         elif serves:
             warnings.warn(
                 "the fused network pass could not be built here (no working C compiler: "
@@ -357,13 +358,16 @@ def _step_options(mlp, compile, hyper, device, dtype, budget: int, **rest) -> St
                 FallbackWarning,
                 stacklevel=3,
             )
-    elif not (isinstance(mlp, str) and mlp in MLP_KINDS):
-        raise ValueError(f"mlp must be 'auto', 'batched', 'native' or 'native-step', got {mlp!r}")
+    elif isinstance(mlp, str) and mlp in MLP_KINDS:
+        path = path_of(mlp)
+    else:
+        kinds = ", ".join(map(repr, ("auto", *MLP_KINDS)))
+        raise ValueError(f"mlp must be one of {kinds}, got {mlp!r}")
     if isinstance(compile, str) and compile == "auto":
-        compile = budget >= COMPILE_FROM_STEPS and mlp != "native-step"
+        compile = budget >= COMPILE_FROM_STEPS and path.compilable
     elif not isinstance(compile, (bool, np.bool_)):
         raise ValueError(f"compile must be True, False or 'auto', got {compile!r}")
-    return StepOptions(compile=bool(compile), mlp=mlp, **rest)
+    return StepOptions(compile=bool(compile), mlp=path.name, **rest)
 
 
 def _train(tr, steps, rule, risk, progress, learn_noise: bool, race=None):

@@ -86,8 +86,7 @@ import traceback
 import numpy as np
 
 from simulate.alloc import tune_malloc
-from simulate.core import native
-from simulate.core.options import MLP_KINDS
+from simulate.core.steppath import BATCHED, MLP_KINDS, mlp_help, path_of
 from simulate.sweep import costs, tiers
 from simulate.sweep.budget import BudgetLink, linkable
 from simulate.sweep.cli import parse_truths, resume_note
@@ -243,10 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--mlp",
         choices=MLP_KINDS,
-        help="the network's pass: native-step (every ASVI tier's default: the whole step in"
-        " C per model; without a C compiler the tiers fall back to batched, with a note),"
-        " batched (the torch step; with --compile, compiled) or native (fused per model in"
-        " C, faster at batch 1024, BENCHMARKS.md); each the same numbers to float rounding",
+        help=mlp_help(
+            "default: the tier's, native-step on every ASVI tier; without a C compiler a tier"
+            " falls back to batched, with a note"
+        ),
     )
     ap.add_argument(
         "--lambda-s-a", type=float,
@@ -414,7 +413,8 @@ def _checked_overrides(args) -> dict:
         raise ValueError("--fingerprint chooses among the records of --records")
     overrides = overrides_from_args(args)
     if overrides.get("compile") and "mlp" not in overrides:
-        overrides["mlp"] = "batched"  # torch.compile compiles the torch step (the C step has none)
+        # torch.compile compiles the torch step (the C step has none)
+        overrides["mlp"] = BATCHED.name
     return overrides
 
 
@@ -636,14 +636,14 @@ def _c_step_or_fallback(cfg: SweepConfig) -> SweepConfig:
     default) needs a C compiler; without one the tier trains with the batched torch step,
     eager (no compiler for torch.compile either), with one line saying so.  An explicit
     ``--mlp native-step`` is refused instead (``simulate.sweep.runner.check_native``)."""
-    if cfg.mlp != "native-step" or cfg.estimator != "asvi" or native.available():
+    if cfg.estimator != "asvi" or path_of(cfg.mlp).available():
         return cfg
     print(
         "note: the whole step in C could not be built here (no working C compiler:"
         " simulate.core.native); training with the batched torch step, eager (--mlp batched"
         " says so and silences this)"
     )
-    return dataclasses.replace(cfg, mlp="batched", compile=False)
+    return dataclasses.replace(cfg, mlp=BATCHED.name, compile=False)
 
 
 def _dry_run(args, plan: Plan, proto) -> int:

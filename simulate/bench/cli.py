@@ -26,7 +26,7 @@ from simulate.bench.timing import (
 )
 from simulate.core import StepOptions, native
 from simulate.core.hyper import PAPER_WIDTHS
-from simulate.core.options import MLP_KINDS, NATIVE_KINDS
+from simulate.core.steppath import MLP_KINDS, mlp_help, path_of
 from simulate.experiments.table1 import METHODS
 from simulate.sweep import tiers
 from simulate.sweep.schema import read_records
@@ -69,9 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--mlp",
         choices=MLP_KINDS,
-        help="--workload sweep: the network's pass, forced (default: the tier's; "
-        "native-step: the whole step in C, never compiled); --table1-block: the block's "
-        "(default batched)",
+        help=mlp_help(
+            "--workload sweep: forced, default the tier's; --table1-block: the"
+            " block's, default batched"
+        ),
     )
     ap.add_argument(
         "--records",
@@ -136,11 +137,12 @@ def _check(args) -> None:
         check_output_file(args.json, "--json")
     if args.tier not in tiers.RATES:
         raise ValueError(f"--tier must be one of {tuple(tiers.RATES)}, got {args.tier!r}")
-    if args.autograd and args.mlp in NATIVE_KINDS:
+    runs_c = args.mlp is not None and path_of(args.mlp).runs_c
+    if args.autograd and runs_c:
         raise ValueError(f"--mlp {args.mlp} runs in the hand-written step, not with --autograd")
     timed_beside = not (args.table1_block or args.compare_paths or args.workload == "sweep")
-    if args.mlp in NATIVE_KINDS or kind == "cpu" and timed_beside:
-        _check_native(args.mlp in NATIVE_KINDS)
+    if runs_c or kind == "cpu" and timed_beside:
+        _check_native(runs_c)
     if args.records is not None and not os.path.isfile(args.records):
         raise ValueError(f"no records file {args.records}")
     if args.records is not None:  # read (and refused if corrupt) before any benchmark runs

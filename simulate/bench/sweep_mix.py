@@ -38,6 +38,7 @@ import torch
 from simulate.bench.flops import workload_flops
 from simulate.core import Hyper, StepOptions
 from simulate.core.recipe import build_trainer
+from simulate.core.steppath import path_of
 from simulate.sweep import tiers
 from simulate.sweep.config import SweepConfig, jobs_for
 from simulate.sweep.schema import read_records
@@ -142,7 +143,7 @@ def sweep_workload(
         # the program's step as the tier runs it, or as forced (built here, passed whole)
         kind = prog["mlp"] if mlp is None else mlp
         compiled = prog["compile"] if compile is None else bool(compile)
-        options = StepOptions(compile=compiled and kind != "native-step", mlp=kind)
+        options = StepOptions(compile=compiled and path_of(kind).compilable, mlp=kind)
         key = (prog["p"], prog["n"], tuple(prog["widths"]), prog["E"], options)
         if key not in rates:
             rates[key] = _program_rate(prog, steps, repeats, options)

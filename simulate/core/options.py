@@ -17,13 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulate.core.constraints import BOOL, INT_POSITIVE, POSITIVE, Options, validate_params
+from simulate.core.steppath import MLP_KINDS, StepPath, path_of
 
-__all__ = ["DEFAULT_OPTIONS", "MLP_KINDS", "NATIVE_KINDS", "StepOptions"]
-
-# how the network's pass is computed (``StepOptions.mlp``, ``simulate.core.step.StepSpec``)
-MLP_KINDS = ("batched", "native", "native-step")
-# the kinds that run C code (``simulate.core.native``): a compiler is needed
-NATIVE_KINDS = ("native", "native-step")
+__all__ = ["DEFAULT_OPTIONS", "StepOptions"]
 
 
 @dataclass(frozen=True)
@@ -34,12 +30,9 @@ class StepOptions:
       one-time cost of seconds, cached by torch on disk;
     * ``chunk``: models per compiled call (compiled hand-written step only;
       ``simulate.core.paths.chunk_bounds``; None: all of them in one call);
-    * ``mlp``: how the hand-written step computes the network's pass, ``"batched"`` (one
-      product per layer over all models) or ``"native"`` (fused per model in C,
-      ``simulate.core.native``); or ``"native-step"``: the whole step in C per model --
-      the draws, the network pass, the terms, the gradients and the optimiser
-      (``simulate.core.paths.NativeStep``; the SVI / ASVI family with the
-      Gaussian slab and Dense-BNN; nothing left to compile, so ``compile`` must be False);
+    * ``mlp``: the step path's name (``simulate.core.steppath``: ``"batched"``,
+      ``"native"`` or ``"native-step"``), resolved to its object by :attr:`path`, which
+      owns the checks (``compile`` must be False on the whole step in C);
     * ``autograd``: the autograd step path for any family (the hand-written kernels' check);
     * ``learn_noise``: each model's Gaussian noise sd learned with it by variational EM
       (``Trainer``), updated every ``noise_every`` steps in ``Trainer.fit`` and never below
@@ -57,16 +50,12 @@ class StepOptions:
 
     def __post_init__(self):
         validate_params(self, STEP_OPTIONS_CONSTRAINTS)
-        if self.mlp in NATIVE_KINDS and self.autograd:
-            raise ValueError(
-                f"mlp={self.mlp!r} runs in the hand-written step; autograd=True takes the"
-                " autograd path, whose network pass is the batched one"
-            )
-        if self.mlp == "native-step" and self.compile:
-            raise ValueError(
-                "mlp='native-step' runs the whole step in C: there is nothing to compile "
-                "(compile=False)"
-            )
+        self.path.check_options(compile=self.compile, autograd=self.autograd)
+
+    @property
+    def path(self) -> StepPath:
+        """The step path ``mlp`` names (``simulate.core.steppath``)."""
+        return path_of(self.mlp)
 
 
 # every field's allowed values (simulate.core.constraints), checked as StepOptions is made

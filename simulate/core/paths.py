@@ -309,19 +309,15 @@ def build_step(
     hand-written kernel where it serves (:func:`uses_hand_written`) unless
     ``options.autograd``, else the autograd path; ``options.compile`` compiles it;
     ``options.chunk`` (compiled hand-written step only) models per kernel call;
-    ``options.mlp`` (``StepSpec``; hand-written step only) how the network's pass is
-    computed (``"native-step"``: the whole step in C, :class:`NativeStep`).  The one
-    check that needs the hyperparameters too: the fused pass needs the hand-written
-    step."""
+    ``options.path`` (``simulate.core.steppath``; ``StepSpec``; hand-written step only)
+    how the network's pass is computed (the whole step in C: :class:`NativeStep`).  The
+    one check that needs the hyperparameters too, the path's own: the C paths need the
+    hand-written step (``StepPath.check_kernel``)."""
     E = layout.E
-    compile, chunk, mlp = options.compile, options.chunk, options.mlp
+    compile, chunk, mlp, path = options.compile, options.chunk, options.mlp, options.path
     hand = not options.autograd and uses_hand_written(hyper)
-    if mlp in ("native", "native-step") and not hand:
-        raise ValueError(
-            f"mlp={mlp!r} runs in the hand-written step; this family, L3 or autograd=True "
-            "takes the autograd path, whose network pass is the batched one"
-        )
-    if mlp == "native-step":  # the whole step in C: eager, in place, every model in one call
+    path.check_kernel(hand)
+    if path.whole_step:  # the whole step in C: eager, in place, every model in one call
         return NativeStep(StepSpec(layout, hyper, n, optimizer_of(hyper, donate=True), True, mlp),
                           consts)  # fmt: skip
     if hand:

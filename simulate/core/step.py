@@ -37,6 +37,7 @@ from simulate.core.optim import Factors, Optimizer, OptState
 from simulate.core.options import DEFAULT_OPTIONS
 from simulate.core.sampler import Inputs
 from simulate.core.slabs import SLABS, slab_of
+from simulate.core.steppath import path_of
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,11 @@ class StepSpec:
     """The static setting of a step: ``n`` (the data size, for eq. (loss1)'s ``n / m``),
     the optimiser (``simulate.core.optim``), ``donate``: whether the step may overwrite its
     inputs' buffers (the eager step; ``False`` for the form ``torch.compile`` traces), and
-    ``mlp``: how the network's pass is computed -- ``"batched"``, one batched product per
-    layer over all models (:func:`simulate.core.layout.mlp_nll_and_grad`), ``"native"``,
-    fused per model in C (:func:`simulate.core.native.fused_nll_and_grad`; equal to float
-    rounding), or ``"native-step"``, the whole step in C (``simulate.core.paths.NativeStep``)."""
+    ``mlp``: the step path's name (``simulate.core.steppath``), whose ``fused_pass`` says
+    how the network's pass is computed -- one batched product per layer over all models
+    (:func:`simulate.core.layout.mlp_nll_and_grad`) or fused per model in C
+    (:func:`simulate.core.native.fused_nll_and_grad`; equal to float rounding); the whole
+    step in C runs no torch step (``simulate.core.paths.NativeStep``)."""
 
     layout: Layout
     hyper: Hyper
@@ -115,7 +117,7 @@ def _nll(spec: StepSpec, consts: Consts, theta, inputs: Inputs, K: int):
     xb, yb = inputs.xb, inputs.yb
     args = (spec.layout, theta, repeat_draws(xb, K), repeat_draws(yb, K), spec.hyper)
     scale, sd = spec.n / (xb.shape[1] * K), repeat_draws(consts.noise_sd, K)
-    if spec.mlp == "native":
+    if path_of(spec.mlp).fused_pass:
         return fused_nll_and_grad(*args, scale, sd, repeat_draws(consts.widths, K))
     return mlp_nll_and_grad(*args, scale, functional=not spec.donate, sd=sd)
 

@@ -17,7 +17,6 @@ import torch
 
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout
-from simulate.core.native import check_step_supported, check_supported
 from simulate.core.objective import ELBOTerms, draw_network, family_of, reference_terms
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
 from simulate.core.paths import Info, build_step
@@ -100,16 +99,13 @@ class Trainer:
             raise ValueError(
                 "the horseshoe family needs Layout(..., node_scales=True), and only it"
             )
-        if options.mlp == "native":
-            check_supported(layout, hyper, torch.device(device or "cpu"), dtype)
-        elif options.mlp == "native-step":
-            check_step_supported(layout, hyper, torch.device(device or "cpu"), dtype)
+        options.path.check_platform(layout, hyper, torch.device(device or "cpu"), dtype)
         self.layout, self.hyper, self.options = layout, hyper, options
         self.device, self.dtype = device, dtype
         self.seeds = torch.as_tensor(seeds, dtype=torch.int64, device=device).reshape(-1)
-        in_step = options.mlp == "native-step"  # the step draws its noise itself
+        # the whole step in C draws its noise itself
         self.sampler = Sampler(layout, hyper, self.seeds, batch, device, dtype, options.compile,
-                               noise_in_step=in_step)  # fmt: skip
+                               noise_in_step=options.path.whole_step)  # fmt: skip
         self.n = self.sampler.n
         self.mask = layout.mask(device, dtype)
         self.H = self.mask[:, : layout.P_net].sum(-1)

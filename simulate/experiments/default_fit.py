@@ -25,7 +25,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from simulate.alloc import tune_malloc
-from simulate.core.options import MLP_KINDS
+from simulate.core.steppath import MLP_KINDS, mlp_help
 from simulate.estimators import RECIPE_PARAMS, ASVIRegressor, recipe_params
 from simulate.sweep.recipes import RECIPES
 from theory.cli import Parser, run_main
@@ -82,8 +82,9 @@ def main(argv=None) -> int:
         "--mlp",
         choices=["auto", *MLP_KINDS],
         default="auto",
-        help="the network's pass (default: the estimator's auto, the whole step in C where"
-        " it builds and serves)",
+        help=mlp_help(
+            "default: auto, the estimator's rule: the whole step in C where it builds and serves"
+        ),
     )
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--recipe", choices=sorted(RECIPES), help="a training recipe's parameters")

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch._dynamo.utils import counters
 
-from simulate.core import Hyper, StepOptions, native
+from simulate.core import Hyper, StepOptions
 from simulate.core.hyper import DEPTH, HYPER_DEFAULTS
 from simulate.core.options import DEFAULT_OPTIONS
 from simulate.core.posterior import ELBO_DRAWS, PREDICT_DRAWS
@@ -241,8 +241,7 @@ def run_teacher(
     # how every block steps, made (and a bad pass refused, ValueError) before any file; each
     # block compiles as its plan says (block_plan)
     options = StepOptions(mlp=mlp)
-    if options.mlp == "native":  # no compiler: a clear error before any file
-        native.load()
+    options.path.require("--teacher-mlp")  # no compiler: a clear error before any file
     store = teacher_store(tier, out_dir, recompute, bias, options.mlp)
     t0 = time.perf_counter()
     with store.writing() as st:

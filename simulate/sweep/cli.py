@@ -13,7 +13,7 @@ import os
 import sys
 
 from simulate.alloc import tune_malloc
-from simulate.core.options import MLP_KINDS
+from simulate.core.steppath import MLP_KINDS, mlp_help
 from simulate.sweep import runner
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.flags import overrides_from_args
@@ -126,10 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--mlp",
         choices=MLP_KINDS,
-        help="the network's pass: batched (one product per layer over all models; default), "
-        "native (fused per model in C: faster at batch 1024, BENCHMARKS.md) or native-step "
-        "(the whole step in C per model: faster on the rate tiers' small programs; with "
-        "--no-compile); the native kinds need a C compiler",
+        help=mlp_help("default: the tier's; batched where the tier names none"),
     )
     add_scheduler_flags(ap)
     ap.add_argument(

@@ -425,7 +425,7 @@ class SweepConfig:
             "lambda_s": hyper.lambda_s,
             **{k: getattr(self, k) for k in ("lam", "l3", "n_test", "draws", "elbo_draws")},
             **{k: getattr(self, k) for k in ("seed", "init_nu", "init_sigma", "compile", "start")},
-            **({"mlp": self.mlp} if self.mlp != "batched" else {}),
+            **({"mlp": self.mlp} if self.mlp != DEFAULT_OPTIONS.mlp else {}),
             **({"protocol": self.protocol} if self.protocol is not None else {}),
         }
 

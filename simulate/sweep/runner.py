@@ -65,9 +65,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from simulate.core import native
-from simulate.core.options import NATIVE_KINDS
 from simulate.core.paths import compile_unavailable
+from simulate.core.steppath import path_of
 from simulate.progress import Progress
 from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
 from simulate.sweep.gp import run_gp_job
@@ -161,19 +160,13 @@ def check_memory(cfg: SweepConfig, at_once: int = 1) -> None:
 
 def check_native(cfg: SweepConfig) -> None:
     """``ValueError`` (one line, before anything is locked or written) when ``cfg`` asks for
-    C code (``mlp="native"`` or ``"native-step"``) and it cannot be built or loaded here: no C
+    C code (its step path's ``runs_c``: ``simulate.core.steppath.StepPath.require``) and it
+    cannot be built or loaded here: no C
     compiler, the compiler's first error, an unwritable cache, or a cache someone else could
     write (``simulate.core.native.NativeUntrusted``: refused, never loaded).  Every job
     would otherwise fail in its worker -- or run code planted in the cache."""
-    if cfg.mlp not in NATIVE_KINDS or cfg.estimator != "asvi":
-        return
-
-    try:
-        native.load()
-    except native.NativeUnavailable as exc:
-        raise ValueError(
-            f"--mlp {cfg.mlp}: {str(exc).splitlines()[0]} (--mlp batched runs without one)"
-        ) from None
+    if cfg.estimator == "asvi":
+        path_of(cfg.mlp).require("--mlp")
 
 
 def check_compile(cfg: SweepConfig, scheduler: str | None = None) -> None:
