@@ -53,11 +53,11 @@ from simulate.experiments.table1 import run_teacher
 from simulate.experiments.uci import run_uci
 from simulate.sweep import tiers
 from simulate.sweep.config import SweepConfig
-from simulate.sweep.records import RecordsError, being_written
 from simulate.sweep.runner import run_sweep
 from simulate.sweep.schema import one_configuration, read_records
-from theory.cli import Parser, interrupted, run_main
-from theory.paths import (
+from theory.plumbing.cli import Parser, interrupted, run_main
+from theory.plumbing.jsonl import RecordsError, being_written
+from theory.plumbing.paths import (
     check_distinct,
     check_output_dir,
     check_output_file,
@@ -94,7 +94,7 @@ def _sweep_records(tier: str, path: str | None, recompute: bool):
 
 def _refuse_growing(path: str) -> None:
     """A records file another run is still writing is not drawn from: its records are not
-    the finished sweep's (``simulate.sweep.records.being_written``)."""
+    the finished sweep's (``theory.plumbing.jsonl.being_written``)."""
 
     if being_written(path):
         raise RecordsError(

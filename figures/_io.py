@@ -8,7 +8,7 @@ import os
 
 import matplotlib.pyplot as plt
 
-from theory.paths import atomic_path, write_atomic
+from theory.plumbing.paths import atomic_path, write_atomic
 
 __all__ = ["ONE_CONFIG_HINT", "save_figure", "tex_escape", "write_table"]
 

@@ -20,7 +20,7 @@ and is rewritten from the records file ``PATH`` (relative to the repository root
   the split kind (default ``random``).
 
 The blocks name the compressed records shipped in ``figures/reference/`` (read like the
-plain ones, ``simulate.sweep.records.read_jsonl``), so a fresh clone regenerates every
+plain ones, ``theory.plumbing.jsonl.read_jsonl``), so a fresh clone regenerates every
 block with no training.  A block whose records file is missing is left as it is and
 reported, so a regeneration never silently drops a result; a block of an unknown kind
 is an error.  The prose between blocks interprets the numbers and is written by hand.
@@ -38,9 +38,9 @@ from figures.realdata_figures import mnist_controls_table, mnist_table, uci_tabl
 from figures.teacher_figures import table1
 from simulate.experiments import mnist, uci
 from simulate.experiments import table1 as table1_run
-from simulate.sweep.records import RecordsError, being_written, read_jsonl
 from simulate.sweep.schema import read_records
-from theory.paths import read_text_bounded, write_atomic
+from theory.plumbing.jsonl import RecordsError, being_written, read_jsonl
+from theory.plumbing.paths import read_text_bounded, write_atomic
 from verify.analysis import analyse
 from verify.controls import read_with_control
 from verify.render import markdown_results
@@ -124,7 +124,7 @@ def render_block(spec: str, root: str = ".") -> str | None:
 
 def regenerate(path: str = "RESULTS.md", root: str = ".", log=print) -> dict:
     """Rewrite every generated block of ``path`` from its records, whole or not at all
-    (``theory.paths.write_atomic``: a full disk or a file-size limit leaves the old file);
+    (``theory.plumbing.paths.write_atomic``: a full disk or a file-size limit leaves the old file);
     returns the specs ``{"regenerated": [...], "unchanged": [...], "missing": [...]}``
     (missing: records not found, block left as it was).  ``path`` is read only as a
     regular file of bounded size (``ValueError`` otherwise, one line)."""

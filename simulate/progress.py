@@ -16,7 +16,7 @@ _open: weakref.WeakSet = weakref.WeakSet()
 
 def end_line() -> None:
     """Close every bar still open (a run stopped mid-way: Ctrl-C), so that what is printed
-    next starts a line of its own (``theory.cli.interrupted``); a bar still inside its
+    next starts a line of its own (``theory.plumbing.cli.interrupted``); a bar still inside its
     ``delay`` was never drawn and prints nothing."""
     for bar in list(_open):
         try:

@@ -9,7 +9,7 @@ says log2.  Depth convention: L hidden layers of width 12pN (``theory.network``)
 import sys as _sys
 
 if _sys.argv[:1] == ["-m"]:  # python -m ...: a Ctrl-C while the toolkit starts is one line
-    from theory.cli import quiet_start as _quiet_start
+    from theory.plumbing.cli import quiet_start as _quiet_start
 
     _quiet_start()
 

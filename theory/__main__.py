@@ -2,7 +2,7 @@
 
 import sys
 
-from theory.cli import run_main
+from theory.plumbing.cli import run_main
 from theory.summary import main
 
 sys.exit(run_main(main))

@@ -7,10 +7,10 @@ import math
 import sys
 
 from theory.bounds import eps_n, lemma_6_1, optimal_structure, r_n, theorem_4_1_bound, xi_bound
-from theory.cli import Parser
 from theory.conditions import condition_5_3
 from theory.exponents import METRICS, corollary_6_1_rate, log_factor_power, predicted_exponent
-from theory.paths import check_output_file, write_json
+from theory.plumbing.cli import Parser
+from theory.plumbing.paths import check_output_file, write_json
 from theory.priors import log_prior_N
 from theory.qstar import q_star_log10
 

@@ -14,8 +14,9 @@ import numpy as np
 
 from simulate.core.stopping import StopRule
 from simulate.sweep.config import SweepConfig
-from simulate.sweep.records import RecordsError, fields_differing
+from simulate.sweep.records import fields_differing
 from theory import METRICS
+from theory.plumbing.jsonl import RecordsError
 from verify.records import Cell
 from verify.slopes import SlopeDiff, budget_state, paired_slope_diff
 
@@ -191,7 +192,7 @@ def control_fields(fields: dict) -> dict:
 
 
 def check_control(records: list[dict], control: list[dict], source: str, cpath: str) -> None:
-    """Raise :class:`~simulate.sweep.records.RecordsError` unless the control records
+    """Raise :class:`~theory.plumbing.jsonl.RecordsError` unless the control records
     ``control`` (file ``cpath``) are the budget-doubling control of ``records`` (file
     ``source``): their fingerprint fields must be :func:`control_fields` of the records'
     (the same data, seeds, truths and code settings; twice the cap, half the tolerance)."""

@@ -22,8 +22,8 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 
-from theory.cli import Parser, run_main
-from theory.paths import read_text_bounded, write_atomic
+from theory.plumbing.cli import Parser, run_main
+from theory.plumbing.paths import read_text_bounded, write_atomic
 
 __all__ = ["CURRENT", "RECORDS", "Decided", "decided_of", "load", "main", "summary_lines"]
 

@@ -45,12 +45,12 @@ import numpy as np
 from simulate.sweep import tiers
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.recipes import RECIPE_DEFAULTS, RECIPES, recipe_settings
-from simulate.sweep.records import RecordsError
 from simulate.sweep.runner import run_sweep
 from simulate.sweep.schema import read_records
 from simulate.sweep.truth_spec import TruthSpec
-from theory.cli import Parser, interrupted, run_main
-from theory.paths import check_distinct, check_output_file, protect_inputs, write_atomic
+from theory.plumbing.cli import Parser, interrupted, run_main
+from theory.plumbing.jsonl import RecordsError
+from theory.plumbing.paths import check_distinct, check_output_file, protect_inputs, write_atomic
 from verify.records import Cell, cells_of
 from verify.slopes import MeanDiffs, paired_mean_diff
 from verify.starts import arm_columns

@@ -99,7 +99,6 @@ from simulate.sweep.parallel import (
     shared_pool,
 )
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
-from simulate.sweep.records import RecordsError, being_written
 from simulate.sweep.runner import (
     check_compile,
     check_memory,
@@ -110,8 +109,9 @@ from simulate.sweep.runner import (
 )
 from simulate.sweep.schema import one_configuration, read_records
 from simulate.sweep.truth_spec import TRUTH_HELP
-from theory.cli import Parser, interrupted, run_main
-from theory.paths import (
+from theory.plumbing.cli import Parser, interrupted, run_main
+from theory.plumbing.jsonl import RecordsError, being_written
+from theory.plumbing.paths import (
     check_distinct,
     check_output_dir,
     check_output_file,
@@ -472,7 +472,7 @@ def _refuse_growing(args, path) -> bool:
 
 
 def _check_paths(args, plan, truth_keys) -> None:
-    """No output names an input, by any name (``theory.paths.check_distinct``): the
+    """No output names an input, by any name (``theory.plumbing.paths.check_distinct``): the
     report's ``--json`` and ``--markdown`` and the figures (``FIGURES/TRUTH.png``, one per
     key of ``truth_keys``) against the records read or written, and each other; every
     input is protected against any other write of this process too."""

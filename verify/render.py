@@ -15,7 +15,7 @@ import matplotlib.ticker
 import numpy as np
 
 from theory.exponents import METRICS
-from theory.paths import atomic_path
+from theory.plumbing.paths import atomic_path
 from verify.slopes import Verdict
 from verify.starts import ARM_HEADER, arm_row
 
@@ -692,7 +692,7 @@ def draw_width_panel(ax, r: MetricResult) -> None:
 
 def plot_results(results: list[MetricResult], out_dir: str, note: str | None = None) -> list[str]:
     """One figure per truth: a rate panel per metric and the selected-width panel, each
-    written whole or not at all (``theory.paths.atomic_path``); ``note`` is added to
+    written whole or not at all (``theory.plumbing.paths.atomic_path``); ``note`` is added to
     every title (a partial read says so)."""
 
     matplotlib.use("Agg")

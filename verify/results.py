@@ -53,7 +53,7 @@ from dataclasses import dataclass, fields, is_dataclass
 
 import numpy as np
 
-from theory.cli import Parser, run_main
+from theory.plumbing.cli import Parser, run_main
 from verify.controls import BudgetShift
 from verify.records import Replicates
 from verify.replication import Replication

@@ -36,9 +36,9 @@ from types import MappingProxyType
 
 import numpy as np
 
-from simulate.sweep.records import RecordsError
 from simulate.sweep.schema import read_records
-from theory.cli import Parser, run_main
+from theory.plumbing.cli import Parser, run_main
+from theory.plumbing.jsonl import RecordsError
 from verify.records import ARM_ESTIMATORS, cells_of
 from verify.slopes import Verdict, paired_mean_diff
 

@@ -30,8 +30,8 @@ from simulate.core.steppath import MLP_KINDS, mlp_help, path_of
 from simulate.experiments.table1 import METHODS
 from simulate.sweep import tiers
 from simulate.sweep.schema import read_records
-from theory.cli import Parser
-from theory.paths import check_distinct, check_output_file, write_json
+from theory.plumbing.cli import Parser
+from theory.plumbing.paths import check_distinct, check_output_file, write_json
 
 __all__ = ["main"]
 

@@ -20,8 +20,8 @@ import sys
 import tempfile
 import time
 
-from simulate.sweep.records import append_jsonl, read_jsonl
-from theory.cli import Parser, run_main
+from theory.plumbing.cli import Parser, run_main
+from theory.plumbing.jsonl import append_jsonl, read_jsonl
 
 __all__ = ["store_costs"]
 

@@ -28,8 +28,8 @@ from simulate.alloc import tune_malloc
 from simulate.core.steppath import MLP_KINDS, mlp_help
 from simulate.estimators import RECIPE_PARAMS, ASVIRegressor, recipe_params
 from simulate.sweep.recipes import RECIPES
-from theory.cli import Parser, run_main
-from theory.paths import check_output_file, write_json
+from theory.plumbing.cli import Parser, run_main
+from theory.plumbing.paths import check_output_file, write_json
 
 
 def run(n: int = 10_000, n_test: int = 5_000, compile="auto", mlp="auto", **overrides) -> dict:

@@ -22,8 +22,8 @@ from simulate.references.plain import train_plain, validation_split
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.truth_spec import TruthSpec
 from simulate.truths.functions import make_regression_data
-from theory.cli import Parser, run_main
-from theory.paths import check_output_file, write_json
+from theory.plumbing.cli import Parser, run_main
+from theory.plumbing.paths import check_output_file, write_json
 
 
 def run(

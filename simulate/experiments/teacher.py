@@ -21,8 +21,8 @@ from simulate.core.hyper import HYPER_DEFAULTS, PAPER_EPOCHS, PAPER_WIDTHS
 from simulate.core.posterior import PREDICT_DRAWS
 from simulate.estimators import ASVIRegressor, recipe_params
 from simulate.truths.functions import TeacherNetwork, teacher_data
-from theory.cli import Parser, run_main
-from theory.paths import check_output_file, write_json
+from theory.plumbing.cli import Parser, run_main
+from theory.plumbing.paths import check_output_file, write_json
 
 
 def run(

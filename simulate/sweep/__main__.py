@@ -3,6 +3,6 @@
 import sys
 
 from simulate.sweep.cli import main
-from theory.cli import run_main
+from theory.plumbing.cli import run_main
 
 sys.exit(run_main(main))

@@ -19,7 +19,6 @@ from simulate.sweep.config import SweepConfig
 from simulate.sweep.flags import overrides_from_args
 from simulate.sweep.parallel import add_scheduler_flags, check_scheduler, check_scheduler_timeout
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
-from simulate.sweep.records import RecordsError
 from simulate.sweep.runner import (
     check_compile,
     check_memory,
@@ -28,8 +27,9 @@ from simulate.sweep.runner import (
     run_sweep,
 )
 from simulate.sweep.truth_spec import TRUTH_HELP, TruthSpec
-from theory.cli import Parser, interrupted
-from theory.paths import check_distinct, check_output_file, read_text_bounded
+from theory.plumbing.cli import Parser, interrupted
+from theory.plumbing.jsonl import RecordsError
+from theory.plumbing.paths import check_distinct, check_output_file, read_text_bounded
 
 __all__ = ["build_parser", "config_from_args", "main", "parse_truths", "resume_note"]
 

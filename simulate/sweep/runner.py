@@ -72,14 +72,9 @@ from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
 from simulate.sweep.gp import run_gp_job
 from simulate.sweep.job import run_asvi_job
 from simulate.sweep.parallel import check_workers, map_unordered
-from simulate.sweep.records import (
-    RecordsError,
-    RecordStore,
-    code_digest,
-    fields_differing,
-    versions,
-)
+from simulate.sweep.records import RecordStore, code_digest, fields_differing, versions
 from simulate.sweep.schema import RECORD_KEYS, SCHEMA, record_problem
+from theory.plumbing.jsonl import RecordsError
 
 __all__ = [
     "ESTIMATORS",

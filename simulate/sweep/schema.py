@@ -7,7 +7,8 @@ from __future__ import annotations
 from numbers import Integral
 
 from simulate.core.constraints import INT_POSITIVE, Interval
-from simulate.sweep.records import RecordsError, fields_differing, read_jsonl
+from simulate.sweep.records import fields_differing
+from theory.plumbing.jsonl import RecordsError, read_jsonl
 
 __all__ = ["SCHEMA", "RECORD_KEYS", "read_records", "record_problem", "one_configuration"]
 
@@ -18,7 +19,7 @@ RECORD_KEYS = ("cell", "metrics", "selected_width", "truth", "failed", "config")
 
 
 def read_records(path) -> list[dict]:
-    """All sweep records of a JSON-lines file (``simulate.sweep.records.read_jsonl``),
+    """All sweep records of a JSON-lines file (``theory.plumbing.jsonl.read_jsonl``),
     each checked for the shape the analysis reads (:func:`record_problem`); a cell recorded
     twice under one configuration (a hand-merged file: which one would count?) is a
     :class:`RecordsError` naming both records."""

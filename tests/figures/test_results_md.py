@@ -84,7 +84,7 @@ def test_every_generated_block_of_results_md_is_regenerated_from_the_shipped_rec
 def test_compressed_records_read_as_the_plain_ones_and_are_never_written(tmp_path):
     import gzip
 
-    from simulate.sweep.records import RecordsError, append_jsonl, exclusive_writer, read_jsonl
+    from theory.plumbing.jsonl import RecordsError, append_jsonl, exclusive_writer, read_jsonl
 
     recs = fake_records(-0.5, -0.5)
     plain = tmp_path / "r.jsonl"

@@ -20,7 +20,7 @@ def test_a_bar_is_silent_within_its_delay_and_ends_its_line_when_done():
 
 
 def test_an_interrupted_bar_is_closed_by_end_line():
-    """``theory.cli.interrupted`` calls ``end_line`` after Ctrl-C: a bar left mid-way ends
+    """``theory.plumbing.cli.interrupted`` calls ``end_line`` after Ctrl-C: a bar left mid-way ends
     its line (the interrupt message starts one of its own); one still inside its delay was
     never drawn and stays silent; a second run on the same callable opens a new bar."""
     drawn, waiting = io.StringIO(), io.StringIO()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import theory.cli as cli_mod
+import theory.plumbing.cli as cli_mod
 
 ROOT = str(Path(__file__).resolve().parents[3])
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT}
@@ -134,7 +134,7 @@ def test_ctrl_c_in_the_optimiser_benchmark_is_one_line(tmp_path):
 
 
 # every ``python -m`` entry point, run as ``python -m`` runs it, interrupted while it
-# parses its flags (every one parses with theory.cli.Parser)
+# parses its flags (every one parses with theory.plumbing.cli.Parser)
 ENTRY_POINTS = [
     "simulate.sweep", "verify.rates", "verify.optimiser", "verify.starts", "verify.results",
     "figures", "theory", "simulate.bench", "simulate.experiments.teacher",
@@ -165,7 +165,7 @@ def test_every_entry_point_says_ctrl_c_in_one_line(module, monkeypatch, capsys):
 @pytest.mark.parametrize("module", ["verify.rates", "simulate.sweep", "figures"])
 def test_ctrl_c_while_the_entry_point_starts_is_one_line(tmp_path, module):
     """A Ctrl-C during the imports (torch, numpy: a second or two), before ``main`` runs,
-    was a 57-line traceback; ``theory.cli.quiet_start`` makes it one line, exit 130."""
+    was a 57-line traceback; ``theory.plumbing.cli.quiet_start`` makes it one line, exit 130."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", module, "--help"], cwd=tmp_path, env=env,

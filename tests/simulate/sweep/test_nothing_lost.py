@@ -19,17 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from simulate.sweep.records import (
+from simulate.sweep.records import tier_store
+from simulate.sweep.schema import SCHEMA
+from tests.simulate.sweep.test_records_integrity import SWEEP, cli, one_line_error
+from theory.plumbing.jsonl import (
     LINE_LIMIT,
     RecordsError,
     being_written,
     exclusive_writer,
     read_jsonl,
-    tier_store,
 )
-from simulate.sweep.schema import SCHEMA
-from tests.simulate.sweep.test_records_integrity import SWEEP, cli, one_line_error
-from theory.paths import atomic_path, check_distinct, protect_inputs, write_atomic
+from theory.plumbing.paths import atomic_path, check_distinct, protect_inputs, write_atomic
 from verify.results import read_results
 
 
@@ -85,7 +85,7 @@ def test_two_outputs_may_not_be_one_file_and_protected_inputs_are_not_replaced(t
         with pytest.raises(ValueError, match="may not replace an input"):
             write_atomic(tmp_path / "fig.png", "png bytes")
     finally:
-        import theory.paths as paths_mod
+        import theory.plumbing.paths as paths_mod
 
         paths_mod._PROTECTED.clear()
     assert src.read_text() == "keep\n"
@@ -359,8 +359,8 @@ def test_an_output_in_a_folder_that_cannot_take_its_temporary_file_is_refused_fi
 ):
     """A writable report in a read-only folder passed the check and failed after the work
     (the report is written beside itself and renamed)."""
-    import theory.paths as paths_mod
-    from theory.paths import check_output_file
+    import theory.plumbing.paths as paths_mod
+    from theory.plumbing.paths import check_output_file
 
     (tmp_path / "ro").mkdir()
     report = tmp_path / "ro" / "report.json"

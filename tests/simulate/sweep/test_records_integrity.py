@@ -17,14 +17,15 @@ from hypothesis import strategies as st
 
 import simulate.sweep.cli as sweep_cli
 import simulate.sweep.parallel as parallel_mod
-import simulate.sweep.records as records_mod
+import theory.plumbing.jsonl as records_mod
 from simulate.core.trainer import Trainer
 from simulate.sweep.config import SweepConfig, _without_later_defaults, fingerprint_fields
-from simulate.sweep.records import RecordsError, exclusive_writer, fingerprint
+from simulate.sweep.records import fingerprint
 from simulate.sweep.runner import records_path_for, run_sweep
 from simulate.sweep.schema import one_configuration, read_records
 from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import SWEEP_TINY, run_main, run_process
+from theory.plumbing.jsonl import RecordsError, exclusive_writer
 from verify.analysis import analyse
 from verify.render import format_results
 

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-import simulate.sweep.records as records_mod
-from simulate.sweep.records import RecordsError, append_jsonl, exclusive_writer, read_jsonl
+import theory.plumbing.jsonl as records_mod
 from tests.simulate.sweep.test_records_integrity import SWEEP, cli, one_line_error
+from theory.plumbing.jsonl import RecordsError, append_jsonl, exclusive_writer, read_jsonl
 
 SCHEMA = "asvi-rates/test/1"
 
@@ -467,7 +467,7 @@ def test_a_control_beside_records_without_fingerprint_fields_is_refused_not_a_cr
 )  # fmt: skip
 def test_a_malformed_flag_is_one_line_on_every_command_line(module):
     """``--n 1e3`` (or an unknown flag) was argparse's usage block and the error; every
-    entry point parses with ``theory.cli.Parser``: one line, exit 2, pointing to --help."""
+    entry point parses with ``theory.plumbing.cli.Parser``: one line, exit 2, pointing to --help."""
     r = cli(module, "--workers", "x", "--n", "1e3", "--bogus")
     assert one_line_error(r), (module, r.stderr)
     assert f"see python -m {module} --help" in r.stderr

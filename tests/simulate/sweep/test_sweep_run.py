@@ -8,12 +8,12 @@ import hashlib
 import pytest
 
 from simulate.sweep.config import SweepConfig
-from simulate.sweep.records import RecordsError
 from simulate.sweep.runner import run_sweep
 from simulate.sweep.schema import read_records
 from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import SWEEP_TINY, torch_threads
 from tests.factories import stable_records as stable
+from theory.plumbing.jsonl import RecordsError
 
 TINY = SWEEP_TINY
 

@@ -129,8 +129,9 @@ def test_records_computed_with_other_versions_are_refused_by_name(tmp_path, monk
     """A worker whose packages differ from this process's (here: this process pretends
     another torch) computes other numbers: its records are refused, naming the package."""
     import simulate.sweep.runner as runner
-    from simulate.sweep.records import RecordsError, versions
+    from simulate.sweep.records import versions
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
+    from theory.plumbing.jsonl import RecordsError
 
     mine = {**versions(), "torch": "0.0-other"}
     monkeypatch.setattr(runner, "versions", lambda: mine)
@@ -142,8 +143,8 @@ def test_records_computed_by_other_code_are_refused(tmp_path, monkeypatch):
     """A worker running an edited checkout stamps another code digest on its records: the
     sweep refuses them instead of appending them under its own fingerprint."""
     import simulate.sweep.runner as runner
-    from simulate.sweep.records import RecordsError
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
+    from theory.plumbing.jsonl import RecordsError
 
     monkeypatch.setattr(runner, "code_digest", lambda: "0" * 16)
     with pytest.raises(RecordsError, match="with other code"):
