@@ -15,9 +15,10 @@ Regenerates every figure and table from records, training only what is missing:
 * ``mnist1d-controls`` -- why ASVI's MNIST-1D accuracy falls while it prunes: SVI at one
   width with one setting changed at a time (lambda_s, optimiser, lr, initial slab sd) and
   Dense-BNN, accuracy and edges kept against epoch, the ELBO's parts, the edge budget;
-* ``results`` -- ``RESULTS.md``'s and ``HISTORY.md``'s generated blocks (every table of
-  measured numbers) rewritten from the records they name (``figures.results_md``; a block
-  whose records are missing is kept and reported).
+* ``results`` -- the generated blocks (every table of measured numbers) of the results files,
+  ``RESULTS.md``, its pages ``docs/results/*.md`` and ``HISTORY.md`` (``RESULTS_FILES``),
+  rewritten from the records they name (``figures.results_md``; a block whose records are
+  missing is kept and reported).
 
 Tiers: ``quick`` (teacher: 3 replications x 100 epochs; rates from the quick verify tier),
 ``medium`` and ``long`` (teacher: 3 x 1000 and 10 x 3000 epochs; otherwise as quick),
@@ -66,8 +67,22 @@ from theory.plumbing.paths import (
 )
 
 NAMES = ("table1", "fig1b", "rates", "tradeoff", "uci", "mnist1d", "mnist1d-controls", "results")
-# the files whose generated blocks ``--only results`` rewrites (figures.results_md)
-RESULTS_FILES = ("RESULTS.md", "HISTORY.md")
+# the files whose generated blocks ``--only results`` rewrites (figures.results_md), paths
+# from the repository root: RESULTS.md (the summary, required) first, then its pages, one per
+# section, in its contents' order, and the history (a page added to docs/results/ is added
+# here: tests/figures/test_docs_links.py holds the folder and this list equal)
+RESULTS_FILES = (
+    "RESULTS.md",
+    "docs/results/confirm-v4.md",
+    "docs/results/confirm-v3.md",
+    "docs/results/confirm-v2.md",
+    "docs/results/confirm-v1.md",
+    "docs/results/optimiser.md",
+    "docs/results/earlier-tiers.md",
+    "docs/results/table1-mnist-uci.md",
+    "docs/results/estimator-defaults.md",
+    "HISTORY.md",
+)
 VERIFY_TIER = tiers.FIGURES_RATES
 
 
@@ -226,7 +241,8 @@ def main(argv=None) -> int:
         "--results-md",
         action="append",
         help="a results file whose generated blocks --only results rewrites from the records"
-        " (repeatable; default RESULTS.md, and HISTORY.md where it exists)",
+        " (repeatable; default RESULTS.md, and those of its pages docs/results/*.md and"
+        " HISTORY.md that exist)",
     )
     ap.add_argument(
         "--records",

@@ -1,7 +1,8 @@
-"""``RESULTS.md``'s measured numbers, regenerated from the records
+"""The results files' measured numbers (``RESULTS.md``, its pages ``docs/results/*.md`` and
+``HISTORY.md``: ``figures.__main__.RESULTS_FILES``), regenerated from the records
 (``python -m figures --only results``).
 
-Every table of measured numbers in the results file sits in a *generated block*::
+Every table of measured numbers in a results file sits in a *generated block*::
 
     <!-- generated: KIND records=PATH [metric=NAME] -->
     ...

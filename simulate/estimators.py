@@ -261,10 +261,10 @@ WARMUP_TOL_FACTOR = 4.0
 # regressors' default program, ten widths 2..20 at batch 1,024, p = 10, one thread), the
 # fused pass's step takes 5.4 ms eager and 3.2 ms compiled, and the compilation 3 s with a
 # warm cache (measured) and about 25 s cold (the default fit's first run, 59 s against 34 s
-# warm, RESULTS.md): repaid after 1,400 and 11,400 steps; with the stopping
-# rule the run ends before its cap, and the narrowest candidates converge near a fifth of
-# it (13,500 of 68,360 steps in the default fit), so a cap of 20,000 is where compiling
-# pays even cold.  Smaller problems (scikit-learn's checks, most tests) stay eager.
+# warm, docs/results/estimator-defaults.md): repaid after 1,400 and 11,400 steps; with the
+# stopping rule the run ends before its cap, and the narrowest candidates converge near a
+# fifth of it (13,500 of 68,360 steps in the default fit), so a cap of 20,000 is where
+# compiling pays even cold.  Smaller problems (scikit-learn's checks, most tests) stay eager.
 COMPILE_FROM_STEPS = 20_000
 
 
@@ -543,7 +543,7 @@ class _Base(BaseEstimator):
         risk = None
         if Xv is not None:
             # the held-out criterion's tolerance: 10% per window (the sweep's stop_risk_tol
-            # as the rate tiers once used it, RESULTS.md)
+            # as the rate tiers once used it, HISTORY.md)
             rule = replace(rule, risk_tol=0.1)
             risk = self._validation_risk(Xv, yv)
         options = _step_options(
@@ -792,8 +792,8 @@ _COMMON_DOC = """
     regressors' optimiser defaults are the sweeps' default training recipe
     (``simulate.sweep.recipes.DEFAULT_RECIPE``, ``logit-ramp-plateau``: the logits' rate
     ``lr max(1, n / 1,000)`` up to 0.1, two plateau decays), chosen and judged on the
-    sweeps' truths at batch 128 (RESULTS.md "ASVI's optimiser against its own
-    objective"); at n <= 1,000 the logits train at ``lr``, so scikit-learn's small check
+    sweeps' truths at batch 128 (docs/results/optimiser.md, "ASVI's optimiser against its
+    own objective"); at n <= 1,000 the logits train at ``lr``, so scikit-learn's small check
     problems train as before.  The classifiers keep the paper's MNIST optimiser.
 """
 

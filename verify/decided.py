@@ -12,7 +12,7 @@ verify.decided`` rewrites the file from the records; a test holds the file equal
 regeneration, so it cannot drift from the records.  A truth of a run is matched to the
 decision by its class -- kind, p and (Hoelder) alpha; the truth seed differs by design.
 Only ASVI's own entries (the random start, or the constructive start where it is the
-only run) appear; the known-answer controls' verdicts are in RESULTS.md.
+only run) appear; the known-answer controls' verdicts are in docs/results/confirm-v4.md.
 """
 
 from __future__ import annotations

@@ -28,12 +28,12 @@ __all__ = ["DEFAULT_RECIPE", "RECIPES", "RECIPE_DEFAULTS", "recipe_settings"]
 
 # the recipe the sweeps' tiers, ``python -m simulate.sweep`` and the regressors
 # (simulate.estimators.recipe_params) train with unless told otherwise (``--recipe NAME``);
-# SweepConfig's own defaults are "baseline"'s, so records written before the recipes
-# existed keep their fingerprints.  "logit-ramp-plateau" was chosen on the optimiser
-# benchmark (RESULTS.md "ASVI's optimiser against its own objective"; exploratory): on the
-# teacher p = 20 its gap to the constructive posterior at n = 32,000 covers 0, and judged
-# against the baseline on the teachers p = 10 and 200 and the Hoelder truths alpha = 0.5
-# and 1.5 (n = 500..32,000) it lowers the ELBO on no truth at any n (no paired interval
+# SweepConfig's own defaults are "baseline"'s, so records written before the recipes existed
+# keep their fingerprints.  "logit-ramp-plateau" was chosen on the optimiser benchmark
+# (docs/results/optimiser.md, "ASVI's optimiser against its own objective"; exploratory): on
+# the teacher p = 20 its gap to the constructive posterior at n = 32,000 covers 0, and
+# judged against the baseline on the teachers p = 10 and 200 and the Hoelder truths
+# alpha = 0.5 and 1.5 (n = 500..32,000) it lowers the ELBO on no truth at any n (no paired interval
 # below 0) at about 1.2-1.4x the training seconds.  "logit20-plateau" (the same rate at
 # every n) was not: it lowered the ELBO at n = 500 and 1,000.
 DEFAULT_RECIPE = "logit-ramp-plateau"

@@ -2,7 +2,7 @@
 
 A tier is a named size of an experiment: ``tiny`` (smoke tests, seconds), ``quick`` (the
 README's commands, minutes on 2 cores), and larger ones up to the paper's own sizes.
-Measured costs are in RESULTS.md.
+Measured costs are in the results pages (RESULTS.md, docs/results/).
 
 * :data:`RATES` -- the growing-n sweeps of ``python -m verify.rates`` (``--tier``);
 * :data:`TEACHER` -- Table 1 and Figure 1(b) (``python -m figures --tier``);
@@ -29,7 +29,8 @@ TRAINING = recipe_settings(DEFAULT_RECIPE)
 # control re-trains (at the smallest and the largest n), and the default number of local
 # single-threaded worker processes (two beat one two-threaded process on 2 cores: these
 # small networks are bound by per-step overhead, not arithmetic).  Measured cost on the 2-core
-# machine is in RESULTS.md.  ``tiny`` is the smoke test (fixed widths, a few hundred steps).
+# machine is in docs/results/earlier-tiers.md.  ``tiny`` is the smoke test (fixed widths, a
+# few hundred steps).
 RATES = {
     "tiny": {
         "truths": [TruthSpec("holder", p=1, alpha=0.5)],
@@ -56,7 +57,7 @@ RATES = {
             "ns": [250, 630, 1600, 4000],
             # 8, not 4: with each replicate its own truth, R = 4 left attainment intervals
             # of +-0.41 (alpha 0.5) and +-0.87 (alpha 1.5); R = 8 gives +-0.17 and +-0.47
-            # for 3.2 min of sweep instead of 1.7 (RESULTS.md; eager steps, then)
+            # for 3.2 min of sweep instead of 1.7 (HISTORY.md; eager steps, then)
             "replicates": 8,
             "width_scale": 0.5,  # candidates 2..8 at n = 250 up to 2..32 at n = 4000
             "n_test": 10_000,
@@ -67,7 +68,8 @@ RATES = {
             # compiled and ~0.4-0.8 in C (one thread, AVX2 CPU), with no compilation, then
             # ~0.1 with a stopping window per call; the whole tier 4 min 40 s, then 1 min
             # 46 s (the same records), against 14 min 3 s compiled, the same theorem and
-            # attainment verdicts (BENCHMARKS.md, "The whole step in C"; RESULTS.md);
+            # attainment verdicts (BENCHMARKS.md, "The whole step in C";
+            # docs/results/earlier-tiers.md);
             # --mlp batched [--compile]: the torch steps
             "mlp": "native-step",
             "compile": False,
@@ -257,7 +259,8 @@ UCI = {
 # MNIST-1D: ``ns`` training-set sizes, the first n of a generated pool of ``pool`` signals
 # whose last ``n_test`` are the test set (simulate.truths.data.mnist1d_split).  quick's pool is the
 # package's default dataset (4000 train, 1000 test).  The paper's widths 400, ..., 800 are
-# scaled by 1/4 in the long and paper tiers (same ratios; cost in RESULTS.md).
+# scaled by 1/4 in the long and paper tiers (same ratios; cost in
+# docs/results/table1-mnist-uci.md).
 MNIST1D = {
     tier: {**spec, "optimizer": PAPER_MNIST["optimizer"]}  # every tier: the paper's RMSprop
     for tier, spec in {

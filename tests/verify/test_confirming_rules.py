@@ -135,7 +135,7 @@ def test_protocols_name_their_rule_and_earlier_ones_decide_as_before():
     r = next(r for r in analyse(recs, control=ctrl) if r.metric == "d2")
     assert r.decision.protocol == r.decision.records_protocol == protocols.load("confirm-v3").tag
     assert r.theorem.rule == "reject-e/2"
-    # confirm-v3's numbers as it reported them (RESULTS.md)
+    # confirm-v3's numbers as it reported them (docs/results/confirm-v3.md)
     assert (round(r.theorem.slope, 3), round(r.theorem.ci_low, 3), round(r.theorem.ci_high, 3)) \
         == (-0.616, -0.697, -0.534)  # fmt: skip
     assert r.theorem.verdict == r.attainment.verdict == Verdict.PASS

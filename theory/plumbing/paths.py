@@ -41,7 +41,7 @@ __all__ = [
 # the identities of the files this process reads (protect_inputs): no atomic write replaces one
 _PROTECTED: dict = {}
 
-# the largest configuration or Markdown file read (RESULTS.md is ~98 KB)
+# the largest configuration or Markdown file read (the largest results page is ~60 KB)
 TEXT_LIMIT = 16 * 2**20
 
 
