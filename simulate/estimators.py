@@ -106,7 +106,7 @@ from simulate.core.posterior import (
     mixture_quantiles,
     select_width,
 )
-from simulate.core.recipe import build_trainer
+from simulate.core.recipe import train_models
 from simulate.core.steppath import BATCHED, MLP_KINDS, NATIVE, NATIVE_STEP, path_of
 from simulate.core.stopping import STOP_DEFAULTS, StopRule
 from simulate.progress import Progress
@@ -246,16 +246,12 @@ def _check_core_range(name: str, a: np.ndarray, dtype: torch.dtype, fix: str) ->
 
 NOISE_FLOOR = DEFAULT_OPTIONS.noise_floor  # learned noise sd's floor, standardised units
 # Where the learned noise sd starts, in standardised units (a tenth of y's sd): small, so the
-# network fits before the noise settles (with the warm-up of ``_train``).  A start at y's own
-# sd (the constant fit's) let a narrow network's posterior collapse to the constant fit, an
-# optimisation trap far below the fitted ELBO (measured: SVI width 2 on y = x_1 +
-# N(0, 0.1^2), n = 300: R^2 0.00 and ELBO -425 from sd 1; R^2 0.97 and ELBO +14 from 0.1
-# with the warm-up; tests/simulate/test_practitioner.py).
+# network fits before the noise settles (with the warm-up of
+# ``simulate.core.recipe.fit_trainer``).  A start at y's own sd (the constant fit's) let a narrow
+# network's posterior collapse to the constant fit, an optimisation trap far below the fitted ELBO
+# (measured: SVI width 2 on y = x_1 + N(0, 0.1^2), n = 300: R^2 0.00 and ELBO -425 from sd 1; R^2
+# 0.97 and ELBO +14 from 0.1 with the warm-up; tests/simulate/test_practitioner.py).
 NOISE_START = 0.1
-# The learned noise's warm-up (``_train``) ends when the objective's windowed improvement
-# falls below this many times the rule's tolerance, once (it is there to fit the signal
-# first, not to converge at the start value)
-WARMUP_TOL_FACTOR = 4.0
 # ``compile="auto"`` compiles the step when the budget (the fixed steps, or the stopping
 # rule's cap) reaches this many steps.  Why 20,000: measured on a 2-core AVX2 CPU (the
 # regressors' default program, ten widths 2..20 at batch 1,024, p = 10, one thread), the
@@ -368,53 +364,6 @@ def _step_options(mlp, compile, hyper, device, dtype, budget: int, **rest) -> St
     elif not isinstance(compile, (bool, np.bool_)):
         raise ValueError(f"compile must be True, False or 'auto', got {compile!r}")
     return StepOptions(compile=bool(compile), mlp=path.name, **rest)
-
-
-def _train(tr, steps, rule, risk, progress, learn_noise: bool, race=None):
-    """Train ``tr`` for ``steps`` steps or until ``rule`` stops each model; returns the
-    stopping summary (None for a fixed budget).
-
-    With learned noise, in two phases: a *warm-up* at the start value (``NOISE_START``,
-    sds fixed) -- until the rule holds for every model, or the first half of a fixed budget
-    -- then variational EM (the sds updated at every window end, or every ``noise_every``
-    steps) until the rule holds again or the budget ends.  Why: updating from the first
-    window let a narrow network's posterior collapse to the constant fit before it had fit
-    anything (the residuals of a half-trained fit raise the sd, the likelihood weakens, the
-    KL prunes; measured: SVI width 2 on y = x_1 + N(0, 0.1^2), n = 300: R^2 0.00); a
-    network fitted first only ever prunes as the sd rises, which it can.  Each model's
-    ``steps`` in the summary add up both phases; ``converged`` is the second phase's.
-    ``race`` (:class:`Halving`, or None) runs in the EM phase only: in the warm-up every
-    candidate's objective is at the same start sd, not the ELBO at its own."""
-    record = 0 if steps is None else max(1, steps // 100)
-    if not learn_noise:
-        if rule is None:
-            tr.fit(steps, progress=progress, record_every=record)
-            return None
-        return tr.fit_until(rule, progress=progress, risk=_bound(risk, tr), race=race)
-    tr.pause_noise()
-    if rule is None:
-        warm = steps // 2
-        tr.fit(warm, progress=progress, record_every=record)
-        tr.resume_noise()
-        tr.fit(steps - warm, progress=progress, record_every=record)
-        return None
-    # the warm-up ends at its first plateau: the learning rate is lowered in the EM phase
-    warm_rule = replace(rule, tol=WARMUP_TOL_FACTOR * rule.tol, patience=1, lr_decays=0)
-    first = tr.fit_until(warm_rule, progress=progress, risk=_bound(risk, tr))
-    left = rule.max_steps - max(first["steps"])
-    if left <= 0:  # the cap ended the warm-up: EM never ran
-        return first
-    tr.release_stopped()  # failed models stay held (state.health)
-    tr.resume_noise()
-    second = tr.fit_until(
-        replace(rule, max_steps=left), progress=progress, risk=_bound(risk, tr), race=race
-    )
-    second["steps"] = [a + b for a, b in zip(first["steps"], second["steps"], strict=True)]
-    return second
-
-
-def _bound(risk, tr):
-    return None if risk is None else (lambda params: risk(tr, params))
 
 
 def _progress(setting, label: str):
@@ -555,11 +504,13 @@ class _Base(BaseEstimator):
         self.step_path_ = {"mlp": options.mlp, "compiled": options.compile}
         race = self._race(widths, rule)  # a bad value refused before the trainer is built
         t0 = time.perf_counter()
-        tr = build_trainer(
-            hyper, widths, seeds, Xt, yt, [0] * len(widths),
-            depth=depth, out_dim=out_dim, options=options, device=dev, dtype=dtype, init_from=init,
+        trained = train_models(
+            hyper, widths, seeds, Xt, yt, [0] * len(widths), steps=steps, rule=rule,
+            progress=progress, record_every=0 if steps is None else max(1, steps // 100),
+            risk=risk, race=race, depth=depth, out_dim=out_dim, options=options, device=dev,
+            dtype=dtype, init_from=init,
         )  # fmt: skip
-        conv = _train(tr, steps, rule, risk, progress, learn_noise, race)
+        tr, conv = trained.trainer, trained.convergence
         self.fit_time_s_ = time.perf_counter() - t0
         health = tr.state.health
         self.failed_ = health.failed.cpu().numpy()
@@ -572,7 +523,7 @@ class _Base(BaseEstimator):
         self._record_budget(conv, steps, widths)
         self.history_ = tr.history
         self.widths_ = widths
-        self.posterior_ = tr.posterior()
+        self.posterior_ = trained.posterior
         terms = self.posterior_.elbo(Xt.to(dev), yt.to(dev), draws=int(self.elbo_draws))
         if learn_noise:  # the exact M-step on the full data: sigma^2 = E_q[RSS] / n
             sd = np.maximum(np.sqrt(terms["rss"] / n), NOISE_FLOOR)

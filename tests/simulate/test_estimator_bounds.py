@@ -131,7 +131,7 @@ def no_training(monkeypatch):
     def stub(*args, **kwargs):
         raise _Started
 
-    monkeypatch.setattr(estimators, "build_trainer", stub)
+    monkeypatch.setattr(estimators, "train_models", stub)
 
 
 BAD_COUNTS = [1e30, float("inf"), float("nan"), 1.5, True, 0, -1, MAX_EPOCHS + 1, "100"]
