@@ -26,8 +26,7 @@ import warnings
 import numpy as np
 import pytest
 
-from simulate import estimators
-from simulate.estimators import SVIClassifier, SVIRegressor
+from simulate.estimators import SVIClassifier, SVIRegressor, base, inputs
 
 MAX_EPOCHS = 10**6  # simulate.estimators.MAX_EPOCHS (said here too: the tests name the bound)
 
@@ -95,7 +94,7 @@ def test_ordinary_scales_standardise_bit_for_bit_as_before():
     standardised targets are numpy's own, so no existing fit moves."""
     _, y = _data()
     for s in (1e-3, 1.0, 7.0, 1e5):
-        mean, sd, z = estimators._standardise(s * y + 40.0)
+        mean, sd, z = inputs._standardise(s * y + 40.0)
         assert (mean, sd) == ((s * y + 40.0).mean(), (s * y + 40.0).std())
         np.testing.assert_array_equal(z, (s * y + 40.0 - mean) / sd)
 
@@ -131,7 +130,7 @@ def no_training(monkeypatch):
     def stub(*args, **kwargs):
         raise _Started
 
-    monkeypatch.setattr(estimators, "train_models", stub)
+    monkeypatch.setattr(base, "train_models", stub)
 
 
 BAD_COUNTS = [1e30, float("inf"), float("nan"), 1.5, True, 0, -1, MAX_EPOCHS + 1, "100"]
@@ -177,7 +176,7 @@ def test_an_integral_float_is_the_whole_number_it_names():
 def test_count_constraint():
     from simulate.core.constraints import Count
 
-    assert estimators.MAX_EPOCHS == MAX_EPOCHS
+    assert inputs.MAX_EPOCHS == MAX_EPOCHS
     c = Count(1, 10)
     assert all(c.accepts(v) for v in (1, 10, 3.0, np.int64(5)))
     assert not any(c.accepts(v) for v in (0, 11, 2.5, True, np.True_, float("inf"), "3", None))
@@ -187,7 +186,7 @@ def test_count_constraint():
 def test_a_spread_below_float64_is_refused_not_fitted_in_other_units():
     """Targets 0 and 5e-324 (the smallest subnormal): their sd, 2**-1075, is not a float64;
     it was a sd of 0 beside standardised targets, predictions about -0.64, no warning."""
-    from simulate.estimators import _standardise
+    from simulate.estimators.inputs import _standardise
 
     y = np.array([0.0, 5e-324] * 8)
     with pytest.raises(ValueError, match="below the smallest float64"):

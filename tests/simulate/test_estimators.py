@@ -272,8 +272,8 @@ def test_auto_takes_the_fused_pass_where_it_serves_and_says_so_when_it_cannot(mo
     from ``COMPILE_FROM_STEPS`` steps of budget, not below, where the step is not in C."""
     import warnings
 
-    from simulate import estimators as est
     from simulate.core import Hyper, native
+    from simulate.estimators import policy as est
 
     cpu, f32 = torch.device("cpu"), torch.float32
     kw = dict(learn_noise=True)

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from simulate.estimators import NOISE_START, ASVIRegressor, SVIRegressor, _progress
+from simulate.estimators import NOISE_START, ASVIRegressor, SVIRegressor
+from simulate.estimators.policy import _progress
 from simulate.progress import Progress
 from theory import lambda_s_rule
 
@@ -212,11 +213,11 @@ def test_sigma_recovers_a_known_noise_at_n_5000():
 
 @pytest.mark.slow
 def test_a_small_noise_start_avoids_the_constant_fit():
-    """``NOISE_START`` and the warm-up (``simulate.estimators._train``): from a tenth of y's
+    """``NOISE_START`` and the warm-up (``simulate.core.recipe.fit_trainer``): from a tenth of y's
     sd a width-2 network fits y = x_1 + noise and the EM then finds the noise (0.1); from
     y's own sd (the constant fit's) its posterior collapses to the constant, which is why
     the start is small."""
-    import simulate.estimators as est
+    import simulate.estimators.base as est
 
     r = np.random.default_rng(0)
     X = r.uniform(-1, 1, (300, 3))

@@ -126,7 +126,7 @@ def test_the_checks_that_need_no_fit_never_fit(monkeypatch):
     """``NO_FIT_CHECKS`` (run alone on ``SAME_FIT``'s estimators) pass on an estimator whose
     fit raises: the set names checks that read no fit.  Negative control: checks that fit
     reach the raising fit there."""
-    import simulate.estimators as est
+    import simulate.estimators.base as est
 
     def no_fit(self, X, y):
         raise AssertionError("fit called")

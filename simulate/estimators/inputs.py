@@ -1,0 +1,129 @@
+"""What the estimators accept: the device, the candidate widths, the dtype, counts and seeds,
+the targets' scale and the inputs' range, each checked where the value enters (``fit``)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import torch
+
+from simulate.core.constraints import Count, Interval, check
+
+
+def resolve_device(device) -> torch.device:
+    """``torch.device`` for a user's ``device``; CUDA only when asked for and present."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:  # torch's own message lists twenty device types
+        raise ValueError(
+            f"device must be a torch device such as 'cpu' or 'cuda', got {device!r}"
+        ) from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was asked for but torch.cuda.is_available() is False")
+    return dev
+
+
+def _check_widths(widths) -> list[int]:
+    if isinstance(widths, (str, bytes)):  # "24" iterates as "2", "4"
+        raise ValueError(f"widths must be a list of positive integers, got {widths!r}")
+    try:
+        ws = [w for w in widths]
+    except TypeError as exc:
+        raise ValueError(f"widths must be a list of positive integers, got {widths!r}") from exc
+    if not ws:
+        raise ValueError("widths must be a non-empty list of positive integers")
+    for w in ws:
+        if not isinstance(w, numbers.Real) or isinstance(w, bool):
+            raise ValueError(f"every width must be an integer >= 1, got {w!r}")
+        if not float(w).is_integer() or w < 1:
+            raise ValueError(f"every width must be an integer >= 1, got {w!r}")
+    return [int(w) for w in ws]
+
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_SEED_MAX = (2**63 - 1) // 1000 - 1000  # model seeds are seed * 1000 + k in int64
+
+
+def _dtype(x) -> torch.dtype:
+    if isinstance(x, torch.dtype) and x in _DTYPES.values():
+        return x
+    if isinstance(x, str) and x in _DTYPES:
+        return _DTYPES[x]
+    raise ValueError(f"dtype must be 'float32' or 'float64', got {x!r}")
+
+
+def _integer(name, v, lo=1, hi=None) -> int:
+    """``v`` as an int when an integer in [lo, hi] (``simulate.core.constraints``)."""
+    return int(check(name, v, Interval(numbers.Integral, lo, hi, "both")))
+
+
+# ``epochs`` and ``max_epochs``: whole numbers in [1, MAX_EPOCHS].  Why a million: it is
+# 140 times the paper's 7000 epochs (the regressors' default cap) and past any budget a fit
+# here has used, so a larger number is a slip (``epochs=1e30`` trained without end), not a
+# plan.  Within it the step count is exact: the count itself is a Python int
+# (``State.count``), ``ceil(epochs * n / m)`` is formed in float64 from numbers far below
+# 2**53 (epochs <= 1e6 and n / m <= n), and the sampler's draw numbers ``t K + k`` stay
+# below the 2**64 that ``rng.offset_words`` hashes (1e6 n K < 2**64 for any n K under
+# 1.8e13).  An integral float (``7000.0``, what ``teacher --epochs`` parses) is accepted as
+# the whole number it is; a fraction of an epoch (1.5) is refused.
+MAX_EPOCHS = 10**6
+EPOCH_COUNT = Count(1, MAX_EPOCHS)
+# Targets whose sd lies outside [1e-30, 1e30] are fitted (standardised: ``_standardise``)
+# with a warning: float32, the core's training dtype, holds about [1.2e-38, 3.4e38], so such
+# targets could not have entered it as they are; the margin of 1e8 leaves room for the
+# squares and products of y's units that a user may go on to form in float32.
+Y_SCALE_RANGE = (1e-30, 1e30)
+_F32 = np.finfo(np.float32)
+
+
+def _standardise(y: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """``(mean, sd, (y - mean) / sd)`` of finite targets at any scale float64 holds.
+
+    ``y.std()`` squares y's deviations: at a scale of 1e-300 the squares underflow to 0 (the
+    targets were taken as constant and fitted as such, silently) and at 1e300 they overflow
+    to inf.  Here y is first multiplied by ``2**-e``, the power of two just above max|y| (an
+    exact scaling: only the exponent changes), so its values lie in (-1, 1), where neither
+    the mean nor the squares can under- or overflow; the mean and sd found there are scaled
+    back by ``2**e`` and the standardised values are formed there.  Scaling by a power of two
+    commutes with every rounding, so where nothing under- or overflows this is ``y.mean()``,
+    ``y.std()`` and ``(y - y.mean()) / y.std()`` bit for bit: fits at ordinary scales do not
+    move.  When every target is the same number, sd is 0 and the mean is that number (where
+    ``y.mean()`` can round off it: three 0.1s give 0.1 + 1.4e-17, which ``y.std()`` took for a
+    spread of 1.4e-17 and the fit for a signal).  A spread that float64 cannot hold (targets
+    0 and 5e-324: the sd is 2**-1075) is a ``ValueError``, never a sd of 0 beside
+    standardised values."""
+    top = float(np.max(np.abs(y)))
+    if top == 0.0 or np.all(y == y[0]):  # constant: no spread to measure (y - mean: zeros)
+        mean = float(y.mean()) if top == 0.0 else float(y[0])
+        return mean, 0.0, y - mean
+    e = math.frexp(top)[1]  # top = f 2**e with f in [0.5, 1)
+    z = np.ldexp(y, -e)
+    mz, sz = float(z.mean()), float(z.std())
+    sd = math.ldexp(sz, e)
+    if sd == 0.0 or not math.isfinite(sd):  # the spread itself is below float64's range
+        raise ValueError(
+            f"y's spread ({sz:.3g} x 2**{e}) is below the smallest float64; multiply y by a"
+            " power of ten (and the predictions back by its inverse)"
+        )
+    return math.ldexp(mz, e), sd, (z - mz) / sz
+
+
+def _check_core_range(name: str, a: np.ndarray, dtype: torch.dtype, fix: str) -> None:
+    """Refuse values that the cast to float32 (the core's default dtype) would turn into
+    inf, or that it would flush to zero or subnormals in a whole column (a feature or
+    target that silently becomes constant): ``ValueError`` naming ``fix``."""
+    if dtype != torch.float32 or a.size == 0:
+        return
+    top = np.max(np.abs(a.reshape(a.shape[0], -1)), axis=0)
+    if np.any(top > _F32.max):
+        raise ValueError(
+            f"{name} has values beyond float32's range ({top.max():.3g} > {_F32.max:.3g}): {fix}"
+        )
+    low = (top > 0) & (top < _F32.tiny)
+    if np.any(low):
+        raise ValueError(
+            f"{name} has a column of values below float32's normal range "
+            f"(max |value| {top[low].max():.3g} < {_F32.tiny:.3g}): {fix}"
+        )
