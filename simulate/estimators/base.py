@@ -140,8 +140,9 @@ class _Base(BaseEstimator):
         perm = np.random.default_rng(seed).permutation(n)
         return np.sort(perm[k:]), np.sort(perm[:k])
 
-    def fit(self, X, y):
-        """Train every candidate width in one batched program and select (ASVI)."""
+    def _checked_params(self):
+        """The parameters a fit reads before any work, checked: ``(widths, depth, seed,
+        dtype)`` (and the draws' and epochs' bounds)."""
         widths = _check_widths(self._candidate_widths())
         depth = _integer("depth", self.depth)
         _integer("elbo_draws", self.elbo_draws, lo=MIN_ELBO_DRAWS)  # the selection rule's floor
@@ -150,6 +151,11 @@ class _Base(BaseEstimator):
         dtype = _dtype(self.dtype)
         check("epochs", self.epochs, EPOCH_COUNT, None)  # before any work (MAX_EPOCHS)
         check("max_epochs", self.max_epochs, EPOCH_COUNT)
+        return widths, depth, seed, dtype
+
+    def fit(self, X, y):
+        """Train every candidate width in one batched program and select (ASVI)."""
+        widths, depth, seed, dtype = self._checked_params()
         X, y = validate_data(self, X, y, y_numeric=self._likelihood == "gaussian")
         _check_core_range(
             "X", X, dtype, "scale the features (a StandardScaler) or use dtype='float64'"
@@ -192,8 +198,15 @@ class _Base(BaseEstimator):
             risk=risk, race=race, depth=depth, out_dim=out_dim, options=options, device=dev,
             dtype=dtype, init_from=init,
         )  # fmt: skip
-        tr, conv = trained.trainer, trained.convergence
         self.fit_time_s_ = time.perf_counter() - t0
+        self._select(trained, steps, widths, Xt.to(dev), yt.to(dev), learn_noise)
+        return self
+
+    def _select(self, trained, steps, widths, Xt, yt, learn_noise: bool) -> None:
+        """What the fit says after training: the failures, the budget each candidate used,
+        the candidates' ELBO on the fit's data (with learned noise, after the exact M-step),
+        eq. (13)'s selection and the kept edges, as the fitted attributes."""
+        tr, conv, n = trained.trainer, trained.convergence, Xt.shape[1]
         health = tr.state.health
         self.failed_ = health.failed.cpu().numpy()
         self.failed_step_ = health.failed_step.cpu().numpy()
@@ -206,7 +219,7 @@ class _Base(BaseEstimator):
         self.history_ = tr.history
         self.widths_ = widths
         self.posterior_ = trained.posterior
-        terms = self.posterior_.elbo(Xt.to(dev), yt.to(dev), draws=int(self.elbo_draws))
+        terms = self.posterior_.elbo(Xt, yt, draws=int(self.elbo_draws))
         if learn_noise:  # the exact M-step on the full data: sigma^2 = E_q[RSS] / n
             sd = np.maximum(np.sqrt(terms["rss"] / n), NOISE_FLOOR)
             # the Posterior made again with its noise_sd argument (checked, in its dtype)
@@ -225,7 +238,6 @@ class _Base(BaseEstimator):
         self.n_edges_ = float(edges["sum_nu"][sel["index"]])
         self.n_edges_gt_half_ = int(edges["n_nu_gt_half"][sel["index"]])
         self._set_noise()
-        return self
 
     def _set_noise(self) -> None:
         """The regressors' ``sigma_`` (selected candidate) and ``sigma_all_``, in y's units."""
