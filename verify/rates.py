@@ -76,55 +76,43 @@ the records file being written holds (whole: the same command resumes it).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
 import time
 import traceback
 
-import numpy as np
-
 from simulate.alloc import tune_malloc
-from simulate.core.steppath import BATCHED, MLP_KINDS, mlp_help, path_of
-from simulate.sweep import costs, tiers
+from simulate.sweep import costs
 from simulate.sweep.budget import BudgetLink, linkable
 from simulate.sweep.cli import parse_truths, resume_note
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.flags import overrides_from_args
 from simulate.sweep.parallel import (
-    add_scheduler_flags,
-    check_scheduler,
-    check_scheduler_timeout,
     shared_pool,
 )
-from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.runner import (
-    check_compile,
-    check_memory,
-    check_native,
-    records_path_for,
     run_sweep,
     warm_worker,
 )
-from simulate.sweep.schema import one_configuration, read_records
-from simulate.sweep.truth_spec import TRUTH_HELP
-from theory.plumbing.cli import Parser, interrupted, run_main
-from theory.plumbing.jsonl import RecordsError, being_written
+from theory.plumbing.cli import interrupted, run_main
+from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import (
-    check_distinct,
-    check_output_dir,
-    check_output_file,
-    protect_inputs,
     write_atomic,
     write_json,
 )
 from verify import protocol as protocols
 from verify.analysis import analyse
-from verify.controls import check_control, control_config, control_records_path
 from verify.decided import summary_lines
-from verify.design import design_power, refusal
-from verify.records import cells_of, records_protocol, reselect
+from verify.design import design_power
+from verify.plan import Plan, existing_records, planned_sweep
+from verify.rates_args import (
+    build_parser,
+    check_paths,
+    checked_overrides,
+    figures_dir,
+    protocol_of,
+    tier_of,
+)
+from verify.records import cells_of, records_protocol
 from verify.render import (
     format_results,
     markdown_results,
@@ -150,169 +138,29 @@ __all__ = ["main"]
 PARTIAL_NOTE = "partial read: records still being written"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = Parser(
-        prog="python -m verify.rates",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=TRUTH_HELP,
-    )
-    ap.add_argument(
-        "--tier",
-        choices=sorted(tiers.RATES) + sorted(protocols.CONFIRM_TIERS),
-        default="quick",
-        help="the sweep to run (confirm: the pre-registered run of protocol confirm-v1)",
-    )
-    ap.add_argument(
-        "--protocol",
-        choices=protocols.names(),
-        help="the protocol the verdicts are decided under (default exploratory-v1; a"
-        " confirmatory tier's own protocol for that tier)",
-    )
-    ap.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the design and its power before training, and stop (nothing is trained"
-        " or written)",
-    )
-    ap.add_argument("--records", help="verify these existing records; train nothing")
-    ap.add_argument(
-        "--out", help="records file to write/resume (default results/records-TIER.jsonl)"
-    )
-    ap.add_argument(
-        "--control-records",
-        help="budget-doubling records (default: the records path with -double before .jsonl;"
-        " with --records, used only if it exists)",
-    )
-    ap.add_argument("--no-control", action="store_true", help="skip the budget-doubling control")
-    ap.add_argument(
-        "--control-every-n",
-        action="store_true",
-        help="run the budget-doubling control at every n, not only the smallest and largest",
-    )
-    ap.add_argument(
-        "--control-from-start",
-        action="store_true",
-        help="train the budget-doubling control's candidates from the start instead of"
-        " continuing the sweep's from their states (the same records; slower)",
-    )
-    ap.add_argument(
-        "--fingerprint",
-        metavar="PREFIX",
-        help="with --records: use the records of this configuration (a file that mixes"
-        " configurations is refused without it; the error lists them)",
-    )
-    ap.add_argument(
-        "--new-file",
-        action="store_true",
-        help="if the records file holds another configuration, write RECORDS-FINGERPRINT.jsonl"
-        " beside it instead of stopping",
-    )
-    ap.add_argument(
-        "--accept-code-change",
-        action="store_true",
-        help="resume the records file although the code that wrote it differs (the"
-        " configuration otherwise the same); each new record notes the files that changed",
-    )
-    ap.add_argument(
-        "--recipe",
-        choices=sorted(RECIPES),
-        help="the training recipe (simulate.sweep.recipes; default: the tiers' own,"
-        f" {DEFAULT_RECIPE}); a confirmatory tier's is its protocol's",
-    )
-    ap.add_argument("--n", type=int, nargs="+", help="override the tier's sample sizes")
-    ap.add_argument("--replicates", type=int, help="override the tier's replicates")
-    ap.add_argument("--depth", type=int, help="override the number of hidden layers (2)")
-    ap.add_argument("--l3", choices=("paper", "exact"), help="override the L3 term (paper)")
-    ap.add_argument(
-        "--start",
-        choices=("random", "constructive", "both"),
-        help="override the start: random (the core's), constructive (train from the linear"
-        " spline or the teacher encoded in the student, with the untrained start and plain"
-        " Adam beside it), or both (the constructive tier's; simulate.references.constructive)",
-    )
-    ap.add_argument(
-        "--compile",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="run the training step through torch.compile (the batched torch step; --compile"
-        " without --mlp means --mlp batched; needs a C++ compiler); --no-compile: eager"
-        " steps, the same numbers to float rounding",
-    )
-    ap.add_argument(
-        "--mlp",
-        choices=MLP_KINDS,
-        help=mlp_help(
-            "default: the tier's, native-step on every ASVI tier; without a C compiler a tier"
-            " falls back to batched, with a note"
-        ),
-    )
-    ap.add_argument(
-        "--lambda-s-a", type=float,
-        help="override a in lambda_s = a (L + 1) log n, L hidden layers (0.1)",
-    )  # fmt: skip
-    ap.add_argument(
-        "--lam",
-        type=float,
-        help="the width prior's lambda (10); with --records the widths are re-selected from"
-        " the recorded ELBOs (the prior enters only the selection, eq. (13))",
-    )
-    ap.add_argument(
-        "--partial",
-        action="store_true",
-        help="with --records: verify a file another run is still writing (refused without"
-        " it); every output then says the read was partial",
-    )
-    ap.add_argument("--json", metavar="PATH", help="write the report as JSON")
-    ap.add_argument(
-        "--markdown", metavar="PATH", help="write the report's tables and findings as Markdown"
-    )
-    ap.add_argument("--figures", metavar="DIR", help="figure folder (default results/verify-TIER)")
-    ap.add_argument(
-        "--delta",
-        type=float,
-        help="override the protocol's log power delta (>= 1); the verdicts are then"
-        " exploratory (refused for a confirmatory protocol)",
-    )
-    ap.add_argument(
-        "--log-power",
-        type=float,
-        help="override the protocol's attainment allowance log power c (allowance: log^c"
-        " n); the verdicts are then exploratory (refused for a confirmatory protocol)",
-    )
-    add_scheduler_flags(ap)
-    ap.add_argument(
-        "--workers",
-        type=int,
-        help="run the sweeps on N single-threaded worker processes; 0 runs them in this"
-        " process (default: the tier's, 2 for quick and full)",
-    )
-    return ap
-
-
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         truths, rest = parse_truths(argv)
-        args = build_parser().parse_args(rest)
-        proto = _protocol(args)
-        tier = _tier(args, proto)
+        args = build_parser(__doc__).parse_args(rest)
+        proto = protocol_of(args)
+        tier = tier_of(args, proto)
         if truths and args.tier in protocols.CONFIRM_TIERS:
             raise ValueError("a confirmatory tier's truths are its protocol's; give no --truth")
-        overrides = _checked_overrides(args)
+        overrides = checked_overrides(args)
         workers = tier.get("workers", 0) if args.workers is None else args.workers
         control_records: list[dict] = []
         plan = records = None
         if args.records:
-            records, control_records, source, partial = _existing_records(args, overrides)
+            records, control_records, source, partial = existing_records(args, overrides)
             if args.protocol is None and args.delta is None and args.log_power is None:
                 # records are decided by the rules they were written under, where shipped
                 proto = protocols.of_records(records_protocol(cells_of(records))) or proto
             # the edge: the file is checked before its records are read into cells
-            _check_paths(args, None, {r["cell"]["truth"] for r in records})
+            check_paths(args, None, {r["cell"]["truth"] for r in records})
         else:
-            plan = _planned_sweep(args, truths, tier, overrides, proto)
-            _check_paths(args, plan, plan.truth_keys())
+            plan = planned_sweep(args, truths, tier, overrides, proto)
+            check_paths(args, plan, plan.truth_keys())
             source, partial = plan.source, False
     except (ValueError, RecordsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -336,40 +184,6 @@ def main(argv=None) -> int:
         return _crashed()
 
 
-def _protocol(args) -> protocols.Protocol:
-    """The protocol of the run: ``--protocol``, a confirmatory tier's own, or the default;
-    ``--delta`` / ``--log-power`` make a modified, exploratory copy (refused for a
-    confirmatory protocol: its numbers were fixed before its run)."""
-    own = protocols.CONFIRM_TIERS.get(args.tier)
-    if own and args.protocol and args.protocol != own:
-        raise ValueError(f"--tier {args.tier} runs under its protocol {own}, not {args.protocol}")
-    proto = protocols.load(args.protocol or own or protocols.DEFAULT)
-    changes = {}
-    if args.delta is not None:
-        if not args.delta >= 1:
-            raise ValueError(f"--delta must be >= 1, got {args.delta}")
-        changes["delta"] = float(args.delta)
-    if args.log_power is not None:
-        if not (np.isfinite(args.log_power) and args.log_power >= 0):
-            raise ValueError(f"--log-power must be a finite number >= 0, got {args.log_power}")
-        changes["attainment_log_power"] = float(args.log_power)
-    if not changes:
-        return proto
-    if proto.kind == "confirmatory":
-        raise ValueError(
-            f"protocol {proto.name} is confirmatory: its delta and allowance are fixed; give"
-            " --protocol exploratory-v1 to explore other values"
-        )
-    label = ",".join(f"{k}={v:g}" for k, v in changes.items())
-    return dataclasses.replace(proto, name=f"{proto.name}+{label}", **changes)
-
-
-def _tier(args, proto: protocols.Protocol) -> dict:
-    if args.tier in protocols.CONFIRM_TIERS:
-        return protocols.design_tier(proto)
-    return tiers.RATES[args.tier]
-
-
 def _crashed() -> int:
     """Report the exception being handled as a crash (traceback, then one line); exit 4."""
     traceback.print_exc()
@@ -377,273 +191,11 @@ def _crashed() -> int:
     return EXIT_CRASH
 
 
-def _checked_overrides(args) -> dict:
-    """Validate the flags (ValueError on bad input, before anything runs); the sweep
-    settings they override."""
-    if args.tier in protocols.CONFIRM_TIERS and any(
-        getattr(args, k, None) is not None
-        for k in ("n", "replicates", "depth", "l3", "start", "lambda_s_a", "lam", "recipe")
-    ):
-        raise ValueError(
-            f"--tier {args.tier} is pre-registered: its design is its protocol's; no overrides"
-        )
-    if args.dry_run and args.records:
-        raise ValueError("--dry-run plans a sweep; it does not go with --records")
-    if args.n is not None and len(args.n) < 3:
-        raise ValueError(f"need at least 3 sample sizes, got {args.n}")
-    if args.replicates is not None and args.replicates < 2:
-        raise ValueError(
-            f"--replicates must be >= 2 (the slopes' intervals are over replicates),"
-            f" got {args.replicates}"
-        )
-    if args.workers is not None and args.workers < 0:
-        raise ValueError(f"--workers must be >= 0, got {args.workers}")
-    if args.lam is not None and not (np.isfinite(args.lam) and args.lam > 0):
-        raise ValueError(f"--lam must be a finite number > 0, got {args.lam}")
-    if args.scheduler is not None and args.workers:
-        raise ValueError("give either --scheduler or --workers, not both")
-    check_scheduler(args.scheduler)
-    check_scheduler_timeout(args.scheduler_timeout)
-    if args.json:
-        check_output_file(args.json, "--json")
-    if args.markdown:
-        check_output_file(args.markdown, "--markdown")
-    check_output_dir(_figures_dir(args), "--figures")
-    if args.fingerprint and not args.records:
-        raise ValueError("--fingerprint chooses among the records of --records")
-    overrides = overrides_from_args(args)
-    if overrides.get("compile") and "mlp" not in overrides:
-        # torch.compile compiles the torch step (the C step has none)
-        overrides["mlp"] = BATCHED.name
-    return overrides
-
-
-def _existing_records(args, overrides: dict):
-    """``--records``: the records of one configuration (re-selected with ``--lam``) and
-    their control's, if any; returns ``(records, control_records, source, partial)``,
-    ``partial`` whether either file was read while another run still wrote it."""
-    if set(overrides) - {"lam"}:
-        raise ValueError(
-            f"with --records only --lam applies (re-selection); got {sorted(overrides)}"
-        )
-    if os.path.isdir(args.records) or not os.path.exists(args.records):
-        raise ValueError(f"no records file {args.records}")
-    partial = _refuse_growing(args, args.records)
-    records = one_configuration(read_records(args.records), args.fingerprint, args.records)
-    if not records:
-        raise ValueError(f"{args.records} holds no records")
-    reps: dict = {}
-    for r in records:  # the edge: checking the file, before its records are read into cells
-        reps.setdefault(r["cell"]["truth"], set()).add(r["cell"]["replicate"])
-    few = sorted(t for t, s in reps.items() if len(s) < 2)
-    if few:
-        raise ValueError(
-            f"{args.records}: one replicate of {', '.join(few)}; the slopes' intervals are"
-            " over replicates and need at least 2"
-        )
-    cpath = args.control_records or control_records_path(args.records)
-    if args.control_records and not os.path.isfile(cpath):
-        raise ValueError(f"no control records file {cpath}")
-    control_records: list[dict] = []
-    if not args.no_control and os.path.isfile(cpath):
-        partial = _refuse_growing(args, cpath) or partial
-        control_records = one_configuration(read_records(cpath), source=cpath)
-        check_control(records, control_records, args.records, cpath)
-    if args.lam is not None:
-        records = reselect(records, args.lam)
-        control_records = reselect(control_records, args.lam)
-    return records, control_records, args.records, partial
-
-
-def _refuse_growing(args, path) -> bool:
-    """A records file another run still writes (its lock held) is not verified as if it
-    were finished: a ``ValueError`` (exit 2), unless ``--partial`` asks for it, in which
-    case every output says the read was partial (returns True; False: the file is
-    finished)."""
-    if not being_written(path):
-        return False
-    if not args.partial:
-        raise ValueError(
-            f"{path} is being written by another run (its lock is held): its verdicts would"
-            " be on the records so far; wait for it to end, or give --partial for a read"
-            " every output labels partial"
-        )
-    return True
-
-
-def _check_paths(args, plan, truth_keys) -> None:
-    """No output names an input, by any name (``theory.plumbing.paths.check_distinct``): the
-    report's ``--json`` and ``--markdown`` and the figures (``FIGURES/TRUTH.png``, one per
-    key of ``truth_keys``) against the records read or written, and each other; every
-    input is protected against any other write of this process too."""
-    if plan is None:
-        ins = [("--records", args.records), ("--control-records", args.control_records)]
-        if not args.no_control:
-            ins.append(("the control records", control_records_path(args.records)))
-    else:
-        ins = plan.inputs()
-    figs = [("a figure", os.path.join(_figures_dir(args), f"{k}.png")) for k in sorted(truth_keys)]
-    check_distinct([("--json", args.json), ("--markdown", args.markdown), *figs], ins)
-    protect_inputs(*(p for _, p in ins))
-
-
-# the settings of how the step runs: float rounding alone (simulate.core.options.StepOptions)
-STEP_FIELDS = ("mlp", "compile")
-
-
-@dataclasses.dataclass(frozen=True)
-class SweepRun:
-    """One sweep of a plan: its ``name`` (None: a plain tier's one sweep), configuration
-    and records file, and its budget-doubling control's configuration (None: no
-    control) and records file."""
-
-    name: str | None
-    cfg: SweepConfig
-    path: str
-    control: SweepConfig | None
-    control_path: str
-
-    @property
-    def label(self) -> str:
-        return self.name or "sweep"
-
-
-@dataclasses.dataclass(frozen=True)
-class KnownAnswerRun:
-    """A confirmatory tier's known-answer control (the GP sweep) and its records file."""
-
-    cfg: SweepConfig
-    path: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """What a training run of the main job does, built and checked before anything is
-    touched (:func:`_planned_sweep`): its sweeps with their controls, the known-answer
-    control, the records file the report names (``source``), the jobs held at once here
-    (``workers``: one per local worker, 1 on a cluster); the figures' folder is
-    :func:`_figures_dir`'s, the same with ``--records``."""
-
-    runs: tuple[SweepRun, ...]
-    gp: KnownAnswerRun | None
-    source: str
-    workers: int
-
-    def truth_keys(self) -> set[str]:
-        keys = {t.key for r in self.runs for t in r.cfg.truths}
-        return keys | ({t.key for t in self.gp.cfg.truths} if self.gp else set())
-
-    def inputs(self) -> list[tuple[str, str]]:
-        """The records files it writes, named as the options that set them."""
-        ins = [("--out", r.path) for r in self.runs]
-        ins += [("--control-records", r.control_path) for r in self.runs if r.control]
-        if self.gp is not None:
-            ins.append(("the known-answer control's records", self.gp.path))
-        return ins
-
-
-def _figures_dir(args) -> str:
-    """The figures' folder: ``--figures``, else ``results/verify-TIER``."""
-    return args.figures or os.path.join("results", f"verify-{args.tier}")
-
-
-def _planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
-    """The tier's sweeps (with the flags' overrides), each with its budget-doubling
-    control, and a confirmatory tier's known-answer control, with the records files they
-    write (:class:`Plan`).  A plain tier is one sweep (``--out``); a
-    confirmatory tier writes one file per sweep beside ``--out`` (``RECORDS-NAME.jsonl``).
-    A foreign, corrupt or other-configuration file stops here, before any training."""
-    source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
-    check_output_file(source, "--out", read_only_ok=True)
-    root, ext = os.path.splitext(source)
-    ext = ext or ".jsonl"
-    if "sweeps" in tier:  # a confirmatory tier: its protocol's sweeps
-        # how the step runs (--mlp, --compile) is float rounding, not a number a verdict
-        # depends on: it moves a confirmatory tier's sweeps too, and its records say so
-        step = {k: v for k, v in overrides.items() if k in STEP_FIELDS}
-        specs = [(s["name"], s["truths"], {**s["sweep"], **step}, s["control_replicates"])
-                 for s in tier["sweeps"]]  # fmt: skip
-        moved = {k: v for k, v in step.items()
-                 if any(s["sweep"].get(k) != v for s in tier["sweeps"])}  # fmt: skip
-        if moved:
-            print(f"note: the step differs from protocol {proto.name}'s design ({moved}): a"
-                  " re-run of the design at another float rounding, exploratory; its records"
-                  " carry the step in their configuration")  # fmt: skip
-    else:
-        recipe = {}  # the tier's own (simulate.sweep.tiers.TRAINING) unless one is named
-        if args.recipe and tier["sweep"].get("estimator", "asvi") == "asvi":
-            recipe = recipe_settings(args.recipe)
-        specs = [(None, truths or tier["truths"], {**tier["sweep"], **recipe, **overrides},
-                  tier.get("control_replicates"))]  # fmt: skip
-    # the known-answer control's tier trains nothing to re-run
-    no_control = args.no_control or not tier.get("control", True)
-    every_n = args.control_every_n or tier.get("control_every_n", False)
-    # jobs held at once here: one per local worker (a cluster's are not in this machine)
-    at_once = 1 if args.scheduler else (tier.get("workers", 0) if args.workers is None
-                                        else args.workers)  # fmt: skip
-    runs = []
-    for name, ts, settings, crep in specs:
-        cfg = SweepConfig(truths=ts, **settings)
-        for t in cfg.truths:
-            why = refusal(t)[0]
-            if why:
-                raise ValueError(f"{t.key}: verdicts refused: {why}")
-        if cfg.protocol is None and proto.kind == "confirmatory":
-            raise ValueError(f"protocol {proto.name} is confirmatory: run it as its tier")
-        path = source if name is None else f"{root}-{name}{ext}"
-        check_output_file(path, "--out", read_only_ok=True)
-        cpath = args.control_records if name is None and args.control_records else (
-            control_records_path(path)
-        )  # fmt: skip
-        check_memory(cfg, at_once)
-        if name is None and "mlp" not in overrides:
-            cfg = _c_step_or_fallback(cfg)
-        check_native(cfg)
-        check_compile(cfg, args.scheduler)
-        ccfg = None
-        if not no_control:
-            check_output_file(cpath, "--control-records")
-            ccfg = control_config(cfg, crep, every_n=every_n)
-        if not args.dry_run:
-            path = records_path_for(cfg, path, args.new_file, args.accept_code_change)
-            if ccfg is not None:
-                cpath = records_path_for(ccfg, cpath, args.new_file, args.accept_code_change)
-        runs.append(SweepRun(name, cfg, path, ccfg, cpath))
-    gp = None
-    if tier.get("gp"):
-        gcfg = SweepConfig(truths=tier["gp"]["truths"], **tier["gp"]["sweep"])
-        gpath = f"{root}-gp{ext}"
-        check_output_file(gpath, "--out")
-        check_memory(gcfg, at_once)
-        if not args.dry_run:
-            gpath = records_path_for(gcfg, gpath, args.new_file, args.accept_code_change)
-        gp = KnownAnswerRun(gcfg, gpath)
-    return Plan(
-        runs=tuple(runs), gp=gp, source=runs[0].path if len(runs) == 1 else source,
-        workers=at_once,
-    )  # fmt: skip
-
-
 EXIT_WORDS = {
     EXIT_PASS: "every d^2 test PASSES (a known-answer control's: as known)",
     EXIT_FAIL: "some d^2 test FAILS at the family-wise level: see above",
     EXIT_INCONCLUSIVE: "no d^2 test fails family-wise, but some is INCONCLUSIVE or UNDECIDABLE",
 }
-
-
-def _c_step_or_fallback(cfg: SweepConfig) -> SweepConfig:
-    """A tier's default step where it can run: the whole step in C (every ASVI tier's
-    default) needs a C compiler; without one the tier trains with the batched torch step,
-    eager (no compiler for torch.compile either), with one line saying so.  An explicit
-    ``--mlp native-step`` is refused instead (``simulate.sweep.runner.check_native``)."""
-    if cfg.estimator != "asvi" or path_of(cfg.mlp).available():
-        return cfg
-    print(
-        "note: the whole step in C could not be built here (no working C compiler:"
-        " simulate.core.native); training with the batched torch step, eager (--mlp batched"
-        " says so and silences this)"
-    )
-    return dataclasses.replace(cfg, mlp=BATCHED.name, compile=False)
 
 
 def _dry_run(args, plan: Plan, proto) -> int:
@@ -737,7 +289,7 @@ def _budget_link(args, cfg, path, ccfg):
 
 def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[str]) -> int:
     """Train (unless ``--records``), analyse, print, draw and write; returns the status.
-    ``plan``: :func:`_planned_sweep`'s (None with ``--records``); ``read``: ``(source,
+    ``plan``: :func:`planned_sweep`'s (None with ``--records``); ``read``: ``(source,
     records, control_records, partial)`` (the records read with ``--records``; empty
     lists to train); ``writing``: each records file as it is written (a Ctrl-C's line
     names the last)."""
@@ -814,7 +366,7 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
     if summary:
         print("\n".join(["", *summary, f"  exit status {status}: {EXIT_WORDS[status]}", ""]))
     print(format_results(results))
-    paths = plot_results(results, _figures_dir(args), PARTIAL_NOTE if partial else None)
+    paths = plot_results(results, figures_dir(args), PARTIAL_NOTE if partial else None)
     print(f"\nfigures: {', '.join(paths)}")
     if args.json:
         write_json(args.json, results_document(results))

@@ -272,7 +272,7 @@ def test_every_asvi_tier_trains_on_the_c_step_and_falls_back_without_a_compiler(
     from simulate.core import native
     from simulate.sweep.config import SweepConfig
     from simulate.sweep.tiers import RATES
-    from verify import rates
+    from verify import plan as plan_mod
 
     for name, tier in RATES.items():
         if tier["sweep"].get("estimator", "asvi") == "asvi":
@@ -281,17 +281,18 @@ def test_every_asvi_tier_trains_on_the_c_step_and_falls_back_without_a_compiler(
     monkeypatch.setattr(native, "available", lambda: False)
     lines = []
     monkeypatch.setattr("builtins.print", lambda *a, **k: lines.append(" ".join(map(str, a))))
-    back = rates._c_step_or_fallback(cfg)
+    back = plan_mod.c_step_or_fallback(cfg)
     assert back.mlp == "batched" and not back.compile
     assert len(lines) == 1 and "no working C compiler" in lines[0]
     monkeypatch.setattr(native, "available", lambda: True)
-    assert rates._c_step_or_fallback(cfg) is cfg  # with one, nothing changes
+    assert plan_mod.c_step_or_fallback(cfg) is cfg  # with one, nothing changes
 
 
 def test_the_step_flags_reach_a_confirmatory_tiers_sweeps(tmp_path):
     # --mlp / --compile are float rounding, not a verdict's number: they move a
     # confirmatory tier's sweeps (before, they were silently ignored there)
-    from verify import rates
+    from verify import plan as plan_mod
+    from verify import rates_args
 
     out = str(tmp_path / "r.jsonl")
     cases = (
@@ -299,12 +300,12 @@ def test_the_step_flags_reach_a_confirmatory_tiers_sweeps(tmp_path):
         (["--mlp", "native-step", "--no-compile"], "native-step", False),
     )
     for flags, mlp, compiled in cases:
-        args = rates.build_parser().parse_args(
+        args = rates_args.build_parser().parse_args(
             ["--tier", "confirm3", "--dry-run", "--out", out, "--figures", str(tmp_path), *flags]
         )
-        proto = rates._protocol(args)
-        plan = rates._planned_sweep(args, None, rates._tier(args, proto),
-                                    rates._checked_overrides(args), proto)  # fmt: skip
+        proto = rates_args.protocol_of(args)
+        plan = plan_mod.planned_sweep(args, None, rates_args.tier_of(args, proto),
+                                    rates_args.checked_overrides(args), proto)  # fmt: skip
         cfgs = [r.cfg for r in plan.runs]
         assert cfgs and all(c.mlp == mlp and c.compile == compiled for c in cfgs), flags
         assert all(c.protocol == proto.tag for c in cfgs)

@@ -183,7 +183,7 @@ def test_a_crash_while_reading_is_exit_4_never_1(recorded, tmp_path, monkeypatch
     def boom(*_a, **_k):
         raise MemoryError
 
-    monkeypatch.setattr(rates, "_existing_records", boom)
+    monkeypatch.setattr(rates, "existing_records", boom)
     assert rates.main(["--records", str(path), "--no-control"]) == 4
     assert "crashed (exit 4)" in capsys.readouterr().err
 

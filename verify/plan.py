@@ -1,0 +1,225 @@
+"""The main job's plan (:class:`Plan`): the sweep runs, their budget controls and the
+known-answer run, with their records paths resolved once, built and validated by
+:func:`planned_sweep` before anything is touched (frozen; ``verify.rates`` executes it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from simulate.core.steppath import BATCHED, path_of
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.recipes import recipe_settings
+from simulate.sweep.runner import (
+    check_compile,
+    check_memory,
+    check_native,
+    records_path_for,
+)
+from simulate.sweep.schema import one_configuration, read_records
+from theory.plumbing.jsonl import being_written
+from theory.plumbing.paths import (
+    check_output_file,
+)
+from verify.controls import check_control, control_config, control_records_path
+from verify.design import refusal
+from verify.records import reselect
+
+# the settings of how the step runs: float rounding alone (simulate.core.options.StepOptions)
+STEP_FIELDS = ("mlp", "compile")
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepRun:
+    """One sweep of a plan: its ``name`` (None: a plain tier's one sweep), configuration
+    and records file, and its budget-doubling control's configuration (None: no
+    control) and records file."""
+
+    name: str | None
+    cfg: SweepConfig
+    path: str
+    control: SweepConfig | None
+    control_path: str
+
+    @property
+    def label(self) -> str:
+        return self.name or "sweep"
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownAnswerRun:
+    """A confirmatory tier's known-answer control (the GP sweep) and its records file."""
+
+    cfg: SweepConfig
+    path: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a training run of the main job does, built and checked before anything is
+    touched (:func:`planned_sweep`): its sweeps with their controls, the known-answer
+    control, the records file the report names (``source``), the jobs held at once here
+    (``workers``: one per local worker, 1 on a cluster); the figures' folder is
+    :func:`figures_dir`'s, the same with ``--records``."""
+
+    runs: tuple[SweepRun, ...]
+    gp: KnownAnswerRun | None
+    source: str
+    workers: int
+
+    def truth_keys(self) -> set[str]:
+        keys = {t.key for r in self.runs for t in r.cfg.truths}
+        return keys | ({t.key for t in self.gp.cfg.truths} if self.gp else set())
+
+    def inputs(self) -> list[tuple[str, str]]:
+        """The records files it writes, named as the options that set them."""
+        ins = [("--out", r.path) for r in self.runs]
+        ins += [("--control-records", r.control_path) for r in self.runs if r.control]
+        if self.gp is not None:
+            ins.append(("the known-answer control's records", self.gp.path))
+        return ins
+
+
+def existing_records(args, overrides: dict):
+    """``--records``: the records of one configuration (re-selected with ``--lam``) and
+    their control's, if any; returns ``(records, control_records, source, partial)``,
+    ``partial`` whether either file was read while another run still wrote it."""
+    if set(overrides) - {"lam"}:
+        raise ValueError(
+            f"with --records only --lam applies (re-selection); got {sorted(overrides)}"
+        )
+    if os.path.isdir(args.records) or not os.path.exists(args.records):
+        raise ValueError(f"no records file {args.records}")
+    partial = _refuse_growing(args, args.records)
+    records = one_configuration(read_records(args.records), args.fingerprint, args.records)
+    if not records:
+        raise ValueError(f"{args.records} holds no records")
+    reps: dict = {}
+    for r in records:  # the edge: checking the file, before its records are read into cells
+        reps.setdefault(r["cell"]["truth"], set()).add(r["cell"]["replicate"])
+    few = sorted(t for t, s in reps.items() if len(s) < 2)
+    if few:
+        raise ValueError(
+            f"{args.records}: one replicate of {', '.join(few)}; the slopes' intervals are"
+            " over replicates and need at least 2"
+        )
+    cpath = args.control_records or control_records_path(args.records)
+    if args.control_records and not os.path.isfile(cpath):
+        raise ValueError(f"no control records file {cpath}")
+    control_records: list[dict] = []
+    if not args.no_control and os.path.isfile(cpath):
+        partial = _refuse_growing(args, cpath) or partial
+        control_records = one_configuration(read_records(cpath), source=cpath)
+        check_control(records, control_records, args.records, cpath)
+    if args.lam is not None:
+        records = reselect(records, args.lam)
+        control_records = reselect(control_records, args.lam)
+    return records, control_records, args.records, partial
+
+
+def _refuse_growing(args, path) -> bool:
+    """A records file another run still writes (its lock held) is not verified as if it
+    were finished: a ``ValueError`` (exit 2), unless ``--partial`` asks for it, in which
+    case every output says the read was partial (returns True; False: the file is
+    finished)."""
+    if not being_written(path):
+        return False
+    if not args.partial:
+        raise ValueError(
+            f"{path} is being written by another run (its lock is held): its verdicts would"
+            " be on the records so far; wait for it to end, or give --partial for a read"
+            " every output labels partial"
+        )
+    return True
+
+
+def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
+    """The tier's sweeps (with the flags' overrides), each with its budget-doubling
+    control, and a confirmatory tier's known-answer control, with the records files they
+    write (:class:`Plan`).  A plain tier is one sweep (``--out``); a
+    confirmatory tier writes one file per sweep beside ``--out`` (``RECORDS-NAME.jsonl``).
+    A foreign, corrupt or other-configuration file stops here, before any training."""
+    source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
+    check_output_file(source, "--out", read_only_ok=True)
+    root, ext = os.path.splitext(source)
+    ext = ext or ".jsonl"
+    if "sweeps" in tier:  # a confirmatory tier: its protocol's sweeps
+        # how the step runs (--mlp, --compile) is float rounding, not a number a verdict
+        # depends on: it moves a confirmatory tier's sweeps too, and its records say so
+        step = {k: v for k, v in overrides.items() if k in STEP_FIELDS}
+        specs = [(s["name"], s["truths"], {**s["sweep"], **step}, s["control_replicates"])
+                 for s in tier["sweeps"]]  # fmt: skip
+        moved = {k: v for k, v in step.items()
+                 if any(s["sweep"].get(k) != v for s in tier["sweeps"])}  # fmt: skip
+        if moved:
+            print(f"note: the step differs from protocol {proto.name}'s design ({moved}): a"
+                  " re-run of the design at another float rounding, exploratory; its records"
+                  " carry the step in their configuration")  # fmt: skip
+    else:
+        recipe = {}  # the tier's own (simulate.sweep.tiers.TRAINING) unless one is named
+        if args.recipe and tier["sweep"].get("estimator", "asvi") == "asvi":
+            recipe = recipe_settings(args.recipe)
+        specs = [(None, truths or tier["truths"], {**tier["sweep"], **recipe, **overrides},
+                  tier.get("control_replicates"))]  # fmt: skip
+    # the known-answer control's tier trains nothing to re-run
+    no_control = args.no_control or not tier.get("control", True)
+    every_n = args.control_every_n or tier.get("control_every_n", False)
+    # jobs held at once here: one per local worker (a cluster's are not in this machine)
+    at_once = 1 if args.scheduler else (tier.get("workers", 0) if args.workers is None
+                                        else args.workers)  # fmt: skip
+    runs = []
+    for name, ts, settings, crep in specs:
+        cfg = SweepConfig(truths=ts, **settings)
+        for t in cfg.truths:
+            why = refusal(t)[0]
+            if why:
+                raise ValueError(f"{t.key}: verdicts refused: {why}")
+        if cfg.protocol is None and proto.kind == "confirmatory":
+            raise ValueError(f"protocol {proto.name} is confirmatory: run it as its tier")
+        path = source if name is None else f"{root}-{name}{ext}"
+        check_output_file(path, "--out", read_only_ok=True)
+        cpath = args.control_records if name is None and args.control_records else (
+            control_records_path(path)
+        )  # fmt: skip
+        check_memory(cfg, at_once)
+        if name is None and "mlp" not in overrides:
+            cfg = c_step_or_fallback(cfg)
+        check_native(cfg)
+        check_compile(cfg, args.scheduler)
+        ccfg = None
+        if not no_control:
+            check_output_file(cpath, "--control-records")
+            ccfg = control_config(cfg, crep, every_n=every_n)
+        if not args.dry_run:
+            path = records_path_for(cfg, path, args.new_file, args.accept_code_change)
+            if ccfg is not None:
+                cpath = records_path_for(ccfg, cpath, args.new_file, args.accept_code_change)
+        runs.append(SweepRun(name, cfg, path, ccfg, cpath))
+    gp = None
+    if tier.get("gp"):
+        gcfg = SweepConfig(truths=tier["gp"]["truths"], **tier["gp"]["sweep"])
+        gpath = f"{root}-gp{ext}"
+        check_output_file(gpath, "--out")
+        check_memory(gcfg, at_once)
+        if not args.dry_run:
+            gpath = records_path_for(gcfg, gpath, args.new_file, args.accept_code_change)
+        gp = KnownAnswerRun(gcfg, gpath)
+    return Plan(
+        runs=tuple(runs), gp=gp, source=runs[0].path if len(runs) == 1 else source,
+        workers=at_once,
+    )  # fmt: skip
+
+
+def c_step_or_fallback(cfg: SweepConfig) -> SweepConfig:
+    """A tier's default step where it can run: the whole step in C (every ASVI tier's
+    default) needs a C compiler; without one the tier trains with the batched torch step,
+    eager (no compiler for torch.compile either), with one line saying so.  An explicit
+    ``--mlp native-step`` is refused instead (``simulate.sweep.runner.check_native``)."""
+    if cfg.estimator != "asvi" or path_of(cfg.mlp).available():
+        return cfg
+    print(
+        "note: the whole step in C could not be built here (no working C compiler:"
+        " simulate.core.native); training with the batched torch step, eager (--mlp batched"
+        " says so and silences this)"
+    )
+    return dataclasses.replace(cfg, mlp=BATCHED.name, compile=False)

@@ -1,0 +1,313 @@
+"""The main job's command line (``python -m verify.rates``): its flags (:func:`build_parser`),
+the protocol and tier they name, the overrides they make of a tier's settings, and the checks
+of the paths they give, all before anything is read or trained."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+
+import numpy as np
+
+from simulate.core.steppath import BATCHED, MLP_KINDS, mlp_help
+from simulate.sweep import tiers
+from simulate.sweep.flags import overrides_from_args
+from simulate.sweep.parallel import (
+    add_scheduler_flags,
+    check_scheduler,
+    check_scheduler_timeout,
+)
+from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES
+from simulate.sweep.truth_spec import TRUTH_HELP
+from theory.plumbing.cli import Parser
+from theory.plumbing.paths import (
+    check_distinct,
+    check_output_dir,
+    check_output_file,
+    protect_inputs,
+)
+from verify import protocol as protocols
+from verify.controls import control_records_path
+
+
+def build_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """``python -m verify.rates``' flags, in the groups ``--help`` shows them;
+    ``description``: the command's own (``verify.rates``' docstring)."""
+    ap = Parser(
+        prog="python -m verify.rates",
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=TRUTH_HELP,
+    )
+    for title, add in _FLAG_GROUPS:
+        add(ap.add_argument_group(title))
+    return ap
+
+
+def _what_to_run(g) -> None:
+    """The flags of what to run."""
+    g.add_argument(
+        "--tier",
+        choices=sorted(tiers.RATES) + sorted(protocols.CONFIRM_TIERS),
+        default="quick",
+        help="the sweep to run (confirm, confirm2, ...: the pre-registered runs of protocols"
+        " confirm-v1, confirm-v2, ...)",
+    )
+    g.add_argument(
+        "--protocol",
+        choices=protocols.names(),
+        help=f"the protocol the verdicts are decided under (default {protocols.DEFAULT}; a"
+        " confirmatory tier's own protocol for that tier; existing records: the shipped"
+        " protocol they were written under)",
+    )
+    g.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the design and its power before training, and stop (nothing is trained"
+        " or written)",
+    )
+    g.add_argument("--records", help="verify these existing records; train nothing")
+    g.add_argument(
+        "--fingerprint",
+        metavar="PREFIX",
+        help="with --records: use the records of this configuration (a file that mixes"
+        " configurations is refused without it; the error lists them)",
+    )
+    g.add_argument(
+        "--partial",
+        action="store_true",
+        help="with --records: verify a file another run is still writing (refused without"
+        " it); every output then says the read was partial",
+    )
+
+
+def _records_files(g) -> None:
+    """The flags of the records files and the budget-doubling control."""
+    g.add_argument(
+        "--out", help="records file to write/resume (default results/records-TIER.jsonl)"
+    )
+    g.add_argument(
+        "--control-records",
+        help="budget-doubling records (default: the records path with -double before .jsonl;"
+        " with --records, used only if it exists)",
+    )
+    g.add_argument("--no-control", action="store_true", help="skip the budget-doubling control")
+    g.add_argument(
+        "--control-every-n",
+        action="store_true",
+        help="run the budget-doubling control at every n, not only the smallest and largest",
+    )
+    g.add_argument(
+        "--control-from-start",
+        action="store_true",
+        help="train the budget-doubling control's candidates from the start instead of"
+        " continuing the sweep's from their states (the same records; slower)",
+    )
+    g.add_argument(
+        "--new-file",
+        action="store_true",
+        help="if the records file holds another configuration, write RECORDS-FINGERPRINT.jsonl"
+        " beside it instead of stopping",
+    )
+    g.add_argument(
+        "--accept-code-change",
+        action="store_true",
+        help="resume the records file although the code that wrote it differs (the"
+        " configuration otherwise the same); each new record notes the files that changed",
+    )
+
+
+def _design(g) -> None:
+    """The flags of the tier's settings overridden."""
+    g.add_argument(
+        "--recipe",
+        choices=sorted(RECIPES),
+        help="the training recipe (simulate.sweep.recipes; default: the tiers' own,"
+        f" {DEFAULT_RECIPE}); a confirmatory tier's is its protocol's",
+    )
+    g.add_argument("--n", type=int, nargs="+", help="override the tier's sample sizes")
+    g.add_argument("--replicates", type=int, help="override the tier's replicates")
+    g.add_argument("--depth", type=int, help="override the number of hidden layers (2)")
+    g.add_argument("--l3", choices=("paper", "exact"), help="override the L3 term (paper)")
+    g.add_argument(
+        "--start",
+        choices=("random", "constructive", "both"),
+        help="override the start: random (the core's), constructive (train from the linear"
+        " spline or the teacher encoded in the student, with the untrained start and plain"
+        " Adam beside it), or both (the constructive tier's; simulate.references.constructive)",
+    )
+    g.add_argument(
+        "--lambda-s-a", type=float,
+        help="override a in lambda_s = a (L + 1) log n, L hidden layers (0.1)",
+    )  # fmt: skip
+    g.add_argument(
+        "--lam",
+        type=float,
+        help="the width prior's lambda (10); with --records the widths are re-selected from"
+        " the recorded ELBOs (the prior enters only the selection, eq. (13))",
+    )
+
+
+def _step(g) -> None:
+    """The flags of how the step runs (float rounding only)."""
+    g.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the training step through torch.compile (the batched torch step; --compile"
+        " without --mlp means --mlp batched; needs a C++ compiler); --no-compile: eager"
+        " steps, the same numbers to float rounding",
+    )
+    g.add_argument(
+        "--mlp",
+        choices=MLP_KINDS,
+        help=mlp_help(
+            "default: the tier's, native-step on every ASVI tier; without a C compiler a tier"
+            " falls back to batched, with a note"
+        ),
+    )
+
+
+def _verdicts(g) -> None:
+    """The flags of the verdicts' numbers overridden (exploratory)."""
+    g.add_argument(
+        "--delta",
+        type=float,
+        help="override the protocol's log power delta (>= 1); the verdicts are then"
+        " exploratory (refused for a confirmatory protocol)",
+    )
+    g.add_argument(
+        "--log-power",
+        type=float,
+        help="override the protocol's attainment allowance log power c (allowance: log^c"
+        " n); the verdicts are then exploratory (refused for a confirmatory protocol)",
+    )
+
+
+def _outputs(g) -> None:
+    """The flags of the outputs."""
+    g.add_argument("--json", metavar="PATH", help="write the report as JSON")
+    g.add_argument(
+        "--markdown", metavar="PATH", help="write the report's tables and findings as Markdown"
+    )
+    g.add_argument("--figures", metavar="DIR", help="figure folder (default results/verify-TIER)")
+
+
+def _where(g) -> None:
+    """The flags of where the sweeps run."""
+    add_scheduler_flags(g)
+    g.add_argument(
+        "--workers",
+        type=int,
+        help="run the sweeps on N single-threaded worker processes; 0 runs them in this"
+        " process (default: the tier's, 2 for quick and full)",
+    )
+
+
+# --help's groups, in order: (title, the function adding its flags)
+_FLAG_GROUPS = (
+    ("what to run", _what_to_run),
+    ("the records files and the budget-doubling control", _records_files),
+    ("the tier's settings overridden", _design),
+    ("how the step runs (float rounding only)", _step),
+    ("the verdicts' numbers overridden (exploratory)", _verdicts),
+    ("the outputs", _outputs),
+    ("where the sweeps run", _where),
+)
+
+
+def protocol_of(args) -> protocols.Protocol:
+    """The protocol of the run: ``--protocol``, a confirmatory tier's own, or the default;
+    ``--delta`` / ``--log-power`` make a modified, exploratory copy (refused for a
+    confirmatory protocol: its numbers were fixed before its run)."""
+    own = protocols.CONFIRM_TIERS.get(args.tier)
+    if own and args.protocol and args.protocol != own:
+        raise ValueError(f"--tier {args.tier} runs under its protocol {own}, not {args.protocol}")
+    proto = protocols.load(args.protocol or own or protocols.DEFAULT)
+    changes = {}
+    if args.delta is not None:
+        if not args.delta >= 1:
+            raise ValueError(f"--delta must be >= 1, got {args.delta}")
+        changes["delta"] = float(args.delta)
+    if args.log_power is not None:
+        if not (np.isfinite(args.log_power) and args.log_power >= 0):
+            raise ValueError(f"--log-power must be a finite number >= 0, got {args.log_power}")
+        changes["attainment_log_power"] = float(args.log_power)
+    if not changes:
+        return proto
+    if proto.kind == "confirmatory":
+        raise ValueError(
+            f"protocol {proto.name} is confirmatory: its delta and allowance are fixed; give"
+            " --protocol exploratory-v1 to explore other values"
+        )
+    label = ",".join(f"{k}={v:g}" for k, v in changes.items())
+    return dataclasses.replace(proto, name=f"{proto.name}+{label}", **changes)
+
+
+def tier_of(args, proto: protocols.Protocol) -> dict:
+    if args.tier in protocols.CONFIRM_TIERS:
+        return protocols.design_tier(proto)
+    return tiers.RATES[args.tier]
+
+
+def checked_overrides(args) -> dict:
+    """Validate the flags (ValueError on bad input, before anything runs); the sweep
+    settings they override."""
+    if args.tier in protocols.CONFIRM_TIERS and any(
+        getattr(args, k, None) is not None
+        for k in ("n", "replicates", "depth", "l3", "start", "lambda_s_a", "lam", "recipe")
+    ):
+        raise ValueError(
+            f"--tier {args.tier} is pre-registered: its design is its protocol's; no overrides"
+        )
+    if args.dry_run and args.records:
+        raise ValueError("--dry-run plans a sweep; it does not go with --records")
+    if args.n is not None and len(args.n) < 3:
+        raise ValueError(f"need at least 3 sample sizes, got {args.n}")
+    if args.replicates is not None and args.replicates < 2:
+        raise ValueError(
+            f"--replicates must be >= 2 (the slopes' intervals are over replicates),"
+            f" got {args.replicates}"
+        )
+    if args.workers is not None and args.workers < 0:
+        raise ValueError(f"--workers must be >= 0, got {args.workers}")
+    if args.lam is not None and not (np.isfinite(args.lam) and args.lam > 0):
+        raise ValueError(f"--lam must be a finite number > 0, got {args.lam}")
+    if args.scheduler is not None and args.workers:
+        raise ValueError("give either --scheduler or --workers, not both")
+    check_scheduler(args.scheduler)
+    check_scheduler_timeout(args.scheduler_timeout)
+    if args.json:
+        check_output_file(args.json, "--json")
+    if args.markdown:
+        check_output_file(args.markdown, "--markdown")
+    check_output_dir(figures_dir(args), "--figures")
+    if args.fingerprint and not args.records:
+        raise ValueError("--fingerprint chooses among the records of --records")
+    overrides = overrides_from_args(args)
+    if overrides.get("compile") and "mlp" not in overrides:
+        # torch.compile compiles the torch step (the C step has none)
+        overrides["mlp"] = BATCHED.name
+    return overrides
+
+
+def check_paths(args, plan, truth_keys) -> None:
+    """No output names an input, by any name (``theory.plumbing.paths.check_distinct``): the
+    report's ``--json`` and ``--markdown`` and the figures (``FIGURES/TRUTH.png``, one per
+    key of ``truth_keys``) against the records read or written, and each other; every
+    input is protected against any other write of this process too."""
+    if plan is None:
+        ins = [("--records", args.records), ("--control-records", args.control_records)]
+        if not args.no_control:
+            ins.append(("the control records", control_records_path(args.records)))
+    else:
+        ins = plan.inputs()
+    figs = [("a figure", os.path.join(figures_dir(args), f"{k}.png")) for k in sorted(truth_keys)]
+    check_distinct([("--json", args.json), ("--markdown", args.markdown), *figs], ins)
+    protect_inputs(*(p for _, p in ins))
+
+
+def figures_dir(args) -> str:
+    """The figures' folder: ``--figures``, else ``results/verify-TIER``."""
+    return args.figures or os.path.join("results", f"verify-{args.tier}")
