@@ -296,50 +296,65 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
     source, records, control_records, partial = read
     t0 = time.perf_counter()
     if not args.records:
-        tune_malloc()
-        print(f"protocol {proto.tag} ({proto.kind})")
-        os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
-        par = {"scheduler": args.scheduler, "workers": None if args.scheduler else workers or None,
-               "accept_code_change": args.accept_code_change,
-               "scheduler_timeout": args.scheduler_timeout}  # fmt: skip
-
-        def sweep(c, path, budget=None):  # noting the file being written, for a Ctrl-C's line
-            writing.append(path)
-            return run_sweep(c, path, **par, budget=budget)
-
-        records = []
-        # one pool of workers for every sweep below, started before the design's power
-        # check (its processes import while this one derives the exponents)
-        with shared_pool(par["workers"], warm=warm_worker):
-            for run in plan.runs:
-                cfg, ccfg, own = run.cfg, run.control, f" {run.name}" if run.name else ""
-                print(power_lines(design_power(cfg, proto), cfg))
-                t1 = time.perf_counter()
-                link = _budget_link(args, cfg, run.path, ccfg)
-                records += sweep(cfg, run.path, link and link[0])
-                print(f"sweep{own}: {time.perf_counter() - t1:.0f} s")
-                if ccfg is None:
-                    continue
-                print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
-                if link:
-                    print(f"  {link[0].kept(cfg)} candidates' states kept by the sweep (at its"
-                          " cap with no plateau, or at their first plateau): the control"
-                          " continues its own from there")  # fmt: skip
-                t1 = time.perf_counter()
-                control_records += sweep(ccfg, run.control_path, link and link[1])
-                print(f"control{own}: {time.perf_counter() - t1:.0f} s")
-                if link:  # a cache: the control's records are written
-                    link[0].clear(cfg)
-            if plan.gp is not None:
-                print(power_lines(design_power(plan.gp.cfg, proto), plan.gp.cfg))
-                t1 = time.perf_counter()
-                records += sweep(plan.gp.cfg, plan.gp.path)
-                print(f"known-answer control: {time.perf_counter() - t1:.0f} s")
+        records, control_records = _execute(args, plan, proto, workers, writing, source)
     try:
         results = analyse(records, truths or None, control_records, proto)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    return _report(args, results, read, proto, t0)
+
+
+def _execute(args, plan: Plan, proto, workers, writing: list[str], source: str):
+    """Run the plan's sweeps, each followed by its budget control, then the known-answer
+    run, on one pool of workers; returns ``(records, control_records)``."""
+    control_records: list[dict] = []
+    tune_malloc()
+    print(f"protocol {proto.tag} ({proto.kind})")
+    os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
+    par = {"scheduler": args.scheduler, "workers": None if args.scheduler else workers or None,
+           "accept_code_change": args.accept_code_change,
+           "scheduler_timeout": args.scheduler_timeout}  # fmt: skip
+
+    def sweep(c, path, budget=None):  # noting the file being written, for a Ctrl-C's line
+        writing.append(path)
+        return run_sweep(c, path, **par, budget=budget)
+
+    records = []
+    # one pool of workers for every sweep below, started before the design's power
+    # check (its processes import while this one derives the exponents)
+    with shared_pool(par["workers"], warm=warm_worker):
+        for run in plan.runs:
+            cfg, ccfg, own = run.cfg, run.control, f" {run.name}" if run.name else ""
+            print(power_lines(design_power(cfg, proto), cfg))
+            t1 = time.perf_counter()
+            link = _budget_link(args, cfg, run.path, ccfg)
+            records += sweep(cfg, run.path, link and link[0])
+            print(f"sweep{own}: {time.perf_counter() - t1:.0f} s")
+            if ccfg is None:
+                continue
+            print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
+            if link:
+                print(f"  {link[0].kept(cfg)} candidates' states kept by the sweep (at its"
+                      " cap with no plateau, or at their first plateau): the control"
+                      " continues its own from there")  # fmt: skip
+            t1 = time.perf_counter()
+            control_records += sweep(ccfg, run.control_path, link and link[1])
+            print(f"control{own}: {time.perf_counter() - t1:.0f} s")
+            if link:  # a cache: the control's records are written
+                link[0].clear(cfg)
+        if plan.gp is not None:
+            print(power_lines(design_power(plan.gp.cfg, proto), plan.gp.cfg))
+            t1 = time.perf_counter()
+            records += sweep(plan.gp.cfg, plan.gp.path)
+            print(f"known-answer control: {time.perf_counter() - t1:.0f} s")
+    return records, control_records
+
+
+def _report(args, results, read, proto, t0: float) -> int:
+    """Print the results (the one-screen summary first), draw them and write the reports;
+    returns the exit status."""
+    source, _, _, partial = read
     what = "recorded sweeps" if args.records else f"tier {args.tier}"
     print(f"verify.rates: {what}, records {source}, {time.perf_counter() - t0:.0f} s")
     theirs = results[0].decision.records_protocol if results else None
