@@ -189,7 +189,8 @@ def _mnist1d_controls(args) -> None:
     print(mnist_controls_table(recs, args.out, args.tier)["text"])
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """``python -m figures``' flags."""
     ap = Parser(
         prog="python -m figures",
         description=__doc__,
@@ -248,25 +249,37 @@ def main(argv=None) -> int:
         "--records",
         help="sweep records for rates/tradeoff (default: the verify tier's records file)",
     )
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _check(args, names) -> None:
+    """``ValueError`` (one line) for a bad flag or path, before any work: the output folder,
+    the workers, the records, the results files (read bounded, writable) and that no output
+    names an input."""
+    check_output_dir(args.out, "--out")
+    if args.workers < 0:
+        raise ValueError(f"--workers must be >= 0, got {args.workers}")
+    if args.records is not None and not os.path.isfile(args.records):
+        raise ValueError(f"no records file {args.records}")
+    if "results" in names:  # read (bounded, a regular file) before any work
+        for doc in args.results_md:
+            read_text_bounded(doc, "--results-md")
+            check_output_file(doc, "--results-md")
+    outputs = [("--results-md", d) for d in args.results_md] if "results" in names else []
+    check_distinct(outputs, [("--records", args.records)])
+    protect_inputs(args.records)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     names = args.only or list(NAMES)
     # by default RESULTS.md (required) and the other results files that exist here
-    args.results_md = args.results_md or [
+    results_md = args.results_md or [
         f for f in RESULTS_FILES if f == RESULTS_FILES[0] or os.path.lexists(f)
     ]
+    args = argparse.Namespace(**{**vars(args), "results_md": results_md})
     try:
-        check_output_dir(args.out, "--out")
-        if args.workers < 0:
-            raise ValueError(f"--workers must be >= 0, got {args.workers}")
-        if args.records is not None and not os.path.isfile(args.records):
-            raise ValueError(f"no records file {args.records}")
-        if "results" in names:  # read (bounded, a regular file) before any work
-            for doc in args.results_md:
-                read_text_bounded(doc, "--results-md")
-                check_output_file(doc, "--results-md")
-        outputs = [("--results-md", d) for d in args.results_md] if "results" in names else []
-        check_distinct(outputs, [("--records", args.records)])
-        protect_inputs(args.records)
+        _check(args, names)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
