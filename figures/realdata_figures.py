@@ -51,6 +51,49 @@ def _published_mark(row, tex: bool = False) -> str:
     return "$^*$" if tex else " (published)"
 
 
+def _own_row(name: str, method: str, crit: str, rs: list) -> dict:
+    """One row of this run's UCI table: ``method`` under criterion ``crit`` on dataset
+    ``name``, its records ``rs`` (one per split) summarised."""
+    rm = np.array([r["rmse"] for r in rs])
+    ll = np.array([r["ll"] for r in rs])
+    ep = np.array([r["epochs"] for r in rs])
+    return {
+        "dataset": name,
+        "method": method,
+        "criterion": crit,
+        "splits": len(rs),
+        "rmse": rm.mean(),
+        "rmse_se": _se(rm),
+        "ll": ll.mean(),
+        "ll_se": _se(ll),
+        "picp90": float(np.mean([r["picp90"] for r in rs])),
+        "width90": float(np.mean([r["width90"] for r in rs])),
+        "epochs_median": float(np.median(ep)),
+        "sigma_median": float(np.median([r["sigma"] for r in rs])),
+        "wall_s": rs[0]["wall_s_method"],
+        "source": "this run",
+    }
+
+
+def _published_rows(name: str) -> list[dict]:
+    """The published rows of dataset ``name`` (``UCI_PUBLISHED``) in the table's shape."""
+    rows = []
+    for method, ((rm, rm_se), (ll, ll_se)) in UCI_PUBLISHED[name].items():
+        rows.append(
+            {
+                "dataset": name, "method": method, "criterion": "-", "splits": 20,
+                "rmse": rm, "rmse_se": rm_se, "ll": ll, "ll_se": ll_se,
+                "picp90": float("nan"), "width90": float("nan"),
+                "epochs_median": float("nan"), "sigma_median": float("nan"),
+                "wall_s": float("nan"),
+                "source": "published",
+                "verified": method not in UCI_UNVERIFIED,
+                "spread": "as printed" if method in UCI_SPREAD_AS_PRINTED else "se",
+            }
+        )  # fmt: skip
+    return rows
+
+
 def uci_table(recs, out_dir: str, tier: str, splits: str = "random") -> dict:
     """``uci-TIER``: per dataset, our methods under each selection criterion (test RMSE and
     log-likelihood, mean +- SE over splits, the median epochs and sigma chosen, the wall
@@ -74,43 +117,10 @@ def uci_table(recs, out_dir: str, tier: str, splits: str = "random") -> dict:
                     for r in recs
                     if r["dataset"] == name and r["method"] == method and r["criterion"] == crit
                 ]
-                if not rs:
-                    continue
-                rm = np.array([r["rmse"] for r in rs])
-                ll = np.array([r["ll"] for r in rs])
-                ep = np.array([r["epochs"] for r in rs])
-                rows.append(
-                    {
-                        "dataset": name,
-                        "method": method,
-                        "criterion": crit,
-                        "splits": len(rs),
-                        "rmse": rm.mean(),
-                        "rmse_se": _se(rm),
-                        "ll": ll.mean(),
-                        "ll_se": _se(ll),
-                        "picp90": float(np.mean([r["picp90"] for r in rs])),
-                        "width90": float(np.mean([r["width90"] for r in rs])),
-                        "epochs_median": float(np.median(ep)),
-                        "sigma_median": float(np.median([r["sigma"] for r in rs])),
-                        "wall_s": rs[0]["wall_s_method"],
-                        "source": "this run",
-                    }
-                )
+                if rs:
+                    rows.append(_own_row(name, method, crit, rs))
         if any(r["dataset"] == name for r in rows):
-            for method, ((rm, rm_se), (ll, ll_se)) in UCI_PUBLISHED[name].items():
-                rows.append(
-                    {
-                        "dataset": name, "method": method, "criterion": "-", "splits": 20,
-                        "rmse": rm, "rmse_se": rm_se, "ll": ll, "ll_se": ll_se,
-                        "picp90": float("nan"), "width90": float("nan"),
-                        "epochs_median": float("nan"), "sigma_median": float("nan"),
-                        "wall_s": float("nan"),
-                        "source": "published",
-                        "verified": method not in UCI_UNVERIFIED,
-                        "spread": "as printed" if method in UCI_SPREAD_AS_PRINTED else "se",
-                    }
-                )  # fmt: skip
+            rows += _published_rows(name)
     lines = [
         f"UCI protocol, tier {tier}, {splits} splits: test RMSE (original units) and test "
         "log-likelihood, mean +- SE over splits; PICP: the fraction of test targets inside "
