@@ -1,12 +1,13 @@
-"""The analysis behind ``python -m verify.rates``: per truth, estimator and metric, the
-slope fit, the theorem and attainment tests with their controls, the oracle-width and
-fixed-width references and the budget-doubling control's state, each a frozen record of
+"""The analysis behind ``python -m verify.rates``: per truth, estimator and metric, the slope
+fit, the theorem and attainment tests with their controls, the oracle-width and fixed-width
+references and the budget-doubling control's state, each a frozen record of
 ``verify.results`` built by the function here that computes it; then the constructive
 starts' comparison, Corollary 6.3's input-dimension comparison and the family-wise
-adjustment (``verify.status``).  The rules are in ``verify.slopes``; what the design says
-before the data (bands, refusals, power) in ``verify.design``; the budget control in
-``verify.controls``; every number they depend on in a protocol (``verify.protocol``);
-the records are read into typed cells once, by ``verify.records``.
+adjustment (``verify.status``).  The rules are in ``verify.theorem`` and
+``verify.attainment`` (on the fits of ``verify.slopes``); what the design says before the
+data (bands, refusals, power) in ``verify.design``; the budget control in
+``verify.controls``; every number they depend on in a protocol (``verify.protocol``); the
+records are read into typed cells once, by ``verify.records``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,13 @@ import numpy as np
 from simulate.sweep.truth_spec import TruthSpec
 from theory import METRICS
 from verify import protocol as protocols
+from verify.attainment import (
+    attainment_flip,
+    attainment_margin,
+    attainment_test,
+    attainment_verdicts,
+    log_power_of,
+)
 from verify.controls import BudgetControl, budget_control, budget_shift
 from verify.design import (
     PRIMARY_METRIC,
@@ -55,26 +63,18 @@ from verify.results import (
 from verify.slopes import (
     Curvature,
     SlopeFit,
-    Verdict,
-    attainment_flip,
-    attainment_margin,
-    attainment_test,
-    attainment_verdicts,
     boot_slopes,
     curvature,
     diff_intervals,
-    fail_p_value,
     fit_slope,
-    log_power_of,
     loglog_slope,
     paired_slope_diff,
     slope_intervals,
-    theorem_margin,
-    theorem_test,
-    theorem_verdicts,
 )
 from verify.starts import compare_starts
 from verify.status import familywise
+from verify.theorem import fail_p_value, theorem_margin, theorem_test, theorem_verdicts
+from verify.verdict import Verdict
 
 __all__ = [
     "analyse",
@@ -246,7 +246,7 @@ def metric_result(
 
 
 def theorem_result(fit: SlopeFit, pro: Prospective, rule: str = "reject-e/2") -> TheoremTest:
-    """The slope fit and the one-sided theorem test (``verify.slopes.theorem_test``, under
+    """The slope fit and the one-sided theorem test (``verify.theorem.theorem_test``, under
     the protocol's ``rule``) with the design's prospective power check."""
     th = theorem_test(fit, pro.predicted, pro.theorem_power.separable, rule)
     return TheoremTest(
@@ -296,7 +296,7 @@ def replicated(
     each whole decision recomputed on the protocol's bootstrap resamples of the replicates
     and on each leave-one-out set, by the batched forms of the functions that made it
     (``verify.slopes.slope_intervals``, ``diff_intervals``, ``theorem_verdicts``,
-    ``attainment_verdicts``: :func:`verify.slopes.theorem_test` and ``attainment_test``
+    ``attainment_verdicts``: :func:`verify.theorem.theorem_test` and ``attainment_test``
     decide through the same ones); the band on each resample's own replicates (the
     teacher's from their edge counts); the prospective power as designed.  The margins are
     the realised verdict's (``fit``: the slope fit that decided it)."""
@@ -402,7 +402,7 @@ def attainment_result(
     tc: TruthCells, V: np.ndarray, F: np.ndarray | None, metric: str, curv: Curvature,
     pro: Prospective, level: float,
 ) -> Attainment:  # fmt: skip
-    """The attainment test against the class-matched reference (``verify.slopes``) over
+    """The attainment test against the class-matched reference (``verify.attainment``) over
     the whole design (the range fixed before the run; the top half's difference is
     reported beside it and never decides), with its prospective power against half the
     reference's rate; its negative control (SVI at the smallest candidate width, ``F``;

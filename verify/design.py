@@ -30,17 +30,10 @@ from simulate.sweep.config import SweepConfig
 from simulate.sweep.truth_spec import TruthSpec
 from theory import gp_matern_exponent, log_factor_power, teacher_log_power
 from verify import protocol as protocols
-from verify.slopes import (
-    AttainmentPower,
-    Power,
-    Verdict,
-    attainment_power,
-    confirm_power,
-    expected_slope_se,
-    log_allowance,
-    pass_probability,
-    power_check,
-)
+from verify.attainment import AttainmentPower, attainment_power
+from verify.power import Power, confirm_power, pass_probability, power_check
+from verify.slopes import expected_slope_se, log_allowance
+from verify.verdict import Verdict
 
 __all__ = [
     "PRIMARY_METRIC",
@@ -131,7 +124,7 @@ def expected_attainment(
     exponent gap ``g = e_nu - e`` (``theory.gp_matern_exponent`` against the class's
     exponent) against the allowance, with ``h`` the design's prospective half-width of the
     paired difference and ``gap = |e| / 2 - allowance`` (``power``:
-    :func:`verify.slopes.attainment_power`):
+    :func:`verify.attainment.attainment_power`):
 
     * FAIL when ``g > allowance + 2 h`` (the design shows the prior slower);
     * when ``g <= allowance - 2 h`` (the design shows it within the allowance): PASS where
@@ -215,7 +208,7 @@ def prospective(
     """:class:`Prospective` of one entry (the analysis and :func:`design_power` alike):
     the allowance's log power is in the metric's own scale (d is the square root of
     d^2).  The theorem test's power is the protocol's rule's: separation from e/2
-    (``verify.slopes.power_check``) or the probability of a PASS at e against the
+    (``verify.power.power_check``) or the probability of a PASS at e against the
     protocol's floor (``confirm_power``).  ``cv_kind``: another entry's pilot cv
     (``"gp"``: a control entry held to the class band)."""
     ns = list(ns)

@@ -16,8 +16,8 @@ import numpy as np
 
 from theory.exponents import METRICS
 from theory.plumbing.paths import atomic_path
-from verify.slopes import Verdict
 from verify.starts import ARM_HEADER, arm_row
+from verify.verdict import Verdict
 
 if TYPE_CHECKING:  # the results module imports nothing from here; typing only
     from verify.results import MetricResult
@@ -419,14 +419,14 @@ def _power_note(rows: list[MetricResult]) -> list[str]:
 
 
 def _power_sentence(pw) -> str:
-    """What a design without power would need (``pw``: ``verify.slopes.Power``)."""
+    """What a design without power would need (``pw``: ``verify.power.Power``)."""
     need = []
     if pw.n_needed is not None:
         need.append(f"n up to {pw.n_needed:.3g}")
     if pw.replicates_needed is not None:
         need.append(f"{pw.replicates_needed} replicates")
     cv = float("nan") if pw.pilot_cv is None else pw.pilot_cv
-    if pw.probability is not None:  # the confirming rule's power (verify.slopes.confirm_power)
+    if pw.probability is not None:  # the confirming rule's power (verify.power.confirm_power)
         return (
             f"power (before the data, pilot cv {cv:.2g}): a slope at the exponent would PASS"
             f" with probability {pw.probability:.2f}, below the floor {pw.floor:g} (the band's"

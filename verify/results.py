@@ -54,11 +54,14 @@ from dataclasses import dataclass, fields, is_dataclass
 import numpy as np
 
 from theory.plumbing.cli import Parser, run_main
+from verify.attainment import AttainmentPower, Flip, LogPower
 from verify.controls import BudgetShift
+from verify.power import Power
 from verify.records import Replicates
 from verify.replication import Replication
-from verify.slopes import AttainmentPower, Flip, LogPower, Power, SlopeDiff, Verdict
+from verify.slopes import SlopeDiff
 from verify.starts import Starts
+from verify.verdict import Verdict
 
 __all__ = [
     "SCHEMA_ID",
@@ -111,7 +114,7 @@ class TheoremTest:
     c_flip: float
     fail_p: float
     power: Power
-    # the rule it was decided under (verify.slopes.THEOREM_RULES), the band log power
+    # the rule it was decided under (verify.theorem.THEOREM_RULES), the band log power
     # from which the confirming rule PASSes, and the verdict's replication
     # (verify.replication; None where it is not resampled)
     rule: str = "reject-e/2"

@@ -15,12 +15,12 @@ results, ``cv = SE sqrt(R Sxx)`` (the SE its interval was built on, over the n i
 :func:`size` turns them into replicates for a power (0.9 by default) at a design's n:
 
 * **theorem** (the confirming rule): the probability of a PASS when the slope is e
-  (``verify.slopes.confirm_power``) at least the power;
+  (``verify.power.confirm_power``) at least the power;
 * **attainment**: the probability of a PASS when ASVI attains the reference's rate (a
   paired difference of 0, the interval's upper end at most the allowance:
-  ``verify.slopes.pass_probability``) at least the power, *and* the gap to half the
+  ``verify.power.pass_probability``) at least the power, *and* the gap to half the
   reference's rate at least two expected half-widths (the test's own power rule,
-  ``verify.slopes.attainment_power``); where the allowance eats that gap no replicate count
+  ``verify.attainment.attainment_power``); where the allowance eats that gap no replicate count
   will do (None: the test is UNDECIDABLE by design);
 * **budget control**: the probability that the slope change's interval lies inside the
   margin when the change is 0 (``2 Phi(m / SE - t) - 1``, an equivalence test that can say
@@ -44,16 +44,11 @@ import numpy as np
 from scipy import stats
 
 from verify import protocol as protocols
+from verify.attainment import attainment_power
 from verify.design import PRIMARY_METRIC
+from verify.power import pass_probability
 from verify.results import MetricResult
-from verify.slopes import (
-    _t_quantile,
-    attainment_power,
-    expected_slope_se,
-    log_allowance,
-    loglog_slope,
-    pass_probability,
-)
+from verify.slopes import _t_quantile, expected_slope_se, log_allowance, loglog_slope
 
 __all__ = ["Realised", "Sizing", "control_probability", "realised", "size"]
 

@@ -40,7 +40,8 @@ from simulate.sweep.schema import read_records
 from theory.plumbing.cli import Parser, run_main
 from theory.plumbing.jsonl import RecordsError
 from verify.records import ARM_ESTIMATORS, cells_of
-from verify.slopes import Verdict, paired_mean_diff
+from verify.slopes import paired_mean_diff
+from verify.verdict import Verdict
 
 __all__ = [
     "ARM_ESTIMATORS", "ArmMeans", "Evidence", "Starts", "answer", "arm_columns", "arms_table",

@@ -21,18 +21,14 @@ from verify import protocol as protocols
 from verify.analysis import analyse
 from verify.controls import read_with_control
 from verify.design import expected_class_theorem, prospective
+from verify.power import confirm_power
 from verify.render import markdown_results
 from verify.replication import replicate
 from verify.results import results_document
-from verify.slopes import (
-    SlopeFit,
-    Verdict,
-    confirm_power,
-    expected_slope_se,
-    loglog_slope,
-    theorem_test,
-)
+from verify.slopes import SlopeFit, expected_slope_se, loglog_slope
 from verify.status import entry_outcome
+from verify.theorem import theorem_test
+from verify.verdict import Verdict
 
 REF = os.path.join(os.path.dirname(__file__), "..", "..", "figures", "reference")
 NS = (500.0, 2000.0, 8000.0, 32000.0)
@@ -314,15 +310,9 @@ def test_the_batched_decision_is_the_one_decision_per_resample():
     # verify.replication decides a thousand resamples at once through the batched forms;
     # fit_slope, paired_slope_diff, theorem_test and attainment_test decide through the same
     # ones: on each resample the two give the same interval and verdict
-    from verify.slopes import (
-        attainment_test,
-        attainment_verdicts,
-        diff_intervals,
-        fit_slope,
-        paired_slope_diff,
-        slope_intervals,
-        theorem_verdicts,
-    )
+    from verify.attainment import attainment_test, attainment_verdicts
+    from verify.slopes import diff_intervals, fit_slope, paired_slope_diff, slope_intervals
+    from verify.theorem import theorem_verdicts
 
     rng = np.random.default_rng(5)
     x = np.asarray(NS)
