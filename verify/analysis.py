@@ -36,6 +36,7 @@ from verify.design import (
     prospective,
     refusal,
 )
+from verify.findings import finding
 from verify.records import (
     ESTIMATOR_ARMS,
     Cell,
@@ -46,7 +47,6 @@ from verify.records import (
     records_protocol,
     truth_cells,
 )
-from verify.render import finding
 from verify.replication import replicate
 from verify.results import (
     AsviSummary,
