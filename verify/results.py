@@ -8,7 +8,7 @@ None):
 * the entry's identity (estimator, truth, kind, alpha, p, metric; ``primary``: the metric
   that decides the exit status, d^2; ``arm``/``role``: for the constructive-start arms,
   the arm's letter and whether it decides) -- plain fields of :class:`MetricResult`;
-* ``theorem`` (:class:`TheoremTest`, ``verify.analysis.theorem_result``): the slope, its
+* ``theorem`` (:class:`TheoremTest`, ``verify.entry_records.theorem_result``): the slope, its
   interval, the band, the one-sided theorem test and its prospective power;
 * ``curve`` (:class:`Curve`): per n the mean, SE and local slopes, the top half's slope
   and the bend;
@@ -290,7 +290,7 @@ class MetricResult:
     input_dimension: tuple[InputDimension, ...] = ()
     finding: str = ""
     # a known-answer control held to the truth class's band too (the exponent and log
-    # power ASVI is held to; verify.analysis.class_theorem_result): None for ASVI
+    # power ASVI is held to; verify.entry_records.class_theorem_result): None for ASVI
     class_theorem: TheoremTest | None = None
 
     def to_json(self) -> dict:

@@ -20,7 +20,7 @@ from simulate.sweep.truth_spec import TruthSpec
 from verify import protocol as protocols
 from verify.analysis import analyse
 from verify.controls import read_with_control
-from verify.design import expected_class_theorem, prospective
+from verify.design import TruthDesign, expected_class_theorem, prospective
 from verify.power import confirm_power
 from verify.render import markdown_results
 from verify.replication import replicate
@@ -231,7 +231,7 @@ def test_a_prior_rougher_than_the_truth_is_a_known_fail_of_the_class_band():
              (0.5, 0.5, 6, "PASS"))  # fmt: skip
     for alpha, nu, R, want in cases:
         spec = TruthSpec("holder", p=1, alpha=alpha)
-        pro = prospective(spec, spec.key, ns, [], "asvi", "d2", R, proto, cv_kind="gp")
+        pro = prospective(TruthDesign(spec, spec.key, ns, [], R), "asvi", "d2", proto, cv_kind="gp")
         top = pro.predicted + pro.band_log_power * loglog_slope(ns)
         got = expected_class_theorem(spec, f"gp-matern-{nu:g}", "d2", pro.theorem_power,
                                      (pro.predicted, top))  # fmt: skip
