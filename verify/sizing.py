@@ -50,7 +50,7 @@ from verify.power import pass_probability
 from verify.results import MetricResult
 from verify.slopes import _t_quantile, expected_slope_se, log_allowance, loglog_slope
 
-__all__ = ["Realised", "Sizing", "control_probability", "realised", "size"]
+__all__ = ["Cvs", "Realised", "Sizing", "Target", "control_probability", "realised", "size"]
 
 R_LIMIT = 10_000
 
@@ -114,16 +114,39 @@ def _first(ok) -> int | None:
     return next((R for R in range(2, R_LIMIT + 1) if ok(R)), None)
 
 
+@dataclass(frozen=True)
+class Target:
+    """What :func:`size` sizes the tests for: the theorem test's exponent ``predicted`` and
+    band log power (its margin is ``c ell``: the sizes depend on the band), and the class's
+    exponent the attainment test's half rate is of (``reference_exponent``; None: no
+    attainment test)."""
+
+    predicted: float
+    band_log_power: float
+    reference_exponent: float | None = None
+
+
+@dataclass(frozen=True)
+class Cvs:
+    """The cvs :func:`size` sizes at (module docstring): of a cell's d^2 (``cv``), of the
+    paired difference with the reference (``cv_diff``) and of the budget control's slope
+    change (``cv_control``); None: that test is not sized."""
+
+    cv: float
+    cv_diff: float | None = None
+    cv_control: float | None = None
+
+
 def size(
-    ns, predicted: float, band_log_power: float, cv: float, proto: protocols.Protocol,
-    cv_diff: float | None = None, reference_exponent: float | None = None,
-    cv_control: float | None = None, control_ns=None, power: float = 0.9, at: int = 0,
+    ns, target: Target, cvs: Cvs, proto: protocols.Protocol, control_ns=None,
+    power: float = 0.9, at: int = 0,
 ) -> Sizing:  # fmt: skip
-    """The replicates each test needs for ``power`` at ``ns`` (module docstring);
-    ``reference_exponent``: the class's exponent the attainment test's half rate is of
-    (None: no attainment test); ``control_ns``: the budget control's n (default the ends
-    of ``ns``), its replicates as many as the design's; ``at``: the replicates the
+    """The replicates each test needs for ``power`` at ``ns`` (module docstring) for the
+    ``target`` at the ``cvs``; ``control_ns``: the budget control's n (default the ends of
+    ``ns``), its replicates as many as the design's; ``at``: the replicates the
     probabilities are reported at (default: the theorem test's need)."""
+    band_log_power, reference_exponent = target.band_log_power, target.reference_exponent
+    cv, cv_diff, cv_control = cvs.cv, cvs.cv_diff, cvs.cv_control
     ns = tuple(float(n) for n in ns)
     level = proto.level
 
@@ -206,8 +229,8 @@ def main(argv=None) -> int:
                 g = _grid(q.ns, top)
                 ell = loglog_slope(g)
                 c = r.theorem.band_log_power  # the teacher's varies slowly with n: kept
-                s = size(g, r.theorem.predicted, c, q.cv, proto, q.cv_diff, ref, q.cv_control,
-                         power=args.power)  # fmt: skip
+                s = size(g, Target(r.theorem.predicted, c, ref),
+                         Cvs(q.cv, q.cv_diff, q.cv_control), proto, power=args.power)  # fmt: skip
                 what = lambda k: "none (the allowance eats the gap)" if k is None else str(k)  # noqa: E731
                 print(
                     f"  n = {int(g[0])}..{int(g[-1])} (ell {ell:.3f}): replicates for power"

@@ -240,7 +240,7 @@ def test_a_prior_rougher_than_the_truth_is_a_known_fail_of_the_class_band():
 
 # ------------------------------------------------------------------ 3. sizing
 def test_realised_cvs_and_sizes_from_confirm_v3s_records():
-    from verify.sizing import control_probability, realised, size
+    from verify.sizing import Cvs, Target, control_probability, realised, size
 
     recs, ctrl = _records("confirm3-holder")
     r = next(r for r in analyse(recs, control=ctrl) if r.metric == "d2")
@@ -249,15 +249,16 @@ def test_realised_cvs_and_sizes_from_confirm_v3s_records():
     assert q.replicates == 40 and round(q.cv, 2) == 0.79
     assert 0.8 < q.cv_diff < 0.9 and q.control_replicates == 20
     proto = protocols.load("exploratory-v2")
-    s = size(q.ns, -0.75, 2.0, q.cv, proto, q.cv_diff, -0.75, q.cv_control)
+    s = size(q.ns, Target(-0.75, 2.0, -0.75), Cvs(q.cv, q.cv_diff, q.cv_control), proto)
     # the issue's own count for attainment at n <= 32,000 at this cv: 71
     assert s.attainment == 71 and s.theorem is not None and s.control is not None
     assert s.theorem_p >= 0.9
     # each count is the first that reaches the power: one fewer does not
-    less = size(q.ns, -0.75, 2.0, q.cv, proto, q.cv_diff, -0.75, q.cv_control, at=s.attainment - 1)
+    cvs = Cvs(q.cv, q.cv_diff, q.cv_control)
+    less = size(q.ns, Target(-0.75, 2.0, -0.75), cvs, proto, at=s.attainment - 1)
     assert less.attainment_p < 0.9
     # the rough end: the allowance eats the gap to half the rate at alpha = 0.5, n <= 32,000
-    rough = size(q.ns, -0.5, 2.0, 0.22, proto, 0.42, -0.5)
+    rough = size(q.ns, Target(-0.5, 2.0, -0.5), Cvs(0.22, 0.42), proto)
     assert rough.attainment is None
     assert control_probability(0.1, 1e-9, 10) == pytest.approx(1.0)
     assert control_probability(0.1, 1.0, 10) == 0.0
