@@ -126,7 +126,7 @@ def verdict_entry(estimator="asvi", theorem="PASS", attainment="PASS", expected=
     import dataclasses
 
     from verify.analysis import analyse
-    from verify.slopes import Verdict
+    from verify.verdict import Verdict
 
     r = next(r for r in analyse(fake_records(-0.5, -0.5)) if r.metric == "d2")
     att = None if attainment is None else dataclasses.replace(

@@ -2,7 +2,14 @@
 (:func:`control_records_path`), the check that a control file belongs to its records
 (:func:`check_control`), and what it says: per n the change of each metric with twice the
 budget (:func:`budget_control`) and, per entry, the slope's change as an equivalence test
-against the protocol's margin (:func:`budget_shift`; ``verify.slopes.budget_state``)."""
+against the protocol's margin (:func:`budget_shift`; :func:`budget_state`).
+
+**Budget control** (:func:`budget_state`): an equivalence test with a stated margin m on
+the slope's change under twice the budget: **converged** when its interval lies inside
+``[-m, m]`` (the verdicts stand), **limited** when it lies wholly outside (the analysis
+sets the entry's verdicts INCONCLUSIVE), **undetermined** otherwise (they stand,
+labelled).
+"""
 
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ from simulate.sweep.records import fields_differing
 from theory import METRICS
 from theory.plumbing.jsonl import RecordsError
 from verify.records import Cell
-from verify.slopes import SlopeDiff, budget_state, paired_slope_diff
+from verify.slopes import SlopeDiff, paired_slope_diff
 
 __all__ = [
     "BudgetCell",
@@ -27,6 +34,7 @@ __all__ = [
     "SlopeShift",
     "budget_control",
     "budget_shift",
+    "budget_state",
     "check_control",
     "control_config",
     "control_fields",
@@ -153,11 +161,27 @@ def _slope_shifts(pairs: dict) -> dict[str, SlopeShift]:
     return out
 
 
+def budget_state(shift: SlopeDiff | None, margin: float) -> str | None:
+    """The budget control as an equivalence test (module docstring): ``"converged"`` when
+    the slope change's interval lies inside ``[-margin, margin]``, ``"limited"`` when it
+    lies wholly outside, ``"undetermined"`` otherwise; None without a control."""
+    if shift is None:
+        return None
+    lo, hi = shift.ci_low, shift.ci_high
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "undetermined"
+    if -margin <= lo and hi <= margin:
+        return "converged"
+    if lo > margin or hi < -margin:
+        return "limited"
+    return "undetermined"
+
+
 def budget_shift(ctrl: BudgetControl | None, margin: float) -> BudgetShift | None:
     """An entry's budget control (None without one): the slope's change under twice the
     budget (doubled minus base, paired over the replicates both have at every control n)
     and its state as an equivalence test against ``margin``
-    (``verify.slopes.budget_state``): converged, undetermined or limited; only limited
+    (:func:`budget_state`): converged, undetermined or limited; only limited
     makes the verdicts INCONCLUSIVE."""
     if ctrl is None:
         return None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,23 +31,17 @@ from simulate.sweep.config import SweepConfig
 from simulate.sweep.truth_spec import TruthSpec
 from theory import gp_matern_exponent, log_factor_power, teacher_log_power
 from verify import protocol as protocols
-from verify.slopes import (
-    AttainmentPower,
-    Power,
-    Verdict,
-    attainment_power,
-    confirm_power,
-    expected_slope_se,
-    log_allowance,
-    pass_probability,
-    power_check,
-)
+from verify.attainment import AttainmentPower, attainment_power
+from verify.power import Power, confirm_power, pass_probability, power_check
+from verify.slopes import expected_slope_se, log_allowance
+from verify.verdict import Verdict
 
 __all__ = [
     "PRIMARY_METRIC",
     "REFERENCE_SATURATION_ALPHA",
     "DesignPower",
     "Prospective",
+    "TruthDesign",
     "band_log_power",
     "design_power",
     "expected_attainment",
@@ -131,7 +126,7 @@ def expected_attainment(
     exponent gap ``g = e_nu - e`` (``theory.gp_matern_exponent`` against the class's
     exponent) against the allowance, with ``h`` the design's prospective half-width of the
     paired difference and ``gap = |e| / 2 - allowance`` (``power``:
-    :func:`verify.slopes.attainment_power`):
+    :func:`verify.attainment.attainment_power`):
 
     * FAIL when ``g > allowance + 2 h`` (the design shows the prior slower);
     * when ``g <= allowance - 2 h`` (the design shows it within the allowance): PASS where
@@ -155,7 +150,7 @@ def expected_class_theorem(
     spec: TruthSpec, estimator: str, metric: str, power: Power, band: tuple[float, float]
 ) -> Verdict | None:
     """The known answer of a control entry's theorem test against the truth class's band
-    (``verify.analysis.class_theorem_result``: the exponent e and log power an ASVI entry
+    (``verify.entry_records.class_theorem_result``: the exponent e and log power an ASVI entry
     is held to, ``band = (e, top)``), from the prior's proven exponent ``e_nu``
     (``theory.gp_matern_exponent``, in ``metric``) and the design's prospective half-width ``h``
     (``power.half_width``, at the control's pilot cv):
@@ -208,16 +203,32 @@ def _pilot_cvs(proto, key: str, spec: TruthSpec, estimator: str, metric: str, cv
     return (scale * proto.cv_for(key, kind), scale * proto.cv_for(key, kind, diff=True))
 
 
+@dataclass(frozen=True)
+class TruthDesign:
+    """One truth's design as :func:`prospective` reads it: the truth (``spec``, its
+    ``key``), the sample sizes ``ns``, the edge counts ``edges`` the teacher's band is
+    taken from, and the ``replicates``."""
+
+    spec: TruthSpec
+    key: str
+    ns: Sequence[float]
+    edges: list[int]
+    replicates: int
+
+
 def prospective(
-    spec: TruthSpec, key: str, ns, edges: list[int], estimator: str, metric: str,
-    replicates: int, proto: protocols.Protocol, cv_kind: str | None = None,
+    design: TruthDesign, estimator: str, metric: str, proto: protocols.Protocol,
+    cv_kind: str | None = None,
 ) -> Prospective:  # fmt: skip
-    """:class:`Prospective` of one entry (the analysis and :func:`design_power` alike):
+    """:class:`Prospective` of one entry (the analysis and :func:`design_power` alike) on
+    one truth's ``design``:
     the allowance's log power is in the metric's own scale (d is the square root of
     d^2).  The theorem test's power is the protocol's rule's: separation from e/2
-    (``verify.slopes.power_check``) or the probability of a PASS at e against the
+    (``verify.power.power_check``) or the probability of a PASS at e against the
     protocol's floor (``confirm_power``).  ``cv_kind``: another entry's pilot cv
     (``"gp"``: a control entry held to the class band)."""
+    spec, key, ns, edges = design.spec, design.key, design.ns, design.edges
+    replicates = design.replicates
     ns = list(ns)
     lp = band_log_power(spec, ns, edges, estimator, metric, proto.delta, key)
     pred = predicted(spec, estimator, metric)
@@ -290,7 +301,7 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
         edges = [t.build(q).n_edges for q in range(R)] if t.kind == "teacher" else []
         refused, att_refused = refusal(t)
         for est in ests:
-            pro = prospective(t, t.key, ns, edges, est, m, R, proto)
+            pro = prospective(TruthDesign(t, t.key, ns, edges, R), est, m, proto)
             attains = t.kind == "holder" and att_refused is None
             a_prob = None
             if attains:
@@ -302,7 +313,7 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
                           if ap.gap > 0 and ap.separable else 0.0)  # fmt: skip
             cls = known = None
             if is_control(est) and proto.theorem_rule == "confirm" and not refused:
-                c = prospective(t, t.key, ns, edges, "asvi", m, R, proto, cv_kind="gp")
+                c = prospective(TruthDesign(t, t.key, ns, edges, R), "asvi", m, proto, cv_kind="gp")
                 cls = c.theorem_power
                 known = expected_class_theorem(
                     t, est, m, cls, (c.predicted, c.predicted + cls.gap)

@@ -337,9 +337,8 @@ def markdown(res: dict) -> str:
     return head + "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    """``python -m verify.optimiser``: the benchmark (module docstring)."""
-
+def _parser() -> Parser:
+    """``python -m verify.optimiser``'s command line (:func:`main`)."""
     ap = Parser(prog="python -m verify.optimiser", description=__doc__.split("\n\n")[0])
     ap.add_argument("--recipes", nargs="+", default=["baseline"], choices=sorted(RECIPES))
     ap.add_argument(
@@ -376,7 +375,13 @@ def main(argv=None) -> int:
         help="also: each recipe's ELBO(R) minus ELBO(R) in these records files (the same"
         " cells, paired per replicate; recipe_difference)",
     )
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    """``python -m verify.optimiser``: the benchmark (module docstring)."""
+
+    args = _parser().parse_args(argv)
     try:
         truths = [TruthSpec(k, p=p, alpha=a, seed=args.truth_seed)
                   for k, p, a in TRUTH_SETS[args.truths]]  # fmt: skip

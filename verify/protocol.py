@@ -10,7 +10,7 @@ test's), both read off earlier records and committed before a run, and optionall
 ``[pilot_cv_control]`` that of the budget-doubling control's slope change (the
 probability that the control can say "converged", printed by ``--dry-run``).  From exploratory-v2
 on a protocol also names its theorem rule (``theorem_rule = "confirm"``: a PASS rejects
-the bound's violation, ``verify.slopes``; with ``power_floor``, the probability of a PASS
+the bound's violation, ``verify.theorem``; with ``power_floor``, the probability of a PASS
 at e below which a non-rejection is UNDECIDABLE) and its ``[replication]`` (bootstrap
 ``resamples`` of replicates, the stability ``floor`` below which a decided verdict is
 fragile, the ``interval`` method, the ``seed``: ``verify.replication``); the earlier
@@ -40,7 +40,7 @@ from importlib import resources
 
 from simulate.sweep.recipes import RECIPE_DEFAULTS, recipe_settings
 from simulate.sweep.truth_spec import TruthSpec
-from verify.slopes import THEOREM_RULES
+from verify.theorem import THEOREM_RULES
 
 __all__ = ["Protocol", "load", "names", "of_records", "DEFAULT"]
 
@@ -72,7 +72,7 @@ class Protocol:
     pilot_cv_diff: dict
     design: dict = field(default_factory=dict)
     text: str = ""
-    # the theorem test's rule (verify.slopes.THEOREM_RULES) and, under "confirm", the
+    # the theorem test's rule (verify.theorem.THEOREM_RULES) and, under "confirm", the
     # prospective power's floor; the earlier protocols name neither: "reject-e/2"
     theorem_rule: str = "reject-e/2"
     power_floor: float | None = None

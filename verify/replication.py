@@ -34,7 +34,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from verify.slopes import Verdict
+from verify.verdict import Verdict
 
 __all__ = ["DECIDED", "Replication", "replicate"]
 

@@ -15,12 +15,12 @@ results, ``cv = SE sqrt(R Sxx)`` (the SE its interval was built on, over the n i
 :func:`size` turns them into replicates for a power (0.9 by default) at a design's n:
 
 * **theorem** (the confirming rule): the probability of a PASS when the slope is e
-  (``verify.slopes.confirm_power``) at least the power;
+  (``verify.power.confirm_power``) at least the power;
 * **attainment**: the probability of a PASS when ASVI attains the reference's rate (a
   paired difference of 0, the interval's upper end at most the allowance:
-  ``verify.slopes.pass_probability``) at least the power, *and* the gap to half the
+  ``verify.power.pass_probability``) at least the power, *and* the gap to half the
   reference's rate at least two expected half-widths (the test's own power rule,
-  ``verify.slopes.attainment_power``); where the allowance eats that gap no replicate count
+  ``verify.attainment.attainment_power``); where the allowance eats that gap no replicate count
   will do (None: the test is UNDECIDABLE by design);
 * **budget control**: the probability that the slope change's interval lies inside the
   margin when the change is 0 (``2 Phi(m / SE - t) - 1``, an equivalence test that can say
@@ -44,18 +44,13 @@ import numpy as np
 from scipy import stats
 
 from verify import protocol as protocols
+from verify.attainment import attainment_power
 from verify.design import PRIMARY_METRIC
+from verify.power import pass_probability
 from verify.results import MetricResult
-from verify.slopes import (
-    _t_quantile,
-    attainment_power,
-    expected_slope_se,
-    log_allowance,
-    loglog_slope,
-    pass_probability,
-)
+from verify.slopes import _t_quantile, expected_slope_se, log_allowance, loglog_slope
 
-__all__ = ["Realised", "Sizing", "control_probability", "realised", "size"]
+__all__ = ["Cvs", "Realised", "Sizing", "Target", "control_probability", "realised", "size"]
 
 R_LIMIT = 10_000
 
@@ -119,16 +114,39 @@ def _first(ok) -> int | None:
     return next((R for R in range(2, R_LIMIT + 1) if ok(R)), None)
 
 
+@dataclass(frozen=True)
+class Target:
+    """What :func:`size` sizes the tests for: the theorem test's exponent ``predicted`` and
+    band log power (its margin is ``c ell``: the sizes depend on the band), and the class's
+    exponent the attainment test's half rate is of (``reference_exponent``; None: no
+    attainment test)."""
+
+    predicted: float
+    band_log_power: float
+    reference_exponent: float | None = None
+
+
+@dataclass(frozen=True)
+class Cvs:
+    """The cvs :func:`size` sizes at (module docstring): of a cell's d^2 (``cv``), of the
+    paired difference with the reference (``cv_diff``) and of the budget control's slope
+    change (``cv_control``); None: that test is not sized."""
+
+    cv: float
+    cv_diff: float | None = None
+    cv_control: float | None = None
+
+
 def size(
-    ns, predicted: float, band_log_power: float, cv: float, proto: protocols.Protocol,
-    cv_diff: float | None = None, reference_exponent: float | None = None,
-    cv_control: float | None = None, control_ns=None, power: float = 0.9, at: int = 0,
+    ns, target: Target, cvs: Cvs, proto: protocols.Protocol, control_ns=None,
+    power: float = 0.9, at: int = 0,
 ) -> Sizing:  # fmt: skip
-    """The replicates each test needs for ``power`` at ``ns`` (module docstring);
-    ``reference_exponent``: the class's exponent the attainment test's half rate is of
-    (None: no attainment test); ``control_ns``: the budget control's n (default the ends
-    of ``ns``), its replicates as many as the design's; ``at``: the replicates the
+    """The replicates each test needs for ``power`` at ``ns`` (module docstring) for the
+    ``target`` at the ``cvs``; ``control_ns``: the budget control's n (default the ends of
+    ``ns``), its replicates as many as the design's; ``at``: the replicates the
     probabilities are reported at (default: the theorem test's need)."""
+    band_log_power, reference_exponent = target.band_log_power, target.reference_exponent
+    cv, cv_diff, cv_control = cvs.cv, cvs.cv_diff, cvs.cv_control
     ns = tuple(float(n) for n in ns)
     level = proto.level
 
@@ -211,8 +229,8 @@ def main(argv=None) -> int:
                 g = _grid(q.ns, top)
                 ell = loglog_slope(g)
                 c = r.theorem.band_log_power  # the teacher's varies slowly with n: kept
-                s = size(g, r.theorem.predicted, c, q.cv, proto, q.cv_diff, ref, q.cv_control,
-                         power=args.power)  # fmt: skip
+                s = size(g, Target(r.theorem.predicted, c, ref),
+                         Cvs(q.cv, q.cv_diff, q.cv_control), proto, power=args.power)  # fmt: skip
                 what = lambda k: "none (the allowance eats the gap)" if k is None else str(k)  # noqa: E731
                 print(
                     f"  n = {int(g[0])}..{int(g[-1])} (ell {ell:.3f}): replicates for power"

@@ -40,7 +40,8 @@ from simulate.sweep.schema import read_records
 from theory.plumbing.cli import Parser, run_main
 from theory.plumbing.jsonl import RecordsError
 from verify.records import ARM_ESTIMATORS, cells_of
-from verify.slopes import Verdict, paired_mean_diff
+from verify.slopes import paired_mean_diff
+from verify.verdict import Verdict
 
 __all__ = [
     "ARM_ESTIMATORS", "ArmMeans", "Evidence", "Starts", "answer", "arm_columns", "arms_table",
@@ -194,7 +195,7 @@ def compare_starts(cells, ns, metric: str, by_est: dict, arm: str = "W0s") -> St
     rW, rR = by_est.get("asvi-constructive"), by_est.get("asvi")
     rC = by_est.get(ARM_ESTIMATORS[C])
     evidence = objective_evidence(cells, metric, arms)
-    key, sentence = _answer(
+    key, sentence = _answer(AnswerValues(
         C=C, n=ns[-1], gap_best=gap_c.diff[-1], gap_best_ci=gap_c.cis[-1],
         log_risk_ratio_best=risk_c.diff[-1], elbo_gap=gap.diff[-1], drift_from=S,
         drift_log_ratio=drift.diff[-1], elbo_w_minus_w0=w_vs_w0.diff[-1],
@@ -202,7 +203,7 @@ def compare_starts(cells, ns, metric: str, by_est: dict, arm: str = "W0s") -> St
         verdict_best=_verdict(rC), verdict_random=_verdict(rR),
         verdict_constructive=_verdict(rW), d2={a: t.d2[-1] for a, t in table.items()},
         evidence=evidence,
-    )  # fmt: skip
+    ))  # fmt: skip
     return Starts(
         elbo_gap=gap.diff,
         elbo_gap_ci=gap.cis,
@@ -271,7 +272,7 @@ def answer(c: Starts) -> tuple[str, str]:
     sentence carries the criterion's numbers first, then what is reported beside it.
     :func:`compare_starts` derives the same from the values it computes, before it builds
     the comparison; this reads them back from a built one."""
-    return _answer(
+    return _answer(AnswerValues(
         C=c.constructive_arm, n=c.ns[-1], gap_best=c.elbo_gap_best[-1],
         gap_best_ci=c.elbo_gap_best_ci[-1], log_risk_ratio_best=c.log_risk_ratio_best[-1],
         elbo_gap=c.elbo_gap[-1], drift_from=c.drift_from,
@@ -281,19 +282,43 @@ def answer(c: Starts) -> tuple[str, str]:
         verdict_random=c.attainment_verdict_random,
         verdict_constructive=c.attainment_verdict_constructive,
         d2={a: t.d2[-1] for a, t in c.arms.items()}, evidence=c.objective_evidence,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
-def _answer(
-    *, C: str, n: int, gap_best: float, gap_best_ci: tuple[float, float],
-    log_risk_ratio_best: float, elbo_gap: float, drift_from: str, drift_log_ratio: float,
-    elbo_w_minus_w0: float, slope_best: float | None, slope_random: float | None,
-    slope_constructive: float | None, verdict_best: Verdict | None,
-    verdict_random: Verdict | None, verdict_constructive: Verdict | None,
-    d2: Mapping[str, float], evidence: tuple[Evidence, ...],
-) -> tuple[str, str]:  # fmt: skip
-    """:func:`answer` from the comparison's values at the largest n (``d2``: each arm's
-    mean d^2 there, by letter)."""
+@dataclass(frozen=True)
+class AnswerValues:
+    """The comparison's values at the largest n that :func:`answer` words (``C``: the
+    constructive arm compared; ``d2``: each arm's mean d^2 there, by letter): what
+    :func:`compare_starts` computes and a built :class:`Starts` holds."""
+
+    C: str
+    n: int
+    gap_best: float
+    gap_best_ci: tuple[float, float]
+    log_risk_ratio_best: float
+    elbo_gap: float
+    drift_from: str
+    drift_log_ratio: float
+    elbo_w_minus_w0: float
+    slope_best: float | None
+    slope_random: float | None
+    slope_constructive: float | None
+    verdict_best: Verdict | None
+    verdict_random: Verdict | None
+    verdict_constructive: Verdict | None
+    d2: Mapping[str, float]
+    evidence: tuple[Evidence, ...]
+
+
+def _answer(v: AnswerValues) -> tuple[str, str]:
+    """:func:`answer` from the comparison's values at the largest n (:class:`AnswerValues`)."""
+    C, n, gap_best, gap_best_ci = v.C, v.n, v.gap_best, v.gap_best_ci
+    log_risk_ratio_best, elbo_gap, drift_from = v.log_risk_ratio_best, v.elbo_gap, v.drift_from
+    drift_log_ratio, elbo_w_minus_w0 = v.drift_log_ratio, v.elbo_w_minus_w0
+    slope_best, slope_random = v.slope_best, v.slope_random
+    slope_constructive = v.slope_constructive
+    verdict_best, verdict_random = v.verdict_best, v.verdict_random
+    verdict_constructive, d2, evidence = v.verdict_constructive, v.d2, v.evidence
     glo, ghi = gap_best_ci
     key = "optimiser" if glo > 0 else "no-better-start" if ghi < 0 else "undecided"
     s = (

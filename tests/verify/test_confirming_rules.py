@@ -20,19 +20,15 @@ from simulate.sweep.truth_spec import TruthSpec
 from verify import protocol as protocols
 from verify.analysis import analyse
 from verify.controls import read_with_control
-from verify.design import expected_class_theorem, prospective
+from verify.design import TruthDesign, expected_class_theorem, prospective
+from verify.power import confirm_power
 from verify.render import markdown_results
 from verify.replication import replicate
 from verify.results import results_document
-from verify.slopes import (
-    SlopeFit,
-    Verdict,
-    confirm_power,
-    expected_slope_se,
-    loglog_slope,
-    theorem_test,
-)
+from verify.slopes import SlopeFit, expected_slope_se, loglog_slope
 from verify.status import entry_outcome
+from verify.theorem import theorem_test
+from verify.verdict import Verdict
 
 REF = os.path.join(os.path.dirname(__file__), "..", "..", "figures", "reference")
 NS = (500.0, 2000.0, 8000.0, 32000.0)
@@ -235,7 +231,7 @@ def test_a_prior_rougher_than_the_truth_is_a_known_fail_of_the_class_band():
              (0.5, 0.5, 6, "PASS"))  # fmt: skip
     for alpha, nu, R, want in cases:
         spec = TruthSpec("holder", p=1, alpha=alpha)
-        pro = prospective(spec, spec.key, ns, [], "asvi", "d2", R, proto, cv_kind="gp")
+        pro = prospective(TruthDesign(spec, spec.key, ns, [], R), "asvi", "d2", proto, cv_kind="gp")
         top = pro.predicted + pro.band_log_power * loglog_slope(ns)
         got = expected_class_theorem(spec, f"gp-matern-{nu:g}", "d2", pro.theorem_power,
                                      (pro.predicted, top))  # fmt: skip
@@ -244,7 +240,7 @@ def test_a_prior_rougher_than_the_truth_is_a_known_fail_of_the_class_band():
 
 # ------------------------------------------------------------------ 3. sizing
 def test_realised_cvs_and_sizes_from_confirm_v3s_records():
-    from verify.sizing import control_probability, realised, size
+    from verify.sizing import Cvs, Target, control_probability, realised, size
 
     recs, ctrl = _records("confirm3-holder")
     r = next(r for r in analyse(recs, control=ctrl) if r.metric == "d2")
@@ -253,15 +249,16 @@ def test_realised_cvs_and_sizes_from_confirm_v3s_records():
     assert q.replicates == 40 and round(q.cv, 2) == 0.79
     assert 0.8 < q.cv_diff < 0.9 and q.control_replicates == 20
     proto = protocols.load("exploratory-v2")
-    s = size(q.ns, -0.75, 2.0, q.cv, proto, q.cv_diff, -0.75, q.cv_control)
+    s = size(q.ns, Target(-0.75, 2.0, -0.75), Cvs(q.cv, q.cv_diff, q.cv_control), proto)
     # the issue's own count for attainment at n <= 32,000 at this cv: 71
     assert s.attainment == 71 and s.theorem is not None and s.control is not None
     assert s.theorem_p >= 0.9
     # each count is the first that reaches the power: one fewer does not
-    less = size(q.ns, -0.75, 2.0, q.cv, proto, q.cv_diff, -0.75, q.cv_control, at=s.attainment - 1)
+    cvs = Cvs(q.cv, q.cv_diff, q.cv_control)
+    less = size(q.ns, Target(-0.75, 2.0, -0.75), cvs, proto, at=s.attainment - 1)
     assert less.attainment_p < 0.9
     # the rough end: the allowance eats the gap to half the rate at alpha = 0.5, n <= 32,000
-    rough = size(q.ns, -0.5, 2.0, 0.22, proto, 0.42, -0.5)
+    rough = size(q.ns, Target(-0.5, 2.0, -0.5), Cvs(0.22, 0.42), proto)
     assert rough.attainment is None
     assert control_probability(0.1, 1e-9, 10) == pytest.approx(1.0)
     assert control_probability(0.1, 1.0, 10) == 0.0
@@ -315,15 +312,9 @@ def test_the_batched_decision_is_the_one_decision_per_resample():
     # verify.replication decides a thousand resamples at once through the batched forms;
     # fit_slope, paired_slope_diff, theorem_test and attainment_test decide through the same
     # ones: on each resample the two give the same interval and verdict
-    from verify.slopes import (
-        attainment_test,
-        attainment_verdicts,
-        diff_intervals,
-        fit_slope,
-        paired_slope_diff,
-        slope_intervals,
-        theorem_verdicts,
-    )
+    from verify.attainment import attainment_test, attainment_verdicts
+    from verify.slopes import diff_intervals, fit_slope, paired_slope_diff, slope_intervals
+    from verify.theorem import theorem_verdicts
 
     rng = np.random.default_rng(5)
     x = np.asarray(NS)

@@ -21,24 +21,22 @@ from tests.factories import (
     tight_protocol,
 )
 from verify.analysis import analyse
-from verify.controls import budget_control, control_config
+from verify.attainment import attainment_test, log_power_of
+from verify.controls import budget_control, budget_state, control_config
+from verify.power import power_check
 from verify.records import cells_of
 from verify.slopes import (
     SlopeDiff,
-    attainment_test,
-    budget_state,
     curvature,
     expected_slope_se,
     fit_slope,
     log_allowance,
-    log_power_of,
     loglog_slope,
     paired_slope_diff,
-    power_check,
-    theorem_test,
     top_half,
 )
 from verify.status import exit_status
+from verify.theorem import theorem_test
 
 TIGHT = tight_protocol()
 

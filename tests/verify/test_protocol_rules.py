@@ -16,8 +16,9 @@ from verify import protocol as protocols
 from verify.analysis import analyse
 from verify.design import band_log_power, design_power
 from verify.results import read_results
-from verify.slopes import holm, loglog_slope
+from verify.slopes import loglog_slope
 from verify.status import entry_outcome, exit_status
+from verify.verdict import holm
 
 FAKE_NS = [250, 1000, 4000, 16000]
 TIGHT = tight_protocol()

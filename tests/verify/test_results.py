@@ -22,7 +22,7 @@ from verify.results import (
     results_document,
 )
 from verify.results import main as results_main
-from verify.slopes import Verdict
+from verify.verdict import Verdict
 
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -1,4 +1,5 @@
-"""The slope fitter and verdict rule of ``verify.slopes`` on synthetic power laws."""
+"""The slope fitter and verdict rule (``verify.slopes``, ``verify.theorem``) on synthetic
+power laws."""
 
 import numpy as np
 import pytest
@@ -6,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.factories import NS, synthetic
-from verify.slopes import fit_slope, theorem_test
+from verify.slopes import fit_slope
+from verify.theorem import theorem_test
 
 
 def meets_band(fit, exponent):

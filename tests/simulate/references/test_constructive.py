@@ -463,7 +463,7 @@ def test_the_figure_draws_what_the_analysis_found():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from verify.render import draw_elbo_gap_panel, draw_rate_panel
+    from verify.panels import draw_elbo_gap_panel, draw_rate_panel
 
     recs = with_arms(fake_records(-0.375, -0.75, alpha=1.5), -0.75, -0.75, -1000, -900, -950)
     res = analyse(recs)
