@@ -5,7 +5,7 @@ Runs (or, with ``--records``, only reads) a growing-n sweep of ASVI (``simulate.
 every candidate width trained to convergence, candidate widths growing with n, each
 replicate its own truth drawn from the class, a class-matched reference fitted on the
 same datasets) and, for each truth and metric, prints a convergence table and its tests
-(rules in ``verify.slopes``):
+(rules in ``verify.theorem`` and ``verify.attainment``, on the fits of ``verify.slopes``):
 
 Every number a verdict depends on is in a **protocol** (``verify.protocol``; ``--protocol
 NAME``, default ``exploratory-v2``; ``--records`` are decided under the shipped protocol
