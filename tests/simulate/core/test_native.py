@@ -317,18 +317,18 @@ def test_compaction_with_the_fused_pass_changes_nothing(monkeypatch):
     """Stopped models leaving the running (compiled) program, ``Trainer.fit_until(compact=
     ...)``, with the fused pass: every model's run is the same bit for bit -- the pass reads
     each model's width off the subset's mask."""
-    import simulate.core.trainer as trainer_mod
+    import simulate.core.until as until_mod
     from simulate.core import Batch, Compaction, Layout, Trainer
     from simulate.core.stopping import StopRule
 
     programs = []
 
-    class Counted(trainer_mod._Program):
+    class Counted(until_mod._Program):
         def __init__(self, tr, idx=None):
             programs.append(None if idx is None else idx.tolist())
             super().__init__(tr, idx)
 
-    monkeypatch.setattr(trainer_mod, "_Program", Counted)
+    monkeypatch.setattr(until_mod, "_Program", Counted)
     X, y = _data(1, n=600, p=2)
     widths = [4, 8, 2, 6]
     out = []
