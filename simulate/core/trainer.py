@@ -213,7 +213,7 @@ class Trainer(LearnedNoise):
     def hold_locations(self) -> None:
         """Train only the slab scales and inclusion probabilities from here on: the
         locations' learning rate is 0 (the constructive arm whose posterior is fitted
-        around a fixed network, ``simulate.sweep.job``).  Their moments still accumulate;
+        around a fixed network, ``simulate.sweep.groups``).  Their moments still accumulate;
         nothing else changes."""
         self._enable_lr_scale()
         self.lr_scale[:, 0] = 0.0

@@ -151,7 +151,7 @@ class SweepConfig:
     # None: off; else the stopping rule also waits for a held-out risk (StopRule.risk_tol):
     # each replicate's last stop_val_fraction of its n points (at least 2) are held out of
     # ASVI's training, and the rule watches the posterior mean's squared error on their y
-    # from risk_draws posterior draws (n_val_at; simulate.sweep.job) -- never the truth
+    # from risk_draws posterior draws (n_val_at; simulate.sweep.groups) -- never the truth
     stop_risk_tol: float | None = _STOP["risk_tol"]
     stop_val_fraction: float = 0.2
     risk_draws: int = RISK_DRAWS
@@ -165,7 +165,7 @@ class SweepConfig:
     stop_lr_factor: float = _STOP["lr_factor"]
     # steps over which the KL part's gradient weight rises from 0 to 1 (Hyper.kl_warmup)
     kl_warmup: int = _H["kl_warmup"]
-    # random starts per candidate (seeds simulate.sweep.job.restart_seeds); each candidate
+    # random starts per candidate (seeds simulate.sweep.groups.restart_seeds); each candidate
     # keeps the one of highest ELBO on its training points (1: no restarts)
     restarts: int = 1
     # width continuation: candidates trained one width at a time, narrowest first, each
@@ -374,7 +374,7 @@ class SweepConfig:
 
     def step_options(self) -> StepOptions:
         """How the sweep's steps run (``compile``, ``mlp``), made once here and handed whole
-        to every trainer of its jobs (``simulate.sweep.job``)."""
+        to every trainer of its jobs (``simulate.sweep.groups``)."""
         return StepOptions(compile=self.compile, mlp=self.mlp)
 
     def hyper_at(self, n: int) -> Hyper:
