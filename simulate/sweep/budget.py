@@ -50,7 +50,8 @@ import torch
 
 from simulate.core.stopping import stricter
 from simulate.core.until import Resume
-from simulate.sweep.config import SweepConfig, fingerprint_fields
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.fingerprint import fingerprint_fields
 
 __all__ = ["BUDGET_FIELDS", "BudgetLink", "linkable"]
 

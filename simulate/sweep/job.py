@@ -32,8 +32,9 @@ from simulate.core import Batch, failed_term_names
 from simulate.references.constructive import spline_starts, teacher_network
 from simulate.references.plain import validation_split
 from simulate.sweep.cells import f0_describe, job_data, reference
-from simulate.sweep.config import Job, SweepConfig
+from simulate.sweep.config import SweepConfig
 from simulate.sweep.groups import ARMS, JobInputs, train_group
+from simulate.sweep.jobs import Job
 from simulate.sweep.records import code_digest, versions
 from simulate.sweep.schema import SCHEMA
 from simulate.sweep.truth_spec import stable_seed

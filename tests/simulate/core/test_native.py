@@ -256,7 +256,7 @@ def test_the_sweep_runs_the_fused_pass_and_fingerprints_it(monkeypatch, tmp_path
     """``SweepConfig(mlp="native")``: its records carry it in their fingerprint (the default
     leaves the fingerprint as records before the option had it), and its cells equal the
     batched pass's to float rounding."""
-    from simulate.sweep.config import fingerprint_fields
+    from simulate.sweep.fingerprint import fingerprint_fields
     from simulate.sweep.runner import check_native, run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
 
