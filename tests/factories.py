@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from simulate.core import native
+from simulate.core.native import library
 
 NS = np.array([250, 500, 1000, 2000, 4000, 8000])
 
@@ -163,7 +163,7 @@ STEP_MLPS = [
     pytest.param(
         "native-step",
         marks=pytest.mark.skipif(
-            shutil.which(native._compiler()) is None, reason="no C compiler for the C step"
+            shutil.which(library._compiler()) is None, reason="no C compiler for the C step"
         ),
     ),
 ]

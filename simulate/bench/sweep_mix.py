@@ -40,7 +40,8 @@ from simulate.core import Hyper, StepOptions
 from simulate.core.recipe import build_trainer
 from simulate.core.steppath import path_of
 from simulate.sweep import tiers
-from simulate.sweep.config import SweepConfig, jobs_for
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.jobs import jobs_for
 from simulate.sweep.schema import read_records
 from simulate.sweep.widths import group_widths
 

@@ -88,7 +88,8 @@ from simulate.core.state import (
     inverse_softplus,
 )
 from simulate.core.step import Consts, StepSpec, horseshoe_step, spike_slab_step
-from simulate.core.trainer import Compaction, Trainer
+from simulate.core.trainer import Trainer
+from simulate.core.until import Compaction
 
 # the core's public names, each defined in the module that holds its concern (see above)
 __all__ = [

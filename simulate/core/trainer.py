@@ -10,23 +10,22 @@ point where the loop reads the state (``Trainer.advance_steps``): the same numbe
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-
 import torch
 
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout
+from simulate.core.noise import LearnedNoise
 from simulate.core.objective import ELBOTerms, draw_network, family_of, reference_terms
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
 from simulate.core.paths import Info, build_step
 from simulate.core.posterior import Posterior
 from simulate.core.sampler import Sampler
-from simulate.core.state import Batch, init_state, put_models, take_models
+from simulate.core.state import Batch, init_state
 from simulate.core.step import Consts
-from simulate.core.stopping import Convergence, sum_in_order
+from simulate.core.stopping import Convergence
+from simulate.core.until import Compaction, Resume, _as_list, _Run
 
-__all__ = ["Compaction", "Resume", "Trainer"]
+__all__ = ["Trainer"]
 
 # A step that runs several steps per call (the whole step in C) takes at most this many per
 # call: a stopping window (500 by default) in one call, and progress and Ctrl-C at least
@@ -37,7 +36,7 @@ STEPS_PER_CALL = 500
 MINIBATCH_BYTES = 64 << 20
 
 
-class Trainer:
+class Trainer(LearnedNoise):
     """Trains E models at once: owns the layout, masks, sampler, step and state.
 
     How the step runs is ``options`` (:class:`simulate.core.options.StepOptions`, made and
@@ -197,58 +196,10 @@ class Trainer:
             noise_sd=None if self.noise_sd is None else self.noise_sd.clone(),
         )
 
-    # ----------------------------------------------------------------- noise
-    def update_noise(self) -> None:
-        """The EM step on the learned noise (class docstring): each model not held gets
-        ``sigma^2 = mean over the steps since the last update of the step's RSS estimate,
-        divided by n``, floored at ``noise_floor^2``; nothing happens before a step."""
-        if self.noise_sd is None:
-            raise ValueError("this trainer's noise is known (learn_noise=False)")
-        if self._rss_steps == 0:
-            return
-        var = (self._rss_sum / self._rss_steps / self.n).clamp_min(self.noise_floor**2)
-        held = self.state.health.failed | self.frozen
-        ok = ~held & torch.isfinite(var)
-        new = torch.where(ok, var.sqrt().to(self.noise_sd.dtype), self.noise_sd)
-        self.noise_sd.copy_(new)  # in place: the step's constants hold this tensor
-        self._rss_sum.zero_()
-        self._rss_steps = 0
-
-    def pause_noise(self) -> None:
-        """Hold every model's learned noise sd where it is (a warm-up at the start value):
-        no updates, and the steps until :meth:`resume_noise` are not collected."""
-        if self.noise_sd is None:
-            raise ValueError("this trainer's noise is known (learn_noise=False)")
-        self.noise_updates = False
-
-    def resume_noise(self) -> None:
-        """Update the learned noise sds again (after :meth:`pause_noise`)."""
-        if self.noise_sd is None:
-            raise ValueError("this trainer's noise is known (learn_noise=False)")
-        self.noise_updates = True
-
     def release_stopped(self) -> None:
         """Train again every model the stopping rule stopped (:attr:`frozen`), from where it
         stopped; failed models stay held (``state.health``)."""
         self.frozen.zero_()
-
-    def _learning_noise(self) -> bool:
-        return self.noise_sd is not None and self.noise_updates
-
-    def _collect_rss(self, L1: torch.Tensor) -> None:
-        """Each model's estimate of ``E_q[RSS]`` from its step's ``L1 = (n/2) log(2 pi s^2)
-        + RSS / (2 s^2)`` (the minibatch sum scaled to n), added up until
-        :meth:`update_noise`; ``L1 [E]`` one step's, or ``[S, E]`` S steps' (added in
-        order: the same sum as S calls)."""
-        s2 = (self.noise_sd * self.noise_sd).to(torch.float64)
-        L1 = L1.detach().to(torch.float64)
-        rss = 2 * s2 * (L1 - 0.5 * self.n * torch.log(2 * torch.pi * s2))
-        if rss.dim() == 1:
-            self._rss_sum += rss
-            self._rss_steps += 1
-        else:
-            self._rss_sum.copy_(sum_in_order(self._rss_sum, rss))
-            self._rss_steps += rss.shape[0]
 
     def _enable_lr_scale(self) -> None:
         """Give every model a learning-rate multiplier per parameter row (:attr:`lr_scale`
@@ -262,7 +213,7 @@ class Trainer:
     def hold_locations(self) -> None:
         """Train only the slab scales and inclusion probabilities from here on: the
         locations' learning rate is 0 (the constructive arm whose posterior is fitted
-        around a fixed network, ``simulate.sweep.job``).  Their moments still accumulate;
+        around a fixed network, ``simulate.sweep.groups``).  Their moments still accumulate;
         nothing else changes."""
         self._enable_lr_scale()
         self.lr_scale[:, 0] = 0.0
@@ -443,213 +394,5 @@ class Trainer:
             compact = Compaction(False)
         if rule.lr_decays:
             self._enable_lr_scale()
-        E = self.layout.E
-        count0 = int(self.state.count)
         joins = sorted(_as_list(resume), key=lambda r: r.at)  # each held until its step
-        if joins:
-            seen = torch.cat([r.models for r in joins])
-            if seen.unique().numel() != seen.numel():
-                raise ValueError("a model joins a run once")
-            self.frozen = self.frozen.clone()
-            for r in joins:
-                r.check(self, rule, count0)
-                self.frozen[r.models.to(self.frozen.device)] = True  # held until it joins
-        held = self.state.health.failed | self.frozen
-        warm = max(0, int(self.hyper.kl_warmup) - count0)
-        conv = Convergence(rule, E, self.state.params.device, held, not_before=warm,
-                           shadow=shadow)  # fmt: skip
-        self.convergence = conv
-        self.plateau_states = []  # with a shadow rule: Resumes at the models' first plateaus
-        run = _Program(self)
-        window_risk = None if risk is None else (lambda: risk(run.synced(self).params))
-        t_window = time.perf_counter()
-        multi = self.step_fn.multi  # whole windows per call (never compacted: not compiled)
-        cap = self.steps_per_call()
-        i = 0
-        while i < rule.max_steps:
-            if joins:
-                if bool(conv.done.all()):  # nothing runs until the next models join:
-                    delta = joins[0].at - count0 - i  # go straight to that step
-                    self.state = self.state._replace(count=self.state.count + delta)
-                    conv.skip(delta)
-                    i += delta
-                while joins and i == joins[0].at - count0:
-                    joins.pop(0).join(self, conv)
-            S = min(conv.steps_to_window_end(), rule.max_steps - i, cap)
-            if joins:
-                S = min(S, joins[0].at - count0 - i)
-            # the held models' terms are read by nothing here (Convergence reads only the
-            # running models'; the noise update at a window end leaves the held models out
-            # and clears every sum), so a step that can leaves them out (NaN) -- but for the
-            # run's last call short of a window end with learned noise, whose sums outlive
-            # the run
-            last_short = i + S >= rule.max_steps and not conv.at_window_end(S)
-            skip = multi and not (self._learning_noise() and last_short)
-            info = self.advance_steps(S, skip_held=skip) if multi else run.advance(self)
-            i += S
-            if self._learning_noise() and conv.at_window_end(S):
-                self.update_noise()
-            newly = conv.update(info, window_risk)
-            if newly is not None and race is not None:
-                lost = torch.as_tensor(race(conv.window_means(), ~conv.done), dtype=torch.bool)
-                lost = lost & ~conv.done
-                if bool(lost.any()):
-                    conv.retire(lost)
-                    newly = newly | lost
-            if newly is not None and shadow is not None:
-                self._keep_first_plateaus(conv, newly)
-            if newly is not None and bool(conv.decayed.any()):
-                lower = conv.decayed.to(self.lr_scale.device)[:, None]
-                lowered = torch.where(lower, self.lr_scale * rule.lr_factor, self.lr_scale)
-                self.lr_scale.copy_(lowered)
-            if newly is not None:
-                if bool(newly.any()):
-                    self.frozen = self.frozen | newly.to(self.frozen.device)
-                if bool(conv.done.all()) and not joins:
-                    break
-                now = time.perf_counter()
-                step_s, t_window = (now - t_window) / rule.window, now
-                active = (~conv.done).to(self.frozen.device)
-                if compact.pays(run.E, int(active.sum()), step_s, rule.max_steps - i,
-                                self.compiled and self.hand_written):  # fmt: skip
-                    run.synced(self)
-                    run = _Program(self, torch.nonzero(active).reshape(-1))
-                    t_window = time.perf_counter()  # the new program's time, compile included
-            if progress is not None:
-                progress(i, rule.max_steps)
-        run.synced(self)
-        return conv.summary()
-
-
-def _as_list(resume) -> list:
-    """``fit_until``'s ``resume``: None, one :class:`Resume` or several."""
-    if resume is None:
-        return []
-    return [resume] if isinstance(resume, Resume) else list(resume)
-
-
-@dataclass(frozen=True)
-class Resume:
-    """Models that join a :meth:`Trainer.fit_until` run when its step count reaches ``at``,
-    from the state they had at that count in an earlier run under a rule whose shadow is
-    this run's rule: ``models`` (int64 ``[k]``, positions in this trainer), their
-    ``params`` and the optimiser's ``exp_avg`` / ``exp_avg_sq`` (each ``[3, k, P]``, this
-    trainer's layout) and their bookkeeping ``entries`` (``Convergence.entries``).  That
-    is all a step reads of a model (the noise streams and the minibatches are functions of
-    the step count; the learning-rate scale is 1, no plateau having lowered it), so from
-    there they step exactly as in a run from the start."""
-
-    at: int
-    models: torch.Tensor
-    params: torch.Tensor
-    exp_avg: torch.Tensor
-    exp_avg_sq: torch.Tensor
-    entries: dict
-
-    def check(self, tr: Trainer, rule, count0: int) -> None:
-        """Raise ``ValueError`` where the join cannot give those trajectories."""
-        k, P = int(self.models.numel()), tr.layout.P
-        for name in ("params", "exp_avg", "exp_avg_sq"):
-            if tuple(getattr(self, name).shape) != (3, k, P):
-                raise ValueError(f"Resume.{name} must be [3, {k}, {P}]")
-        if not count0 < self.at < count0 + rule.max_steps:
-            raise ValueError(f"Resume.at {self.at} is not inside the run's steps")
-        if (self.at - count0) % rule.window:
-            raise ValueError("models join at a window's end of the run")
-        if tr.noise_sd is not None or tr.hyper.kl_warmup > count0:
-            raise ValueError("no join with learned noise or a KL warm-up")
-        idx = self.models.to(tr.state.params.device)
-        if tr.lr_scale is not None and bool((tr.lr_scale[idx] != 1).any()):
-            raise ValueError("a joining model has a lowered learning rate")
-        if bool(tr.state.health.failed[idx].any()):
-            raise ValueError("a joining model has failed")
-
-    def join(self, tr: Trainer, conv: Convergence) -> None:
-        """Put the models' state into ``tr`` and ``conv`` and let them run."""
-        idx = self.models.to(tr.state.params.device)
-        st = tr.state
-        pairs = ((st.params, self.params), (st.opt[0], self.exp_avg), (st.opt[1], self.exp_avg_sq))
-        for dst, src in pairs:
-            dst[:, idx] = src.to(device=dst.device, dtype=dst.dtype)
-        tr.frozen = tr.frozen.clone()
-        tr.frozen[idx] = False
-        conv.seed(self.models, self.entries)
-
-
-@dataclass(frozen=True)
-class Compaction:
-    """When :meth:`Trainer.fit_until` drops stopped models from the running program.
-
-    Compiled hand-written steps only (``compiled`` in :meth:`pays`): at a window end,
-    with ``a`` of the program's ``E_run`` models still training, when ``a <= fraction *
-    E_run`` and the saving it expects beats compiling the new shape,
-    ``(step_s - fixed_s) (1 - a / E_run) * remaining / 2 > compile_s``: ``step_s`` the
-    program's measured seconds per step over the last window, ``fixed_s`` the part of a
-    step that does not scale with its models, ``remaining`` the steps left to the cap
-    (half of them expected, since the models left stop before it as a rule).  The
-    defaults are measurements on the 2-core CPU (BENCHMARKS.md, "Scheduling"): a compiled
-    step of one p = 1 model takes 0.40 ms, compiling a program's new shape 5.8-9.9 s.  A
-    bad guess costs only time: the models' trajectories do not depend on it.
-
-    Eager steps never compact: an eager elementwise kernel computes the last few elements
-    of a tensor (the program's last model's last slots) in a scalar tail that can round
-    differently from the vectorised body (``softplus`` does: 136 of the elements of short
-    float32 tensors differ from the same elements inside a long one), so a model that
-    becomes a smaller program's last drifts from its trajectory in the last ulp
-    (measured: 5e-7 after 3,000 steps).  The compiled kernels run every model's slots
-    through the same vector code (a masked vector tail per model), which the tests check
-    bit for bit.  The autograd path (the exact L3) does not compact either: its L3 sums
-    the Poisson-binomial pmf by an FFT whose length is the program's largest edge count,
-    so a model's rounding depends on which models share its program (measured: 6e-8 to
-    1.2e-7 apart after 1,500 steps when the widest left)."""
-
-    enabled: bool = True
-    fraction: float = 0.5
-    fixed_s: float = 4e-4
-    compile_s: float = 10.0
-
-    def pays(self, E_run: int, active: int, step_s: float, remaining: int, compiled: bool):
-        """Whether to drop the program's stopped models now (class docstring); ``compiled``:
-        whether the step is the compiled hand-written kernel."""
-        if not (self.enabled and compiled) or active in (0, E_run):
-            return False
-        if active > self.fraction * E_run:
-            return False
-        saving = max(step_s - self.fixed_s, 0.0) * (1 - active / E_run) * remaining / 2
-        return saving > self.compile_s
-
-
-class _Program:
-    """The models :meth:`Trainer.fit_until` is stepping: all of the trainer's (``idx``
-    None: the trainer's own step), or a subset ``idx`` with its own sampler, step and
-    (copied) state, written back by :meth:`synced`.  A subset keeps the trainer's layout
-    (the same padding), so each model computes exactly what it computes in the whole
-    program."""
-
-    def __init__(self, tr: Trainer, idx: torch.Tensor | None = None):
-        self.idx = idx
-        self.E = tr.layout.E if idx is None else idx.numel()
-        if idx is not None:
-            self.sampler, self.step_fn = tr.sampler.subset(idx), tr.step_fn.subset(idx)
-            self.state = take_models(tr.state, idx)
-
-    def advance(self, tr: Trainer) -> Info:
-        """One step of the program's models; the :class:`Info` over all the trainer's
-        models (the others' terms zero: they are stopped or failed, and the stopping rule
-        reads nothing of theirs)."""
-        if self.idx is None:
-            return tr.advance()
-        held = self.state.health.failed | tr.frozen.index_select(0, self.idx)
-        inputs = self.sampler.draw(self.state.count, held)
-        self.state, info = self.step_fn(self.state, inputs)
-        E = tr.layout.E
-        terms = [torch.zeros(E, dtype=t.dtype, device=t.device).index_copy_(0, self.idx, t)
-                 for t in info.terms]  # fmt: skip
-        failed = torch.zeros(E, dtype=torch.bool, device=info.failed.device)
-        return Info(ELBOTerms(*terms), failed.index_copy_(0, self.idx, info.failed))
-
-    def synced(self, tr: Trainer):
-        """The trainer's state with this program's models written back; returns it."""
-        if self.idx is not None:
-            tr.state = put_models(tr.state, self.idx, self.state)
-        return tr.state
+        return _Run(self, rule, risk, compact, race, shadow, joins).loop(progress)

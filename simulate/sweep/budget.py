@@ -12,7 +12,7 @@ optimiser moments and stopping bookkeeping, with the control rule's quiet count 
 beside the sweep's: ``simulate.core.stopping.Convergence``'s ``shadow``;
 ``Trainer.capped_models`` and ``Trainer.plateau_states``), one file per model; the
 control's jobs then hold each model until their program reaches its step and continue it
-from there (``simulate.core.trainer.Resume``, one per join step).  Every number of the
+from there (``simulate.core.until.Resume``, one per join step).  Every number of the
 control's records is the same bit for bit as training them from the start (tested); only
 the training seconds fall.  The files are a cache: a model without a usable one (a sweep
 run before, another machine, a file gone or unreadable, a program of other models) is
@@ -49,8 +49,9 @@ from dataclasses import dataclass
 import torch
 
 from simulate.core.stopping import stricter
-from simulate.core.trainer import Resume
-from simulate.sweep.config import SweepConfig, fingerprint_fields
+from simulate.core.until import Resume
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.fingerprint import fingerprint_fields
 
 __all__ = ["BUDGET_FIELDS", "BudgetLink", "linkable"]
 

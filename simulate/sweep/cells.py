@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from simulate.references.classical import oracle_piecewise, spline_reference
-from simulate.sweep.config import Job, SweepConfig
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.jobs import Job
 from simulate.sweep.truth_spec import stable_seed
 
 __all__ = ["f0_describe", "job_data", "reference"]

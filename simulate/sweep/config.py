@@ -1,14 +1,15 @@
 """What a growing-n sweep is, apart from running it: the configuration
 (:class:`SweepConfig`, validated when made), what it sets at each sample size (the
-cell's Hyper, stopping rule, batch, candidate widths, held-out points), the jobs it splits
-into (:class:`Job`), its memory per job, and its fingerprint (the fields that change a
-cell's record).  ``simulate.sweep`` trains and writes; ``verify`` and ``figures`` read
-through these types."""
+cell's Hyper, stopping rule, batch, candidate widths, held-out points) and its memory per
+job.  The jobs it splits into: ``simulate.sweep.jobs`` (``Job``, ``jobs_for``); its
+fingerprint (the fields that change a cell's record): ``simulate.sweep.fingerprint``.
+``simulate.sweep`` trains and writes; ``verify`` and ``figures`` read through these
+types."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from numbers import Integral, Real
 
 from simulate.core.constraints import (
@@ -28,21 +29,15 @@ from simulate.core.hyper import (
     inclusion_rate,
     lambda_s_at,
 )
-from simulate.core.layout import Layout
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
 from simulate.core.posterior import ELBO_DRAWS, MIN_ELBO_DRAWS, PREDICT_DRAWS, RISK_DRAWS
 from simulate.core.stopping import STOP_DEFAULTS, StopRule
-from simulate.sweep.records import code_hashes, versions
-from simulate.sweep.schema import SCHEMA
 from simulate.sweep.truth_spec import TruthSpec
 from simulate.sweep.widths import candidate_widths, group_widths
 
 __all__ = [
     "SweepConfig",
-    "Job",
-    "jobs_for",
     "cell_lambda_s",
-    "fingerprint_fields",
     "gp_job_bytes",
 ]
 
@@ -151,7 +146,7 @@ class SweepConfig:
     # None: off; else the stopping rule also waits for a held-out risk (StopRule.risk_tol):
     # each replicate's last stop_val_fraction of its n points (at least 2) are held out of
     # ASVI's training, and the rule watches the posterior mean's squared error on their y
-    # from risk_draws posterior draws (n_val_at; simulate.sweep.job) -- never the truth
+    # from risk_draws posterior draws (n_val_at; simulate.sweep.groups) -- never the truth
     stop_risk_tol: float | None = _STOP["risk_tol"]
     stop_val_fraction: float = 0.2
     risk_draws: int = RISK_DRAWS
@@ -165,7 +160,7 @@ class SweepConfig:
     stop_lr_factor: float = _STOP["lr_factor"]
     # steps over which the KL part's gradient weight rises from 0 to 1 (Hyper.kl_warmup)
     kl_warmup: int = _H["kl_warmup"]
-    # random starts per candidate (seeds simulate.sweep.job.restart_seeds); each candidate
+    # random starts per candidate (seeds simulate.sweep.groups.restart_seeds); each candidate
     # keeps the one of highest ELBO on its training points (1: no restarts)
     restarts: int = 1
     # width continuation: candidates trained one width at a time, narrowest first, each
@@ -374,7 +369,7 @@ class SweepConfig:
 
     def step_options(self) -> StepOptions:
         """How the sweep's steps run (``compile``, ``mlp``), made once here and handed whole
-        to every trainer of its jobs (``simulate.sweep.job``)."""
+        to every trainer of its jobs (``simulate.sweep.groups``)."""
         return StepOptions(compile=self.compile, mlp=self.mlp)
 
     def hyper_at(self, n: int) -> Hyper:
@@ -435,47 +430,6 @@ class SweepConfig:
         return d
 
 
-@dataclass(frozen=True)
-class Job:
-    """Cells trained together: one truth, one n, a block of replicates, every width."""
-
-    truth: TruthSpec
-    n: int
-    replicates: tuple
-    config: SweepConfig  # the sweep's own (frozen, validated once; pickled to workers)
-    # None, or how the job shares its capped models' states with the budget-doubling
-    # control (simulate.sweep.budget.BudgetLink): a cache, changing no number
-    budget: object = None
-
-    def cells(self):
-        return [(self.truth.key, self.n, r) for r in self.replicates]
-
-    def cost(self) -> float:
-        """A rough relative cost of training the job, for the order jobs are handed out in
-        only (:func:`simulate.sweep.runner.run_sweep`: the costliest first, so the last
-        job to finish is a short one): the step cap at n times the replicates' models'
-        parameter counts (one layout per candidate width; the network pass and the draws
-        both grow with it), times 1.5 where the constructive arms train three more
-        programs; for the Gaussian-process estimator, n^3 (its solve: the two scales are
-        not comparable, which is fine since a sweep has one estimator).  Changes no record:
-        each job's numbers do not depend on when it runs."""
-        cfg = self.config
-        if cfg.estimator != "asvi":
-            return float(len(self.replicates) * self.n**3)
-        per = sum(Layout(self.truth.p, cfg.depth, [w]).P for w in cfg.widths_at(self.n))
-        arms = 1.5 if cfg.start != "random" else 1.0
-        return float(len(self.replicates) * cfg.steps_cap(self.n) * per * arms)
-
-
-def jobs_for(cfg: SweepConfig) -> list[Job]:
-    """Every job of the sweep, in a fixed order (truth, n ascending, replicate block)."""
-    out = []
-    for t in cfg.truths:
-        for n in cfg.ns:
-            for b in range(0, cfg.replicates, cfg.replicate_block):
-                reps = tuple(range(b, min(b + cfg.replicate_block, cfg.replicates)))
-                out.append(Job(t, int(n), reps, cfg))
-    return out
 
 
 def cell_lambda_s(cfg: SweepConfig, n: int) -> float:
@@ -484,53 +438,3 @@ def cell_lambda_s(cfg: SweepConfig, n: int) -> float:
     if cfg.lambda_s is not None:
         return float(cfg.lambda_s)
     return lambda_s_at(n, cfg.depth, cfg.lambda_s_a)
-
-
-# Config fields that say only *which* cells a sweep holds, not what any cell's result is;
-# every other field (and the schema, the largest n and the package versions) goes into a
-# record's fingerprint.  The largest n counts: each replicate's data is drawn for it
-# (nested data), so adding a larger n changes every cell.
-# ``replicate_block`` counts too: it changes which models share a batched program, and
-# with it the float rounding and the compiled shapes.
-_BOOKKEEPING = ("truths", "ns", "replicates")
-# Settings added after the first records were written.  At its declared default (the
-# SweepConfig field's) such a setting changes nothing, so it is left out of the
-# fingerprint and records written before it existed keep theirs; a setting the code does
-# not read while another is at its default (the decays' factor with no decay, the risk
-# rule's settings with the rule off) is left out with it.  A new setting goes here when
-# it is added; the fields before these are always in the fingerprint.
-_ADDED_LATER = (
-    "max_epochs", "start", "mlp", "protocol", "batch_fraction", "kl_warmup", "restarts",
-    "continuation", "lr_inclusion", "lr_inclusion_ramp", "stop_lr_decays", "stop_risk_tol",
-)  # fmt: skip
-_UNUSED_WITH = {
-    "stop_lr_decays": ("stop_lr_factor",),
-    "stop_risk_tol": ("stop_val_fraction", "risk_draws"),
-}
-_DEFAULTS = {f.name: f.default for f in fields(SweepConfig)}
-
-
-def _without_later_defaults(d: dict) -> dict:
-    """``d`` (a configuration's fields) less each of :data:`_ADDED_LATER` at its declared
-    default, with the settings :data:`_UNUSED_WITH` it; one rule for every such field."""
-    d = dict(d)
-    for k in _ADDED_LATER:
-        if k in d and d[k] == _DEFAULTS[k]:
-            for name in (k, *_UNUSED_WITH.get(k, ())):
-                d.pop(name, None)
-    return d
-
-
-def fingerprint_fields(cfg: SweepConfig) -> dict:
-    """Everything besides the cell key (truth, n, replicate) that changes a cell's record:
-    the config less :data:`_BOOKKEEPING`, the largest n, the schema, the versions and the
-    code (``simulate.sweep.records.code_hashes``: an edited module is a new configuration,
-    and resuming across it is refused naming the files, unless accepted explicitly)."""
-    d = _without_later_defaults(
-        {k: v for k, v in cfg.to_dict().items() if k not in _BOOKKEEPING}
-    )
-    d["n_max"] = max(int(n) for n in cfg.ns)
-    d["schema"] = SCHEMA
-    d["versions"] = versions()
-    d["code"] = code_hashes()  # an edit of the code that computes a cell is a new configuration
-    return d  # the records store keeps it as canonical JSON

@@ -68,9 +68,11 @@ import os
 from simulate.core.paths import compile_unavailable
 from simulate.core.steppath import path_of
 from simulate.progress import Progress
-from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.fingerprint import fingerprint_fields
 from simulate.sweep.gp import run_gp_job
 from simulate.sweep.job import run_asvi_job
+from simulate.sweep.jobs import jobs_for
 from simulate.sweep.parallel import check_workers, map_unordered
 from simulate.sweep.records import RecordStore, code_digest, fields_differing, versions
 from simulate.sweep.schema import RECORD_KEYS, SCHEMA, record_problem

@@ -11,7 +11,8 @@ import pytest
 from scipy import stats
 
 from simulate.core.stopping import StopRule
-from simulate.sweep.config import SweepConfig, fingerprint_fields
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.fingerprint import fingerprint_fields
 from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import (
     NS,

@@ -191,7 +191,7 @@ def test_records_carry_the_protocol_and_a_report_on_another_says_so(tmp_path):
     """A sweep under a protocol writes ``NAME@DIGEST`` into every record's config (and its
     fingerprint); ``verify.rates --records`` under another protocol says so; the JSON
     entries carry both."""
-    from simulate.sweep.config import fingerprint_fields
+    from simulate.sweep.fingerprint import fingerprint_fields
     from simulate.sweep.runner import run_sweep
     from simulate.sweep.tiers import RATES
 

@@ -270,7 +270,7 @@ def test_the_risk_stop_watches_a_validation_split_of_the_training_data(tmp_path)
     without it nothing is held out and the fingerprint carries none of the rule's
     settings (earlier records keep theirs).  That the truth never reaches it is
     ``tests/simulate/sweep/test_no_truth_in_training.py``'s."""
-    from simulate.sweep.config import fingerprint_fields
+    from simulate.sweep.fingerprint import fingerprint_fields
     from simulate.sweep.runner import run_sweep
 
     base = dict(

@@ -1,8 +1,9 @@
 /* The batched ReLU network's forward pass, Gaussian negative log-likelihood and hand-written
  * backward pass, fused per model so that a model's activations stay in its core's cache.
  *
- * Built and loaded by simulate/core/native/__init__.py (which documents the interface and
- * the arithmetic); the reference it is tested against is simulate.core.layout.mlp_nll_and_grad.
+ * Built and loaded by simulate/core/native/library.py; the interface is documented in
+ * simulate/core/native/network.py and steps.py, the arithmetic in the package's __init__.py;
+ * the reference it is tested against is simulate.core.layout.mlp_nll_and_grad.
  *
  * Layout (the same as simulate.core.layout.Layout): layer l maps dims[l] -> dims[l + 1]; its
  * parameters are the row-major block [out][in + 1] at theta[e * ldt + off_l], the bias last.
@@ -362,7 +363,7 @@ static double one_model(int depth, const int64_t *dims, const int64_t *offs, int
     return nll;
 }
 
-/* The entry point (simulate/core/native/__init__.py): E models (rows of theta with stride
+/* The entry point (simulate/core/native/network.py): E models (rows of theta with stride
  * ldt, hidden widths widths[e] <= dims[1]; x [E][m][p + 1], y [E][m]); per-model scale and
  * noise sd s; writes nll [E] and
  * grad [E][P_net].  Returns 0; 1 where scratch memory could not be had, 2 for more than 63
@@ -424,7 +425,7 @@ int asvi_fused_mlp_gaussian(int64_t E, int64_t m, int depth, const int64_t *dims
  * transforms, the network pass above for each of the K draws, L1 / L2 / L3, the
  * hand-written gradients of simulate.core.step.spike_slab_step and the optimiser's update
  * (simulate.core.optim), in one pass over each model's parameters.  Documented in
- * simulate/core/native/__init__.py (fused_steps); tested against the batched step. */
+ * simulate/core/native/steps.py (fused_steps); tested against the batched step. */
 
 /* The step's elementwise functions on VL lanes at once (branch-free: both sides of every
  * case computed, then selected), written here because the C library's are scalar.  Each is

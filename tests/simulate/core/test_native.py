@@ -20,10 +20,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulate.core import Hyper, Layout, StepOptions, mlp_nll_and_grad, native
+from simulate.core.native import library
 from simulate.core.recipe import build_trainer
 
 pytestmark = pytest.mark.skipif(
-    shutil.which(native._compiler()) is None, reason="no C compiler to build the fused kernel"
+    shutil.which(library._compiler()) is None, reason="no C compiler to build the fused kernel"
 )
 
 TOL = 2e-5
@@ -208,7 +209,7 @@ def test_the_fused_pass_refuses_what_it_does_not_cover(kw, match):
 
 
 def test_no_compiler_is_a_clear_error(monkeypatch, tmp_path):
-    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(library, "_lib", None)
     monkeypatch.setenv("ASVI_RATES_CACHE", str(tmp_path))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     with pytest.raises(native.NativeUnavailable, match="no C compiler"):
@@ -218,13 +219,13 @@ def test_no_compiler_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_the_library_is_built_once_per_source_compiler_and_cpu(monkeypatch, tmp_path):
-    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(library, "_lib", None)
     monkeypatch.setenv("ASVI_RATES_CACHE", str(tmp_path))
     native.load()
     built = list(tmp_path.rglob("*.so"))
     assert len(built) == 1 and built[0] == native.library_path()
     stamp = built[0].stat().st_mtime_ns
-    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(library, "_lib", None)
     native.load()
     assert [p.stat().st_mtime_ns for p in tmp_path.rglob("*.so")] == [stamp]
     names = sorted(p.name for p in (tmp_path / "native").iterdir())
@@ -235,7 +236,7 @@ def test_a_wrapper_of_the_compiler_gets_its_own_library(monkeypatch, tmp_path):
     """A script that runs the compiler with a flag of its own prints the compiler's own
     ``--version``: its library must not be the plain compiler's (the key covers the
     command's file), and an edited script's not the script's before."""
-    real = shutil.which(native._compiler())
+    real = shutil.which(library._compiler())
     monkeypatch.setenv("ASVI_RATES_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CC", real)
     plain = native.library_path()
@@ -255,7 +256,7 @@ def test_the_sweep_runs_the_fused_pass_and_fingerprints_it(monkeypatch, tmp_path
     """``SweepConfig(mlp="native")``: its records carry it in their fingerprint (the default
     leaves the fingerprint as records before the option had it), and its cells equal the
     batched pass's to float rounding."""
-    from simulate.sweep.config import fingerprint_fields
+    from simulate.sweep.fingerprint import fingerprint_fields
     from simulate.sweep.runner import check_native, run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
 
@@ -270,7 +271,7 @@ def test_the_sweep_runs_the_fused_pass_and_fingerprints_it(monkeypatch, tmp_path
         assert a["cell"] == b["cell"] and b["config"]["mlp"] == "native"
         for k in ("d2", "l2sq"):
             assert abs(a["metrics"][k] - b["metrics"][k]) <= 1e-4 * abs(a["metrics"][k])
-    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(library, "_lib", None)
     monkeypatch.setenv("ASVI_RATES_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     with pytest.raises(ValueError, match="--mlp native: no C compiler"):
@@ -316,18 +317,18 @@ def test_compaction_with_the_fused_pass_changes_nothing(monkeypatch):
     """Stopped models leaving the running (compiled) program, ``Trainer.fit_until(compact=
     ...)``, with the fused pass: every model's run is the same bit for bit -- the pass reads
     each model's width off the subset's mask."""
-    import simulate.core.trainer as trainer_mod
+    import simulate.core.until as until_mod
     from simulate.core import Batch, Compaction, Layout, Trainer
     from simulate.core.stopping import StopRule
 
     programs = []
 
-    class Counted(trainer_mod._Program):
+    class Counted(until_mod._Program):
         def __init__(self, tr, idx=None):
             programs.append(None if idx is None else idx.tolist())
             super().__init__(tr, idx)
 
-    monkeypatch.setattr(trainer_mod, "_Program", Counted)
+    monkeypatch.setattr(until_mod, "_Program", Counted)
     X, y = _data(1, n=600, p=2)
     widths = [4, 8, 2, 6]
     out = []
@@ -349,7 +350,7 @@ def test_compaction_with_the_fused_pass_changes_nothing(monkeypatch):
 
 def test_an_unwritable_build_folder_is_a_clear_error(monkeypatch, tmp_path):
     (tmp_path / "file").write_text("")
-    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(library, "_lib", None)
     monkeypatch.setenv("ASVI_RATES_CACHE", str(tmp_path / "file" / "cache"))
     with pytest.raises(native.NativeUnavailable, match="cannot write the build folder"):
         native.load()

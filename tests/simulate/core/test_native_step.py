@@ -19,11 +19,12 @@ import pytest
 import torch
 
 from simulate.core import Hyper, StepOptions, native
+from simulate.core.native import library
 from simulate.core.recipe import build_trainer
 from tests.factories import torch_threads
 
 pytestmark = pytest.mark.skipif(
-    shutil.which(native._compiler()) is None, reason="no C compiler to build the fused kernel"
+    shutil.which(library._compiler()) is None, reason="no C compiler to build the fused kernel"
 )
 
 TOL_PARAMS, TOL_MOMENTS, TOL_TERMS = 1e-6, 4e-5, 1e-5
@@ -377,7 +378,7 @@ def _avoid_fma_bits(tune: str) -> str | None:
     not GCC, not x86-64 or no FMA here)."""
     import subprocess
 
-    cc = native._compiler()
+    cc = library._compiler()
     base = [cc, "-march=native", "-mno-avx512f", f"-mtune={tune}"]
     try:
         fma = subprocess.run([*base, "-dM", "-E", "-x", "c", "-"], input="", capture_output=True,
@@ -394,13 +395,13 @@ def _avoid_fma_bits(tune: str) -> str | None:
 
 def _trained_with(flags, cache, monkeypatch, steps=200):
     """The parameters after ``steps`` C steps with the library built with ``flags``."""
-    monkeypatch.setattr(native, "_FLAGS", list(flags))
-    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(library, "_FLAGS", list(flags))
+    monkeypatch.setattr(library, "_lib", None)
     monkeypatch.setenv("ASVI_RATES_CACHE", str(cache))
     tr = _trainer(Hyper(batch_size=64), "native-step")
     for _ in range(steps):
         tr.advance()
-    monkeypatch.setattr(native, "_lib", None)  # the next build's library, not this one
+    monkeypatch.setattr(library, "_lib", None)  # the next build's library, not this one
     return tr.state.params.clone()
 
 
@@ -408,7 +409,7 @@ def test_the_build_tunes_for_no_particular_cpu():
     """The build names its tuning (``-mtune=generic``), so that the code follows the
     instruction set, not the CPU's model that ``-march=native`` would tune for (the native
     module's docstring, "Arithmetic"); any ``-mtune`` replaces the detected one."""
-    assert "-mtune=generic" in native._FLAGS and "-march=native" in native._FLAGS
+    assert "-mtune=generic" in library._FLAGS and "-march=native" in library._FLAGS
 
 
 @pytest.mark.skipif(
@@ -424,8 +425,8 @@ def test_a_zen_tuning_changes_the_numbers(monkeypatch, tmp_path):
     detected tuning is GCC's rule, which only a Zen machine could test (emulated, the
     native module's docstring: an Intel machine built ``-march=znver3 -mtune=generic``
     trained as its own generic build)."""
-    at = native._FLAGS.index("-march=native") + 1
-    ours = [*native._FLAGS[:at], "-mno-avx512f", *native._FLAGS[at:]]
+    at = library._FLAGS.index("-march=native") + 1
+    ours = [*library._FLAGS[:at], "-mno-avx512f", *library._FLAGS[at:]]
     zen = [f if f != "-mtune=generic" else "-mtune=znver3" for f in ours]
     generic = _trained_with(ours, tmp_path / "ours", monkeypatch)
     assert not torch.equal(_trained_with(zen, tmp_path / "zen", monkeypatch), generic)

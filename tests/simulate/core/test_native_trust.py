@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 
 from simulate.core import native
+from simulate.core.native import library
 
 pytestmark = pytest.mark.skipif(
-    shutil.which(native._compiler()) is None, reason="no C compiler to build the fused kernel"
+    shutil.which(library._compiler()) is None, reason="no C compiler to build the fused kernel"
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -107,7 +108,7 @@ def _plant(tmp_path, where: Path, entry=True) -> Path:
     marker = tmp_path / "marker"
     src = tmp_path / "planted.c"
     src.write_text(PLANTED)
-    cmd = [native._compiler(), "-shared", "-fPIC", f'-DMARKER="{marker}"', "-o", str(where)]
+    cmd = [library._compiler(), "-shared", "-fPIC", f'-DMARKER="{marker}"', "-o", str(where)]
     subprocess.run(cmd + (["-DENTRY"] if entry else []) + [str(src)], check=True)
     return marker
 
@@ -183,7 +184,7 @@ def test_an_untrusted_cache_is_an_error_not_unavailable(tmp_path, monkeypatch):
     cache, nat = _cache(tmp_path)
     nat.chmod(0o777)
     monkeypatch.setenv("ASVI_RATES_CACHE", str(cache))
-    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(library, "_lib", None)
     with pytest.raises(native.NativeUntrusted, match="is writable by others"):
         native.available()
     assert list(nat.iterdir()) == []
@@ -242,7 +243,7 @@ def test_a_group_writable_library_is_refused(tmp_path, monkeypatch, built):
 def test_a_build_makes_private_folders_and_records_the_digest(tmp_path, monkeypatch):
     cache = tmp_path / "a" / "b"
     monkeypatch.setenv("ASVI_RATES_CACHE", str(cache))
-    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(library, "_lib", None)
     native.load()
     for folder in (tmp_path / "a", cache, cache / "native"):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
@@ -370,7 +371,7 @@ def test_a_compiler_that_writes_nothing_caches_nothing(tmp_path, monkeypatch):
         pytest.skip("no `true` command")
     cache, nat = _cache(tmp_path)
     path = _name(monkeypatch, cache, cc=cc)
-    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(library, "_lib", None)
     with pytest.raises(native.NativeUnavailable, match=f"`{cc}` exited 0 but wrote no library"):
         native.load()
     assert not os.path.lexists(path) and list(nat.iterdir()) == []
@@ -396,7 +397,7 @@ def test_the_compiler_s_own_message_reaches_the_sweep(tmp_path, monkeypatch):
     assert list(nat.iterdir()) == [] and not out.exists()
     monkeypatch.setenv("ASVI_RATES_CACHE", str(cache))
     monkeypatch.setenv("CC", str(cc))
-    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(library, "_lib", None)
     with pytest.raises(native.NativeUnavailable) as info:
         native.load()
     assert "a note before the error" in str(info.value)  # the message's tail, in full

@@ -23,7 +23,9 @@ from simulate.references.constructive import (
     teacher_network,
 )
 from simulate.references.plain import train_plain, validation_split
-from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.fingerprint import fingerprint_fields
+from simulate.sweep.jobs import jobs_for
 from simulate.sweep.runner import run_job
 from simulate.sweep.truth_spec import TruthSpec
 from simulate.truths.functions import TeacherNetwork

@@ -15,7 +15,8 @@ import pytest
 from simulate.sweep import budget as budget_mod
 from simulate.sweep import job as job_mod
 from simulate.sweep.budget import BudgetLink, linkable
-from simulate.sweep.config import SweepConfig, jobs_for
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.jobs import jobs_for
 from simulate.sweep.runner import run_sweep
 from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import STEP_MLPS, SWEEP_TINY, stable_records

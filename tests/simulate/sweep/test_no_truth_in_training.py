@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.fingerprint import fingerprint_fields
+from simulate.sweep.jobs import jobs_for
 from simulate.sweep.runner import run_job
 from simulate.sweep.truth_spec import TruthSpec
 

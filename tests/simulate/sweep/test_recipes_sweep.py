@@ -7,7 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from simulate.sweep.config import SweepConfig, fingerprint_fields, jobs_for
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.fingerprint import fingerprint_fields
+from simulate.sweep.jobs import jobs_for
 from simulate.sweep.runner import run_job
 from simulate.sweep.truth_spec import TruthSpec
 from verify.optimiser import gap_table, main

@@ -19,7 +19,8 @@ import simulate.sweep.cli as sweep_cli
 import simulate.sweep.parallel as parallel_mod
 import theory.plumbing.jsonl as records_mod
 from simulate.core.trainer import Trainer
-from simulate.sweep.config import SweepConfig, _without_later_defaults, fingerprint_fields
+from simulate.sweep.config import SweepConfig
+from simulate.sweep.fingerprint import _without_later_defaults, fingerprint_fields
 from simulate.sweep.records import fingerprint
 from simulate.sweep.runner import records_path_for, run_sweep
 from simulate.sweep.schema import one_configuration, read_records

@@ -209,7 +209,7 @@ def test_mixed_fingerprints_without_their_fields_are_named_not_a_crash(recorded,
     [{}, {"max_epochs": 30}, {"stop_risk_tol": 0.1}, {"start": "both"}, {"lambda_s_a": 5.0}],
 )
 def test_control_fields_are_the_control_configurations_fields(change):
-    from simulate.sweep.config import fingerprint_fields
+    from simulate.sweep.fingerprint import fingerprint_fields
     from tests.simulate.sweep.test_records_integrity import cfg
     from verify.controls import control_config, control_fields
 
@@ -252,14 +252,14 @@ def test_resuming_across_a_code_change_is_refused_naming_the_files(tmp_path, mon
     """A sweep half-written by one version of the code, resumed by an edited one: refused
     with the edited file named; with ``accept_code_change`` it resumes under the file's
     fingerprint and every record it adds notes the change."""
-    import simulate.sweep.config as config
+    import simulate.sweep.fingerprint as fingerprint
     from simulate.sweep.runner import run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
 
     path = tmp_path / "r.jsonl"
     first = run_sweep(cfg(), path, progress=False, log=quiet, max_jobs=1)
-    edited = {**config.code_hashes(), "simulate/truths/functions.py": "0" * 12}
-    monkeypatch.setattr(config, "code_hashes", lambda: edited)
+    edited = {**fingerprint.code_hashes(), "simulate/truths/functions.py": "0" * 12}
+    monkeypatch.setattr(fingerprint, "code_hashes", lambda: edited)
     with pytest.raises(RecordsError, match=r"code\.simulate/truths/functions\.py"):
         run_sweep(cfg(), path, progress=False, log=quiet)
     recs = run_sweep(cfg(), path, progress=False, log=quiet, accept_code_change=True)

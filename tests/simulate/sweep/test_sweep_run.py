@@ -132,7 +132,7 @@ def test_jobs_are_handed_out_costliest_first(tmp_path):
     costliest jobs (teacher p = 200 at n = 32,000, then 8,000, then teacher p = 20 at
     32,000)."""
     from simulate.sweep import tiers
-    from simulate.sweep.config import Job, jobs_for
+    from simulate.sweep.jobs import Job, jobs_for
 
     two = SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5), TruthSpec("teacher", p=20)],
                       **TINY)  # fmt: skip
