@@ -195,7 +195,7 @@ def budget_shift(ctrl: BudgetControl | None, margin: float) -> BudgetShift | Non
 
 
 def control_fields(fields: dict) -> dict:
-    """The fingerprint fields (``simulate.sweep.config.fingerprint_fields``) of the
+    """The fingerprint fields (``simulate.sweep.fingerprint.fingerprint_fields``) of the
     budget-doubling control of a sweep with ``fields``: :func:`control_config`'s changes
     applied to the fields themselves (tested equal to the fields of :func:`control_config`),
     so a control file can be checked against the records it controls without rebuilding
