@@ -195,13 +195,13 @@ class Step:
             )
         E = params.shape[1]
         if self.chunk >= E:
-            f = scaled_factors(factors, self.consts.lr_scale)
+            f = scaled_factors(factors, state.lr_scale)
             params, opt, nonfinite, terms = self.kernel(self.consts, params, state.opt, inputs, f)
         else:
             params, opt, nonfinite, terms = self._chunked(state, inputs, factors)
         newly = nonfinite & ~inputs.held
         health = record_failures(state.health, newly, terms, state.count)
-        return State(params, opt, state.count + 1, health), Info(terms, newly)
+        return State(params, opt, state.count + 1, health, state.lr_scale), Info(terms, newly)
 
     def subset(self, idx: torch.Tensor) -> Step:
         """The step of models ``idx`` alone (int64 ``[k]``): the same kernel (compiled, it
@@ -218,7 +218,7 @@ class Step:
             s = slice(a, b)
             opt = OptState(*(x[:, s] for x in state.opt))
             consts = self.consts.part(s)
-            f = scaled_factors(factors, consts.lr_scale)
+            f = scaled_factors(factors, None if state.lr_scale is None else state.lr_scale[s])
             parts.append(self.kernel(consts, state.params[:, s], opt, inputs.part(s), f))
         params = torch.cat([p[0] for p in parts], 1)
         opt = OptState(*(torch.cat([p[1][i] for p in parts], 1) for i in range(2)))
@@ -271,7 +271,8 @@ class NativeStep(Step):
             if sd is None:
                 sd = _KNOWN_SD[key] = torch.full((E,), key[1], dtype=torch.float32)
         rows, corr2 = spec.optimizer.schedule(t + 1, S)  # [S, 3], [S]
-        step = rows[:, :, None] if consts.lr_scale is None else rows[:, :, None] * consts.lr_scale.T
+        scale = state.lr_scale
+        step = rows[:, :, None] if scale is None else rows[:, :, None] * scale.T
         step = step.expand(S, 3, E).contiguous()
         warm = spec.hyper.kl_warmup
         klw = [min(1.0, (u + 1) / warm) if warm else 1.0 for u in range(t, t + S)]
@@ -286,7 +287,9 @@ class NativeStep(Step):
         if bool(newly.any()):
             for s in torch.nonzero(newly.any(1)).reshape(-1).tolist():
                 health = record_failures(health, newly[s], [x[s] for x in terms], t + s)
-        return State(params, state.opt, t + S, health), Info(ELBOTerms(*terms), newly)
+        return State(params, state.opt, t + S, health, state.lr_scale), Info(
+            ELBOTerms(*terms), newly
+        )
 
     def subset(self, idx: torch.Tensor) -> NativeStep:
         """The step of models ``idx`` alone (int64 ``[k]``), on their constants."""

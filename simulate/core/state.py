@@ -27,18 +27,28 @@ class Health(NamedTuple):
 
 
 class State(NamedTuple):
-    """What one training step carries to the next (immutable: a step returns a new one).
+    """What one training step carries to the next: a step returns a new State (the
+    eager step and the whole step in C write the new values into the buffers of the one
+    they are given -- donated, ``simulate.core.optim`` -- so keep a ``.clone()`` of what you
+    compare against later; the compiled step allocates new ones).
 
     ``params [3, E, P]``: the variational parameters (rows: slab location, raw slab scale,
     inclusion logit); ``opt``: the optimiser's moments (:class:`simulate.core.optim.OptState`);
-    ``count``: steps taken; ``health``: the failures (:class:`Health`).  The minibatch
-    sampler's cache lives in the sampler, the stopping rule's held models and the loss
-    history in the trainer's loop (``simulate.core.trainer``)."""
+    ``count``: steps taken; ``health``: the failures (:class:`Health`); ``lr_scale [E, 3]``:
+    each model's learning-rate multiplier per parameter row (location, slab scale,
+    inclusion logit), where a schedule lowers it (``simulate.core.stopping.StopRule.
+    lr_decays``) or a row is held (0: ``Trainer.hold_locations``), replaced (never written in
+    place) by the trainer between steps; None: every model at ``hyper.lr``.  The learning
+    rate has this one route besides ``hyper.lr``: the step multiplies its step size by it
+    (``simulate.core.step.scaled_factors``).  The minibatch sampler's cache lives in the
+    sampler, the stopping rule's held models and the loss history in the trainer's loop
+    (``simulate.core.trainer``)."""
 
     params: torch.Tensor
     opt: OptState
     count: int
     health: Health
+    lr_scale: torch.Tensor | None = None
 
 
 TERM_NAMES = ("L1", "L2", "L3")
@@ -75,6 +85,7 @@ def take_models(state: State, idx: torch.Tensor) -> State:
         OptState(*(m.index_select(1, idx) for m in state.opt)),
         state.count,
         Health(*(h.index_select(0, idx) for h in state.health)),
+        None if state.lr_scale is None else state.lr_scale.index_select(0, idx),
     )
 
 
@@ -86,7 +97,10 @@ def put_models(state: State, idx: torch.Tensor, part: State) -> State:
         full.index_copy_(1, idx, sub)
     for full, sub in zip(state.health, part.health, strict=True):
         full.index_copy_(0, idx, sub)
-    return State(state.params, state.opt, part.count, state.health)
+    lr_scale = state.lr_scale
+    if lr_scale is not None:
+        lr_scale = lr_scale.index_copy(0, idx, part.lr_scale)  # a new tensor, as the trainer's
+    return State(state.params, state.opt, part.count, state.health, lr_scale)
 
 
 def inclusion_logit(p: float) -> float:

@@ -67,25 +67,20 @@ class Consts(NamedTuple):
     in place between steps (``Trainer.update_noise``), which a compiled step reads as it
     reads any input.  ``widths [E]`` (int64): each model's hidden width, which the fused
     network pass (``StepSpec.mlp = "native"``) reads to skip the padding (None: unused).
-    ``lr_scale [E, 3]``: each model's learning-rate multiplier per parameter row
-    (location, slab scale, inclusion logit), where a schedule lowers it
-    (``simulate.core.stopping.StopRule.lr_decays``) or a row is held (0:
-    ``Trainer.hold_locations``); rewritten in place between steps like ``noise_sd``.
-    None: every model at ``hyper.lr``."""
+    The learning-rate multipliers are the state's (``simulate.core.state.State.lr_scale``)."""
 
     mask: torch.Tensor
     H: torch.Tensor
     node_index: tuple | None = None
     noise_sd: torch.Tensor | None = None
     widths: torch.Tensor | None = None
-    lr_scale: torch.Tensor | None = None
 
     def part(self, s) -> Consts:
         """The constants of models ``s`` (a slice or an int64 index tensor)."""
         take = (lambda t: t.index_select(0, s)) if torch.is_tensor(s) else (lambda t: t[s])
         maybe = lambda t: None if t is None else take(t).contiguous()  # noqa: E731
         return Consts(take(self.mask).contiguous(), take(self.H).contiguous(), self.node_index,
-                      maybe(self.noise_sd), maybe(self.widths), maybe(self.lr_scale))  # fmt: skip
+                      maybe(self.noise_sd), maybe(self.widths))  # fmt: skip
 
 
 def scaled_factors(factors: Factors, lr_scale: torch.Tensor | None) -> Factors:

@@ -121,7 +121,6 @@ class Trainer(LearnedNoise):
                 raise ValueError("init_from holds non-finite values")
             self.state = self.state._replace(params=start.to(device=device, dtype=dtype).clone())
         self.frozen = torch.zeros(layout.E, dtype=torch.bool, device=device)
-        self.lr_scale = None  # [E, 3] learning-rate multipliers (Consts.lr_scale), or None
         self.history: list = []
         self.convergence = None  # the last fit_until's bookkeeping (Convergence)
         self.plateau_states = []  # the last fit_until's Resumes at first plateaus (shadowed)
@@ -201,14 +200,17 @@ class Trainer(LearnedNoise):
         stopped; failed models stay held (``state.health``)."""
         self.frozen.zero_()
 
+    @property
+    def lr_scale(self) -> torch.Tensor | None:
+        """The models' learning-rate multipliers ``[E, 3]`` (``State.lr_scale``), or None."""
+        return self.state.lr_scale
+
     def _enable_lr_scale(self) -> None:
-        """Give every model a learning-rate multiplier per parameter row (:attr:`lr_scale`
-        ``[E, 3]``, ones at first) that the step reads (``Consts.lr_scale``); a no-op where
-        it exists."""
-        if self.lr_scale is None:
-            self.lr_scale = torch.ones(self.layout.E, 3, device=self.device, dtype=self.dtype)
-            fn = self.step_fn
-            fn.consts = fn.consts._replace(lr_scale=self.lr_scale)
+        """Give every model a learning-rate multiplier per parameter row (``State.lr_scale``
+        ``[E, 3]``, ones at first), which the step reads; a no-op where it exists."""
+        if self.state.lr_scale is None:
+            ones = torch.ones(self.layout.E, 3, device=self.device, dtype=self.dtype)
+            self.state = self.state._replace(lr_scale=ones)
 
     def hold_locations(self) -> None:
         """Train only the slab scales and inclusion probabilities from here on: the
@@ -216,7 +218,8 @@ class Trainer(LearnedNoise):
         around a fixed network, ``simulate.sweep.groups``).  Their moments still accumulate;
         nothing else changes."""
         self._enable_lr_scale()
-        self.lr_scale[:, 0] = 0.0
+        rows = torch.tensor([0.0, 1.0, 1.0], device=self.device, dtype=self.dtype)
+        self.state = self.state._replace(lr_scale=self.state.lr_scale * rows)
 
     # ----------------------------------------------------------------- sampling
     def draw(self, params, offset, hard_only=False):

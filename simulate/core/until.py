@@ -140,9 +140,10 @@ class _Run:
     def _decay(self) -> None:
         """The learning rates of the models that plateaued and decay, lowered."""
         tr = self.tr
-        lower = self.conv.decayed.to(tr.lr_scale.device)[:, None]
-        lowered = torch.where(lower, tr.lr_scale * self.rule.lr_factor, tr.lr_scale)
-        tr.lr_scale.copy_(lowered)
+        scale = tr.state.lr_scale
+        lower = self.conv.decayed.to(scale.device)[:, None]
+        lowered = torch.where(lower, scale * self.rule.lr_factor, scale)
+        tr.state = tr.state._replace(lr_scale=lowered)  # a new tensor: the state is replaced
 
     def _maybe_compact(self) -> None:
         """Drop the stopped models from the running program where :class:`Compaction`
