@@ -45,7 +45,7 @@ import numpy as np
 from simulate.sweep import tiers
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.recipes import RECIPE_DEFAULTS, RECIPES, recipe_settings
-from simulate.sweep.runner import run_sweep
+from simulate.sweep.runner import SweepRunOptions, run_sweep
 from simulate.sweep.schema import read_records
 from simulate.sweep.truth_spec import TruthSpec
 from theory.plumbing.cli import Parser, interrupted, run_main
@@ -188,7 +188,7 @@ def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=p
         else:
             cfg = SweepConfig(truths=list(truths), ns=list(ns), replicates=replicates,
                               **{**BASE, **over})  # fmt: skip
-            recs = run_sweep(cfg, path, workers=workers, log=log)
+            recs = run_sweep(cfg, path, SweepRunOptions(workers=workers), log=log)
             wall = time.perf_counter() - t0
         rows = gap_table(recs, [t.key for t in truths], ns)
         out[name] = {"describe": describe, "overrides": RECIPES[name][1], "rows": rows,
@@ -296,7 +296,8 @@ def alpha_half(recipe: str, out_dir, workers=None, seed: int = 0, replicates=Non
                           **{**BASE, **recipe_settings(recipe), **d})  # fmt: skip
         tag = design_tag(d)
         t0 = time.perf_counter()
-        recs = run_sweep(cfg, records_path(out_dir, recipe, tag), workers=workers, log=log)
+        opts = SweepRunOptions(workers=workers)
+        recs = run_sweep(cfg, records_path(out_dir, recipe, tag), opts, log=log)
         rows = gap_table(recs, [truth.key], ns)
         rates = rate_rows(recs, truth.key, ns)
         res = {"design": d, "recipe": recipe, "rows": rows, "rates": rates,

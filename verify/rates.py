@@ -90,6 +90,7 @@ from simulate.sweep.parallel import (
     shared_pool,
 )
 from simulate.sweep.runner import (
+    SweepRunOptions,
     run_sweep,
     warm_worker,
 )
@@ -312,18 +313,19 @@ def _execute(args, plan: Plan, proto, workers, writing: list[str], source: str):
     tune_malloc()
     print(f"protocol {proto.tag} ({proto.kind})")
     os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
-    par = {"scheduler": args.scheduler, "workers": None if args.scheduler else workers or None,
-           "accept_code_change": args.accept_code_change,
-           "scheduler_timeout": args.scheduler_timeout}  # fmt: skip
+    par = SweepRunOptions(scheduler=args.scheduler,
+                          workers=None if args.scheduler else workers or None,
+                          accept_code_change=args.accept_code_change,
+                          scheduler_timeout=args.scheduler_timeout)  # fmt: skip
 
     def sweep(c, path, budget=None):  # noting the file being written, for a Ctrl-C's line
         writing.append(path)
-        return run_sweep(c, path, **par, budget=budget)
+        return run_sweep(c, path, dataclasses.replace(par, budget=budget))
 
     records = []
     # one pool of workers for every sweep below, started before the design's power
     # check (its processes import while this one derives the exponents)
-    with shared_pool(par["workers"], warm=warm_worker):
+    with shared_pool(par.workers, warm=warm_worker):
         for run in plan.runs:
             cfg, ccfg, own = run.cfg, run.control, f" {run.name}" if run.name else ""
             print(power_lines(design_power(cfg, proto), cfg))

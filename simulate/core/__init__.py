@@ -64,6 +64,7 @@ from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout, mlp_nll_and_grad, neg_log_lik
 from simulate.core.objective import (
     ELBOTerms,
+    ModelSpec,
     draw_network,
     kl_indicator,
     kl_slab,
@@ -123,6 +124,7 @@ __all__ = [
     "mlp_nll_and_grad",
     "neg_log_lik",
     "draw_network",
+    "ModelSpec",
     "draw_step_inputs",
     "DrawSource",
     "StepWords",

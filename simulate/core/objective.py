@@ -79,25 +79,30 @@ def kl_slab(params, hyper: Hyper, mask) -> torch.Tensor:
     return (nu * kl_slab_edge(loc, scale, hyper) * mask).sum(-1)
 
 
-def draw_network(
-    params,
-    hyper: Hyper,
-    layout: Layout,
-    mask,
-    eps,
-    gumbel,
-    offset,
-    hard_only=False,
-    node_index=None,
-):
-    """One network per model, ``[E, P_net]``, from the model's variational family, with
-    draw number ``offset`` of the models' streams ``eps`` (the family's noise,
-    ``family.noise``) and ``gumbel`` (the indicators' uniforms; families with indicators
-    only)."""
+class ModelSpec(NamedTuple):
+    """The models an objective is of: ``hyper`` (the family and its hyper-parameters),
+    ``layout``, ``mask [E, P]`` (1 on real slots), ``H [E]`` (real edges per model; the
+    KL terms only, None where unused) and ``node_index`` (the horseshoe's unit index; None
+    for the other families) -- the static setting with ``Consts``'s tensors."""
+
+    hyper: Hyper
+    layout: Layout
+    mask: torch.Tensor
+    H: torch.Tensor | None = None
+    node_index: tuple | None = None
+
+
+def draw_network(params, model: ModelSpec, eps, gumbel, offset, hard_only=False):
+    """One network per model, ``[E, P_net]``, from the variational family of ``model``
+    (:class:`ModelSpec`; ``H`` unused), with draw number ``offset`` of the models' streams
+    ``eps`` (the family's noise, ``family.noise``) and ``gumbel`` (the indicators'
+    uniforms; families with indicators only)."""
+    hyper = model.hyper
     fam = family_of(hyper)
     noise = fam.noise(hyper, eps.uniform(offset, params.dtype))
     u = gumbel.uniform(offset, params.dtype) if fam.indicators else None
-    return fam.draw(params, hyper, layout, mask, noise, u, hard_only, node_index)
+    return fam.draw(params, hyper, model.layout, model.mask, noise, u, hard_only,
+                    model.node_index)  # fmt: skip
 
 
 def kl_terms(params, hyper: Hyper, layout: Layout, mask, H, node_index=None):
@@ -105,10 +110,7 @@ def kl_terms(params, hyper: Hyper, layout: Layout, mask, H, node_index=None):
     return family_of(hyper).kl_terms(params, hyper, layout, mask, H, node_index)
 
 
-def reference_terms(
-    params, hyper: Hyper, layout: Layout, xb, yb, noise, gumbel, n: int, mask, H,
-    node_index=None, sd=None,
-) -> ELBOTerms:  # fmt: skip
+def reference_terms(params, model: ModelSpec, xb, yb, noise, gumbel, n: int, sd=None) -> ELBOTerms:
     """The objective's one reference definition, plain and slow, that every fast path is
     tested against (``tests/simulate/core/test_objective_reference.py``: the hand-written
     kernels eager and compiled, the autograd path, the fused C pass, ``Posterior.elbo``).
@@ -125,8 +127,9 @@ def reference_terms(
     * ``(L2, L3)`` = the family's KL terms (eqs. (loss2), (loss3); :func:`kl_terms`, whose
       values are checked against closed forms and Monte Carlo on their own).
 
-    Gradients are autograd's through it.  ``mask``, ``H``, ``node_index``: the layout's
-    padding mask, edges per model and unit index (``Consts``)."""
+    Gradients are autograd's through it.  ``model`` (:class:`ModelSpec`): the
+    hyper-parameters, the layout, its padding mask, edges per model and unit index."""
+    hyper, layout, mask, H, node_index = model
     fam, K, m = family_of(hyper), noise.shape[0], xb.shape[1]
     x = xb[..., :-1]
     nll = 0

@@ -19,7 +19,7 @@ from simulate.core import rng
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout, neg_log_lik
 from simulate.core.likelihoods import likelihood_of
-from simulate.core.objective import draw_network, family_of, kl_terms
+from simulate.core.objective import ModelSpec, draw_network, family_of, kl_terms
 from theory import hellinger_sq_pointwise, log_prior_N
 
 __all__ = [
@@ -84,16 +84,8 @@ class Posterior:
     def draw(self, t: int) -> torch.Tensor:
         """Posterior draw number t of every model, ``[E, P]``: indicators exactly
         Bernoulli(nu) (module docstring of ``simulate.core``), slab values from the slab."""
-        return draw_network(
-            self.params,
-            self.hyper,
-            self.layout,
-            self.mask,
-            *self._streams,
-            t,
-            hard_only=True,
-            node_index=self.node_index,
-        )
+        model = ModelSpec(self.hyper, self.layout, self.mask, node_index=self.node_index)
+        return draw_network(self.params, model, *self._streams, t, hard_only=True)
 
     # ------------------------------------------------------------------ predictions
     def _x(self, X) -> torch.Tensor:

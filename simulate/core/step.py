@@ -184,49 +184,25 @@ def spike_slab_step(
     return params, opt, nonfinite, ELBOTerms(L1, L2, L3)
 
 
-def horseshoe_step(
-    spec: StepSpec, consts: Consts, params, opt: OptState, inputs: Inputs, factors: Factors
-):
-    """One whole training step of the horseshoe family (HS-BNN, ``simulate.core.families.
-    Horseshoe``) with every gradient written by hand; the same signature and returns as
-    :func:`spike_slab_step` (``inputs.gumbel`` and ``consts.H`` unused; ``L3 = 0``).
-
-    Every slot ``z = mu + softplus(rho) eps`` (standard normals ``eps [K, E, P]``: the
-    network's ``beta`` in ``[:P_net]``, then one ``log tau`` per unit, one ``log upsilon``
-    per layer); unit j of layer l has scale ``s = exp(log tau_j + log upsilon_l)`` and its
-    weights are ``theta = beta s mask`` (biases ``beta mask``).  Chain rule, per draw:
-    ``dL1/dbeta = g s``, ``dL1/dlog tau_j = sum_{i in unit j} g_i beta_i s_j`` (the unit's
-    weights, not its bias) and ``dL1/dlog upsilon_l`` the sum of those over the layer's
-    units, with ``g = dL1/dtheta * mask``; then ``d/dmu = sum_k dz``, ``d/drho = sum_k dz eps
-    sigmoid(rho)``.  L2's derivatives in closed form: the Gaussian KLs (prior ``N(0, 1)``
-    on weights, ``N(0, sigma_0^2)`` on biases) and the log-normal to half-Cauchy KLs
-    through their quadrature (``simulate.core.families.kl_lognormal_halfcauchy``).  Equal to
-    autograd through ``Horseshoe.draw`` / ``Horseshoe.kl_terms`` (tested).  The unit sums
-    use each layer's ``[out, in + 1]`` block (static slices, nothing gathered).
-    """
-    layout, hyper, mask, eps = spec.layout, spec.hyper, consts.mask, inputs.noise
-    K, E = eps.shape[0], params.shape[1]
-    Pn, U = layout.P_net, layout.units
-    loc, raw = params[0], params[1]
-    sd = torch.nn.functional.softplus(raw)
-    dsd = torch.sigmoid(raw)
-    z = loc + sd * eps  # [K, E, P]
-    beta, log_tau, log_ups = z[..., :Pn], z[..., Pn : Pn + U], z[..., Pn + U :]
-    ones = torch.ones_like(beta[..., :1])
-    # per layer: the units' scales [K, E, o] and the slots' factors [K, E, o * (in + 1)]
-    scales, slot_factors, u0 = [], [], 0
+def _hs_slot_factors(layout: Layout, log_tau, log_ups, ones):
+    """Each network slot's factor ``[K, E, P_net]`` of the horseshoe's draw: a weight's
+    unit scale ``s = exp(log tau_j + log upsilon_l)``, a bias's 1, per layer's
+    ``[out, in + 1]`` block (static slices)."""
+    K, E = log_tau.shape[0], log_tau.shape[1]
+    slot_factors, u0 = [], 0
     for l, (_, i, o) in enumerate(layout.blocks):
         s_l = torch.exp(log_tau[..., u0 : u0 + o] + log_ups[..., l : l + 1])
-        scales.append(s_l)
         f = torch.cat([s_l[..., None].expand(K, E, o, i), ones[..., None].expand(K, E, o, 1)], -1)
         slot_factors.append(f.reshape(K, E, o * (i + 1)))
         u0 += o
-    full = torch.cat(slot_factors, -1)  # [K, E, P_net]
-    mask_net = mask[:, :Pn]
-    theta = (beta * full * mask_net).reshape(K * E, -1)
-    nll, dtheta = _nll(spec, consts, theta, inputs, K)
-    L1 = nll.reshape(K, E).mean(0) * (spec.n / inputs.xb.shape[1])
-    g = dtheta.reshape(K, E, -1) * mask_net  # d L1 / d theta, real slots only
+    return torch.cat(slot_factors, -1)  # [K, E, P_net]
+
+
+def _hs_grad_z(layout: Layout, g, full, beta):
+    """``d L1 / d z [K, E, P]`` from ``g = d L1 / d theta * mask``: ``g s`` on each
+    ``beta``, each unit's ``sum_i g_i beta_i s_j`` over its weights (not its bias) on its
+    ``log tau``, and their sum over the layer's units on its ``log upsilon``."""
+    K, E = g.shape[0], g.shape[1]
     g_beta = g * full
     gbs = g_beta * beta  # d L1 / d log s of each weight's unit, per slot
     g_tau, g_ups = [], []
@@ -234,14 +210,18 @@ def horseshoe_step(
         per_unit = gbs[..., off : off + o * (i + 1)].reshape(K, E, o, i + 1)[..., :i].sum(-1)
         g_tau.append(per_unit)
         g_ups.append(per_unit.sum(-1, keepdim=True))
-    g_z = torch.cat([g_beta, *g_tau, *g_ups], -1)  # [K, E, P]
-    # L2: Gaussian KL of each beta (prior sd 1 on weights, sigma_0 on biases) ...
-    prior_sd = torch.cat(
+    return torch.cat([g_beta, *g_tau, *g_ups], -1)  # [K, E, P]
+
+
+def _hs_prior_sd(layout: Layout, beta, sigma_0: float):
+    """The Gaussian prior sd of each network slot, ``[1, P_net]``: 1 on weights,
+    ``sigma_0`` on biases."""
+    return torch.cat(
         [
             torch.cat(
                 [
                     torch.ones_like(beta[0, :1, :1]).expand(o, i),
-                    torch.full_like(beta[0, :1, :1], hyper.sigma_0).expand(o, 1),
+                    torch.full_like(beta[0, :1, :1], sigma_0).expand(o, 1),
                 ],
                 -1,
             ).reshape(1, -1)
@@ -249,6 +229,31 @@ def horseshoe_step(
         ],
         -1,
     )  # [1, P_net]
+
+
+class _HSKL(NamedTuple):
+    """The horseshoe's L2 pieces' gradients in (location, sd) before masking the scales:
+    the network slots' (already masked), the unit scales' and the layer scales', with the
+    scales' masks."""
+
+    g_mu_w: torch.Tensor
+    g_sd_w: torch.Tensor
+    gm_tau: torch.Tensor
+    gs_tau: torch.Tensor
+    gm_ups: torch.Tensor
+    gs_ups: torch.Tensor
+    m_tau_ups: torch.Tensor
+    mask_ups: torch.Tensor
+
+
+def _hs_kl(layout: Layout, hyper: Hyper, loc, sd, mask, beta):
+    """``(L2 [E], pieces)``: the Gaussian KL of each ``beta`` (prior sd 1 on weights,
+    ``sigma_0`` on biases) and the log-normal scales' KLs against their half-Cauchy priors,
+    with their derivatives in closed form (:class:`_HSKL`)."""
+    Pn, U = layout.P_net, layout.units
+    mask_net = mask[:, :Pn]
+    # the Gaussian KL of each beta (prior sd 1 on weights, sigma_0 on biases) ...
+    prior_sd = _hs_prior_sd(layout, beta, hyper.sigma_0)
     prior_var = prior_sd * prior_sd
     mu_n, sd_n = loc[:, :Pn], sd[:, :Pn]
     kl_w = kl_normal(mu_n, sd_n, prior_sd)
@@ -262,12 +267,60 @@ def horseshoe_step(
     )
     mask_ups = mask[:, Pn + U :]
     L2 = (kl_w * mask_net).sum(-1) + (kl_tau * m_tau_ups).sum(-1) + (kl_ups * mask_ups).sum(-1)
+    return L2, _HSKL(g_mu_w, g_sd_w, gm_tau, gs_tau, gm_ups, gs_ups, m_tau_ups, mask_ups)
+
+
+def _hs_kl_grads(kl: _HSKL, kl_weight):
+    """L2's gradients in the locations and the sds, ``[E, P]`` each (times the KL
+    warm-up's weight where there is one)."""
+    g_mu_kl = torch.cat([kl.g_mu_w, kl.gm_tau * kl.m_tau_ups, kl.gm_ups * kl.mask_ups], -1)
+    g_sd_kl = torch.cat([kl.g_sd_w, kl.gs_tau * kl.m_tau_ups, kl.gs_ups * kl.mask_ups], -1)
+    if kl_weight is not None:  # the KL warm-up (Hyper.kl_warmup)
+        g_mu_kl, g_sd_kl = g_mu_kl * kl_weight, g_sd_kl * kl_weight
+    return g_mu_kl, g_sd_kl
+
+
+def horseshoe_step(
+    spec: StepSpec, consts: Consts, params, opt: OptState, inputs: Inputs, factors: Factors
+):
+    """One whole training step of the horseshoe family (HS-BNN, ``simulate.core.families.
+    Horseshoe``) with every gradient written by hand; the same signature and returns as
+    :func:`spike_slab_step` (``inputs.gumbel`` and ``consts.H`` unused; ``L3 = 0``).
+
+    Every slot ``z = mu + softplus(rho) eps`` (standard normals ``eps [K, E, P]``: the
+    network's ``beta`` in ``[:P_net]``, then one ``log tau`` per unit, one ``log upsilon``
+    per layer); unit j of layer l has scale ``s = exp(log tau_j + log upsilon_l)`` and its
+    weights are ``theta = beta s mask`` (biases ``beta mask``).  Chain rule, per draw:
+    ``dL1/dbeta = g s``, ``dL1/dlog tau_j = sum_{i in unit j} g_i beta_i s_j`` (the unit's
+    weights, not its bias) and ``dL1/dlog upsilon_l`` the sum of those over the layer's
+    units, with ``g = dL1/dtheta * mask`` (:func:`_hs_grad_z`); then ``d/dmu = sum_k dz``,
+    ``d/drho = sum_k dz eps sigmoid(rho)``.  L2's derivatives in closed form
+    (:func:`_hs_kl`): the Gaussian KLs (prior ``N(0, 1)`` on weights, ``N(0, sigma_0^2)``
+    on biases) and the log-normal to half-Cauchy KLs through their quadrature
+    (``simulate.core.families.kl_lognormal_halfcauchy``).  Equal to autograd through
+    ``Horseshoe.draw`` / ``Horseshoe.kl_terms`` (tested).  The unit sums use each layer's
+    ``[out, in + 1]`` block (static slices, nothing gathered).
+    """
+    layout, hyper, mask, eps = spec.layout, spec.hyper, consts.mask, inputs.noise
+    K, E = eps.shape[0], params.shape[1]
+    Pn, U = layout.P_net, layout.units
+    loc, raw = params[0], params[1]
+    sd = torch.nn.functional.softplus(raw)
+    dsd = torch.sigmoid(raw)
+    z = loc + sd * eps  # [K, E, P]
+    beta, log_tau, log_ups = z[..., :Pn], z[..., Pn : Pn + U], z[..., Pn + U :]
+    ones = torch.ones_like(beta[..., :1])
+    full = _hs_slot_factors(layout, log_tau, log_ups, ones)  # [K, E, P_net]
+    mask_net = mask[:, :Pn]
+    theta = (beta * full * mask_net).reshape(K * E, -1)
+    nll, dtheta = _nll(spec, consts, theta, inputs, K)
+    L1 = nll.reshape(K, E).mean(0) * (spec.n / inputs.xb.shape[1])
+    g = dtheta.reshape(K, E, -1) * mask_net  # d L1 / d theta, real slots only
+    g_z = _hs_grad_z(layout, g, full, beta)  # [K, E, P]
+    L2, kl = _hs_kl(layout, hyper, loc, sd, mask, beta)
     L3 = torch.zeros_like(L2)
     nonfinite = ~torch.isfinite(L1 + L2)
-    g_mu_kl = torch.cat([g_mu_w, gm_tau * m_tau_ups, gm_ups * mask_ups], -1)
-    g_sd_kl = torch.cat([g_sd_w, gs_tau * m_tau_ups, gs_ups * mask_ups], -1)
-    if factors.kl_weight is not None:  # the KL warm-up (Hyper.kl_warmup)
-        g_mu_kl, g_sd_kl = g_mu_kl * factors.kl_weight, g_sd_kl * factors.kl_weight
+    g_mu_kl, g_sd_kl = _hs_kl_grads(kl, factors.kl_weight)
     g_loc = g_z.sum(0) + g_mu_kl
     g_raw = ((g_z * eps).sum(0) + g_sd_kl) * dsd
     grad = torch.stack([g_loc, g_raw, torch.zeros_like(g_loc)])

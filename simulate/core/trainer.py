@@ -15,7 +15,7 @@ import torch
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout
 from simulate.core.noise import LearnedNoise
-from simulate.core.objective import ELBOTerms, draw_network, family_of, reference_terms
+from simulate.core.objective import ELBOTerms, ModelSpec, draw_network, family_of, reference_terms
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
 from simulate.core.paths import Info, build_step
 from simulate.core.posterior import Posterior
@@ -225,10 +225,8 @@ class Trainer(LearnedNoise):
     def draw(self, params, offset, hard_only=False):
         """``theta [E, P]``: one network per model for noise offset ``offset``."""
         sm = self.sampler
-        return draw_network(
-            params, self.hyper, self.layout, self.mask, sm.eps_stream, sm.gumbel_stream, offset,
-            hard_only, self.node_index,
-        )  # fmt: skip
+        model = ModelSpec(self.hyper, self.layout, self.mask, node_index=self.node_index)
+        return draw_network(params, model, sm.eps_stream, sm.gumbel_stream, offset, hard_only)
 
     def minibatch(self, t: int | None = None):
         """Step ``t``'s minibatch of every model (default: the next step's)."""
@@ -246,10 +244,8 @@ class Trainer(LearnedNoise):
         gumbel = None
         if sm.family.indicators:
             gumbel = torch.stack([sm.gumbel_stream.uniform(o, params.dtype) for o in offsets])
-        return reference_terms(
-            params, self.hyper, self.layout, xb, yb, noise, gumbel, self.n, self.mask, self.H,
-            self.node_index, self.noise_sd,
-        )  # fmt: skip
+        model = ModelSpec(self.hyper, self.layout, self.mask, self.H, self.node_index)
+        return reference_terms(params, model, xb, yb, noise, gumbel, self.n, self.noise_sd)
 
     # ----------------------------------------------------------------- step
     def step(self) -> ELBOTerms:

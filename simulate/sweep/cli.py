@@ -20,6 +20,7 @@ from simulate.sweep.flags import overrides_from_args
 from simulate.sweep.parallel import add_scheduler_flags, check_scheduler, check_scheduler_timeout
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.runner import (
+    SweepRunOptions,
     check_compile,
     check_memory,
     check_native,
@@ -199,11 +200,11 @@ def main(argv=None) -> int:
     tune_malloc()
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     try:
-        recs = run_sweep(
-            cfg, out, scheduler=args.scheduler, workers=args.workers,
+        recs = run_sweep(cfg, out, SweepRunOptions(
+            scheduler=args.scheduler, workers=args.workers,
             accept_code_change=args.accept_code_change,
             scheduler_timeout=args.scheduler_timeout,
-        )  # fmt: skip
+        ))  # fmt: skip
     except (RecordsError, OSError, TimeoutError) as exc:  # a lock held, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import TYPE_CHECKING
 
 from simulate.core.paths import compile_unavailable
 from simulate.core.steppath import path_of
@@ -78,8 +79,12 @@ from simulate.sweep.records import RecordStore, code_digest, fields_differing, v
 from simulate.sweep.schema import RECORD_KEYS, SCHEMA, record_problem
 from theory.plumbing.jsonl import RecordsError
 
+if TYPE_CHECKING:
+    from simulate.sweep.budget import BudgetLink
+
 __all__ = [
     "ESTIMATORS",
+    "SweepRunOptions",
     "check_compile",
     "check_memory",
     "check_native",
@@ -205,35 +210,48 @@ def records_path_for(
     raise store.mismatch(other)
 
 
-def run_sweep(
-    cfg: SweepConfig,
-    out_path,
-    scheduler: str | None = None,
-    progress=True,
-    log=print,
-    max_jobs: int | None = None,
-    workers: int | None = None,
-    accept_code_change: bool = False,
-    discard: bool = False,
-    scheduler_timeout: float | None = None,
-    budget=None,
-) -> list[dict]:
-    """Run every unfinished job of ``cfg`` and append its records to ``out_path``; returns
-    all records of the sweep's cells.  ``scheduler``: address of an existing Dask cluster;
-    ``workers``: a pool of that many single-threaded worker processes for this sweep
+@dataclasses.dataclass(frozen=True)
+class SweepRunOptions:
+    """Where and how :func:`run_sweep` runs its jobs (none of it changes a record):
+    ``scheduler``: address of an existing Dask cluster; ``workers``: a pool of that many
+    single-threaded worker processes for this sweep
     (:func:`simulate.sweep.parallel.map_unordered`; two such processes beat one two-threaded
     process on the 2-core machine); ``scheduler_timeout``: seconds to reach the scheduler
-    (:data:`simulate.sweep.parallel.SCHEDULER_TIMEOUT_S` if None).  Jobs are handed out
-    costliest first (``Job.cost``); ``max_jobs`` stops after that many of them in that
-    order (tests simulate a killed sweep).  The records file is a
-    :class:`simulate.sweep.records.RecordStore`: locked while the sweep runs, of this
-    configuration only (``accept_code_change``: or of it with other code, the change noted
-    in each new record as ``code_change_accepted``).  ``discard``: the file's records are
-    cut once its lock is held (``--recompute``), never before: a sweep writing it refuses
-    the discard instead of losing its cells.  ``budget``: a
+    (:data:`simulate.sweep.parallel.SCHEDULER_TIMEOUT_S` if None); ``accept_code_change``:
+    the records file may be of this configuration with other code, the change noted in
+    each new record as ``code_change_accepted``; ``budget``: a
     :class:`simulate.sweep.budget.BudgetLink` the jobs share their capped models' states
     through (the sweep's, ``"save"``, or the budget-doubling control's, ``"load"``), or
     None; a cache that changes no record."""
+
+    scheduler: str | None = None
+    workers: int | None = None
+    scheduler_timeout: float | None = None
+    accept_code_change: bool = False
+    budget: BudgetLink | None = None
+
+
+def run_sweep(
+    cfg: SweepConfig,
+    out_path,
+    options: SweepRunOptions | None = None,
+    progress=True,
+    log=print,
+    max_jobs: int | None = None,
+    discard: bool = False,
+) -> list[dict]:
+    """Run every unfinished job of ``cfg`` and append its records to ``out_path``; returns
+    all records of the sweep's cells.  ``options``: where and how the jobs run
+    (:class:`SweepRunOptions`; None: here, in this process).  Jobs are handed out
+    costliest first (``Job.cost``); ``max_jobs`` stops after that many of them in that
+    order (tests simulate a killed sweep).  The records file is a
+    :class:`simulate.sweep.records.RecordStore`: locked while the sweep runs, of this
+    configuration only (or of it with other code: ``options.accept_code_change``).
+    ``discard``: the file's records are cut once its lock is held (``--recompute``), never
+    before: a sweep writing it refuses the discard instead of losing its cells."""
+    opt = SweepRunOptions() if options is None else options
+    scheduler, workers, budget = opt.scheduler, opt.workers, opt.budget
+    accept_code_change, scheduler_timeout = opt.accept_code_change, opt.scheduler_timeout
     check_workers(workers, scheduler)
     check_compile(cfg, scheduler)
     store = _store(cfg, out_path, accept_code_change)

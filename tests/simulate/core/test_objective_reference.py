@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from simulate.core import Batch, Hyper, Layout, StepOptions, Trainer, rng
-from simulate.core.objective import family_of, reference_terms
+from simulate.core.objective import ModelSpec, family_of, reference_terms
 
 # Tolerances: the terms relative; the gradient relative per entry plus an absolute part
 # that is a fraction of the largest |g| (entries near zero carry the rounding of the big ones).
@@ -67,10 +67,10 @@ def reference(tr, dtype=torch.float64, draws=None):
 
     yb = inputs.yb.clone() if not inputs.yb.is_floating_point() else up(inputs.yb)
     params = up(tr.state.params).requires_grad_(True)
+    model = ModelSpec(tr.hyper, tr.layout, tr.mask.to(dtype), tr.H.to(dtype), tr.node_index)
     terms = reference_terms(
-        params, tr.hyper, tr.layout, up(inputs.xb), yb, up(noise), up(gumbel), tr.n,
-        tr.mask.to(dtype), tr.H.to(dtype), tr.node_index, up(tr.noise_sd),
-    )  # fmt: skip
+        params, model, up(inputs.xb), yb, up(noise), up(gumbel), tr.n, up(tr.noise_sd)
+    )
     (grad,) = torch.autograd.grad(terms.total.sum(), params)
     return terms, grad
 
@@ -154,10 +154,8 @@ def test_the_posterior_elbo_equals_the_reference():
     gumbel = torch.stack([gum.uniform(t, torch.float64) for t in range(draws)])
     X, y = tr.sampler.X_aug.view(1, tr.n, -1), tr.sampler.y_flat.view(1, tr.n)
     X, y = X.expand(lay.E, -1, -1), y.expand(lay.E, -1)
-    want = reference_terms(
-        post.params, h, lay, X, y, noise, gumbel, tr.n, post.mask, post.H, post.node_index,
-        post.noise_sd,
-    )  # fmt: skip
+    model = ModelSpec(h, lay, post.mask, post.H, post.node_index)
+    want = reference_terms(post.params, model, X, y, noise, gumbel, tr.n, post.noise_sd)
     got = post.elbo(X[:1, :, :-1], y[:1], [0, 0], draws=draws, chunk=200)
     for k, b in zip("L1 L2 L3".split(), want, strict=True):
         np.testing.assert_allclose(got[k], b.numpy(), **TERMS_64, err_msg=k)

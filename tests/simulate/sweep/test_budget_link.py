@@ -17,7 +17,7 @@ from simulate.sweep import job as job_mod
 from simulate.sweep.budget import BudgetLink, linkable
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.jobs import jobs_for
-from simulate.sweep.runner import run_sweep
+from simulate.sweep.runner import SweepRunOptions, run_sweep
 from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import STEP_MLPS, SWEEP_TINY, stable_records
 from verify.controls import control_config
@@ -41,8 +41,8 @@ def test_the_continued_control_writes_the_records_of_one_from_the_start(tmp_path
     ccfg = control_config(cfg, replicates=2, every_n=True)
     assert linkable(cfg, ccfg) is None
     folder = str(tmp_path / "states")
-    run_sweep(cfg, tmp_path / "a.jsonl", progress=False, log=_quiet,
-              budget=BudgetLink(folder, "save", ccfg))  # fmt: skip
+    run_sweep(cfg, tmp_path / "a.jsonl", SweepRunOptions(budget=BudgetLink(folder, "save", ccfg)),
+              progress=False, log=_quiet)  # fmt: skip
     files = [f for _, _, fs in os.walk(folder) for f in fs]
     assert files and not [f for f in files if f.endswith(".tmp")]
     kept = [f for f in files if f.endswith(".pt")]
@@ -56,8 +56,9 @@ def test_the_continued_control_writes_the_records_of_one_from_the_start(tmp_path
 
     monkeypatch.setattr(budget_mod.BudgetLink, "resume", spy)
     fitted = _count_references(monkeypatch)
-    got = run_sweep(ccfg, tmp_path / "c.jsonl", progress=False, log=_quiet,
-                    budget=BudgetLink(folder, "load", cfg))  # fmt: skip
+    got = run_sweep(ccfg, tmp_path / "c.jsonl",
+                    SweepRunOptions(budget=BudgetLink(folder, "load", cfg)),
+                    progress=False, log=_quiet)  # fmt: skip
     assert sum(joined) == len(kept)  # every kept state was continued
     assert not fitted  # and every reference was the sweep's
     want = run_sweep(ccfg, tmp_path / "d.jsonl", progress=False, log=_quiet)
@@ -84,7 +85,7 @@ def test_the_control_takes_the_sweep_s_references_as_they_were_kept(tmp_path, mo
     ccfg = control_config(cfg, replicates=2)
     folder = str(tmp_path / "states")
     link = BudgetLink(folder, "save", ccfg)
-    run_sweep(cfg, tmp_path / "a.jsonl", progress=False, log=_quiet, budget=link)
+    run_sweep(cfg, tmp_path / "a.jsonl", SweepRunOptions(budget=link), progress=False, log=_quiet)
     refs = sorted(glob.glob(os.path.join(folder, "*", "reference-*.json")))
     assert len(refs) == 2 * 2  # both n, both replicates
     with open(refs[0]) as fh:
@@ -96,8 +97,9 @@ def test_the_control_takes_the_sweep_s_references_as_they_were_kept(tmp_path, mo
         fh.write("{not json")
     fitted = _count_references(monkeypatch)
     with pytest.warns(UserWarning, match="computed again"):
-        got = run_sweep(ccfg, tmp_path / "c.jsonl", progress=False, log=_quiet,
-                        budget=BudgetLink(folder, "load", cfg))  # fmt: skip
+        got = run_sweep(ccfg, tmp_path / "c.jsonl",
+                        SweepRunOptions(budget=BudgetLink(folder, "load", cfg)),
+                        progress=False, log=_quiet)  # fmt: skip
     assert len(fitted) == 1  # the unreadable one
     assert sum(r["reference"]["d2"] == 12345.0 for r in got) == 1
 
@@ -107,8 +109,9 @@ def test_a_missing_state_trains_from_the_start(tmp_path):
     cfg = _cfg()
     ccfg = control_config(cfg, replicates=2)
     folder = str(tmp_path / "none")
-    got = run_sweep(ccfg, tmp_path / "c.jsonl", progress=False, log=_quiet,
-                    budget=BudgetLink(folder, "load", cfg))  # fmt: skip
+    got = run_sweep(ccfg, tmp_path / "c.jsonl",
+                    SweepRunOptions(budget=BudgetLink(folder, "load", cfg)),
+                    progress=False, log=_quiet)  # fmt: skip
     want = run_sweep(ccfg, tmp_path / "d.jsonl", progress=False, log=_quiet)
     assert stable_records(got) == stable_records(want)
 
@@ -143,15 +146,16 @@ def test_a_program_of_other_models_trains_from_the_start(tmp_path, monkeypatch):
     cfg = _cfg(replicate_block=2)
     ccfg = control_config(cfg, replicates=1)
     folder = str(tmp_path / "states")
-    run_sweep(cfg, tmp_path / "a.jsonl", progress=False, log=_quiet,
-              budget=BudgetLink(folder, "save", ccfg))  # fmt: skip
+    run_sweep(cfg, tmp_path / "a.jsonl", SweepRunOptions(budget=BudgetLink(folder, "save", ccfg)),
+              progress=False, log=_quiet)  # fmt: skip
     assert BudgetLink(folder, "save", ccfg).kept(cfg) > 0
     joined = []
     real = budget_mod.BudgetLink.resume
     monkeypatch.setattr(budget_mod.BudgetLink, "resume",
                         lambda self, *a: joined.append(real(self, *a)) or joined[-1])  # fmt: skip
-    got = run_sweep(ccfg, tmp_path / "c.jsonl", progress=False, log=_quiet,
-                    budget=BudgetLink(folder, "load", cfg))  # fmt: skip
+    got = run_sweep(ccfg, tmp_path / "c.jsonl",
+                    SweepRunOptions(budget=BudgetLink(folder, "load", cfg)),
+                    progress=False, log=_quiet)  # fmt: skip
     assert joined and all(r is None for r in joined)
     want = run_sweep(ccfg, tmp_path / "d.jsonl", progress=False, log=_quiet)
     assert stable_records(got) == stable_records(want)

@@ -253,7 +253,7 @@ def test_resuming_across_a_code_change_is_refused_naming_the_files(tmp_path, mon
     with the edited file named; with ``accept_code_change`` it resumes under the file's
     fingerprint and every record it adds notes the change."""
     import simulate.sweep.fingerprint as fingerprint
-    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.runner import SweepRunOptions, run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
 
     path = tmp_path / "r.jsonl"
@@ -262,7 +262,8 @@ def test_resuming_across_a_code_change_is_refused_naming_the_files(tmp_path, mon
     monkeypatch.setattr(fingerprint, "code_hashes", lambda: edited)
     with pytest.raises(RecordsError, match=r"code\.simulate/truths/functions\.py"):
         run_sweep(cfg(), path, progress=False, log=quiet)
-    recs = run_sweep(cfg(), path, progress=False, log=quiet, accept_code_change=True)
+    recs = run_sweep(cfg(), path, SweepRunOptions(accept_code_change=True), progress=False,
+                     log=quiet)  # fmt: skip
     assert len({r["fingerprint"] for r in recs}) == 1  # still one configuration
     added = [r for r in recs if "code_change_accepted" in r]
     assert len(added) == len(recs) - len(first) > 0

@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from simulate.sweep.config import SweepConfig
-from simulate.sweep.runner import run_sweep
+from simulate.sweep.runner import SweepRunOptions, run_sweep
 from simulate.sweep.schema import read_records
 from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import SWEEP_TINY, torch_threads
@@ -96,7 +96,7 @@ def test_dask_local_cluster_gives_the_same_records(uninterrupted, tmp_path):
         recs = run_sweep(
             cfg(),
             tmp_path / "d.jsonl",
-            scheduler=cluster.scheduler_address,
+            SweepRunOptions(scheduler=cluster.scheduler_address),
             progress=False,
             log=quiet,
         )
@@ -118,10 +118,11 @@ def test_bad_sweep_config(bad, tmp_path):
 def test_local_workers_give_the_same_records(uninterrupted, tmp_path):
     pytest.importorskip("distributed")
     recs_a, _ = uninterrupted
-    recs = run_sweep(cfg(), tmp_path / "w.jsonl", workers=2, progress=False, log=quiet)
+    recs = run_sweep(cfg(), tmp_path / "w.jsonl", SweepRunOptions(workers=2), progress=False,
+                     log=quiet)  # fmt: skip
     assert stable(recs) == stable(recs_a)
     with pytest.raises(ValueError, match="either"):
-        run_sweep(cfg(), tmp_path / "x.jsonl", scheduler="tcp://127.0.0.1:1", workers=2)
+        run_sweep(cfg(), tmp_path / "x.jsonl", SweepRunOptions("tcp://127.0.0.1:1", workers=2))
 
 
 def test_jobs_are_handed_out_costliest_first(tmp_path):

@@ -79,7 +79,7 @@ def test_a_real_cluster_is_set_up_like_the_local_pool_and_gives_its_records(tmp_
     local pool's."""
     distributed = pytest.importorskip("distributed")
     from simulate.sweep.parallel import _threads_and_allocator
-    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.runner import SweepRunOptions, run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
     from tests.simulate.sweep.test_sweep_run import stable
 
@@ -109,11 +109,12 @@ def test_a_real_cluster_is_set_up_like_the_local_pool_and_gives_its_records(tmp_
         with distributed.Client(scheduler_file=str(sched_file), timeout=60) as client:
             client.wait_for_workers(2, timeout=120)
             address = client.scheduler.address
-            remote = run_sweep(cfg(), tmp_path / "d.jsonl", scheduler=address, progress=False,
-                               log=quiet)  # fmt: skip
+            remote = run_sweep(cfg(), tmp_path / "d.jsonl", SweepRunOptions(scheduler=address),
+                               progress=False, log=quiet)  # fmt: skip
             setups = client.run(_threads_and_allocator)
         assert len(setups) == 2 and all(s == (1, True) for s in setups.values()), setups
-        local = run_sweep(cfg(), tmp_path / "l.jsonl", workers=2, progress=False, log=quiet)
+        local = run_sweep(cfg(), tmp_path / "l.jsonl", SweepRunOptions(workers=2), progress=False,
+                          log=quiet)  # fmt: skip
         assert stable(remote) == stable(local)
     finally:
         for p in procs[::-1]:
