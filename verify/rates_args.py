@@ -10,9 +10,9 @@ import os
 
 import numpy as np
 
-from simulate.core.steppath import BATCHED, MLP_KINDS, mlp_help
+from simulate.core.steppath import BATCHED
 from simulate.sweep import tiers
-from simulate.sweep.flags import overrides_from_args
+from simulate.sweep.flags import add_sweep_flags, overrides_from_args
 from simulate.sweep.parallel import (
     add_scheduler_flags,
     check_scheduler,
@@ -118,6 +118,11 @@ def _records_files(g) -> None:
     )
 
 
+# the tier's settings a flag overrides (their help: simulate.sweep.parts); a
+# confirmatory tier's design is its protocol's, and refuses them
+DESIGN_FLAGS = ("ns", "replicates", "depth", "l3", "start", "lambda_s_a", "lam")
+
+
 def _design(g) -> None:
     """The flags of the tier's settings overridden."""
     g.add_argument(
@@ -126,47 +131,19 @@ def _design(g) -> None:
         help="the training recipe (simulate.sweep.recipes; default: the tiers' own,"
         f" {DEFAULT_RECIPE}); a confirmatory tier's is its protocol's",
     )
-    g.add_argument("--n", type=int, nargs="+", help="override the tier's sample sizes")
-    g.add_argument("--replicates", type=int, help="override the tier's replicates")
-    g.add_argument("--depth", type=int, help="override the number of hidden layers (2)")
-    g.add_argument("--l3", choices=("paper", "exact"), help="override the L3 term (paper)")
-    g.add_argument(
-        "--start",
-        choices=("random", "constructive", "both"),
-        help="override the start: random (the core's), constructive (train from the linear"
-        " spline or the teacher encoded in the student, with the untrained start and plain"
-        " Adam beside it), or both (the constructive tier's; simulate.references.constructive)",
-    )
-    g.add_argument(
-        "--lambda-s-a", type=float,
-        help="override a in lambda_s = a (L + 1) log n, L hidden layers (0.1)",
-    )  # fmt: skip
-    g.add_argument(
-        "--lam",
-        type=float,
-        help="the width prior's lambda (10); with --records the widths are re-selected from"
-        " the recorded ELBOs (the prior enters only the selection, eq. (13))",
-    )
+    add_sweep_flags(g, DESIGN_FLAGS, {
+        "lam": "with --records the widths are re-selected from the recorded ELBOs (the prior"
+        " enters only the selection, eq. (13))",
+    })  # fmt: skip
 
 
 def _step(g) -> None:
     """The flags of how the step runs (float rounding only)."""
-    g.add_argument(
-        "--compile",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="run the training step through torch.compile (the batched torch step; --compile"
-        " without --mlp means --mlp batched; needs a C++ compiler); --no-compile: eager"
-        " steps, the same numbers to float rounding",
-    )
-    g.add_argument(
-        "--mlp",
-        choices=MLP_KINDS,
-        help=mlp_help(
-            "default: the tier's, native-step on every ASVI tier; without a C compiler a tier"
-            " falls back to batched, with a note"
-        ),
-    )
+    add_sweep_flags(g, ("compile", "mlp"), {
+        "compile": "--compile without --mlp means --mlp batched",
+        "mlp": "every ASVI tier names native-step; without a C compiler a tier falls back to"
+        " batched, with a note",
+    })  # fmt: skip
 
 
 def _verdicts(g) -> None:
@@ -254,10 +231,8 @@ def tier_of(args, proto: protocols.Protocol) -> dict:
 def checked_overrides(args) -> dict:
     """Validate the flags (ValueError on bad input, before anything runs); the sweep
     settings they override."""
-    if args.tier in protocols.CONFIRM_TIERS and any(
-        getattr(args, k, None) is not None
-        for k in ("n", "replicates", "depth", "l3", "start", "lambda_s_a", "lam", "recipe")
-    ):
+    design = {k: v for k, v in overrides_from_args(args).items() if k in DESIGN_FLAGS}
+    if args.tier in protocols.CONFIRM_TIERS and (design or args.recipe is not None):
         raise ValueError(
             f"--tier {args.tier} is pre-registered: its design is its protocol's; no overrides"
         )

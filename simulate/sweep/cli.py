@@ -13,10 +13,9 @@ import os
 import sys
 
 from simulate.alloc import tune_malloc
-from simulate.core.steppath import MLP_KINDS, mlp_help
 from simulate.sweep import runner
 from simulate.sweep.config import SweepConfig
-from simulate.sweep.flags import overrides_from_args
+from simulate.sweep.flags import add_sweep_flags, overrides_from_args
 from simulate.sweep.parallel import add_scheduler_flags, check_scheduler, check_scheduler_timeout
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.runner import (
@@ -79,6 +78,11 @@ def parse_truths(argv: list[str]):
     return [TruthSpec(**t) for t in truths], rest
 
 
+# the settings this command line sets by flag (any other: --config or --recipe)
+SWEEP_FLAGS = ("ns", "replicates", "widths", "max_steps", "n_test", "max_epochs", "stop_tol",
+               "batch_size", "lambda_s", "seed", "start", "compile", "mlp")  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = Parser(
         prog="python -m simulate.sweep",
@@ -94,41 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
         " --config the file's own settings); --config and the flags override its settings",
     )
     ap.add_argument("--out", default="results/records.jsonl", help="records file (JSON lines)")
-    ap.add_argument("--n", type=int, nargs="+", help="sample sizes (3 or more to fit a slope)")
-    ap.add_argument("--replicates", type=int)
-    ap.add_argument("--widths", type=int, nargs="+")
-    ap.add_argument("--max-steps", type=int, help="step cap of every candidate (stop rule)")
-    ap.add_argument(
-        "--n-test", type=int, help="test points of every cell's metrics (default 20,000)"
-    )
-    ap.add_argument(
-        "--max-epochs",
-        type=float,
-        help="grow the cap with n: max(max_steps, ceil(max_epochs * n / batch_size))",
-    )
-    ap.add_argument("--stop-tol", type=float, help="relative-improvement tolerance (stop rule)")
-    ap.add_argument("--batch-size", type=int)
-    ap.add_argument("--lambda-s", type=float, help="fixed lambda_s (default: a (L + 1) log n)")
-    ap.add_argument("--seed", type=int)
-    ap.add_argument(
-        "--start",
-        choices=("random", "constructive", "both"),
-        help="the candidates' start: random (default), constructive"
-        " (simulate.references.constructive:"
-        " the linear spline or the teacher encoded; arms W0, W, P), or both (R and the arms)",
-    )
-    ap.add_argument(
-        "--compile",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="run the step through torch.compile (about 3x faster per step on 2 cores, plus"
-        " 5-12 s of compilation per candidate group and n; needs a C++ compiler)",
-    )
-    ap.add_argument(
-        "--mlp",
-        choices=MLP_KINDS,
-        help=mlp_help("default: the tier's; batched where the tier names none"),
-    )
+    # the sweep's settings, their flags and help generated from their declarations
+    # (simulate.sweep.parts); unset, a flag leaves the recipe's or --config's value
+    add_sweep_flags(ap, SWEEP_FLAGS)
     add_scheduler_flags(ap)
     ap.add_argument(
         "--workers",

@@ -9,29 +9,23 @@ types."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from numbers import Integral, Real
+from dataclasses import asdict, dataclass, fields
+from numbers import Integral
 
-from simulate.core.constraints import (
-    BOOL,
-    INT_POSITIVE,
-    POSITIVE,
-    Interval,
-    Options,
-    check,
-    validate_params,
+from simulate.core.constraints import INT_POSITIVE, Interval, check, validate_params
+from simulate.core.hyper import HYPER_DEFAULTS, Hyper, inclusion_rate, lambda_s_at
+from simulate.core.options import StepOptions
+from simulate.core.stopping import StopRule
+from simulate.sweep.parts import (
+    Design,
+    Estimator,
+    PerN,
+    Provenance,
+    Step,
+    Stopping,
+    Training,
 )
-from simulate.core.hyper import (
-    DEPTH,
-    HYPER_DEFAULTS,
-    LAMBDA_S_A,
-    Hyper,
-    inclusion_rate,
-    lambda_s_at,
-)
-from simulate.core.options import DEFAULT_OPTIONS, StepOptions
-from simulate.core.posterior import ELBO_DRAWS, MIN_ELBO_DRAWS, PREDICT_DRAWS, RISK_DRAWS
-from simulate.core.stopping import STOP_DEFAULTS, StopRule
+from simulate.sweep.settings import constraints_of, declared, part_of
 from simulate.sweep.truth_spec import TruthSpec
 from simulate.sweep.widths import candidate_widths, group_widths
 
@@ -40,48 +34,6 @@ __all__ = [
     "cell_lambda_s",
     "gp_job_bytes",
 ]
-
-# the fields a sweep checks by constraint (simulate.core.constraints); the training
-# hyperparameters are Hyper's (checked as SweepConfig.hyper_at(n) makes one), the stopping
-# rule's StopRule's, the cross-field rules (sample sizes, widths, starts, the GP control) code
-SWEEP_CONSTRAINTS = {
-    **dict.fromkeys(
-        (
-            "replicates",
-            "replicate_block",
-            "depth",
-            "max_steps",
-            "batch_size",
-            "n_test",
-            "draws",
-            "width_min",
-            "width_max",
-            "risk_draws",
-        ),
-        [INT_POSITIVE],
-    ),  # fmt: skip
-    "elbo_draws": [Interval(Integral, MIN_ELBO_DRAWS, None, "left")],
-    **dict.fromkeys(("lambda_s_a", "width_scale", "gp_length_scale", "gp_amplitude"), [POSITIVE]),
-    "seed": [Interval(Integral, 0, 2**63, "left")],
-    "max_epochs": [POSITIVE, None],
-    "batch_fraction": [Interval(Real, 0, 1, "right"), None],
-    "stop_lr_decays": [Interval(Integral, 0, None, "left")],
-    "stop_lr_factor": [Interval(Real, 0, 1, "neither")],
-    "kl_warmup": [Interval(Integral, 0, None, "left")],
-    "restarts": [INT_POSITIVE],
-    "lr_inclusion": [POSITIVE, None],
-    "lr_inclusion_ramp": [POSITIVE, None],
-    "continuation": [BOOL],
-    # the stopping rule's and training settings, checked here as given (StopRule and Hyper
-    # would see them only after int() / float(): 10.5 -> 10 and True -> 1 slipped through)
-    **dict.fromkeys(("stop_window", "stop_patience"), [INT_POSITIVE]),
-    **dict.fromkeys(("stop_tol", "stop_kl_abs"), [POSITIVE]),
-    **dict.fromkeys(("stop_risk_tol", "lambda_s"), [POSITIVE, None]),
-    "stop_val_fraction": [Interval(Real, 0, 0.5, "right")],
-    "estimator": [Options(("asvi", "gp"))],
-    "start": [Options(("random", "constructive", "both"))],
-}
-
 
 def gp_job_bytes(n: int, n_test: int, draws: int) -> int:
     """The peak memory of one replicate's posteriors at ``n`` points and ``n_test`` test
@@ -109,101 +61,24 @@ def gp_job_bytes(n: int, n_test: int, draws: int) -> int:
 
 
 # The training hyperparameters a sweep holds under Hyper's own names, copied into each
-# cell's Hyper as they are (SweepConfig.hyper_at); their defaults are Hyper's
-# (HYPER_DEFAULTS).  The sweep's own: lambda_s (None: the rule at each n, cell_lambda_s),
-# the batch (batch_at) and the logits' rate (lr_inclusion_at).
-SWEEP_HYPER = ("sigma", "sigma_0", "lam", "lr", "init_nu", "init_sigma", "l3", "kl_warmup")
-_H, _STOP = HYPER_DEFAULTS, STOP_DEFAULTS
+# cell's Hyper as they are (SweepConfig.hyper_at): the Training part's fields that Hyper
+# has, less the ones the sweep sets per n (lambda_s: the rule at each n, cell_lambda_s; the
+# batch, batch_at; the logits' rate, lr_inclusion_at).
+_PER_CELL = ("lambda_s", "batch_size", "lr_inclusion")
+SWEEP_HYPER = tuple(
+    f.name for f in fields(Training) if f.name in HYPER_DEFAULTS and f.name not in _PER_CELL
+)
 
 
 @dataclass(frozen=True)
-class SweepConfig:
+class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design):
     """What a sweep is: its truths, sample sizes, replicates, candidate widths, stopping
-    rule, training hyperparameters and evaluation.  Frozen, and validated once, when it is
-    made (:meth:`validate`): a config that exists is a valid one.
-
-    Defaults said elsewhere, once: the training hyperparameters' are ``Hyper``'s
-    (``HYPER_DEFAULTS``), the stopping rule's ``StopRule``'s (``STOP_DEFAULTS``), the step's
-    options ``StepOptions``'s, ``lambda_s_a`` the rule's a for regression (``LAMBDA_S_A``).
-    The one override: ``batch_size`` 128 (Hyper's 1024 is the teacher experiment's at
-    n = 10,000; the sweeps start at n = 128-250, and every record since the first was
-    trained at 128)."""
-
-    truths: list
-    ns: list
-    replicates: int = 3
-    widths: list | None = None  # None: candidate_widths(n, ...) grows with n
-    width_min: int = 2
-    width_scale: float = 1.0
-    width_max: int = 256
-    depth: int = DEPTH
-    max_steps: int = _STOP["max_steps"]  # simulate.core.stopping.StopRule
-    max_epochs: float | None = None  # None: the cap is max_steps at every n (stop_rule_at)
-    stop_window: int = _STOP["window"]
-    stop_tol: float = _STOP["tol"]
-    stop_patience: int = _STOP["patience"]
-    stop_kl_abs: float = _STOP["kl_abs"]
-    # None: off; else the stopping rule also waits for a held-out risk (StopRule.risk_tol):
-    # each replicate's last stop_val_fraction of its n points (at least 2) are held out of
-    # ASVI's training, and the rule watches the posterior mean's squared error on their y
-    # from risk_draws posterior draws (n_val_at; simulate.sweep.groups) -- never the truth
-    stop_risk_tol: float | None = _STOP["risk_tol"]
-    stop_val_fraction: float = 0.2
-    risk_draws: int = RISK_DRAWS
-    batch_size: int = 128  # the one override of Hyper's defaults (class docstring)
-    # None: the batch is batch_size at every n; else it grows with n (batch_at):
-    # max(batch_size, ceil(batch_fraction n)), at most n
-    batch_fraction: float | None = None
-    # plateaus that lower each model's learning rate by stop_lr_factor before one stops it
-    # (simulate.core.stopping.StopRule.lr_decays; 0: off, the constant rate)
-    stop_lr_decays: int = _STOP["lr_decays"]
-    stop_lr_factor: float = _STOP["lr_factor"]
-    # steps over which the KL part's gradient weight rises from 0 to 1 (Hyper.kl_warmup)
-    kl_warmup: int = _H["kl_warmup"]
-    # random starts per candidate (seeds simulate.sweep.groups.restart_seeds); each candidate
-    # keeps the one of highest ELBO on its training points (1: no restarts)
-    restarts: int = 1
-    # width continuation: candidates trained one width at a time, narrowest first, each
-    # started from the narrower one's trained posterior with its new units near zero
-    # (simulate.core.state.widen); False: every candidate from its own random start
-    continuation: bool = False
-    lr: float = _H["lr"]
-    lr_inclusion: float | None = _H["lr_inclusion"]  # the inclusion logits' rate (None: lr)
-    # None: the logits' rate is lr_inclusion at every n; else it grows with n up to it
-    # (lr_inclusion_at): min(lr_inclusion, lr max(1, n / lr_inclusion_ramp))
-    lr_inclusion_ramp: float | None = None
-    sigma: float = _H["sigma"]
-    sigma_0: float = _H["sigma_0"]
-    lambda_s: float | None = None  # None: theory's a (L + 1) log n, L = depth (cell_lambda_s)
-    lambda_s_a: float = LAMBDA_S_A["gaussian"]
-    lam: float = _H["lam"]
-    l3: str = _H["l3"]  # "paper" (eq. (loss3) as printed) or "exact" (simulate.core)
-    n_test: int = 20_000
-    draws: int = PREDICT_DRAWS
-    elbo_draws: int = ELBO_DRAWS
-    seed: int = 0
-    replicate_block: int = 3
-    init_nu: float = _H["init_nu"]  # initial inclusion probability (simulate.core.Hyper)
-    init_sigma: float = _H["init_sigma"]  # initial slab sd
-    # run the step through torch.compile (simulate.core.options.StepOptions)
-    compile: bool = DEFAULT_OPTIONS.compile
-    # the network's pass: "batched" (one product per layer over all models) or "native"
-    # (fused per model in C, simulate.core.native: the same numbers to float rounding)
-    mlp: str = DEFAULT_OPTIONS.mlp
-    # "asvi", or "gp": the known-answer control (simulate.sweep.gp), exact Gaussian-process
-    # posteriors under Matern priors of smoothness gp_nus, fixed length scale and amplitude
-    estimator: str = "asvi"
-    gp_nus: list | None = None
-    gp_length_scale: float = 1.0
-    gp_amplitude: float = 1.0
-    # "random" (the core's seeded start), "constructive" (simulate.references.constructive: train
-    # from a hand-built posterior, with the untrained start and the plain-network control
-    # beside it), or "both" (the random start and the constructive arms on the same cells)
-    start: str = "random"
-    # the protocol the sweep runs under (``NAME@DIGEST``, verify.protocol), or None: written
-    # into every record's config and part of the fingerprint, so records of a
-    # pre-registered run name the protocol that was committed before them
-    protocol: str | None = None
+    rule, training hyperparameters and evaluation, composed of its parts
+    (``simulate.sweep.parts``: :class:`Design`, :class:`Stopping`, :class:`Training`,
+    :class:`PerN`, :class:`Step`, :class:`Estimator`, :class:`Provenance`), each setting
+    declared once there with its default, bounds and help (``simulate.sweep.settings``).
+    Frozen, and validated once, when it is made (:meth:`validate`): a config that exists is
+    a valid one.  ``cfg.part(Stopping)`` is one part as a value of its own."""
 
     def __post_init__(self):
         self.validate()
@@ -399,35 +274,34 @@ class SweepConfig:
             }
         n_train = self.n_train_at(n)
         hyper = self.hyper_at(n_train)
-        return {
+        derived = {
             "widths": widths,
-            "depth": self.depth,
             **({"n_train": n_train} if self.stop_risk_tol is not None else {}),
             "stop_rule": self.stop_rule_at(n_train).to_dict(),
-            "max_epochs": self.max_epochs,
             "batch_size": hyper.batch_size,
-            **({"batch_fraction": self.batch_fraction} if self.batch_fraction is not None else {}),
-            **({"kl_warmup": self.kl_warmup} if self.kl_warmup else {}),
-            **({"restarts": self.restarts} if self.restarts != 1 else {}),
-            **({"continuation": True} if self.continuation else {}),
-            **({"lr_inclusion": self.lr_inclusion} if self.lr_inclusion is not None else {}),
-            **(
-                {"lr_inclusion_ramp": self.lr_inclusion_ramp, "lr_inclusion_n": hyper.lr_inclusion}
-                if self.lr_inclusion_ramp is not None
-                else {}
-            ),
-            **{k: getattr(self, k) for k in ("lr", "sigma", "sigma_0")},
+            **({"lr_inclusion_n": hyper.lr_inclusion} if self.lr_inclusion_ramp is not None
+               else {}),
             "lambda_s": hyper.lambda_s,
-            **{k: getattr(self, k) for k in ("lam", "l3", "n_test", "draws", "elbo_draws")},
-            **{k: getattr(self, k) for k in ("seed", "init_nu", "init_sigma", "compile", "start")},
-            **({"mlp": self.mlp} if self.mlp != DEFAULT_OPTIONS.mlp else {}),
-            **({"protocol": self.protocol} if self.protocol is not None else {}),
-        }
+        }  # fmt: skip
+        given = {k: getattr(self, k) for k, (default, how) in _RECORDED.items()
+                 if how == "always" or getattr(self, k) != default}  # fmt: skip
+        return {**derived, **given}
+
+    def part(self, part):
+        """One of the config's parts (``simulate.sweep.parts``) as a value of its own."""
+        return part_of(self, part)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["truths"] = [asdict(t) for t in self.truths]
         return d
+
+
+# every declared bound of the parts (simulate.sweep.parts), checked as a config is made
+SWEEP_CONSTRAINTS = constraints_of(SweepConfig)
+# the settings each cell's record holds as given (the rest it derives: widths, n_train,
+# stop_rule, batch_size, lambda_s, lr_inclusion_n): "always", or "unless-default"
+_RECORDED = {k: (d, s.record) for k, (d, s) in declared(SweepConfig).items() if s.record}
 
 
 
