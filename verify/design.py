@@ -315,9 +315,7 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
             if is_control(est) and proto.theorem_rule == "confirm" and not refused:
                 c = prospective(TruthDesign(t, t.key, ns, edges, R), "asvi", m, proto, cv_kind="gp")
                 cls = c.theorem_power
-                known = expected_class_theorem(
-                    t, est, m, cls, (c.predicted, c.predicted + cls.gap)
-                )
+                known = expected_class_theorem(t, est, m, cls, (c.predicted, c.predicted + cls.gap))
             rows.append(
                 DesignPower(
                     truth=t.key, estimator=est, refused=refused, attainment_refused=att_refused,

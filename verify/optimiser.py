@@ -180,7 +180,7 @@ def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=p
 
     out = {}
     for name in recipes:
-        describe, over = RECIPES[name][0], recipe_settings(name)
+        describe, over = RECIPES[name].summary, recipe_settings(name)
         path = records_path(out_dir, name)
         t0 = time.perf_counter()
         if tabulate:
@@ -191,7 +191,7 @@ def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=p
             recs = run_sweep(cfg, path, SweepRunOptions(workers=workers), log=log)
             wall = time.perf_counter() - t0
         rows = gap_table(recs, [t.key for t in truths], ns)
-        out[name] = {"describe": describe, "overrides": RECIPES[name][1], "rows": rows,
+        out[name] = {"describe": describe, "overrides": dict(RECIPES[name].changes), "rows": rows,
                      "train_s": _train_seconds(recs), "wall_s": wall,
                      "records": recs}  # fmt: skip
         for row in rows:

@@ -287,8 +287,12 @@ def design_tier(p: Protocol) -> dict:
         {
             "name": s["name"],
             "truths": truths(s["truths"]),
-            "sweep": {**d["common"], **_own_settings(p, s),
-                      "replicates": int(s["replicates"]), **seeds},
+            "sweep": {
+                **d["common"],
+                **_own_settings(p, s),
+                "replicates": int(s["replicates"]),
+                **seeds,
+            },
             "control_replicates": int(s["control_replicates"]),
         }
         for s in d["sweeps"]

@@ -35,6 +35,7 @@ __all__ = [
     "gp_job_bytes",
 ]
 
+
 def gp_job_bytes(n: int, n_test: int, draws: int) -> int:
     """The peak memory of one replicate's posteriors at ``n`` points and ``n_test`` test
     points, in bytes: what the process's peak resident size grew by, measured here
@@ -302,8 +303,6 @@ SWEEP_CONSTRAINTS = constraints_of(SweepConfig)
 # the settings each cell's record holds as given (the rest it derives: widths, n_train,
 # stop_rule, batch_size, lambda_s, lr_inclusion_n): "always", or "unless-default"
 _RECORDED = {k: (d, s.record) for k, (d, s) in declared(SweepConfig).items() if s.record}
-
-
 
 
 def cell_lambda_s(cfg: SweepConfig, n: int) -> float:

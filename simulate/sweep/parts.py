@@ -137,9 +137,7 @@ class Training:
         help="steps over which the KL part's gradient weight rises from 0 to 1"
         " (Hyper.kl_warmup; 0: none)", fingerprint="later", record="unless-default", recipe=True,
     )  # fmt: skip
-    batch_size: int = setting(
-        128, INT_POSITIVE, help="the minibatch (128; at most n)", flag=_INT
-    )
+    batch_size: int = setting(128, INT_POSITIVE, help="the minibatch (128; at most n)", flag=_INT)
     restarts: int = setting(
         1, INT_POSITIVE,
         help="random starts per candidate (seeds simulate.sweep.groups.restart_seeds); each"
@@ -245,8 +243,8 @@ class Step:
     )  # fmt: skip
     mlp: str = setting(
         DEFAULT_OPTIONS.mlp, *STEP_OPTIONS_CONSTRAINTS["mlp"],
-        help=mlp_help(f"{DEFAULT_OPTIONS.mlp} unless a tier or a --config file names another"), flag=Flag(str, choices=MLP_KINDS),
-        fingerprint="later", record="unless-default",
+        help=mlp_help(f"{DEFAULT_OPTIONS.mlp} unless a tier or a --config file names another"),
+        flag=Flag(str, choices=MLP_KINDS), fingerprint="later", record="unless-default",
     )  # fmt: skip
 
 

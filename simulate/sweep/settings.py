@@ -103,9 +103,7 @@ def declared(cls) -> dict[str, tuple[object, Setting]]:
     """``{name: (default, Setting)}`` of every declared field of ``cls`` (or an instance),
     in the class's order; a field without a default has ``dataclasses.MISSING``."""
     return {
-        f.name: (f.default, f.metadata["setting"])
-        for f in fields(cls)
-        if "setting" in f.metadata
+        f.name: (f.default, f.metadata["setting"]) for f in fields(cls) if "setting" in f.metadata
     }
 
 
@@ -162,4 +160,3 @@ def part_of(obj, part):
     """The ``part`` (a dataclass whose fields ``obj`` has, such as one of a sweep's parts)
     of ``obj``, as a value of its own."""
     return part(**{f.name: getattr(obj, f.name) for f in fields(part)})
-
