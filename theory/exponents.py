@@ -145,21 +145,27 @@ def corollary_6_2_rate(n, alpha, p, delta=1):
     return corollary_6_1_rate(n, alpha, p, delta)
 
 
+def _teacher_rate(n, delta, counts: dict, L, s, p, w):
+    """Corollaries 6.3's and 6.4's one rate ``(s log(nL/s) + L s log(p w)) / n log^(2 delta) n``
+    (``w``: 6.3's N, 6.4's largest teacher width).  ``n`` is checked > 1, then ``counts``
+    (each positive integer under the name the caller's signature gives it, in its order),
+    then ``delta`` >= 1."""
+    check.real("n", n, gt=1, allowed="> 1")
+    for name, value in counts.items():
+        check.positive_int(name, value)
+    check.real("delta", delta, ge=1, allowed=">= 1")
+    ops = ops_for(n, L, s, p, w, delta)
+    n, L, s, p, w, delta = ops.args(n, L, s, p, w, delta)
+    return (s * ops.log(n * L / s) + L * s * ops.log(p * w)) / n * ops.log(n) ** (2 * delta)
+
+
 def corollary_6_3_rate(n, L, N, s, p, delta=1):
     r"""Corollary 6.3 (teacher-student, structure known: L = L_0, s >= s_0, 12pN >= widths),
     eq. (postcon2), without C'':
 
     .. math:: \frac{s\log(nL/s) + L s\log(pN)}{n}\log^{2\delta} n .
     """
-    check.real("n", n, gt=1, allowed="> 1")
-    check.positive_int("L", L)
-    check.positive_int("N", N)
-    check.positive_int("s", s)
-    check.positive_int("p", p)
-    check.real("delta", delta, ge=1, allowed=">= 1")
-    ops = ops_for(n, L, N, s, p, delta)
-    n, L, N, s, p, delta = ops.args(n, L, N, s, p, delta)
-    return (s * ops.log(n * L / s) + L * s * ops.log(p * N)) / n * ops.log(n) ** (2 * delta)
+    return _teacher_rate(n, delta, {"L": L, "N": N, "s": s, "p": p}, L, s, p, N)
 
 
 def corollary_6_4_rate(n, L0, s0, p, max_width0, delta=1):
@@ -167,15 +173,8 @@ def corollary_6_4_rate(n, L0, s0, p, max_width0, delta=1):
 
     .. math:: \frac{s_0\log(nL_0/s_0) + L_0 s_0\log(p\max_i p_{0,i})}{n}\log^{2\delta} n .
     """
-    check.real("n", n, gt=1, allowed="> 1")
-    check.positive_int("L0", L0)
-    check.positive_int("s0", s0)
-    check.positive_int("p", p)
-    check.positive_int("max_width0", max_width0)
-    check.real("delta", delta, ge=1, allowed=">= 1")
-    ops = ops_for(n, L0, s0, p, max_width0, delta)
-    n, L0, s0, p, w, delta = ops.args(n, L0, s0, p, max_width0, delta)
-    return (s0 * ops.log(n * L0 / s0) + L0 * s0 * ops.log(p * w)) / n * ops.log(n) ** (2 * delta)
+    counts = {"L0": L0, "s0": s0, "p": p, "max_width0": max_width0}
+    return _teacher_rate(n, delta, counts, L0, s0, p, max_width0)
 
 
 @lru_cache(maxsize=1)
