@@ -32,6 +32,21 @@ def _tabular(colspec: str, header: str, body: list[str]) -> list[str]:
     ]  # fmt: skip
 
 
+def _tables(
+    out_dir: str,
+    stem: str,
+    lines: list[str],
+    rows: list[dict],
+    tex: list[str],
+    csv_rows: list[dict] | None = None,
+) -> dict:
+    """Write the table ``stem`` (``figures._io.write_table``: ``lines`` printed, ``csv_rows``
+    -- by default ``rows`` -- as CSV, ``tex``) and return ``{"rows": rows, "text": text}``."""
+    text = "\n".join(lines)
+    write_table(out_dir, stem, text, rows if csv_rows is None else csv_rows, tex)
+    return {"rows": rows, "text": text}
+
+
 def _se(a) -> float:
     return float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else float("nan")
 
@@ -143,7 +158,6 @@ def uci_table(recs, out_dir: str, tier: str, splits: str = "random") -> dict:
             f"{dash(r['epochs_median'], '.0f'):>6s} {dash(r['sigma_median'], '.2f'):>5s} "
             f"{dash(r['wall_s'], '.0f'):>7s}"
         )
-    text = "\n".join(lines)
     tex = ["% published rows: " + UCI_PUBLISHED_SOURCES] + _tabular(
         "lllcccc",
         r"Dataset & Method & Chosen by & RMSE & Test LL & PICP$_{90}$ & Width$_{90}$",
@@ -156,8 +170,7 @@ def uci_table(recs, out_dir: str, tier: str, splits: str = "random") -> dict:
             for r in rows
         ],
     )
-    write_table(out_dir, f"{stem}-{tier}", text, rows, tex)
-    return {"rows": rows, "text": text}
+    return _tables(out_dir, f"{stem}-{tier}", lines, rows, tex)
 
 
 def mnist_rows(recs) -> list[dict]:
@@ -238,7 +251,6 @@ def mnist_table(recs, out_dir: str, tier: str) -> dict:
             row.update({f"svi_{w}": a for w, a in zip(ws, sv["accuracy"][i], strict=True)})
             row.update({f"dense_{w}": a for w, a in zip(ws, de["accuracy"][i], strict=True)})
             curve_rows.append(row)
-    text = "\n".join(lines)
     tex = _tabular(
         "rrrrrr",
         r"$n$ & selected width & edges kept (\%) & ASVI & Dense-BNN (selected) & "
@@ -250,8 +262,7 @@ def mnist_table(recs, out_dir: str, tier: str) -> dict:
             for r in rows
         ],
     )
-    write_table(out_dir, f"mnist1d-{tier}", text, curve_rows, tex)
-    return {"rows": rows, "text": text}
+    return _tables(out_dir, f"mnist1d-{tier}", lines, rows, tex, csv_rows=curve_rows)
 
 
 def mnist_figure(recs, out_dir: str, tier: str) -> dict:
@@ -365,7 +376,6 @@ def mnist_controls_table(recs, out_dir: str, tier: str) -> dict:
             f"{r['kept_edges']:7.0f} {r['edge_budget']:8.3g} {r['L1']:8.0f} {r['L2']:8.0f} "
             f"{r['L3']:9.0f} {r['wall_s']:6.0f}"
         )
-    text = "\n".join(lines)
     tex = _tabular(
         "rlrrrrr",
         r"$n$ & variant & $\lambda_s$ & accuracy (final) & accuracy (best) & "
@@ -376,8 +386,7 @@ def mnist_controls_table(recs, out_dir: str, tier: str) -> dict:
             for r in rows
         ],
     )
-    write_table(out_dir, f"mnist1d-controls-{tier}", text, rows, tex)
-    return {"rows": rows, "text": text}
+    return _tables(out_dir, f"mnist1d-controls-{tier}", lines, rows, tex)
 
 
 def mnist_controls_figure(recs, out_dir: str, tier: str) -> dict:
