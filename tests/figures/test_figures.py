@@ -91,16 +91,22 @@ def test_figures_cli_reuses_records(tmp_path, sweep_recs):
     assert r.returncode == 2 and bad.read_text() == '{"x": 1}\n'
 
 
+def _table1_variant(tmp_path, flag, value, records, table):
+    """``python -m figures --only table1 FLAG VALUE`` into ``tmp_path``: it exits 0 and writes
+    its own ``records`` file and ``table`` text, not the default's records."""
+    r = run_figures("--only", "table1", flag, value, "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert nonempty(tmp_path / records)
+    assert nonempty(tmp_path / table)
+    assert not (tmp_path / "teacher-subtract-tiny.jsonl").exists()
+
+
 def test_teacher_bias_convention_writes_its_own_records_and_table(teacher_recs, tmp_path):
     """``--teacher-bias add``: the ``relu(h W + b)`` teacher, its own records file (the
     name it had as the default) and outputs (``TIER-add``); the default's (eq. (eqmod2)'s)
     records are another truth's, so the RMSEs differ."""
     recs_sub, _ = teacher_recs
-    r = run_figures("--only", "table1", "--teacher-bias", "add", "--out", str(tmp_path))
-    assert r.returncode == 0, r.stderr
-    assert nonempty(tmp_path / "teacher-tiny.jsonl")
-    assert nonempty(tmp_path / "table1-tiny-add.txt")
-    assert not (tmp_path / "teacher-subtract-tiny.jsonl").exists()
+    _table1_variant(tmp_path, "--teacher-bias", "add", "teacher-tiny.jsonl", "table1-tiny-add.txt")
     size = (tmp_path / "teacher-tiny.jsonl").stat().st_size
     recs_add = run_teacher("tiny", str(tmp_path), log=lambda *_: None, bias="add")
     assert len(recs_sub) == len(recs_add)  # reused, not retrained: the file is unchanged
@@ -121,11 +127,8 @@ def test_teacher_with_the_fused_pass_writes_its_own_records_and_table(teacher_re
     import numpy as np
 
     recs_bat, _ = teacher_recs
-    r = run_figures("--only", "table1", "--teacher-mlp", "native", "--out", str(tmp_path))
-    assert r.returncode == 0, r.stderr
-    assert nonempty(tmp_path / "teacher-subtract-native-tiny.jsonl")
-    assert nonempty(tmp_path / "table1-tiny-native.txt")
-    assert not (tmp_path / "teacher-subtract-tiny.jsonl").exists()
+    records = "teacher-subtract-native-tiny.jsonl"
+    _table1_variant(tmp_path, "--teacher-mlp", "native", records, "table1-tiny-native.txt")
     recs_nat = run_teacher("tiny", str(tmp_path), log=lambda *_: None, mlp="native")
     key = lambda x: (x["method"], x["replicate"])  # noqa: E731
     bat = {key(x): x for x in recs_bat}
