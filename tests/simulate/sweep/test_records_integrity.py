@@ -9,6 +9,8 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import partial
+from operator import eq, not_
 
 import pytest
 import torch
@@ -446,35 +448,37 @@ def test_teacher_and_real_data_records_are_one_configuration(tmp_path, monkeypat
                     pass
 
 
+def _is_none(v) -> bool:
+    return v is None
+
+
+# the fingerprint's rule as it was written before one rule replaced it, one branch a row: a
+# setting, the test of its old default, and the settings unused beside it, dropped with it
+_TWELVE_BRANCHES = (
+    ("max_epochs", _is_none, ()),
+    ("start", partial(eq, "random"), ()),
+    ("mlp", partial(eq, "batched"), ()),
+    ("protocol", _is_none, ()),
+    ("batch_fraction", _is_none, ()),
+    ("kl_warmup", not_, ()),
+    ("restarts", partial(eq, 1), ()),
+    ("continuation", not_, ()),
+    ("lr_inclusion", _is_none, ()),
+    ("lr_inclusion_ramp", _is_none, ()),
+    ("stop_lr_decays", not_, ("stop_lr_factor",)),
+    ("stop_risk_tol", _is_none, ("stop_val_fraction", "risk_draws")),
+)
+
+
 def _twelve_branches(d: dict) -> dict:
-    """The fingerprint's rule as it was written before one rule replaced it: the oracle."""
+    """The fingerprint's rule as it was written before one rule replaced it (the oracle):
+    each of ``_TWELVE_BRANCHES`` in turn drops its setting, and those beside it, where the
+    setting passes its old default's test."""
     d = dict(d)
-    if d.get("max_epochs") is None:
-        d.pop("max_epochs", None)
-    if d.get("start") == "random":
-        d.pop("start")
-    if d.get("mlp") == "batched":
-        d.pop("mlp")
-    if d.get("protocol") is None:
-        d.pop("protocol", None)
-    if d.get("batch_fraction") is None:
-        d.pop("batch_fraction", None)
-    if not d.get("kl_warmup"):
-        d.pop("kl_warmup", None)
-    if d.get("restarts") == 1:
-        d.pop("restarts")
-    if not d.get("continuation"):
-        d.pop("continuation", None)
-    if d.get("lr_inclusion") is None:
-        d.pop("lr_inclusion", None)
-    if d.get("lr_inclusion_ramp") is None:
-        d.pop("lr_inclusion_ramp", None)
-    if not d.get("stop_lr_decays"):
-        d.pop("stop_lr_decays", None)
-        d.pop("stop_lr_factor", None)
-    if d.get("stop_risk_tol") is None:
-        for k in ("stop_risk_tol", "stop_val_fraction", "risk_draws"):
-            d.pop(k, None)
+    for key, at_default, beside in _TWELVE_BRANCHES:
+        if at_default(d.get(key)):
+            for k in (key, *beside):
+                d.pop(k, None)
     return d
 
 
