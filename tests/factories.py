@@ -169,6 +169,16 @@ STEP_MLPS = [
 ]
 
 
+def family_cases(third: dict) -> list:
+    """``(Hyper keywords, node_scales)`` of each hand-written kernel's family, in the order
+    the kernel tests name them: the spike-and-slab (Gaussian slab), the uniform slab, ``third``
+    (the spike-and-slab variant the test adds), Dense-BNN and the horseshoe (its node scales)."""
+    return [
+        ({}, False), ({"slab": "uniform"}, False), (third, False),
+        ({"family": "dense"}, False), ({"family": "horseshoe"}, True),
+    ]  # fmt: skip
+
+
 # ------------------------------------------------------------------ command lines
 # ``python -m MODULE`` -> the module whose ``main(argv)`` it runs (each ``__main__`` is
 # ``sys.exit(run_main(main))`` of these)

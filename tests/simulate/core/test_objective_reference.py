@@ -12,6 +12,7 @@ import torch
 
 from simulate.core import Batch, Hyper, Layout, StepOptions, Trainer, rng
 from simulate.core.objective import ModelSpec, family_of, reference_terms
+from tests.factories import family_cases
 
 # Tolerances: the terms relative; the gradient relative per entry plus an absolute part
 # that is a fraction of the largest |g| (entries near zero carry the rounding of the big ones).
@@ -86,11 +87,7 @@ def assert_step_equals_reference(tr, terms_tol, grad_tol, dtype=torch.float64):
     assert (grad[:, tr.mask == 0] == 0).all()  # padding gets no gradient
 
 
-@pytest.mark.parametrize(
-    "kw, node_scales",
-    [({}, False), ({"slab": "uniform"}, False), ({"likelihood": "categorical"}, False),
-     ({"family": "dense"}, False), ({"family": "horseshoe"}, True)],
-)  # fmt: skip
+@pytest.mark.parametrize("kw, node_scales", family_cases({"likelihood": "categorical"}))
 def test_the_hand_written_kernels_equal_the_reference(kw, node_scales):
     """Each family's hand-written kernel (``simulate.core.step``), eager, K = 3 draws, two
     padded widths: the terms and the gradient of one step; then the first Adam step moves

@@ -9,7 +9,7 @@ from simulate.core import Batch, Hyper, Layout, Trainer
 from simulate.core.hyper import inclusion_rate
 from simulate.core.state import init_state, widen
 from simulate.core.stopping import Convergence, StopRule
-from tests.factories import assert_model_alone
+from tests.factories import assert_model_alone, family_cases
 
 
 def make_batch(E, n=256, p=3, seed=0):
@@ -19,11 +19,7 @@ def make_batch(E, n=256, p=3, seed=0):
     return Batch(X, y, torch.zeros(E, dtype=torch.int64))
 
 
-@pytest.mark.parametrize(
-    "kw, node_scales",
-    [({}, False), ({"slab": "uniform"}, False), ({"l3": "exact"}, False),
-     ({"family": "dense"}, False), ({"family": "horseshoe"}, True)],
-)  # fmt: skip
+@pytest.mark.parametrize("kw, node_scales", family_cases({"l3": "exact"}))
 def test_kl_warmup_weights_the_kl_gradient_and_reports_the_elbo(kw, node_scales):
     """At step t of a warm-up of T steps the step's gradient is grad L1 + (t / T) grad (L2 +
     L3) (plain autograd through loss_terms), for every family and step path; the terms it
