@@ -77,28 +77,23 @@ class Measured:
     F: np.ndarray | None
 
 
+def _fields(obj, *names: str) -> dict:
+    """``{name: obj.name}`` for each of ``names``: a record's fields copied from the
+    same-named attributes of what computed them."""
+    return {name: getattr(obj, name) for name in names}
+
+
 def theorem_result(fit: SlopeFit, pro: Prospective, rule: str = "reject-e/2") -> TheoremTest:
     """The slope fit and the one-sided theorem test (``verify.theorem.theorem_test``, under
     the protocol's ``rule``) with the design's prospective power check."""
     th = theorem_test(fit, pro.predicted, pro.theorem_power.separable, rule)
     return TheoremTest(
-        predicted=pro.predicted,
-        slope=fit.slope,
-        ci_low=fit.ci_low,
-        ci_high=fit.ci_high,
-        corrected_slope=fit.corrected_slope,
-        level=fit.level,
-        band_log_power=pro.band_log_power,
-        band=th.band,
-        verdict=th.verdict,
-        direction=th.direction,
-        control_slow_rejected=th.control_slow_rejected,
+        **_fields(pro, "predicted", "band_log_power"),
+        **_fields(fit, "slope", "ci_low", "ci_high", "corrected_slope", "level"),
+        **_fields(th, "band", "verdict", "direction", "control_slow_rejected", "c_flip"),
+        **_fields(th, "fail_p", "rule", "c_pass"),
         control_exponents=(th.slow_exponent,),
-        c_flip=th.c_flip,
-        fail_p=th.fail_p,
         power=pro.theorem_power,
-        rule=th.rule,
-        c_pass=th.c_pass,
     )
 
 
@@ -196,12 +191,8 @@ def curve_result(fit: SlopeFit, curv: Curvature) -> Curve:
         mean=tuple(fit.mean.tolist()),
         se=tuple(fit.se.tolist()),
         local_slopes=tuple(fit.local_slopes.tolist()),
-        top_half_slope=curv.top_half_slope,
-        top_half_ci=curv.top_half_ci,
         top_half_ns=curv.top_ns,
-        bend=curv.bend,
-        bend_ci=curv.bend_ci,
-        bending=curv.bending,
+        **_fields(curv, "top_half_slope", "top_half_ci", "bend", "bend_ci", "bending"),
     )
 
 
