@@ -9,7 +9,8 @@ operators ``+ - * / **``, parentheses and the comma of ``Rational(a, b)``; anyth
 refused with one line naming the token.  Only then is the text handed to sympy's
 ``parse_expr``, with those names alone in its namespace (no builtins), so nothing but sympy
 numbers, the three symbols and the four functions can be built.  At most
-:data:`MAX_LENGTH` characters.
+:data:`MAX_LENGTH` characters, and no power of a number to a number beyond
+:data:`MAX_NUMBER_POWER` (sympy would compute ``10**10**10`` exactly).
 
 **The band** (:func:`stated_band`), for one truth's ``(p, alpha)`` over a design's
 ``n_1 < ... < n_k``, of ``f(n) = EXPR`` at that ``(p, alpha)`` (alpha taken as the decimal
@@ -63,6 +64,8 @@ ALLOWED = {
 _OPS = {"+", "-", "*", "/", "**", "(", ")", ","}
 _NUMBER = re.compile(r"(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 MAX_LENGTH = 400
+# the largest power of a number to a number (10**10**10 would be computed exactly)
+MAX_NUMBER_POWER = 10_000
 # the log-spaced points between the design's ends at which f must decrease too
 GRID = 64
 # mpmath's working precision of the band's evaluation
@@ -108,16 +111,40 @@ def parse_rate(text: str) -> sp.Expr:
     """``text`` as a sympy expression in the symbols n, p and alpha (module docstring);
     ValueError, one line naming the token or the reason, otherwise."""
     _check_tokens(text)
-    glob = {"__builtins__": {}, "Integer": sp.Integer, "Float": sp.Float}
-    try:
-        expr = parse_expr(
-            text, local_dict=dict(ALLOWED), global_dict=glob, transformations=(auto_number,)
-        )
-    except (SyntaxError, TypeError, ValueError) as exc:
+    # what sympy's own transformations call (numbers; Add, Mul, Pow unevaluated): no name of
+    # the text can reach them, the whitelist having refused every other name
+    glob = {"__builtins__": {}, "Integer": sp.Integer, "Float": sp.Float, "Add": sp.Add,
+            "Mul": sp.Mul, "Pow": sp.Pow}  # fmt: skip
+
+    def parse(evaluate: bool):
+        return parse_expr(text, local_dict=dict(ALLOWED), global_dict=glob,
+                          transformations=(auto_number,), evaluate=evaluate)  # fmt: skip
+
+    try:  # any failure to parse the user's text is bad input, whatever sympy raises
+        _check_powers(text, parse(False))
+        expr = parse(True)
+    except ValueError as exc:
+        if str(exc).startswith("--rate "):
+            raise
+        raise _refuse(text, f"not an expression ({type(exc).__name__})") from None
+    except Exception as exc:
         raise _refuse(text, f"not an expression ({type(exc).__name__})") from None
     if not isinstance(expr, sp.Expr) or isinstance(expr, sp.Tuple):
         raise _refuse(text, "not an expression in n, p and alpha")
     return expr
+
+
+def _check_powers(text: str, raw) -> None:
+    """Refuse a power of a number to a number beyond :data:`MAX_NUMBER_POWER` in size
+    (``10**10**10``): sympy would compute it exactly, without end.  ``raw``: the text parsed
+    unevaluated."""
+    if not isinstance(raw, sp.Basic):
+        return
+    for node in sp.preorder_traversal(raw):
+        if node.is_Pow and node.base.is_number and node.exp.is_number:
+            size = abs(complex(sp.N(node.exp, 15)))
+            if not size <= MAX_NUMBER_POWER:
+                raise _refuse(text, f"the power {node} of a number is beyond {MAX_NUMBER_POWER}")
 
 
 @dataclass(frozen=True)
@@ -157,7 +184,7 @@ def _exponent(text: str, f: sp.Expr, where: str) -> sp.Expr:
     """``lim log f / log n`` (module docstring): finite and < 0, else ValueError."""
     try:
         e = sp.limit(sp.expand_log(sp.log(f), force=True) / sp.log(_n), _n, sp.oo)
-    except (NotImplementedError, ValueError, TypeError):
+    except Exception:  # sympy raises several types where it cannot find a limit
         e = None
     if e is None or not (e.is_number and e.is_extended_real and e.is_finite):
         raise _refuse(text, f"its power of n, lim log f / log n, is not a finite number ({where})")
@@ -211,6 +238,8 @@ def _band(text: str, ns: tuple[int, ...], p: int, alpha: float | None) -> Stated
         f = _at(text, p, alpha)
         if f.free_symbols - {_n}:
             raise _refuse(text, f"keeps symbols {sorted(map(str, f.free_symbols - {_n}))}")
+        if f.has(sp.zoo, sp.nan, sp.oo):  # 1/0, or 1/(p - 1) at p = 1
+            raise _refuse(text, f"undefined: a division by zero or an infinity ({where})")
         ys = [mp.log(v) for v in _values(text, f, ns, where)]
         e = _exponent(text, f, where)
         x = [mp.log(k) for k in ns]

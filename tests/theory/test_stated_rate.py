@@ -112,6 +112,10 @@ def test_the_rule_is_the_teachers_band_rule():
         ("Rational(n)", "not an expression (TypeError)"),
         ("n**", "not an expression (SyntaxError)"),
         ("", "empty"),
+        ("10**10**10/n", "the power 10**(10**10) of a number is beyond 10000"),  # no end
+        ("Rational(1, 0)*n", "undefined: a division by zero"),  # sympy's zoo
+        ("n**(-1)/(p - 1)", "undefined: a division by zero"),  # at p = 1
+        ("(-8)**Rational(1, 3)/n", "not a positive real number at n = 250"),  # complex
         ("1/log(n)", "its power of n is 0"),  # slower than every power of n
         ("exp(-n)", "not a finite number"),  # faster than every power of n
     ],
