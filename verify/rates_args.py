@@ -167,7 +167,8 @@ def _verdicts(g) -> None:
         help="a stated rate of d^2 in n, p and alpha (e.g. 'n**(-2*alpha/(2*alpha+p))*log(n)**2';"
         " names n p alpha log exp sqrt Rational) in place of the paper's band, its exponent and"
         " log power derived over each truth's n (verify.stated_rate); the verdicts are then"
-        " exploratory (refused for a confirmatory protocol)",
+        " exploratory (refused for a confirmatory protocol); an EXPR starting with -:"
+        " --rate=EXPR",
     )
 
 
