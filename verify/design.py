@@ -31,6 +31,7 @@ from simulate.sweep.config import SweepConfig
 from simulate.sweep.truth_spec import TruthSpec
 from theory import gp_matern_exponent, log_factor_power, teacher_log_power
 from verify import protocol as protocols
+from verify import stated_rate
 from verify.attainment import AttainmentPower, attainment_power
 from verify.power import Power, confirm_power, pass_probability, power_check
 from verify.slopes import expected_slope_se, log_allowance
@@ -226,12 +227,18 @@ def prospective(
     d^2).  The theorem test's power is the protocol's rule's: separation from e/2
     (``verify.power.power_check``) or the probability of a PASS at e against the
     protocol's floor (``confirm_power``).  ``cv_kind``: another entry's pilot cv
-    (``"gp"``: a control entry held to the class band)."""
+    (``"gp"``: a control entry held to the class band).  A protocol with a stated rate
+    (``verify.stated_rate``) has its exponent and log power in place of the paper's band,
+    for every entry but a known-answer control's own."""
     spec, key, ns, edges = design.spec, design.key, design.ns, design.edges
     replicates = design.replicates
     ns = list(ns)
-    lp = band_log_power(spec, ns, edges, estimator, metric, proto.delta, key)
-    pred = predicted(spec, estimator, metric)
+    stated = None if is_control(estimator) else stated_rate.band(proto, spec, ns, metric)
+    if stated is None:
+        lp = band_log_power(spec, ns, edges, estimator, metric, proto.delta, key)
+        pred = predicted(spec, estimator, metric)
+    else:  # the protocol's stated rate replaces the paper's band (verify.stated_rate)
+        pred, lp = stated
     cv, cv_diff = _pilot_cvs(proto, key, spec, estimator, metric, cv_kind)
     se = expected_slope_se(ns, replicates, cv)
     if proto.theorem_rule == "confirm":

@@ -100,8 +100,9 @@ def theorem_result(fit: SlopeFit, pro: Prospective, rule: str = "reject-e/2") ->
 def _rows_band(tc: TruthCells, pro: Prospective, metric: str, proto):
     """``band(rows)``: the theorem band's log power on the replicates ``rows`` -- the
     teacher's from its median edge count over them (``verify.design.band_log_power``,
-    kept per median), any other truth's the design's own."""
-    if tc.spec.kind != "teacher" or pro.band_log_power == 0.0:
+    kept per median), any other truth's, and a stated rate's (``verify.stated_rate``), the
+    design's own."""
+    if tc.spec.kind != "teacher" or pro.band_log_power == 0.0 or proto.stated_rate:
         return lambda rows: pro.band_log_power
     edges = np.array([row[0].n_edges for row in tc.cells], dtype=float)
     kept: dict[int, float] = {}

@@ -84,6 +84,9 @@ class Protocol:
     # [pilot_cv_control] (optional): the budget control's slope-change cv, for its
     # prospective probability of saying "converged" (verify.sizing.control_probability)
     pilot_cv_control: dict = field(default_factory=dict)
+    # a stated rate in place of the paper's band (verify.stated_rate: ``--rate EXPR`` makes
+    # an exploratory copy holding it); None: the paper's band
+    stated_rate: str | None = None
 
     @property
     def tag(self) -> str:

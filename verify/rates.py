@@ -10,7 +10,9 @@ same datasets) and, for each truth and metric, prints a convergence table and it
 Every number a verdict depends on is in a **protocol** (``verify.protocol``; ``--protocol
 NAME``, default ``exploratory-v2``; ``--records`` are decided under the shipped protocol
 they were written under, where there is one), whose digest every record written under it
-and every JSON entry carries; a report on records of another protocol says so.
+and every JSON entry carries; a report on records of another protocol says so.  ``--rate
+EXPR`` (a rate of d^2 in n, p and alpha) replaces the paper's band in an exploratory copy of
+the protocol (``verify.stated_rate``).
 
 * **attainment test**: ASVI's slope minus the slope of the class-matched reference (the
   least-squares continuous linear spline, its mesh chosen by cross-validation on the
@@ -101,6 +103,7 @@ from theory.plumbing.paths import (
     write_json,
 )
 from verify import protocol as protocols
+from verify import stated_rate
 from verify.analysis import analyse
 from verify.decided import summary_lines
 from verify.design import design_power
@@ -154,13 +157,15 @@ def main(argv=None) -> int:
         plan = records = None
         if args.records:
             records, control_records, source, partial = existing_records(args, overrides)
-            if args.protocol is None and args.delta is None and args.log_power is None:
+            exploring = (args.delta, args.log_power, args.rate)
+            if args.protocol is None and all(v is None for v in exploring):
                 # records are decided by the rules they were written under, where shipped
                 proto = protocols.of_records(records_protocol(cells_of(records))) or proto
             # the edge: the file is checked before its records are read into cells
             check_paths(args, None, {r["cell"]["truth"] for r in records})
         else:
             plan = planned_sweep(args, truths, tier, overrides, proto)
+            stated_rate.check_plan(proto, plan)  # a refused --rate: before any training
             check_paths(args, plan, plan.truth_keys())
             source, partial = plan.source, False
     except (ValueError, RecordsError) as exc:
@@ -370,6 +375,8 @@ def _report(args, results, read, proto, t0: float) -> int:
             f"note: the records were written under {theirs or 'no protocol'}; these verdicts"
             f" are under {proto.tag}"
         )
+    for line in stated_rate.opening_lines(proto, results):
+        print(line)
     if partial:
         print(f"WARNING: {PARTIAL_NOTE}: {source} was still being written when it was read")
         results = [  # in every entry of the JSON report
@@ -386,7 +393,8 @@ def _report(args, results, read, proto, t0: float) -> int:
     paths = plot_results(results, figures_dir(args), PARTIAL_NOTE if partial else None)
     print(f"\nfigures: {', '.join(paths)}")
     if args.json:
-        write_json(args.json, results_document(results))
+        doc, stated = results_document(results), stated_rate.document_entry(proto, results)
+        write_json(args.json, doc if stated is None else {**doc, "stated_rate": stated})
     if args.markdown:
         heading = f"verify.rates: {what} ({os.path.basename(source)}; protocol {proto.tag})"
         if partial:

@@ -28,6 +28,7 @@ from theory.plumbing.paths import (
     protect_inputs,
 )
 from verify import protocol as protocols
+from verify import stated_rate
 from verify.controls import control_records_path
 
 
@@ -160,6 +161,15 @@ def _verdicts(g) -> None:
         help="override the protocol's attainment allowance log power c (allowance: log^c"
         " n); the verdicts are then exploratory (refused for a confirmatory protocol)",
     )
+    g.add_argument(
+        "--rate",
+        metavar="EXPR",
+        help="a stated rate of d^2 in n, p and alpha (e.g. 'n**(-2*alpha/(2*alpha+p))*log(n)**2';"
+        " names n p alpha log exp sqrt Rational) in place of the paper's band, its exponent and"
+        " log power derived over each truth's n (verify.stated_rate); the verdicts are then"
+        " exploratory (refused for a confirmatory protocol); an EXPR starting with -:"
+        " --rate=EXPR",
+    )
 
 
 def _outputs(g) -> None:
@@ -197,7 +207,8 @@ _FLAG_GROUPS = (
 def protocol_of(args) -> protocols.Protocol:
     """The protocol of the run: ``--protocol``, a confirmatory tier's own, or the default;
     ``--delta`` / ``--log-power`` make a modified, exploratory copy (refused for a
-    confirmatory protocol: its numbers were fixed before its run)."""
+    confirmatory protocol: its numbers were fixed before its run); so does ``--rate``
+    (``verify.stated_rate.with_rate``: ``NAME+rate=EXPR``, its digest over the rate too)."""
     own = protocols.CONFIRM_TIERS.get(args.tier)
     if own and args.protocol and args.protocol != own:
         raise ValueError(f"--tier {args.tier} runs under its protocol {own}, not {args.protocol}")
@@ -211,6 +222,8 @@ def protocol_of(args) -> protocols.Protocol:
         if not (np.isfinite(args.log_power) and args.log_power >= 0):
             raise ValueError(f"--log-power must be a finite number >= 0, got {args.log_power}")
         changes["attainment_log_power"] = float(args.log_power)
+    if args.rate is not None:
+        proto = stated_rate.with_rate(proto, args.rate)
     if not changes:
         return proto
     if proto.kind == "confirmatory":

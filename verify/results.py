@@ -304,6 +304,37 @@ class MetricResult:
         return from_json(cls, obj)
 
 
+# the document's ``stated_rate`` object, written under ``verify.rates --rate`` only
+# (verify.stated_rate.document_entry): the expression, the protocol, per truth its band
+_STATED_RATE_SCHEMA = {
+    "description": "verify.rates --rate EXPR: the stated rate of d^2 in place of the paper's"
+    " band, and per truth the exponent and log power derived over its n (d^2)",
+    "type": "object",
+    "properties": {
+        "expr": {"type": "string"},
+        "protocol": {"type": "string"},
+        "truths": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "truth": {"type": "string"},
+                    "p": {"type": "integer"},
+                    "alpha": {"type": ["number", "null"]},
+                    "ns": {"type": "array", "items": {"type": "integer"}},
+                    "exponent": {"type": "number"},
+                    "log_power": {"type": "number"},
+                },
+                "required": ["truth", "p", "alpha", "ns", "exponent", "log_power"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["expr", "protocol", "truths"],
+    "additionalProperties": False,
+}
+
+
 def json_schema() -> dict:
     """The JSON Schema (draft 2020-12) of ``python -m verify.rates --json``, generated
     from the records' types: the document ``{"schema": SCHEMA_ID, "results": [...]}``,
@@ -319,6 +350,7 @@ def json_schema() -> dict:
         "properties": {
             "schema": {"const": SCHEMA_ID},
             "results": {"type": "array", "items": item},
+            "stated_rate": _STATED_RATE_SCHEMA,
         },
         "required": ["schema", "results"],
         "additionalProperties": False,
@@ -343,8 +375,11 @@ def load_results(doc, source: str = "the results") -> list[MetricResult]:
             f"{source}: results of schema {found or 'unknown'}; this version reads"
             f" {SCHEMA_ID} (re-run verify.rates --json to rewrite them)"
         )
-    if set(doc) != {"schema", "results"} or not isinstance(doc["results"], list):
-        raise ValueError(f"{source}: a results document is {{schema, results: [...]}}")
+    if set(doc) - {"stated_rate"} != {"schema", "results"} or not isinstance(doc["results"], list):
+        raise ValueError(
+            f"{source}: a results document is {{schema, results: [...]}} (and, under a"
+            " stated rate, stated_rate)"
+        )
     return [from_json(MetricResult, e, f"results[{i}]") for i, e in enumerate(doc["results"])]
 
 
