@@ -10,7 +10,7 @@ from theory.bounds import eps_n, lemma_6_1, optimal_structure, r_n, theorem_4_1_
 from theory.conditions import condition_5_3
 from theory.exponents import METRICS, corollary_6_1_rate, log_factor_power, predicted_exponent
 from theory.plumbing.cli import Parser
-from theory.plumbing.paths import check_output_file, write_json
+from theory.plumbing.paths import check_output_file, path_arg, write_json
 from theory.priors import log_prior_N
 from theory.qstar import q_star_log10
 
@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--C-N", type=float, default=1.0, help="constant C_N of Lemma 6.1")
     ap.add_argument("--lam", type=float, default=10.0, help="lambda of the prior on N")
     ap.add_argument("--delta", type=float, default=1.0, help="log power delta (>= 1)")
-    ap.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    ap.add_argument("--json", type=path_arg, metavar="PATH", help="also write the report as JSON")
     return ap
 
 
