@@ -33,7 +33,6 @@ _HELP = re.compile(r"\b(file|folder|directory|path)s?\b", re.IGNORECASE)
 # options whose help speaks of files but that take no path (each said why)
 _NOT_PATHS = {
     ("verify.rates", "--fingerprint"),  # a fingerprint's prefix, of the records' configuration
-    ("verify.rates", "--new-file"),  # a switch
 }
 
 
