@@ -62,6 +62,7 @@ from theory.plumbing.paths import (
     check_distinct,
     check_output_dir,
     check_output_file,
+    path_arg,
     protect_inputs,
     read_text_bounded,
 )
@@ -237,9 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
         " the published rows were computed (regenerated: simulate.truths.data."
         "uci_standard_splits); separate records and outputs (uci-standard-TIER)",
     )
-    ap.add_argument("--out", default=os.path.join("results", "figures"))
+    ap.add_argument("--out", type=path_arg, default=os.path.join("results", "figures"))
     ap.add_argument(
         "--results-md",
+        type=path_arg,
         action="append",
         help="a results file whose generated blocks --only results rewrites from the records"
         " (repeatable; default RESULTS.md, and those of its pages docs/results/*.md and"
@@ -247,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--records",
+        type=path_arg,
         help="sweep records for rates/tradeoff (default: the verify tier's records file)",
     )
     return ap

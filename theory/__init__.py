@@ -8,10 +8,13 @@ says log2.  Depth convention: L hidden layers of width 12pN (``theory.network``)
 
 import sys as _sys
 
-if _sys.argv[:1] == ["-m"]:  # python -m ...: a Ctrl-C while the toolkit starts is one line
+if _sys.argv[:1] == ["-m"]:  # python -m ...: a Ctrl-C while the toolkit starts is one
+    # line; this installation's theory, or one line
     from theory.plumbing.cli import quiet_start as _quiet_start
+    from theory.plumbing.installation import refuse_shadows as _refuse_shadows
 
     _quiet_start()
+    _refuse_shadows("theory")
 
 from theory.bounds import (
     Lemma61,

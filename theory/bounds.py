@@ -8,6 +8,7 @@ The depth convention (L = number of hidden layers of width 12pN) is in ``theory.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -176,12 +177,33 @@ def lemma_6_1(n, p, alpha, C_N=1):
     * ``s = min(floor(s_bound), H)``: the lemma gives an upper bound on s; we take it (its
       floor, for non-integer alpha), capped at the number of edges H (``s_clamped``), which
       the bound exceeds for every practical n.
+
+    Numbers give exact integers at any n mpmath holds (``n = 10**300``, ``mpf("1e400")``):
+    L from ``floor(log2 n)`` of the raw argument, and N, the width, H and s evaluated at a
+    precision that holds the largest of them, H, exactly: where H has more bits than the
+    working precision ``mpmath.mp.prec`` (53 by default: H >= 2^53, the working precision
+    would round it), the lemma is evaluated again at H's bits plus :data:`GUARD_BITS`;
+    below, at the working precision, as it always was (the same values).  Only a printed
+    value within the guard's ~2^-40 of an integer could floor differently.
     """
     check.real("n", n, gt=1, allowed="> 1")
     check.positive_int("p", p)
     check.real("alpha", alpha, gt=0)
     check.real("C_N", C_N, gt=0)
     ops = ops_for(n, p, alpha, C_N)
+    net = _lemma_6_1(ops, n, p, alpha, C_N)
+    if ops.name == "mpmath" and net.H.bit_length() > mpmath.mp.prec:
+        with mpmath.workprec(net.H.bit_length() + GUARD_BITS):
+            net = _lemma_6_1(ops, n, p, alpha, C_N)
+    return net
+
+
+# the bits a precision holds beyond Lemma 6.1's largest integer H (lemma_6_1)
+GUARD_BITS = 40
+
+
+def _lemma_6_1(ops, n, p, alpha, C_N) -> Lemma61:
+    """:func:`lemma_6_1` in the backend ``ops``, at the current precision."""
     flog2n, clog2p = ops.floor_log2(n), ops.ceil_log2(p)  # on the raw arguments: exact
     n_, p_, a_, C_ = ops.args(n, p, alpha, C_N)
     L = 8 + (flog2n + 5) * (1 + clog2p)
@@ -263,7 +285,11 @@ def optimal_structure(n, p, alpha, holder_norm=1, L=None, B=2, N_max=None):
     H)`` (the floor as in :func:`lemma_6_1`); the search is then over N = 1..N_max (default
     ``min(floor(n), 10**6)``), vectorised in float64 and re-evaluated in mpmath at the
     minimiser.  L defaults to Lemma 6.1's depth.
-    Returns a dict: ``N``, ``s``, ``L``, ``width``, ``r_n``, ``xi``, ``objective``.
+    Returns a dict: ``N``, ``s``, ``L``, ``width``, ``r_n``, ``xi``, ``objective``,
+    ``N_max`` (the search's last N).
+    At large n the minimiser is the search's last N (``N == N_max``): r_n, about s/n, no
+    longer weighs against xi's N^(-2 alpha/p) below N_max; the minimiser lies beyond.
+    The search's doubles hold any n (:func:`_search_objective`).
     """
     for arg in (n, p, alpha, holder_norm, L, B, N_max):
         if is_symbolic(arg):
@@ -285,8 +311,7 @@ def optimal_structure(n, p, alpha, holder_norm=1, L=None, B=2, N_max=None):
     # integer for every N (alpha = 0.5, p = 1: 211.5 N L, a half-integer for odd N L)
     bound = np.floor(lemma_6_1_sparsity(Ns, L, p, alpha))
     s_N = np.minimum(bound, num_edges(L, lemma_width(Ns, p), p))
-    obj = r_n(float(n), L, Ns, s_N, p, B) + xi_bound(float(n), Ns, p, alpha, holder_norm)
-    k = int(np.argmin(obj))
+    k = int(np.argmin(_search_objective(n, L, Ns, s_N, p, alpha, holder_norm, B)))
     N_star, s_star = int(Ns[k]), int(s_N[k])
     r = r_n(n, L, N_star, s_star, p, B)
     xi = xi_bound(n, N_star, p, alpha, holder_norm)
@@ -298,4 +323,30 @@ def optimal_structure(n, p, alpha, holder_norm=1, L=None, B=2, N_max=None):
         "r_n": r,
         "xi": xi,
         "objective": r + xi,
+        "N_max": int(N_max),
     }
+
+
+def _search_objective(n, L, Ns, s_N, p, alpha, holder_norm, B):
+    """``r_n + xi_bound`` over the candidates ``Ns`` in doubles, for the search of
+    :func:`optimal_structure`: with ``float(n)``, as the formulas write it, where nothing
+    overflows (every n below ~1e300: the same doubles as ever); else -- ``n L / s`` past
+    1.8e308, or n itself beyond doubles -- the same objective written with ``1/n`` and
+    ``log n``, which doubles hold at any n (terms below 1e-308 are then 0, the search's
+    resolution)."""
+    try:
+        nf = float(n)
+    except OverflowError:  # an int beyond doubles
+        nf = math.inf
+    if math.isfinite(nf):
+        with np.errstate(over="raise"):
+            try:
+                return r_n(nf, L, Ns, s_N, p, B) + xi_bound(nf, Ns, p, alpha, holder_norm)
+            except FloatingPointError:
+                pass
+    inv_n, log_n = float(1 / mpmath.mpf(n)), float(mpmath.log(n))
+    p_, a_, norm = np.float64(p), np.float64(alpha), np.float64(holder_norm)
+    with np.errstate(over="ignore"):  # as the float path: an overflow is an inf
+        r = (L * s_N * inv_n) * np.log(12 * B * p_ * Ns) + (s_N * inv_n) * (log_n + np.log(L / s_N))
+        approx = (2 * norm + 1) * 3.0 ** (p_ + 1) * Ns * inv_n + norm * 2.0**a_ * Ns ** (-a_ / p_)
+        return r + approx**2

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import decimal
 import math
 import sys
+
+import mpmath
 
 from theory.bounds import eps_n, lemma_6_1, optimal_structure, r_n, theorem_4_1_bound, xi_bound
 from theory.conditions import condition_5_3
 from theory.exponents import METRICS, corollary_6_1_rate, log_factor_power, predicted_exponent
 from theory.plumbing.cli import Parser
-from theory.plumbing.paths import check_output_file, write_json
+from theory.plumbing.paths import check_output_file, path_arg, write_json
 from theory.priors import log_prior_N
 from theory.qstar import q_star_log10
 
@@ -18,7 +21,12 @@ __all__ = ["report", "format_report", "main"]
 
 
 def _f(x) -> float:
-    return float(x)
+    """``x`` as the report's double; ``ValueError`` where it is beyond doubles (the theory's
+    functions hold it in mpmath: ``xi`` of 1e602 at alpha = 1000)."""
+    v = float(x)
+    if not math.isfinite(v) and mpmath.isfinite(x):
+        raise ValueError(f"{mpmath.nstr(x, 6)} is beyond the largest double")
+    return v
 
 
 def g(x) -> str:
@@ -35,6 +43,7 @@ def report(n, p, alpha, holder_norm=1, B=2, C_N=1, lam=10, delta=1, N_max=None) 
     L, N, s = net.L, net.N, net.s
     xi = xi_bound(n, N, p, alpha, holder_norm)
     thm = theorem_4_1_bound(n, L, N, s, p, xi, B=B, delta=delta)
+    theorem = {k: _f(v) for k, v in thm.items()}  # beyond doubles: refused before the search
     opt = optimal_structure(n, p, alpha, holder_norm, L=L, B=B, N_max=N_max)
     return {
         "inputs": {
@@ -64,7 +73,7 @@ def report(n, p, alpha, holder_norm=1, B=2, C_N=1, lam=10, delta=1, N_max=None) 
             "eps_n^2": _f(eps_n(n, L, N, s, p, delta=delta) ** 2),
             "xi_bound": _f(xi),
         },
-        "theorem_4_1": {k: _f(v) for k, v in thm.items()},
+        "theorem_4_1": theorem,
         "optimal": {
             "N": opt["N"],
             "s": opt["s"],
@@ -72,6 +81,7 @@ def report(n, p, alpha, holder_norm=1, B=2, C_N=1, lam=10, delta=1, N_max=None) 
             "r_n": _f(opt["r_n"]),
             "xi": _f(opt["xi"]),
             "objective": _f(opt["objective"]),
+            "search_cap": opt["N_max"],
             "condition_5_3": condition_5_3(L, opt["N"], opt["s"], p),
         },
         "q_star_log10": {
@@ -111,6 +121,11 @@ def format_report(r: dict) -> str:
         f"  N* = {opt['N']}   width = {opt['width']}   s* = {opt['s']}   "
         f"r_n = {g(opt['r_n'])}   xi = {g(opt['xi'])}   sum = {g(opt['objective'])}",
         f"  Condition 5.3 (s* >= 12pN* + L): {opt['condition_5_3']}",
+        *(
+            [f"  N* is the search's cap N = {opt['search_cap']}: the minimiser lies beyond it"]
+            if opt["N"] == opt["search_cap"]
+            else []
+        ),
         "",
         "q* constants of the proof of Lemma 4.1 (log10):",
         f"  Gaussian slab sigma_n^2: {g(r['q_star_log10']['gaussian'])}   "
@@ -125,9 +140,42 @@ def format_report(r: dict) -> str:
     return "\n".join(lines)
 
 
+def sample_size(text: str):
+    """``--n``: the decimal ``text`` read exactly -- an int where it writes an integer
+    (``10000``, ``1e4`` and ``1e300`` are the integers they write, so L's ``floor(log2 n)``
+    and Lemma 6.1's integers are exact: ``theory.bounds.lemma_6_1``), else a float.  Any
+    finite number up to the largest double (1.8e308, :data:`N_LIMIT`) is taken, its range
+    (> 1) checked by the theory's functions; beyond, ``argparse.ArgumentTypeError``: the
+    report's numbers are doubles (the functions themselves take larger n).  (An integer
+    below 2^53 is the one a float gave, so every report there is as it was.)"""
+    try:
+        d = decimal.Decimal(text.strip())
+    except decimal.InvalidOperation:
+        raise argparse.ArgumentTypeError(f"n must be a number, got {text!r}") from None
+    if not d.is_finite():
+        raise argparse.ArgumentTypeError(f"n must be a finite number > 1, got {text}")
+    if d > N_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"n = {text} is beyond the report's doubles (at most {float(N_LIMIT):.6g});"
+            " the theory's functions take it: e.g. theory.lemma_6_1(10**400, p, alpha)"
+        )
+    return int(d) if d == d.to_integral_value() else float(d)
+
+
+# the largest n the report takes: its numbers are doubles
+N_LIMIT = decimal.Decimal(sys.float_info.max)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = Parser(prog="python -m theory", description=__doc__)
-    ap.add_argument("--n", type=float, default=10000, help="sample size (> 1)")
+    ap.add_argument(
+        "--n",
+        type=sample_size,
+        default=10000,
+        help="sample size: any number > 1 up to 1.8e308, the largest double (the report's"
+        " numbers are doubles; the theory's functions take larger n as ints or mpmath"
+        " numbers); an integer, 1e300 too, is read exactly",
+    )
     ap.add_argument("--p", type=int, default=1, help="input dimension (positive integer)")
     ap.add_argument("--alpha", type=float, default=1.0, help="Hoelder smoothness (> 0)")
     ap.add_argument("--holder-norm", type=float, default=1.0, help="Hoelder norm of f_0")
@@ -135,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--C-N", type=float, default=1.0, help="constant C_N of Lemma 6.1")
     ap.add_argument("--lam", type=float, default=10.0, help="lambda of the prior on N")
     ap.add_argument("--delta", type=float, default=1.0, help="log power delta (>= 1)")
-    ap.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    ap.add_argument("--json", type=path_arg, metavar="PATH", help="also write the report as JSON")
     return ap
 
 
@@ -165,14 +213,12 @@ def _report_or_range_error(n, args) -> dict:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if not math.isfinite(args.n):
+        if not args.n > 1:
             raise ValueError(f"n must be a finite number > 1, got {args.n}")
-        if args.n >= 2**63:  # int(n) leaves numpy's integers beyond this
-            raise ValueError(f"n must be below 2^63 (about 9.2e18), got {args.n:g}")
         for name, v in (("alpha", args.alpha), ("holder-norm", args.holder_norm)):
             if not (math.isfinite(v) and v > 0):
                 raise ValueError(f"--{name} must be a finite number > 0, got {v}")
-        n = int(args.n) if float(args.n).is_integer() else args.n
+        n = args.n  # exact: sample_size
         if args.json:
             check_output_file(args.json, "--json")
         r = _report_or_range_error(n, args)

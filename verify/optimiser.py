@@ -51,6 +51,7 @@ from simulate.sweep.truth_spec import TruthSpec
 from theory.plumbing.cli import Parser, interrupted, run_main
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import check_distinct, check_output_file, protect_inputs, write_atomic
+from theory.plumbing.paths import path_arg as _path
 from verify.records import Cell, cells_of
 from verify.slopes import MeanDiffs, paired_mean_diff
 from verify.starts import arm_columns
@@ -366,12 +367,13 @@ def _parser() -> Parser:
         "--replicates", type=int, help="replicates per cell (default 4; --alpha-half: 8)"
     )
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--out-dir", default="results/optimiser")
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--markdown", default=None)
+    ap.add_argument("--out-dir", type=_path, default="results/optimiser")
+    ap.add_argument("--json", type=_path, default=None)
+    ap.add_argument("--markdown", type=_path, default=None)
     ap.add_argument(
         "--against",
         nargs="+",
+        type=_path,
         metavar="RECORDS",
         help="also: each recipe's ELBO(R) minus ELBO(R) in these records files (the same"
         " cells, paired per replicate; recipe_difference)",

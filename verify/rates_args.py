@@ -25,6 +25,7 @@ from theory.plumbing.paths import (
     check_distinct,
     check_output_dir,
     check_output_file,
+    path_arg,
     protect_inputs,
 )
 from verify import protocol as protocols
@@ -68,7 +69,7 @@ def _what_to_run(g) -> None:
         help="print the design and its power before training, and stop (nothing is trained"
         " or written)",
     )
-    g.add_argument("--records", help="verify these existing records; train nothing")
+    g.add_argument("--records", type=path_arg, help="verify these existing records; train nothing")
     g.add_argument(
         "--fingerprint",
         metavar="PREFIX",
@@ -86,10 +87,13 @@ def _what_to_run(g) -> None:
 def _records_files(g) -> None:
     """The flags of the records files and the budget-doubling control."""
     g.add_argument(
-        "--out", help="records file to write/resume (default results/records-TIER.jsonl)"
+        "--out",
+        type=path_arg,
+        help="records file to write/resume (default results/records-TIER.jsonl)",
     )
     g.add_argument(
         "--control-records",
+        type=path_arg,
         help="budget-doubling records (default: the records path with -double before .jsonl;"
         " with --records, used only if it exists)",
     )
@@ -174,11 +178,19 @@ def _verdicts(g) -> None:
 
 def _outputs(g) -> None:
     """The flags of the outputs."""
-    g.add_argument("--json", metavar="PATH", help="write the report as JSON")
+    g.add_argument("--json", type=path_arg, metavar="PATH", help="write the report as JSON")
     g.add_argument(
-        "--markdown", metavar="PATH", help="write the report's tables and findings as Markdown"
+        "--markdown",
+        type=path_arg,
+        metavar="PATH",
+        help="write the report's tables and findings as Markdown",
     )
-    g.add_argument("--figures", metavar="DIR", help="figure folder (default results/verify-TIER)")
+    g.add_argument(
+        "--figures",
+        type=path_arg,
+        metavar="DIR",
+        help="figure folder (default results/verify-TIER)",
+    )
 
 
 def _where(g) -> None:

@@ -34,7 +34,6 @@ Every number is prospective: a realised cv carries its own sampling error (about
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -43,6 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from theory.plumbing.cli import Parser
+from theory.plumbing.paths import path_arg
 from verify import protocol as protocols
 from verify.attainment import attainment_power
 from verify.design import PRIMARY_METRIC
@@ -185,12 +186,14 @@ def _grid(ns, top: float) -> tuple[float, ...]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="python -m verify.sizing",
         description="Realised cvs of recorded runs and the replicates each test needs for a"
         " power (default 0.9) at their n and at larger n",
     )
-    ap.add_argument("records", nargs="+", help="records files (each with its -double control)")
+    ap.add_argument(
+        "records", nargs="+", type=path_arg, help="records files (each with its -double control)"
+    )
     ap.add_argument("--protocol", choices=protocols.names(), default=protocols.DEFAULT)
     ap.add_argument("--power", type=float, default=0.9)
     ap.add_argument(

@@ -39,6 +39,7 @@ import numpy as np
 from simulate.sweep.schema import read_records
 from theory.plumbing.cli import Parser, run_main
 from theory.plumbing.jsonl import RecordsError
+from theory.plumbing.paths import path_arg
 from verify.records import ARM_ESTIMATORS, cells_of
 from verify.slopes import paired_mean_diff
 from verify.verdict import Verdict
@@ -388,7 +389,7 @@ def main(argv=None) -> int:
         prog="python -m verify.starts",
         description="The constructive-start arms of a records file, per truth, depth and n.",
     )
-    ap.add_argument("records")
+    ap.add_argument("records", type=path_arg)
     args = ap.parse_args(argv)
     try:
         if not os.path.isfile(args.records):

@@ -31,14 +31,14 @@ from simulate.experiments.table1 import METHODS
 from simulate.sweep import tiers
 from simulate.sweep.schema import read_records
 from theory.plumbing.cli import Parser
-from theory.plumbing.paths import check_distinct, check_output_file, write_json
+from theory.plumbing.paths import check_distinct, check_output_file, path_arg, write_json
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
     ap = Parser(prog="python -m simulate.bench", description=timing.__doc__)
-    ap.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    ap.add_argument("--json", type=path_arg, metavar="PATH", help="write the results as JSON")
     ap.add_argument("--E", type=int, nargs="+", default=[1, 10, 100])
     ap.add_argument("--steps", type=int, default=20, help="steps per timed repeat")
     ap.add_argument("--repeats", type=int, default=3)
@@ -76,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--records",
+        type=path_arg,
         metavar="PATH",
         help="--workload sweep: the tier's sweep records, for the steps each program ran and "
         "the useful fraction (default: every program runs to its step cap)",

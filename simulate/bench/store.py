@@ -22,6 +22,7 @@ import time
 
 from theory.plumbing.cli import Parser, run_main
 from theory.plumbing.jsonl import append_jsonl, read_jsonl
+from theory.plumbing.paths import path_arg
 
 __all__ = ["store_costs"]
 
@@ -104,7 +105,7 @@ def store_costs(path: str, repeats: int = 5) -> dict:
 
 def main(argv=None) -> int:
     ap = Parser(prog="python -m simulate.bench.store", description=__doc__.split("\n\n")[0])
-    ap.add_argument("records", nargs="+", help="records files (JSON lines)")
+    ap.add_argument("records", nargs="+", type=path_arg, help="records files (JSON lines)")
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)
     if args.repeats < 1:

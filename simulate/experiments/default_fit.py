@@ -29,7 +29,7 @@ from simulate.core.steppath import MLP_KINDS, mlp_help
 from simulate.estimators import RECIPE_PARAMS, ASVIRegressor, recipe_params
 from simulate.sweep.recipes import RECIPES
 from theory.plumbing.cli import Parser, run_main
-from theory.plumbing.paths import check_output_file, write_json
+from theory.plumbing.paths import check_output_file, path_arg, write_json
 
 
 def run(n: int = 10_000, n_test: int = 5_000, compile="auto", mlp="auto", **overrides) -> dict:
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
             "default: auto, the estimator's rule: the whole step in C where it builds and serves"
         ),
     )
-    ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--json", type=path_arg, metavar="PATH")
     ap.add_argument("--recipe", choices=sorted(RECIPES), help="a training recipe's parameters")
     args = ap.parse_args(argv)
     try:

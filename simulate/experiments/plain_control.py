@@ -23,7 +23,7 @@ from simulate.sweep.config import SweepConfig
 from simulate.sweep.truth_spec import TruthSpec
 from simulate.truths.functions import make_regression_data
 from theory.plumbing.cli import Parser, run_main
-from theory.plumbing.paths import check_output_file, write_json
+from theory.plumbing.paths import check_output_file, path_arg, write_json
 
 
 def run(
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     ap.add_argument("--start", choices=("random", "constructive"), default="random")
     ap.add_argument("--epochs", type=float, default=160.0, help="cap: max(20000 steps, E epochs)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--json", type=path_arg, metavar="PATH")
     args = ap.parse_args(argv)
     try:
         if not (math.isfinite(args.alpha) and 0 < args.alpha <= 10):

@@ -22,7 +22,7 @@ from simulate.core.posterior import PREDICT_DRAWS
 from simulate.estimators import ASVIRegressor, recipe_params
 from simulate.truths.functions import TeacherNetwork, teacher_data
 from theory.plumbing.cli import Parser, run_main
-from theory.plumbing.paths import check_output_file, write_json
+from theory.plumbing.paths import check_output_file, path_arg, write_json
 
 
 def run(
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=float, default=PAPER_EPOCHS)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n", type=int, default=10_000)
-    ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--json", type=path_arg, metavar="PATH")
     ap.add_argument(
         "--compile", action="store_true", help="torch.compile the training step (same numbers)"
     )

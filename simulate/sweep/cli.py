@@ -29,7 +29,7 @@ from simulate.sweep.runner import (
 from simulate.sweep.truth_spec import TRUTH_HELP, TruthSpec
 from theory.plumbing.cli import Parser, interrupted
 from theory.plumbing.jsonl import RecordsError
-from theory.plumbing.paths import check_distinct, check_output_file, read_text_bounded
+from theory.plumbing.paths import check_distinct, check_output_file, path_arg, read_text_bounded
 
 __all__ = ["build_parser", "config_from_args", "main", "parse_truths", "resume_note"]
 
@@ -90,14 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=TRUTH_HELP,
     )
-    ap.add_argument("--config", help="JSON file with the SweepConfig fields")
+    ap.add_argument("--config", type=path_arg, help="JSON file with the SweepConfig fields")
     ap.add_argument(
         "--recipe",
         choices=sorted(RECIPES),
         help=f"the training recipe (simulate.sweep.recipes; default {DEFAULT_RECIPE}, or with"
         " --config the file's own settings); --config and the flags override its settings",
     )
-    ap.add_argument("--out", default="results/records.jsonl", help="records file (JSON lines)")
+    ap.add_argument(
+        "--out", type=path_arg, default="results/records.jsonl", help="records file (JSON lines)"
+    )
     # the sweep's settings, their flags and help generated from their declarations
     # (simulate.sweep.parts); unset, a flag leaves the recipe's or --config's value
     add_sweep_flags(ap, SWEEP_FLAGS)

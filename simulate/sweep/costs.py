@@ -24,13 +24,15 @@ otherwise; costs are wall seconds of one single-threaded worker.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
+
+from theory.plumbing.cli import Parser
+from theory.plumbing.paths import path_arg
 
 __all__ = ["Estimate", "TABLE", "TABLE_NAME", "estimate", "load_table", "rows_from_records"]
 
@@ -203,8 +205,8 @@ def estimate(cfg, workers: int = 1, rows: list[dict] | None = None) -> Estimate:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simulate.sweep.costs", description=__doc__)
-    ap.add_argument("records", nargs="+")
+    ap = Parser(prog="python -m simulate.sweep.costs", description=__doc__)
+    ap.add_argument("records", nargs="+", type=path_arg)
     ap.add_argument("--write", action="store_true", help=f"merge the rows into {TABLE}")
     args = ap.parse_args(argv)
     from simulate.sweep.schema import read_records  # noqa: PLC0415

@@ -59,7 +59,9 @@ def test_cli_report_and_bad_input():
         (["--alpha", "1000"], "at n = 1000, p = 1, alpha = 1000 the theory's quantities leave"),
         (["--alpha", "1e300"], "leave double precision"),
         (["--p", "1000000", "--alpha", "0.5"], "p = 1000000, alpha = 0.5 the theory's"),
-        (["--n", "1e300"], "n must be below 2^63"),
+        (["--n", "2e308"], "n = 2e308 is beyond the report's doubles"),
+        (["--n", "1"], "n must be a finite number > 1, got 1"),
+        (["--n", "nan"], "n must be a finite number > 1, got nan"),
         (["--alpha", "-1"], "--alpha must be a finite number > 0"),
     ],
 )
@@ -70,6 +72,10 @@ def test_the_report_says_which_inputs_leave_its_range(argv, message, capsys):
 
     base = {"--n": "1000", "--p": "1"}
     args = [x for k, v in base.items() if k not in argv for x in (k, v)] + argv
-    assert main(args) == 2
+    try:
+        code = main(args)
+    except SystemExit as exc:  # refused while the flags are parsed (argparse)
+        code = exc.code
+    assert code == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1

@@ -18,6 +18,8 @@ import signal
 import sys
 import threading
 
+from theory.plumbing.installation import refuse_imported
+
 __all__ = ["EXIT_INTERRUPTED", "Parser", "interrupted", "quiet_start", "run_main"]
 
 EXIT_INTERRUPTED = 130
@@ -77,7 +79,10 @@ def _interrupted_while_starting(signum, frame) -> None:
 def run_main(main, argv=None, detail: str | None = "nothing was written") -> int:
     """``main(argv)``, with Ctrl-C anywhere in it (parsing, imports it does, work)
     :func:`interrupted` with ``detail``, what is safe at any point of this entry point.
-    Python's own Ctrl-C handling is put back first where :func:`quiet_start` held it."""
+    Python's own Ctrl-C handling is put back first where :func:`quiet_start` held it.
+    First, the toolkit's packages this process imported must be this installation's
+    (:func:`theory.plumbing.installation.refuse_imported`: else one line, exit 2)."""
+    refuse_imported()
     if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:

@@ -1,8 +1,12 @@
 """Paths every command line reads and writes, shared by every entry point (theory's report
 and, downstream, the simulate/verify/figures drivers): one clear ``ValueError`` each.
 
-Three rules, each one function:
+The rules, each one function:
 
+* **a path is a name** (:func:`path_arg`, the ``type=`` of every command-line option and
+  argument that takes a path): an empty or whitespace-only path is refused while the flags
+  are parsed, one line, exit 2 -- ``--records ''`` had been read as no records (and trained
+  the tier), ``--json ''`` as no report (and written nothing, exit 0);
 * **checked before any work** (:func:`check_output_file`, :func:`check_output_dir`):
   nothing is left behind here (a probe file is created and removed at once); a caller
   creates missing folders when it writes;
@@ -20,6 +24,7 @@ Three rules, each one function:
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -27,6 +32,7 @@ import stat
 import tempfile
 
 __all__ = [
+    "path_arg",
     "check_output_file",
     "check_output_dir",
     "check_distinct",
@@ -43,6 +49,20 @@ _PROTECTED: dict = {}
 
 # the largest configuration or Markdown file read (the largest results page is ~60 KB)
 TEXT_LIMIT = 16 * 2**20
+
+
+def path_arg(text: str) -> str:
+    """``text`` unchanged, for argparse's ``type=`` of every option (and positional
+    argument) that takes a path, in every command; ``argparse.ArgumentTypeError`` -- one
+    line, exit 2, under :class:`theory.plumbing.cli.Parser` -- when it is empty or only
+    whitespace (spaces, tabs, newlines): such a path names no file a user meant, and the
+    commands had read ``''`` as the option left out.  A name that merely starts or ends
+    with a space is a name, and kept."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"empty path {text!r}; give a file or folder name, or leave the option out"
+        )
+    return text
 
 
 @contextlib.contextmanager
