@@ -8,9 +8,9 @@ quantiles, the noise sd (learned or fixed), the convergence of each candidate an
 stopping rule, and the step path the fit took.  Every number is read from the fitted
 attributes when ``fit_summary`` is called, never cached at fit: change an attribute and the
 table shows the change.  Bounds: lines at most :data:`LINE_WIDTH` characters (``render``);
-one line per candidate and per layer and at most 12 more (a wrapped phrase aside): 25 lines
-with the regressors' default widths (ten candidates, depth 2), 20 with the classifiers'
-(five).
+one line per candidate and per layer and 11 to 14 more (phrases wrapped at the width): at
+most 27 lines with the regressors' default widths (ten candidates, depth 2), 22 with the
+classifiers' (five).
 
 The fit stores what the table needs beyond the attributes it already had
 (:func:`store_fit_details`, called at the end of ``fit``, reading only what training left:
@@ -382,19 +382,21 @@ def _stop_lines(s: FitSummary) -> list[str]:
         f"the longest ran {st.n_steps} steps;",
         f"training {st.fit_time_s:.2f} s",
     ]
-    last = [
+    changes = [
         f"{what} {value:{fmt}}"
         for what, value, fmt in (
-            ("lr cuts", st.lr_decays, "d"),
             ("objective's relative change", st.rel_change, ".2g"),
             ("KL's change (nats)", st.kl_change, ".3g"),
             ("validation risk's relative change", st.risk_change, ".2g"),
         )
         if value is not None
     ]
-    if last:
+    if st.lr_decays is not None:
         pieces[-1] += ";"
-        pieces += ["the selected width's last window:", *[f"{p}," for p in last[:-1]], last[-1]]
+        pieces.append(f"the selected width's lr cut {st.lr_decays} time(s)")
+    if changes:
+        pieces[-1] += ";"
+        pieces += ["its last window:", *[f"{c}," for c in changes[:-1]], changes[-1]]
     return [*_pack(pieces), *_rule_lines(st.rule, st.n_steps)]
 
 

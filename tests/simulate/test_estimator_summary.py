@@ -94,6 +94,17 @@ def _parse(text: str) -> dict:
     }
 
 
+def _expected_stop(est, k: int) -> str:
+    """Candidate k's stop label from its fitted flags."""
+    if est.failed_[k]:
+        return "failed"
+    if est.stop_rule_ is None:
+        return "budget"
+    if est.retired_[k]:
+        return "retired"
+    return "converged" if est.converged_[k] else "capped"
+
+
 def _check_table_reads_the_fit(est) -> dict:
     """Every number the table shows against the fitted attribute it names."""
     text = est.summary()
@@ -106,7 +117,7 @@ def _check_table_reads_the_fit(est) -> dict:
         assert float(elbo) == pytest.approx(est.elbo_[k], abs=0.0051)
         assert float(logp) == pytest.approx(est.selection_["log_prior"][k], abs=0.0051)
         assert float(pen) == pytest.approx(est.penalized_elbo_[k], abs=0.0051)
-        assert stop == ("converged" if est.converged_[k] else "capped")
+        assert stop == _expected_stop(est, k)
         if hasattr(est, "sigma_all_"):
             assert float(sd) == pytest.approx(est.sigma_all_[k], rel=1e-3)
         else:
@@ -225,10 +236,12 @@ def test_the_table_is_read_not_cached_a_corrupted_attribute_shows(reg):
     bad.inclusion_ = (np.zeros_like(bad.inclusion_[0]), *bad.inclusion_[1:])
     bad.sigma_ = 7.25
     bad.step_path_ = {"mlp": "batched", "compiled": True}
+    bad.convergence_ = {**bad.convergence_, "kl_change": [99.5] * len(bad.widths_)}
     t = _parse(bad.summary())
     assert t["selected"] == 999 and float(t["rows"][1][4]) == 12345.68
     assert int(t["layers"][0][4]) == 0 and t["noise"][0] == 7.25
     assert "batched torch step (mlp='batched'), compiled" in bad.summary()
+    assert "KL's change (nats) 99.5" in bad.summary()
     assert _parse(reg.summary())["selected"] == reg.selected_width_  # the original as it was
 
 
@@ -252,6 +265,23 @@ def test_held_out_points_are_not_counted_and_the_validation_test_is_said():
     assert est.n_samples_fit_ == 120 and "n = 120 fitted" in text
     assert f"the validation risk's < {est.stop_rule_.risk_tol:g}" in text
     _check_table_reads_the_fit(est)
+
+
+def test_a_race_s_retired_candidate_and_the_rule_s_bookkeeping_are_shown():
+    """A longer fit (n = 200, to 4,000 epochs) in which the halving race retires the
+    widest candidate: its row says so, and the selected width's learning-rate cuts and last
+    window's changes are the rule's bookkeeping (``convergence_``)."""
+    X, y = _data(200)
+    est = _fit(ASVIRegressor(widths=(2, 4, 8), max_epochs=4000, batch_size=64, seed=0), X, y)
+    assert est.retired_.any()  # the case this test is about
+    t = _check_table_reads_the_fit(est)
+    assert [r[3] == "retired" for r in t["rows"]] == est.retired_.tolist()
+    k, conv = est.selected_index_, est.convergence_
+    text = " ".join(est.summary().split())  # the wrapped phrases joined
+    assert f"the selected width's lr cut {conv['lr_decays'][k]} time(s)" in text
+    assert f"KL's change (nats) {conv['kl_change'][k]:.3g}" in text
+    assert f"objective's relative change {conv['rel_change'][k]:.2g}" in text
+    assert est.fit_summary().stopping.kl_change == conv["kl_change"][k]
 
 
 def test_storing_what_the_summary_reads_leaves_predictions_as_they_were(monkeypatch):
