@@ -218,7 +218,7 @@ def _layers(est) -> tuple[LayerEdges, ...]:
                 q10=float(q10),
                 median=float(med),
                 q90=float(q90),
-            )  # fmt: skip
+            )
         )
     return tuple(out)
 
@@ -252,7 +252,7 @@ def fit_summary(est) -> FitSummary:
             penalized=float(est.penalized_elbo_[k]),
             noise_sd=None if sigmas is None else float(sigmas[k]),
             selected=k == sel,
-        )  # fmt: skip
+        )
         for k, w in enumerate(est.widths_)
     )
     stops = [c.stop for c in cands]
