@@ -80,6 +80,7 @@ from simulate.estimators.models import (
     recipe_params,
 )
 from simulate.estimators.policy import COMPILE_FROM_STEPS, NOISE_START, FallbackWarning, Halving
+from simulate.estimators.summary import FitSummary
 
 __all__ = [
     "BNNRegressor",
@@ -98,4 +99,5 @@ __all__ = [
     "NOISE_START",
     "FallbackWarning",
     "Halving",
+    "FitSummary",
 ]

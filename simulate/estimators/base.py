@@ -51,6 +51,7 @@ from simulate.estimators.policy import (
     _progress,
     _step_options,
 )
+from simulate.estimators.summary import FitSummaryMixin, store_fit_details
 from simulate.references.constructive import encode, spline_starts
 
 # the estimators' parameters that are Hyper's fields under the same names, copied into
@@ -58,7 +59,7 @@ from simulate.references.constructive import encode, spline_starts
 ESTIMATOR_HYPER = ("sigma_0", "slab", "lam", "mc_samples", "lr", "optimizer", "l3", "sampling")
 
 
-class _Base(BaseEstimator):
+class _Base(FitSummaryMixin, BaseEstimator):
     _likelihood = "gaussian"
     _family = "spike_slab"  # the fixed family of the named estimators
 
@@ -200,6 +201,7 @@ class _Base(BaseEstimator):
         )  # fmt: skip
         self.fit_time_s_ = time.perf_counter() - t0
         self._select(trained, steps, widths, Xt.to(dev), yt.to(dev), learn_noise)
+        store_fit_details(self, rule, trained.convergence, n)  # what summary() reads
         return self
 
     def _select(self, trained, steps, widths, Xt, yt, learn_noise: bool) -> None:
