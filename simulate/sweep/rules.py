@@ -31,6 +31,7 @@ __all__ = [
     "need_list",
     "undefined",
     "same",
+    "gp_name",
 ]
 
 
@@ -166,3 +167,10 @@ COLUMN_RULES = {
 # the plain arm stopped early at its best epoch
 ARM_STEPS = Rule("a step count", 0, integer=True)
 BOOL_COLUMNS = ("failed", "converged", "start_exact")
+
+
+def gp_name(nu: float) -> str:
+    """The estimator name of a Matern prior in records and reports: ``gp-matern-NU`` (here,
+    not in ``simulate.sweep.gp``: a records reader checks the names without importing
+    scikit-learn)."""
+    return f"gp-matern-{float(nu):g}"
