@@ -90,7 +90,7 @@ def test_the_control_takes_the_sweep_s_references_as_they_were_kept(tmp_path, mo
     assert len(refs) == 2 * 2  # both n, both replicates
     with open(refs[0]) as fh:
         altered = json.load(fh)
-    altered["d2"] = 12345.0
+    altered["d2"] = 0.987654321  # in range: records are validated on reading
     with open(refs[0], "w") as fh:
         json.dump(altered, fh)
     with open(refs[1], "w") as fh:
@@ -101,7 +101,7 @@ def test_the_control_takes_the_sweep_s_references_as_they_were_kept(tmp_path, mo
                         SweepRunOptions(budget=BudgetLink(folder, "load", cfg)),
                         progress=False, log=_quiet)  # fmt: skip
     assert len(fitted) == 1  # the unreadable one
-    assert sum(r["reference"]["d2"] == 12345.0 for r in got) == 1
+    assert sum(r["reference"]["d2"] == 0.987654321 for r in got) == 1
 
 
 def test_a_missing_state_trains_from_the_start(tmp_path):
