@@ -23,7 +23,12 @@ Interrupts and unreachable clusters end in one line, not a traceback or a hang:
   ignored, which a spawned interpreter keeps, and :func:`_worker_init` ignores it again), so
   only the calling process sees ``KeyboardInterrupt``; leaving :func:`map_unordered` early
   (an interrupt, an error, a consumer that stops) then ends the pool processes at once
-  instead of waiting for the jobs they run, whose results nobody would read.
+  (SIGKILL) instead of waiting for the jobs they run, whose results nobody would read.
+* **SIGTERM, SIGHUP** (:data:`theory.plumbing.cli.STOP_SIGNALS`: a scheduler's stop, to
+  the whole group like Slurm's and ``timeout``'s or to the calling process alone like
+  Kubernetes'; a closed terminal's): the pool processes ignore them as they do SIGINT, so a
+  signal to the group does not kill them under the pool (a broken pool, its semaphores
+  leaked) but reaches the calling process alone, which ends them as for Ctrl-C.
 * **A scheduler address** is checked before anything is made (:func:`check_scheduler`),
   the connection and handshake share one deadline (``scheduler_timeout``, default
   :data:`SCHEDULER_TIMEOUT_S`) enforced by a clock outside ``distributed`` as well as by its
@@ -60,6 +65,7 @@ import torch
 
 from simulate import alloc
 from simulate.alloc import tune_malloc
+from theory.plumbing.cli import STOP_SIGNALS
 
 # how long a client waits for an existing scheduler (connection and handshake together)
 SCHEDULER_TIMEOUT_S = 30
@@ -83,12 +89,22 @@ _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+
 PARENT_POLL_S = 0.5
 
 
-def _worker_init(parent_pid: int | None = None) -> None:
-    """Each pool process: SIGINT ignored (Ctrl-C is the calling process's to handle: a
-    pool process that took it would print its own traceback), one torch thread, the
-    training allocator settings, and a watch on its parent (:func:`_exit_with_parent`)."""
+# the signals a pool process leaves to the process that started it (Ctrl-C and the stop
+# signals, which that process turns into one line: theory.plumbing.cli)
+PARENT_SIGNALS = (signal.SIGINT, *STOP_SIGNALS)
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+def _worker_init(parent_pid: int | None = None) -> None:
+    """Each pool process: SIGINT, SIGTERM and SIGHUP ignored (:data:`PARENT_SIGNALS`: the
+    calling process's to handle; a pool process that took SIGINT would print its own
+    traceback, one killed by SIGTERM broke the pool under the caller), one torch thread,
+    the training allocator settings, and a watch on its parent (:func:`_exit_with_parent`,
+    which ends it when the caller dies however it dies)."""
+
+    for sig in PARENT_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # blocked while it was spawned (_signals_ignored)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
     torch.set_num_threads(1)
     tune_malloc()
     if parent_pid is not None:
@@ -239,24 +255,36 @@ def map_unordered(
         yield fn(it)
 
 
-def _sigint_ignored():
-    """A context in which SIGINT is ignored (in the main thread; elsewhere it changes
-    nothing): processes spawned inside it start with SIGINT ignored, and a Python
-    interpreter started so keeps it ignored, so a pool process cannot take a Ctrl-C even
-    while it imports, before :func:`_worker_init` runs."""
+def _signals_ignored():
+    """A context in which the processes spawned start with :data:`PARENT_SIGNALS` out of
+    their reach until :func:`_worker_init` ignores them, so a pool process cannot take a
+    Ctrl-C or a SIGTERM even while it imports.  The signals are blocked in this thread
+    (``pthread_sigmask``, as multiprocessing's resource tracker is started): a spawned
+    interpreter inherits the mask, and one that comes here meanwhile is not lost but taken
+    by another thread, or once the block ends.  Without ``pthread_sigmask`` (Windows) they
+    are ignored instead, in the main thread (elsewhere that changes nothing)."""
 
     @contextlib.contextmanager
-    def ctx():
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    def blocked():
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, old)
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
-    return ctx()
+    @contextlib.contextmanager
+    def ignored():
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in PARENT_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, was in old.items():
+                signal.signal(sig, was)
+
+    return blocked() if hasattr(signal, "pthread_sigmask") else ignored()
 
 
 def _new_pool(workers: int) -> ProcessPoolExecutor:
@@ -271,7 +299,7 @@ def _end_now(ex: ProcessPoolExecutor) -> None:
     procs = list((getattr(ex, "_processes", None) or {}).values())  # before shutdown
     ex.shutdown(wait=False, cancel_futures=True)  # forgets its processes
     for proc in procs:
-        proc.terminate()  # they ignore SIGINT; their results would not be read
+        proc.kill()  # they ignore SIGINT and SIGTERM; their results would not be read
 
 
 # the pool of an open shared_pool context, by its worker count
@@ -300,7 +328,7 @@ def shared_pool(workers: int | None, warm=None):
     ex = _new_pool(workers)
     _SHARED[workers] = ex
     try:
-        with _sigint_ignored():  # the processes start here (one per task up to workers)
+        with _signals_ignored():  # the processes start here (one per task up to workers)
             for _ in range(workers):
                 ex.submit(warm or _noop)
         yield
@@ -322,7 +350,7 @@ def _on_pool(fn, items, workers: int):
     ex = shared or _new_pool(workers)
     try:
         try:
-            with _sigint_ignored():  # submit starts the processes (one per item up to workers)
+            with _signals_ignored():  # submit starts the processes (one per item up to workers)
                 futures = [ex.submit(fn, it) for it in items]
             for fut in as_completed(futures):
                 yield fut.result()
