@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import simulate.sweep.parallel as parallel_mod
+import simulate.sweep.cluster as cluster_mod
 from simulate.sweep.parallel import map_unordered
 from tests.factories import run_main
 
@@ -108,7 +108,7 @@ def test_a_listener_that_never_answers_gives_up_at_the_deadline(tmp_path, module
 def test_the_deadline_holds_in_process_whatever_distributed_does(monkeypatch):
     """The deadline is kept by a clock outside ``distributed``: :func:`map_unordered` on a
     silent listener with a 1 s deadline raises ``TimeoutError`` (one line) in about 1 s."""
-    monkeypatch.setattr(parallel_mod, "SCHEDULER_TIMEOUT_S", 1)
+    monkeypatch.setattr(cluster_mod, "SCHEDULER_TIMEOUT_S", 1)
     box: dict = {}
     with silent_listener() as s:
         address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
@@ -135,7 +135,7 @@ def test_a_cluster_without_workers_says_so_while_it_waits(monkeypatch, capsys):
     once and every ``WORKER_NOTE_S`` s, and the jobs run once a worker joins."""
     from distributed import LocalCluster
 
-    monkeypatch.setattr(parallel_mod, "WORKER_NOTE_S", 0.5)
+    monkeypatch.setattr(cluster_mod, "WORKER_NOTE_S", 0.5)
     box: dict = {}
     with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
         address = cluster.scheduler_address
