@@ -83,9 +83,11 @@ import time
 import traceback
 
 from simulate.alloc import tune_malloc
+from simulate.progress import end_line
 from simulate.sweep import costs
 from simulate.sweep.budget import BudgetLink, linkable
 from simulate.sweep.cli import parse_truths, resume_note
+from simulate.sweep.cluster import NoWorkersError
 from simulate.sweep.parallel import (
     shared_pool,
 )
@@ -176,6 +178,11 @@ def main(argv=None) -> int:
     read = (source, records, control_records, partial)
     try:
         return _run(args, truths, workers, plan, read, proto, writing)
+    except NoWorkersError as exc:  # a cluster without workers: what was recorded resumes
+        note = f"; {resume_note(writing[-1])}" if writing else ""
+        end_line()  # the progress bar, left mid-line
+        print(f"error: {exc}{note}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (RecordsError, OSError, TimeoutError) as exc:  # a held lock, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -316,7 +323,8 @@ def _execute(args, plan: Plan, proto, workers, writing: list[str], source: str):
     par = SweepRunOptions(scheduler=args.scheduler,
                           workers=None if args.scheduler else workers or None,
                           accept_code_change=args.accept_code_change,
-                          scheduler_timeout=args.scheduler_timeout)  # fmt: skip
+                          scheduler_timeout=args.scheduler_timeout,
+                          worker_timeout=args.worker_timeout)  # fmt: skip
 
     def sweep(c, path, budget=None):  # noting the file being written, for a Ctrl-C's line
         writing.append(path)

@@ -253,6 +253,7 @@ def checked_overrides(args) -> dict:
         raise ValueError("give either --scheduler or --workers, not both")
     check_scheduler(args.scheduler)
     check_scheduler_timeout(args.scheduler_timeout)
+    check_scheduler_timeout(args.worker_timeout, "--worker-timeout")
     if args.json:
         check_output_file(args.json, "--json")
     if args.markdown:

@@ -7,7 +7,10 @@ the connection and handshake share one deadline (``scheduler_timeout``, default
 :data:`SCHEDULER_TIMEOUT_S`) enforced by a clock outside ``distributed`` as well as by its
 own ``timeout`` (a port that accepts and never answers kept ``Client(timeout=30)``
 waiting for more than 420 s), and a cluster without workers is said to be one, on
-stderr, every :data:`WORKER_NOTE_S` seconds while it stays so.
+stderr, every :data:`WORKER_NOTE_S` seconds while it stays so -- for at most
+``worker_timeout`` seconds (``--worker-timeout``, default :data:`WORKER_TIMEOUT_S`) in a
+row, then :class:`NoWorkersError` (one line; the records written so far resume).  Before,
+a cluster whose every worker had died was waited on forever, a line every 30 s.
 """
 
 from __future__ import annotations
@@ -28,6 +31,21 @@ WORKER_NOTE_S = 30
 
 # how often finished jobs of a cluster are looked for
 POLL_S = 0.1
+
+# how long a sweep waits on a cluster that has no worker (none since it connected, or
+# every one gone) before it gives up: long enough for a batch system to start workers
+# queued with the sweep, short enough that a dead cluster does not hold a job for good
+WORKER_TIMEOUT_S = 600
+
+# how often, at most, the scheduler is asked whether it has workers while nothing finishes
+WORKER_CHECK_S = 1.0
+
+
+class NoWorkersError(TimeoutError):
+    """The cluster had no worker for ``worker_timeout`` seconds in a row while jobs
+    waited (:func:`on_cluster`): one line, which the entry points complete with what
+    was recorded and how to resume."""
+
 
 # the address schemes the sweep can reach a scheduler by: plain TCP.  ``inproc://`` cannot
 # reach another process, and ``tls://`` / ``wss://`` need credentials (a ``Security``
@@ -66,9 +84,10 @@ def local_setup_plugin():
 
 
 def add_scheduler_flags(ap) -> None:
-    """``--scheduler`` and ``--scheduler-timeout`` on a command line that runs sweeps
-    (``simulate.sweep``, ``verify.rates``), said once; checked by :func:`check_scheduler`
-    and :func:`check_scheduler_timeout`."""
+    """``--scheduler``, ``--scheduler-timeout`` and ``--worker-timeout`` on a command line
+    that runs sweeps (``simulate.sweep``, ``verify.rates``), said once; checked by
+    :func:`check_scheduler` and :func:`check_scheduler_timeout` (both deadlines in (0,
+    :data:`SCHEDULER_TIMEOUT_MAX_S`] seconds)."""
     ap.add_argument("--scheduler", help="address of an existing Dask scheduler ([tcp://]HOST:PORT)")
     ap.add_argument(
         "--scheduler-timeout",
@@ -76,6 +95,13 @@ def add_scheduler_flags(ap) -> None:
         metavar="SECONDS",
         help="give up on the scheduler if it has not answered within SECONDS (default"
         f" {SCHEDULER_TIMEOUT_S})",
+    )
+    ap.add_argument(
+        "--worker-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="give up (exit 2, the records so far resumable) when the scheduler has had no"
+        f" worker for SECONDS in a row while jobs wait (default {WORKER_TIMEOUT_S})",
     )
 
 
@@ -179,37 +205,34 @@ def _connect(scheduler: str, timeout: float):
     return client
 
 
-def on_cluster(fn, items, scheduler: str, timeout: float):
-    """:func:`simulate.sweep.parallel.map_unordered` on the Dask cluster at ``scheduler``;
-    while nothing finishes and the cluster has no worker, one line on stderr at once and then every
-    :data:`WORKER_NOTE_S` s, instead of a silent wait.  Finished futures are polled
-    (every :data:`POLL_S` s) rather than waited on, so that the wait can speak; the client
-    is this function's own (not the process's default), and ``as_completed`` is given its
-    loop."""
+def on_cluster(fn, items, scheduler: str, timeout: float, worker_timeout: float | None = None):
+    """:func:`simulate.sweep.parallel.map_unordered` on the Dask cluster at ``scheduler``
+    (reached within ``timeout`` s).  While nothing finishes and the cluster has no worker,
+    one line on stderr at once and then every :data:`WORKER_NOTE_S` s, instead of a silent
+    wait; after ``worker_timeout`` s in a row without a worker (default
+    :data:`WORKER_TIMEOUT_S`; the scheduler asked at most every :data:`WORKER_CHECK_S` s)
+    :class:`NoWorkersError`, the jobs left cancelled.  Finished futures are polled (every
+    :data:`POLL_S` s) rather than waited on, so that the wait can speak; the client is this
+    function's own (not the process's default), and ``as_completed`` is given its loop."""
 
     # deferred: dask.distributed is an optional dependency (the [dask] extra)
     from distributed import as_completed
 
+    wait_s = WORKER_TIMEOUT_S if worker_timeout is None else float(worker_timeout)
     client = _connect(scheduler, timeout)
     futures: list = []
     try:
         futures = [client.submit(fn, it, pure=False) for it in items]
         ready = as_completed(futures, loop=client.loop)
-        quiet_since = time.monotonic()
-        if futures and not client.nthreads():
-            _note_no_workers(scheduler)
+        watch = _WorkerWatch(client, scheduler, wait_s)
         while not ready.is_empty():
             batch = ready.next_batch(block=False)
             for fut in batch:
                 yield fut.result()
-            now = time.monotonic()
             if batch:
-                quiet_since = now
+                watch.finished()
                 continue
-            if now - quiet_since >= WORKER_NOTE_S:
-                quiet_since = now
-                if not client.nthreads():
-                    _note_no_workers(scheduler)
+            watch.check()
             time.sleep(POLL_S)
     finally:
         if futures:
@@ -217,10 +240,45 @@ def on_cluster(fn, items, scheduler: str, timeout: float):
         client.close()
 
 
-def _note_no_workers(scheduler: str) -> None:
+class _WorkerWatch:
+    """The wait on a cluster's workers while nothing finishes: says so while it has none
+    (:func:`_note_no_workers`, at once and every :data:`WORKER_NOTE_S` s) and raises
+    :class:`NoWorkersError` once it has had none for ``wait_s`` s in a row."""
+
+    def __init__(self, client, scheduler: str, wait_s: float):
+        self.client, self.scheduler, self.wait_s = client, scheduler, wait_s
+        self.asked = self.quiet_since = time.monotonic()
+        self.none_since = None if client.nthreads() else self.asked
+        if self.none_since is not None:
+            _note_no_workers(scheduler, wait_s)
+
+    def finished(self) -> None:  # a job finished: a worker is there
+        self.quiet_since, self.none_since = time.monotonic(), None
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if now - self.asked >= min(WORKER_CHECK_S, self.wait_s / 4):
+            self.asked = now
+            if self.client.nthreads():
+                self.none_since = None
+            elif self.none_since is None:
+                self.none_since = now
+        if self.none_since is not None and now - self.none_since >= self.wait_s:
+            raise NoWorkersError(
+                f"the cluster at {self.scheduler} has had no worker for {self.wait_s:g} s"
+                f" (start some with dask worker {self.scheduler}, or --worker-timeout"
+                " SECONDS waits longer)"
+            )
+        if now - self.quiet_since >= WORKER_NOTE_S:
+            self.quiet_since = now
+            if self.none_since is not None:
+                _note_no_workers(self.scheduler, self.wait_s)
+
+
+def _note_no_workers(scheduler: str, wait_s: float) -> None:
     print(
         f"waiting for workers on {scheduler} (the cluster has none; start some with"
-        f" dask worker {scheduler})",
+        f" dask worker {scheduler}; giving up after {wait_s:g} s without one)",
         file=sys.stderr,
         flush=True,
     )

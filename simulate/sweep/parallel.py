@@ -129,17 +129,22 @@ def map_unordered(
     workers: int | None = None,
     scheduler: str | None = None,
     scheduler_timeout: float | None = None,
+    worker_timeout: float | None = None,
 ):
     """Yield ``fn(item)`` for every item, in the order they finish: in this process
     (``workers`` 0 or None and no ``scheduler``), on a pool of ``workers`` single-threaded
     processes, or on the Dask cluster at ``scheduler`` (reached within
     ``scheduler_timeout`` seconds, default :data:`SCHEDULER_TIMEOUT_S`, or ``OSError`` /
-    ``TimeoutError`` in one line).  ``fn`` and the items must pickle (a module-level
-    function) for the last two.  Items are submitted in order, so with ``workers`` processes
-    the first ``workers`` items run first.  Leaving early (an error, an interrupt, a
-    consumer that stops) drops what is queued and ends the pool processes."""
+    ``TimeoutError`` in one line; given up with
+    :class:`simulate.sweep.cluster.NoWorkersError` once it has had no worker for
+    ``worker_timeout`` seconds in a row, default
+    :data:`simulate.sweep.cluster.WORKER_TIMEOUT_S`).  ``fn`` and the items must pickle (a
+    module-level function) for the last two.  Items are submitted in order, so with
+    ``workers`` processes the first ``workers`` items run first.  Leaving early (an error, an
+    interrupt, a consumer that stops) drops what is queued and ends the pool processes."""
     check_workers(workers, scheduler)
     check_scheduler_timeout(scheduler_timeout, "scheduler_timeout")
+    check_scheduler_timeout(worker_timeout, "worker_timeout")
     items = list(items)
     if workers:
         yield from _on_pool(fn, items, int(workers))
@@ -148,7 +153,7 @@ def map_unordered(
         timeout = (
             cluster.SCHEDULER_TIMEOUT_S if scheduler_timeout is None else float(scheduler_timeout)
         )
-        yield from cluster.on_cluster(fn, items, scheduler, timeout)
+        yield from cluster.on_cluster(fn, items, scheduler, timeout, worker_timeout)
         return
     for it in items:
         yield fn(it)
