@@ -24,6 +24,7 @@ ignores SIGHUP) stays ignored."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -38,6 +39,7 @@ __all__ = [
     "interrupted",
     "quiet_start",
     "run_main",
+    "signals_deferred",
 ]
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
@@ -165,3 +167,31 @@ def run_main(main, argv=None, detail: str | None = "nothing was written") -> int
         for sig, was in held.items():
             if signal.getsignal(sig) is _raise_stopped:
                 signal.signal(sig, was)
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """A block that Ctrl-C and the stop signals (:data:`STOP_SIGNALS`) do not cut: one that
+    comes inside it is held, and its handler runs (``KeyboardInterrupt``, :class:`Stopped`)
+    once the block ends, at most one a signal.  For the few instructions that must finish
+    together (a record's line and its ``fsync``: ``theory.plumbing.jsonl.append_jsonl``),
+    where the exception at any instruction that a handled signal means would leave half a
+    line.  Only Python-level handlers are held, in the main thread (where they run); an
+    ignored or default signal, or a block in another thread, is as without it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    held = {}
+    for sig in (signal.SIGINT, *STOP_SIGNALS):
+        was = signal.getsignal(sig)
+        if callable(was):
+            held[sig] = was
+            signal.signal(sig, lambda signum, frame: came.append(signum))
+    try:
+        yield
+    finally:
+        for sig, was in held.items():
+            signal.signal(sig, was)
+        for signum in dict.fromkeys(came):  # in the order they came, each once
+            held[signum](signum, None)
