@@ -106,12 +106,14 @@ from verify import protocol as protocols
 from verify.analysis import analyse
 from verify.decided import summary_lines
 from verify.design import design_power
+from verify.flag_rules import dry_run_note, refuse_ignored
 from verify.plan import Plan, existing_records, planned_sweep
 from verify.rates_args import (
     build_parser,
     check_paths,
     checked_overrides,
     figures_dir,
+    parser_defaults,
     protocol_of,
     tier_of,
 )
@@ -151,6 +153,9 @@ def main(argv=None) -> int:
         if truths and args.tier in protocols.CONFIRM_TIERS:
             raise ValueError("a confirmatory tier's truths are its protocol's; give no --truth")
         overrides = checked_overrides(args)
+        # an option the run would not use: one line (verify.flag_rules' table)
+        confirmatory = args.tier in protocols.CONFIRM_TIERS
+        refuse_ignored(args, parser_defaults(), tier, confirmatory, truths)
         workers = tier.get("workers", 0) if args.workers is None else args.workers
         control_records: list[dict] = []
         plan = records = None
@@ -208,7 +213,11 @@ EXIT_WORDS = {
 
 def _dry_run(args, plan: Plan, proto) -> int:
     """``--dry-run``: the protocol, the design of every sweep and its power before any
-    training; nothing is trained or written."""
+    training; nothing is trained or written (the options given that act only on the run
+    itself: one note, ``verify.flag_rules.dry_run_note``)."""
+    note = dry_run_note(args, parser_defaults())
+    if note:
+        print(note)
     print(f"protocol {proto.tag} ({proto.kind})")
     sweeps = [(r.label, r.cfg, r.path) for r in plan.runs]
     if plan.gp:

@@ -163,6 +163,13 @@ def main(argv=None) -> int:
         check_scheduler(args.scheduler)
         check_scheduler_timeout(args.scheduler_timeout)
         check_scheduler_timeout(args.worker_timeout, "--worker-timeout")
+        for flag, given in (("--scheduler-timeout", args.scheduler_timeout),
+                            ("--worker-timeout", args.worker_timeout)):  # fmt: skip
+            if given is not None and args.scheduler is None:
+                raise ValueError(
+                    f"{flag} is a deadline of a Dask cluster's: give --scheduler ADDRESS,"
+                    " or drop it"
+                )
         check_output_file(args.out, "--out", read_only_ok=True)
         check_distinct([("--out", args.out)], [("--config", args.config)])
         check_memory(cfg, 1 if args.scheduler is not None else args.workers)
