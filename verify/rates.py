@@ -85,9 +85,11 @@ import time
 import traceback
 
 from simulate.alloc import tune_malloc
+from simulate.progress import end_line
 from simulate.sweep import costs
 from simulate.sweep.budget import BudgetLink, linkable
 from simulate.sweep.cli import parse_truths, resume_note
+from simulate.sweep.cluster import NoWorkersError
 from simulate.sweep.parallel import (
     shared_pool,
 )
@@ -107,12 +109,14 @@ from verify import stated_rate
 from verify.analysis import analyse
 from verify.decided import summary_lines
 from verify.design import design_power
+from verify.flag_rules import dry_run_note, refuse_ignored
 from verify.plan import Plan, existing_records, planned_sweep
 from verify.rates_args import (
     build_parser,
     check_paths,
     checked_overrides,
     figures_dir,
+    parser_defaults,
     protocol_of,
     tier_of,
 )
@@ -152,6 +156,9 @@ def main(argv=None) -> int:
         if truths and args.tier in protocols.CONFIRM_TIERS:
             raise ValueError("a confirmatory tier's truths are its protocol's; give no --truth")
         overrides = checked_overrides(args)
+        # an option the run would not use: one line (verify.flag_rules' table)
+        confirmatory = args.tier in protocols.CONFIRM_TIERS
+        refuse_ignored(args, parser_defaults(), tier, confirmatory, truths)
         workers = tier.get("workers", 0) if args.workers is None else args.workers
         control_records: list[dict] = []
         plan = records = None
@@ -181,6 +188,11 @@ def main(argv=None) -> int:
     read = (source, records, control_records, partial)
     try:
         return _run(args, truths, workers, plan, read, proto, writing)
+    except NoWorkersError as exc:  # a cluster without workers: what was recorded resumes
+        note = f"; {resume_note(writing[-1])}" if writing else ""
+        end_line()  # the progress bar, left mid-line
+        print(f"error: {exc}{note}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (RecordsError, OSError, TimeoutError) as exc:  # a held lock, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -206,7 +218,11 @@ EXIT_WORDS = {
 
 def _dry_run(args, plan: Plan, proto) -> int:
     """``--dry-run``: the protocol, the design of every sweep and its power before any
-    training; nothing is trained or written."""
+    training; nothing is trained or written (the options given that act only on the run
+    itself: one note, ``verify.flag_rules.dry_run_note``)."""
+    note = dry_run_note(args, parser_defaults())
+    if note:
+        print(note)
     print(f"protocol {proto.tag} ({proto.kind})")
     sweeps = [(r.label, r.cfg, r.path) for r in plan.runs]
     if plan.gp:
@@ -321,7 +337,8 @@ def _execute(args, plan: Plan, proto, workers, writing: list[str], source: str):
     par = SweepRunOptions(scheduler=args.scheduler,
                           workers=None if args.scheduler else workers or None,
                           accept_code_change=args.accept_code_change,
-                          scheduler_timeout=args.scheduler_timeout)  # fmt: skip
+                          scheduler_timeout=args.scheduler_timeout,
+                          worker_timeout=args.worker_timeout)  # fmt: skip
 
     def sweep(c, path, budget=None):  # noting the file being written, for a Ctrl-C's line
         writing.append(path)

@@ -47,6 +47,12 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     return ap
 
 
+def parser_defaults() -> dict:
+    """``{destination: default}`` of every option of :func:`build_parser` (an option whose
+    value differs was given: ``verify.flag_rules.refuse_ignored``)."""
+    return {a.dest: a.default for a in build_parser()._actions}
+
+
 def _what_to_run(g) -> None:
     """The flags of what to run."""
     g.add_argument(
@@ -278,6 +284,7 @@ def checked_overrides(args) -> dict:
         raise ValueError("give either --scheduler or --workers, not both")
     check_scheduler(args.scheduler)
     check_scheduler_timeout(args.scheduler_timeout)
+    check_scheduler_timeout(args.worker_timeout, "--worker-timeout")
     if args.json:
         check_output_file(args.json, "--json")
     if args.markdown:

@@ -13,7 +13,9 @@ import os
 import sys
 
 from simulate.alloc import tune_malloc
+from simulate.progress import end_line
 from simulate.sweep import runner
+from simulate.sweep.cluster import NoWorkersError
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.flags import add_sweep_flags, overrides_from_args
 from simulate.sweep.parallel import add_scheduler_flags, check_scheduler, check_scheduler_timeout
@@ -162,6 +164,14 @@ def main(argv=None) -> int:
             raise ValueError("give either --scheduler or --workers, not both")
         check_scheduler(args.scheduler)
         check_scheduler_timeout(args.scheduler_timeout)
+        check_scheduler_timeout(args.worker_timeout, "--worker-timeout")
+        for flag, given in (("--scheduler-timeout", args.scheduler_timeout),
+                            ("--worker-timeout", args.worker_timeout)):  # fmt: skip
+            if given is not None and args.scheduler is None:
+                raise ValueError(
+                    f"{flag} is a deadline of a Dask cluster's: give --scheduler ADDRESS,"
+                    " or drop it"
+                )
         check_output_file(args.out, "--out", read_only_ok=True)
         check_distinct([("--out", args.out)], [("--config", args.config)])
         check_memory(cfg, 1 if args.scheduler is not None else args.workers)
@@ -177,8 +187,12 @@ def main(argv=None) -> int:
         recs = run_sweep(cfg, out, SweepRunOptions(
             scheduler=args.scheduler, workers=args.workers,
             accept_code_change=args.accept_code_change,
-            scheduler_timeout=args.scheduler_timeout,
+            scheduler_timeout=args.scheduler_timeout, worker_timeout=args.worker_timeout,
         ))  # fmt: skip
+    except NoWorkersError as exc:  # the records so far are whole: say where, and that they resume
+        end_line()  # the progress bar, left mid-line
+        print(f"error: {exc}; {resume_note(out)}", file=sys.stderr)
+        return 2
     except (RecordsError, OSError, TimeoutError) as exc:  # a lock held, an unreachable scheduler
         print(f"error: {exc}", file=sys.stderr)
         return 2

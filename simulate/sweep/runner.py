@@ -217,7 +217,9 @@ class SweepRunOptions:
     single-threaded worker processes for this sweep
     (:func:`simulate.sweep.parallel.map_unordered`; two such processes beat one two-threaded
     process on the 2-core machine); ``scheduler_timeout``: seconds to reach the scheduler
-    (:data:`simulate.sweep.parallel.SCHEDULER_TIMEOUT_S` if None); ``accept_code_change``:
+    (:data:`simulate.sweep.parallel.SCHEDULER_TIMEOUT_S` if None); ``worker_timeout``:
+    seconds without a worker on the cluster before the sweep gives up
+    (:data:`simulate.sweep.cluster.WORKER_TIMEOUT_S` if None); ``accept_code_change``:
     the records file may be of this configuration with other code, the change noted in
     each new record as ``code_change_accepted``; ``budget``: a
     :class:`simulate.sweep.budget.BudgetLink` the jobs share their capped models' states
@@ -227,6 +229,7 @@ class SweepRunOptions:
     scheduler: str | None = None
     workers: int | None = None
     scheduler_timeout: float | None = None
+    worker_timeout: float | None = None
     accept_code_change: bool = False
     budget: BudgetLink | None = None
 
@@ -270,19 +273,21 @@ def run_sweep(
         if todo and not st.writable:
             raise RecordsError(f"{out_path}: cannot write there ({len(todo)} jobs to run)")
         if todo:
-            _run_jobs(todo, st, scheduler, workers, progress, scheduler_timeout)
+            timeouts = (scheduler_timeout, opt.worker_timeout)
+            _run_jobs(todo, st, scheduler, workers, progress, timeouts)
     keys = {c for j in jobs_for(cfg) for c in j.cells()}
     return [r for r in store.read() if _cell_key(r) in keys]
 
 
-def _run_jobs(todo, store: RecordStore, scheduler, workers, progress, timeout=None) -> None:
+def _run_jobs(todo, store: RecordStore, scheduler, workers, progress, timeouts=(None, None)):
     """Train ``todo`` (here, on a pool of ``workers`` processes, or on ``scheduler``:
-    :func:`simulate.sweep.parallel.map_unordered`) and append each job's records to ``store`` as
+    :func:`simulate.sweep.parallel.map_unordered`, with ``timeouts`` its
+    ``(scheduler_timeout, worker_timeout)``) and append each job's records to ``store`` as
     they arrive."""
     total = len(todo)
     bar = Progress("sweep") if progress else None
     here, code = versions(), code_digest()
-    for i, recs in enumerate(map_unordered(run_job, todo, workers, scheduler, timeout), 1):
+    for i, recs in enumerate(map_unordered(run_job, todo, workers, scheduler, *timeouts), 1):
         for r in recs:  # a remote worker with other versions or code computes other numbers
             if r.get("versions") != here:
                 theirs = fields_differing(here, r.get("versions") or {})

@@ -1,7 +1,7 @@
 """The toolkit's plumbing: what every layer's command lines and files share, and no
 mathematics.
 
-* ``theory.plumbing.cli`` -- argparse with one-line errors, Ctrl-C as one line
+* ``theory.plumbing.cli`` -- argparse with one-line errors, Ctrl-C and SIGTERM as one line
   (``Parser``, ``run_main``, ``interrupted``);
 * ``theory.plumbing.paths`` -- the rules for the paths a command reads and writes
   (checked before any work, no output over an input, whole-or-absent writes, bounded

@@ -39,6 +39,7 @@ import tempfile
 import time
 import zlib
 
+from theory.plumbing.cli import signals_deferred
 from theory.plumbing.parse import DEPTH_LIMIT, NUMBER_LIMIT, BoundsError, parse_line
 
 try:  # POSIX
@@ -227,8 +228,16 @@ def append_jsonl(path, records) -> None:
     length before the failed line, so it holds complete records only and a later append
     (when space is back) starts on a fresh line; the error is re-raised as a
     :class:`RecordsError` naming the file (the records from the failed one on are not
-    written: a resumed run trains those cells again)."""
+    written: a resumed run trains those cells again).  A Ctrl-C or a stop signal (SIGTERM)
+    that comes while the lines are written takes effect once they are written and synced
+    (``theory.plumbing.cli.signals_deferred``): before, its exception could cut a line
+    that ``os.write`` had written in part."""
     _refuse_compressed(path)
+    with signals_deferred():  # a Ctrl-C or SIGTERM here takes effect once the lines are whole
+        _append_lines(path, records)
+
+
+def _append_lines(path, records) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for rec in records:
