@@ -52,6 +52,8 @@ TAKES_EFFECT = {
     "n": "a sweep's setting (refused with --records and by a confirmatory tier)",
     "replicates": "a sweep's setting (refused with --records and by a confirmatory tier)",
     "delta": "the verdicts' delta (an exploratory copy of the protocol)",
+    "rate": "the band the verdicts hold the rate to (an exploratory copy, NAME+rate=EXPR;"
+    " refused under a confirmatory protocol: verify.stated_rate)",
     "log_power": "the verdicts' allowance (an exploratory copy of the protocol)",
 }
 

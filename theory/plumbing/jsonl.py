@@ -1,5 +1,4 @@
-"""JSON-lines record files: whole appends, strict reading, one writer per file (every layer's
-records and reports: the sweeps, the experiments, the benchmark, verify and figures).
+"""JSON-lines record files (every layer's): whole appends, strict reading, one writer each.
 
 Each record is one line of strict JSON (non-finite numbers as null, listed under the
 record's ``nonfinite`` key and restored on reading), appended on an ``O_APPEND``
@@ -7,22 +6,18 @@ descriptor -- short writes completed, a failed write cut back to the last whole 
 and flushed to disk.  Only regular files are read or written.  Reading refuses anything
 that is not a JSON object of the expected schema, naming the line; a last line without its
 newline (a crash inside a write) is skipped with a warning and cut off before the next
-append.  Parsing is bounded before Python's own limits speak (``theory.plumbing.parse``): a line
-nested deeper than :data:`DEPTH_LIMIT` levels or holding a number literal longer than
-:data:`NUMBER_LIMIT` characters is refused naming its line.  One writer per file: a lock on
-the file itself (every name of it meets it), which readers probe (:func:`being_written`)
-so that a file still growing is not taken for a finished one.  A line is read only up to
-:data:`LINE_LIMIT` bytes.
+append.  Parsing is bounded (``theory.plumbing.parse``): a line nested deeper than
+:data:`DEPTH_LIMIT` levels, with a number literal over :data:`NUMBER_LIMIT` characters or
+over :data:`LINE_LIMIT` bytes is refused naming its line.  One writer per file: a lock on
+the file itself, which readers probe (:func:`being_written`): a growing file is not done.
 
-Why JSON lines and not SQLite (measured on the full tier's 80 records in 20 job appends
-and the confirmatory Hoelder sweep's 160 in 4, five runs each, median; exploratory): the
-write costs 15 and 24 ms as JSON lines, 11-19 and 13-15 ms as SQLite (WAL or rollback
-journal, ``synchronous=FULL``), the read 4-8 ms either way, against a tier's minutes of
-training; SQLite's file is 23% larger.  Cost decides nothing, so the format stays the one
-every reader, the generated results and the shipped records already use (readable by eye,
-appendable, diffable); what SQLite would have brought -- one writer per file whatever its
-name, readers that never see a half-written state, whole-or-absent writes -- is here the
-lock on the file, :func:`being_written`, and whole-line appends cut back on failure.
+Why JSON lines and not SQLite (measured, exploratory: the full tier's 80 records in 20
+appends and the Hoelder sweep's 160 in 4, median of five): writes 15 and 24 ms (SQLite,
+WAL or rollback, ``synchronous=FULL``: 11-19 and 13-15 ms), reads 4-8 ms either way,
+against minutes of training; SQLite's file 23% larger.  Cost decides nothing, so the
+format stays the readable, appendable, diffable one every reader uses; what SQLite would
+bring (one writer, no half-written state seen, whole writes) is the lock on the file,
+:func:`being_written` and whole-line appends cut back on failure.
 """
 
 from __future__ import annotations
