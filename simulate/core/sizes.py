@@ -87,8 +87,10 @@ def available_bytes() -> int | None:
 
 
 def gib(b: float) -> str:
-    """``b`` bytes in GiB, three significant digits (``"10.4 GiB"``)."""
-    return f"{b / 2**30:.3g} GiB"
+    """``b`` bytes in GiB, three significant digits (``"10.4 GiB"``), whole GiB from 1,000
+    (``"3,052 GiB"``, not ``"3.05e+03 GiB"``)."""
+    g = b / 2**30
+    return f"{g:,.0f} GiB" if g >= 1000 else f"{g:.3g} GiB"
 
 
 def _limit_note(have: int) -> str:
