@@ -138,7 +138,8 @@ def check_memory(cfg: SweepConfig, at_once: int = 1) -> None:
     * its records, every one held at once by the sweep (its store and its result) and by
       ``verify.rates`` and ``figures`` after it: ``truths x n x replicates`` records of at
       least ``sizes.RECORD_BYTES`` each (``--replicates 100000000`` built its job list for
-      minutes and gigabytes, and its ``--dry-run`` said nothing);
+      minutes and gigabytes, and its ``--dry-run`` said nothing); that refusal prints the
+      training time the measured costs give too (``simulate.sweep.costs``: 76 years);
     * ``at_once`` jobs (the local workers: each holds one; ``SweepConfig.job_parts``: for
       ASVI a lower bound, for the GP control the measured peak): ``--n 10**8`` (the
       truth's values), a width of 10^6 or a GP control at 200,000 test points would
@@ -150,11 +151,13 @@ def check_memory(cfg: SweepConfig, at_once: int = 1) -> None:
     at_once = max(1, int(at_once or 1))
     count = len(cfg.truths) * len(cfg.ns) * int(cfg.replicates)
     plural = "s" if len(cfg.truths) > 1 else ""
+    have = sizes.available_bytes()
+    over = have is not None and count * sizes.RECORD_BYTES > have
     sizes.refuse(
         count * sizes.RECORD_BYTES,
         f"this sweep's {count:,} records ({len(cfg.truths)} truth{plural} x {len(cfg.ns)} n x"
         f" {cfg.replicates} replicates, at least {sizes.RECORD_BYTES} bytes each, held at"
-        " once by the sweep and by verify.rates)",
+        f" once by the sweep and by verify.rates{_training_time(cfg) if over else ''})",
         [(0, "", "use fewer --replicates (or fewer --n or truths)")], verb="need",
     )  # fmt: skip
     jobs = "one job" if at_once == 1 else f"{at_once} jobs at once (one per worker)"
@@ -168,6 +171,23 @@ def check_memory(cfg: SweepConfig, at_once: int = 1) -> None:
     )
     bound = "about" if cfg.estimator == "gp" else "at least"  # the GP's: a measured peak
     sizes.refuse(sum(b for b, _, _ in parts), f"{jobs} of this {kind}", parts, verb, bound)
+
+
+def _training_time(cfg: SweepConfig) -> str:
+    """The sweep's training time from the measured per-cell costs (``simulate.sweep.costs``,
+    what ``verify.rates --dry-run`` prints), as a clause of a refusal; empty where nothing
+    prices it."""
+    from simulate.sweep import costs
+
+    try:
+        s = costs.estimate(cfg).total_s
+    except (ValueError, OSError, KeyError):
+        return ""
+    if not s > 0:
+        return ""
+    years = s / (365.25 * 86400)
+    when = f"{years:,.0f} years" if years >= 1 else f"{s / 3600:.3g} hours"
+    return f"; its training, from the measured costs, about {when} of one worker"
 
 
 def check_native(cfg: SweepConfig) -> None:

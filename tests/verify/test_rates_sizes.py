@@ -42,6 +42,7 @@ def test_a_hundred_million_replicates_dry_run_is_refused(machine, tmp_path):
     assert "this sweep's 800,000,000 records" in line and "need at least" in line, line
     assert "GiB" in line and line.endswith("use fewer --replicates (or fewer --n or truths)")
     assert "need at least 3,052 GiB" in line and "e+" not in line, line  # 8e8 x 4096 bytes
+    assert "from the measured costs, about" in line and "years of one worker" in line, line
     assert os.listdir(tmp_path) == []
 
 
