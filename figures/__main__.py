@@ -48,6 +48,7 @@ from figures.teacher_figures import figure_1b, table1
 from figures.tradeoff import tradeoff_figure
 from simulate.alloc import tune_malloc
 from simulate.core.options import DEFAULT_OPTIONS
+from simulate.core.sizes import check_workers
 from simulate.core.steppath import BATCHED, NATIVE
 from simulate.experiments.mnist import run_mnist1d, run_mnist1d_controls
 from simulate.experiments.table1 import TeacherVariant, run_teacher
@@ -229,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="train Table 1's blocks, or UCI's (dataset, method) units, on N single-threaded"
-        " worker processes (default: here)",
+        " worker processes (default: here; at most as many as this machine's memory holds at"
+        " 200 MiB each, simulate.core.sizes.WORKER_BYTES)",
     )
     ap.add_argument(
         "--splits",
@@ -263,6 +265,7 @@ def _check(args, names) -> None:
     check_output_dir(args.out, "--out")
     if args.workers < 0:
         raise ValueError(f"--workers must be >= 0, got {args.workers}")
+    check_workers(args.workers)  # each a process with torch (simulate.core.sizes)
     if args.records is not None and not os.path.isfile(args.records):
         raise ValueError(f"no records file {args.records}")
     if "results" in names:  # read (bounded, a regular file) before any work

@@ -66,7 +66,12 @@ As a practitioner meets them (the paper's own settings are one argument away):
   has run for more than 3 seconds; True always, False never.
 """
 
-from simulate.estimators.inputs import MAX_EPOCHS, resolve_device
+from simulate.estimators.inputs import (
+    MAX_EPOCHS,
+    MIN_NOISE_POINTS,
+    SmallSampleWarning,
+    resolve_device,
+)
 from simulate.estimators.models import (
     RECIPE_PARAMS,
     ASVIClassifier,
@@ -98,6 +103,8 @@ __all__ = [
     "MAX_EPOCHS",
     "NOISE_START",
     "FallbackWarning",
+    "MIN_NOISE_POINTS",
+    "SmallSampleWarning",
     "Halving",
     "FitSummary",
 ]

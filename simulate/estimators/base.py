@@ -36,12 +36,16 @@ from simulate.core.stopping import STOP_DEFAULTS, StopRule
 from simulate.estimators.inputs import (
     _SEED_MAX,
     EPOCH_COUNT,
+    MIN_NOISE_POINTS,
     Y_SCALE_RANGE,
     _check_core_range,
     _check_widths,
     _dtype,
     _integer,
     _standardise,
+    check_fit_sizes,
+    check_noise_points,
+    check_predict_sizes,
     resolve_device,
 )
 from simulate.estimators.policy import (
@@ -170,7 +174,14 @@ class _Base(FitSummaryMixin, BaseEstimator):
         )
         n, p = X.shape
         sigma, learn_noise = self._sigma(getattr(self, "y_scale_", 1.0))
+        self.noise_points_ = n if learn_noise else None  # the learned sd's points
+        if learn_noise:
+            check_noise_points(type(self).__name__, n)
         hyper = self._hyper(n, depth, sigma)
+        check_fit_sizes(
+            type(self).__name__, widths, depth, (n, p, out_dim), hyper,
+            (self.elbo_draws, self.predict_draws), torch.finfo(dtype).bits // 8,
+        )  # fmt: skip
         steps, rule = self._budget(n, hyper.batch_size)
         progress = _progress(self.progress, type(self).__name__)
         dev = resolve_device(self.device)
@@ -359,15 +370,24 @@ class _Regressor(RegressorMixin, _Base):
 
         return risk
 
+    def _warn_few_points(self) -> None:
+        """An interval from a noise sd learned on too few points says so again
+        (``simulate.estimators.inputs.check_noise_points``)."""
+        n = getattr(self, "noise_points_", None)
+        if n is not None and n < MIN_NOISE_POINTS:
+            check_noise_points(type(self).__name__, n, stacklevel=4)
+
     def predict(self, X, return_std: bool = False):
         """Posterior-mean prediction from ``predict_draws`` draws (30, the paper's) of the
         selected width, in y's units; with ``return_std`` also the predictive sd
         ``sqrt(Var_q f + sigma^2)`` (sigma the learned ``sigma_`` or the known one)."""
         X = self._X_for_predict(X)
         k, T = self.selected_index_, int(self.predict_draws)
+        check_predict_sizes(type(self).__name__, self.posterior_, T, X.shape[0])
         mean = self.posterior_.predict_mean(X, T)[k].cpu().numpy() * self.y_scale_ + self.y_mean_
         if not return_std:
             return mean
+        self._warn_few_points()
         return mean, self.posterior_.predict_std(X, T)[k].cpu().numpy() * self.y_scale_
 
     def predict_interval(self, X, level: float = 0.9):
@@ -379,6 +399,8 @@ class _Regressor(RegressorMixin, _Base):
         X = self._X_for_predict(X)
         check("level", level, Interval(numbers.Real, 0, 1, "neither"))
         k, T = self.selected_index_, int(self.predict_draws)
+        check_predict_sizes(type(self).__name__, self.posterior_, T, X.shape[0])
+        self._warn_few_points()
         post = self.posterior_
         f = post.outputs(X, T)[:, k, 0, :].cpu().numpy()
         s = float(post.noise_sd_all()[k])
@@ -401,6 +423,7 @@ class _Classifier(ClassifierMixin, _Base):
     def predict_proba(self, X):
         """Posterior-mean class probabilities ``(m, classes)`` of the selected width."""
         X = self._X_for_predict(X)
+        check_predict_sizes(type(self).__name__, self.posterior_, int(self.predict_draws), len(X))
         probs = self.posterior_.predict_mean(X, int(self.predict_draws))
         return probs[self.selected_index_].T.cpu().numpy()
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 import torch
 
+from simulate.core import sizes
 from simulate.core.constraints import Count, Interval, check
 
 
@@ -126,4 +128,100 @@ def _check_core_range(name: str, a: np.ndarray, dtype: torch.dtype, fix: str) ->
         raise ValueError(
             f"{name} has a column of values below float32's normal range "
             f"(max |value| {top[low].max():.3g} < {_F32.tiny:.3g}): {fix}"
+        )
+
+
+def check_fit_sizes(name: str, widths, depth: int, data, hyper, draws, itemsize: int) -> None:
+    """Refuse, before any tensor is made, a fit whose memory cannot fit in this process
+    (``simulate.core.sizes``: a lower bound against the machine's memory or the process's
+    limit, the estimate printed): ``ValueError``, one sentence naming what to lower.  The
+    bounds of ``widths``, ``depth``, ``batch_size``, ``mc_samples``, ``elbo_draws`` and
+    ``predict_draws`` are these three estimates, for the candidates trained in one program
+    (``len(widths)`` models padded to the widest, ``P`` parameter slots each), on ``data``
+    = ``(n, p, out_dim)``, ``draws`` = ``(elbo_draws, predict_draws)``:
+
+    * training: ``sizes.train_parts`` (~6 copies of ``[3, E, P]``, the further draws'
+      noise, ~6 of ``[E, batch, width]`` a draw) in the fit's dtype;
+    * the ELBO the widths are selected by: the training state, the posterior in float64
+      and ``elbo_draws`` draws' sums per chunk of 8,192 points (``sizes.elbo_bytes``);
+    * a prediction at one point: ``predict_draws`` outputs (``sizes.outputs_bytes``)
+      beside the posterior (``predict`` checks its own points again)."""
+    n, p, out_dim = (int(v) for v in data)
+    elbo_draws, predict_draws = (int(v) for v in draws)
+    E, W = len(widths), max(widths)
+    P = sizes.network_params(p, depth, W, out_dim)
+    shape = f"{E} candidate{'s' if E > 1 else ''} of width up to {W} at depth {depth}"
+    train = sizes.train_parts(E, P, hyper.batch_size, W, hyper.mc_samples, itemsize)
+    state = (train["state"], f"their state (6 copies of 3 x {E} x {P:,} floats)",
+             "use smaller widths or depth")  # fmt: skip
+    more = "use fewer mc_samples, a smaller batch_size" if hyper.mc_samples > 1 else (
+        "use a smaller batch_size")  # fmt: skip
+    sizes.Need(f"{name}.fit: training {shape} on {n} points").add(*state).add(
+        train["noise"], f"mc_samples={hyper.mc_samples} draws' noise", "use fewer mc_samples"
+    ).add(
+        train["activations"], f"activations of batch {hyper.batch_size}",
+        f"{more} or smaller widths",
+    ).check()  # fmt: skip
+    post = 8 * 3 * E * P
+    sums = sizes.elbo_bytes(E, P, n, W, elbo_draws) - post
+    sizes.Need(f"{name}.fit: the ELBO of {shape} on {n} points").add(*state).add(
+        post, "the posterior in float64", "use smaller widths or depth"
+    ).add(sums, f"elbo_draws={elbo_draws} draws' sums", "use fewer elbo_draws").check()
+    sizes.Need(f"{name}: a prediction at one point of {shape}").add(
+        post, "the posterior in float64", "use smaller widths or depth"
+    ).add(
+        sizes.outputs_bytes(predict_draws, E, out_dim, 1),
+        f"predict_draws={predict_draws} draws' outputs", "use fewer predict_draws",
+    ).check()  # fmt: skip
+
+
+def check_predict_sizes(name: str, post, draws: int, points: int) -> None:
+    """Refuse, before any draw, a prediction whose ``draws`` outputs at ``points`` points
+    cannot fit in this process (``simulate.core.sizes.outputs_bytes`` beside the
+    posterior): ``ValueError`` naming the fix (fewer points a call, or fewer
+    ``predict_draws``)."""
+    lay = post.layout
+    sizes.Need(f"{name}: predicting {points} points with {draws} draws").add(
+        8 * 3 * lay.E * lay.P, "the posterior in float64", "predict fewer points a call"
+    ).add(
+        sizes.outputs_bytes(draws, lay.E, lay.out_dim, points), "the draws' outputs",
+        "predict fewer points a call (or use fewer predict_draws)",
+    ).check()  # fmt: skip
+
+
+# The fewest points a learned noise sd (``sigma="auto"``) rests on without a warning.  The
+# sd is the M-step's ``sqrt(E_q[RSS] / n)`` (``simulate.estimators.base``): even from n
+# residuals of the true function the variance estimate is chi-square with n degrees of
+# freedom, its relative sd ``sqrt(2 / n)``, so the sd's own relative error is about
+# ``1 / sqrt(2 n)``: 22% at 10 points, 50% at 2, and every interval's width is as uncertain
+# as the sd.  And a network interpolates so few points: their residuals go to 0 and the sd
+# to its floor (one training point with learned noise predicted 3.0 +- 0.001, issue 61).
+# Below 10 a fit warns (SmallSampleWarning); one point has no residual to learn from at all
+# and is refused.
+MIN_NOISE_POINTS = 10
+
+
+class SmallSampleWarning(UserWarning):
+    """A regressor learned its noise sd (``sigma="auto"``) from fewer than
+    :data:`MIN_NOISE_POINTS` points: its ``sigma_``, ``predict(return_std=True)`` and
+    ``predict_interval`` have no firm basis; a known ``sigma`` fixes it."""
+
+
+def check_noise_points(name: str, n: int, stacklevel: int = 3) -> None:
+    """A learned noise sd from ``n`` points: ``ValueError`` for one (no residual to learn
+    from; scikit-learn's "1 sample" wording), :class:`SmallSampleWarning` below
+    :data:`MIN_NOISE_POINTS` (the reason is written there)."""
+    if n < 2:
+        raise ValueError(
+            f"{name}: sigma='auto' learns the noise sd from the residuals, and 1 sample has"
+            " none to learn from; give the known noise sd (sigma=...)"
+        )
+    if n < MIN_NOISE_POINTS:
+        warnings.warn(
+            f"{name}: the noise sd was learned from {n} points (fewer than"
+            f" {MIN_NOISE_POINTS}): its error is about 1/sqrt(2 n) = {1 / math.sqrt(2 * n):.0%}"
+            " at best and a network can fit so few points exactly, so sigma_ and the"
+            " predictive intervals have no firm basis; give the known noise sd (sigma=...)",
+            SmallSampleWarning,
+            stacklevel=stacklevel,
         )

@@ -24,7 +24,10 @@ from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPE_DEFAULTS, recipe_setti
 _COMMON_DOC = """
     Parameters (module docstring for the practitioner's defaults; otherwise the paper's
     teacher experiment, appendix C.1): ``depth`` hidden layers; ``sigma`` "auto" (learned)
-    or the known noise sd in y's units (regression); ``standardize_y``; ``sigma_0`` the
+    or the known noise sd in y's units (regression; a learned sd needs at least 2 points
+    and warns, ``SmallSampleWarning``, below ``MIN_NOISE_POINTS`` = 10, where its own error
+    is over 1/sqrt(2 n) = 22% and a network fits the points exactly:
+    ``simulate.estimators.inputs``); ``standardize_y``; ``sigma_0`` the
     Gaussian prior slab sd; ``lambda_s`` ("auto": the paper's rule) and ``lam`` the priors
     on sparsity and width; ``batch_size`` m; ``mc_samples`` K; ``optimizer`` "adam" or
     "rmsprop" (``torch.optim.RMSprop``'s form; the paper's MNIST runs) and its ``lr``
@@ -45,6 +48,15 @@ _COMMON_DOC = """
     ``init_from`` "random" (the core's start) or "spline" (regression on one feature: each
     candidate starts from the validation-chosen linear spline encoded exactly,
     ``simulate.references.constructive``).
+
+    Sizes: ``widths`` (``width``), ``depth``, ``batch_size``, ``mc_samples``, ``elbo_draws``
+    and ``predict_draws`` are bounded by memory, not by fixed numbers: ``fit`` refuses,
+    before any tensor is made, a fit whose training, ELBO or one-point prediction needs more
+    than this process may hold (the machine's memory, or ``ulimit -v``), with a
+    ``ValueError`` printing the lower-bound estimate and what to lower
+    (``simulate.estimators.inputs.check_fit_sizes``, ``simulate.core.sizes``); ``predict``
+    checks its points the same way.  A width of 12,000 on one input trains ~144 million
+    parameters a candidate and needs ~10 GiB.
 
     The paper's teacher setting: ``sigma=1.0, standardize_y=False, lambda_s=3.0,
     epochs=7000, **recipe_params("baseline")`` (one learning rate, no plateaus).  The

@@ -12,6 +12,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from numbers import Integral
 
+from simulate.core import sizes
 from simulate.core.constraints import INT_POSITIVE, Interval, check, validate_params
 from simulate.core.hyper import HYPER_DEFAULTS, Hyper, inclusion_rate, lambda_s_at
 from simulate.core.options import StepOptions
@@ -220,28 +221,55 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
         return candidate_widths(n, self.width_min, self.width_scale, self.width_max)
 
     def job_bytes(self) -> int:
-        """One job's memory at the largest n, in bytes: each replicate's float64 data drawn
-        for it (``[n_max, p]`` inputs, targets) and its float32 copy, the test inputs, and
-        the estimator's own.  For ASVI a lower bound: the widest width group's state
-        (parameters, two moments, gradient and the step's temporaries: ~6 copies of
-        ``[3, E, P]`` float32) and activations (``[E, batch, width]``, ~6 float32 copies).
-        For the known-answer control (``estimator = "gp"``) the measured peak of one
-        replicate's exact posteriors (:func:`gp_job_bytes`), dominated
+        """One job's memory at the largest n, in bytes: :meth:`job_parts` added up."""
+        return sum(b for b, _, _ in self.job_parts())
+
+    def job_parts(self) -> list[tuple[int, str, str]]:
+        """One job's memory at the largest n, in parts ``(bytes, what, fix)``
+        (``simulate.core.sizes.Need``): each replicate's float64 data drawn for it
+        (``[n_max, p]`` inputs, targets) and its float32 copy, the test inputs; the truth's
+        evaluation at the n points or the test points (``eval_bytes`` of
+        ``simulate.truths.functions``: the Hoelder truth's ``[m, K + 1, p]`` arrays, which
+        at n = 10**8 asked for 10.4 GiB in a worker the check had let through); and the
+        estimator's own.  For ASVI a lower bound: the widest width group's training
+        (``simulate.core.sizes.train_bytes``: ~6 copies of ``[3, E, P]`` float32 and ~6 of
+        the activations ``[E, batch, width]``) and its evaluation (``draws`` outputs at the
+        ``n_test`` points and ``elbo_draws`` draws of the ELBO, ``sizes.outputs_bytes``,
+        ``sizes.elbo_bytes``).  For the known-answer control (``estimator = "gp"``) the
+        measured peak of one replicate's exact posteriors (:func:`gp_job_bytes`), dominated
         by the ``n_test x n_test`` float64 covariances: the check once counted only the
         test inputs, and a GP sweep at the default 20,000 test points held 10 GB in one
         process unannounced.  The sweep refuses a configuration whose jobs cannot fit in
         the machine (``simulate.sweep.runner``) before it locks or writes anything."""
         n, p = max(int(x) for x in self.ns), max(t.p for t in self.truths)
         block = min(self.replicate_block, self.replicates)
+        smaller_n = "use smaller --n or --n-test"
         data = block * n * (p + 1) * (8 + 4) + self.n_test * p * 8
+        m = max(n, self.n_test)
+        truth = max(t.build(None).eval_bytes(m) for t in self.truths)
+        parts = [
+            (data, f"data of {block} replicates at n = {n}", smaller_n),
+            (truth, f"the truth's values at {m} points", smaller_n),
+        ]
         if self.estimator == "gp":  # replicates and priors one after another
-            return data + gp_job_bytes(n, self.n_test, self.draws)
-        state = 0
+            what = f"posterior covariances of n_test = {self.n_test} test points, float64"
+            return [*parts, (gp_job_bytes(n, self.n_test, self.draws), what,
+                             "give a smaller --n-test")]  # fmt: skip
+        train = evaluate = 0
         for g in group_widths(self.widths_at(n)):
             w, E = max(g), len(g) * block * int(self.restarts)
-            P = (p + 1) * w + (self.depth - 1) * (w + 1) * w + (w + 1)
-            state = max(state, 6 * 3 * E * P * 4 + 6 * E * self.batch_at(n) * w * 4)
-        return data + state
+            P = sizes.network_params(p, self.depth, w)
+            train = max(train, sizes.train_bytes(E, P, self.batch_at(n), w))
+            evaluate = max(evaluate, sizes.outputs_bytes(self.draws, E, 1, self.n_test)
+                           + sizes.elbo_bytes(E, P, n, w, self.elbo_draws))  # fmt: skip
+        top = max(self.widths_at(n))
+        return [
+            *parts,
+            (train, f"training widths up to {top} at depth {self.depth}",
+             "use smaller n or widths"),
+            (evaluate, f"evaluating {self.draws} draws at {self.n_test} test points",
+             "use a smaller --n-test (or fewer draws)"),
+        ]  # fmt: skip
 
     def step_options(self) -> StepOptions:
         """How the sweep's steps run (``compile``, ``mlp``), made once here and handed whole

@@ -52,12 +52,15 @@ class Design:
         help="the truths (simulate.sweep.truth_spec.TruthSpec)", fingerprint="bookkeeping"
     )
     ns: list = setting(
-        help="the sample sizes (3 or more to fit a slope)",
+        help="the sample sizes (3 or more to fit a slope; the largest n's data and truth"
+        " values must fit in memory: simulate.sweep.runner.check_memory)",
         flag=Flag(int, nargs="+", name="--n"), fingerprint="bookkeeping",
     )  # fmt: skip
     replicates: int = setting(
-        3, INT_POSITIVE, help="replicates per truth and n", flag=_INT, fingerprint="bookkeeping"
-    )
+        3, INT_POSITIVE,
+        help="replicates per truth and n (every record, 4 KB or more, held at once: bounded"
+        " by memory, simulate.sweep.runner.check_memory)", flag=_INT, fingerprint="bookkeeping",
+    )  # fmt: skip
     # it changes which models share a batched program, and with it the float rounding and
     # the compiled shapes: part of the fingerprint
     replicate_block: int = setting(3, INT_POSITIVE, help="replicates trained in one program")
@@ -66,23 +69,31 @@ class Design:
         flag=_INT, record="always",
     )  # fmt: skip
     widths: list | None = setting(
-        None, help="the candidate widths (default: candidate_widths(n, ...), growing with n)",
+        None, help="the candidate widths (default: candidate_widths(n, ...), growing with n; the"
+        " widest group's training must fit in memory: simulate.sweep.runner.check_memory)",
         flag=Flag(int, nargs="+"),
     )  # fmt: skip
     depth: int = setting(
-        DEPTH, INT_POSITIVE, help=f"hidden layers L ({DEPTH})", flag=_INT, record="always"
-    )
+        DEPTH, INT_POSITIVE,
+        help=f"hidden layers L ({DEPTH}; bounded by memory: simulate.sweep.runner.check_memory)",
+        flag=_INT, record="always",
+    )  # fmt: skip
     n_test: int = setting(
-        20_000, INT_POSITIVE, help="test points of every cell's metrics (20,000)", flag=_INT,
+        20_000, INT_POSITIVE,
+        help="test points of every cell's metrics (20,000; their truth values and the draws'"
+        " outputs must fit in memory: simulate.sweep.runner.check_memory)", flag=_INT,
         record="always",
     )  # fmt: skip
     draws: int = setting(
-        PREDICT_DRAWS, INT_POSITIVE, help="posterior draws of each cell's metrics",
+        PREDICT_DRAWS, INT_POSITIVE,
+        help="posterior draws of each cell's metrics (their outputs at the test points must"
+        " fit in memory: simulate.sweep.runner.check_memory)",
         record="always",
     )  # fmt: skip
     elbo_draws: int = setting(
         ELBO_DRAWS, Interval(Integral, MIN_ELBO_DRAWS, None, "left"),
-        help="posterior draws of the ELBO the widths are selected by (eq. (13))", record="always",
+        help="posterior draws of the ELBO the widths are selected by (eq. (13); bounded by"
+        " memory: simulate.sweep.runner.check_memory)", record="always",
     )  # fmt: skip
     start: str = setting(
         "random", Options(STARTS),

@@ -66,6 +66,7 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING
 
+from simulate.core import sizes
 from simulate.core.paths import compile_unavailable
 from simulate.core.steppath import path_of
 from simulate.progress import Progress
@@ -130,34 +131,63 @@ def _store(cfg: SweepConfig, path, accept_code_change: bool = False) -> RecordSt
 
 
 def check_memory(cfg: SweepConfig, at_once: int = 1) -> None:
-    """``ValueError`` (one line, before anything is locked or written) when ``at_once``
-    jobs of ``cfg`` (the local workers: each holds one) need more memory than the machine
-    has (``SweepConfig.job_bytes``: for ASVI a lower bound, for the GP control the measured
-    peak): ``--n 10**12``, a width of 10^6 or a GP control at 200,000 test points would
-    otherwise fail with a MemoryError deep in a worker, or swap for hours."""
+    """``ValueError`` (one line, before anything is locked or written) when the sweep of
+    ``cfg`` needs more memory than this process may hold (``simulate.core.sizes.
+    available_bytes``: the machine's memory, or ``ulimit -v``), the estimate printed:
+
+    * its records, every one held at once by the sweep (its store and its result) and by
+      ``verify.rates`` and ``figures`` after it: ``truths x n x replicates`` records of at
+      least ``sizes.RECORD_BYTES`` each (``--replicates 100000000`` built its job list for
+      minutes and gigabytes, and its ``--dry-run`` said nothing); that refusal prints the
+      training time the measured costs give too (``simulate.sweep.costs``: 76 years);
+    * ``at_once`` jobs (the local workers: each holds one; ``SweepConfig.job_parts``: for
+      ASVI a lower bound, for the GP control the measured peak): ``--n 10**8`` (the
+      truth's values), a width of 10^6 or a GP control at 200,000 test points would
+      otherwise fail with a MemoryError deep in a worker, or swap for hours; each
+      process's own interpreter with torch counts too (``sizes.WORKER_BYTES``).
+
+    :func:`run_sweep` checks as well, for the callers without a command line of their own
+    (the figures, the optimiser study)."""
     at_once = max(1, int(at_once or 1))
-    need = at_once * cfg.job_bytes()
-    try:
-        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # not POSIX: nothing to compare with
-        return
-    if need <= have:
-        return
+    count = len(cfg.truths) * len(cfg.ns) * int(cfg.replicates)
+    plural = "s" if len(cfg.truths) > 1 else ""
+    have = sizes.available_bytes()
+    over = have is not None and count * sizes.RECORD_BYTES > have
+    sizes.refuse(
+        count * sizes.RECORD_BYTES,
+        f"this sweep's {count:,} records ({len(cfg.truths)} truth{plural} x {len(cfg.ns)} n x"
+        f" {cfg.replicates} replicates, at least {sizes.RECORD_BYTES} bytes each, held at"
+        f" once by the sweep and by verify.rates{_training_time(cfg) if over else ''})",
+        [(0, "", "use fewer --replicates (or fewer --n or truths)")], verb="need",
+    )  # fmt: skip
     jobs = "one job" if at_once == 1 else f"{at_once} jobs at once (one per worker)"
     verb = "needs" if at_once == 1 else "need"
-    if cfg.estimator == "gp":
-        raise ValueError(
-            f"{jobs} of this GP control {verb} about {need / 2**30:.3g} GiB (posterior"
-            f" covariances of n_test = {cfg.n_test} test points, float64, at n ="
-            f" {max(cfg.ns)}); this machine has {have / 2**30:.3g} GiB: give a smaller"
-            " --n-test" + (" or fewer --workers" if at_once > 1 else "")
-        )
-    raise ValueError(
-        f"{jobs} of this sweep {verb} at least {need / 2**30:.3g} GiB (data at"
-        f" n = {max(cfg.ns)}, widths up to {max(cfg.widths_at(max(cfg.ns)))}); this machine"
-        f" has {have / 2**30:.3g} GiB: use smaller n or widths"
-        + (" or fewer --workers" if at_once > 1 else "")
+    kind = "GP control" if cfg.estimator == "gp" else "sweep"
+    workers = " (or fewer --workers)" if at_once > 1 else ""
+    parts = [(at_once * b, what, fix + workers) for b, what, fix in cfg.job_parts()]
+    # each job runs in an interpreter of its own (a worker, or this one)
+    parts.append(
+        (at_once * sizes.WORKER_BYTES, "the processes' own (torch)", "use fewer --workers")
     )
+    bound = "about" if cfg.estimator == "gp" else "at least"  # the GP's: a measured peak
+    sizes.refuse(sum(b for b, _, _ in parts), f"{jobs} of this {kind}", parts, verb, bound)
+
+
+def _training_time(cfg: SweepConfig) -> str:
+    """The sweep's training time from the measured per-cell costs (``simulate.sweep.costs``,
+    what ``verify.rates --dry-run`` prints), as a clause of a refusal; empty where nothing
+    prices it."""
+    from simulate.sweep import costs
+
+    try:
+        s = costs.estimate(cfg).total_s
+    except (ValueError, OSError, KeyError):
+        return ""
+    if not s > 0:
+        return ""
+    years = s / (365.25 * 86400)
+    when = f"{years:,.0f} years" if years >= 1 else f"{s / 3600:.3g} hours"
+    return f"; its training, from the measured costs, about {when} of one worker"
 
 
 def check_native(cfg: SweepConfig) -> None:
@@ -256,6 +286,7 @@ def run_sweep(
     scheduler, workers, budget = opt.scheduler, opt.workers, opt.budget
     accept_code_change, scheduler_timeout = opt.accept_code_change, opt.scheduler_timeout
     check_workers(workers, scheduler)
+    check_memory(cfg, 1 if scheduler else workers)  # the figures' and the studies' sweeps
     check_compile(cfg, scheduler)
     store = _store(cfg, out_path, accept_code_change)
     store.discard = bool(discard)

@@ -75,6 +75,12 @@ class TeacherNetwork:
     def __call__(self, X) -> np.ndarray:
         return self.hidden_and_output(X)[1]
 
+    def eval_bytes(self, m: int) -> int:
+        """A lower bound of the memory of evaluating the network at ``m`` points, in bytes:
+        the float64 inputs it reads, every hidden layer's activations (kept:
+        :meth:`hidden_and_output` returns them) and one layer's pre-activation."""
+        return 8 * int(m) * (self.p_active_ + sum(self.widths) + max(self.widths) + 1)
+
     def hidden_and_output(self, X):
         """The hidden layers' activations (a list of ``(m, width)`` arrays) and the output
         ``(m,)`` at inputs X."""
@@ -174,6 +180,13 @@ class HolderFunction:
             raise ValueError(f"X must be (m, {self.p}), got {X.shape}")
         arg = np.einsum("mp,kjp->mkj", X, self.omega) + self.phase[None]
         return (np.cos(arg) * self.coef[None]).sum(axis=(1, 2))
+
+    def eval_bytes(self, m: int) -> int:
+        """A lower bound of the memory of evaluating the function at ``m`` points, in bytes:
+        two float64 ``[m, K + 1, p]`` arrays live at once in :meth:`__call__` (the
+        arguments and their cosines; numpy reuses the other temporaries), 10.4 GiB each at
+        m = 10**8 with K + 1 = 14 (alpha = 0.5, p = 1 at ``n_max = 2**20``)."""
+        return 2 * 8 * int(m) * (self.K + 1) * self.p
 
     def _norm_bound(self) -> float:
 
