@@ -13,7 +13,9 @@ the process may hold, and which parameter to lower.
 
 Time is bounded elsewhere, by counts with a stated reason (``simulate.estimators.inputs.
 MAX_EPOCHS``), and by the sweeps' measured cost estimate (``simulate.sweep.costs``, which
-``verify.rates --dry-run`` prints); a size that fits here may still take long."""
+``verify.rates --dry-run`` prints); a size that fits here may still take long (an
+estimator's ``elbo_draws`` or ``predict_draws`` of 10**6 fit in memory and are not refused,
+though each draw is one pass over the data)."""
 
 from __future__ import annotations
 
