@@ -58,7 +58,10 @@ def record_problem(rec: dict) -> str | None:
             return f"{key!r} must be an object, got {rec.get(key)!r}"
     if not isinstance(rec["failed"], bool):
         return f"'failed' must be true or false, got {rec['failed']!r}"
-    if rec["config"].get("estimator") != "gp" and not isinstance(rec.get("per_width"), dict):
+    # the GP control and a named regressor have no candidate widths
+    if rec["config"].get("estimator") not in ("gp", "regressor") and not isinstance(
+        rec.get("per_width"), dict
+    ):
         return f"'per_width' must be an object, got {rec.get('per_width')!r}"
     sw = rec["selected_width"]
     if sw is not None and not INT_POSITIVE.accepts(sw):
