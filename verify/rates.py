@@ -12,7 +12,9 @@ NAME``, default ``exploratory-v2``; ``--records`` are decided under the shipped 
 they were written under, where there is one), whose digest every record written under it
 and every JSON entry carries; a report on records of another protocol says so.  ``--rate
 EXPR`` (a rate of d^2 in n, p and alpha) replaces the paper's band in an exploratory copy of
-the protocol (``verify.stated_rate``).
+the protocol (``verify.stated_rate``).  ``--estimator MODULE:CLASS [--estimator-param
+NAME=VALUE ...]`` trains any scikit-learn-style regressor in ASVI's place on the tier's design
+(``simulate.sweep.foreign``) and decides its rate by the same tests (exploratory).
 
 * **attainment test**: ASVI's slope minus the slope of the class-matched reference (the
   least-squares continuous linear spline, its mesh chosen by cross-validation on the
@@ -216,6 +218,7 @@ def _dry_run(args, plan: Plan, proto) -> int:
             f"{name}: truths {[t.key for t in cfg.truths]}, n = {list(cfg.ns)}, "
             f"{cfg.replicates} replicates, data seed {cfg.seed}"
             + (f", priors nu = {cfg.gp_nus}" if cfg.estimator == "gp" else "")
+            + (f", {_regressor_words(cfg)}" if cfg.estimator == "regressor" else "")
             + f"; records {path}"
         )
         print(power_lines(design_power(cfg, proto), cfg))
@@ -230,6 +233,12 @@ def _dry_run(args, plan: Plan, proto) -> int:
                 print(line)
     print(_cost_lines(args, plan))
     return 0
+
+
+def _regressor_words(cfg) -> str:
+    """A named regressor and its parameters as given (``--estimator``)."""
+    given = ", ".join(f"{k}={v}" for k, v in (cfg.regressor_params or {}).items())
+    return f"regressor {cfg.regressor}({given})"
 
 
 def _control_power_lines(c, proto) -> list[str]:
@@ -253,7 +262,8 @@ def _cost_lines(args, plan: Plan) -> str:
     """The design's estimated cost from the measured per-cell costs the toolkit ships
     (``simulate.sweep.costs``): per sweep and in all, on the run's workers; each control
     priced as a sweep of its own cells (it continues the sweep's states, so it costs
-    less); the cells no measured row prices named."""
+    less); the cells no measured row prices named; a named regressor (``--estimator``) not
+    priced at all, said so (the table holds no estimator but ASVI and the GP)."""
     workers = args.workers or plan.workers or 1  # a cluster's: not known here
     sweeps = [(r.label, r.cfg) for r in plan.runs]
     sweeps += [(f"control{' of ' + r.name if r.name else ''}", r.control)
@@ -263,6 +273,11 @@ def _cost_lines(args, plan: Plan) -> str:
     lines = [f"estimated cost (measured per-cell costs, {costs.TABLE_NAME}):"]
     total, unpriced = 0.0, []
     for name, cfg in sweeps:
+        if cfg.estimator == "regressor":  # the table measures ASVI's and the GP's cells only
+            lines.append(f"  {name}: not priced: {_regressor_words(cfg)} is an estimator the"
+                         " cost table does not know (its seconds are known only once a cell"
+                         " has run: try a small --n first)")  # fmt: skip
+            continue
         e = costs.estimate(cfg)
         total += e.total_s
         unpriced += e.unpriced
