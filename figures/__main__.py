@@ -50,7 +50,7 @@ from simulate.alloc import tune_malloc
 from simulate.core.options import DEFAULT_OPTIONS
 from simulate.core.steppath import BATCHED, NATIVE
 from simulate.experiments.mnist import run_mnist1d, run_mnist1d_controls
-from simulate.experiments.table1 import run_teacher
+from simulate.experiments.table1 import TeacherVariant, run_teacher
 from simulate.experiments.uci import run_uci
 from simulate.sweep import tiers
 from simulate.sweep.config import SweepConfig
@@ -123,8 +123,9 @@ def _teacher(args, names) -> None:
 
     t0 = time.perf_counter()
     recs = run_teacher(
-        args.tier, args.out, args.recompute, bias=args.teacher_bias, workers=args.workers,
-        methods=args.teacher_methods, mlp=args.teacher_mlp,
+        args.tier, args.out, args.recompute,
+        variant=TeacherVariant(bias=args.teacher_bias, mlp=args.teacher_mlp),
+        workers=args.workers, methods=args.teacher_methods,
     )  # fmt: skip
     cfg = tiers.TEACHER[args.tier]
     name = args.tier if args.teacher_bias == "subtract" else f"{args.tier}-{args.teacher_bias}"

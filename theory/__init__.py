@@ -17,6 +17,7 @@ if _sys.argv[:1] == ["-m"]:  # python -m ...: a Ctrl-C while the toolkit starts 
     _refuse_shadows("theory")
 
 from theory.bounds import (
+    BoundConstants,
     Lemma61,
     eps_n,
     eps_star_n,
@@ -49,6 +50,7 @@ from theory.qstar import q_star, q_star_log10
 
 __all__ = [
     "METRICS",
+    "BoundConstants",
     "Lemma61",
     "condition_5_1",
     "condition_5_2",

@@ -9,7 +9,7 @@ The depth convention (L = number of hidden layers of width 12pN) is in ``theory.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import mpmath
@@ -27,6 +27,7 @@ __all__ = [
     "lemma_6_1",
     "lemma_6_1_sparsity",
     "Lemma61",
+    "BoundConstants",
     "theorem_4_1_bound",
     "theorem_5_1_bound",
     "optimal_structure",
@@ -236,7 +237,45 @@ def _lemma_6_1(ops, n, p, alpha, C_N) -> Lemma61:
     )
 
 
-def theorem_4_1_bound(n, L, N, s, p, xi, B=2, M=1, delta=1, C=1, C_prime=1):
+@dataclass(frozen=True)
+class BoundConstants:
+    """The constants Theorems 4.1 and 5.1 take beyond the network and the approximation error.
+
+    ``B``: the slab's parameter bound of Lemma 4.1 (:func:`r_n`'s ``B``, default 2, the smallest
+    the Gaussian slab allows); ``M`` and ``delta``: Lemma 4.2's constant and log power
+    (:func:`eps_n`'s, defaults 1); ``C`` and ``C_prime``: Theorem 4.1's C and C' (defaults 1:
+    the theorem asserts only their existence).  Theorem 5.1 reads ``B``, ``M``, ``delta`` and
+    ``C`` (its one constant C''), never ``C_prime``.  Each value is checked where the theorem
+    uses it, by the same rule and message as when passed by name; a field accepts what the
+    theorems accept (a number, a numpy array or a sympy symbol).
+    """
+
+    B: Any = 2
+    M: Any = 1
+    delta: Any = 1
+    C: Any = 1
+    C_prime: Any = 1
+
+
+def _constants(func: str, constants, by_name: dict, names: tuple) -> BoundConstants:
+    """``constants`` (default :class:`BoundConstants`) with the fields given ``by_name``
+    replaced: the theorems' keywords ``B=``, ``M=``, ... as before the constants were grouped.
+    A name outside ``names`` is a ``TypeError`` as an unknown keyword argument is, and so is
+    a ``constants`` that is not a :class:`BoundConstants` (a 7th positional argument)."""
+    if constants is None:
+        constants = BoundConstants()
+    elif not isinstance(constants, BoundConstants):
+        raise TypeError(
+            f"{func}() takes its constants by name ({'=, '.join(names)}=) or as a"
+            f" BoundConstants, got {constants!r} as its 7th argument"
+        )
+    for name in by_name:
+        if name not in names:
+            raise TypeError(f"{func}() got an unexpected keyword argument {name!r}")
+    return replace(constants, **by_name) if by_name else constants
+
+
+def theorem_4_1_bound(n, L, N, s, p, xi, constants: BoundConstants | None = None, **by_name):
     r"""Right-hand side of Theorem 4.1, eq. (d2bound), split into its three terms:
 
     .. math:: C\varepsilon_n^2 + 3C' r_n + 3C'\xi_n
@@ -244,33 +283,43 @@ def theorem_4_1_bound(n, L, N, s, p, xi, B=2, M=1, delta=1, C=1, C_prime=1):
 
     The theorem asserts only the existence of C, C' (and M of Lemma 4.2); the defaults 1
     give the bound's shape, not its level.  ``xi`` is the approximation error, e.g. from
-    :func:`xi_bound`.  Returns a dict with keys ``estimation``, ``variational``,
+    :func:`xi_bound`.  The constants (:class:`BoundConstants`: ``B``, ``M``, ``delta``,
+    ``C``, ``C_prime``) come as ``constants`` or by name, ``theorem_4_1_bound(n, L, N, s,
+    p, xi, B=2, M=1, delta=1, C=1, C_prime=1)``, a name replacing that field of
+    ``constants``.  Returns a dict with keys ``estimation``, ``variational``,
     ``approximation`` and ``total``.
     """
+    k = _constants("theorem_4_1_bound", constants, by_name, ("B", "M", "delta", "C", "C_prime"))
     check.real("xi", xi, ge=0)
-    check.real("C", C, gt=0)
-    check.real("C_prime", C_prime, gt=0)
-    est = eps_n(n, L, N, s, p, M=M, delta=delta) ** 2
-    var = r_n(n, L, N, s, p, B=B)
-    ops = ops_for(est, var, xi, C, C_prime)
-    est, var, xi, C, Cp = ops.args(est, var, xi, C, C_prime)
+    check.real("C", k.C, gt=0)
+    check.real("C_prime", k.C_prime, gt=0)
+    est = eps_n(n, L, N, s, p, M=k.M, delta=k.delta) ** 2
+    var = r_n(n, L, N, s, p, B=k.B)
+    ops = ops_for(est, var, xi, k.C, k.C_prime)
+    est, var, xi, C, Cp = ops.args(est, var, xi, k.C, k.C_prime)
     terms = {"estimation": C * est, "variational": 3 * Cp * var, "approximation": 3 * Cp * xi}
     terms["total"] = terms["estimation"] + terms["variational"] + terms["approximation"]
     return terms
 
 
-def theorem_5_1_bound(n, L, N_star, s_star, p, xi_star, B=2, M=1, delta=1, C=1):
+def theorem_5_1_bound(
+    n, L, N_star, s_star, p, xi_star, constants: BoundConstants | None = None, **by_name
+):
     r"""Right-hand side of Theorem 5.1, eq. (d2bound+): ``C''[eps*_n^2 + r*_n + xi*_n]``.
 
     ``eps*_n`` as printed in Section 5 (:func:`eps_star_n`), ``r*_n = r_n(L, N*, s*)``.
-    Returns a dict with the three terms and ``total``; C'' defaults to 1 (existence only).
+    The constants come as ``constants`` (:class:`BoundConstants`; its ``C`` is C'', its
+    ``C_prime`` unused) or by name, ``theorem_5_1_bound(n, L, N*, s*, p, xi*, B=2, M=1,
+    delta=1, C=1)``.  Returns a dict with the three terms and ``total``; C'' defaults to 1
+    (existence only).
     """
+    k = _constants("theorem_5_1_bound", constants, by_name, ("B", "M", "delta", "C"))
     check.real("xi_star", xi_star, ge=0)
-    check.real("C", C, gt=0)
-    est = eps_star_n(n, L, N_star, s_star, M=M, delta=delta) ** 2
-    var = r_n(n, L, N_star, s_star, p, B=B)
-    ops = ops_for(est, var, xi_star, C)
-    est, var, xi, C = ops.args(est, var, xi_star, C)
+    check.real("C", k.C, gt=0)
+    est = eps_star_n(n, L, N_star, s_star, M=k.M, delta=k.delta) ** 2
+    var = r_n(n, L, N_star, s_star, p, B=k.B)
+    ops = ops_for(est, var, xi_star, k.C)
+    est, var, xi, C = ops.args(est, var, xi_star, k.C)
     terms = {"estimation": C * est, "variational": C * var, "approximation": C * xi}
     terms["total"] = terms["estimation"] + terms["variational"] + terms["approximation"]
     return terms

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import decimal
 import math
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 import mpmath
 
@@ -17,7 +20,7 @@ from theory.plumbing.paths import check_output_file, path_arg, write_json
 from theory.priors import log_prior_N
 from theory.qstar import q_star_log10
 
-__all__ = ["report", "format_report", "main"]
+__all__ = ["ReportInputs", "report", "format_report", "main"]
 
 
 def _f(x) -> float:
@@ -34,11 +37,48 @@ def g(x) -> str:
     return f"{float(x):.6g}"
 
 
-def report(n, p, alpha, holder_norm=1, B=2, C_N=1, lam=10, delta=1, N_max=None) -> dict:
+@dataclass(frozen=True)
+class ReportInputs:
+    """The report's inputs beyond (n, p, alpha), with the command line's defaults:
+    ``holder_norm`` (the Hoelder norm of f_0, 1), ``B`` (Lemma 4.1's parameter bound, 2),
+    ``C_N`` (Lemma 6.1's constant, 1), ``lam`` (the prior on N's lambda, 10), ``delta`` (the
+    log power, 1) and ``N_max`` (the (N*, s*) search's largest N; None: its default).  Each is
+    checked by the formula that uses it."""
+
+    holder_norm: Any = 1
+    B: Any = 2
+    C_N: Any = 1
+    lam: Any = 10
+    delta: Any = 1
+    N_max: Any = None
+
+
+def report(n, p, alpha, inputs: ReportInputs | None = None, **by_name) -> dict:
     """Every theory quantity at (n, p, alpha) as plain floats/ints (JSON-ready).
 
+    The other inputs come as ``inputs`` (:class:`ReportInputs`) or by name,
+    ``report(n, p, alpha, holder_norm=1, B=2, C_N=1, lam=10, delta=1, N_max=None)``, a name
+    replacing that field of ``inputs`` (an unknown name is a ``TypeError``).
     Unknown constants (M, C, C' of Lemmas 4.1-4.2, C'' of the corollaries) are set to 1.
     """
+    if inputs is None:
+        inputs = ReportInputs()
+    elif not isinstance(inputs, ReportInputs):
+        raise TypeError(f"report() takes its inputs by name or as a ReportInputs, got {inputs!r}")
+    fields = {f.name for f in dataclasses.fields(ReportInputs)}
+    for name in by_name:
+        if name not in fields:
+            raise TypeError(f"report() got an unexpected keyword argument {name!r}")
+    inputs = dataclasses.replace(inputs, **by_name) if by_name else inputs
+    return _report(n, p, alpha, inputs)
+
+
+def _report(n, p, alpha, inputs: ReportInputs) -> dict:
+    """:func:`report` once its inputs are one :class:`ReportInputs`."""
+    holder_norm, B, C_N, lam, delta = (
+        inputs.holder_norm, inputs.B, inputs.C_N, inputs.lam, inputs.delta
+    )  # fmt: skip
+    N_max = inputs.N_max
     net = lemma_6_1(n, p, alpha, C_N)
     L, N, s = net.L, net.N, net.s
     xi = xi_bound(n, N, p, alpha, holder_norm)
@@ -196,8 +236,8 @@ def _report_or_range_error(n, args) -> dict:
     6.1's approximation bound xi about 1e602) instead of naming the internal quantity
     alone."""
     try:
-        return report(n, args.p, args.alpha, args.holder_norm, args.B, args.C_N, args.lam,
-                      args.delta)  # fmt: skip
+        inputs = ReportInputs(args.holder_norm, args.B, args.C_N, args.lam, args.delta)
+        return report(n, args.p, args.alpha, inputs)
     except ValueError as exc:
         msg = str(exc)
         if msg.split(" ", 1)[0] in _INPUT_NAMES:  # an input out of its range: said as is

@@ -19,6 +19,7 @@ from simulate.bench.flops import BATCH, N, P, peak_gflops
 from simulate.bench.sweep_mix import sweep_workload
 from simulate.bench.timing import (
     WORKLOADS,
+    BenchSetup,
     compare_paths,
     network_name,
     run,
@@ -180,30 +181,11 @@ def main(argv=None) -> int:
             write_json(args.json, {"where": where, "torch": torch.__version__, **res})
         return 0
     if args.workload == "sweep":
-        peak = peak_gflops(args.device)
-        print(f"sustained float32 GEMM rate (2048^3, the faster library): {peak:.1f} GFLOP/s")
-        res = sweep_workload(
-            args.tier, args.steps, args.repeats, args.compile, args.records,
-            peak, mlp=args.mlp,
-        )  # fmt: skip
-        print(
-            f"{args.tier} tier: {res['model_steps_per_s']:.0f} model-steps/s, "
-            f"{res['gflops']:.2f} GFLOP/s ({100 * res['peak_fraction']:.1f}% of peak), "
-            f"projected training {res['projected_full_tier_min']:.1f} min on "
-            f"{res['workers']} worker(s) (steps from {res['steps_from']}"
-            + (
-                f"; useful fraction {res['useful_fraction']:.3f})"
-                if res["useful_fraction"] is not None
-                else ")"
-            )
-        )
-        if args.json:
-            meta = {"torch": torch.__version__, "threads": torch.get_num_threads()}
-            write_json(args.json, {"meta": meta, "where": where, "sweep": res})
+        _sweep(args, where)
         return 0
     if args.compare_paths:
         res = compare_paths(
-            max(args.E), args.steps, args.repeats, options=options, device=args.device
+            max(args.E), args.steps, args.repeats, BenchSetup(device=args.device), options
         )
         if args.json:
             write_json(args.json, {"E": max(args.E), "device": args.device, "where": where, **res})
@@ -212,26 +194,57 @@ def main(argv=None) -> int:
         args.E,
         args.steps,
         args.repeats,
-        options=options,
-        device=args.device,
+        BenchSetup(device=args.device),
+        options,
         loop_max=args.loop_max,
         workload=args.workload,
     )
     if args.json:
-        meta = {
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "malloc_tuned": tuned,
-            "device": args.device,
-            "hardware": where,
-            "workload": args.workload,
-            "network": network_name()
-            if args.workload == "net20"
-            else f"{P}-w-w-1, w = {', '.join(map(str, PAPER_WIDTHS))} in turn",
-            "batch_size": BATCH,
-            "n": N,
-            "steps": args.steps,
-            "repeats": args.repeats,
-        }
+        meta = _meta(args, tuned, where)
         write_json(args.json, {"meta": meta, **{str(k): v for k, v in res.items()}})
     return 0
+
+
+def _sweep(args, where: str) -> None:
+    """``--workload sweep``: the tier's programs timed as the sweep runs them, said in one
+    line and, with ``--json``, written with the torch version, threads and hardware."""
+    peak = peak_gflops(args.device)
+    print(f"sustained float32 GEMM rate (2048^3, the faster library): {peak:.1f} GFLOP/s")
+    res = sweep_workload(
+        args.tier, args.steps, args.repeats, args.compile, args.records,
+        peak, mlp=args.mlp,
+    )  # fmt: skip
+    print(
+        f"{args.tier} tier: {res['model_steps_per_s']:.0f} model-steps/s, "
+        f"{res['gflops']:.2f} GFLOP/s ({100 * res['peak_fraction']:.1f}% of peak), "
+        f"projected training {res['projected_full_tier_min']:.1f} min on "
+        f"{res['workers']} worker(s) (steps from {res['steps_from']}"
+        + (
+            f"; useful fraction {res['useful_fraction']:.3f})"
+            if res["useful_fraction"] is not None
+            else ")"
+        )
+    )
+    if args.json:
+        meta = {"torch": torch.__version__, "threads": torch.get_num_threads()}
+        write_json(args.json, {"meta": meta, "where": where, "sweep": res})
+
+
+def _meta(args, tuned: bool, where: str) -> dict:
+    """The JSON's ``meta`` of the default mode (:func:`simulate.bench.timing.run`): what ran
+    where, on which network and data."""
+    return {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "malloc_tuned": tuned,
+        "device": args.device,
+        "hardware": where,
+        "workload": args.workload,
+        "network": network_name()
+        if args.workload == "net20"
+        else f"{P}-w-w-1, w = {', '.join(map(str, PAPER_WIDTHS))} in turn",
+        "batch_size": BATCH,
+        "n": N,
+        "steps": args.steps,
+        "repeats": args.repeats,
+    }

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -47,6 +47,7 @@ from simulate.truths.functions import TeacherNetwork, make_regression_data
 
 __all__ = [
     "WORKLOADS",
+    "BenchSetup",
     "compare_paths",
     "native_available",
     "network_name",
@@ -54,6 +55,21 @@ __all__ = [
     "table1_block_rate",
     "workload_widths",
 ]
+
+
+@dataclass(frozen=True)
+class BenchSetup:
+    """What the bench's models train on and where: ``n`` points of ``p`` inputs (the module
+    docstring's data), networks of ``depth`` hidden layers (of ``width`` units where the
+    workload does not set the widths: :func:`compare_paths`), minibatches of ``batch_size``,
+    on ``device`` (``"cpu"`` or ``"cuda"``)."""
+
+    n: int = N
+    p: int = P
+    width: int = WIDTH
+    depth: int = DEPTH
+    batch_size: int = BATCH
+    device: str = "cpu"
 
 
 def network_name(p: int = P, width: int = WIDTH, depth: int = DEPTH) -> str:
@@ -163,12 +179,8 @@ def run(
     Es=(1, 10, 100),
     steps: int = 20,
     repeats: int = 3,
-    n: int = N,
-    p: int = P,
-    depth: int = DEPTH,
-    batch_size: int = BATCH,
+    setup: BenchSetup = BenchSetup(),
     options: StepOptions = DEFAULT_OPTIONS,
-    device="cpu",
     loop_max: int | None = None,
     log=print,
     workload: str = "net20",
@@ -177,12 +189,13 @@ def run(
     textbook_loop_model_steps_per_s, textbook_ratio, vmap_model_steps_per_s, vmap_ratio}}``
     (ratios: batched over the other), plus for ``workload="table1"``
     ``batched_groups_model_steps_per_s`` and ``groups_ratio`` (grouped over one program).
-    ``options``: how the core's variants step (``StepOptions``; the ``native`` variant
-    the same with ``mlp="native"``).
+    ``setup``: the data, networks and device (:class:`BenchSetup`; its ``width`` unused: the
+    workload sets the widths); ``options``: how the core's variants step (``StepOptions``;
+    the ``native`` variant the same with ``mlp="native"``).
 
-    ``device="cuda"`` times the core's variants on the GPU (synchronising around each timed
-    block); the data then lives on the GPU too, and the textbook and vmap baselines (CPU
-    only) are not timed.  For ``E > loop_max`` the per-model loops (the core's and the
+    ``setup.device="cuda"`` times the core's variants on the GPU (synchronising around each
+    timed block); the data then lives on the GPU too, and the textbook and vmap baselines
+    (CPU only) are not timed.  For ``E > loop_max`` the per-model loops (the core's and the
     textbook's) are not timed (their rates and ratios are then None): a loop over thousands
     of models takes minutes and its per-model rate does not depend on E.  The vmap ensemble
     is batched like the core and is timed at every E.
@@ -194,7 +207,8 @@ def run(
     can run, :func:`native_available`; else these are None)
     ``native_model_steps_per_s``, ``native_ratio`` (over the batched core),
     ``native_vmap_ratio``, ``native_gflops`` and ``native_peak_fraction``."""
-    data = _data(n, p)
+    p, depth, batch_size, device = setup.p, setup.depth, setup.batch_size, setup.device
+    data = _data(setup.n, p)
     rates_by_library = peak_rates(device)
     peak = max(rates_by_library.values())
     log(
@@ -216,32 +230,39 @@ def run(
             for k, group in fns.items():
                 rates[k].append(_rate(group, steps, E, device))
         med = {k: statistics.median(v) for k, v in rates.items()}
-        b = med["batched"]
-        res = {"batched_model_steps_per_s": b}
-        for key, name in (("loop", "loop"), ("textbook", "textbook_loop"), ("vmap", "vmap")):
-            r = med.get(key)
-            res[f"{name}_model_steps_per_s"] = r
-            res["ratio" if key == "loop" else f"{key}_ratio"] = b / r if r else None
-        if "batched_groups" in med:
-            res["batched_groups_model_steps_per_s"] = med["batched_groups"]
-            res["groups_ratio"] = med["batched_groups"] / b
         flops = workload_flops(widths, p, depth, batch_size)
-        res.update(
-            flops_per_model_step=flops,
-            gflops=b * flops / 1e9,
-            peak_gflops=peak,
-            peak_fraction=b * flops / 1e9 / peak,
-            peak_rates=rates_by_library,
-        )
-        nat = med.get("native")
-        res["native_model_steps_per_s"] = nat
-        res["native_ratio"] = nat / b if nat else None
-        res["native_vmap_ratio"] = nat / med["vmap"] if nat and med.get("vmap") else None
-        res["native_gflops"] = nat * flops / 1e9 if nat else None
-        res["native_peak_fraction"] = nat * flops / 1e9 / peak if nat else None
-        out[E] = res
-        log(f"E = {E:5d}: batched {b:9.0f} model-steps/s   " + _tail(res))
+        out[E] = res = _entry(med, flops, peak, rates_by_library)
+        log(f"E = {E:5d}: batched {med['batched']:9.0f} model-steps/s   " + _tail(res))
     return out
+
+
+def _entry(med: dict, flops, peak: float, rates_by_library: dict) -> dict:
+    """One E's entry of :func:`run` from each variant's median rate ``med``: the rates, the
+    batched core's ratios over the others, its GFLOP/s at ``flops`` a model-step and their
+    fraction of ``peak``, and the fused pass's the same (None where it was not timed)."""
+    b = med["batched"]
+    res = {"batched_model_steps_per_s": b}
+    for key, name in (("loop", "loop"), ("textbook", "textbook_loop"), ("vmap", "vmap")):
+        r = med.get(key)
+        res[f"{name}_model_steps_per_s"] = r
+        res["ratio" if key == "loop" else f"{key}_ratio"] = b / r if r else None
+    if "batched_groups" in med:
+        res["batched_groups_model_steps_per_s"] = med["batched_groups"]
+        res["groups_ratio"] = med["batched_groups"] / b
+    res.update(
+        flops_per_model_step=flops,
+        gflops=b * flops / 1e9,
+        peak_gflops=peak,
+        peak_fraction=b * flops / 1e9 / peak,
+        peak_rates=rates_by_library,
+    )
+    nat = med.get("native")
+    res["native_model_steps_per_s"] = nat
+    res["native_ratio"] = nat / b if nat else None
+    res["native_vmap_ratio"] = nat / med["vmap"] if nat and med.get("vmap") else None
+    res["native_gflops"] = nat * flops / 1e9 if nat else None
+    res["native_peak_fraction"] = nat * flops / 1e9 / peak if nat else None
+    return res
 
 
 def _tail(res: dict) -> str:
@@ -270,13 +291,8 @@ def compare_paths(
     E: int = 100,
     steps: int = 20,
     repeats: int = 7,
-    n: int = N,
-    p: int = P,
-    width: int = WIDTH,
-    depth: int = DEPTH,
-    batch_size: int = BATCH,
+    setup: BenchSetup = BenchSetup(),
     options: StepOptions = DEFAULT_OPTIONS,
-    device="cpu",
     log=print,
 ) -> dict:
     """Time the step paths (``simulate.core.paths``) on the same E models in one process,
@@ -285,9 +301,12 @@ def compare_paths(
     ``options.compile`` the hand-written step compiled, both as one call for all E models
     (``hand_written_compiled``, the default) and in calls of 25 models
     (``hand_written_compiled_chunks_of_25``; see ``Trainer``'s ``chunk``): each path's
-    options are ``options`` with the path's own compile, chunk and autograd.
-    Returns ``{path: median model-steps/s}`` plus each path's ratio to the autograd one
-    (``"<path>/autograd"``)."""
+    options are ``options`` with the path's own compile, chunk and autograd.  ``setup``:
+    the data, the networks (``setup.width`` units a layer) and the device
+    (:class:`BenchSetup`).  Returns ``{path: median model-steps/s}`` plus each path's ratio
+    to the autograd one (``"<path>/autograd"``)."""
+    n, p, width, depth = setup.n, setup.p, setup.width, setup.depth
+    batch_size, device = setup.batch_size, setup.device
     data = _data(n, p)
     eager = replace(options, compile=False, chunk=None, autograd=False)
 

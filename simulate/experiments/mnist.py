@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from typing import NamedTuple
 
 import torch
 
@@ -103,12 +104,24 @@ def _mnist_hyper(cfg: dict, n: int, lam: float, a: float | None = None, **overri
     return Hyper(**{**kw, **overrides})
 
 
-def _mnist_fit(cfg, hyper, widths, seeds, Xs, y, Xts, yt, label, elbo_draws=None):
+class _Signals(NamedTuple):
+    """One draw of MNIST-1D as a fit uses it: the standardised training signals ``Xs`` and
+    their labels ``y``, the standardised test signals ``Xts`` and their labels ``yt``."""
+
+    Xs: object
+    y: object
+    Xts: object
+    yt: object
+
+
+def _mnist_fit(cfg, hyper, widths, seeds, data: _Signals, label, elbo_draws=None):
     """Train one program of models (``widths``, ``seeds``) on the standardised training
-    signals ``Xs, y`` for the tier's epochs; every ``eval_every`` epochs record each model's
-    test accuracy (posterior mean, 10 draws) on ``Xts, yt`` and kept-edge fraction and, with
-    ``elbo_draws``, the negative ELBO's parts on the whole training set (L1 from that many
-    draws, L2, L3; nats).  Returns the trainer, the training batch and the curves."""
+    signals ``data.Xs, data.y`` for the tier's epochs; every ``eval_every`` epochs record
+    each model's test accuracy (posterior mean, 10 draws) on ``data.Xts, data.yt`` and
+    kept-edge fraction and, with ``elbo_draws``, the negative ELBO's parts on the whole
+    training set (L1 from that many draws, L2, L3; nats).  Returns the trainer, the training
+    batch and the curves."""
+    Xs, y, Xts, yt = data
 
     batch = Batch(
         torch.tensor(Xs[None], dtype=torch.float32),
@@ -150,7 +163,7 @@ def _train_mnist1d(tier: str, cfg: dict, n: int, cache: str, log) -> dict:
         hyper = _mnist_hyper(cfg, n, lam, family=family)
         seeds = [7 + k for k in range(len(widths))]
         tr, batch, curves[family] = _mnist_fit(
-            cfg, hyper, widths, seeds, Xs, y, Xts, yt, f"mnist1d {tier} n={n} {family}"
+            cfg, hyper, widths, seeds, _Signals(Xs, y, Xts, yt), f"mnist1d {tier} n={n} {family}"
         )
         post = tr.posterior()
         out[family] = (post, batch, tr.state.health.failed.cpu().numpy())
@@ -243,7 +256,7 @@ def _train_control(tier, cfg, ctl, n, name, overrides, cache, log) -> dict:
     hyper = _mnist_hyper(cfg, n, lam, a=over.pop("a", None), **over)
     E = ctl["seeds"]
     tr, _, curves = _mnist_fit(
-        cfg, hyper, [ctl["width"]] * E, [7 + k for k in range(E)], Xs, y, Xts, yt,
+        cfg, hyper, [ctl["width"]] * E, [7 + k for k in range(E)], _Signals(Xs, y, Xts, yt),
         f"mnist1d controls {tier} n={n} {name}", elbo_draws=2,
     )  # fmt: skip
     post = tr.posterior()

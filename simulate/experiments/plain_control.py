@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -18,12 +19,25 @@ from simulate.core.state import init_state
 from simulate.progress import Progress
 from simulate.references.classical import spline_reference
 from simulate.references.constructive import net_theta, spline_starts
-from simulate.references.plain import train_plain, validation_split
+from simulate.references.plain import PlainFit, train_plain, validation_split
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.truth_spec import TruthSpec
 from simulate.truths.functions import make_regression_data
 from theory.plumbing.cli import Parser, run_main
 from theory.plumbing.paths import check_output_file, path_arg, write_json
+
+
+@dataclass(frozen=True)
+class ControlSettings:
+    """The control's fixed settings: the step cap ``max(min_steps, epochs n / batch_size)``
+    (the full tier's: 160 epochs, 20,000 steps at least), the sweeps' batch (SweepConfig's
+    default) and learning rate (``HYPER_DEFAULTS``), and ``n_test`` test inputs."""
+
+    epochs: float = 160.0
+    min_steps: int = 20_000
+    batch_size: int = SweepConfig.batch_size  # the sweeps' batch (SweepConfig's default)
+    lr: float = HYPER_DEFAULTS["lr"]
+    n_test: int = 20_000
 
 
 def run(
@@ -33,26 +47,23 @@ def run(
     *,
     depth: int = DEPTH,
     start: str = "random",
-    epochs: float = 160.0,
-    min_steps: int = 20_000,
-    batch_size: int = SweepConfig.batch_size,  # the sweeps' batch (SweepConfig's default)
-    lr: float = HYPER_DEFAULTS["lr"],
     seed: int = 0,
-    n_test: int = 20_000,
+    settings: ControlSettings = ControlSettings(),
     progress=None,
 ) -> dict:
     """Plain ReLU networks of the given widths on the sweeps' Hoelder truth (p = 1,
     smoothness ``alpha``, truth seed ``seed``, its replicate 0) with n points drawn from
     ``seed`` (``simulate.truths.functions.make_regression_data``, noise sd 1) and test inputs from
     their own stream, trained by
-    :func:`train_plain` for the ASVI cap in steps, ``max(min_steps, epochs n / batch)`` (the
-    full tier's: 160 epochs, 20,000 steps at least), from a ``random`` start (the core's
+    :func:`train_plain` for the ASVI cap in steps (``settings``: :class:`ControlSettings`),
+    from a ``random`` start (the core's
     initial locations, ``U(-0.6, 0.6)``) or the ``constructive`` one (the validation-chosen
     linear spline, ``simulate.references.constructive``); and the class-matched reference (the
     linear
     spline, mesh by 5-fold CV) on the same data.  Returns per width the squared L2 error
     to f0, the validation error and the step of the best evaluation."""
-
+    epochs, min_steps, batch_size = settings.epochs, settings.min_steps, settings.batch_size
+    lr, n_test = settings.lr, settings.n_test
     if start not in ("random", "constructive"):
         raise ValueError(f"start must be 'random' or 'constructive', got {start!r}")
     widths = [int(w) for w in widths]
@@ -73,8 +84,8 @@ def run(
     t0 = time.perf_counter()
     res = train_plain(
         layout, theta0[:, : layout.P_net], torch.tensor(X[None]), torch.tensor(y[None]),
-        [0] * len(widths), list(range(len(widths))), val, lr=lr,
-        batch_size=min(batch_size, n), max_steps=steps, progress=progress,
+        [0] * len(widths), list(range(len(widths))), val,
+        PlainFit(lr=lr, batch_size=min(batch_size, n), max_steps=steps, progress=progress),
     )  # fmt: skip
     fit_s = time.perf_counter() - t0
     with torch.no_grad():
@@ -125,8 +136,8 @@ def main(argv=None) -> int:
         return 2
     bar = Progress("plain")
     r = run(
-        args.alpha, args.n, args.widths, depth=args.depth, start=args.start,
-        epochs=args.epochs, seed=args.seed, progress=bar,
+        args.alpha, args.n, args.widths, depth=args.depth, start=args.start, seed=args.seed,
+        settings=ControlSettings(epochs=args.epochs), progress=bar,
     )  # fmt: skip
     print(
         f"\nalpha {r['alpha']}, n {r['n']}, depth {r['depth']}, {r['start']} start, cap "

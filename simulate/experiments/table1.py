@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -36,7 +36,7 @@ from simulate.sweep.records import RecordStore, tier_store
 from simulate.truths.functions import TeacherNetwork, teacher_data
 
 __all__ = [
-    "METHODS", "SCHEMA", "RUN_PLAN", "block_plan", "run_teacher", "teacher_store",
+    "METHODS", "SCHEMA", "RUN_PLAN", "TeacherVariant", "block_plan", "run_teacher", "teacher_store",
     "train_block", "width_groups", "tier_steps",
 ]  # fmt: skip
 
@@ -211,27 +211,37 @@ def teacher_store(
     return tier_store(out_dir, stem, tier, settings, SCHEMA, key, required, recompute)
 
 
+@dataclass(frozen=True)
+class TeacherVariant:
+    """Which teacher records a run trains and reads: the teacher's ``bias`` convention
+    (``simulate.truths.functions.TeacherNetwork``: ``"subtract"`` or ``"add"``) and the
+    network's pass ``mlp`` (:func:`block_plan`); each variant but the default is in a file of
+    its own (:func:`teacher_store`).  Checked by :func:`run_teacher` before any file."""
+
+    bias: str = "subtract"
+    mlp: str = DEFAULT_OPTIONS.mlp
+
+
 def run_teacher(
     tier: str,
     out_dir: str,
     recompute: bool = False,
     log=print,
-    bias: str = "subtract",
+    variant: TeacherVariant = TeacherVariant(),
     workers: int | None = None,
     methods=None,
     plan=None,
-    mlp: str = DEFAULT_OPTIONS.mlp,
 ) -> list[dict]:
     """Train what the tier needs and is not yet recorded; return all its records.
-    ``bias``: the teacher's bias convention (``simulate.truths.functions.TeacherNetwork``);
-    ``workers``: train the blocks on that many single-threaded worker processes
-    (``simulate.sweep.parallel``; this process alone writes the records, each block's as it
-    finishes, so a run stopped anywhere loses at most the blocks in flight); ``methods``: a
-    subset of ``METHODS`` to train (default all; Figure 1(b) and the ASVI row need SVI
-    alone); ``plan``: a ``RUN_PLAN``-shaped override of how blocks run, taken at any
-    number of steps (tests); ``mlp``: the network's pass (:func:`block_plan`; the
-    ``"native"`` records in a file of their own, :func:`teacher_store`).  Returns the
-    records of every method recorded so far."""
+    ``variant``: the teacher's bias convention and the network's pass
+    (:class:`TeacherVariant`); ``workers``: train the blocks on that many single-threaded
+    worker processes (``simulate.sweep.parallel``; this process alone writes the records,
+    each block's as it finishes, so a run stopped anywhere loses at most the blocks in
+    flight); ``methods``: a subset of ``METHODS`` to train (default all; Figure 1(b) and the
+    ASVI row need SVI alone); ``plan``: a ``RUN_PLAN``-shaped override of how blocks run,
+    taken at any number of steps (tests).  Returns the records of every method recorded so
+    far."""
+    bias, mlp = variant.bias, variant.mlp
     cfg = tiers.TEACHER[tier]
     methods = list(METHODS) if methods is None else list(methods)
     unknown = [m for m in methods if m not in METHODS]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -61,11 +62,21 @@ DATASETS = {"concrete": concrete, "boston": boston}
 UCI_TIERS = tiers.UCI
 
 
-def _fit_splits(family, sigma, sigma0, Xs, ys, epochs, seed, eval_every=None, at_epoch=None):
+class UciPrior(NamedTuple):
+    """What one UCI program trains: the ``family`` (SVI, Dense-BNN, HS-BNN), the noise sd
+    ``sigma`` and the prior slab sd ``sigma_0`` (one grid point of the search)."""
+
+    family: str
+    sigma: float
+    sigma_0: float
+
+
+def _fit_splits(prior: UciPrior, Xs, ys, epochs, seed, eval_every=None, at_epoch=None):
     """Train one 1-hidden-layer (50 units; ``PAPER_UCI``) model per split (datasets Xs[d],
-    ys[d]) for ``epochs`` epochs; with ``eval_every``, ``at_epoch(epoch, posterior)`` is
-    called every ``eval_every`` epochs (and at the end) on the models as they are then.  Returns the
-    final posterior and which models failed."""
+    ys[d]) of ``prior`` (:class:`UciPrior`) for ``epochs`` epochs; with ``eval_every``,
+    ``at_epoch(epoch, posterior)`` is called every ``eval_every`` epochs (and at the end) on
+    the models as they are then.  Returns the final posterior and which models failed."""
+    family, sigma, sigma0 = prior
     D, n, p = Xs.shape
     hyper = Hyper(
         family=family,
@@ -230,7 +241,7 @@ def _uci_grid_search(cfg, family, X, y, tr_parts, val_parts) -> dict[str, list[t
                 losses["ll"][(s, s0, ep)] = -np.array([b[1] for b in both])
 
             _, failed = _fit_splits(
-                family, s, s0, Xf, yf, cfg["epochs"], 100, cfg.get("eval_every"), score
+                UciPrior(family, s, s0), Xf, yf, cfg["epochs"], 100, cfg.get("eval_every"), score
             )
             for table in losses.values():
                 for k in [k for k in table if k[:2] == (s, s0)]:
@@ -240,6 +251,25 @@ def _uci_grid_search(cfg, family, X, y, tr_parts, val_parts) -> dict[str, list[t
         keys = list(table)
         out[c] = [keys[int(np.argmin([table[k][d] for k in keys]))] for d in range(len(yv))]
     return out
+
+
+def _refit_scorer(want: dict, ds: list, test: tuple, scored: dict, sigma: float):
+    """The refit's ``at_epoch``: at each epoch some (split, criterion) of ``want`` (split,
+    criterion -> epoch) is read off at, score those splits (of ``ds``, their test parts
+    ``test = (Xte, yte, stats)``, standardised inputs, original targets and the targets'
+    (mean, sd)) at noise sd ``sigma`` into ``scored[(split, criterion)]``."""
+    Xte, yte, stats = test
+
+    def score(ep, post):
+        if ep not in want.values():
+            return
+        draws = _per_model(post, Xte, PREDICT_DRAWS)  # standardised units, [T, E, m]
+        for (d, c), e in want.items():
+            if e == ep:
+                i = ds.index(d)
+                scored[(d, c)] = _uci_scores(draws[:, i, :], yte[i], *stats[i], sigma)
+
+    return score
 
 
 def _uci_refit(cfg, family, X, y, splits, best, name, method) -> list[dict]:
@@ -263,18 +293,9 @@ def _uci_refit(cfg, family, X, y, splits, best, name, method) -> list[dict]:
             Xt_.append(xa), yt_.append(ya), Xte.append(xb), yte.append(y[te_idx])
             stats.append((mu, sd))
         scored = {}
-
-        def score(ep, post, ds=ds, want=want, Xte=Xte, yte=yte, stats=stats, scored=scored, k=k):
-            if ep not in want.values():
-                return
-            draws = _per_model(post, Xte, PREDICT_DRAWS)  # standardised units, [T, E, m]
-            for (d, c), e in want.items():
-                if e == ep:
-                    i = ds.index(d)
-                    scored[(d, c)] = _uci_scores(draws[:, i, :], yte[i], *stats[i], k[0])
-
+        score = _refit_scorer(want, ds, (Xte, yte, stats), scored, k[0])
         _, failed = _fit_splits(
-            family, k[0], k[1], np.stack(Xt_), np.stack(yt_), max(want.values()), 200,
+            UciPrior(family, k[0], k[1]), np.stack(Xt_), np.stack(yt_), max(want.values()), 200,
             cfg.get("eval_every"), score,
         )  # fmt: skip
         for (d, c), ep in sorted(want.items()):

@@ -20,6 +20,8 @@ the smaller training part).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -27,7 +29,7 @@ from simulate.core import rng
 from simulate.core.layout import Layout
 from simulate.core.sampler import iid_index
 
-__all__ = ["PATIENCE", "VAL_FRACTION", "train_plain", "validation_split"]
+__all__ = ["PATIENCE", "VAL_FRACTION", "PlainFit", "train_plain", "validation_split"]
 
 VAL_FRACTION = 0.2
 PATIENCE = 20
@@ -39,6 +41,20 @@ def validation_split(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).permutation(n) >= n - n_val
 
 
+@dataclass(frozen=True)
+class PlainFit:
+    """How :func:`train_plain` trains: Adam at learning rate ``lr`` on minibatches of
+    ``batch_size`` points (at most the training part's size), for at most ``max_steps`` steps,
+    a model stopping after ``patience`` evaluations without improvement (:data:`PATIENCE`);
+    ``progress``: a progress callable ``(step, max_steps)``, or None."""
+
+    lr: float
+    batch_size: int
+    max_steps: int
+    patience: int = PATIENCE
+    progress: object = None
+
+
 def train_plain(
     layout: Layout,
     theta0: torch.Tensor,
@@ -47,18 +63,15 @@ def train_plain(
     data_index,
     seeds,
     val_masks: np.ndarray,
-    *,
-    lr: float,
-    batch_size: int,
-    max_steps: int,
-    patience: int = PATIENCE,
-    progress=None,
+    fit: PlainFit,
 ) -> dict:
     """Train ``theta0 [E, P_net]`` (model e on dataset ``data_index[e]`` of ``X [D, n, p]``,
     ``y [D, n]``; ``val_masks [D, n]`` its validation points) by Adam on the training
-    points' mean squared error; returns ``theta`` (each model's best-validation
-    parameters), ``val_mse``, ``steps`` (the step of the best evaluation), ``stopped``
-    (patience ran out before the cap) per model."""
+    points' mean squared error, as ``fit`` says (:class:`PlainFit`); returns ``theta`` (each
+    model's best-validation parameters), ``val_mse``, ``steps`` (the step of the best
+    evaluation), ``stopped`` (patience ran out before the cap) per model."""
+    lr, batch_size, max_steps = fit.lr, fit.batch_size, fit.max_steps
+    patience, progress = fit.patience, fit.progress
     E = layout.E
     di = torch.as_tensor(data_index, dtype=torch.int64).reshape(-1)
     if theta0.shape != (E, layout.P_net) or di.numel() != E:

@@ -1,7 +1,9 @@
 """A sweep's fingerprint: the fields of a configuration that change a cell's record
 (:func:`fingerprint_fields`), and the one rule, read from each setting's declaration
 (``simulate.sweep.settings``), that leaves out the bookkeeping fields and the settings added
-later at their declared defaults (:func:`_without_later_defaults`)."""
+later at their declared defaults (:func:`_without_later_defaults`); and back, the
+configuration a record's fingerprint fields describe (:func:`configuration_of`), so a
+reader recomputes the fields from it (:func:`configuration_fields`)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ from simulate.sweep.foreign import identity
 from simulate.sweep.records import code_hashes, versions
 from simulate.sweep.schema import SCHEMA
 from simulate.sweep.settings import declared
+from simulate.sweep.truth_spec import TruthSpec
 
-__all__ = ["fingerprint_fields"]
+__all__ = ["PROVENANCE_FIELDS", "configuration_fields", "configuration_of", "fingerprint_fields"]
 
 
 # How each setting enters the fingerprint is said where it is declared
@@ -39,14 +42,40 @@ def _without_later_defaults(d: dict) -> dict:
     return d
 
 
+# the fingerprint's fields that are not the configuration's settings: what they are read
+# from (its largest n, the schema, the versions, the code; a named regressor's class and
+# version)
+PROVENANCE_FIELDS = ("n_max", "schema", "versions", "code", "regressor_identity")
+
+
+def configuration_fields(cfg: SweepConfig) -> dict:
+    """The settings that enter ``cfg``'s fingerprint, by the declared rule: the config less
+    its bookkeeping fields and the settings added later at their defaults
+    (:func:`fingerprint_fields` less :data:`PROVENANCE_FIELDS`)."""
+    return _without_later_defaults(
+        {k: v for k, v in cfg.to_dict().items() if k not in _BOOKKEEPING}
+    )
+
+
+def configuration_of(fields: dict, truth: TruthSpec) -> SweepConfig:
+    """The sweep configuration a record's fingerprint ``fields`` describe, for its
+    ``truth`` at its largest n (``n_max``): its settings as given, the rest at their
+    defaults.  ``ValueError`` (or ``TypeError`` for a field no setting has, ``KeyError``
+    without ``n_max``) when they make none.  A record is whole when
+    ``configuration_fields(configuration_of(f, t))`` gives back ``f``'s settings."""
+    stored = {k: v for k, v in fields.items() if k not in PROVENANCE_FIELDS}
+    return SweepConfig(truths=[truth], ns=[fields["n_max"]], **stored)
+
+
 def fingerprint_fields(cfg: SweepConfig) -> dict:
     """Everything besides the cell key (truth, n, replicate) that changes a cell's record:
     the config less its bookkeeping fields, the largest n, the schema, the versions and the
     code (``simulate.sweep.records.code_hashes``: an edited module is a new configuration,
     and resuming across it is refused naming the files, unless accepted explicitly); for a
     named regressor also its class's qualified name and its package's installed version
-    (``simulate.sweep.foreign.identity``), beside its parameters as given."""
-    d = _without_later_defaults({k: v for k, v in cfg.to_dict().items() if k not in _BOOKKEEPING})
+    (``regressor_identity``: ``simulate.sweep.foreign.identity``), beside its parameters as
+    given."""
+    d = configuration_fields(cfg)
     d["n_max"] = max(int(n) for n in cfg.ns)
     d["schema"] = SCHEMA
     d["versions"] = versions()

@@ -22,8 +22,8 @@ checked node by node on its syntax tree (nothing else is evaluated), at most
 non-finite value is refused).  **Rounding rule**: where the parameter's default (in
 ``get_params()``) is an int (not a bool), the value is rounded to the nearest int, halves up
 (``floor(v + 1/2)``); otherwise it is kept as computed (``ceil``/``floor`` give ints).  The
-records keep the expressions as given (the fingerprint) and each cell's values
-(``config.regressor_values``).
+records keep the expressions as given (the fingerprint, ``config``) and each cell's values
+(``regressor_values``).
 
 **Seeds**: a regressor with a ``random_state`` parameter the user does not set gets the
 cell's own, ``stable_seed(seed, truth, n, replicate, "regressor") mod 2^32``, so a resumed
@@ -318,12 +318,13 @@ def run_regressor_job(job) -> list[dict]:
                 "failed": not all(math.isfinite(v) for v in m.values()),
                 "cell": {"truth": job.truth.key, "n": job.n, "replicate": r},
                 "truth": {**asdict(job.truth), "function": f0_describe(f0s[i])},
-                "config": {**cfg.cell_config(job.n, None), "regressor_values": _jsonable(values)},
+                "config": cfg.cell_config(job.n, None),
                 "seeds": {"data": data_seeds[i], "test": test_seed},
                 "selected_width": None,
                 "selected_at_top": False,
                 "metrics": m,
                 "per_estimator": {name: m},
+                "regressor_values": _jsonable(values),
                 "reference": ref,
                 "timing": {
                     "job_train_s": t2 - t1,

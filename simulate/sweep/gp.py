@@ -40,16 +40,12 @@ from sklearn.gaussian_process.kernels import ConstantKernel, Matern
 
 from simulate.sweep.cells import f0_describe, job_data, reference
 from simulate.sweep.records import code_digest, versions
+from simulate.sweep.rules import gp_name
 from simulate.sweep.schema import SCHEMA
 from simulate.sweep.truth_spec import stable_seed
 from theory import hellinger_sq_pointwise
 
 __all__ = ["gp_name", "gp_posterior", "gp_metrics", "run_gp_job"]
-
-
-def gp_name(nu: float) -> str:
-    """The estimator name of a Matern prior in records and reports: ``gp-matern-NU``."""
-    return f"gp-matern-{float(nu):g}"
 
 
 def _regressor(nu: float, length_scale: float, amplitude: float, sigma: float):

@@ -20,7 +20,7 @@ from simulate.core.posterior import Posterior
 from simulate.core.recipe import build_trainer, train_models
 from simulate.core.state import init_state, widen
 from simulate.references.constructive import encode, encode_theta, gauss_newton_scales, net_theta
-from simulate.references.plain import train_plain
+from simulate.references.plain import PlainFit, train_plain
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.truth_spec import stable_seed
 
@@ -214,8 +214,8 @@ def _train_constructive(inp: JobInputs, g: _Group, train_s: float) -> float:
     full = starts[2]
     res = train_plain(
         layout, net_theta(layout, nets)[:, : layout.P_net], full.X, full.y, di, seeds,
-        starts[1], lr=cfg.lr, batch_size=cfg.batch_at(full.X.shape[1]),
-        max_steps=cfg.steps_cap(full.X.shape[1]),
+        starts[1], PlainFit(lr=cfg.lr, batch_size=cfg.batch_at(full.X.shape[1]),
+                            max_steps=cfg.steps_cap(full.X.shape[1])),
     )  # fmt: skip
     train_s += time.perf_counter() - t0
     theta = torch.zeros(layout.E, layout.P, dtype=torch.float64)

@@ -5,7 +5,7 @@ import pytest
 from figures.rate_figure import rate_figure
 from figures.teacher_figures import figure_1b, table1
 from figures.tradeoff import theory_terms, tradeoff_figure
-from simulate.experiments.table1 import run_teacher
+from simulate.experiments.table1 import TeacherVariant, run_teacher
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.runner import run_sweep
 from simulate.sweep.truth_spec import TruthSpec
@@ -108,7 +108,9 @@ def test_teacher_bias_convention_writes_its_own_records_and_table(teacher_recs, 
     recs_sub, _ = teacher_recs
     _table1_variant(tmp_path, "--teacher-bias", "add", "teacher-tiny.jsonl", "table1-tiny-add.txt")
     size = (tmp_path / "teacher-tiny.jsonl").stat().st_size
-    recs_add = run_teacher("tiny", str(tmp_path), log=lambda *_: None, bias="add")
+    recs_add = run_teacher(
+        "tiny", str(tmp_path), log=lambda *_: None, variant=TeacherVariant(bias="add")
+    )
     assert len(recs_sub) == len(recs_add)  # reused, not retrained: the file is unchanged
     assert (tmp_path / "teacher-tiny.jsonl").stat().st_size == size
     a = next(x for x in recs_add if x["method"] == "SVI" and x["replicate"] == 0)
@@ -129,7 +131,9 @@ def test_teacher_with_the_fused_pass_writes_its_own_records_and_table(teacher_re
     recs_bat, _ = teacher_recs
     records = "teacher-subtract-native-tiny.jsonl"
     _table1_variant(tmp_path, "--teacher-mlp", "native", records, "table1-tiny-native.txt")
-    recs_nat = run_teacher("tiny", str(tmp_path), log=lambda *_: None, mlp="native")
+    recs_nat = run_teacher(
+        "tiny", str(tmp_path), log=lambda *_: None, variant=TeacherVariant(mlp="native")
+    )
     key = lambda x: (x["method"], x["replicate"])  # noqa: E731
     bat = {key(x): x for x in recs_bat}
     assert len(recs_nat) == len(recs_bat)
@@ -137,7 +141,7 @@ def test_teacher_with_the_fused_pass_writes_its_own_records_and_table(teacher_re
         assert x["mlp"] == "native" and x["programs"] == 1
         np.testing.assert_allclose(x["rmse"], bat[key(x)]["rmse"], rtol=1e-4)
     with pytest.raises(ValueError, match="mlp must be"):
-        run_teacher("tiny", str(tmp_path), log=lambda *_: None, mlp="fused")
+        run_teacher("tiny", str(tmp_path), log=lambda *_: None, variant=TeacherVariant(mlp="fused"))
 
 
 def test_a_table1_block_of_results_md_is_the_table_figures_writes(teacher_recs, tmp_path):

@@ -2,11 +2,12 @@
 kept and reported when the records are missing, refused when of an unknown kind."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from figures.results_md import regenerate, render_block
-from simulate.sweep.schema import SCHEMA
+from simulate.sweep.schema import SCHEMA, read_records
 from tests.factories import fake_records
 from verify.analysis import analyse
 from verify.render import markdown_results
@@ -18,9 +19,20 @@ def _write(path, records):
             fh.write(json.dumps({**r, "schema": SCHEMA, "fingerprint": "f"}) + "\n")
 
 
+def _shipped(truth="holder-a0.5-p1-s0", replicates=4):
+    """Whole sweep records (every reader checks them: a synthetic record, with no
+    configuration its fingerprint hashes, is refused): some of the quick tier's shipped
+    ones, of one truth."""
+    path = Path(__file__).resolve().parents[2] / "figures/reference/records-quick.jsonl.gz"
+    return [
+        r for r in read_records(path)
+        if r["cell"]["truth"] == truth and r["cell"]["replicate"] < replicates
+    ]  # fmt: skip
+
+
 def test_blocks_are_rewritten_from_their_records_and_missing_ones_are_kept(tmp_path):
-    recs = fake_records(-0.5, -0.5)
-    _write(tmp_path / "r.jsonl", recs)
+    recs = _shipped()
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     doc = tmp_path / "RESULTS.md"
     doc.write_text(
         "prose that stays\n\n"

@@ -212,6 +212,61 @@ def test_theorem_5_1_terms_use_printed_eps_star():
     assert float(t["total"]) == pytest.approx(eps2 + float(T.r_n(n, L, N, s, p)) + 0.02)
 
 
+def test_theorem_constants_as_one_object_or_by_name():
+    """The theorems' constants as a BoundConstants give the values the keywords give, bit for
+    bit, for numbers, arrays and symbols; a keyword replaces that field of the object."""
+    n, L, N, s, p, xi = 5000, 3, 2, 200, 1, 0.01
+    k = T.BoundConstants(B=3, M=2, delta=1.5, C=3, C_prime=0.5)
+    by_name = T.theorem_4_1_bound(n, L, N, s, p, xi, B=3, M=2, delta=1.5, C=3, C_prime=0.5)
+    assert T.theorem_4_1_bound(n, L, N, s, p, xi, k) == by_name
+    assert T.theorem_4_1_bound(n, L, N, s, p, xi, constants=k) == by_name
+    assert T.theorem_4_1_bound(n, L, N, s, p, xi) == T.theorem_4_1_bound(
+        n, L, N, s, p, xi, T.BoundConstants()
+    )
+    # a keyword over an object: that field replaced, the others kept
+    mixed = T.theorem_4_1_bound(n, L, N, s, p, xi, T.BoundConstants(B=3, M=2, delta=1.5), C=3,
+                                C_prime=0.5)  # fmt: skip
+    assert mixed == by_name
+    five = T.theorem_5_1_bound(n, L, 4, s, 3, 0.02, B=3, M=2, delta=1.5, C=3)
+    assert T.theorem_5_1_bound(n, L, 4, s, 3, 0.02, k) == five  # C_prime unused by 5.1
+    arr = np.array([1000.0, 5000.0])
+    a = T.theorem_4_1_bound(arr, L, N, s, p, xi, T.BoundConstants(M=np.array([1.0, 2.0])))
+    b = T.theorem_4_1_bound(arr, L, N, s, p, xi, M=np.array([1.0, 2.0]))
+    assert all(np.array_equal(a[key], b[key]) for key in b)
+    C = sp.Symbol("C", positive=True)
+    sym = T.theorem_5_1_bound(n, L, 4, s, 3, 0.02, T.BoundConstants(C=C))
+    assert sym["total"] == T.theorem_5_1_bound(n, L, 4, s, 3, 0.02, C=C)["total"]
+
+
+def test_theorem_constants_wrong_way_is_a_type_error():
+    """A constant by position (the 7th argument not a BoundConstants), an unknown keyword,
+    or C_prime to Theorem 5.1 (its one constant is C) are TypeErrors naming the mistake; a
+    constant out of its range is the same ValueError by object as by name."""
+    with pytest.raises(TypeError, match="BoundConstants, got 2 as its 7th argument"):
+        T.theorem_4_1_bound(5000, 3, 2, 200, 1, 0.01, 2)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'C_prime'"):
+        T.theorem_5_1_bound(5000, 3, 2, 200, 1, 0.01, C_prime=2)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'b'"):
+        T.theorem_4_1_bound(5000, 3, 2, 200, 1, 0.01, b=2)
+    with pytest.raises(ValueError) as by_name:
+        T.theorem_4_1_bound(5000, 3, 2, 200, 1, 0.01, C=-1)
+    with pytest.raises(ValueError) as by_object:
+        T.theorem_4_1_bound(5000, 3, 2, 200, 1, 0.01, T.BoundConstants(C=-1))
+    assert str(by_name.value) == str(by_object.value)
+
+
+def test_report_inputs_as_one_object_or_by_name():
+    """``theory.summary.report``'s inputs as a ReportInputs give the report the keywords give;
+    an unknown keyword is a TypeError."""
+    from theory.summary import ReportInputs, report
+
+    kw = dict(holder_norm=2, B=3, C_N=2, lam=4, delta=1.5, N_max=50)
+    assert report(5000, 3, 0.5, ReportInputs(**kw)) == report(5000, 3, 0.5, **kw)
+    assert report(5000, 1, 1.0) == report(5000, 1, 1.0, ReportInputs())
+    with pytest.raises(TypeError, match="unexpected keyword argument 'C'"):
+        report(5000, 1, 1.0, C=2)
+
+
 def brute_force_structure(n, alpha, Hn, L, N_max):
     """``(objective, N, s)`` minimising r_n + xi over N = 1..N_max for p = 1, written out
     from the formulas (s = min(floor(Lemma 6.1's bound), edges), as lemma_6_1 does)."""

@@ -76,7 +76,7 @@ def test_the_expression_is_evaluated_at_each_n(knn):
     ceil(sqrt(n)) -- 10 at n = 100, 20 at n = 400; at alpha = 1.5, ceil(n^0.75) -- 32 and
     90; the records keep the expression as given."""
     _, out, _, _ = knn
-    k = {(x["cell"]["truth"], x["cell"]["n"]): x["config"]["regressor_values"]["n_neighbors"]
+    k = {(x["cell"]["truth"], x["cell"]["n"]): x["regressor_values"]["n_neighbors"]
          for x in read_records(out)}  # fmt: skip
     assert k["holder-a0.5-p1-s0", 100] == 10 and k["holder-a0.5-p1-s0", 400] == 20
     assert k["holder-a1.5-p1-s0", 100] == 32 and k["holder-a1.5-p1-s0", 400] == 90
@@ -202,5 +202,5 @@ def test_a_seeded_regressor_gets_the_cells_own_seed(tmp_path):
     assert [x["metrics"] for x in sorted(ra, key=key)] == [
         x["metrics"] for x in sorted(rb, key=key)
     ]
-    depth = {x["cell"]["n"]: x["config"]["regressor_values"]["max_depth"] for x in ra}
+    depth = {x["cell"]["n"]: x["regressor_values"]["max_depth"] for x in ra}
     assert depth == {60: 5, 120: 5, 240: 6}  # ceil(log n): an int kept as computed

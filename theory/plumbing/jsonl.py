@@ -7,9 +7,12 @@ descriptor -- short writes completed, a failed write cut back to the last whole 
 and flushed to disk.  Only regular files are read or written.  Reading refuses anything
 that is not a JSON object of the expected schema, naming the line; a last line without its
 newline (a crash inside a write) is skipped with a warning and cut off before the next
-append.  One writer per file: a lock on the file itself (every name of it meets it), which
-readers probe (:func:`being_written`) so that a file still growing is not taken for a
-finished one.  A line is read only up to :data:`LINE_LIMIT` bytes.
+append.  Parsing is bounded before Python's own limits speak (``theory.plumbing.parse``): a line
+nested deeper than :data:`DEPTH_LIMIT` levels or holding a number literal longer than
+:data:`NUMBER_LIMIT` characters is refused naming its line.  One writer per file: a lock on
+the file itself (every name of it meets it), which readers probe (:func:`being_written`)
+so that a file still growing is not taken for a finished one.  A line is read only up to
+:data:`LINE_LIMIT` bytes.
 
 Why JSON lines and not SQLite (measured on the full tier's 80 records in 20 job appends
 and the confirmatory Hoelder sweep's 160 in 4, five runs each, median; exploratory): the
@@ -36,6 +39,8 @@ import tempfile
 import time
 import zlib
 
+from theory.plumbing.parse import DEPTH_LIMIT, NUMBER_LIMIT, BoundsError, parse_line
+
 try:  # POSIX
     import fcntl
 except ImportError:  # Windows: msvcrt's byte-range lock on the lock file's first byte
@@ -53,7 +58,11 @@ __all__ = [
     "strict_json",
     "restore_nonfinite",
     "LINE_LIMIT",
+    "DEPTH_LIMIT",
+    "NUMBER_LIMIT",
     "NONFINITE_KEY",
+    "FileCheck",
+    "parse_line",
 ]
 
 
@@ -66,10 +75,26 @@ class RecordsError(ValueError):
 LINE_LIMIT = 64 * 2**20
 
 
+class FileCheck:
+    """A check of a file's records that compares each with the records before it (one
+    truth's records agreeing on its parameters): :func:`read_jsonl` makes a fresh one per
+    read (:meth:`fresh`) and calls it as ``check(record, line)`` in file order.  Called
+    alone, ``check(record)``, it checks the record by itself."""
+
+    def fresh(self) -> FileCheck:
+        """A copy of this check with nothing seen yet."""
+        return type(self)()
+
+    def __call__(self, rec: dict, line: int | None = None) -> str | None:
+        raise NotImplementedError
+
+
 def read_jsonl(path, schema: str, required=(), check=None) -> list[dict]:
-    """All records of ``path`` (none if it does not exist), each checked for ``schema``,
-    the ``required`` keys and ``check`` (a function of a record returning what is wrong
-    with it, or None); raises :class:`RecordsError` naming the offending line.  Only a
+    """All records of ``path`` (none if it does not exist), each parsed within bounds
+    (``theory.plumbing.parse``) and checked for ``schema``, the ``required`` keys and ``check``
+    (a function of a record returning what is wrong with it, or None; a
+    :class:`FileCheck`, fresh for this read, also sees the record's line and those before
+    it); raises :class:`RecordsError` naming the offending line.  Only a
     regular file is read (a device or a FIFO is refused before any read: ``/dev/zero``
     would never end)."""
     if not os.path.exists(path):
@@ -94,17 +119,18 @@ def read_jsonl(path, schema: str, required=(), check=None) -> list[dict]:
             f"warning: {path}: ignoring an incomplete last line ({len(tail)} bytes)",
             file=sys.stderr,
         )
+    with_line = isinstance(check, FileCheck)
+    if with_line:
+        check = check.fresh()  # nothing seen by an earlier read
     out = []
     for i, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
-            rec = json.loads(raw)
+            rec = restore_nonfinite(parse_line(raw))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RecordsError(f"{path}, line {i}: not JSON ({exc})") from exc
-        try:
-            rec = restore_nonfinite(rec)
-        except RecordsError as exc:
+        except (BoundsError, RecordsError) as exc:
             raise RecordsError(f"{path}, line {i}: {exc}") from None
         if not isinstance(rec, dict) or rec.get("schema") != schema:
             found = rec.get("schema") if isinstance(rec, dict) else None
@@ -119,7 +145,7 @@ def read_jsonl(path, schema: str, required=(), check=None) -> list[dict]:
         for key in required:
             if key not in rec:
                 raise RecordsError(f"{path}, line {i}: record lacks {key!r}")
-        problem = None if check is None else check(rec)
+        problem = None if check is None else check(rec, i) if with_line else check(rec)
         if problem:
             raise RecordsError(f"{path}, line {i}: {problem}")
         out.append(rec)

@@ -280,9 +280,10 @@ def test_the_sweep_runs_the_fused_pass_and_fingerprints_it(monkeypatch, tmp_path
 
 
 def test_the_bench_reports_the_fused_pass_beside_the_batched_core():
-    from simulate.bench.timing import run
+    from simulate.bench.timing import BenchSetup, run
 
-    res = run(Es=(2,), steps=2, repeats=1, n=2048, loop_max=0, log=lambda *_: None)[2]
+    res = run(Es=(2,), steps=2, repeats=1, setup=BenchSetup(n=2048), loop_max=0,
+              log=lambda *_: None)[2]  # fmt: skip
     assert res["native_model_steps_per_s"] > 0
     assert res["native_ratio"] == pytest.approx(
         res["native_model_steps_per_s"] / res["batched_model_steps_per_s"]

@@ -258,3 +258,31 @@ def test_the_learning_rate_scale_is_the_states_and_is_replaced_never_written():
     tr.step()
     assert torch.equal(tr.state.params[0], start[0])  # the held locations do not move
     assert not torch.equal(tr.state.params[1], start[1])
+
+
+def test_recipe_takes_its_build_and_fit_settings_as_objects_or_by_name():
+    """``build_trainer``'s settings as one ``Build`` (or by name, a name replacing that
+    field) and ``train_models``'s as the fields of ``Fit`` and ``Build`` by name train the
+    same models bit for bit; an unknown name is a TypeError naming it, and ``fit_trainer``
+    trains as its ``Fit`` says."""
+    from simulate.core.recipe import Build, Fit, build_trainer, fit_trainer, train_models
+
+    b = make_batch(2, n=60)
+    args = (Hyper(batch_size=20), [2, 3], [1, 2], b.X, b.y, [0, 0])
+    by_name = build_trainer(*args, depth=2, dtype=torch.float64)
+    by_object = build_trainer(*args, Build(depth=1, dtype=torch.float64), depth=2)
+    assert by_object.layout.depth == 2
+    for tr in (by_name, by_object):
+        tr.fit(4)
+    assert torch.equal(by_name.state.params, by_object.state.params)
+    trained = train_models(*args, steps=4, depth=2, dtype=torch.float64)
+    assert torch.equal(trained.trainer.state.params, by_name.state.params)
+    again = build_trainer(*args, depth=2, dtype=torch.float64)
+    assert fit_trainer(again, Fit(steps=4)) is None
+    assert torch.equal(again.state.params, by_name.state.params)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'width'"):
+        build_trainer(*args, depth=2, width=3)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'step'"):
+        train_models(*args, step=4, depth=2)
+    with pytest.raises(ValueError, match="either steps or a stopping rule"):
+        train_models(*args, depth=2)

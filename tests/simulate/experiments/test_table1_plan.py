@@ -40,7 +40,9 @@ def test_grouped_compiled_worker_records_equal_one_eager_process(tmp_path):
     stream moves the numbers by far more (negative control: the other teacher)."""
     a = t1.run_teacher("tiny", str(tmp_path / "a"), plan=EAGER, **QUIET)
     b = t1.run_teacher("tiny", str(tmp_path / "b"), plan=MIXED, workers=2, **QUIET)
-    c = t1.run_teacher("tiny", str(tmp_path / "c"), plan=EAGER, bias="add", **QUIET)
+    c = t1.run_teacher(
+        "tiny", str(tmp_path / "c"), plan=EAGER, variant=t1.TeacherVariant(bias="add"), **QUIET
+    )
     key = lambda r: (r["method"], r["replicate"])  # noqa: E731
     a, b, c = (sorted(x, key=key) for x in (a, b, c))
     assert [key(r) for r in a] == [key(r) for r in b] and len(a) == 6

@@ -95,7 +95,8 @@ def test_uci_grid_search_criteria(monkeypatch):
 
     failing = {"flag": False}
 
-    def fake_fit(family, s, s0, Xf, yf, epochs, seed, eval_every=None, at_epoch=None):
+    def fake_fit(prior, Xf, yf, epochs, seed, eval_every=None, at_epoch=None):
+        s0 = prior.sigma_0
         for ep in rd._checkpoints(epochs, eval_every):
             at_epoch(ep, s0)
         return None, np.full(len(Xf), failing["flag"] and s0 == 1.0)

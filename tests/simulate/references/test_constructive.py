@@ -22,7 +22,7 @@ from simulate.references.constructive import (
     spline_starts,
     teacher_network,
 )
-from simulate.references.plain import train_plain, validation_split
+from simulate.references.plain import PlainFit, train_plain, validation_split
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.fingerprint import fingerprint_fields
 from simulate.sweep.jobs import jobs_for
@@ -167,12 +167,12 @@ def test_plain_training_keeps_the_best_validation_state_and_models_are_independe
     theta0 = net_theta(layout, spline_starts(X, y, [4, 16], 2))[:, : layout.P_net]
     val = validation_split(600, 0)[None]
     assert val.sum() == 120
-    kw = dict(lr=5e-3, batch_size=64, max_steps=400, patience=3)
+    kw = PlainFit(lr=5e-3, batch_size=64, max_steps=400, patience=3)
     Xt, yt = torch.tensor(X[None]), torch.tensor(y[None])
-    both = train_plain(layout, theta0, Xt, yt, [0, 0], [5, 6], val, **kw)
+    both = train_plain(layout, theta0, Xt, yt, [0, 0], [5, 6], val, kw)
     alone = train_plain(Layout(1, 2, [16]), net_theta(Layout(1, 2, [16]), [
         spline_starts(X, y, [16], 2)[0]])[:, : Layout(1, 2, [16]).P_net],
-        Xt, yt, [0], [6], val, **kw)  # fmt: skip
+        Xt, yt, [0], [6], val, kw)  # fmt: skip
     assert both["val_mse"][1] == pytest.approx(alone["val_mse"][0], rel=1e-5)
     # the kept state is the best one evaluated: its validation error is what is reported
     with torch.no_grad():

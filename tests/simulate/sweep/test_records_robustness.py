@@ -188,7 +188,31 @@ def test_a_crash_while_reading_is_exit_4_never_1(recorded, tmp_path, monkeypatch
     assert "crashed (exit 4)" in capsys.readouterr().err
 
 
-def test_mixed_fingerprints_without_their_fields_are_named_not_a_crash(recorded, tmp_path, capsys):
+def other_code(r) -> None:
+    """Make ``r`` a record of another configuration, whole: written by other code (one
+    module's digest changed in its fingerprint's fields, its fingerprint their hash)."""
+    from simulate.sweep.records import fingerprint
+
+    code = r["fingerprint_fields"]["code"]
+    code[sorted(code)[0]] = "0" * 16
+    r["fingerprint"] = fingerprint(r["fingerprint_fields"])
+
+
+def test_mixed_fingerprints_are_named_not_a_crash(recorded, tmp_path, capsys):
+    from verify.rates import main
+
+    _, path = recorded
+    bad = rewritten(path, tmp_path, other_code)
+    assert main(["--records", str(bad), "--no-control"]) == 2
+    err = capsys.readouterr().err
+    assert "mixes 2 configurations" in err and "Traceback" not in err
+
+
+def test_a_record_without_its_fingerprints_fields_is_refused_naming_them(
+    recorded, tmp_path, capsys
+):
+    """A record lacking the fields its fingerprint hashes (every sweep writes them) is
+    damaged: one line naming the line and the field, not another configuration."""
     from verify.rates import main
 
     _, path = recorded
@@ -200,7 +224,7 @@ def test_mixed_fingerprints_without_their_fields_are_named_not_a_crash(recorded,
     bad = rewritten(path, tmp_path, other)
     assert main(["--records", str(bad), "--no-control"]) == 2
     err = capsys.readouterr().err
-    assert "mixes 2 configurations" in err and "Traceback" not in err
+    assert "line 2: 'fingerprint_fields' must be an object" in err and "Traceback" not in err
 
 
 # ------------------------------------------------------------------ the control file
@@ -355,10 +379,7 @@ def test_one_replicate_is_refused_with_the_reason(recorded, tmp_path, capsys):
 def test_figures_names_its_own_way_out_of_a_mixed_file(recorded, tmp_path):
     _, path = recorded
 
-    def other(r):
-        r["fingerprint"] = "f" * 16
-
-    mixed = rewritten(path, tmp_path, other)
+    mixed = rewritten(path, tmp_path, other_code)
     r = cli("figures", "--only", "rates", "--records", str(mixed), "--out", str(tmp_path / "f"))
     assert r.returncode == 2 and "figures reads files of one configuration" in r.stderr
     assert "choose one with --fingerprint" not in r.stderr
@@ -458,7 +479,8 @@ def test_a_control_beside_records_without_fingerprint_fields_is_refused_not_a_cr
     ctl = tmp_path / "edited-double.jsonl"
     ctl.write_text(path.read_text())
     assert main(["--records", str(bare)]) == 2
-    assert "carries no fingerprint_fields" in capsys.readouterr().err
+    # refused as it is read (every sweep writes the fields), before the control is matched
+    assert "edited.jsonl, line 1: 'fingerprint_fields' must be" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

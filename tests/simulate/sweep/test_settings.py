@@ -143,14 +143,13 @@ def _shipped_sweep_records():
 
 def _recomputed(rec) -> dict:
     """The configuration fields of ``rec``'s fingerprint recomputed from the configuration
-    they describe, by the declared rule."""
+    they describe, by the declared rule (the one every records reader applies:
+    ``simulate.sweep.validate``)."""
     ff = rec["fingerprint_fields"]
-    stored = {k: v for k, v in ff.items() if k not in ("n_max", "schema", "versions", "code")}
+    stored = {k: v for k, v in ff.items() if k not in fp_mod.PROVENANCE_FIELDS}
     t = rec["truth"]
     truth = TruthSpec(**{k: t[k] for k in ("kind", "p", "alpha", "seed") if k in t})
-    cfg = SweepConfig(truths=[truth], ns=[ff["n_max"]], **stored)
-    d = {k: v for k, v in cfg.to_dict().items() if k not in fp_mod._BOOKKEEPING}
-    return stored, fp_mod._without_later_defaults(d)
+    return stored, fp_mod.configuration_fields(fp_mod.configuration_of(ff, truth))
 
 
 def test_the_shipped_records_fingerprints_are_recomputed_from_their_configurations():
