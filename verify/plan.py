@@ -167,8 +167,7 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
             recipe = recipe_settings(args.recipe)
         specs = [(None, truths or tier["truths"], {**tier["sweep"], **recipe, **overrides},
                   tier.get("control_replicates"))]  # fmt: skip
-    # the known-answer control's tier trains nothing to re-run; nor does a named regressor
-    # (the budget-doubling control doubles ASVI's step cap)
+    # nothing to re-run for the known-answer control or a named regressor (ASVI's step cap)
     no_control = args.no_control or not tier.get("control", True) or bool(named)
     every_n = args.control_every_n or tier.get("control_every_n", False)
     # jobs held at once here: one per local worker (a cluster's are not in this machine)

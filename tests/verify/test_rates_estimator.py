@@ -18,7 +18,7 @@ from tests.factories import run_main
 
 KNN = "sklearn.neighbors:KNeighborsRegressor"
 MATCHED = "n_neighbors=ceil(n**(2*alpha/(2*alpha+p)))"
-SHRUNK = ("--tier", "quick", "--n", "100", "200", "400", "--replicates", "2")
+SHRUNK = ("--tier", "quick", "--n", "50", "100", "200", "--replicates", "2")
 QUICK = "figures/reference/records-quick.jsonl.gz"
 
 
@@ -47,7 +47,7 @@ def test_knn_trains_on_the_tiers_cells_and_is_decided_by_the_same_tests(knn):
     recs = read_records(out)  # re-read through the schema's checks
     assert len(recs) == 12
     assert {(x["cell"]["truth"], x["cell"]["n"]) for x in recs} == {
-        (t, n) for t in ("holder-a0.5-p1-s0", "holder-a1.5-p1-s0") for n in (100, 200, 400)
+        (t, n) for t in ("holder-a0.5-p1-s0", "holder-a1.5-p1-s0") for n in (50, 100, 200)
     }
     with gzip.open(QUICK, "rt") as f:
         asvi = [json.loads(line) for line in f]
@@ -73,13 +73,13 @@ def test_knn_trains_on_the_tiers_cells_and_is_decided_by_the_same_tests(knn):
 
 def test_the_expression_is_evaluated_at_each_n(knn):
     """n_neighbors = ceil(n^(2 alpha / (2 alpha + p))): at alpha = 0.5, p = 1 that is
-    ceil(sqrt(n)) -- 10 at n = 100, 20 at n = 400; at alpha = 1.5, ceil(n^0.75) -- 32 and
-    90; the records keep the expression as given."""
+    ceil(sqrt(n)) -- 8 at n = 50, 15 at n = 200; at alpha = 1.5, ceil(n^0.75) -- 19 and
+    54; the records keep the expression as given."""
     _, out, _, _ = knn
     k = {(x["cell"]["truth"], x["cell"]["n"]): x["regressor_values"]["n_neighbors"]
          for x in read_records(out)}  # fmt: skip
-    assert k["holder-a0.5-p1-s0", 100] == 10 and k["holder-a0.5-p1-s0", 400] == 20
-    assert k["holder-a1.5-p1-s0", 100] == 32 and k["holder-a1.5-p1-s0", 400] == 90
+    assert k["holder-a0.5-p1-s0", 50] == 8 and k["holder-a0.5-p1-s0", 200] == 15
+    assert k["holder-a1.5-p1-s0", 50] == 19 and k["holder-a1.5-p1-s0", 200] == 54
     for x in read_records(out):
         assert x["config"]["regressor_params"] == {"n_neighbors": MATCHED.split("=", 1)[1]}
 
