@@ -263,7 +263,8 @@ def _cost_lines(args, plan: Plan) -> str:
     (``simulate.sweep.costs``): per sweep and in all, on the run's workers; each control
     priced as a sweep of its own cells (it continues the sweep's states, so it costs
     less); the cells no measured row prices named; a named regressor (``--estimator``) not
-    priced at all, said so (the table holds no estimator but ASVI and the GP)."""
+    priced at all, said so (the table holds no estimator but ASVI and the GP), and no total
+    given where nothing is priced."""
     workers = args.workers or plan.workers or 1  # a cluster's: not known here
     sweeps = [(r.label, r.cfg) for r in plan.runs]
     sweeps += [(f"control{' of ' + r.name if r.name else ''}", r.control)
@@ -271,12 +272,13 @@ def _cost_lines(args, plan: Plan) -> str:
     if plan.gp:
         sweeps.append(("known-answer control", plan.gp.cfg))
     lines = [f"estimated cost (measured per-cell costs, {costs.TABLE_NAME}):"]
-    total, unpriced = 0.0, []
+    total, unpriced, unknown = 0.0, [], []
     for name, cfg in sweeps:
         if cfg.estimator == "regressor":  # the table measures ASVI's and the GP's cells only
             lines.append(f"  {name}: not priced: {_regressor_words(cfg)} is an estimator the"
                          " cost table does not know (its seconds are known only once a cell"
                          " has run: try a small --n first)")  # fmt: skip
+            unknown.append(name)
             continue
         e = costs.estimate(cfg)
         total += e.total_s
@@ -285,8 +287,12 @@ def _cost_lines(args, plan: Plan) -> str:
         how = sorted({p[3] for p in e.priced if not p[3].startswith(own[p])})
         lines.append(f"  {name}: {e.total_s / 60:.1f} min of one worker"
                      + (f" ({'; '.join(how)})" if how else ""))  # fmt: skip
+    if unknown and len(unknown) == len(sweeps):  # nothing priced: no total to give
+        lines.append("  in all: not priced (no sweep the cost table knows)")
+        return "\n".join(lines)
     lines.append(f"  in all: {total / 60:.1f} min of one worker, about {total / 60 / workers:.1f}"
-                 f" min on {workers} worker{'s' if workers > 1 else ''}")  # fmt: skip
+                 f" min on {workers} worker{'s' if workers > 1 else ''}"
+                 + (f", besides {', '.join(unknown)} (not priced)" if unknown else ""))  # fmt: skip
     if unpriced:
         lines.append(f"  not priced (no measured row): {unpriced}")
     return "\n".join(lines)

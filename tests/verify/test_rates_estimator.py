@@ -140,6 +140,8 @@ def test_the_dry_run_does_not_price_an_unknown_estimator(tmp_path):
     assert f"regressor {KNN}(n_neighbors=ceil(" in r.stdout
     assert "holder-a0.5-p1-s0 KNeighborsRegressor: e = -0.500, band log^0.00 n" in r.stdout
     assert "not priced: regressor" in r.stdout and "cost table does not know" in r.stdout
+    # no total of 0.0 min where nothing is priced
+    assert "in all: not priced" in r.stdout and "in all: 0.0 min" not in r.stdout
     assert not out.exists()
 
 
