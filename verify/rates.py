@@ -90,6 +90,7 @@ from simulate.alloc import tune_malloc
 from simulate.sweep import costs
 from simulate.sweep.budget import BudgetLink, linkable
 from simulate.sweep.cli import parse_truths, resume_note
+from simulate.sweep.foreign import RegressorFailed
 from simulate.sweep.parallel import (
     shared_pool,
 )
@@ -183,7 +184,8 @@ def main(argv=None) -> int:
     read = (source, records, control_records, partial)
     try:
         return _run(args, truths, workers, plan, read, proto, writing)
-    except (RecordsError, OSError, TimeoutError) as exc:  # a held lock, an unreachable scheduler
+    # a held lock, an unreachable scheduler, a named regressor failing on a cell's data
+    except (RecordsError, OSError, TimeoutError, RegressorFailed) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:  # the file being written (_run sets it) is whole and resumes

@@ -10,7 +10,12 @@ metrics are recorded under ``per_estimator`` by its class's name (``CLASS`` of
 **The class** (:func:`resolve`): ``MODULE:CLASS`` is imported (``importlib``); it must make an
 object with its defaults that has ``fit``, ``predict`` and ``get_params`` (scikit-learn's
 estimator interface).  Refused in one line otherwise: a module or class that does not import,
-a class without ``fit``/``predict``, a parameter ``get_params()`` does not name.
+a class without ``fit``/``predict``, a parameter ``get_params()`` does not name, a value the
+class's own parameter check refuses at some cell (scikit-learn's ``_validate_params``, run
+on the unfitted estimator at every truth and n before anything trains, where the class has
+one).  A fit or prediction that fails while the sweep runs (a value valid only for some
+data, e.g. more neighbours than points) is :class:`RegressorFailed`, one line naming the
+cell; the cells done before it stay recorded.
 
 **Its parameters** (:func:`parse_param`): ``NAME=VALUE`` is a Python literal
 (``ast.literal_eval``: ``5``, ``'distance'``, ``(50, 50)``, ``None``); anything else is an
@@ -61,6 +66,7 @@ from theory import hellinger_sq_pointwise
 
 __all__ = [
     "MAX_LENGTH",
+    "RegressorFailed",
     "check_regressor",
     "identity",
     "parse_param",
@@ -91,6 +97,10 @@ _BINOPS = {
     ast.Pow: lambda a, b: a**b,
 }
 _FLAG = "--estimator-param"
+
+
+class RegressorFailed(ValueError):
+    """A named regressor's fit or prediction failed on a cell's data (one line)."""
 
 
 def _import(spec: str):
@@ -271,9 +281,31 @@ def check_regressor(spec: str, params: dict | None, truths, ns) -> None:
             f"{_FLAG} {unknown[0]}: {regressor_name(spec)} has no parameter"
             f" {unknown[0]!r}; its parameters: {', '.join(sorted(defaults))}"
         )
+    cls = resolve(spec)[0]
     for t in truths:
         for n in ns:
-            values_at(params, defaults, int(n), t.p, t.alpha)
+            _own_check(cls, spec, values_at(params, defaults, int(n), t.p, t.alpha), t, n)
+
+
+def _own_check(cls, spec: str, values: dict, truth, n) -> None:
+    """The class's own check of its parameters' values at one cell, where it has one
+    (scikit-learn >= 1.2: ``_validate_params`` on the unfitted estimator, no data);
+    ValueError (one line) naming the cell where it refuses them."""
+    try:
+        est = cls(**values)
+        check = getattr(est, "_validate_params", None)
+        if callable(check):
+            check()
+    except Exception as exc:  # the class's own words, whatever its exception
+        given = ", ".join(f"{k}={v!r}" for k, v in values.items())
+        raise ValueError(
+            f"{_FLAG}: {regressor_name(spec)}({given}) at {truth.key}, n = {n}:"
+            f" {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0]
 
 
 def point_metrics(pred, f0t, sigma: float) -> dict:
@@ -308,9 +340,17 @@ def run_regressor_job(job) -> list[dict]:
         if "random_state" in defaults and "random_state" not in params:
             kw["random_state"] = stable_seed(cfg.seed, job.truth.key, job.n, r, "regressor") % 2**32
         t1 = time.perf_counter()
-        model = cls(**kw).fit(np.asarray(X_all[i]), np.asarray(y_all[i]))
-        t2 = time.perf_counter()
-        m = point_metrics(np.ravel(model.predict(Xt)), f0t, cfg.sigma)
+        try:
+            model = cls(**kw).fit(np.asarray(X_all[i]), np.asarray(y_all[i]))
+            t2 = time.perf_counter()
+            pred = np.ravel(model.predict(Xt))
+        except Exception as exc:  # the user's class on this cell's data: one line, its cell
+            raise RegressorFailed(
+                f"--estimator {cfg.regressor} failed at {job.truth.key}, n = {job.n},"
+                f" replicate {r} ({type(exc).__name__}: {_first_line(exc)}); the cells"
+                " done before it stay recorded"
+            ) from None
+        m = point_metrics(pred, f0t, cfg.sigma)
         ref = reference(X_all[i], y_all[i], Xt, f0t, cfg, job)
         records.append(
             {

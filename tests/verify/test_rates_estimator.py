@@ -163,6 +163,9 @@ def test_the_dry_run_does_not_price_an_unknown_estimator(tmp_path):
         (("--estimator", KNN, "--estimator-param", "n_neighbors=3", "--estimator-param",
           "n_neighbors=4"), "given twice"),
         (("--estimator-param", "n_neighbors=3"), "give it"),
+        # the class's own check of a value, at every cell before anything trains
+        (("--estimator", KNN, "--estimator-param", "n_neighbors=floor(n/100)"),
+         "KNeighborsRegressor(n_neighbors=0) at holder-a0.5-p1-s0, n = 50: InvalidParameterError"),
         (("--estimator", KNN, "--truth", "teacher", "--p", "2", "--estimator-param", MATCHED),
          "uses alpha, but a truth of p = 2 has none"),
     ],
@@ -187,6 +190,17 @@ def test_refused_under_a_confirmatory_protocol_and_with_records(tmp_path, args, 
     r = _cli(tmp_path, *args)
     assert r.returncode == 2 and words in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_fit_failing_on_a_cells_data_is_one_line_exit_2(tmp_path):
+    """A value valid for the class but not for a cell's data (100 neighbours of 50 points)
+    fails while the sweep runs: one error line naming the cell, exit 2, no traceback."""
+    r = _cli(tmp_path, *SHRUNK, "--estimator", KNN, "--estimator-param", "n_neighbors=100",
+             "--out", tmp_path / "r.jsonl")  # fmt: skip
+    errors = [x for x in r.stderr.splitlines() if "error:" in x]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(errors) == 1 and "failed at holder-a0.5-p1-s0, n = 50, replicate" in errors[0]
+    assert "Expected n_neighbors <= n_samples_fit" in errors[0]
 
 
 def test_a_seeded_regressor_gets_the_cells_own_seed(tmp_path):
