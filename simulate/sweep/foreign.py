@@ -24,9 +24,12 @@ expression in ``n`` (the cell's sample size), ``p`` (the truth's input dimension
 ``+ - * / // **``, parentheses and the functions ``ceil floor log sqrt exp min max`` --
 checked node by node on its syntax tree (nothing else is evaluated), at most
 :data:`MAX_LENGTH` characters, evaluated in floating point per cell (an overflow or a
-non-finite value is refused).  **Rounding rule**: where the parameter's default (in
-``get_params()``) is an int (not a bool), the value is rounded to the nearest int, halves up
-(``floor(v + 1/2)``); otherwise it is kept as computed (``ceil``/``floor`` give ints).  The
+non-finite value is refused).  **Rounding rule** (:func:`integer_names`): where the
+parameter's default (in ``get_params()``) is an int (not a bool), the value is rounded to the
+nearest int, halves up (``floor(v + 1/2)``) -- unless the class declares that the parameter
+takes non-integer reals (scikit-learn's ``_parameter_constraints``: a real interval or type
+among its constraints; KernelRidge's ``alpha``, default ``1``, keeps ``1/n``); otherwise it
+is kept as computed (``ceil``/``floor`` give ints).  The
 records keep the expressions as given (the fingerprint, ``config``) and each cell's values
 (``regressor_values``).
 
@@ -52,6 +55,7 @@ from __future__ import annotations
 import ast
 import importlib
 import math
+import numbers
 import time
 from dataclasses import asdict
 from importlib import metadata
@@ -69,6 +73,7 @@ __all__ = [
     "RegressorFailed",
     "check_regressor",
     "identity",
+    "integer_names",
     "parse_param",
     "point_metrics",
     "regressor_name",
@@ -241,10 +246,33 @@ def _uses_alpha(tree) -> bool:
     return any(isinstance(x, ast.Name) and x.id == "alpha" for x in ast.walk(tree))
 
 
-def values_at(params: dict, defaults: dict, n: int, p: int, alpha) -> dict:
+def _takes_reals(constraints) -> bool:
+    """Whether a scikit-learn parameter's constraints accept a non-integer real: a type, or
+    an ``Interval``'s ``type``, that is a Real and not an Integral."""
+    for c in constraints if isinstance(constraints, (list, tuple)) else ():
+        t = c if isinstance(c, type) else getattr(c, "type", None)
+        if isinstance(t, type) and issubclass(t, numbers.Real):
+            if not issubclass(t, numbers.Integral):
+                return True
+    return False
+
+
+def integer_names(cls, defaults: dict) -> frozenset:
+    """The parameters whose computed values are rounded to an int (module docstring's
+    rounding rule): an int (not bool) default, and no declared constraint taking reals."""
+    declared = getattr(cls, "_parameter_constraints", None)
+    declared = declared if isinstance(declared, dict) else {}
+    return frozenset(
+        k
+        for k, d in defaults.items()
+        if isinstance(d, int) and not isinstance(d, bool) and not _takes_reals(declared.get(k))
+    )
+
+
+def values_at(params: dict, rounded, n: int, p: int, alpha) -> dict:
     """Every parameter's value at one cell (sample size ``n``, the truth's ``p`` and
-    ``alpha``): literals as given, expressions evaluated and rounded by the module
-    docstring's rule; ValueError (one line) where an expression fails or is not finite."""
+    ``alpha``): literals as given, expressions evaluated, those named in ``rounded``
+    (:func:`integer_names`) rounded by the module docstring's rule; ValueError (one line) where an expression fails or is not finite."""
     env = {"n": float(n), "p": float(p), "alpha": None if alpha is None else float(alpha)}
     out = {}
     for name, text in params.items():
@@ -260,8 +288,7 @@ def values_at(params: dict, defaults: dict, n: int, p: int, alpha) -> dict:
                 ) from None
             if isinstance(v, complex) or not math.isfinite(v):
                 raise _refuse(name, text, f"is {v} at n = {n}, p = {p}, alpha = {alpha}")
-            d = defaults.get(name)
-            if isinstance(d, int) and not isinstance(d, bool):
+            if name in rounded:
                 v = math.floor(v + 0.5)
         out[name] = v
     return out
@@ -271,7 +298,7 @@ def check_regressor(spec: str, params: dict | None, truths, ns) -> None:
     """A sweep's regressor, checked before anything runs (ValueError, one line): the class
     (:func:`resolve`), every parameter name against ``get_params()``, every value parsed
     and, for each truth and n, evaluated (:func:`values_at`)."""
-    _, defaults = resolve(spec)
+    cls, defaults = resolve(spec)
     params = params or {}
     if not isinstance(params, dict) or not all(isinstance(v, str) for v in params.values()):
         raise ValueError(f"regressor_params must map names to their text, got {params!r}")
@@ -281,10 +308,10 @@ def check_regressor(spec: str, params: dict | None, truths, ns) -> None:
             f"{_FLAG} {unknown[0]}: {regressor_name(spec)} has no parameter"
             f" {unknown[0]!r}; its parameters: {', '.join(sorted(defaults))}"
         )
-    cls = resolve(spec)[0]
+    rounded = integer_names(cls, defaults)
     for t in truths:
         for n in ns:
-            _own_check(cls, spec, values_at(params, defaults, int(n), t.p, t.alpha), t, n)
+            _own_check(cls, spec, values_at(params, rounded, int(n), t.p, t.alpha), t, n)
 
 
 def _own_check(cls, spec: str, values: dict, truth, n) -> None:
@@ -332,7 +359,7 @@ def run_regressor_job(job) -> list[dict]:
     X_all, y_all, data_seeds = job_data(job, cfg, f0s)
     test_seed = stable_seed(cfg.seed, job.truth.key, "test")
     Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, job.truth.p))
-    values = values_at(params, defaults, job.n, job.truth.p, job.truth.alpha)
+    values = values_at(params, integer_names(cls, defaults), job.n, job.truth.p, job.truth.alpha)
     records = []
     for i, r in enumerate(job.replicates):
         f0t = f0s[i](Xt)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.neighbors import KNeighborsRegressor
 
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.fingerprint import fingerprint_fields
-from simulate.sweep.foreign import point_metrics, values_at
+from simulate.sweep.foreign import integer_names, point_metrics, values_at
 from simulate.sweep.gp import gp_metrics
 from simulate.sweep.truth_spec import TruthSpec
 
@@ -33,14 +35,31 @@ def test_point_metrics_are_the_gp_metrics_of_a_point_mass():
 
 def test_values_are_rounded_where_the_default_is_an_int():
     """n_neighbors (default 5, an int): n/3 at n = 100 is 33.3 -> 33, at 200 66.7 -> 67
-    (halves up: 2.5 -> 3); a float default (KernelRidge's alpha, 1.0) keeps 1/n."""
-    d = {"n_neighbors": 5, "alpha": 1.0, "weights": "uniform"}
-    at = lambda n, **p: values_at(p, d, n, 1, 0.5)  # noqa: E731
+    (halves up: 2.5 -> 3); a literal and a string as given."""
+    cls = KNeighborsRegressor
+    rounded = integer_names(cls, cls().get_params())
+    at = lambda n, **p: values_at(p, rounded, n, 1, 0.5)  # noqa: E731
     assert at(100, n_neighbors="n/3") == {"n_neighbors": 33}
     assert at(200, n_neighbors="n/3") == {"n_neighbors": 67}
     assert at(5, n_neighbors="n/2") == {"n_neighbors": 3}
-    assert at(400, alpha="1/n") == {"alpha": 1 / 400}
     assert at(400, weights="'distance'") == {"weights": "distance"}
+
+
+def test_an_int_default_the_class_declares_real_is_not_rounded():
+    """Variant: KernelRidge's ridge penalty ``alpha`` defaults to the int 1 but is declared
+    a real >= 0 (``_parameter_constraints``): ``1/n`` stays 1/400 (rounded, it would be 0,
+    no ridge at all); a class declaring nothing is rounded by its default alone."""
+    cls = KernelRidge
+    assert cls().get_params()["alpha"] == 1 and isinstance(cls().get_params()["alpha"], int)
+    rounded = integer_names(cls, cls().get_params())
+    assert "alpha" not in rounded
+    assert values_at({"alpha": "1/n"}, rounded, 400, 1, 0.5) == {"alpha": 1 / 400}
+
+    class Plain:
+        def __init__(self, k=3, scale=1.0, flag=True):
+            self.k, self.scale, self.flag = k, scale, flag
+
+    assert integer_names(Plain, {"k": 3, "scale": 1.0, "flag": True}) == {"k"}
 
 
 def test_the_fingerprint_changes_with_a_parameter_not_with_nothing():
