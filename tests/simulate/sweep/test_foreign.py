@@ -10,7 +10,7 @@ from sklearn.neighbors import KNeighborsRegressor
 
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.fingerprint import fingerprint_fields
-from simulate.sweep.foreign import integer_names, point_metrics, values_at
+from simulate.sweep.foreign import identity, integer_names, point_metrics, values_at
 from simulate.sweep.gp import gp_metrics
 from simulate.sweep.truth_spec import TruthSpec
 
@@ -75,3 +75,24 @@ def test_a_regressor_is_named_with_its_estimator_alone():
     with pytest.raises(ValueError, match="estimator = 'regressor' alone"):
         SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5)], ns=[100, 200, 400],
                     regressor=KNN)  # fmt: skip
+
+
+def test_a_class_of_no_installed_distribution_is_version_unknown(tmp_path, monkeypatch):
+    """Variant: a regressor in a module of the user's own (no distribution holds it) is
+    identified by its qualified name with version ``"unknown"``; scikit-learn's by its own."""
+    (tmp_path / "my_local_regressors.py").write_text(
+        "class Mean:\n"
+        "    def __init__(self, shift=0.0):\n"
+        "        self.shift = shift\n"
+        "    def get_params(self, deep=True):\n"
+        "        return {'shift': self.shift}\n"
+        "    def fit(self, X, y):\n"
+        "        self.m = float(sum(y)) / len(y)\n"
+        "        return self\n"
+        "    def predict(self, X):\n"
+        "        return [self.m + self.shift] * len(X)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    got = identity("my_local_regressors:Mean")
+    assert got == {"qualname": "my_local_regressors.Mean", "version": "unknown"}
+    assert identity(KNN)["version"].startswith("scikit-learn ")
