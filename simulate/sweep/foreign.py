@@ -272,7 +272,8 @@ def integer_names(cls, defaults: dict) -> frozenset:
 def values_at(params: dict, rounded, n: int, p: int, alpha) -> dict:
     """Every parameter's value at one cell (sample size ``n``, the truth's ``p`` and
     ``alpha``): literals as given, expressions evaluated, those named in ``rounded``
-    (:func:`integer_names`) rounded by the module docstring's rule; ValueError (one line) where an expression fails or is not finite."""
+    (:func:`integer_names`) rounded by the module docstring's rule; ValueError (one line)
+    where an expression fails or is not finite."""
     env = {"n": float(n), "p": float(p), "alpha": None if alpha is None else float(alpha)}
     out = {}
     for name, text in params.items():
