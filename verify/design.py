@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulate.sweep.config import SweepConfig
+from simulate.sweep.foreign import regressor_name
 from simulate.sweep.truth_spec import TruthSpec
 from theory import gp_matern_exponent, log_factor_power, teacher_log_power
 from verify import protocol as protocols
@@ -75,9 +76,11 @@ def gp_nu(estimator: str) -> float:
 
 
 def predicted(spec: TruthSpec, estimator: str, metric: str) -> float:
-    """The exponent an estimator's entry is tested against: the paper's (ASVI), or the
-    Gaussian-process prior's proven one (``theory.gp_matern_exponent``)."""
-    if estimator == "asvi":
+    """The exponent an estimator's entry is tested against: the Gaussian-process prior's
+    proven one (``theory.gp_matern_exponent``), or, for every other estimator (ASVI, its
+    arms, a named regressor: ``simulate.sweep.foreign``), the paper's band for the truth's
+    class."""
+    if not is_control(estimator):
         return spec.predicted(metric)
     return float(gp_matern_exponent(spec.alpha, gp_nu(estimator), spec.p, metric))
 
@@ -299,9 +302,11 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
     (``attainment_power``) and, for the known-answer control, the answer the design
     implies (:func:`expected_attainment`); a refusal where the verdicts do not apply.
     The teacher's s0 is the median of the design's replicate teachers' edge counts."""
-    ests = ["asvi"] if cfg.estimator == "asvi" else [
-        f"gp-matern-{float(nu):g}" for nu in cfg.gp_nus
-    ]  # fmt: skip
+    ests = (
+        ["asvi"] if cfg.estimator == "asvi"
+        else [regressor_name(cfg.regressor)] if cfg.estimator == "regressor"
+        else [f"gp-matern-{float(nu):g}" for nu in cfg.gp_nus]
+    )  # fmt: skip
     m, R, ns = PRIMARY_METRIC, cfg.replicates, list(cfg.ns)
     rows = []
     for t in cfg.truths:

@@ -9,6 +9,7 @@ import os
 
 from simulate.core.steppath import BATCHED, path_of
 from simulate.sweep.config import SweepConfig
+from simulate.sweep.foreign import regressor_name
 from simulate.sweep.recipes import recipe_settings
 from simulate.sweep.runner import (
     check_compile,
@@ -138,8 +139,13 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
     control, and a confirmatory tier's known-answer control, with the records files they
     write (:class:`Plan`).  A plain tier is one sweep (``--out``); a
     confirmatory tier writes one file per sweep beside ``--out`` (``RECORDS-NAME.jsonl``).
+    A named regressor (``--estimator``) is the tier's one sweep with the regressor in
+    ASVI's place, its records ``results/records-TIER-CLASS.jsonl`` unless ``--out``, with
+    no budget-doubling control.
     A foreign, corrupt or other-configuration file stops here, before any training."""
-    source = args.out or os.path.join("results", f"records-{args.tier}.jsonl")
+    named = overrides.get("regressor")  # --estimator: its records beside the tier's own
+    own = f"records-{args.tier}" + (f"-{regressor_name(named)}" if named else "") + ".jsonl"
+    source = args.out or os.path.join("results", own)
     check_output_file(source, "--out", read_only_ok=True)
     root, ext = os.path.splitext(source)
     ext = ext or ".jsonl"
@@ -161,8 +167,8 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
             recipe = recipe_settings(args.recipe)
         specs = [(None, truths or tier["truths"], {**tier["sweep"], **recipe, **overrides},
                   tier.get("control_replicates"))]  # fmt: skip
-    # the known-answer control's tier trains nothing to re-run
-    no_control = args.no_control or not tier.get("control", True)
+    # nothing to re-run for the known-answer control or a named regressor (ASVI's step cap)
+    no_control = args.no_control or not tier.get("control", True) or bool(named)
     every_n = args.control_every_n or tier.get("control_every_n", False)
     # jobs held at once here: one per local worker (a cluster's are not in this machine)
     at_once = 1 if args.scheduler else (tier.get("workers", 0) if args.workers is None

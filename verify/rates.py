@@ -12,7 +12,9 @@ NAME``, default ``exploratory-v2``; ``--records`` are decided under the shipped 
 they were written under, where there is one), whose digest every record written under it
 and every JSON entry carries; a report on records of another protocol says so.  ``--rate
 EXPR`` (a rate of d^2 in n, p and alpha) replaces the paper's band in an exploratory copy of
-the protocol (``verify.stated_rate``).
+the protocol (``verify.stated_rate``).  ``--estimator MODULE:CLASS [--estimator-param
+NAME=VALUE ...]`` trains any scikit-learn-style regressor in ASVI's place on the tier's design
+(``simulate.sweep.foreign``) and decides its rate by the same tests (exploratory).
 
 * **attainment test**: ASVI's slope minus the slope of the class-matched reference (the
   least-squares continuous linear spline, its mesh chosen by cross-validation on the
@@ -90,6 +92,7 @@ from simulate.sweep import costs
 from simulate.sweep.budget import BudgetLink, linkable
 from simulate.sweep.cli import parse_truths, resume_note
 from simulate.sweep.cluster import NoWorkersError
+from simulate.sweep.foreign import RegressorFailed
 from simulate.sweep.parallel import (
     shared_pool,
 )
@@ -193,7 +196,8 @@ def main(argv=None) -> int:
         end_line()  # the progress bar, left mid-line
         print(f"error: {exc}{note}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (RecordsError, OSError, TimeoutError) as exc:  # a held lock, an unreachable scheduler
+    # a held lock, an unreachable scheduler, a named regressor failing on a cell's data
+    except (RecordsError, OSError, TimeoutError, RegressorFailed) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:  # the file being written (_run sets it) is whole and resumes
@@ -232,6 +236,7 @@ def _dry_run(args, plan: Plan, proto) -> int:
             f"{name}: truths {[t.key for t in cfg.truths]}, n = {list(cfg.ns)}, "
             f"{cfg.replicates} replicates, data seed {cfg.seed}"
             + (f", priors nu = {cfg.gp_nus}" if cfg.estimator == "gp" else "")
+            + (f", {_regressor_words(cfg)}" if cfg.estimator == "regressor" else "")
             + f"; records {path}"
         )
         print(power_lines(design_power(cfg, proto), cfg))
@@ -246,6 +251,12 @@ def _dry_run(args, plan: Plan, proto) -> int:
                 print(line)
     print(_cost_lines(args, plan))
     return 0
+
+
+def _regressor_words(cfg) -> str:
+    """A named regressor and its parameters as given (``--estimator``)."""
+    given = ", ".join(f"{k}={v}" for k, v in (cfg.regressor_params or {}).items())
+    return f"regressor {cfg.regressor}({given})"
 
 
 def _control_power_lines(c, proto) -> list[str]:
@@ -269,7 +280,9 @@ def _cost_lines(args, plan: Plan) -> str:
     """The design's estimated cost from the measured per-cell costs the toolkit ships
     (``simulate.sweep.costs``): per sweep and in all, on the run's workers; each control
     priced as a sweep of its own cells (it continues the sweep's states, so it costs
-    less); the cells no measured row prices named."""
+    less); the cells no measured row prices named; a named regressor (``--estimator``) not
+    priced at all, said so (the table holds no estimator but ASVI and the GP), and no total
+    given where nothing is priced."""
     workers = args.workers or plan.workers or 1  # a cluster's: not known here
     sweeps = [(r.label, r.cfg) for r in plan.runs]
     sweeps += [(f"control{' of ' + r.name if r.name else ''}", r.control)
@@ -277,8 +290,14 @@ def _cost_lines(args, plan: Plan) -> str:
     if plan.gp:
         sweeps.append(("known-answer control", plan.gp.cfg))
     lines = [f"estimated cost (measured per-cell costs, {costs.TABLE_NAME}):"]
-    total, unpriced = 0.0, []
+    total, unpriced, unknown = 0.0, [], []
     for name, cfg in sweeps:
+        if cfg.estimator == "regressor":  # the table measures ASVI's and the GP's cells only
+            lines.append(f"  {name}: not priced: {_regressor_words(cfg)} is an estimator the"
+                         " cost table does not know (its seconds are known only once a cell"
+                         " has run: try a small --n first)")  # fmt: skip
+            unknown.append(name)
+            continue
         e = costs.estimate(cfg)
         total += e.total_s
         unpriced += e.unpriced
@@ -286,8 +305,12 @@ def _cost_lines(args, plan: Plan) -> str:
         how = sorted({p[3] for p in e.priced if not p[3].startswith(own[p])})
         lines.append(f"  {name}: {e.total_s / 60:.1f} min of one worker"
                      + (f" ({'; '.join(how)})" if how else ""))  # fmt: skip
+    if unknown and len(unknown) == len(sweeps):  # nothing priced: no total to give
+        lines.append("  in all: not priced (no sweep the cost table knows)")
+        return "\n".join(lines)
     lines.append(f"  in all: {total / 60:.1f} min of one worker, about {total / 60 / workers:.1f}"
-                 f" min on {workers} worker{'s' if workers > 1 else ''}")  # fmt: skip
+                 f" min on {workers} worker{'s' if workers > 1 else ''}"
+                 + (f", besides {', '.join(unknown)} (not priced)" if unknown else ""))  # fmt: skip
     if unpriced:
         lines.append(f"  not priced (no measured row): {unpriced}")
     return "\n".join(lines)

@@ -90,6 +90,55 @@ def _what_to_run(g) -> None:
     )
 
 
+def _estimator(g) -> None:
+    """The flags of the estimator trained in ASVI's place (exploratory)."""
+    g.add_argument(
+        "--estimator",
+        metavar="MODULE:CLASS",
+        help="train this scikit-learn-style regressor instead of ASVI on every cell of the"
+        " tier's design (e.g. sklearn.neighbors:KNeighborsRegressor; simulate.sweep.foreign),"
+        " its records in results/records-TIER-CLASS.jsonl unless --out; decided by the same"
+        " tests (refused for a confirmatory protocol)",
+    )
+    g.add_argument(
+        "--estimator-param",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a parameter of --estimator (repeatable): VALUE a Python literal, or an"
+        " expression in n, p and alpha evaluated per cell (e.g."
+        " 'n_neighbors=ceil(n**(2*alpha/(2*alpha+p)))'; rounded to int where the"
+        " parameter's default is an int)",
+    )
+
+
+def estimator_overrides(args) -> dict:
+    """The sweep settings ``--estimator`` and ``--estimator-param`` make (empty without
+    them); ValueError (one line) for a parameter without ``--estimator``, with
+    ``--records``, a ``NAME=VALUE`` without its ``=`` or given twice.  The class and
+    each value are checked as the sweep's configuration is made
+    (``simulate.sweep.foreign.check_regressor``)."""
+    params = args.estimator_param or []
+    if args.estimator is None:
+        if params:
+            raise ValueError("--estimator-param names a parameter of --estimator; give it")
+        return {}
+    if args.records:
+        raise ValueError("--estimator trains; --records verifies what the records name")
+    if args.recipe is not None:
+        raise ValueError("--recipe is ASVI's training recipe; it does not go with --estimator")
+    given: dict[str, str] = {}
+    for item in params:
+        name, eq, text = item.partition("=")
+        name = name.strip()
+        if not eq or not name.isidentifier():
+            raise ValueError(f"--estimator-param {item!r}: give NAME=VALUE")
+        if name in given:
+            raise ValueError(f"--estimator-param {name} is given twice")
+        given[name] = text.strip()
+    return {"estimator": "regressor", "regressor": args.estimator,
+            "regressor_params": given or None}  # fmt: skip
+
+
 def _records_files(g) -> None:
     """The flags of the records files and the budget-doubling control."""
     g.add_argument(
@@ -213,6 +262,7 @@ def _where(g) -> None:
 # --help's groups, in order: (title, the function adding its flags)
 _FLAG_GROUPS = (
     ("what to run", _what_to_run),
+    ("the estimator trained in ASVI's place (exploratory)", _estimator),
     ("the records files and the budget-doubling control", _records_files),
     ("the tier's settings overridden", _design),
     ("how the step runs (float rounding only)", _step),
@@ -226,7 +276,8 @@ def protocol_of(args) -> protocols.Protocol:
     """The protocol of the run: ``--protocol``, a confirmatory tier's own, or the default;
     ``--delta`` / ``--log-power`` make a modified, exploratory copy (refused for a
     confirmatory protocol: its numbers were fixed before its run); so does ``--rate``
-    (``verify.stated_rate.with_rate``: ``NAME+rate=EXPR``, its digest over the rate too)."""
+    (``verify.stated_rate.with_rate``: ``NAME+rate=EXPR``, its digest over the rate too).
+    ``--estimator`` is refused under a confirmatory protocol (its design trains ASVI)."""
     own = protocols.CONFIRM_TIERS.get(args.tier)
     if own and args.protocol and args.protocol != own:
         raise ValueError(f"--tier {args.tier} runs under its protocol {own}, not {args.protocol}")
@@ -242,6 +293,11 @@ def protocol_of(args) -> protocols.Protocol:
         changes["attainment_log_power"] = float(args.log_power)
     if args.rate is not None:
         proto = stated_rate.with_rate(proto, args.rate)
+    if args.estimator is not None and proto.kind == "confirmatory":
+        raise ValueError(
+            f"protocol {proto.name} is confirmatory: its estimator is ASVI; give --protocol"
+            " exploratory-v2 (or another exploratory tier) to run --estimator"
+        )
     if not changes:
         return proto
     if proto.kind == "confirmatory":
@@ -292,7 +348,7 @@ def checked_overrides(args) -> dict:
     check_output_dir(figures_dir(args), "--figures")
     if args.fingerprint and not args.records:
         raise ValueError("--fingerprint chooses among the records of --records")
-    overrides = overrides_from_args(args)
+    overrides = {**overrides_from_args(args), **estimator_overrides(args)}
     if overrides.get("compile") and "mlp" not in overrides:
         # torch.compile compiles the torch step (the C step has none)
         overrides["mlp"] = BATCHED.name

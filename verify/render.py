@@ -13,6 +13,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 
 from theory.plumbing.paths import atomic_path
+from verify.design import is_control
 from verify.findings import replication_text, verdict_text
 from verify.panels import draw_elbo_gap_panel, draw_rate_panel, draw_width_panel
 from verify.tables import (
@@ -44,11 +45,13 @@ def format_results(results: list[MetricResult]) -> str:
             er = [r for r in rows if r.estimator == est]
             if er[0].arm is not None and est != "asvi":
                 lines.append(f"-- {est} (arm {er[0].arm}: {ARM_LABELS[er[0].arm]})")
-            elif est != "asvi":
+            elif is_control(est):
                 lines.append(
                     f"-- {est} (known-answer control: expected attainment "
                     f"{er[0].decision.expected_attainment})"
                 )
+            elif est != "asvi":  # a named regressor (verify.rates --estimator)
+                lines.append(f"-- {est} (a named regressor's point prediction; no known answer)")
             lines += _cell_table_lines(er)
             lines += _slope_table_lines(er)
             lines += _attain_table_lines(er)
@@ -247,7 +250,7 @@ def power_lines(rows: list, cfg) -> str:
                 s += f", P(PASS at the reference's rate) {r.attainment_probability:.2f}"
         elif r.attainment_refused:
             s += f"; attainment refused: {r.attainment_refused}"
-        if r.estimator != "asvi":
+        if is_control(r.estimator):
             s += f"; known answer: {r.expected_attainment or 'none at this design'}"
         if r.class_power is not None:
             s += (

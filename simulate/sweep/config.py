@@ -147,6 +147,14 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
                 raise ValueError(f"gp_nus must be a non-empty list of numbers > 0: {self.gp_nus}")
             if any(t.kind != "holder" for t in self.truths):
                 raise ValueError("the Gaussian-process control runs on holder truths only")
+        if (self.estimator == "regressor") != (self.regressor is not None):
+            raise ValueError("a regressor is named (regressor) with estimator = 'regressor' alone")
+        if self.regressor_params is not None and self.regressor is None:
+            raise ValueError("regressor_params are the parameters of a named regressor")
+        if self.estimator == "regressor":  # the class and every parameter, at every cell
+            from simulate.sweep.foreign import check_regressor  # noqa: PLC0415 (a cycle)
+
+            check_regressor(self.regressor, self.regressor_params, self.truths, self.ns)
 
     @property
     def stop_rule(self) -> StopRule:
@@ -237,7 +245,9 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
         ``n_test`` points and ``elbo_draws`` draws of the ELBO, ``sizes.outputs_bytes``,
         ``sizes.elbo_bytes``).  For the known-answer control (``estimator = "gp"``) the
         measured peak of one replicate's exact posteriors (:func:`gp_job_bytes`), dominated
-        by the ``n_test x n_test`` float64 covariances: the check once counted only the
+        by the ``n_test x n_test`` float64 covariances.  For a named regressor
+        (``estimator = "regressor"``) the data and the test points' predictions alone: its
+        own memory is not known before it runs.  The GP's check once counted only the
         test inputs, and a GP sweep at the default 20,000 test points held 10 GB in one
         process unannounced.  The sweep refuses a configuration whose jobs cannot fit in
         the machine (``simulate.sweep.runner``) before it locks or writes anything."""
@@ -254,6 +264,9 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
         if self.estimator == "gp":  # replicates and priors one after another
             what = f"posterior covariances of n_test = {self.n_test} test points, float64"
             return [*parts, (gp_job_bytes(n, self.n_test, self.draws), what,
+                             "give a smaller --n-test")]  # fmt: skip
+        if self.estimator == "regressor":  # its own memory is not known: the data's alone
+            return [*parts, (self.n_test * 8 * 4, f"predictions at {self.n_test} test points",
                              "give a smaller --n-test")]  # fmt: skip
         train = evaluate = 0
         for g in group_widths(self.widths_at(n)):
@@ -289,7 +302,8 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
 
     def cell_config(self, n: int, widths) -> dict:
         """A record's ``config``: the settings its cell at sample size n was trained with
-        (for the known-answer control, ``estimator = "gp"``, its own settings).  With the
+        (for the known-answer control, ``estimator = "gp"``, and a named regressor, its own
+        settings).  With the
         risk stop on (``stop_risk_tol``) also ``n_train``, the points ASVI trained on
         (:meth:`n_train_at`); its hyperparameters and step cap are those of ``n_train``
         points, the sample its posterior conditions on."""
@@ -299,6 +313,14 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
                 "gp_nus": list(self.gp_nus),
                 **{k: getattr(self, k) for k in ("gp_length_scale", "gp_amplitude", "sigma")},
                 **{k: getattr(self, k) for k in ("n_test", "draws", "seed")},
+                **({"protocol": self.protocol} if self.protocol is not None else {}),
+            }
+        if self.estimator == "regressor":
+            return {
+                "estimator": "regressor",
+                "regressor": self.regressor,
+                "regressor_params": dict(self.regressor_params or {}),
+                **{k: getattr(self, k) for k in ("sigma", "n_test", "seed")},
                 **({"protocol": self.protocol} if self.protocol is not None else {}),
             }
         n_train = self.n_train_at(n)

@@ -8,6 +8,7 @@ reader recomputes the fields from it (:func:`configuration_fields`)."""
 from __future__ import annotations
 
 from simulate.sweep.config import SweepConfig
+from simulate.sweep.foreign import identity
 from simulate.sweep.records import code_hashes, versions
 from simulate.sweep.schema import SCHEMA
 from simulate.sweep.settings import declared
@@ -42,8 +43,9 @@ def _without_later_defaults(d: dict) -> dict:
 
 
 # the fingerprint's fields that are not the configuration's settings: what they are read
-# from (its largest n, the schema, the versions, the code)
-PROVENANCE_FIELDS = ("n_max", "schema", "versions", "code")
+# from (its largest n, the schema, the versions, the code; a named regressor's class and
+# version)
+PROVENANCE_FIELDS = ("n_max", "schema", "versions", "code", "regressor_identity")
 
 
 def configuration_fields(cfg: SweepConfig) -> dict:
@@ -69,10 +71,15 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
     """Everything besides the cell key (truth, n, replicate) that changes a cell's record:
     the config less its bookkeeping fields, the largest n, the schema, the versions and the
     code (``simulate.sweep.records.code_hashes``: an edited module is a new configuration,
-    and resuming across it is refused naming the files, unless accepted explicitly)."""
+    and resuming across it is refused naming the files, unless accepted explicitly); for a
+    named regressor also its class's qualified name and its package's installed version
+    (``regressor_identity``: ``simulate.sweep.foreign.identity``), beside its parameters as
+    given."""
     d = configuration_fields(cfg)
     d["n_max"] = max(int(n) for n in cfg.ns)
     d["schema"] = SCHEMA
     d["versions"] = versions()
     d["code"] = code_hashes()  # an edit of the code that computes a cell is a new configuration
+    if cfg.estimator == "regressor":  # the class itself and its installed version
+        d["regressor_identity"] = identity(cfg.regressor)
     return d  # the records store keeps it as canonical JSON

@@ -8,7 +8,8 @@ default, bounds, help, flag, and how records, fingerprints and recipes treat the
 * :class:`Stopping` -- the stopping rule (``StopRule``) and the held-out risk stop;
 * :class:`PerN` -- the rules that grow a setting with the sample size;
 * :class:`Step` -- how the step runs (``StepOptions``: float rounding only);
-* :class:`Estimator` -- ASVI or the Gaussian-process known-answer control;
+* :class:`Estimator` -- ASVI, the Gaussian-process known-answer control, or a named
+  regressor (``simulate.sweep.foreign``);
 * :class:`Provenance` -- the protocol a pre-registered run is made under.
 
 Defaults said elsewhere, once, are read here: the training hyperparameters' are ``Hyper``'s
@@ -41,7 +42,7 @@ _H, _HC, _STOP = HYPER_DEFAULTS, HYPER_CONSTRAINTS, STOP_DEFAULTS
 _INT, _FLOAT = Flag(int), Flag(float)
 _COUNT0 = Interval(Integral, 0, None, "left")
 STARTS = ("random", "constructive", "both")
-ESTIMATORS = ("asvi", "gp")
+ESTIMATORS = ("asvi", "gp", "regressor")
 
 
 @dataclass(frozen=True)
@@ -261,15 +262,26 @@ class Step:
 
 @dataclass(frozen=True)
 class Estimator:
-    """What a cell's posterior is: ASVI's, or the known-answer control's (exact
-    Gaussian-process posteriors under Matern priors, ``simulate.sweep.gp``)."""
+    """What a cell's posterior is: ASVI's, the known-answer control's (exact
+    Gaussian-process posteriors under Matern priors, ``simulate.sweep.gp``), or a named
+    regressor's point prediction (``simulate.sweep.foreign``)."""
 
     estimator: str = setting(
-        "asvi", Options(ESTIMATORS), help="asvi, or gp: the known-answer control"
-    )
+        "asvi", Options(ESTIMATORS),
+        help="asvi, gp: the known-answer control, or regressor: the class named by regressor",
+    )  # fmt: skip
     gp_nus: list | None = setting(None, help="the Matern priors' smoothnesses (gp)")
     gp_length_scale: float = setting(1.0, POSITIVE, help="the Matern length scale (gp)")
     gp_amplitude: float = setting(1.0, POSITIVE, help="the Matern amplitude (gp)")
+    # added later: left out of the fingerprint at None, so every earlier sweep keeps its own
+    regressor: str | None = setting(
+        None, help="MODULE:CLASS of a scikit-learn-style regressor (regressor)",
+        fingerprint="later",
+    )  # fmt: skip
+    regressor_params: dict | None = setting(
+        None, help="the regressor's parameters, NAME -> the text given: a Python literal or an"
+        " expression in n, p and alpha (simulate.sweep.foreign)", fingerprint="later",
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

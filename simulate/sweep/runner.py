@@ -37,6 +37,8 @@ Design (every choice recorded in each record's ``config``):
 * **The known-answer control** (``estimator="gp"``, ``simulate.sweep.gp``): the same jobs, data
   and reference, with exact Gaussian-process posteriors under Matern priors instead of
   ASVI (records with ``per_estimator``).
+* **Any regressor** (``estimator="regressor"``, ``simulate.sweep.foreign``): the same jobs,
+  data and reference, with a named scikit-learn-style regressor's point prediction.
 * **Theory-tied quantities**: ``lambda_s = a (L + 1) log n`` (``theory.lambda_s_rule``; L
   hidden layers) unless fixed by ``--lambda-s``; the width prior ``pi(N)`` with ``lam``.  The depth
   is fixed (two hidden layers by default) rather than Lemma 6.1's ``L ~ log n`` (22 hidden
@@ -72,6 +74,7 @@ from simulate.core.steppath import path_of
 from simulate.progress import Progress
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.fingerprint import fingerprint_fields
+from simulate.sweep.foreign import run_regressor_job
 from simulate.sweep.gp import run_gp_job
 from simulate.sweep.job import run_asvi_job
 from simulate.sweep.jobs import jobs_for
@@ -99,7 +102,7 @@ __all__ = [
 # The estimators a sweep can run, by ``SweepConfig.estimator``: each takes a job and
 # returns its records (pure, picklable for workers).  A new estimator is a function here
 # and a name in the config's ``estimator`` options.
-ESTIMATORS = {"asvi": run_asvi_job, "gp": run_gp_job}
+ESTIMATORS = {"asvi": run_asvi_job, "gp": run_gp_job, "regressor": run_regressor_job}
 
 
 def warm_worker() -> None:

@@ -35,6 +35,7 @@ from numbers import Integral
 
 from simulate.core.constraints import INT_POSITIVE, Interval
 from simulate.sweep.provenance import check_provenance
+from simulate.sweep.regressor_record import check_regressor_record
 from simulate.sweep.rules import (
     ARM_STEPS,
     BOOL_COLUMNS,
@@ -82,6 +83,8 @@ def check_record(rec: dict) -> None:
     cfg = rec["config"]
     if cfg.get("estimator") == "gp":
         _known_answer(rec)
+    elif cfg.get("estimator") == "regressor":  # simulate.sweep.regressor_record
+        check_regressor_record(rec)
     else:
         widths = _widths(cfg)
         lam = cfg.get("lam")
@@ -121,7 +124,8 @@ def shape_problem(rec: dict) -> str | None:
             return f"{key!r} must be an object, got {rec.get(key)!r}"
     if not isinstance(rec["failed"], bool):
         return f"'failed' must be true or false, got {rec['failed']!r}"
-    if rec["config"].get("estimator") != "gp" and not isinstance(rec.get("per_width"), dict):
+    no_widths = rec["config"].get("estimator") in ("gp", "regressor")
+    if not no_widths and not isinstance(rec.get("per_width"), dict):
         return f"'per_width' must be an object, got {rec.get('per_width')!r}"
     sw = rec["selected_width"]
     if sw is not None and not INT_POSITIVE.accepts(sw):

@@ -56,13 +56,14 @@ def test_every_estimator_a_config_accepts_is_one_the_runner_runs():
     ``estimator`` options name the same estimators, so a config that validates has a job
     function and a registered one can be configured."""
     from simulate.sweep.config import SWEEP_CONSTRAINTS
+    from simulate.sweep.foreign import run_regressor_job
     from simulate.sweep.gp import run_gp_job
     from simulate.sweep.job import run_asvi_job
     from simulate.sweep.runner import ESTIMATORS
 
     (options,) = SWEEP_CONSTRAINTS["estimator"]
-    assert set(options.values) == set(ESTIMATORS) == {"asvi", "gp"}
-    assert ESTIMATORS == {"asvi": run_asvi_job, "gp": run_gp_job}
+    assert set(options.values) == set(ESTIMATORS) == {"asvi", "gp", "regressor"}
+    assert ESTIMATORS == {"asvi": run_asvi_job, "gp": run_gp_job, "regressor": run_regressor_job}
 
 
 def test_a_compiled_sweep_without_a_cpp_compiler_is_refused_before_any_work(monkeypatch, tmp_path):
