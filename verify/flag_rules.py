@@ -52,6 +52,9 @@ TAKES_EFFECT = {
     "n": "a sweep's setting (refused with --records and by a confirmatory tier)",
     "replicates": "a sweep's setting (refused with --records and by a confirmatory tier)",
     "delta": "the verdicts' delta (an exploratory copy of the protocol)",
+    "estimator": "trains the named regressor in ASVI's place (refused with --records and under"
+    " a confirmatory protocol: verify.rates_args.estimator_overrides)",
+    "estimator_param": "a parameter of --estimator (refused without it: estimator_overrides)",
     "rate": "the band the verdicts hold the rate to (an exploratory copy, NAME+rate=EXPR;"
     " refused under a confirmatory protocol: verify.stated_rate)",
     "log_power": "the verdicts' allowance (an exploratory copy of the protocol)",
