@@ -32,9 +32,9 @@ def check_regressor_record(rec: dict) -> None:
     finite = True
     for m, rule in METRIC_RULES.items():
         x = ms.get(m)
-        finite = finite and not undefined(x) and math.isfinite(x)
-        if not (rec["failed"] and undefined(x)):
+        if not (rec["failed"] and undefined(x)):  # checked before it is used
             rule.check(f"per_estimator.{name}.{m}", x)
+        finite = finite and not undefined(x) and math.isfinite(x)
         if not same(rec["metrics"].get(m), x):
             fail(f"metrics.{m}", rec["metrics"].get(m), f"the regressor's is {x!r}")
     need(rec["failed"] == (not finite), "failed", rec["failed"],

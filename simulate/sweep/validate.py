@@ -161,8 +161,10 @@ def _truth(rec: dict) -> TruthSpec:
         if field in encoded and shown[field] != encoded[field]:
             fail(f"truth.{field}", t[field], f"the truth's id {key!r} encodes {encoded[field]}")
     spec = TruthSpec(kind=kind, p=t["p"], alpha=t.get("alpha"), seed=t["seed"])
-    if t.get("function") is not None:
-        _function(need_dict("truth.function", t["function"]), spec, rec["cell"]["replicate"])
+    # required: with the seeds, the one link from a record to the truth it was drawn from (a
+    # whole truth relabelled under another id, its function dropped, was otherwise accepted)
+    fn = need_dict("truth.function", t.get("function"))
+    _function(fn, spec, rec["cell"]["replicate"])
     return spec
 
 
@@ -318,9 +320,9 @@ def _known_answer(rec: dict) -> None:
         need_dict(f"per_estimator.{name}", ms)
         for m, rule in METRIC_RULES.items():
             x = ms.get(m)
-            finite = finite and not undefined(x) and math.isfinite(x)
-            if not (rec["failed"] and undefined(x)):
+            if not (rec["failed"] and undefined(x)):  # checked before it is used
                 rule.check(f"per_estimator.{name}.{m}", x)
+            finite = finite and not undefined(x) and math.isfinite(x)
     need(
         rec["failed"] == (not finite),
         "failed",
@@ -361,7 +363,9 @@ def _reference(ref) -> None:
 def _seeds_and_timing(rec: dict) -> None:
     """Seeds in range and those derived from ``config.seed`` (data, test, each candidate's
     model); timings >= 0."""
-    seeds = need_dict("seeds", rec.get("seeds") or {})
+    seeds = need_dict("seeds", rec.get("seeds"))
+    for k in ("data", "test"):  # every sweep writes them: what ties a record to its draw
+        need(k in seeds, f"seeds.{k}", None, "a record carries the seeds its cell drew")
     cell, cfg = rec["cell"], rec["config"]
     for k, v in seeds.items():
         for i, s in enumerate(v if k == "models" and isinstance(v, list) else [v]):

@@ -284,3 +284,44 @@ def test_records_error_is_raised_not_a_crash_when_called_directly(tmp_path):
     path = edited(tmp_path, lambda r: r.update(selected_width=999))
     with pytest.raises(RecordsError, match=rf"{path}, line {LINE}: 'selected_width'"):
         read_records(path)
+
+
+# ------------------------------------------------------------------ found by an audit
+def _relabel(rec: dict) -> None:
+    """A whole truth moved under another id (and alpha), the fields that tie it to its
+    draw (its function, its seeds) dropped: every record agrees with the others and with
+    its id."""
+    if rec["cell"]["truth"] == "holder-a0.5-p1-s0":
+        rec["cell"]["truth"] = "holder-a0.7-p1-s0"
+        rec["truth"]["alpha"] = 0.7
+        rec["truth"].pop("function", None)
+        rec.pop("seeds", None)
+
+
+def test_a_truth_relabelled_whole_without_its_draw_is_refused(tmp_path):
+    """Relabelled on all 32 of its records, its function and seeds dropped, it had been
+    accepted, the theorem verdict moving PASS -> INCONCLUSIVE (predicted exponent -0.583
+    for -0.5): the function and the seeds are now required, so the draw is checked."""
+    out = []
+    for raw in lines_of(QUICK):
+        rec = json.loads(raw)
+        _relabel(rec)
+        out.append(json.dumps(rec))
+    path = write(tmp_path / "x.jsonl", out)
+    first = next(i for i, raw in enumerate(out, 1) if "holder-a0.7" in raw)
+    assert_refused(rates(path), path, "'truth.function'", line=first)
+
+
+@pytest.mark.parametrize("value", ["x", [1]], ids=["string", "list"])
+def test_a_gp_controls_metric_of_the_wrong_type_is_one_line_not_a_crash(tmp_path, value):
+    """``per_estimator.<prior>.d2 = "x"`` in a known-answer record crashed (exit 4,
+    TypeError in math.isfinite) before its rule was checked."""
+    src = REFERENCE / "records-gp.jsonl.gz"
+
+    def edit(rec):
+        name = sorted(rec["per_estimator"])[0]
+        rec["per_estimator"][name]["d2"] = value
+
+    path = edited(tmp_path, edit, src=src)
+    r = run_main("verify.rates", "--records", path)
+    assert_refused(r, path, ".d2'")
