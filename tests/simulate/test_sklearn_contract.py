@@ -40,16 +40,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import estimator_checks_generator
 
-from simulate.estimators import (
-    ASVIClassifier,
-    ASVIRegressor,
-    BNNClassifier,
-    BNNRegressor,
-    DenseBNNRegressor,
-    HSBNNRegressor,
-    SVIClassifier,
-    SVIRegressor,
-)
+import simulate.estimators as sk
 
 SMALL = dict(epochs=50, batch_size=32, predict_draws=5)
 FAST = dict(epochs=1, batch_size=32, predict_draws=2)
@@ -71,18 +62,28 @@ def _settings(make, **kw):
 
 
 ESTIMATORS = [
-    _settings(ASVIRegressor, widths=(2, 4)),
-    _settings(SVIRegressor, width=4),
-    _settings(DenseBNNRegressor, width=4),
-    _settings(HSBNNRegressor, width=4),
-    _settings(ASVIClassifier, widths=(8, 16), **CLS),
-    _settings(SVIClassifier, width=8, **CLS),
-    _settings(BNNRegressor, family="horseshoe", widths=(2, 4)),
-    _settings(BNNClassifier, widths=(8, 16), **CLS),
+    _settings(sk.ASVIRegressor, widths=(2, 4)),
+    _settings(sk.SVIRegressor, width=4),
+    _settings(sk.DenseBNNRegressor, width=4),
+    _settings(sk.HSBNNRegressor, width=4),
+    _settings(sk.ASVIClassifier, widths=(8, 16), **CLS),
+    _settings(sk.SVIClassifier, width=8, **CLS),
+    _settings(sk.BNNRegressor, family="horseshoe", widths=(2, 4)),
+    _settings(sk.BNNClassifier, widths=(8, 16), **CLS),
 ]
 # estimator class -> the class whose fit it is, bit for bit, and whose fitting checks cover
 # it (each pair asserted in test_one_estimator_covers_the_named_ones)
-SAME_FIT = {BNNClassifier: ASVIClassifier}
+SAME_FIT = {sk.BNNClassifier: sk.ASVIClassifier}
+
+
+def test_every_exported_estimator_is_contract_tested():
+    """Each scikit-learn estimator ``simulate.estimators`` exports has its settings in
+    ``ESTIMATORS``: a new estimator is not added without the contract's checks."""
+    from sklearn.base import BaseEstimator
+
+    exported = {getattr(sk, name) for name in sk.__all__}
+    exported = {c for c in exported if isinstance(c, type) and issubclass(c, BaseEstimator)}
+    assert exported == {type(fast) for fast, _ in ESTIMATORS}
 
 
 def _check_name(check) -> str:
@@ -132,7 +133,7 @@ def test_the_checks_that_need_no_fit_never_fit(monkeypatch):
         raise AssertionError("fit called")
 
     monkeypatch.setattr(est._Base, "fit", no_fit)
-    fast = BNNClassifier(widths=(8, 16), **FAST, **CLS)
+    fast = sk.BNNClassifier(widths=(8, 16), **FAST, **CLS)
     seen, reached = set(), set()
     for e, check in estimator_checks_generator(fast, mark=None):
         name = _check_name(check)
@@ -157,7 +158,7 @@ def _data(n=200, p=3, seed=0):
 
 def test_unfitted_raises_not_fitted_error():
     with pytest.raises(NotFittedError):
-        ASVIRegressor().predict(np.zeros((2, 3)))
+        sk.ASVIRegressor().predict(np.zeros((2, 3)))
 
 
 def test_cross_val_score_pipeline_and_grid_search():
@@ -166,11 +167,11 @@ def test_cross_val_score_pipeline_and_grid_search():
     misspecified likelihood, not about the contract."""
     X, y = _data()
     kw = dict(SMALL, sigma=0.1)
-    scores = cross_val_score(SVIRegressor(width=4, **kw), X, y, cv=3)
+    scores = cross_val_score(sk.SVIRegressor(width=4, **kw), X, y, cv=3)
     assert scores.shape == (3,) and np.all(scores > 0.5)  # R^2 of sin(2x) + 0.1 noise
-    pipe = Pipeline([("scale", StandardScaler()), ("asvi", ASVIRegressor(widths=(2, 4), **kw))])
+    pipe = Pipeline([("scale", StandardScaler()), ("asvi", sk.ASVIRegressor(widths=(2, 4), **kw))])
     assert pipe.fit(X, y).score(X, y) > 0.5
-    grid = GridSearchCV(SVIRegressor(**kw), {"width": [2, 8]}, cv=2).fit(X, y)
+    grid = GridSearchCV(sk.SVIRegressor(**kw), {"width": [2, 8]}, cv=2).fit(X, y)
     assert grid.best_params_["width"] in (2, 8) and hasattr(grid.best_estimator_, "posterior_")
 
 
@@ -191,16 +192,16 @@ def test_cross_val_score_pipeline_and_grid_search():
 def test_bad_parameters_fail_at_fit_with_a_clear_error(bad):
     X, y = _data(50)
     with pytest.raises(ValueError, match=next(iter(bad))):
-        SVIRegressor(width=2, **{**SMALL, **bad}).fit(X, y)
+        sk.SVIRegressor(width=2, **{**SMALL, **bad}).fit(X, y)
 
 
 def test_bad_data_is_refused():
     X, y = _data(50)
-    m = SVIRegressor(width=2, **SMALL)
+    m = sk.SVIRegressor(width=2, **SMALL)
     with pytest.raises(ValueError, match="[Cc]omplex"):
         m.fit(X + 1j, y)
     with pytest.raises(ValueError):
-        SVIClassifier(width=2, **SMALL, **CLS).fit(X, np.where(y > 0, 1.0, np.nan))
+        sk.SVIClassifier(width=2, **SMALL, **CLS).fit(X, np.where(y > 0, 1.0, np.nan))
     m.fit(X, y)
     with pytest.raises(ValueError, match="2D array"):
         m.predict(X[0])
@@ -208,14 +209,14 @@ def test_bad_data_is_refused():
 
 def test_batch_larger_than_n_trains_full_batch():
     X, y = _data(20)
-    m = SVIRegressor(width=2, epochs=3, batch_size=1024, predict_draws=5).fit(X, y)
+    m = sk.SVIRegressor(width=2, epochs=3, batch_size=1024, predict_draws=5).fit(X, y)
     assert m.n_steps_ == 3  # one full-batch step per epoch
 
 
 def test_a_tiny_width_prior_rate_selects_normally():
     """lam = 1e-17: log pi(N) is finite (it was +inf, and fit said every width failed)."""
     X, y = _data(100)
-    m = ASVIRegressor(widths=(2, 4), lam=1e-17, **SMALL).fit(X, y)
+    m = sk.ASVIRegressor(widths=(2, 4), lam=1e-17, **SMALL).fit(X, y)
     assert m.selected_width_ == 2  # the prior's mass sits at N = 1: the smallest wins
     assert np.all(np.isfinite(m.penalized_elbo_))
 
@@ -225,17 +226,20 @@ def test_one_estimator_covers_the_named_ones():
     class fits."""
     X, y = _data(100)
     pairs = [
-        (ASVIRegressor(widths=(2, 4), **SMALL), BNNRegressor(widths=(2, 4), **SMALL)),
-        (DenseBNNRegressor(width=4, **SMALL), BNNRegressor(family="dense", widths=[4], **SMALL)),
+        (sk.ASVIRegressor(widths=(2, 4), **SMALL), sk.BNNRegressor(widths=(2, 4), **SMALL)),
+        (
+            sk.DenseBNNRegressor(width=4, **SMALL),
+            sk.BNNRegressor(family="dense", widths=[4], **SMALL),
+        ),
     ]
     for named, general in pairs:
         a, b = named.fit(X, y).predict(X[:7]), general.fit(X, y).predict(X[:7])
         np.testing.assert_array_equal(a, b)
     # SAME_FIT: BNNClassifier's fitting checks run on ASVIClassifier's fits
     yc = (y > 0).astype(int)
-    named = ASVIClassifier(widths=(8, 16), **FAST, **CLS).fit(X, yc)
-    general = BNNClassifier(widths=(8, 16), **FAST, **CLS).fit(X, yc)
+    named = sk.ASVIClassifier(widths=(8, 16), **FAST, **CLS).fit(X, yc)
+    general = sk.BNNClassifier(widths=(8, 16), **FAST, **CLS).fit(X, yc)
     np.testing.assert_array_equal(named.predict_proba(X[:7]), general.predict_proba(X[:7]))
-    assert SAME_FIT == {BNNClassifier: ASVIClassifier}  # each pair is asserted here
+    assert SAME_FIT == {sk.BNNClassifier: sk.ASVIClassifier}  # each pair is asserted here
     with pytest.raises(ValueError, match="family"):
-        BNNRegressor(family="nope", widths=[2], **SMALL).fit(X, y)
+        sk.BNNRegressor(family="nope", widths=[2], **SMALL).fit(X, y)
