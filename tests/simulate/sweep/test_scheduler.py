@@ -108,24 +108,31 @@ def test_a_listener_that_never_answers_gives_up_at_the_deadline(tmp_path, module
     assert took < 60, took  # imports included; the deadline itself is 2 s
 
 
+def _in_thread(call):
+    """``call()`` started in a daemon thread: ``(thread, box)``, where ``box`` gets
+    ``"out"`` (what it returned) or ``"error"`` (what it raised) once it ends."""
+    box: dict = {}
+
+    def go():
+        try:
+            box["out"] = call()
+        except BaseException as exc:  # handed to the test
+            box["error"] = exc
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread, box
+
+
 @pytest.mark.skipif(not HAVE_DISTRIBUTED, reason="needs dask.distributed")
 def test_the_deadline_holds_in_process_whatever_distributed_does(monkeypatch):
     """The deadline is kept by a clock outside ``distributed``: :func:`map_unordered` on a
     silent listener with a 1 s deadline raises ``TimeoutError`` (one line) in about 1 s."""
     monkeypatch.setattr(cluster_mod, "SCHEDULER_TIMEOUT_S", 1)
-    box: dict = {}
     with silent_listener() as s:
         address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
-
-        def go():
-            try:
-                box["out"] = list(map_unordered(abs, [-1], scheduler=address))
-            except BaseException as exc:  # handed to the test
-                box["error"] = exc
-
         t0 = time.monotonic()
-        worker = threading.Thread(target=go, daemon=True)
-        worker.start()
+        worker, box = _in_thread(lambda: list(map_unordered(abs, [-1], scheduler=address)))
         worker.join(30)
         took = time.monotonic() - t0
     assert not worker.is_alive(), "still waiting 30 s after a 1 s deadline"
@@ -140,18 +147,9 @@ def test_a_cluster_without_workers_says_so_while_it_waits(monkeypatch, capsys):
     from distributed import LocalCluster
 
     monkeypatch.setattr(cluster_mod, "WORKER_NOTE_S", 0.5)
-    box: dict = {}
     with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
         address = cluster.scheduler_address
-
-        def go():
-            try:
-                box["out"] = sorted(map_unordered(abs, [-1, -2], scheduler=address))
-            except BaseException as exc:  # handed to the test
-                box["error"] = exc
-
-        worker = threading.Thread(target=go, daemon=True)
-        worker.start()
+        worker, box = _in_thread(lambda: sorted(map_unordered(abs, [-1, -2], scheduler=address)))
         said = ""
         deadline = time.monotonic() + 20
         while said.count("waiting for workers") < 2 and time.monotonic() < deadline:
@@ -188,19 +186,12 @@ def test_a_cluster_without_workers_is_given_up_at_the_worker_deadline():
 
     from simulate.sweep.cluster import NoWorkersError
 
-    box: dict = {}
     with LocalCluster(n_workers=0, processes=False, protocol="tcp", **QUIET) as cluster:
         address = cluster.scheduler_address
-
-        def go():
-            try:
-                box["out"] = list(map_unordered(abs, [-1], scheduler=address, worker_timeout=1))
-            except BaseException as exc:  # handed to the test
-                box["error"] = exc
-
         t0 = time.monotonic()
-        waiter = threading.Thread(target=go, daemon=True)
-        waiter.start()
+        waiter, box = _in_thread(
+            lambda: list(map_unordered(abs, [-1], scheduler=address, worker_timeout=1))
+        )
         waiter.join(20)
         took = time.monotonic() - t0
     assert not waiter.is_alive(), "still waiting 20 s after a 1 s worker deadline"
