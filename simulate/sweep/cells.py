@@ -1,18 +1,23 @@
 """What every sweep job computes around its estimator, shared by ASVI's jobs
 (``simulate.sweep.job``) and the Gaussian-process control's (``simulate.sweep.gp``): each
 replicate's nested data, the class-matched reference on it, and the truth's description in
-the record.  (Once in ``job.py``, which ``gp.py`` imported back from: an import cycle.)"""
+the record, and the head of a record with no width search (the known-answer and regressor
+cells).  (Once in ``job.py``, which ``gp.py`` imported back from: an import cycle.)"""
 
 from __future__ import annotations
+
+import math
+from dataclasses import asdict
 
 import numpy as np
 
 from simulate.references.classical import oracle_piecewise, spline_reference
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.jobs import Job
+from simulate.sweep.schema import SCHEMA
 from simulate.sweep.truth_spec import stable_seed
 
-__all__ = ["f0_describe", "job_data", "reference"]
+__all__ = ["f0_describe", "job_data", "point_record_head", "reference"]
 
 
 def job_data(job: Job, cfg: SweepConfig, f0s):
@@ -46,3 +51,21 @@ def f0_describe(f0) -> dict:
     if hasattr(f0, "describe"):
         return f0.describe()
     return {"n_edges": getattr(f0, "n_edges", None)}
+
+
+def point_record_head(job: Job, r: int, f0, cfg: SweepConfig, seeds, metrics) -> dict:
+    """The first fields of a known-answer or regressor cell's record (replicate ``r``, its
+    truth ``f0``, ``seeds = (data seed, test seed)``), in the order the records keep: no
+    width was searched, and the cell failed if any of ``metrics`` (an iterable of the
+    estimators' metric dicts) is not finite."""
+    data_seed, test_seed = seeds
+    return {
+        "schema": SCHEMA,
+        "failed": not all(math.isfinite(v) for m in metrics for v in m.values()),
+        "cell": {"truth": job.truth.key, "n": job.n, "replicate": r},
+        "truth": {**asdict(job.truth), "function": f0_describe(f0)},
+        "config": cfg.cell_config(job.n, None),
+        "seeds": {"data": data_seed, "test": test_seed},
+        "selected_width": None,
+        "selected_at_top": False,
+    }

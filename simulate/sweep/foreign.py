@@ -57,14 +57,12 @@ import importlib
 import math
 import numbers
 import time
-from dataclasses import asdict
 from importlib import metadata
 
 import numpy as np
 
-from simulate.sweep.cells import f0_describe, job_data, reference
+from simulate.sweep.cells import job_data, point_record_head, reference
 from simulate.sweep.records import code_digest, versions
-from simulate.sweep.schema import SCHEMA
 from simulate.sweep.truth_spec import stable_seed
 from theory import hellinger_sq_pointwise
 
@@ -382,14 +380,7 @@ def run_regressor_job(job) -> list[dict]:
         ref = reference(X_all[i], y_all[i], Xt, f0t, cfg, job)
         records.append(
             {
-                "schema": SCHEMA,
-                "failed": not all(math.isfinite(v) for v in m.values()),
-                "cell": {"truth": job.truth.key, "n": job.n, "replicate": r},
-                "truth": {**asdict(job.truth), "function": f0_describe(f0s[i])},
-                "config": cfg.cell_config(job.n, None),
-                "seeds": {"data": data_seeds[i], "test": test_seed},
-                "selected_width": None,
-                "selected_at_top": False,
+                **point_record_head(job, r, f0s[i], cfg, (data_seeds[i], test_seed), [m]),
                 "metrics": m,
                 "per_estimator": {name: m},
                 "regressor_values": _jsonable(values),

@@ -30,18 +30,15 @@ the default 20,000) and its computation holds several such matrices at once
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import asdict
 
 import numpy as np
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern
 
-from simulate.sweep.cells import f0_describe, job_data, reference
+from simulate.sweep.cells import job_data, point_record_head, reference
 from simulate.sweep.records import code_digest, versions
 from simulate.sweep.rules import gp_name
-from simulate.sweep.schema import SCHEMA
 from simulate.sweep.truth_spec import stable_seed
 from theory import hellinger_sq_pointwise
 
@@ -101,14 +98,7 @@ def run_gp_job(job) -> list[dict]:
         first = per[gp_name(cfg.gp_nus[0])]
         records.append(
             {
-                "schema": SCHEMA,
-                "failed": not all(math.isfinite(v) for m in per.values() for v in m.values()),
-                "cell": {"truth": job.truth.key, "n": job.n, "replicate": r},
-                "truth": {**asdict(job.truth), "function": f0_describe(f0s[i])},
-                "config": cfg.cell_config(job.n, None),
-                "seeds": {"data": data_seeds[i], "test": test_seed},
-                "selected_width": None,
-                "selected_at_top": False,
+                **point_record_head(job, r, f0s[i], cfg, (data_seeds[i], test_seed), per.values()),
                 "metrics": first,
                 "per_estimator": per,
                 "reference": reference(X_all[i], y_all[i], Xt, f0t, cfg, job),
