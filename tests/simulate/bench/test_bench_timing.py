@@ -29,15 +29,17 @@ def refused(*args):
     return r
 
 
-def test_bench_reports_the_documented_keys(tmp_path):
-    res = bench.run(
-        Es=(1, 3, 5),
-        steps=2,
-        repeats=1,
-        setup=bench.BenchSetup(n=2048),
-        loop_max=3,
+def _quiet_run(**kw):
+    """``bench.run`` at the tests' smallest settings (2 steps, one repeat of E = 10 on
+    n = 2048, no log), ``kw`` overriding them."""
+    return bench.run(
+        **{"Es": (10,), "steps": 2, "repeats": 1, "setup": bench.BenchSetup(n=2048), **kw},
         log=lambda *_: None,
     )
+
+
+def test_bench_reports_the_documented_keys(tmp_path):
+    res = _quiet_run(Es=(1, 3, 5), loop_max=3)
     keys = {
         "batched_model_steps_per_s",
         "loop_model_steps_per_s",
@@ -166,9 +168,7 @@ def test_the_ratios_and_gflops_from_known_rates(monkeypatch):
     rates = {"batched": [9e3, 2e3, 1e3], "native": [3e3, 1e3, 9e3], "loop": [5e2, 1e2, 9e2],
              "textbook": [2.5e2] * 3, "vmap": [1e3] * 3, "batched_groups": [1.5e3] * 3}  # fmt: skip
     _stub_rates(monkeypatch, rates)
-    r = bench.run(
-        Es=(10,), steps=2, repeats=3, setup=bench.BenchSetup(n=2048), log=lambda *_: None
-    )[10]
+    r = _quiet_run(repeats=3)[10]
     assert r["batched_model_steps_per_s"] == 2000.0 and r["native_model_steps_per_s"] == 3000.0
     assert (r["ratio"], r["textbook_ratio"], r["vmap_ratio"]) == (4.0, 8.0, 2.0)
     assert (r["native_ratio"], r["native_vmap_ratio"]) == (1.5, 3.0)
@@ -179,14 +179,7 @@ def test_the_ratios_and_gflops_from_known_rates(monkeypatch):
     assert r["native_peak_fraction"] == pytest.approx(0.13160448)
     assert "groups_ratio" not in r
     _stub_rates(monkeypatch, rates)
-    t1 = bench.run(
-        Es=(10,),
-        steps=2,
-        repeats=3,
-        setup=bench.BenchSetup(n=2048),
-        workload="table1",
-        log=lambda *_: None,
-    )
+    t1 = _quiet_run(repeats=3, workload="table1")
     assert t1[10]["groups_ratio"] == 0.75  # 1500 / 2000
 
 
@@ -204,14 +197,7 @@ def test_a_rate_is_the_model_steps_over_the_time_they_took(monkeypatch):
 
 def test_bench_table1_workload_times_every_variant_and_the_width_groups(tmp_path):
     assert bench.workload_widths("table1", 12)[:11] == [*range(2, 21, 2), 2]
-    res = bench.run(
-        Es=(10,),
-        steps=2,
-        repeats=1,
-        setup=bench.BenchSetup(n=2048),
-        workload="table1",
-        log=lambda *_: None,
-    )
+    res = _quiet_run(workload="table1")
     r = res[10]  # the arithmetic on known rates: test_the_ratios_and_gflops_from_known_rates
     assert r["groups_ratio"] > 0 and r["batched_groups_model_steps_per_s"] > 0
     assert set(r.pop("peak_rates")) >= {"mm"}
@@ -285,13 +271,7 @@ def test_bench_refuses_cuda_when_absent():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_bench_runs_on_cuda():
-    res = bench.run(
-        Es=(1, 4),
-        steps=2,
-        repeats=1,
-        setup=bench.BenchSetup(n=2048, device="cuda"),
-        log=lambda *_: None,
-    )
+    res = _quiet_run(Es=(1, 4), setup=bench.BenchSetup(n=2048, device="cuda"))
     assert all(res[E]["batched_model_steps_per_s"] > 0 for E in (1, 4))
 
 
