@@ -52,10 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         " --workload sweep runs each program as its tier does (--no-compile: eager)",
     )
     ap.add_argument(
-        "--loop-max",
-        type=int,
-        default=None,
-        help="time the per-model loops only for E <= this (vmap: every E)",
+        "--loop-max", type=int, help="time the per-model loops only for E <= this (vmap: every E)"
     )
     ap.add_argument("--no-tune-malloc", action="store_true")
     ap.add_argument(
