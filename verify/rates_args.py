@@ -13,11 +13,7 @@ import numpy as np
 from simulate.core.steppath import BATCHED
 from simulate.sweep import tiers
 from simulate.sweep.flags import add_sweep_flags, overrides_from_args
-from simulate.sweep.parallel import (
-    add_scheduler_flags,
-    check_scheduler,
-    check_scheduler_timeout,
-)
+from simulate.sweep.parallel import add_scheduler_flags, check_cluster_flags
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES
 from simulate.sweep.truth_spec import TRUTH_HELP
 from theory.plumbing.cli import Parser
@@ -332,15 +328,9 @@ def checked_overrides(args) -> dict:
             f"--replicates must be >= 2 (the slopes' intervals are over replicates),"
             f" got {args.replicates}"
         )
-    if args.workers is not None and args.workers < 0:
-        raise ValueError(f"--workers must be >= 0, got {args.workers}")
     if args.lam is not None and not (np.isfinite(args.lam) and args.lam > 0):
         raise ValueError(f"--lam must be a finite number > 0, got {args.lam}")
-    if args.scheduler is not None and args.workers:
-        raise ValueError("give either --scheduler or --workers, not both")
-    check_scheduler(args.scheduler)
-    check_scheduler_timeout(args.scheduler_timeout)
-    check_scheduler_timeout(args.worker_timeout, "--worker-timeout")
+    check_cluster_flags(args)
     if args.json:
         check_output_file(args.json, "--json")
     if args.markdown:

@@ -18,7 +18,7 @@ from simulate.sweep import runner
 from simulate.sweep.cluster import NoWorkersError
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.flags import add_sweep_flags, overrides_from_args
-from simulate.sweep.parallel import add_scheduler_flags, check_scheduler, check_scheduler_timeout
+from simulate.sweep.parallel import add_scheduler_flags, check_cluster_flags
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.runner import (
     SweepRunOptions,
@@ -158,13 +158,7 @@ def main(argv=None) -> int:
         truths, rest = parse_truths(argv)
         args = build_parser().parse_args(rest)
         cfg = config_from_args(truths, args)  # validated as it is made
-        if args.workers is not None and args.workers < 0:
-            raise ValueError(f"--workers must be >= 0 (0: in this process), got {args.workers}")
-        if args.scheduler is not None and args.workers:
-            raise ValueError("give either --scheduler or --workers, not both")
-        check_scheduler(args.scheduler)
-        check_scheduler_timeout(args.scheduler_timeout)
-        check_scheduler_timeout(args.worker_timeout, "--worker-timeout")
+        check_cluster_flags(args)
         for flag, given in (("--scheduler-timeout", args.scheduler_timeout),
                             ("--worker-timeout", args.worker_timeout)):  # fmt: skip
             if given is not None and args.scheduler is None:

@@ -86,8 +86,8 @@ def local_setup_plugin():
 def add_scheduler_flags(ap) -> None:
     """``--scheduler``, ``--scheduler-timeout`` and ``--worker-timeout`` on a command line
     that runs sweeps (``simulate.sweep``, ``verify.rates``), said once; checked by
-    :func:`check_scheduler` and :func:`check_scheduler_timeout` (both deadlines in (0,
-    :data:`SCHEDULER_TIMEOUT_MAX_S`] seconds)."""
+    :func:`check_cluster_flags` (both deadlines in (0, :data:`SCHEDULER_TIMEOUT_MAX_S`]
+    seconds)."""
     ap.add_argument("--scheduler", help="address of an existing Dask scheduler ([tcp://]HOST:PORT)")
     ap.add_argument(
         "--scheduler-timeout",
@@ -103,6 +103,21 @@ def add_scheduler_flags(ap) -> None:
         help="give up (exit 2, the records so far resumable) when the scheduler has had no"
         f" worker for SECONDS in a row while jobs wait (default {WORKER_TIMEOUT_S})",
     )
+
+
+def check_cluster_flags(args) -> None:
+    """The checks of :func:`add_scheduler_flags`' flags and ``--workers`` that every command
+    line running sweeps makes (``ValueError``, one line): a worker count >= 0 (0: in this
+    process), not both ``--scheduler`` and ``--workers``, a reachable-looking scheduler
+    address (:func:`check_scheduler`) and both deadlines in range
+    (:func:`check_scheduler_timeout`)."""
+    if args.workers is not None and args.workers < 0:
+        raise ValueError(f"--workers must be >= 0 (0: in this process), got {args.workers}")
+    if args.scheduler is not None and args.workers:
+        raise ValueError("give either --scheduler or --workers, not both")
+    check_scheduler(args.scheduler)
+    check_scheduler_timeout(args.scheduler_timeout)
+    check_scheduler_timeout(args.worker_timeout, "--worker-timeout")
 
 
 def check_scheduler(address: str | None, flag: str = "--scheduler") -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "shared_pool",
     "SCHEDULER_TIMEOUT_S",
     "add_scheduler_flags",
+    "check_cluster_flags",
     "check_scheduler",
     "check_scheduler_timeout",
     "check_workers",
@@ -62,6 +63,7 @@ from simulate.sweep import cluster
 from simulate.sweep.cluster import (  # the command lines' scheduler flags, said here before
     SCHEDULER_TIMEOUT_S,
     add_scheduler_flags,
+    check_cluster_flags,
     check_scheduler,
     check_scheduler_timeout,
     local_setup_plugin,
