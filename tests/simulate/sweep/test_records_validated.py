@@ -182,21 +182,34 @@ def test_another_candidate_selected_consistently_is_refused_by_eq_13(tmp_path):
     assert "eq. (13) under config.lam" in rates(path).stderr
 
 
-def test_a_truths_parameter_other_than_its_id_encodes_is_refused(tmp_path):
-    """truth.alpha 1.5 in one record moved the whole truth's predicted exponent."""
-    path = edited(tmp_path, lambda r: r["truth"].update(alpha=1.5))
-    assert_refused(rates(path), path, "'truth.alpha' is 1.5: the truth's id 'holder-a0.5-p1-s0'")
-
-
-def test_a_config_edited_under_an_unchanged_fingerprint_is_refused(tmp_path):
-    path = edited(tmp_path, lambda r: r["config"].update(seed=r["config"]["seed"] + 1))
-    assert_refused(rates(path), path, "'config.seed'")
-    assert "its fingerprint" in rates(path).stderr
-
-
-def test_fingerprint_fields_edited_under_an_unchanged_fingerprint_are_refused(tmp_path):
-    path = edited(tmp_path, lambda r: r["fingerprint_fields"].update(seed=7))
-    assert_refused(rates(path), path, "'fingerprint' is")
+@pytest.mark.parametrize(
+    "edit, named, said",
+    [
+        # truth.alpha 1.5 in one record moved the whole truth's predicted exponent
+        (
+            lambda r: r["truth"].update(alpha=1.5),
+            "'truth.alpha' is 1.5: the truth's id 'holder-a0.5-p1-s0'",
+            "the truth's id",
+        ),
+        (
+            lambda r: r["config"].update(seed=r["config"]["seed"] + 1),
+            "'config.seed'",
+            "its fingerprint",
+        ),
+        (lambda r: r["fingerprint_fields"].update(seed=7), "'fingerprint' is", "'fingerprint'"),
+    ],
+    ids=["truth-under-its-id", "config-under-its-fingerprint", "fingerprint-fields"],
+)
+def test_a_field_edited_under_the_id_or_fingerprint_that_fixes_it_is_refused(
+    tmp_path, edit, named, said
+):
+    """A truth's parameter its id encodes, or a config field (or the fields themselves)
+    its fingerprint covers, edited in one record: refused naming the field and the
+    record's id or fingerprint that disagrees."""
+    path = edited(tmp_path, edit)
+    r = rates(path)
+    assert_refused(r, path, named)
+    assert said in r.stderr
 
 
 # ------------------------------------------------------------------ across the file
