@@ -54,7 +54,12 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--loop-max", type=int, help="time the per-model loops only for E <= this (vmap: every E)"
     )
-    ap.add_argument("--no-tune-malloc", action="store_true")
+    ap.add_argument(
+        "--no-tune-malloc",
+        action="store_true",
+        help="time under glibc's default allocator (default: simulate.alloc.tune_malloc, never"
+        " mmap and a 1 GB trim threshold, as the training command lines run)",
+    )
     ap.add_argument(
         "--workload",
         choices=WORKLOADS,
