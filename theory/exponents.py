@@ -30,6 +30,7 @@ __all__ = [
     "log_factor_power",
     "teacher_log_power",
     "gp_matern_exponent",
+    "knn_exponent",
     "corollary_6_1_rate",
     "corollary_6_2_rate",
     "corollary_6_3_rate",
@@ -238,3 +239,28 @@ def gp_matern_exponent(alpha, nu, p, metric="d2") -> float:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     e = -min(float(alpha), float(nu)) / (2 * float(nu) + int(p))
     return e if metric == "d" else 2 * e
+
+
+def knn_exponent(alpha, p, gamma, metric="d2") -> float:
+    """Exponent of n of the k-nearest-neighbour regression estimate's squared error with
+    ``k`` of order ``n^gamma`` (``0 <= gamma < 1``) at an alpha-Hoelder truth with alpha <=
+    1 in p dimensions: its risk is of order ``sigma^2 / k + (k / n)^(2 alpha / p)``
+    (Gyorfi, Kohler, Krzyzak and Walk 2002, *A Distribution-Free Theory of Nonparametric
+    Regression*, Theorem 6.2; ``simulate.sweep.knn``), so ``max(-gamma, -(1 - gamma) 2 alpha
+    / p)`` for the squared Hellinger distance and the squared L2 error, half of it for the
+    Hellinger distance.  ``gamma = 2 alpha / (2 alpha + p)`` (the matched k) gives the
+    class's exponent ``-2 alpha / (2 alpha + p)``; ``gamma = 0`` (k fixed) gives 0, the
+    variance ``sigma^2 / k`` not shrinking.  No log factor.  Not a quantity of the paper:
+    the rate of the known-answer control of ``verify.rates --tier knn``."""
+    check.real("alpha", alpha, gt=0)
+    check.positive_int("p", p)
+    check.real("gamma", gamma, ge=0)
+    if float(alpha) > 1:
+        raise ValueError(f"the k-NN rate is proven here for alpha <= 1, got alpha = {alpha}")
+    if not float(gamma) < 1:
+        raise ValueError(f"gamma must be below 1 (k of order n^gamma, k < n), got {gamma}")
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    g, a = float(gamma), float(alpha)
+    e = max(-g, -(1 - g) * 2 * a / int(p)) + 0.0  # + 0.0: k fixed is 0, not -0
+    return e / 2 if metric == "d" else e

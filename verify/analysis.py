@@ -185,7 +185,8 @@ def metric_result(
     theorem = theorem_result(fit, pro, proto.theorem_rule)
     attainment = attainment_result(tc, V, F, metric, curv, pro, proto.level) if has_ref else None
     class_theorem = (
-        class_theorem_result(tc, V, metric, proto) if is_control(estimator) and not refused
+        class_theorem_result(tc, V, metric, proto, estimator)
+        if is_control(estimator) and not refused
         else None
     )  # fmt: skip
     override = (

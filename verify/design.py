@@ -29,8 +29,9 @@ import numpy as np
 
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.foreign import regressor_name
+from simulate.sweep.rules import KNN_MATCHED, knn_name
 from simulate.sweep.truth_spec import TruthSpec
-from theory import gp_matern_exponent, log_factor_power, teacher_log_power
+from theory import gp_matern_exponent, knn_exponent, log_factor_power, teacher_log_power
 from verify import protocol as protocols
 from verify import stated_rate
 from verify.attainment import AttainmentPower, attainment_power
@@ -49,7 +50,10 @@ __all__ = [
     "expected_attainment",
     "expected_class_theorem",
     "gp_nu",
+    "CONTROL_FAMILIES",
+    "control_family",
     "is_control",
+    "knn_gamma",
     "predicted",
     "prospective",
     "refusal",
@@ -63,9 +67,34 @@ PRIMARY_METRIC = "d2"
 REFERENCE_SATURATION_ALPHA = 2.0
 
 
+# the known-answer controls' families: estimator-name prefix -> family (module docstring)
+CONTROL_FAMILIES = {"gp-matern-": "gp", "knn-": "knn"}
+
+
+def control_family(estimator: str) -> str | None:
+    """The known-answer family of an estimator: ``"gp"`` (``gp-matern-NU``,
+    ``simulate.sweep.gp``), ``"knn"`` (``knn-matched``, ``knn-kK``, ``simulate.sweep.knn``),
+    None for any other (ASVI, its arms, a named regressor: no known answer)."""
+    for prefix, family in CONTROL_FAMILIES.items():
+        if estimator.startswith(prefix):
+            return family
+    return None
+
+
 def is_control(estimator: str) -> bool:
-    """Whether an estimator is the known-answer control's (``gp-matern-NU``)."""
-    return estimator.startswith("gp-matern-")
+    """Whether an estimator is a known-answer control's (:func:`control_family`)."""
+    return control_family(estimator) is not None
+
+
+def knn_gamma(spec: TruthSpec, estimator: str) -> float:
+    """The growth exponent of a k-NN control member's neighbour count, ``k`` of order
+    ``n^gamma`` (``simulate.sweep.rules.knn_k``): ``2 alpha / (2 alpha + p)`` for
+    ``knn-matched``, 0 for a fixed ``knn-kK``."""
+    if estimator == knn_name(KNN_MATCHED):
+        return 2 * float(spec.alpha) / (2 * float(spec.alpha) + spec.p)
+    if not estimator.startswith("knn-k"):
+        raise ValueError(f"not a k-NN control member: {estimator!r}")
+    return 0.0
 
 
 def gp_nu(estimator: str) -> float:
@@ -76,12 +105,16 @@ def gp_nu(estimator: str) -> float:
 
 
 def predicted(spec: TruthSpec, estimator: str, metric: str) -> float:
-    """The exponent an estimator's entry is tested against: the Gaussian-process prior's
-    proven one (``theory.gp_matern_exponent``), or, for every other estimator (ASVI, its
-    arms, a named regressor: ``simulate.sweep.foreign``), the paper's band for the truth's
-    class."""
-    if not is_control(estimator):
+    """The exponent an estimator's entry is tested against: a known-answer control's
+    proven one (the Gaussian-process prior's, ``theory.gp_matern_exponent``; the k-NN
+    member's, ``theory.knn_exponent`` at :func:`knn_gamma`), or, for every other estimator
+    (ASVI, its arms, a named regressor: ``simulate.sweep.foreign``), the paper's band for
+    the truth's class."""
+    family = control_family(estimator)
+    if family is None:
         return spec.predicted(metric)
+    if family == "knn":
+        return float(knn_exponent(spec.alpha, spec.p, knn_gamma(spec, estimator), metric))
     return float(gp_matern_exponent(spec.alpha, gp_nu(estimator), spec.p, metric))
 
 
@@ -200,9 +233,9 @@ def _pilot_cvs(proto, key: str, spec: TruthSpec, estimator: str, metric: str, cv
     """The protocol's pilot cvs (a cell's d^2, and the paired difference with the
     reference) for one entry, in the metric's own scale: d, the square root of d^2, has
     half the relative spread (delta method); squared L2 is taken as d^2's.  ``cv_kind``:
-    whose pilot cv (``"gp"``: the control's, held to the class band), default the
-    estimator's."""
-    kind = cv_kind or ("gp" if is_control(estimator) else spec.kind)
+    whose pilot cv (a control family's, ``"gp"`` or ``"knn"``, for a control held to the
+    class band), default the estimator's."""
+    kind = cv_kind or control_family(estimator) or spec.kind
     scale = log_factor_power(metric, 1) / log_factor_power(PRIMARY_METRIC, 1)
     return (scale * proto.cv_for(key, kind), scale * proto.cv_for(key, kind, diff=True))
 
@@ -305,6 +338,7 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
     ests = (
         ["asvi"] if cfg.estimator == "asvi"
         else [regressor_name(cfg.regressor)] if cfg.estimator == "regressor"
+        else [knn_name(k) for k in cfg.knn_ks] if cfg.estimator == "knn"
         else [f"gp-matern-{float(nu):g}" for nu in cfg.gp_nus]
     )  # fmt: skip
     m, R, ns = PRIMARY_METRIC, cfg.replicates, list(cfg.ns)
@@ -325,7 +359,8 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
                           if ap.gap > 0 and ap.separable else 0.0)  # fmt: skip
             cls = known = None
             if is_control(est) and proto.theorem_rule == "confirm" and not refused:
-                c = prospective(TruthDesign(t, t.key, ns, edges, R), "asvi", m, proto, cv_kind="gp")
+                c = prospective(TruthDesign(t, t.key, ns, edges, R), "asvi", m, proto,
+                                cv_kind=control_family(est))  # fmt: skip
                 cls = c.theorem_power
                 known = expected_class_theorem(t, est, m, cls, (c.predicted, c.predicted + cls.gap))
             rows.append(

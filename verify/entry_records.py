@@ -25,6 +25,7 @@ from verify.design import (
     Prospective,
     TruthDesign,
     band_log_power,
+    control_family,
     prospective,
 )
 from verify.records import (
@@ -170,16 +171,19 @@ def replicated(
     ))  # fmt: skip
 
 
-def class_theorem_result(tc: TruthCells, V: np.ndarray, metric: str, proto) -> TheoremTest | None:
+def class_theorem_result(
+    tc: TruthCells, V: np.ndarray, metric: str, proto, estimator: str
+) -> TheoremTest | None:
     """A known-answer control entry held to the truth class's band as well (the exponent
     and log power an ASVI entry on this truth is held to, :func:`verify.design.prospective`
-    as for ``"asvi"``; the power at the control's pilot cv), so that its theorem test has a
-    known answer in both directions (:func:`expected_class_theorem`).  Under the confirming
-    rule only (None under the earlier protocols: they decide as they did)."""
+    as for ``"asvi"``; the power at the pilot cv of ``estimator``'s family), so that its
+    theorem test has a known answer in both directions (:func:`expected_class_theorem`).
+    Under the confirming rule only (None under the earlier protocols: they decide as they
+    did)."""
     if proto.theorem_rule != "confirm":
         return None
     design = TruthDesign(tc.spec, tc.key, tc.ns, tc.edges, V.shape[0])
-    pro = prospective(design, "asvi", metric, proto, cv_kind="gp")
+    pro = prospective(design, "asvi", metric, proto, cv_kind=control_family(estimator))
     fit = fit_slope(tc.ns, V, log_power=pro.band_log_power, level=proto.level)
     t = theorem_result(fit, pro, proto.theorem_rule)
     return replicated(Measured(tc, metric, V, None), pro, proto, fit, t, None)[0]

@@ -15,13 +15,14 @@ neither (``tests/verify/test_flag_rules.py``).  The rows:
 * ``no-records`` -- ``--partial`` is for a read of existing records;
 * ``no-scheduler`` -- the deadlines of a cluster need ``--scheduler``;
 * ``no-control`` -- the budget-doubling control's options need a control (not
-  ``--no-control``, nor a tier without one: the known-answer tiers ``gp``, ``gp-class``);
+  ``--no-control``, nor a tier without one: the known-answer tiers ``gp``, ``gp-class``,
+  ``knn``);
 * ``confirmatory`` -- a confirmatory tier writes one control file beside each sweep's
   records (``--control-records`` names one file of a plain tier), and its budget control
   is its protocol's design (``--control-every-n``), as its sweeps' settings are (refused
   by ``verify.rates_args.checked_overrides``);
-* ``gp`` -- a Gaussian-process tier (``estimator = "gp"``) has no network: the ASVI
-  settings, the recipe and the step's are not its settings.
+* ``gp`` -- a known-answer tier (``estimator = "gp"``, the Gaussian process, or ``"knn"``)
+  has no network: the ASVI settings, the recipe and the step's are not its settings.
 
 Where a protocol allows an exploratory copy it is said, not refused: ``--delta`` /
 ``--log-power`` make ``NAME+delta=...`` (``verify.rates_args.protocol_of``), and ``--mlp``
@@ -106,11 +107,15 @@ def _confirmatory(args, ctx) -> str | None:
     )
 
 
+# the known-answer tiers' estimators, as their refusals name them
+_CONTROL_WORDS = {"gp": "the Gaussian process", "knn": "k-nearest neighbours"}
+
+
 def _gp_tier(args, ctx) -> str | None:
-    if ctx["estimator"] == "gp" and not args.records:
+    if ctx["estimator"] in _CONTROL_WORDS and not args.records:
         return (
             f"is a setting of the ASVI network, which --tier {args.tier} does not train (its"
-            " estimator is the Gaussian process): drop it"
+            f" estimator is {_CONTROL_WORDS[ctx['estimator']]}): drop it"
         )
     return None
 

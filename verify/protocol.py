@@ -52,6 +52,9 @@ INTERVALS = ("t-bootstrap-se",)
 KINDS = ("exploratory", "confirmatory")
 BAND_RULES = {"holder": "2*delta", "teacher": "corollary-6.4", "gp": "0"}
 FAMILYWISE = ("holm", "none")
+# the known-answer controls' families (verify.design.CONTROL_FAMILIES), each with its own
+# pilot cv entry where a protocol gives one
+CONTROL_KINDS = ("gp", "knn")
 
 
 @dataclass(frozen=True)
@@ -103,14 +106,16 @@ class Protocol:
         """The pilot cv of a cell's d^2 for a truth (``diff``: of the paired difference
         with the reference, ``[pilot_cv_diff]``, for the attainment test's power;
         ``control``: of the budget control's slope change, ``[pilot_cv_control]``, None
-        where the protocol has none for it): for the known-answer control (``kind =
-        "gp"``) the ``gp`` entry, else the truth's own key with the seed part dropped
+        where the protocol has none for it): for a known-answer control (``kind`` in
+        :data:`CONTROL_KINDS`) its family's entry (``gp``; no protocol has one for ``knn``
+        yet, which then takes ``default``), else the truth's own key with the seed part dropped
         (``holder-a1.5-p1``), else its kind's (``holder``, ``teacher``), else
         ``default``."""
         what = "pilot_cv_control" if control else "pilot_cv_diff" if diff else "pilot_cv"
         table = getattr(self, what)
         stem = truth_key.rsplit("-s", 1)[0]
-        keys = ("gp", "default") if kind == "gp" else (truth_key, stem, kind, "default")
+        own = kind in CONTROL_KINDS  # a known-answer family's own entry, not the truth's
+        keys = (kind, "default") if own else (truth_key, stem, kind, "default")
         for k in keys:
             if k in table:
                 return float(table[k])

@@ -63,7 +63,8 @@ the design and its power without training.
 ``--tier gp`` runs the harness's **known-answer control** (``simulate.sweep.gp``): exact
 Gaussian-process posteriors with a matched and an over-smooth Matern prior, whose rates
 are proven, through the same sweep and verdicts: the matched prior must attain, the
-over-smooth one must be found slower.
+over-smooth one must be found slower; ``--tier knn`` the second (``simulate.sweep.knn``):
+k-NN regression, k matched to the class (a known PASS) and k fixed (a known FAIL).
 
 Metrics: ``d2`` (VB-posterior mean of the squared Hellinger distance, the left side of
 Theorems 4.1 and 5.1) decides; ``d`` (posterior mean Hellinger distance) and ``l2sq``
@@ -236,6 +237,7 @@ def _dry_run(args, plan: Plan, proto) -> int:
             f"{name}: truths {[t.key for t in cfg.truths]}, n = {list(cfg.ns)}, "
             f"{cfg.replicates} replicates, data seed {cfg.seed}"
             + (f", priors nu = {cfg.gp_nus}" if cfg.estimator == "gp" else "")
+            + (f", k-NN members {cfg.knn_ks}" if cfg.estimator == "knn" else "")
             + (f", {_regressor_words(cfg)}" if cfg.estimator == "regressor" else "")
             + f"; records {path}"
         )

@@ -26,6 +26,7 @@ from simulate.sweep.parts import (
     Stopping,
     Training,
 )
+from simulate.sweep.rules import KNN_MATCHED
 from simulate.sweep.settings import constraints_of, declared, part_of
 from simulate.sweep.truth_spec import TruthSpec
 from simulate.sweep.widths import candidate_widths, group_widths
@@ -147,6 +148,10 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
                 raise ValueError(f"gp_nus must be a non-empty list of numbers > 0: {self.gp_nus}")
             if any(t.kind != "holder" for t in self.truths):
                 raise ValueError("the Gaussian-process control runs on holder truths only")
+        if (self.estimator == "knn") != (self.knn_ks is not None):
+            raise ValueError("the k-NN control's members (knn_ks) go with estimator = 'knn' alone")
+        if self.estimator == "knn":
+            _check_knn(self.knn_ks, self.truths)
         if (self.estimator == "regressor") != (self.regressor is not None):
             raise ValueError("a regressor is named (regressor) with estimator = 'regressor' alone")
         if self.regressor_params is not None and self.regressor is None:
@@ -265,7 +270,7 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
             what = f"posterior covariances of n_test = {self.n_test} test points, float64"
             return [*parts, (gp_job_bytes(n, self.n_test, self.draws), what,
                              "give a smaller --n-test")]  # fmt: skip
-        if self.estimator == "regressor":  # its own memory is not known: the data's alone
+        if self.estimator in ("regressor", "knn"):  # its own memory: the data's alone
             return [*parts, (self.n_test * 8 * 4, f"predictions at {self.n_test} test points",
                              "give a smaller --n-test")]  # fmt: skip
         train = evaluate = 0
@@ -315,6 +320,13 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
                 **{k: getattr(self, k) for k in ("n_test", "draws", "seed")},
                 **({"protocol": self.protocol} if self.protocol is not None else {}),
             }
+        if self.estimator == "knn":
+            return {
+                "estimator": "knn",
+                "knn_ks": list(self.knn_ks),
+                **{k: getattr(self, k) for k in ("sigma", "n_test", "seed")},
+                **({"protocol": self.protocol} if self.protocol is not None else {}),
+            }
         if self.estimator == "regressor":
             return {
                 "estimator": "regressor",
@@ -361,3 +373,24 @@ def cell_lambda_s(cfg: SweepConfig, n: int) -> float:
     if cfg.lambda_s is not None:
         return float(cfg.lambda_s)
     return lambda_s_at(n, cfg.depth, cfg.lambda_s_a)
+
+
+def _check_knn(ks, truths) -> None:
+    """The k-NN control's members and truths (``simulate.sweep.knn``): a non-empty list of
+    distinct members, each ``"matched"`` or a fixed k >= 1, on Hoelder truths of alpha <= 1
+    (where its rate is proven, ``theory.knn_exponent``)."""
+    ok = isinstance(ks, list) and ks and all(
+        k == KNN_MATCHED or (isinstance(k, int) and not isinstance(k, bool) and k >= 1)
+        for k in ks
+    )  # fmt: skip
+    if not ok or len(set(map(str, ks))) != len(ks):
+        raise ValueError(
+            f"knn_ks must be a non-empty list of distinct members, each 'matched' or an"
+            f" integer k >= 1: {ks}"
+        )
+    for t in truths:
+        if t.kind != "holder" or not float(t.alpha) <= 1:
+            raise ValueError(
+                f"the k-NN control runs on Hoelder truths of alpha <= 1 (its proven rate,"
+                f" theory.knn_exponent): {t.key}"
+            )

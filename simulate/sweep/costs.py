@@ -48,9 +48,10 @@ def _stem(truth: dict) -> str:
 
 def _step(cfg) -> str:
     """How a sweep's step ran, as a row names it (``cfg``: a record's config or a
-    ``SweepConfig``'s fields): ``exact`` for the GP, else ``mlp`` (+``compile``)."""
+    ``SweepConfig``'s fields): ``exact`` for the GP and k-NN controls, else ``mlp``
+    (+``compile``)."""
     get = cfg.get if isinstance(cfg, dict) else lambda k, d=None: getattr(cfg, k, d)
-    if get("estimator", "asvi") == "gp":
+    if get("estimator", "asvi") in ("gp", "knn"):
         return "exact"
     return get("mlp", "batched") + ("+compile" if get("compile") else "")
 
@@ -73,9 +74,9 @@ def rows_from_records(records: list[dict], source: str) -> list[dict]:
         block = block_of[(r["cell"]["truth"], r["cell"]["n"], json.dumps(t, sort_keys=True))]
         step = _step(cfg)
         key = (_stem(r["truth"]), est, step, int(r["cell"]["n"]))
-        if est == "gp":
-            cells[key].append((t["job_s"] / block, 0.0, t["job_s"] / block,
-                               len(cfg.get("gp_nus", [])), None))  # fmt: skip
+        if est in ("gp", "knn"):  # the job's seconds alone: no training of its own
+            nus = len(cfg.get("gp_nus", [])) if est == "gp" else None
+            cells[key].append((t["job_s"] / block, 0.0, t["job_s"] / block, nus, None))
         else:
             train, ev = t["job_train_s"] / block, t["job_eval_s"] / block
             cells[key].append((train + ev, train, ev, None, cfg.get("widths")))

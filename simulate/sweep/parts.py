@@ -42,7 +42,7 @@ _H, _HC, _STOP = HYPER_DEFAULTS, HYPER_CONSTRAINTS, STOP_DEFAULTS
 _INT, _FLOAT = Flag(int), Flag(float)
 _COUNT0 = Interval(Integral, 0, None, "left")
 STARTS = ("random", "constructive", "both")
-ESTIMATORS = ("asvi", "gp", "regressor")
+ESTIMATORS = ("asvi", "gp", "regressor", "knn")
 
 
 @dataclass(frozen=True)
@@ -263,12 +263,14 @@ class Step:
 @dataclass(frozen=True)
 class Estimator:
     """What a cell's posterior is: ASVI's, the known-answer control's (exact
-    Gaussian-process posteriors under Matern priors, ``simulate.sweep.gp``), or a named
-    regressor's point prediction (``simulate.sweep.foreign``)."""
+    Gaussian-process posteriors under Matern priors, ``simulate.sweep.gp``), a named
+    regressor's point prediction (``simulate.sweep.foreign``), or the k-NN known-answer
+    control's (``simulate.sweep.knn``)."""
 
     estimator: str = setting(
         "asvi", Options(ESTIMATORS),
-        help="asvi, gp: the known-answer control, or regressor: the class named by regressor",
+        help="asvi, gp: the known-answer control, regressor: the class named by regressor, or"
+        " knn: the k-NN known-answer control",
     )  # fmt: skip
     gp_nus: list | None = setting(None, help="the Matern priors' smoothnesses (gp)")
     gp_length_scale: float = setting(1.0, POSITIVE, help="the Matern length scale (gp)")
@@ -281,6 +283,10 @@ class Estimator:
     regressor_params: dict | None = setting(
         None, help="the regressor's parameters, NAME -> the text given: a Python literal or an"
         " expression in n, p and alpha (simulate.sweep.foreign)", fingerprint="later",
+    )  # fmt: skip
+    knn_ks: list | None = setting(
+        None, help="the k-NN control's members: 'matched' (k of order n^(2 alpha/(2 alpha +"
+        " p))) or a fixed k (knn; simulate.sweep.knn)", fingerprint="later",
     )  # fmt: skip
 
 

@@ -32,6 +32,8 @@ __all__ = [
     "undefined",
     "same",
     "gp_name",
+    "knn_k",
+    "knn_name",
 ]
 
 
@@ -174,3 +176,22 @@ def gp_name(nu: float) -> str:
     not in ``simulate.sweep.gp``: a records reader checks the names without importing
     scikit-learn)."""
     return f"gp-matern-{float(nu):g}"
+
+
+# the k-NN control's matched neighbour count, k = ceil(n^(2 alpha/(2 alpha + p)))
+KNN_MATCHED = "matched"
+
+
+def knn_name(k) -> str:
+    """The estimator name of a k-nearest-neighbour control member in records and reports:
+    ``knn-matched`` (k growing as :func:`knn_k` says) or ``knn-kK`` (k fixed at K)."""
+    return "knn-matched" if k == KNN_MATCHED else f"knn-k{int(k)}"
+
+
+def knn_k(k, n: int, p: int, alpha: float) -> int:
+    """The neighbour count of a k-NN control member at sample size n: ``K`` for a fixed
+    member, ``min(n, ceil(n^(2 alpha / (2 alpha + p))))`` for the matched one (the
+    minimax order of k on alpha-Hoelder truths, alpha <= 1; constant 1)."""
+    if k != KNN_MATCHED:
+        return min(int(k), int(n))
+    return min(int(n), math.ceil(float(n) ** (2 * alpha / (2 * alpha + p))))

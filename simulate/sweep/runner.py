@@ -39,6 +39,8 @@ Design (every choice recorded in each record's ``config``):
   ASVI (records with ``per_estimator``).
 * **Any regressor** (``estimator="regressor"``, ``simulate.sweep.foreign``): the same jobs,
   data and reference, with a named scikit-learn-style regressor's point prediction.
+* **The k-NN known-answer control** (``estimator="knn"``, ``simulate.sweep.knn``): the same
+  jobs, data and reference, with k-nearest-neighbour estimates at a matched and a fixed k.
 * **Theory-tied quantities**: ``lambda_s = a (L + 1) log n`` (``theory.lambda_s_rule``; L
   hidden layers) unless fixed by ``--lambda-s``; the width prior ``pi(N)`` with ``lam``.  The depth
   is fixed (two hidden layers by default) rather than Lemma 6.1's ``L ~ log n`` (22 hidden
@@ -78,6 +80,7 @@ from simulate.sweep.foreign import run_regressor_job
 from simulate.sweep.gp import run_gp_job
 from simulate.sweep.job import run_asvi_job
 from simulate.sweep.jobs import jobs_for
+from simulate.sweep.knn import run_knn_job
 from simulate.sweep.parallel import check_workers, map_unordered
 from simulate.sweep.records import RecordStore, code_digest, fields_differing, versions
 from simulate.sweep.schema import RECORD_KEYS, SCHEMA, record_problem
@@ -102,7 +105,12 @@ __all__ = [
 # The estimators a sweep can run, by ``SweepConfig.estimator``: each takes a job and
 # returns its records (pure, picklable for workers).  A new estimator is a function here
 # and a name in the config's ``estimator`` options.
-ESTIMATORS = {"asvi": run_asvi_job, "gp": run_gp_job, "regressor": run_regressor_job}
+ESTIMATORS = {
+    "asvi": run_asvi_job,
+    "gp": run_gp_job,
+    "regressor": run_regressor_job,
+    "knn": run_knn_job,
+}
 
 
 def warm_worker() -> None:

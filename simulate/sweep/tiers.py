@@ -190,6 +190,26 @@ RATES = {
         "control": False,
         "workers": 2,
     },
+    # the second known-answer control (simulate.sweep.knn): k-nearest-neighbour regression,
+    # its rate proven for alpha <= 1 (theory.knn_exponent): k matched to the class
+    # (ceil(n^(2 alpha/(2 alpha + p)))) and k fixed (its variance does not shrink: exponent
+    # 0), through the same sweep, reference, slopes and verdicts as the GP's.  alpha = 0.9:
+    # half the class's rate (0.32) exceeds the log^2 n allowance over these n, so the
+    # attainment test can PASS; alpha = 0.5: it cannot (the GP control's case).  Every known
+    # answer is derived from the proven exponents by verify.design under the protocol
+    "knn": {
+        "truths": [TruthSpec("holder", p=1, alpha=0.9), TruthSpec("holder", p=1, alpha=0.5)],
+        "sweep": {
+            "estimator": "knn",
+            "knn_ks": ["matched", 5],
+            "ns": [500, 2000, 8000, 32000],
+            "replicates": 12,
+            "n_test": 2000,
+            "replicate_block": 4,
+        },
+        "control": False,
+        "workers": 2,
+    },
 }
 
 TEACHER = {

@@ -12,7 +12,8 @@ A record is checked
   per-width values at the selected width, ``selected_at_top`` and ``failed`` what the
   selection says, and the selection the one eq. (13) makes from the recorded ELBOs under
   ``config.lam`` (the plain arm's: the smallest validation error); the known-answer
-  control's ``metrics`` its first prior's and its priors those of ``config.gp_nus``; the
+  control's ``metrics`` its first member's and its members those of ``config.gp_nus`` (the
+  k-NN control's: ``config.knn_ks``, each member's neighbour count in ``knn_k``); the
   truth's fields those its id encodes (``cell.truth``: ``holder-aA-pP-sS`` or
   ``teacher-pP-sS``) and its function the one the id and the replicate draw; the seeds
   those derived from ``config.seed``; its ``fingerprint_fields`` (every sweep writes them)
@@ -34,6 +35,7 @@ import re
 from numbers import Integral
 
 from simulate.core.constraints import INT_POSITIVE, Interval
+from simulate.sweep.control_record import check_control_record
 from simulate.sweep.provenance import check_provenance
 from simulate.sweep.regressor_record import check_regressor_record
 from simulate.sweep.rules import (
@@ -47,7 +49,6 @@ from simulate.sweep.rules import (
     BadRecord,
     Rule,
     fail,
-    gp_name,
     need,
     need_dict,
     need_list,
@@ -81,8 +82,8 @@ def check_record(rec: dict) -> None:
         raise BadRecord(problem)
     spec = _truth(rec)
     cfg = rec["config"]
-    if cfg.get("estimator") == "gp":
-        _known_answer(rec)
+    if cfg.get("estimator") in ("gp", "knn"):
+        check_control_record(rec)
     elif cfg.get("estimator") == "regressor":  # simulate.sweep.regressor_record
         check_regressor_record(rec)
     else:
@@ -124,7 +125,7 @@ def shape_problem(rec: dict) -> str | None:
             return f"{key!r} must be an object, got {rec.get(key)!r}"
     if not isinstance(rec["failed"], bool):
         return f"'failed' must be true or false, got {rec['failed']!r}"
-    no_widths = rec["config"].get("estimator") in ("gp", "regressor")
+    no_widths = rec["config"].get("estimator") in ("gp", "regressor", "knn")
     if not no_widths and not isinstance(rec.get("per_width"), dict):
         return f"'per_width' must be an object, got {rec.get('per_width')!r}"
     sw = rec["selected_width"]
@@ -298,47 +299,6 @@ def _selection(part: dict, at: str, widths, lam, pw: dict) -> None:
 
 
 # --------------------------------------------------------------------------- the rest
-def _known_answer(rec: dict) -> None:
-    """The Gaussian-process control's record: its priors and their metrics."""
-    need(
-        rec["selected_width"] is None,
-        "selected_width",
-        rec["selected_width"],
-        "the known-answer control selects no width",
-    )
-    nus = need_list("config.gp_nus", rec["config"].get("gp_nus"))
-    need(bool(nus), "config.gp_nus", nus, "at least one prior")
-    for k, nu in enumerate(nus):
-        Rule("a Matern prior's nu", 0).check(f"config.gp_nus[{k}]", nu)
-    per = need_dict("per_estimator", rec.get("per_estimator"))
-    names = sorted(gp_name(nu) for nu in nus)
-    need(
-        sorted(per) == names, "per_estimator", sorted(per), f"the priors of config.gp_nus: {names}"
-    )
-    finite = True
-    for name, ms in per.items():
-        need_dict(f"per_estimator.{name}", ms)
-        for m, rule in METRIC_RULES.items():
-            x = ms.get(m)
-            if not (rec["failed"] and undefined(x)):  # checked before it is used
-                rule.check(f"per_estimator.{name}.{m}", x)
-            finite = finite and not undefined(x) and math.isfinite(x)
-    need(
-        rec["failed"] == (not finite),
-        "failed",
-        rec["failed"],
-        "a known-answer cell is failed exactly when some prior's metric is not finite",
-    )
-    first = per[gp_name(nus[0])]
-    for m in _METRICS:
-        if not same(rec["metrics"].get(m), first.get(m)):
-            fail(
-                f"metrics.{m}",
-                rec["metrics"].get(m),
-                f"the first prior's ({gp_name(nus[0])}) is {first.get(m)!r}",
-            )
-
-
 def _reference(ref) -> None:
     """The class-matched reference's metrics, mesh and oracle (null: none fitted)."""
     if ref is None:

@@ -59,11 +59,14 @@ def test_every_estimator_a_config_accepts_is_one_the_runner_runs():
     from simulate.sweep.foreign import run_regressor_job
     from simulate.sweep.gp import run_gp_job
     from simulate.sweep.job import run_asvi_job
+    from simulate.sweep.knn import run_knn_job
     from simulate.sweep.runner import ESTIMATORS
 
     (options,) = SWEEP_CONSTRAINTS["estimator"]
-    assert set(options.values) == set(ESTIMATORS) == {"asvi", "gp", "regressor"}
-    assert ESTIMATORS == {"asvi": run_asvi_job, "gp": run_gp_job, "regressor": run_regressor_job}
+    assert set(options.values) == set(ESTIMATORS) == {"asvi", "gp", "regressor", "knn"}
+    assert ESTIMATORS == {
+        "asvi": run_asvi_job, "gp": run_gp_job, "regressor": run_regressor_job, "knn": run_knn_job
+    }  # fmt: skip
 
 
 def test_a_compiled_sweep_without_a_cpp_compiler_is_refused_before_any_work(monkeypatch, tmp_path):
