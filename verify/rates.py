@@ -91,7 +91,7 @@ from simulate.alloc import tune_malloc
 from simulate.progress import end_line
 from simulate.sweep import costs
 from simulate.sweep.budget import BudgetLink, linkable
-from simulate.sweep.cli import parse_truths, resume_note
+from simulate.sweep.cli import resume_note
 from simulate.sweep.cluster import NoWorkersError
 from simulate.sweep.foreign import RegressorFailed
 from simulate.sweep.parallel import (
@@ -113,16 +113,13 @@ from verify import stated_rate
 from verify.analysis import analyse
 from verify.decided import summary_lines
 from verify.design import design_power
-from verify.flag_rules import dry_run_note, refuse_ignored
+from verify.flag_rules import dry_run_note
 from verify.plan import Plan, existing_records, planned_sweep
 from verify.rates_args import (
-    build_parser,
     check_paths,
-    checked_overrides,
     figures_dir,
     parser_defaults,
-    protocol_of,
-    tier_of,
+    read_command,
 )
 from verify.records import cells_of, records_protocol
 from verify.render import (
@@ -153,17 +150,9 @@ PARTIAL_NOTE = "partial read: records still being written"
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        truths, rest = parse_truths(argv)
-        args = build_parser(__doc__).parse_args(rest)
-        proto = protocol_of(args)
-        tier = tier_of(args, proto)
-        if truths and args.tier in protocols.CONFIRM_TIERS:
-            raise ValueError("a confirmatory tier's truths are its protocol's; give no --truth")
-        overrides = checked_overrides(args)
-        # an option the run would not use: one line (verify.flag_rules' table)
-        confirmatory = args.tier in protocols.CONFIRM_TIERS
-        refuse_ignored(args, parser_defaults(), tier, confirmatory, truths)
-        workers = tier.get("workers", 0) if args.workers is None else args.workers
+        cmd = read_command(argv, __doc__)
+        args, truths, proto, overrides, workers = (cmd.args, cmd.truths, cmd.proto,
+                                                   cmd.overrides, cmd.workers)  # fmt: skip
         control_records: list[dict] = []
         plan = records = None
         if args.records:
@@ -175,9 +164,7 @@ def main(argv=None) -> int:
             # the edge: the file is checked before its records are read into cells
             check_paths(args, None, {r["cell"]["truth"] for r in records})
         else:
-            plan = planned_sweep(args, truths, tier, overrides, proto)
-            stated_rate.check_plan(proto, plan)  # a refused --rate: before any training
-            check_paths(args, plan, plan.truth_keys())
+            plan = checked_plan(cmd)
             source, partial = plan.source, False
     except (ValueError, RecordsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -205,6 +192,15 @@ def main(argv=None) -> int:
         return interrupted(resume_note(writing[-1]) if writing else None)
     except Exception:  # a crash is not a verdict: never exit 1 for it
         return _crashed()
+
+
+def checked_plan(cmd) -> Plan:
+    """A training run's plan (``verify.plan.planned_sweep``), its stated rate and paths
+    checked before any training (``ValueError``, one line)."""
+    plan = planned_sweep(cmd.args, cmd.truths, cmd.tier, cmd.overrides, cmd.proto)
+    stated_rate.check_plan(cmd.proto, plan)  # a refused --rate: before any training
+    check_paths(cmd.args, plan, plan.truth_keys())
+    return plan
 
 
 def _crashed() -> int:
@@ -343,7 +339,7 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
     source, records, control_records, partial = read
     t0 = time.perf_counter()
     if not args.records:
-        records, control_records = _execute(args, plan, proto, workers, writing, source)
+        records, control_records = execute(args, plan, proto, workers, writing, source)
     try:
         results = analyse(records, truths or None, control_records, proto)
     except ValueError as exc:
@@ -352,7 +348,7 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
     return _report(args, results, read, proto, t0)
 
 
-def _execute(args, plan: Plan, proto, workers, writing: list[str], source: str):
+def execute(args, plan: Plan, proto, workers, writing: list[str], source: str):
     """Run the plan's sweeps, each followed by its budget control, then the known-answer
     run, on one pool of workers; returns ``(records, control_records)``."""
     control_records: list[dict] = []

@@ -364,3 +364,40 @@ def check_paths(args, plan, truth_keys) -> None:
 def figures_dir(args) -> str:
     """The figures' folder: ``--figures``, else ``results/verify-TIER``."""
     return args.figures or os.path.join("results", f"verify-{args.tier}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """A ``verify.rates`` command line read and checked (:func:`read_command`): its
+    options (``args``, never mutated), truths (``--truth`` groups), protocol, tier, the
+    sweep settings its flags override, and the local workers."""
+
+    args: argparse.Namespace
+    truths: list
+    proto: protocols.Protocol
+    tier: dict
+    overrides: dict
+    workers: int
+
+
+def read_command(argv: list[str], description: str | None = None) -> Command:
+    """Parse and check a ``verify.rates`` command line before anything is read or run
+    (``ValueError``, one line; argparse's ``SystemExit``): the truths, the options, the
+    protocol and tier, the overrides, and every option the run would not use refused
+    (``verify.flag_rules``).  The command (``verify.rates.main``) and the notebook entry
+    point (``verify.check_rate``) read their runs through it."""
+    from simulate.sweep.cli import parse_truths  # noqa: PLC0415 (the sweep's command line)
+    from verify.flag_rules import refuse_ignored  # noqa: PLC0415
+
+    truths, rest = parse_truths(list(argv))
+    args = build_parser(description).parse_args(rest)
+    proto = protocol_of(args)
+    tier = tier_of(args, proto)
+    confirmatory = args.tier in protocols.CONFIRM_TIERS
+    if truths and confirmatory:
+        raise ValueError("a confirmatory tier's truths are its protocol's; give no --truth")
+    overrides = checked_overrides(args)
+    # an option the run would not use: one line (verify.flag_rules' table)
+    refuse_ignored(args, parser_defaults(), tier, confirmatory, truths)
+    workers = tier.get("workers", 0) if args.workers is None else args.workers
+    return Command(args, truths, proto, tier, overrides, workers)

@@ -1,0 +1,242 @@
+"""The main job from Python, for notebooks: ``verify.check_rate(estimator, truths=...,
+ns=..., replicates=..., protocol=...)``.
+
+It is ``python -m verify.rates --estimator MODULE:CLASS`` (or a tier's own estimator) by
+another door, not a second harness: the arguments become that command line, read and
+checked by the same code (``verify.rates_args.read_command``, ``verify.rates.checked_plan``:
+the same refusals, one line each, raised as ``ValueError``), trained by the same sweeps
+into the same records file (``results/records-TIER-CLASS.jsonl`` unless ``out``: a second
+call with the same arguments resumes it, a call with other settings is refused as the
+command refuses it), and decided by the same analysis.  What comes back is a
+:class:`RateCheck`: the typed results the command prints (``results``, each a
+``verify.results.MetricResult``), its exit status, a readable ``repr``, a one-screen
+:meth:`RateCheck.summary`, the command's tables (:meth:`RateCheck.tables`), its figures
+(:meth:`RateCheck.plot`: the rate against the band and the reference, per truth) and
+its JSON (:meth:`RateCheck.to_json`).
+
+A run with a named estimator is exploratory, as the command's is (a confirmatory protocol
+refuses it); nothing of the truth reaches the estimator (it is fitted on the cell's
+``(X, y)`` alone, ``simulate.sweep.foreign``).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import io
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from simulate.sweep.truth_spec import TruthSpec
+
+__all__ = ["RateCheck", "RunOptions", "check_rate", "command_line", "estimator_spec"]
+
+
+@dataclass(frozen=True)
+class RateCheck:
+    """What :func:`check_rate` found: the results (``verify.results.MetricResult``, one per
+    truth, estimator and metric, as ``verify.rates --json`` writes them), the exit status
+    the command would return (0 every d^2 test PASSES, 1 some FAILS family-wise, 3 some is
+    INCONCLUSIVE or UNDECIDABLE), the protocol's tag, the records file and the command
+    line it ran."""
+
+    results: tuple
+    status: int
+    protocol: str
+    records: str
+    argv: tuple[str, ...]
+
+    def __repr__(self) -> str:
+        ests = sorted({r.estimator for r in self.results})
+        truths = list(dict.fromkeys(r.truth for r in self.results))
+        return (
+            f"RateCheck({', '.join(ests)} on {len(truths)} truth(s) {truths}; protocol"
+            f" {self.protocol}; status {self.status}: {_words(self.status)}; records"
+            f" {self.records})"
+        )
+
+    def summary(self) -> str:
+        """One screen: per truth and estimator the d^2 slope with its interval against the
+        predicted exponent and the reference's, each test's verdict (and a control's known
+        answer), then the exit status in words."""
+        lines = [f"verify.check_rate: protocol {self.protocol}; records {self.records}"]
+        for r in self.results:
+            if r.metric != "d2" or not r.primary:
+                continue
+            t = r.theorem
+            line = (
+                f"  {r.truth} {r.estimator}: slope {t.slope:+.3f} [{t.ci_low:+.3f},"
+                f" {t.ci_high:+.3f}] against {t.predicted:+.3f}"
+                f" (band log^{t.band_log_power:.2f} n): theorem {t.verdict}"
+            )
+            if r.attainment is not None:
+                a = r.attainment
+                line += f"; reference {a.reference.slope:+.3f}, attainment {a.verdict}"
+            if r.decision.expected_attainment is not None:
+                line += f" (known: {r.decision.expected_attainment})"
+            if r.class_theorem is not None:
+                line += f"; class band {r.class_theorem.verdict}"
+                if r.decision.expected_theorem is not None:
+                    line += f" (known: {r.decision.expected_theorem})"
+            lines.append(line)
+        lines.append(f"status {self.status}: {_words(self.status)}")
+        return "\n".join(lines)
+
+    def tables(self) -> str:
+        """The command's tables, per truth and estimator (``verify.render.format_results``)."""
+        from verify.render import format_results  # noqa: PLC0415
+
+        return format_results(list(self.results))
+
+    def plot(self, folder: str | None = None) -> list[str]:
+        """The command's figure per truth (the rate against the band and the reference, one
+        panel per metric), written under ``folder`` (default: beside the records,
+        ``RECORDS-figures``); returns the files' paths."""
+        from verify.render import plot_results  # noqa: PLC0415
+
+        folder = folder or f"{os.path.splitext(self.records)[0]}-figures"
+        return plot_results(list(self.results), folder)
+
+    def to_json(self) -> dict:
+        """What ``verify.rates --json`` writes for these results."""
+        from verify.results import results_document  # noqa: PLC0415
+
+        return results_document(list(self.results))
+
+
+def _words(status: int) -> str:
+    from verify.rates import EXIT_WORDS  # noqa: PLC0415 (the command's own words)
+
+    return EXIT_WORDS.get(status, "no verdict")
+
+
+def estimator_spec(estimator) -> tuple[str, dict[str, str]]:
+    """``(MODULE:CLASS, {NAME: TEXT})`` of what :func:`check_rate` is given: a
+    ``"MODULE:CLASS"`` string (no parameters), a class (``MODULE:QUALNAME``, by the
+    shortest module path that exports it), or an
+    instance (its class, and every parameter its ``get_params()`` sets away from the
+    class's default, as the Python literal the records carry; a value with no literal,
+    e.g. a kernel object, is refused: give it as ``params``)."""
+    if isinstance(estimator, str):
+        if estimator.count(":") != 1:
+            raise ValueError(f"estimator {estimator!r}: give MODULE:CLASS, a class or an instance")
+        return estimator, {}
+    cls = estimator if isinstance(estimator, type) else type(estimator)
+    spec = _public_spec(cls)
+    if estimator is cls:
+        return spec, {}
+    given, defaults = estimator.get_params(deep=False), cls().get_params(deep=False)
+    params = {}
+    for name, value in given.items():
+        if defaults.get(name) is value or defaults.get(name) == value:
+            continue
+        text = repr(value)
+        try:
+            ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise ValueError(
+                f"{spec} parameter {name} = {text}: not a Python literal the records can"
+                f" carry; give it through params={{{name!r}: 'TEXT'}} or leave it at its default"
+            ) from None
+        params[name] = text
+    return spec, params
+
+
+def _public_spec(cls) -> str:
+    """``MODULE:CLASS`` of a class by the shortest module path that exports it
+    (``sklearn.neighbors``, not its private ``sklearn.neighbors._regression``)."""
+    parts = cls.__module__.split(".")
+    for i in range(1, len(parts) + 1):
+        name = ".".join(parts[:i])
+        try:
+            if getattr(importlib.import_module(name), cls.__qualname__, None) is cls:
+                return f"{name}:{cls.__qualname__}"
+        except ImportError:  # pragma: no cover - a parent that does not import alone
+            continue
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _truth_args(truths: Sequence[TruthSpec | str]) -> list[str]:
+    """The command's ``--truth`` groups of ``truths``: TruthSpecs, or names of a kind with
+    ``--truth``'s defaults."""
+    out = []
+    for t in truths:
+        if isinstance(t, str):
+            out += ["--truth", t]
+            continue
+        if not isinstance(t, TruthSpec):
+            raise TypeError(f"a truth is a TruthSpec or a kind's name, got {t!r}")
+        out += ["--truth", t.kind, "--p", str(t.p)]
+        out += ["--alpha", repr(float(t.alpha))] if t.alpha is not None else []
+        out += ["--truth-seed", str(t.seed)] if t.seed else []
+    return out
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How :func:`check_rate` runs, beside what it decides: the records file (``out``,
+    default the command's), the local workers (default the tier's; 0: in this process)
+    and ``quiet`` (the command's printed lines -- power check, timings -- withheld; the
+    progress bar, on stderr, stays)."""
+
+    out: str | None = None
+    workers: int | None = None
+    quiet: bool = False
+
+
+def command_line(estimator, design: Mapping, run: RunOptions = RunOptions()) -> list[str]:
+    """The ``verify.rates`` arguments :func:`check_rate` runs (module docstring): ``design``
+    holds its keyword arguments (``truths``, ``ns``, ``replicates``, ``protocol``,
+    ``params``, ``rate``, ``tier``; None: the tier's or the command's default)."""
+    argv = ["--tier", design.get("tier") or "quick"]
+    params = design.get("params")
+    if estimator is not None:
+        spec, own = estimator_spec(estimator)
+        argv += ["--estimator", spec]
+        given = {**own, **{k: v if isinstance(v, str) else repr(v)
+                           for k, v in (params or {}).items()}}  # fmt: skip
+        for name, text in given.items():
+            argv += ["--estimator-param", f"{name}={text}"]
+    elif params:
+        raise ValueError("params are the named estimator's: give the estimator")
+    argv += _truth_args(design["truths"]) if design.get("truths") else []
+    argv += ["--n", *map(str, design["ns"])] if design.get("ns") is not None else []
+    pairs = [(f"--{k}", design.get(k)) for k in ("replicates", "protocol", "rate")]
+    pairs += [("--out", run.out), ("--workers", run.workers)]
+    for flag, value in pairs:
+        argv += [flag, str(value)] if value is not None else []
+    return argv
+
+
+def check_rate(estimator=None, *, truths=None, ns=None, replicates=None, protocol=None,
+               params: Mapping | None = None, rate: str | None = None,
+               tier: str = "quick", run: RunOptions = RunOptions()) -> RateCheck:  # fmt: skip
+    """Train ``estimator`` on every cell of ``tier``'s design (its truths, n and replicates
+    unless given) and decide its rate as ``python -m verify.rates`` does (module
+    docstring).  ``estimator``: ``"MODULE:CLASS"``, a class or an instance of a
+    scikit-learn-style regressor (:func:`estimator_spec`), or None for the tier's own
+    estimator; ``params``: its parameters, ``NAME -> value`` or ``NAME -> "EXPR"`` in n, p
+    and alpha (``--estimator-param``); ``truths``: ``TruthSpec`` s; ``protocol``: a
+    protocol's name (default the toolkit's); ``rate``: a stated rate (``--rate``, a sympy
+    expression in n, p and alpha); ``run``: :class:`RunOptions`.  Raises ``ValueError``
+    (one line) where the command refuses."""
+    from verify.analysis import analyse  # noqa: PLC0415 (the command's modules, on call)
+    from verify.rates import checked_plan, execute
+    from verify.rates_args import read_command
+    from verify.status import exit_status
+
+    design = dict(truths=truths, ns=ns, replicates=replicates, protocol=protocol,
+                  params=params, rate=rate, tier=tier)  # fmt: skip
+    argv = command_line(estimator, design, run)
+    try:
+        cmd = read_command(argv)
+    except SystemExit as exc:  # argparse's own refusal: the message is on stderr
+        raise ValueError(f"verify.rates {' '.join(argv)}: refused (exit {exc.code})") from None
+    plan = checked_plan(cmd)
+    with contextlib.redirect_stdout(io.StringIO()) if run.quiet else contextlib.nullcontext():
+        records, controls = execute(cmd.args, plan, cmd.proto, cmd.workers, [], plan.source)
+    results = analyse(records, cmd.truths or None, controls, cmd.proto)
+    return RateCheck(tuple(results), exit_status(results), cmd.proto.tag, plan.source,
+                     tuple(argv))  # fmt: skip
