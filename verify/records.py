@@ -145,11 +145,12 @@ class Cell:
 
     @property
     def source(self) -> str:
-        """Which run wrote the record: ``"known-answer"`` (the Gaussian-process control:
-        its estimators in ``per_estimator``) or ``"asvi"`` (a sweep of ASVI, its arms and
-        its budget control).  A tier may hold both on one truth (confirm-v4: the GP control
-        on the ASVI sweeps' alpha = 0.5 and 1.5 truths, with other n and replicates), so
-        one truth's cells are analysed per source (:func:`verify.analysis.analyse`)."""
+        """Which run wrote the record: ``"known-answer"`` (a known-answer control, or a
+        named regressor: its estimators in ``per_estimator``) or ``"asvi"`` (a sweep of
+        ASVI, its arms and its budget control).  A tier may hold both on one truth
+        (confirm-v4: the GP control on the ASVI sweeps' alpha = 0.5 and 1.5 truths, with
+        other n and replicates), so one truth's cells are analysed per source
+        (:func:`verify.analysis.analyse`)."""
         return "known-answer" if self.per_estimator else "asvi"
 
     @property
@@ -190,7 +191,8 @@ def estimators_of(cell: Cell) -> list[str]:
     """The estimators a cell holds: ``["asvi"]`` for a sweep record (``"asvi"`` is the
     random start; ``"asvi-constructive"`` when only the constructive start ran), its arms'
     (:data:`ARM_ESTIMATORS`) after it when the record has them, the names in
-    ``per_estimator`` for the known-answer control's (``"gp-matern-NU"``)."""
+    ``per_estimator`` for a known-answer control's (``"gp-matern-NU"``, ``"knn-matched"``,
+    ``"knn-kK"``) or a named regressor's."""
     if cell.per_estimator:
         return sorted(cell.per_estimator)
     return [cell.primary_estimator] + [ARM_ESTIMATORS[a] for a in sorted(cell.arms)]
