@@ -250,7 +250,10 @@ def knn_exponent(alpha, p, gamma, metric="d2") -> float:
     / p)`` for the squared Hellinger distance and the squared L2 error, half of it for the
     Hellinger distance.  ``gamma = 2 alpha / (2 alpha + p)`` (the matched k) gives the
     class's exponent ``-2 alpha / (2 alpha + p)``; ``gamma = 0`` (k fixed) gives 0, the
-    variance ``sigma^2 / k`` not shrinking.  No log factor.  Not a quantity of the paper:
+    variance ``sigma^2 / k`` not shrinking.  Exact for ``gamma <= 2 alpha / (2 alpha + p)``
+    (the risk is at least the variance ``sigma^2 / k``, whatever the truth); above it the
+    bias term decides and the value is an upper bound of the exponent only (no lower bound
+    of the bias is proven here).  No log factor.  Not a quantity of the paper:
     the rate of the known-answer control of ``verify.rates --tier knn``."""
     check.real("alpha", alpha, gt=0)
     check.positive_int("p", p)

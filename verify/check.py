@@ -176,11 +176,13 @@ def _truth_args(truths: Sequence[TruthSpec | str]) -> list[str]:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How :func:`check_rate` runs, beside what it decides: the records file (``out``,
-    default the command's), the local workers (default the tier's; 0: in this process)
-    and ``quiet`` (the command's printed lines -- power check, timings -- withheld; the
-    progress bar, on stderr, stays)."""
+    """How :func:`check_rate` runs, beside the estimator and what is given of the design:
+    the ``tier`` whose design and settings supply the rest (the command's ``--tier``,
+    default quick), the records file (``out``, default the command's), the local workers
+    (default the tier's; 0: in this process) and ``quiet`` (the command's printed lines --
+    power check, timings -- withheld; the progress bar, on stderr, stays)."""
 
+    tier: str = "quick"
     out: str | None = None
     workers: int | None = None
     quiet: bool = False
@@ -189,8 +191,8 @@ class RunOptions:
 def command_line(estimator, design: Mapping, run: RunOptions = RunOptions()) -> list[str]:
     """The ``verify.rates`` arguments :func:`check_rate` runs (module docstring): ``design``
     holds its keyword arguments (``truths``, ``ns``, ``replicates``, ``protocol``,
-    ``params``, ``rate``, ``tier``; None: the tier's or the command's default)."""
-    argv = ["--tier", design.get("tier") or "quick"]
+    ``params``, ``rate``; None: the tier's or the command's default)."""
+    argv = ["--tier", run.tier]
     params = design.get("params")
     if estimator is not None:
         spec, own = estimator_spec(estimator)
@@ -212,9 +214,9 @@ def command_line(estimator, design: Mapping, run: RunOptions = RunOptions()) -> 
 
 def check_rate(estimator=None, *, truths=None, ns=None, replicates=None, protocol=None,
                params: Mapping | None = None, rate: str | None = None,
-               tier: str = "quick", run: RunOptions = RunOptions()) -> RateCheck:  # fmt: skip
-    """Train ``estimator`` on every cell of ``tier``'s design (its truths, n and replicates
-    unless given) and decide its rate as ``python -m verify.rates`` does (module
+               run: RunOptions = RunOptions()) -> RateCheck:  # fmt: skip
+    """Train ``estimator`` on every cell of a tier's design (``run.tier``: its truths, n
+    and replicates unless given) and decide its rate as ``python -m verify.rates`` does (module
     docstring).  ``estimator``: ``"MODULE:CLASS"``, a class or an instance of a
     scikit-learn-style regressor (:func:`estimator_spec`), or None for the tier's own
     estimator; ``params``: its parameters, ``NAME -> value`` or ``NAME -> "EXPR"`` in n, p
@@ -228,7 +230,7 @@ def check_rate(estimator=None, *, truths=None, ns=None, replicates=None, protoco
     from verify.status import exit_status
 
     design = dict(truths=truths, ns=ns, replicates=replicates, protocol=protocol,
-                  params=params, rate=rate, tier=tier)  # fmt: skip
+                  params=params, rate=rate)  # fmt: skip
     argv = command_line(estimator, design, run)
     try:
         cmd = read_command(argv)

@@ -8,8 +8,9 @@ Which truths the verdicts apply to:
 * **the theorem band's log power per truth** (:func:`band_log_power`): Hoelder truths are
   held to Corollaries 6.1/6.2's ``log^(2 delta) n``; the teacher to Corollary 6.4's own
   expression over the design's n (``theory.teacher_log_power``, its s0 the median of the
-  records' teachers' non-zero edges, L0 = 2, widest layer 10); the Gaussian-process
-  control to its proven rate, which carries no log;
+  records' teachers' non-zero edges, L0 = 2, widest layer 10); a known-answer control
+  (the Gaussian process, k-NN) to its proven rate, which carries no log (the protocols'
+  ``band_log_power`` entry ``gp = "0"`` stands for every known-answer family);
 * **integer alpha is refused** (:func:`refusal`): ``simulate.truths.functions.
   HolderFunction`` multiplies an integer alpha's coefficients by ``(1 + k)^-2``, so its
   truths are smoother than named (an ideal projection estimator's slope is -0.79 at
@@ -160,12 +161,12 @@ def expected_attainment(
     power: AttainmentPower | None,
 ) -> Verdict | None:  # fmt: skip
     """The known answer of a control entry's attainment test, derived from the proven
-    exponent gap ``g = e_nu - e`` (``theory.gp_matern_exponent`` against the class's
+    exponent gap ``g = e_nu - e`` (:func:`predicted`: the prior's or member's, against the class's
     exponent) against the allowance, with ``h`` the design's prospective half-width of the
     paired difference and ``gap = |e| / 2 - allowance`` (``power``:
     :func:`verify.attainment.attainment_power`):
 
-    * FAIL when ``g > allowance + 2 h`` (the design shows the prior slower);
+    * FAIL when ``g > allowance + 2 h`` (the design shows the control slower);
     * when ``g <= allowance - 2 h`` (the design shows it within the allowance): PASS where
       ``gap > 0``, UNDECIDABLE where the allowance eats half the rate (a pass is withheld);
     * None otherwise: ``g`` lies within two half-widths of the allowance, so this design
@@ -188,8 +189,8 @@ def expected_class_theorem(
 ) -> Verdict | None:
     """The known answer of a control entry's theorem test against the truth class's band
     (``verify.entry_records.class_theorem_result``: the exponent e and log power an ASVI entry
-    is held to, ``band = (e, top)``), from the prior's proven exponent ``e_nu``
-    (``theory.gp_matern_exponent``, in ``metric``) and the design's prospective half-width ``h``
+    is held to, ``band = (e, top)``), from the control's proven exponent ``e_nu``
+    (:func:`predicted`, in ``metric``) and the design's prospective half-width ``h``
     (``power.half_width``, at the control's pilot cv):
 
     * FAIL when ``e_nu > top + 2h`` (an interval about e_nu lies above the top);
@@ -263,7 +264,8 @@ def prospective(
     d^2).  The theorem test's power is the protocol's rule's: separation from e/2
     (``verify.power.power_check``) or the probability of a PASS at e against the
     protocol's floor (``confirm_power``).  ``cv_kind``: another entry's pilot cv
-    (``"gp"``: a control entry held to the class band).  A protocol with a stated rate
+    (a control family's, ``"gp"`` or ``"knn"``: a control entry held to the class band).
+    A protocol with a stated rate
     (``verify.stated_rate``) has its exponent and log power in place of the paper's band,
     for every entry but a known-answer control's own."""
     spec, key, ns, edges = design.spec, design.key, design.ns, design.edges

@@ -18,6 +18,7 @@ from simulate.sweep.rules import (
     Rule,
     fail,
     gp_name,
+    knn_k,
     knn_name,
     need,
     need_dict,
@@ -31,9 +32,11 @@ __all__ = ["check_control_record"]
 _METRICS = tuple(METRIC_RULES)
 
 
-def _members(rec: dict) -> list[str]:
+def _members(rec: dict, spec) -> list[str]:
     """A known-answer control's estimator names, from its config: the Gaussian process's
-    priors (``config.gp_nus``) or the k-NN control's members (``config.knn_ks``)."""
+    priors (``config.gp_nus``) or the k-NN control's members (``config.knn_ks``, each
+    one's neighbour count in ``knn_k`` the one ``simulate.sweep.rules.knn_k`` gives at the
+    cell's n and the truth ``spec``'s p and alpha)."""
     if rec["config"].get("estimator") == "gp":
         nus = need_list("config.gp_nus", rec["config"].get("gp_nus"))
         need(bool(nus), "config.gp_nus", nus, "at least one prior")
@@ -46,21 +49,26 @@ def _members(rec: dict) -> list[str]:
         if k != KNN_MATCHED:
             Rule("a fixed neighbour count", 1, integer=True).check(f"config.knn_ks[{j}]", k)
     counts = need_dict("knn_k", rec.get("knn_k"))
-    for name in map(knn_name, ks):
-        Rule("a neighbour count", 1, integer=True).check(f"knn_k.{name}", counts.get(name))
-    return [knn_name(k) for k in ks]
+    need(spec.alpha is not None, "truth.alpha", spec.alpha, "a k-NN control's truth has one")
+    want = {knn_name(k): knn_k(k, rec["cell"]["n"], spec.p, spec.alpha) for k in ks}
+    need(sorted(counts) == sorted(want), "knn_k", sorted(counts), f"the members {sorted(want)}")
+    for name, k in want.items():
+        Rule("a neighbour count", 1, integer=True).check(f"knn_k.{name}", counts[name])
+        need(counts[name] == k, f"knn_k.{name}", counts[name], f"the member's k at this n, {k}")
+    return list(want)
 
 
-def check_control_record(rec: dict) -> None:
+def check_control_record(rec: dict, spec) -> None:
     """A known-answer control's record (the Gaussian process's priors or the k-NN
-    control's members) and their metrics."""
+    control's members) and their metrics; ``spec``: the record's truth (a
+    ``simulate.sweep.truth_spec.TruthSpec``)."""
     need(
         rec["selected_width"] is None,
         "selected_width",
         rec["selected_width"],
         "the known-answer control selects no width",
     )
-    members = _members(rec)
+    members = _members(rec, spec)
     per = need_dict("per_estimator", rec.get("per_estimator"))
     names = sorted(members)
     need(sorted(per) == names, "per_estimator", sorted(per), f"the members of its config: {names}")
@@ -76,7 +84,7 @@ def check_control_record(rec: dict) -> None:
         rec["failed"] == (not finite),
         "failed",
         rec["failed"],
-        "a known-answer cell is failed exactly when some prior's metric is not finite",
+        "a known-answer cell is failed exactly when some member's metric is not finite",
     )
     first = per[members[0]]
     for m in _METRICS:

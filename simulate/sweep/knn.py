@@ -5,11 +5,11 @@ average of k noisy values plus the squared bias of the k nearest points' spread,
 (Gyorfi, Kohler, Krzyzak and Walk 2002, *A Distribution-Free Theory of Nonparametric
 Regression*, Theorem 6.2: Lipschitz truths, p >= 3; the same proof for alpha <= 1 and any
 p under a design density bounded below on the cube, as the sweeps' uniform design is,
-where the k-th neighbour's distance is of order ``(k / n)^(1/p)``), and its variance term
-is exact.  The bound is the rate's order on the class; that a truth drawn from it shows
-that order, not a faster one, rests on the truth being as rough as the class allows at
-every scale, as the exact-Hoelder truths are built to be (the GP control's matched prior
-rests on the same).  Two members, run through the same sweep (same truths, data,
+where the k-th neighbour's distance is of order ``(k / n)^(1/p)``).  The exponent is
+exact for both members, not only a bound: given the design, the noise average is
+independent of the bias, so the risk is at least ``sigma^2 / k`` whatever the truth --
+``n^(-2 alpha / (2 alpha + p))`` for the matched k (the upper bound's order) and a
+constant for a fixed k.  Two members, run through the same sweep (same truths, data,
 test points, reference, records, slopes and verdicts: ``verify.rates --tier knn``):
 
 * ``knn-matched``: ``k = ceil(n^(2 alpha / (2 alpha + p)))``, the minimax order on the

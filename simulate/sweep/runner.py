@@ -173,7 +173,7 @@ def check_memory(cfg: SweepConfig, at_once: int = 1) -> None:
     )  # fmt: skip
     jobs = "one job" if at_once == 1 else f"{at_once} jobs at once (one per worker)"
     verb = "needs" if at_once == 1 else "need"
-    kind = "GP control" if cfg.estimator == "gp" else "sweep"
+    kind = {"gp": "GP control", "knn": "k-NN control"}.get(cfg.estimator, "sweep")
     workers = " (or fewer --workers)" if at_once > 1 else ""
     parts = [(at_once * b, what, fix + workers) for b, what, fix in cfg.job_parts()]
     # each job runs in an interpreter of its own (a worker, or this one)

@@ -83,7 +83,7 @@ def check_record(rec: dict) -> None:
     spec = _truth(rec)
     cfg = rec["config"]
     if cfg.get("estimator") in ("gp", "knn"):
-        check_control_record(rec)
+        check_control_record(rec, spec)
     elif cfg.get("estimator") == "regressor":  # simulate.sweep.regressor_record
         check_regressor_record(rec)
     else:

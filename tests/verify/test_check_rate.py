@@ -23,8 +23,8 @@ def test_the_command_line_it_runs():
     argv = command_line(
         KNeighborsRegressor(n_neighbors=7),
         dict(truths=[H05], ns=[100, 200, 400], replicates=3, protocol="exploratory-v1",
-             params={"weights": "distance"}, rate="n**(-2*alpha/(2*alpha+p))", tier="tiny"),
-        verify.RunOptions(out="x.jsonl", workers=0),
+             params={"weights": "distance"}, rate="n**(-2*alpha/(2*alpha+p))"),
+        verify.RunOptions(tier="tiny", out="x.jsonl", workers=0),
     )  # fmt: skip
     assert argv == [
         "--tier", "tiny", "--estimator", KNN, "--estimator-param", "n_neighbors=7",
@@ -54,8 +54,8 @@ def test_the_estimator_given_as_a_string_a_class_or_an_instance():
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory):
     out = tmp_path_factory.mktemp("check") / "knn.jsonl"
-    run = verify.RunOptions(out=str(out), workers=0, quiet=True)
-    kw = dict(truths=[H05], ns=[128, 256, 512], replicates=2, tier="tiny",
+    run = verify.RunOptions(tier="tiny", out=str(out), workers=0, quiet=True)
+    kw = dict(truths=[H05], ns=[128, 256, 512], replicates=2,
               params={"n_neighbors": "ceil(n**(2*alpha/(2*alpha+p)))"}, run=run)  # fmt: skip
     return out, kw, verify.check_rate(KNN, **kw)
 
@@ -89,10 +89,10 @@ def test_a_second_call_resumes_its_records(checked):
 
 
 def test_what_the_command_refuses_is_a_value_error(tmp_path):
-    run = verify.RunOptions(out=str(tmp_path / "x.jsonl"), workers=0, quiet=True)
+    run = verify.RunOptions(tier="tiny", out=str(tmp_path / "x.jsonl"), workers=0, quiet=True)
     # a named estimator is exploratory: a confirmatory protocol refuses it
     with pytest.raises(ValueError):
-        verify.check_rate(KNN, protocol="confirm-v4", tier="tiny", run=run)
+        verify.check_rate(KNN, protocol="confirm-v4", run=run)
     with pytest.raises(ValueError, match="n_neighbours"):
-        verify.check_rate(KNN, params={"n_neighbours": 3}, tier="tiny", run=run)
+        verify.check_rate(KNN, params={"n_neighbours": 3}, run=run)
     assert not (tmp_path / "x.jsonl").exists()

@@ -112,11 +112,17 @@ def test_knn_records_hold_every_member_and_read_back_whole(knn_records):
     "edit, field",
     [
         (lambda r: r["knn_k"].update({"knn-k3": 0}), "'knn_k.knn-k3'"),
+        # a count in range but not the member's at the cell's n
+        (
+            lambda r: r["knn_k"].update({"knn-matched": r["knn_k"]["knn-matched"] + 1}),
+            "'knn_k.knn-matched'",
+        ),
+        (lambda r: r["knn_k"].update({"knn-k4": 4}), "'knn_k'"),
         (lambda r: r["per_estimator"].pop("knn-k3"), "'per_estimator'"),
         (lambda r: r["config"].update(knn_ks=["matched", 0]), "'config.knn_ks[1]'"),
         (lambda r: r["metrics"].update(d2=0.5), "'metrics.d2'"),
     ],
-    ids=["count", "member", "config", "metrics"],
+    ids=["count", "count-off-by-one", "extra-count", "member", "config", "metrics"],
 )
 def test_a_damaged_knn_record_is_refused_naming_its_field(knn_records, tmp_path, edit, field):
     from simulate.sweep.schema import read_records
@@ -137,7 +143,8 @@ def test_the_knn_tier_derives_known_answers_in_both_directions():
     """The ``knn`` tier's design under the default protocol: at alpha = 0.9 the matched
     member is a known PASS of the attainment test and of the class band's theorem test,
     the fixed k a known FAIL of both (their proven exponents -0.643 and 0, against the
-    allowance and the band's top with the design's 2h); derived, not written in the tier."""
+    allowance and the band's top with the design's 2h), and the same at alpha = 0.5;
+    derived, not written in the tier."""
     from simulate.sweep.tiers import RATES
     from verify import protocol
     from verify.design import design_power
@@ -145,10 +152,15 @@ def test_the_knn_tier_derives_known_answers_in_both_directions():
     tier = RATES["knn"]
     cfg = SweepConfig(truths=tier["truths"], **tier["sweep"])
     rows = {(r.truth, r.estimator): r for r in design_power(cfg, protocol.load(protocol.DEFAULT))}
-    matched, fixed = rows["holder-a0.9-p1-s0", "knn-matched"], rows["holder-a0.9-p1-s0", "knn-k5"]
-    assert matched.predicted == pytest.approx(-1.8 / 2.8) and fixed.predicted == 0.0
-    assert (matched.expected_attainment, matched.expected_theorem) == ("PASS", "PASS")
-    assert (fixed.expected_attainment, fixed.expected_theorem) == ("FAIL", "FAIL")
+    for truth, e in (("holder-a0.9-p1-s0", -1.8 / 2.8), ("holder-a0.5-p1-s0", -0.5)):
+        matched, fixed = rows[truth, "knn-matched"], rows[truth, "knn-k5"]
+        assert matched.predicted == pytest.approx(e) and fixed.predicted == 0.0
+        assert (matched.expected_attainment, matched.expected_theorem) == ("PASS", "PASS")
+        assert (fixed.expected_attainment, fixed.expected_theorem) == ("FAIL", "FAIL")
+    # alpha = 0.5's attainment PASS stands on a thin margin: half the rate (0.25) over the
+    # log^2 n allowance (0.246 over n = 500..32,000; 0.293 over 250..4000 would eat it)
+    gap = rows["holder-a0.5-p1-s0", "knn-matched"].attainment_power.gap
+    assert 0 < gap < 0.01
 
 
 @pytest.mark.slow
@@ -175,3 +187,19 @@ def test_the_knn_tier_meets_every_known_answer_through_the_harness(tmp_path):
         want = "PASS" if r.estimator == "knn-matched" else "FAIL"
         assert r.decision.expected_attainment == r.decision.expected_theorem == want
     assert exit_status(analyse(recs)) == 0
+
+
+def test_a_stated_rate_reads_the_class_band_of_a_knn_control_not_its_own(knn_records, tmp_path):
+    """Under ``--rate`` the report's per-truth row is the stated rate's band as the
+    control is held to it (its class-band test), not a member's own exponent (the fixed
+    k's 0, which the row once took when its first entry was that member's)."""
+    from tests.factories import run_main
+
+    path, _ = knn_records
+    rep = tmp_path / "r.json"
+    r = run_main("verify.rates", "--records", path, "--rate", "n**(-2*alpha/(2*alpha+p))",
+                 "--json", rep, "--figures", tmp_path / "f")  # fmt: skip
+    assert r.returncode in (0, 1, 3), r.stderr[-2000:]
+    (row,) = json.loads(rep.read_text())["stated_rate"]["truths"]
+    assert row["truth"] == "holder-a0.5-p1-s0"
+    assert row["exponent"] == pytest.approx(-0.5) and row["log_power"] == pytest.approx(0.0)

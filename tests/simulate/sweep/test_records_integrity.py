@@ -511,8 +511,9 @@ def test_one_rule_drops_what_the_twelve_branches_dropped(later):
     d = {**SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5)], ns=[8, 16, 32]).to_dict(),
          **later}  # fmt: skip
     # the settings declared "later" after the one rule replaced the branches (a named
-    # regressor, simulate.sweep.foreign) are the rule's alone: at their defaults, left out
-    after = ("regressor", "regressor_params")
+    # regressor, simulate.sweep.foreign; the k-NN control's members, simulate.sweep.knn) are
+    # the rule's alone: at their defaults, left out
+    after = ("regressor", "regressor_params", "knn_ks")
     assert all(d[k] is None for k in after)
     assert _without_later_defaults(d) == _twelve_branches({k: v for k, v in d.items()
                                                            if k not in after})  # fmt: skip

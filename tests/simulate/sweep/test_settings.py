@@ -53,11 +53,13 @@ def test_every_declared_bound_is_checked_when_a_config_is_made(name):
 
 def test_the_bounds_cover_every_setting_a_config_check_does_not_own():
     """Settings without a declared bound are those the config checks by its own code
-    (lists, the protocol tag and a named regressor with its parameters, checked by
-    ``simulate.sweep.foreign.check_regressor``) -- a new number without a bound fails here."""
+    (lists, the protocol tag, a named regressor with its parameters, checked by
+    ``simulate.sweep.foreign.check_regressor``, and the k-NN control's members, by
+    ``simulate.sweep.config._check_knn``) -- a new number without a bound fails here."""
     unbounded = {k for k, (_, s) in settings.declared(SweepConfig).items() if not s.bounds}
     assert unbounded == {
         "truths", "ns", "widths", "gp_nus", "protocol", "regressor", "regressor_params",
+        "knn_ks",
     }  # fmt: skip
 
 
