@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from simulate.sweep.jobs import Job
 from simulate.sweep.schema import SCHEMA
 from simulate.sweep.truth_spec import stable_seed
 
-__all__ = ["f0_describe", "job_data", "point_record_head", "reference"]
+__all__ = ["CellInputs", "cell_inputs", "f0_describe", "job_data", "point_record_head", "reference"]
 
 
 def job_data(job: Job, cfg: SweepConfig, f0s):
@@ -34,6 +35,28 @@ def job_data(job: Job, cfg: SweepConfig, f0s):
         y_all.append(f0(X[: job.n]) + cfg.sigma * noise[: job.n])
         seeds.append(ds)
     return X_all, y_all, seeds
+
+
+class CellInputs(NamedTuple):
+    """What a known-answer or regressor job fits and scores on (:func:`cell_inputs`)."""
+
+    f0s: list  # each replicate's truth
+    X: list  # each replicate's first n points [n, p] (nested data)
+    y: list
+    data_seeds: list
+    test_seed: int
+    Xt: np.ndarray  # the test points [n_test, p], shared by the job's replicates
+
+
+def cell_inputs(job: Job) -> CellInputs:
+    """A job's truths, nested data (:func:`job_data`) and test points (uniform on the cube,
+    from the truth's own test seed), as ASVI's jobs draw them."""
+    cfg = job.config
+    f0s = [job.truth.build(r) for r in job.replicates]
+    X_all, y_all, data_seeds = job_data(job, cfg, f0s)
+    test_seed = stable_seed(cfg.seed, job.truth.key, "test")
+    Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, job.truth.p))
+    return CellInputs(f0s, X_all, y_all, data_seeds, test_seed, Xt)
 
 
 def reference(X, y, Xt, f0t, cfg: SweepConfig, job: Job) -> dict:

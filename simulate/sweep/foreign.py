@@ -61,7 +61,7 @@ from importlib import metadata
 
 import numpy as np
 
-from simulate.sweep.cells import job_data, point_record_head, reference
+from simulate.sweep.cells import cell_inputs, point_record_head, reference
 from simulate.sweep.records import code_digest, versions
 from simulate.sweep.truth_spec import stable_seed
 from theory import hellinger_sq_pointwise
@@ -354,10 +354,7 @@ def run_regressor_job(job) -> list[dict]:
     cls, defaults = resolve(cfg.regressor)
     name, params = regressor_name(cfg.regressor), dict(cfg.regressor_params or {})
     t0 = time.perf_counter()
-    f0s = [job.truth.build(r) for r in job.replicates]
-    X_all, y_all, data_seeds = job_data(job, cfg, f0s)
-    test_seed = stable_seed(cfg.seed, job.truth.key, "test")
-    Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, job.truth.p))
+    f0s, X_all, y_all, data_seeds, test_seed, Xt = cell_inputs(job)
     values = values_at(params, integer_names(cls, defaults), job.n, job.truth.p, job.truth.alpha)
     records = []
     for i, r in enumerate(job.replicates):

@@ -36,7 +36,7 @@ import numpy as np
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern
 
-from simulate.sweep.cells import job_data, point_record_head, reference
+from simulate.sweep.cells import cell_inputs, point_record_head, reference
 from simulate.sweep.records import code_digest, versions
 from simulate.sweep.rules import gp_name
 from simulate.sweep.truth_spec import stable_seed
@@ -80,10 +80,7 @@ def run_gp_job(job) -> list[dict]:
     cells, on the same data.  Records hold each prior's metrics under ``per_estimator``."""
     cfg = job.config
     t0 = time.perf_counter()
-    f0s = [job.truth.build(r) for r in job.replicates]
-    X_all, y_all, data_seeds = job_data(job, cfg, f0s)
-    test_seed = stable_seed(cfg.seed, job.truth.key, "test")
-    Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, job.truth.p))
+    f0s, X_all, y_all, data_seeds, test_seed, Xt = cell_inputs(job)
     records = []
     for i, r in enumerate(job.replicates):
         f0t = f0s[i](Xt)

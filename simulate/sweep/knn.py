@@ -34,11 +34,10 @@ import time
 import numpy as np
 from sklearn.neighbors import KNeighborsRegressor
 
-from simulate.sweep.cells import job_data, point_record_head, reference
+from simulate.sweep.cells import cell_inputs, point_record_head, reference
 from simulate.sweep.foreign import point_metrics
 from simulate.sweep.records import code_digest, versions
 from simulate.sweep.rules import knn_k, knn_name
-from simulate.sweep.truth_spec import stable_seed
 
 __all__ = ["knn_k", "knn_name", "knn_predict", "run_knn_job"]
 
@@ -56,10 +55,7 @@ def run_knn_job(job) -> list[dict]:
     metrics under ``per_estimator`` and its neighbour count under ``knn_k``."""
     cfg = job.config
     t0 = time.perf_counter()
-    f0s = [job.truth.build(r) for r in job.replicates]
-    X_all, y_all, data_seeds = job_data(job, cfg, f0s)
-    test_seed = stable_seed(cfg.seed, job.truth.key, "test")
-    Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, job.truth.p))
+    f0s, X_all, y_all, data_seeds, test_seed, Xt = cell_inputs(job)
     ks = {knn_name(k): knn_k(k, job.n, job.truth.p, job.truth.alpha) for k in cfg.knn_ks}
     records = []
     for i, r in enumerate(job.replicates):
