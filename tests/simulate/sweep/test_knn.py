@@ -90,7 +90,7 @@ def knn_records(tmp_path_factory):
     from simulate.sweep.runner import run_sweep
 
     cfg = SweepConfig(truths=[H05], ns=[100, 200, 400], replicates=2, estimator="knn",
-                      knn_ks=["matched", 3], n_test=300)  # fmt: skip
+                      knn_ks=["matched", 3], n_test=300, replicate_block=2)  # fmt: skip
     path = tmp_path_factory.mktemp("knn") / "knn.jsonl"
     return path, run_sweep(cfg, path, progress=False, log=lambda *_: None)
 
@@ -106,6 +106,11 @@ def test_knn_records_hold_every_member_and_read_back_whole(knn_records):
         assert r["knn_k"] == {"knn-matched": math.ceil(n**0.5), "knn-k3": 3}
         assert r["metrics"] == r["per_estimator"]["knn-matched"]  # the first member's
         assert r["selected_width"] is None and r["reference"] is not None
+    # a job's records share its seconds, which the cost table divides by their number
+    by_job = {}
+    for r in recs:
+        by_job.setdefault(r["cell"]["n"], []).append(json.dumps(r["timing"]))
+    assert all(len(set(ts)) == 1 for ts in by_job.values())
 
 
 @pytest.mark.parametrize(
