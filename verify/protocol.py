@@ -38,6 +38,7 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 
+from simulate.sweep.parts import KNOWN_ANSWER
 from simulate.sweep.recipes import RECIPE_DEFAULTS, recipe_settings
 from simulate.sweep.truth_spec import TruthSpec
 from verify.theorem import THEOREM_RULES
@@ -52,9 +53,9 @@ INTERVALS = ("t-bootstrap-se",)
 KINDS = ("exploratory", "confirmatory")
 BAND_RULES = {"holder": "2*delta", "teacher": "corollary-6.4", "gp": "0"}
 FAMILYWISE = ("holm", "none")
-# the known-answer controls' families (verify.design.CONTROL_FAMILIES), each with its own
-# pilot cv entry where a protocol gives one
-CONTROL_KINDS = ("gp", "knn")
+# the known-answer controls' families (simulate.sweep.parts.KNOWN_ANSWER), each with its
+# own pilot cv entry where a protocol gives one
+CONTROL_KINDS = KNOWN_ANSWER
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ cells).  (Once in ``job.py``, which ``gp.py`` imported back from: an import cycl
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict
 from typing import NamedTuple
 
@@ -18,7 +19,10 @@ from simulate.sweep.jobs import Job
 from simulate.sweep.schema import SCHEMA
 from simulate.sweep.truth_spec import stable_seed
 
-__all__ = ["CellInputs", "cell_inputs", "f0_describe", "job_data", "point_record_head", "reference"]
+__all__ = [
+    "CellInputs", "cell_inputs", "f0_describe", "job_data", "point_record_head", "reference",
+    "with_job_seconds",
+]  # fmt: skip
 
 
 def job_data(job: Job, cfg: SweepConfig, f0s):
@@ -57,6 +61,16 @@ def cell_inputs(job: Job) -> CellInputs:
     test_seed = stable_seed(cfg.seed, job.truth.key, "test")
     Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, job.truth.p))
     return CellInputs(f0s, X_all, y_all, data_seeds, test_seed, Xt)
+
+
+def with_job_seconds(records: list[dict], t0: float) -> list[dict]:
+    """``records`` (one job's), each with the job's seconds since ``t0`` as its
+    ``timing.job_s``: every record of a job holds the same (``simulate.sweep.costs``
+    divides them by the records that share them, the replicates of the block)."""
+    timing = {"job_s": time.perf_counter() - t0}
+    for rec in records:
+        rec["timing"] = dict(timing)
+    return records
 
 
 def reference(X, y, Xt, f0t, cfg: SweepConfig, job: Job) -> dict:

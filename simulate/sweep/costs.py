@@ -31,6 +31,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass
 
+from simulate.sweep.parts import KNOWN_ANSWER
 from theory.plumbing.cli import Parser
 from theory.plumbing.paths import path_arg
 
@@ -51,7 +52,7 @@ def _step(cfg) -> str:
     ``SweepConfig``'s fields): ``exact`` for the GP and k-NN controls, else ``mlp``
     (+``compile``)."""
     get = cfg.get if isinstance(cfg, dict) else lambda k, d=None: getattr(cfg, k, d)
-    if get("estimator", "asvi") in ("gp", "knn"):
+    if get("estimator", "asvi") in KNOWN_ANSWER:
         return "exact"
     return get("mlp", "batched") + ("+compile" if get("compile") else "")
 
@@ -74,7 +75,7 @@ def rows_from_records(records: list[dict], source: str) -> list[dict]:
         block = block_of[(r["cell"]["truth"], r["cell"]["n"], json.dumps(t, sort_keys=True))]
         step = _step(cfg)
         key = (_stem(r["truth"]), est, step, int(r["cell"]["n"]))
-        if est in ("gp", "knn"):  # the job's seconds alone: no training of its own
+        if est in KNOWN_ANSWER:  # the job's seconds alone: no training of its own
             nus = len(cfg.get("gp_nus", [])) if est == "gp" else None
             cells[key].append((t["job_s"] / block, 0.0, t["job_s"] / block, nus, None))
         else:

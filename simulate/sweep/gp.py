@@ -36,7 +36,7 @@ import numpy as np
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern
 
-from simulate.sweep.cells import cell_inputs, point_record_head, reference
+from simulate.sweep.cells import cell_inputs, point_record_head, reference, with_job_seconds
 from simulate.sweep.records import code_digest, versions
 from simulate.sweep.rules import gp_name
 from simulate.sweep.truth_spec import stable_seed
@@ -99,9 +99,9 @@ def run_gp_job(job) -> list[dict]:
                 "metrics": first,
                 "per_estimator": per,
                 "reference": reference(X_all[i], y_all[i], Xt, f0t, cfg, job),
-                "timing": {"job_s": time.perf_counter() - t0},
+                "timing": None,  # the job's, below
                 "versions": versions(),
                 "code": code_digest(),  # the worker's code (the sweep compares it with its own)
             }
         )
-    return records
+    return with_job_seconds(records, t0)

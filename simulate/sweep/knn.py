@@ -34,7 +34,7 @@ import time
 import numpy as np
 from sklearn.neighbors import KNeighborsRegressor
 
-from simulate.sweep.cells import cell_inputs, point_record_head, reference
+from simulate.sweep.cells import cell_inputs, point_record_head, reference, with_job_seconds
 from simulate.sweep.foreign import point_metrics
 from simulate.sweep.records import code_digest, versions
 from simulate.sweep.rules import knn_k, knn_name
@@ -74,9 +74,4 @@ def run_knn_job(job) -> list[dict]:
                 "code": code_digest(),
             }
         )
-    # every record of a job holds the job's seconds (simulate.sweep.costs divides them by
-    # the records that share them: the replicates of the block)
-    timing = {"job_s": time.perf_counter() - t0}
-    for rec in records:
-        rec["timing"] = dict(timing)
-    return records
+    return with_job_seconds(records, t0)

@@ -43,6 +43,9 @@ _INT, _FLOAT = Flag(int), Flag(float)
 _COUNT0 = Interval(Integral, 0, None, "left")
 STARTS = ("random", "constructive", "both")
 ESTIMATORS = ("asvi", "gp", "regressor", "knn")
+# the estimators that are known-answer controls (their rates proven; every reader and the
+# verdicts' known answers take this one list)
+KNOWN_ANSWER = ("gp", "knn")
 
 
 @dataclass(frozen=True)

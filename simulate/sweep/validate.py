@@ -36,6 +36,7 @@ from numbers import Integral
 
 from simulate.core.constraints import INT_POSITIVE, Interval
 from simulate.sweep.control_record import check_control_record
+from simulate.sweep.parts import KNOWN_ANSWER
 from simulate.sweep.provenance import check_provenance
 from simulate.sweep.regressor_record import check_regressor_record
 from simulate.sweep.rules import (
@@ -82,7 +83,7 @@ def check_record(rec: dict) -> None:
         raise BadRecord(problem)
     spec = _truth(rec)
     cfg = rec["config"]
-    if cfg.get("estimator") in ("gp", "knn"):
+    if cfg.get("estimator") in KNOWN_ANSWER:
         check_control_record(rec, spec)
     elif cfg.get("estimator") == "regressor":  # simulate.sweep.regressor_record
         check_regressor_record(rec)
@@ -125,7 +126,7 @@ def shape_problem(rec: dict) -> str | None:
             return f"{key!r} must be an object, got {rec.get(key)!r}"
     if not isinstance(rec["failed"], bool):
         return f"'failed' must be true or false, got {rec['failed']!r}"
-    no_widths = rec["config"].get("estimator") in ("gp", "regressor", "knn")
+    no_widths = rec["config"].get("estimator") in (*KNOWN_ANSWER, "regressor")
     if not no_widths and not isinstance(rec.get("per_width"), dict):
         return f"'per_width' must be an object, got {rec.get('per_width')!r}"
     sw = rec["selected_width"]

@@ -51,7 +51,7 @@ def test_neighbour_counts_and_names():
     """The matched member's k is ceil(n^(2a/(2a+p))) (at most n), a fixed member's K (at
     most n); their names are what the records and reports carry."""
     assert knn_k("matched", 10_000, 1, 0.5) == 100  # 10,000^(1/2)
-    assert knn_k("matched", 500, 1, 0.9) == math.ceil(500 ** (1.8 / 2.8))
+    assert knn_k("matched", 500, 1, 0.9) == 55  # 500^(9/14) = 54.33
     assert knn_k(5, 10_000, 1, 0.5) == 5 and knn_k(5, 3, 1, 0.5) == 3
     assert knn_name("matched") == "knn-matched" and knn_name(5) == "knn-k5"
 
@@ -208,3 +208,30 @@ def test_a_stated_rate_reads_the_class_band_of_a_knn_control_not_its_own(knn_rec
     (row,) = json.loads(rep.read_text())["stated_rate"]["truths"]
     assert row["truth"] == "holder-a0.5-p1-s0"
     assert row["exponent"] == pytest.approx(-0.5) and row["log_power"] == pytest.approx(0.0)
+
+
+def test_one_list_names_the_known_answer_controls():
+    """The estimators that are known-answer controls (``simulate.sweep.parts.KNOWN_ANSWER``)
+    are the families the verdicts derive known answers for, the protocol's pilot-cv kinds
+    and the refusals' words."""
+    from simulate.sweep.parts import KNOWN_ANSWER
+    from verify.design import CONTROL_FAMILIES
+    from verify.flag_rules import _CONTROL_WORDS
+    from verify.protocol import CONTROL_KINDS
+
+    assert set(CONTROL_FAMILIES.values()) == set(CONTROL_KINDS) == set(_CONTROL_WORDS)
+    assert set(CONTROL_KINDS) == set(KNOWN_ANSWER)
+
+
+def test_a_gp_jobs_records_share_its_seconds_too(tmp_path):
+    """The GP control's records of one job hold the job's seconds (they were cumulative
+    per replicate, as the k-NN's were: the cost table divides them by the block)."""
+    from simulate.sweep.runner import run_sweep
+
+    cfg = SweepConfig(truths=[H05], ns=[50, 100, 200], replicates=2, estimator="gp",
+                      gp_nus=[0.5], n_test=100, draws=4, replicate_block=2)  # fmt: skip
+    recs = run_sweep(cfg, tmp_path / "gp.jsonl", progress=False, log=lambda *_: None)
+    by_job = {}
+    for r in recs:
+        by_job.setdefault(r["cell"]["n"], set()).add(json.dumps(r["timing"]))
+    assert len(by_job) == 3 and all(len(ts) == 1 for ts in by_job.values())
