@@ -28,8 +28,9 @@ pytestmark = pytest.mark.skipif(
 def default_sigterm():
     """SIGTERM at its default for the test (whatever the runner set), as in a fresh
     ``python -m`` process, where ``run_main`` takes it; it and SIGINT put back after (the
-    line's ``interrupted`` leaves both ending the process at once, as it is ending)."""
-    was = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    line's ``interrupted`` leaves both ending the process at once, as it is ending); SIGHUP,
+    the other stop signal, put back too."""
+    was = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, *cli.STOP_SIGNALS)}
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     yield
     for sig, handler in was.items():

@@ -17,7 +17,7 @@ from verify.rates import main
 from verify.rates_args import build_parser, parser_defaults, protocol_of, tier_of
 
 ROOT = Path(__file__).resolve().parents[2]
-QUICK = "figures/reference/records-quick.jsonl.gz"
+QUICK = str(ROOT / "figures" / "reference" / "records-quick.jsonl.gz")
 DRY = ["--tier", "quick", "--dry-run"]
 GP = ["--tier", "gp", "--dry-run"]
 

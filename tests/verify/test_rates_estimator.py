@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,9 @@ from tests.factories import run_main
 KNN = "sklearn.neighbors:KNeighborsRegressor"
 MATCHED = "n_neighbors=ceil(n**(2*alpha/(2*alpha+p)))"
 SHRUNK = ("--tier", "quick", "--n", "50", "100", "200", "--replicates", "2")
-QUICK = "figures/reference/records-quick.jsonl.gz"
+QUICK = str(
+    Path(__file__).resolve().parents[2] / "figures" / "reference" / "records-quick.jsonl.gz"
+)
 
 
 def _cli(tmp_path, *args):

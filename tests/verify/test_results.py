@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ from verify.verdict import Verdict
 
 jsonschema = pytest.importorskip("jsonschema")
 
-REFERENCE = "figures/reference"
+REFERENCE = str(Path(__file__).resolve().parents[2] / "figures" / "reference")
 
 
 def validate(doc) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -17,7 +18,9 @@ from verify import stated_rate
 from verify.analysis import analyse
 from verify.results import json_schema, load_results
 
-QUICK = "figures/reference/records-quick.jsonl.gz"
+QUICK = str(
+    Path(__file__).resolve().parents[2] / "figures" / "reference" / "records-quick.jsonl.gz"
+)
 PAPER = "n**(-2*alpha/(2*alpha+p))*log(n)**2"  # Corollary 6.1 at delta = 1
 PURE = "n**(-2*alpha/(2*alpha+p))"
 

@@ -2,6 +2,7 @@
 and the Gaussian-process known-answer control."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -106,7 +107,12 @@ def test_each_replicate_draws_its_own_truth_independent_of_the_tier():
     # ... and what the tiers ran carries them whatever its n: the quick tier's records
     # (n <= 4000) and the full tier's (n <= 32000)
     for tier in ("quick", "full"):
-        recs = read_records(f"figures/reference/records-{tier}.jsonl.gz")
+        recs = read_records(
+            Path(__file__).resolve().parents[2]
+            / "figures"
+            / "reference"
+            / f"records-{tier}.jsonl.gz"
+        )
         ks = {(r["truth"]["alpha"], r["truth"]["p"], r["truth"]["function"]["K"]) for r in recs
               if r["truth"]["kind"] == "holder"}  # fmt: skip
         assert ks <= {(0.5, 1, 13), (1.5, 1, 8), (1.25, 2, 8)} and (0.5, 1, 13) in ks

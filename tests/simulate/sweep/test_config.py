@@ -69,7 +69,7 @@ def test_every_estimator_a_config_accepts_is_one_the_runner_runs():
     }  # fmt: skip
 
 
-def test_a_compiled_sweep_without_a_cpp_compiler_is_refused_before_any_work(monkeypatch, tmp_path):
+def test_a_compiled_sweep_without_a_cpp_compiler_is_refused_before_any_work(tmp_path):
     """``check_compile``: a sweep that compiles its step (the quick and full tiers) on a
     machine where ``torch.compile`` finds no C++ compiler is refused in one line naming
     ``--no-compile``; an eager sweep, or the GP control, needs none.  Negative control:
@@ -89,11 +89,14 @@ def test_a_compiled_sweep_without_a_cpp_compiler_is_refused_before_any_work(monk
 
     if compile_unavailable() is None:  # negative control, where this machine compiles
         check_compile(cfg(compile=True))
-    monkeypatch.setattr(inductor_config.cpp, "cxx", ("/no/such/c++",))
-    with pytest.raises(ValueError, match="no working C\\+\\+ compiler.*--no-compile"):
-        check_compile(cfg(compile=True))
-    with pytest.raises(ValueError, match="no working C\\+\\+ compiler"):  # before any file
-        run_sweep(cfg(compile=True), tmp_path / "r.jsonl", progress=False)
+    # torch's own patch, not monkeypatch.setattr: inductor's settings are thread-local
+    # overrides that a setattr/undo pair did not give back as they were (a compiled test
+    # after this one in the same process failed: "cpp.cxx does not exist")
+    with inductor_config.patch({"cpp.cxx": ("/no/such/c++",)}):
+        with pytest.raises(ValueError, match="no working C\\+\\+ compiler.*--no-compile"):
+            check_compile(cfg(compile=True))
+        with pytest.raises(ValueError, match="no working C\\+\\+ compiler"):  # before any file
+            run_sweep(cfg(compile=True), tmp_path / "r.jsonl", progress=False)
     assert not list(tmp_path.iterdir())
     check_compile(cfg(compile=True), scheduler="tcp://127.0.0.1:8786")  # the cluster's
     check_compile(cfg(compile=False))

@@ -4,6 +4,7 @@ configurations refused before any file is made, and the same records from Dask a
 local worker processes."""
 
 import hashlib
+import sys
 
 import pytest
 
@@ -87,12 +88,16 @@ def test_foreign_or_corrupt_file_is_refused_untouched(tmp_path):
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
 
 
-def test_dask_local_cluster_gives_the_same_records(uninterrupted, tmp_path):
+def test_dask_local_cluster_gives_the_same_records(uninterrupted, tmp_path, monkeypatch):
     distributed = pytest.importorskip("distributed")
     recs_a, _ = uninterrupted
+    # an in-process cluster puts its workers' scratch folders on this process's sys.path:
+    # given back after the test (the suite's guard, tests/suite_guards.py), scratch in tmp_path
+    monkeypatch.setattr(sys, "path", list(sys.path))
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
-    ) as cluster:
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
+        local_directory=str(tmp_path / "dask"),
+    ) as cluster:  # fmt: skip
         recs = run_sweep(
             cfg(),
             tmp_path / "d.jsonl",
