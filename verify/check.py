@@ -25,6 +25,7 @@ import ast
 import contextlib
 import importlib
 import io
+import numbers
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -164,6 +165,8 @@ def _truth_args(truths: Sequence[TruthSpec | str]) -> list[str]:
     out = []
     for t in truths:
         if isinstance(t, str):
+            if not t.isidentifier():
+                raise ValueError(f"truths: {t!r} is not a truth's kind (e.g. 'holder')")
             out += ["--truth", t]
             continue
         if not isinstance(t, TruthSpec):
@@ -200,16 +203,34 @@ def command_line(estimator, design: Mapping, run: RunOptions = RunOptions()) -> 
         given = {**own, **{k: v if isinstance(v, str) else repr(v)
                            for k, v in (params or {}).items()}}  # fmt: skip
         for name, text in given.items():
-            argv += ["--estimator-param", f"{name}={text}"]
+            if not (isinstance(name, str) and name.isidentifier()):
+                raise ValueError(f"params: {name!r} is not a parameter's name")
+            argv += [f"--estimator-param={name}={text}"]
     elif params:
         raise ValueError("params are the named estimator's: give the estimator")
     argv += _truth_args(design["truths"]) if design.get("truths") else []
-    argv += ["--n", *map(str, design["ns"])] if design.get("ns") is not None else []
+    if design.get("ns") is not None:
+        argv += ["--n", *map(str, _integers("ns", design["ns"]))]
+    for name, value in (("replicates", design.get("replicates")), ("workers", run.workers)):
+        if value is not None:
+            _integers(name, [value])
     pairs = [(f"--{k}", design.get(k)) for k in ("replicates", "protocol", "rate")]
     pairs += [("--out", run.out), ("--workers", run.workers)]
-    for flag, value in pairs:
-        argv += [flag, str(value)] if value is not None else []
+    for flag, value in pairs:  # --FLAG=VALUE: a value is never read as an option
+        argv += [f"{flag}={value}"] if value is not None else []
     return argv
+
+
+def _integers(name: str, values) -> list[int]:
+    """``values`` as ints where each is an integer (not a bool, a string or a float);
+    ValueError naming the first that is not (``ns=[250, "--json=/x"]`` would otherwise be
+    read by the command line as an option)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise ValueError(f"{name} must be a list of integers, got {values!r}"[:200])
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise ValueError(f"{name}: {v!r} is not an integer"[:200])
+    return [int(v) for v in values]
 
 
 def check_rate(estimator=None, *, truths=None, ns=None, replicates=None, protocol=None,

@@ -15,6 +15,7 @@ from simulate.sweep.runner import (
     check_compile,
     check_memory,
     check_native,
+    check_regressor_class,
     records_path_for,
 )
 from simulate.sweep.schema import one_configuration, read_records
@@ -190,6 +191,7 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
         check_memory(cfg, at_once)
         if name is None and "mlp" not in overrides:
             cfg = c_step_or_fallback(cfg)
+        check_regressor_class(cfg)  # the user's class, imported by the run that trains it
         check_native(cfg)
         check_compile(cfg, args.scheduler)
         ccfg = None

@@ -110,9 +110,10 @@ def _estimator(g) -> None:
 def estimator_overrides(args) -> dict:
     """The sweep settings ``--estimator`` and ``--estimator-param`` make (empty without
     them); ValueError (one line) for a parameter without ``--estimator``, with
-    ``--records``, a ``NAME=VALUE`` without its ``=`` or given twice.  The class and
-    each value are checked as the sweep's configuration is made
-    (``simulate.sweep.foreign.check_regressor``)."""
+    ``--records``, a ``NAME=VALUE`` without its ``=`` or given twice.  Each value is
+    checked as the sweep's configuration is made (``simulate.sweep.foreign.
+    check_regressor_data``), the class as the run is planned
+    (``simulate.sweep.runner.check_regressor_class``)."""
     params = args.estimator_param or []
     if args.estimator is None:
         if params:

@@ -156,10 +156,10 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
             raise ValueError("a regressor is named (regressor) with estimator = 'regressor' alone")
         if self.regressor_params is not None and self.regressor is None:
             raise ValueError("regressor_params are the parameters of a named regressor")
-        if self.estimator == "regressor":  # the class and every parameter, at every cell
-            from simulate.sweep.foreign import check_regressor  # noqa: PLC0415 (a cycle)
+        if self.estimator == "regressor":  # as data: a reader imports nothing it names
+            from simulate.sweep.foreign import check_regressor_data  # noqa: PLC0415 (a cycle)
 
-            check_regressor(self.regressor, self.regressor_params, self.truths, self.ns)
+            check_regressor_data(self.regressor, self.regressor_params, self.truths, self.ns)
 
     @property
     def stop_rule(self) -> StopRule:

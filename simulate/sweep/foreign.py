@@ -7,6 +7,14 @@ class-matched reference and seeds as ASVI's and the Gaussian-process control's -
 metrics are recorded under ``per_estimator`` by its class's name (``CLASS`` of
 ``MODULE:CLASS``), as the control's are.
 
+**Reading runs no code**: a configuration that names a regressor is checked as data when
+it is made (:func:`check_regressor_data`: ``MODULE:CLASS`` of identifiers, every parameter
+parsed and evaluated at every cell), which is all a records reader (``verify.rates
+--records``, ``figures``, ``verify.sizing``, ``verify.starts``, a sweep's resume) needs;
+the class is imported only by a run that trains it (:func:`check_regressor`, called by
+``simulate.sweep.runner.check_regressor_class`` before anything is written, and by the
+fingerprint's :func:`identity`), from the user's own command.
+
 **The class** (:func:`resolve`): ``MODULE:CLASS`` is imported (``importlib``); it must make an
 object with its defaults that has ``fit``, ``predict`` and ``get_params`` (scikit-learn's
 estimator interface).  Refused in one line otherwise: a module or class that does not import,
@@ -14,8 +22,18 @@ a class without ``fit``/``predict``, a parameter ``get_params()`` does not name,
 class's own parameter check refuses at some cell (scikit-learn's ``_validate_params``, run
 on the unfitted estimator at every truth and n before anything trains, where the class has
 one).  A fit or prediction that fails while the sweep runs (a value valid only for some
-data, e.g. more neighbours than points) is :class:`RegressorFailed`, one line naming the
-cell; the cells done before it stay recorded.
+data, e.g. more neighbours than points; a ``SystemExit`` raised by the user's code too, or a
+prediction that is not one number per test point) is :class:`RegressorFailed`, one line
+naming the cell; the cells done before it stay recorded.  A prediction that is a number per
+test point but not finite, or whose error overflows a float (``DummyRegressor`` at
+``constant=1e160``), is a *failed cell*: recorded with ``failed: true``, its non-finite
+metrics as NaN and its ``failure`` saying why, read back as failed (never as damaged), and
+the sweep goes on.
+
+**The harness's data stay the harness's**: the regressor is given copies of the cell's X and
+y and of the test points, so a class that writes into its inputs (standardising in place, a
+``predict`` that overwrites X) changes neither the reference fitted on the same data nor the
+truth's values the metrics compare with.
 
 **Its parameters** (:func:`parse_param`): ``NAME=VALUE`` is a Python literal
 (``ast.literal_eval``: ``5``, ``'distance'``, ``(50, 50)``, ``None``); anything else is an
@@ -23,10 +41,12 @@ expression in ``n`` (the cell's sample size), ``p`` (the truth's input dimension
 ``alpha`` (its smoothness; a truth without one refuses an expression using it), of numbers,
 ``+ - * / // **``, parentheses and the functions ``ceil floor log sqrt exp min max`` --
 checked node by node on its syntax tree (nothing else is evaluated), at most
-:data:`MAX_LENGTH` characters, evaluated in floating point per cell (an overflow or a
-non-finite value is refused).  **Rounding rule** (:func:`integer_names`): where the
-parameter's default (in ``get_params()``) is an int (not a bool), the value is rounded to the
-nearest int, halves up (``floor(v + 1/2)``) -- unless the class declares that the parameter
+:data:`MAX_LENGTH` characters, evaluated per cell within bounds: a float that overflows, an
+integer past :data:`INT_LIMIT` (``floor(1e300)``) or an integer power whose result would pass
+it (``ceil(n)**ceil(n)``, refused before it is computed, so no expression can run long) and a
+non-finite or complex value are refused in one line (``ValueError``).  **Rounding rule**
+(:func:`integer_names`): where the parameter's default (in ``get_params()``) is an int (not
+a bool), the value is rounded to the nearest int, halves up (``floor(v + 1/2)``) -- unless the class declares that the parameter
 takes non-integer reals (scikit-learn's ``_parameter_constraints``: a real interval or type
 among its constraints; KernelRidge's ``alpha``, default ``1``, keeps ``1/n``); otherwise it
 is kept as computed (``ceil``/``floor`` give ints).  The
@@ -56,6 +76,7 @@ import ast
 import importlib
 import math
 import numbers
+import re
 import time
 from importlib import metadata
 
@@ -81,6 +102,11 @@ __all__ = [
 ]
 
 MAX_LENGTH = 200
+# the largest integer an expression may reach while it is evaluated: a parameter is a count
+# or a size, and 2^63 leaves every one room; an integer power past it is refused before it
+# is computed (Python's exact integers would otherwise take minutes, or memory, to make it)
+INT_LIMIT = 2**63
+_SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 _NAMES = ("n", "p", "alpha")
 _FUNCS = {
     "ceil": math.ceil,
@@ -91,13 +117,24 @@ _FUNCS = {
     "min": min,
     "max": max,
 }
+
+
+def _power(a, b):
+    """``a ** b``, an integer power whose result would pass :data:`INT_LIMIT` refused
+    before it is computed (OverflowError)."""
+    if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1:
+        if b * math.log2(abs(a)) > math.log2(INT_LIMIT):
+            raise OverflowError("an integer power beyond 2^63")
+    return a**b
+
+
 _BINOPS = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
     ast.Mult: lambda a, b: a * b,
     ast.Div: lambda a, b: a / b,
     ast.FloorDiv: lambda a, b: a // b,
-    ast.Pow: lambda a, b: a**b,
+    ast.Pow: _power,
 }
 _FLAG = "--estimator-param"
 
@@ -225,19 +262,28 @@ def parse_param(name: str, text: str):
     return "expr", tree
 
 
+def _bounded(v):
+    """``v``, or OverflowError for an integer past :data:`INT_LIMIT` (every step of an
+    evaluation passes through here, so none starts from a number past it)."""
+    if isinstance(v, int) and abs(v) > INT_LIMIT:
+        raise OverflowError("an integer beyond 2^63")
+    return v
+
+
 def _eval(node, env: dict):
     if isinstance(node, ast.Expression):
         return _eval(node.body, env)
     if isinstance(node, ast.Constant):
-        return float(node.value)
+        return float(node.value)  # a 400-digit literal: OverflowError
     if isinstance(node, ast.Name):
         return env[node.id]
     if isinstance(node, ast.BinOp):
-        return _BINOPS[type(node.op)](_eval(node.left, env), _eval(node.right, env))
+        a, b = _eval(node.left, env), _eval(node.right, env)
+        return _bounded(_BINOPS[type(node.op)](a, b))
     if isinstance(node, ast.UnaryOp):
         v = _eval(node.operand, env)
         return -v if isinstance(node.op, ast.USub) else v
-    return _FUNCS[node.func.id](*(_eval(a, env) for a in node.args))
+    return _bounded(_FUNCS[node.func.id](*(_eval(a, env) for a in node.args)))
 
 
 def _uses_alpha(tree) -> bool:
@@ -281,7 +327,7 @@ def values_at(params: dict, rounded, n: int, p: int, alpha) -> dict:
                 raise _refuse(name, text, f"uses alpha, but a truth of p = {p} has none")
             try:
                 v = _eval(v, env)
-            except (ArithmeticError, ValueError, TypeError) as exc:
+            except (ArithmeticError, ValueError, TypeError, RecursionError, MemoryError) as exc:
                 raise _refuse(
                     name, text, f"fails at n = {n}, p = {p}, alpha = {alpha} ({type(exc).__name__})"
                 ) from None
@@ -293,14 +339,36 @@ def values_at(params: dict, rounded, n: int, p: int, alpha) -> dict:
     return out
 
 
+def check_regressor_data(spec, params: dict | None, truths, ns) -> None:
+    """A configuration's regressor checked as data, importing nothing (ValueError, one
+    line): ``spec`` is ``MODULE:CLASS`` of identifiers, ``params`` maps names to their text,
+    and every value parses and, for each truth and n, evaluates within bounds
+    (:func:`values_at`, unrounded: the rounding rule reads the class).  What
+    ``SweepConfig`` checks as it is made, so that a records file is read without running
+    any of the code it names (module docstring)."""
+    if not isinstance(spec, str) or len(spec) > MAX_LENGTH or not _SPEC.fullmatch(spec):
+        shown = spec[:60] if isinstance(spec, str) else spec
+        raise ValueError(
+            f"--estimator {shown!r}: give MODULE:CLASS, e.g. sklearn.neighbors:KNeighborsRegressor"
+        )
+    params = {} if params is None else params
+    if not isinstance(params, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in params.items()
+    ):
+        raise ValueError(f"regressor_params must map names to their text, got {params!r}"[:300])
+    for t in truths:
+        for n in ns:
+            values_at(params, frozenset(), int(n), t.p, t.alpha)
+
+
 def check_regressor(spec: str, params: dict | None, truths, ns) -> None:
-    """A sweep's regressor, checked before anything runs (ValueError, one line): the class
-    (:func:`resolve`), every parameter name against ``get_params()``, every value parsed
-    and, for each truth and n, evaluated (:func:`values_at`)."""
+    """A sweep's regressor, checked before anything runs (ValueError, one line): as data
+    (:func:`check_regressor_data`), then the class (:func:`resolve`, an import: a run's
+    check, never a reader's), every parameter name against ``get_params()`` and the
+    class's own check of every value at each truth and n (:func:`values_at`)."""
+    check_regressor_data(spec, params, truths, ns)
     cls, defaults = resolve(spec)
     params = params or {}
-    if not isinstance(params, dict) or not all(isinstance(v, str) for v in params.values()):
-        raise ValueError(f"regressor_params must map names to their text, got {params!r}")
     unknown = sorted(set(params) - set(defaults))
     if unknown:
         raise ValueError(
@@ -335,14 +403,41 @@ def _first_line(exc: BaseException) -> str:
 
 
 def point_metrics(pred, f0t, sigma: float) -> dict:
-    """``d2``, ``d`` and ``l2sq`` of a point prediction (module docstring)."""
-    err = np.asarray(pred, dtype=float) - np.asarray(f0t, dtype=float)
-    d2 = float(np.mean(np.asarray(hellinger_sq_pointwise(err, sigma))))
-    return {
-        "d2": d2,
-        "d": math.sqrt(d2) if d2 >= 0 else float("nan"),
-        "l2sq": float(np.mean(err**2)),
-    }
+    """``d2``, ``d`` and ``l2sq`` of a point prediction (module docstring); an error that
+    overflows a float gives an infinite ``l2sq`` (a failed cell), without a warning."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        err = np.asarray(pred, dtype=float) - np.asarray(f0t, dtype=float)
+        finite = bool(np.all(np.isfinite(err)))  # else d2 is undefined: a failed cell
+        d2 = float(np.mean(np.asarray(hellinger_sq_pointwise(err, sigma)))) if finite else math.nan
+        l2sq = float(np.mean(err**2))
+    return {"d2": d2, "d": math.sqrt(d2) if d2 >= 0 else float("nan"), "l2sq": l2sq}
+
+
+def _prediction(model, Xt, n_test: int) -> np.ndarray:
+    """The model's prediction at the test points (given a copy of them) as one float per
+    point; :class:`TypeError` or :class:`ValueError` naming what it is otherwise (two
+    columns, another length, strings)."""
+    raw = np.asarray(model.predict(np.array(Xt, copy=True)))
+    if raw.ndim == 2 and raw.shape[1] == 1:
+        raw = raw[:, 0]
+    if raw.shape != (n_test,):
+        raise ValueError(
+            f"predict returned an array of shape {raw.shape} for {n_test} test points;"
+            f" give one number per point, shape ({n_test},)"
+        )
+    if not (np.issubdtype(raw.dtype, np.number) or raw.dtype == bool) or np.iscomplexobj(raw):
+        raise TypeError(f"predict returned {raw.dtype} values; give real numbers")
+    return raw.astype(float)
+
+
+def _failure(m: dict, pred: np.ndarray) -> str | None:
+    """Why a cell whose metrics are not all finite failed, or None (module docstring)."""
+    if all(math.isfinite(v) for v in m.values()):
+        return None
+    bad = int(np.sum(~np.isfinite(pred)))
+    if bad:
+        return f"the prediction is not finite at {bad} of {pred.size} test points"
+    return "the prediction's error overflows a float (its squared L2 error is not finite)"
 
 
 def run_regressor_job(job) -> list[dict]:
@@ -363,23 +458,28 @@ def run_regressor_job(job) -> list[dict]:
         if "random_state" in defaults and "random_state" not in params:
             kw["random_state"] = stable_seed(cfg.seed, job.truth.key, job.n, r, "regressor") % 2**32
         t1 = time.perf_counter()
-        try:
-            model = cls(**kw).fit(np.asarray(X_all[i]), np.asarray(y_all[i]))
+        try:  # copies: the harness's data stay the harness's (module docstring)
+            X, y = np.array(X_all[i], copy=True), np.array(y_all[i], copy=True)
+            model = cls(**kw).fit(X, y)
             t2 = time.perf_counter()
-            pred = np.ravel(model.predict(Xt))
-        except Exception as exc:  # the user's class on this cell's data: one line, its cell
+            pred = _prediction(model, Xt, len(f0t))
+        except (Exception, SystemExit) as exc:  # the user's class on this cell: one line
             raise RegressorFailed(
                 f"--estimator {cfg.regressor} failed at {job.truth.key}, n = {job.n},"
                 f" replicate {r} ({type(exc).__name__}: {_first_line(exc)}); the cells"
                 " done before it stay recorded"
             ) from None
         m = point_metrics(pred, f0t, cfg.sigma)
+        failure = _failure(m, pred)
+        if failure is not None:  # a failed cell: its undefined metrics NaN, read as failed
+            m = {k: v if math.isfinite(v) else float("nan") for k, v in m.items()}
         ref = reference(X_all[i], y_all[i], Xt, f0t, cfg, job)
         records.append(
             {
                 **point_record_head(job, r, f0s[i], cfg, (data_seeds[i], test_seed), [m]),
                 "metrics": m,
                 "per_estimator": {name: m},
+                **({} if failure is None else {"failure": failure}),
                 "regressor_values": _jsonable(values),
                 "reference": ref,
                 "timing": {

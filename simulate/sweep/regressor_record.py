@@ -3,7 +3,9 @@
 on every such record it reads): it selects no width; ``per_estimator`` holds exactly the
 class's name (``CLASS`` of ``config.regressor``, ``MODULE:CLASS``) with d2, d and l2sq by
 their rules (``simulate.sweep.rules``); ``metrics`` are that entry's; ``failed`` exactly when
-one of them is not finite; ``regressor_values`` (each cell's parameter values) an object.
+one of them is not finite (a failed cell's undefined metrics are NaN; its ``failure``, where
+written, a line saying why, and only a failed cell has one); ``regressor_values`` (each
+cell's parameter values) an object.
 Nothing is imported of the regressor: a records reader checks without it."""
 
 from __future__ import annotations
@@ -39,3 +41,6 @@ def check_regressor_record(rec: dict) -> None:
             fail(f"metrics.{m}", rec["metrics"].get(m), f"the regressor's is {x!r}")
     need(rec["failed"] == (not finite), "failed", rec["failed"],
          "a regressor's cell is failed exactly when one of its metrics is not finite")  # fmt: skip
+    if "failure" in rec:
+        need(rec["failed"] and isinstance(rec["failure"], str) and len(rec["failure"]) <= 500,
+             "failure", rec["failure"], "a failed cell's reason, one line of text")  # fmt: skip

@@ -76,7 +76,7 @@ from simulate.core.steppath import path_of
 from simulate.progress import Progress
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.fingerprint import fingerprint_fields
-from simulate.sweep.foreign import run_regressor_job
+from simulate.sweep.foreign import check_regressor, run_regressor_job
 from simulate.sweep.gp import run_gp_job
 from simulate.sweep.job import run_asvi_job
 from simulate.sweep.jobs import jobs_for
@@ -95,6 +95,7 @@ __all__ = [
     "check_compile",
     "check_memory",
     "check_native",
+    "check_regressor_class",
     "records_path_for",
     "run_job",
     "run_sweep",
@@ -212,6 +213,18 @@ def check_native(cfg: SweepConfig) -> None:
         path_of(cfg.mlp).require("--mlp")
 
 
+def check_regressor_class(cfg: SweepConfig) -> None:
+    """``ValueError`` (one line, before anything is locked or written) where ``cfg`` names a
+    regressor (``estimator = "regressor"``) whose class does not import, lacks the
+    estimator interface, or refuses one of its parameters at some cell
+    (``simulate.sweep.foreign.check_regressor``).  The import of the user's class is a
+    run's check, from the user's own command: a configuration is checked as data when it
+    is made, so reading records runs none of the code they name.  :func:`run_sweep` and
+    :func:`records_path_for` check too."""
+    if cfg.estimator == "regressor":
+        check_regressor(cfg.regressor, cfg.regressor_params, cfg.truths, cfg.ns)
+
+
 def check_compile(cfg: SweepConfig, scheduler: str | None = None) -> None:
     """``ValueError`` (one line, before anything is locked or written) when ``cfg``
     compiles its step (``compile``: the quick, full and constructive tiers do) and
@@ -240,6 +253,7 @@ def records_path_for(
     configuration is a :class:`RecordsError` naming the fields that differ;
     ``accept_code_change`` takes a file that differs in the code alone as this
     configuration's (:class:`~simulate.sweep.records.RecordStore`)."""
+    check_regressor_class(cfg)  # before the fingerprint imports the class
     store = _store(cfg, path, accept_code_change)
     other = store.foreign(store.read())
     if other is None:
@@ -297,6 +311,7 @@ def run_sweep(
     scheduler, workers, budget = opt.scheduler, opt.workers, opt.budget
     accept_code_change, scheduler_timeout = opt.accept_code_change, opt.scheduler_timeout
     check_workers(workers, scheduler)
+    check_regressor_class(cfg)
     check_memory(cfg, 1 if scheduler else workers)  # the figures' and the studies' sweeps
     check_compile(cfg, scheduler)
     store = _store(cfg, out_path, accept_code_change)

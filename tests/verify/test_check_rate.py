@@ -3,6 +3,7 @@ estimator it names, its results against the command's on the same records, its r
 and its refusals."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -26,14 +27,35 @@ def test_the_command_line_it_runs():
              params={"weights": "distance"}, rate="n**(-2*alpha/(2*alpha+p))"),
         verify.RunOptions(tier="tiny", out="x.jsonl", workers=0),
     )  # fmt: skip
+    # every value a user gives joined to its flag (--FLAG=VALUE): never read as an option
     assert argv == [
-        "--tier", "tiny", "--estimator", KNN, "--estimator-param", "n_neighbors=7",
-        "--estimator-param", "weights=distance", "--truth", "holder", "--p", "1",
-        "--alpha", "0.5", "--n", "100", "200", "400", "--replicates", "3",
-        "--protocol", "exploratory-v1", "--rate", "n**(-2*alpha/(2*alpha+p))",
-        "--out", "x.jsonl", "--workers", "0",
+        "--tier", "tiny", "--estimator", KNN, "--estimator-param=n_neighbors=7",
+        "--estimator-param=weights=distance", "--truth", "holder", "--p", "1",
+        "--alpha", "0.5", "--n", "100", "200", "400", "--replicates=3",
+        "--protocol=exploratory-v1", "--rate=n**(-2*alpha/(2*alpha+p))",
+        "--out=x.jsonl", "--workers=0",
     ]  # fmt: skip
     assert command_line(None, {}) == ["--tier", "quick"]  # the tier's own estimator
+
+
+@pytest.mark.parametrize(
+    "design, words",
+    [
+        (dict(ns=[250, 500, "--json=/x"]), "ns: '--json=/x' is not an integer"),
+        (dict(ns=[250, 500.0, 1000]), "ns: 500.0 is not an integer"),
+        (dict(ns="250 500"), "ns must be a list of integers"),
+        (dict(replicates="--recompute"), "replicates: '--recompute' is not an integer"),
+        (dict(truths=["--recompute"]), "not a truth's kind"),
+        (dict(params={"--json": "1"}), "not a parameter's name"),
+    ],
+)
+def test_a_value_is_never_an_option_of_the_command_line(design, words):
+    """``check_rate(ns=[250, 500, "--json=/x"])`` put the string into the command line as
+    an option: every value is checked for its type, or joined to its flag."""
+    with pytest.raises(ValueError, match=re.escape(words)):
+        command_line(KNN, design)
+    rate = command_line(None, dict(rate="-n**(-1)"))  # a rate that starts with a minus
+    assert rate[-1] == "--rate=-n**(-1)"
 
 
 def test_the_estimator_given_as_a_string_a_class_or_an_instance():
