@@ -44,13 +44,13 @@ checked node by node on its syntax tree (nothing else is evaluated), at most
 :data:`MAX_LENGTH` characters, evaluated per cell within bounds: a float that overflows, an
 integer past :data:`INT_LIMIT` (``floor(1e300)``) or an integer power whose result would pass
 it (``ceil(n)**ceil(n)``, refused before it is computed, so no expression can run long) and a
-non-finite or complex value are refused in one line (``ValueError``).  **Rounding rule**
+non-finite or complex value are refused in one line (``ValueError``). **Rounding rule**
 (:func:`integer_names`): where the parameter's default (in ``get_params()``) is an int (not
-a bool), the value is rounded to the nearest int, halves up (``floor(v + 1/2)``) -- unless the class declares that the parameter
-takes non-integer reals (scikit-learn's ``_parameter_constraints``: a real interval or type
-among its constraints; KernelRidge's ``alpha``, default ``1``, keeps ``1/n``); otherwise it
-is kept as computed (``ceil``/``floor`` give ints).  The
-records keep the expressions as given (the fingerprint, ``config``) and each cell's values
+a bool), the value is rounded to the nearest int, halves up (``floor(v + 1/2)``) -- unless
+the class declares that the parameter takes non-integer reals (scikit-learn's
+``_parameter_constraints``: a real interval or type among its constraints; KernelRidge's
+``alpha``, default ``1``, keeps ``1/n``); otherwise it is kept as computed (``ceil`` and
+``floor`` give ints).  The records keep the expressions as given (the fingerprint, ``config``) and each cell's values
 (``regressor_values``).
 
 **Seeds**: a regressor with a ``random_state`` parameter the user does not set gets the
