@@ -50,8 +50,8 @@ a bool), the value is rounded to the nearest int, halves up (``floor(v + 1/2)``)
 the class declares that the parameter takes non-integer reals (scikit-learn's
 ``_parameter_constraints``: a real interval or type among its constraints; KernelRidge's
 ``alpha``, default ``1``, keeps ``1/n``); otherwise it is kept as computed (``ceil`` and
-``floor`` give ints).  The records keep the expressions as given (the fingerprint, ``config``) and each cell's values
-(``regressor_values``).
+``floor`` give ints).  The records keep the expressions as given (the fingerprint,
+``config``) and each cell's values (``regressor_values``).
 
 **Seeds**: a regressor with a ``random_state`` parameter the user does not set gets the
 cell's own, ``stable_seed(seed, truth, n, replicate, "regressor") mod 2^32``, so a resumed
