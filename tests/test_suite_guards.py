@@ -72,3 +72,20 @@ def test_the_tree_guard_sees_a_file_added_rewritten_or_removed(tmp_path):
         "removed gone.txt",
         "rewrote kept.txt",
     ]
+
+
+def test_no_test_monkeypatches_torchs_configuration():
+    """torch's compiler settings are thread-local overrides: a ``monkeypatch.setattr`` on
+    them and its undo did not give inductor's ``cpp.cxx`` back as it was on a fresh clone
+    (a compiled test after it in the same process failed: "cpp.cxx does not exist"), which
+    the process-state guard, reading the settings as torch shows them, cannot always see.
+    torch's own ``config.patch`` is the way; this holds every test file to it."""
+    import re
+
+    pattern = re.compile(r"monkeypatch\.(setattr|delattr)\(\s*[\w.]*(inductor|dynamo)")
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line):
+                offenders.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert offenders == []
