@@ -57,7 +57,7 @@ from simulate.sweep import tiers
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.runner import run_sweep
 from simulate.sweep.schema import one_configuration, read_records
-from theory.plumbing.cli import Parser, interrupted, run_main
+from theory.plumbing.cli import Parser, interrupted, print_error, run_main
 from theory.plumbing.jsonl import RecordsError, being_written
 from theory.plumbing.paths import (
     check_distinct,
@@ -288,7 +288,7 @@ def main(argv=None) -> int:
     try:
         _check(args, names)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     os.makedirs(args.out, exist_ok=True)
 
@@ -308,7 +308,7 @@ def main(argv=None) -> int:
             for doc in args.results_md:
                 regenerate(doc)
     except (RecordsError, ValueError, OSError) as exc:  # a full disk or a file-size limit too
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     except KeyboardInterrupt:  # records are appended whole; figures are drawn from them
         return interrupted("the records written so far are whole, resume with the same command")

@@ -6,11 +6,33 @@ and log power the way the teacher's band is (:func:`theory.exponents.teacher_log
 are accepted -- the names ``n``, ``p``, ``alpha``, ``log``, ``exp``, ``sqrt`` and ``Rational``,
 decimal numbers (``2``, ``0.5``, ``1e-3``; no complex, hexadecimal or ``_`` literals), the
 operators ``+ - * / **``, parentheses and the comma of ``Rational(a, b)``; anything else is
-refused with one line naming the token.  Only then is the text handed to sympy's
-``parse_expr``, with those names alone in its namespace (no builtins), so nothing but sympy
-numbers, the three symbols and the four functions can be built.  At most
-:data:`MAX_LENGTH` characters, and no power of a number to a number beyond
-:data:`MAX_NUMBER_POWER` (sympy would compute ``10**10**10`` exactly).
+refused with one line naming the token.  ``Rational`` takes exactly two plain decimal
+integers, each with optional minus signs (``Rational(1, 2)``, ``Rational(-3, 4)``), anything
+else refused: sympy calls it while it parses, before any bound below is checked, on whatever
+it is given (``Rational(0.1)`` is 3602879701896397/2^55, ``Rational(1e-9999)`` a fraction of
+10,000 digits).  Only then is the text handed to sympy's ``parse_expr``, with those names
+alone in its namespace (no builtins), so nothing but sympy numbers, the three symbols and the
+four functions can be built.  Each number sympy or mpmath will compute is bounded before it
+is computed -- sympy computes exactly, mpmath ``exp(x)`` with ``log2 |x|`` more bits, so
+``((10**4)**(10**4))**(10**4)`` or ``exp(exp(n**3))`` would never end -- and refused in one
+line naming the part:
+
+* the text: at most :data:`MAX_LENGTH` characters, and no number written with an exponent
+  beyond :data:`MAX_DIGITS` (sympy builds ``1e-999999999`` digit by digit);
+* every part made of numbers alone (no n, p or alpha) of the text as parsed unevaluated, and
+  again with each truth's p and alpha before sympy puts them in (``2**2**2**p`` at p = 20):
+  its value is computed bottom up in mpmath at 53 bits (whose exponents have no bound, so
+  nothing large is built), a power's and an exponential's magnitude from their parts' before
+  they are computed, so that the check itself is always fast; refused where it is beyond
+  ``10^``:data:`MAX_DIGITS` in magnitude, where the exact number sympy may make of it may
+  have more than :data:`MAX_DIGITS` digits (``((10**399 + 1)/10**399)**10000`` is about 1,
+  its fraction has 8 million digits; ``exp(c*log(x))`` becomes ``x**c``), or where it is a
+  power of a number to an exponent beyond :data:`MAX_NUMBER_POWER` (``10**10**10``); a part
+  without a value (``1/0``, ``log(0)``) is passed over, and refused by the band's checks;
+* at each n of the band (below), every part of the rate by the same rule: none beyond
+  ``10^``:data:`MAX_DIGITS` in magnitude, no power to an exponent beyond
+  :data:`MAX_EXPONENT` (``n**-(n**n)``; mpmath raises to an integer k bit by bit); and no
+  integer of more digits than Python prints (4300, ``10**9999``), which lambdify must.
 
 **The band** (:func:`stated_band`), for one truth's ``(p, alpha)`` over a design's
 ``n_1 < ... < n_k``, of ``f(n) = EXPR`` at that ``(p, alpha)`` (alpha taken as the decimal
@@ -50,7 +72,18 @@ import mpmath as mp
 import sympy as sp
 from sympy.parsing.sympy_parser import auto_number, parse_expr
 
-__all__ = ["ALLOWED", "MAX_LENGTH", "StatedBand", "parse_rate", "stated_band"]
+from theory.rate_sizes import MAX_DIGITS, MAX_EXPONENT, MAX_NUMBER_POWER, check_sizes
+
+__all__ = [
+    "ALLOWED",
+    "MAX_DIGITS",
+    "MAX_EXPONENT",
+    "MAX_LENGTH",
+    "MAX_NUMBER_POWER",
+    "StatedBand",
+    "parse_rate",
+    "stated_band",
+]
 
 _n = sp.Symbol("n", positive=True)
 _p = sp.Symbol("p", positive=True, integer=True)
@@ -64,8 +97,6 @@ ALLOWED = {
 _OPS = {"+", "-", "*", "/", "**", "(", ")", ","}
 _NUMBER = re.compile(r"(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 MAX_LENGTH = 400
-# the largest power of a number to a number (10**10**10 would be computed exactly)
-MAX_NUMBER_POWER = 10_000
 # the log-spaced points between the design's ends at which f must decrease too
 GRID = 64
 # mpmath's working precision of the band's evaluation
@@ -97,13 +128,51 @@ def _check_tokens(text: str) -> None:
             continue
         if kind == tokenize.NAME and s not in ALLOWED:
             raise _refuse(text, f"unknown name {s!r}; an expression may use {names}")
-        if kind == tokenize.NUMBER and not _NUMBER.fullmatch(s):
+        number = _NUMBER.fullmatch(s) if kind == tokenize.NUMBER else None
+        if kind == tokenize.NUMBER and not number:
             raise _refuse(text, f"number {s!r} is not a plain decimal (2, 0.5, 1e-3)")
+        if number and number[2] and abs(int(number[2][1:])) > MAX_DIGITS:
+            raise _refuse(text, f"number {s!r} has an exponent beyond {MAX_DIGITS}")
         if kind == tokenize.OP and s not in _OPS:
             hint = " (powers are **)" if s == "^" else ""
             raise _refuse(text, f"operator {s!r} is not allowed{hint}; use + - * / ** ( ) ,")
         if kind not in (tokenize.NAME, tokenize.NUMBER, tokenize.OP):
             raise _refuse(text, f"token {s!r} is not allowed; an expression may use {names}")
+    _check_rationals(text, [t.string for t in tokens if t.string.strip()])
+
+
+_INTEGER = re.compile(r"\d+")
+
+
+def _check_rationals(text: str, tokens: list[str]) -> None:
+    """Every ``Rational`` of the text given two plain integers, each with optional minus signs
+    (module docstring): sympy calls it while it parses, before any bound is checked."""
+    for i in (i for i, s in enumerate(tokens) if s == "Rational"):
+        rest, ok = iter(tokens[i + 1 :]), True
+        for expected in ("(", "INT", ",", "INT", ")"):
+            s = next(rest, None)
+            while expected == "INT" and s == "-":
+                s = next(rest, None)
+            ok = ok and (bool(_INTEGER.fullmatch(s or "")) if expected == "INT" else s == expected)
+        if not ok:
+            raise _refuse(text, "Rational takes two plain integers, as in Rational(-3, 4)")
+
+
+# what sympy's own transformations call (numbers; Add, Mul, Pow unevaluated): no name of the
+# text can reach them, the whitelist having refused every other name
+_GLOBALS = {"__builtins__": {}, "Integer": sp.Integer, "Float": sp.Float, "Add": sp.Add,
+            "Mul": sp.Mul, "Pow": sp.Pow}  # fmt: skip
+
+
+def _parse(text: str, evaluate: bool):
+    return parse_expr(text, local_dict=dict(ALLOWED), global_dict=dict(_GLOBALS),
+                      transformations=(auto_number,), evaluate=evaluate)  # fmt: skip
+
+
+@lru_cache(maxsize=64)
+def _unevaluated(text: str):
+    """``text`` parsed unevaluated, as sympy wrote it (after :func:`parse_rate` accepted it)."""
+    return _parse(text, False)
 
 
 @lru_cache(maxsize=64)
@@ -111,18 +180,9 @@ def parse_rate(text: str) -> sp.Expr:
     """``text`` as a sympy expression in the symbols n, p and alpha (module docstring);
     ValueError, one line naming the token or the reason, otherwise."""
     _check_tokens(text)
-    # what sympy's own transformations call (numbers; Add, Mul, Pow unevaluated): no name of
-    # the text can reach them, the whitelist having refused every other name
-    glob = {"__builtins__": {}, "Integer": sp.Integer, "Float": sp.Float, "Add": sp.Add,
-            "Mul": sp.Mul, "Pow": sp.Pow}  # fmt: skip
-
-    def parse(evaluate: bool):
-        return parse_expr(text, local_dict=dict(ALLOWED), global_dict=glob,
-                          transformations=(auto_number,), evaluate=evaluate)  # fmt: skip
-
     try:  # any failure to parse the user's text is bad input, whatever sympy raises
-        _check_powers(text, parse(False))
-        expr = parse(True)
+        check_sizes(text, _unevaluated(text), {}, "")
+        expr = _parse(text, True)
     except ValueError as exc:
         if str(exc).startswith("--rate "):
             raise
@@ -132,19 +192,6 @@ def parse_rate(text: str) -> sp.Expr:
     if not isinstance(expr, sp.Expr) or isinstance(expr, sp.Tuple):
         raise _refuse(text, "not an expression in n, p and alpha")
     return expr
-
-
-def _check_powers(text: str, raw) -> None:
-    """Refuse a power of a number to a number beyond :data:`MAX_NUMBER_POWER` in size
-    (``10**10**10``): sympy would compute it exactly, without end.  ``raw``: the text parsed
-    unevaluated."""
-    if not isinstance(raw, sp.Basic):
-        return
-    for node in sp.preorder_traversal(raw):
-        if node.is_Pow and node.base.is_number and node.exp.is_number:
-            size = abs(complex(sp.N(node.exp, 15)))
-            if not size <= MAX_NUMBER_POWER:
-                raise _refuse(text, f"the power {node} of a number is beyond {MAX_NUMBER_POWER}")
 
 
 @dataclass(frozen=True)
@@ -177,6 +224,8 @@ def _at(text: str, p: int, alpha) -> sp.Expr:
     subs = {_p: sp.Integer(int(p))}
     if alpha is not None:
         subs[_alpha] = sp.Rational(repr(float(alpha)))
+    # sympy computes exactly what p and alpha make of numbers alone (2**2**2**p): bounded first
+    check_sizes(text, _unevaluated(text), subs, _truth_words(p, alpha))
     return expr.subs(subs)
 
 
@@ -193,10 +242,19 @@ def _exponent(text: str, f: sp.Expr, where: str) -> sp.Expr:
     return e
 
 
+def _mpmath_function(text: str, f: sp.Expr):
+    """``f`` as a function of n in mpmath; ValueError where it holds an integer longer than
+    Python prints (``sys.get_int_max_str_digits()``, 4300 digits), as lambdify must."""
+    try:
+        return sp.lambdify(_n, f, "mpmath")
+    except ValueError:
+        raise _refuse(text, "holds a number of more digits than Python prints (4300)") from None
+
+
 def _values(text: str, f: sp.Expr, ns: tuple[int, ...], where: str) -> list:
     """``f`` at the design's n and the grid between its ends (mpmath), checked positive and
     strictly decreasing; ValueError naming the first n where it is not."""
-    fn = sp.lambdify(_n, f, "mpmath")
+    fn = _mpmath_function(text, f)
     lo, hi = mp.log(ns[0]), mp.log(ns[-1])
     grid = [mp.exp(lo + (hi - lo) * i / (GRID + 1)) for i in range(1, GRID + 1)]
     # a grid point that is a design n but for rounding is that n
@@ -204,6 +262,7 @@ def _values(text: str, f: sp.Expr, ns: tuple[int, ...], where: str) -> list:
     at_design = {mp.mpf(k): None for k in ns}
     prev = None
     for x in sorted([*at_design, *grid]):
+        check_sizes(text, f, {_n: x}, f"at n = {mp.nstr(x, 6)}, {where}")
         try:
             v = fn(x)
             v = mp.mpf(v) if isinstance(v, int | float) else v
@@ -246,7 +305,7 @@ def _band(text: str, ns: tuple[int, ...], p: int, alpha: float | None) -> Stated
         ell = _ls_slope(x, [mp.log(v) for v in x])
         # slope(log f) - e = slope(log f - e log n): the difference taken symbolically, so
         # that a pure power leaves exactly 0 and C n^e log^k n exactly k log log n + log C
-        rest = sp.lambdify(_n, sp.expand_log(sp.log(f) - e * sp.log(_n), force=True), "mpmath")
+        rest = _mpmath_function(text, sp.expand_log(sp.log(f) - e * sp.log(_n), force=True))
         c = _ls_slope(x, [mp.mpf(rest(mp.mpf(k))) for k in ns]) / ell
         slope = _ls_slope(x, ys)
         return StatedBand(float(e), float(c), float(slope), float(ell))

@@ -15,7 +15,7 @@ import mpmath
 from theory.bounds import eps_n, lemma_6_1, optimal_structure, r_n, theorem_4_1_bound, xi_bound
 from theory.conditions import condition_5_3
 from theory.exponents import METRICS, corollary_6_1_rate, log_factor_power, predicted_exponent
-from theory.plumbing.cli import Parser
+from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import check_output_file, path_arg, write_json
 from theory.priors import log_prior_N
 from theory.qstar import q_star_log10
@@ -263,7 +263,7 @@ def main(argv=None) -> int:
             check_output_file(args.json, "--json")
         r = _report_or_range_error(n, args)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     print(format_report(r))
     if args.json:

@@ -22,7 +22,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 
-from theory.plumbing.cli import Parser, run_main
+from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.paths import read_text_bounded, write_atomic
 
 __all__ = ["CURRENT", "RECORDS", "Decided", "decided_of", "load", "main", "summary_lines"]
@@ -168,7 +168,7 @@ def main(argv=None) -> int:
     try:
         decided = derive()
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     text = file_text(decided)
     if args.check:

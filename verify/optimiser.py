@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import time
 
 import numpy as np
@@ -48,7 +47,7 @@ from simulate.sweep.recipes import RECIPE_DEFAULTS, RECIPES, recipe_settings
 from simulate.sweep.runner import SweepRunOptions, run_sweep
 from simulate.sweep.schema import read_records
 from simulate.sweep.truth_spec import TruthSpec
-from theory.plumbing.cli import Parser, interrupted, run_main
+from theory.plumbing.cli import Parser, interrupted, print_error, run_main
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import check_distinct, check_output_file, protect_inputs, write_atomic
 from theory.plumbing.paths import path_arg as _path
@@ -410,7 +409,7 @@ def main(argv=None) -> int:
             res = benchmark(args.recipes, truths, args.n, args.replicates or 4, args.out_dir,
                             workers=args.workers or None, tabulate=args.tabulate)  # fmt: skip
     except (ValueError, OSError, RecordsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     except KeyboardInterrupt:  # each records file is whole (run_sweep's single appends)
         return interrupted(

@@ -135,6 +135,30 @@ def _refuse_growing(args, path) -> bool:
     return True
 
 
+def _sweep_specs(args, truths, tier: dict, overrides: dict, proto) -> list[tuple]:
+    """``(name, truths, settings, control replicates)`` of each sweep :func:`planned_sweep`
+    plans: a confirmatory tier's protocol sweeps (the step's overrides only, with a note
+    where they move its design), or a plain tier's one sweep with every override."""
+    if "sweeps" in tier:  # a confirmatory tier: its protocol's sweeps
+        # how the step runs (--mlp, --compile) is float rounding, not a number a verdict
+        # depends on: it moves a confirmatory tier's sweeps too, and its records say so
+        step = {k: v for k, v in overrides.items() if k in STEP_FIELDS}
+        specs = [(s["name"], s["truths"], {**s["sweep"], **step}, s["control_replicates"])
+                 for s in tier["sweeps"]]  # fmt: skip
+        moved = {k: v for k, v in step.items()
+                 if any(s["sweep"].get(k) != v for s in tier["sweeps"])}  # fmt: skip
+        if moved:
+            print(f"note: the step differs from protocol {proto.name}'s design ({moved}): a"
+                  " re-run of the design at another float rounding, exploratory; its records"
+                  " carry the step in their configuration")  # fmt: skip
+        return specs
+    recipe = {}  # the tier's own (simulate.sweep.tiers.TRAINING) unless one is named
+    if args.recipe and tier["sweep"].get("estimator", "asvi") == "asvi":
+        recipe = recipe_settings(args.recipe)
+    return [(None, truths or tier["truths"], {**tier["sweep"], **recipe, **overrides},
+             tier.get("control_replicates"))]  # fmt: skip
+
+
 def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
     """The tier's sweeps (with the flags' overrides), each with its budget-doubling
     control, and a confirmatory tier's known-answer control, with the records files they
@@ -150,24 +174,7 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
     check_output_file(source, "--out", read_only_ok=True)
     root, ext = os.path.splitext(source)
     ext = ext or ".jsonl"
-    if "sweeps" in tier:  # a confirmatory tier: its protocol's sweeps
-        # how the step runs (--mlp, --compile) is float rounding, not a number a verdict
-        # depends on: it moves a confirmatory tier's sweeps too, and its records say so
-        step = {k: v for k, v in overrides.items() if k in STEP_FIELDS}
-        specs = [(s["name"], s["truths"], {**s["sweep"], **step}, s["control_replicates"])
-                 for s in tier["sweeps"]]  # fmt: skip
-        moved = {k: v for k, v in step.items()
-                 if any(s["sweep"].get(k) != v for s in tier["sweeps"])}  # fmt: skip
-        if moved:
-            print(f"note: the step differs from protocol {proto.name}'s design ({moved}): a"
-                  " re-run of the design at another float rounding, exploratory; its records"
-                  " carry the step in their configuration")  # fmt: skip
-    else:
-        recipe = {}  # the tier's own (simulate.sweep.tiers.TRAINING) unless one is named
-        if args.recipe and tier["sweep"].get("estimator", "asvi") == "asvi":
-            recipe = recipe_settings(args.recipe)
-        specs = [(None, truths or tier["truths"], {**tier["sweep"], **recipe, **overrides},
-                  tier.get("control_replicates"))]  # fmt: skip
+    specs = _sweep_specs(args, truths, tier, overrides, proto)
     # nothing to re-run for the known-answer control or a named regressor (ASVI's step cap)
     no_control = args.no_control or not tier.get("control", True) or bool(named)
     every_n = args.control_every_n or tier.get("control_every_n", False)

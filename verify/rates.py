@@ -89,12 +89,12 @@ import traceback
 
 from simulate.alloc import tune_malloc
 from simulate.progress import end_line
-from simulate.sweep import costs
 from simulate.sweep.budget import BudgetLink, linkable
-from simulate.sweep.cli import resume_note
+from simulate.sweep.cli import capped_note, resume_note
 from simulate.sweep.cluster import NoWorkersError
 from simulate.sweep.foreign import RegressorFailed
 from simulate.sweep.parallel import (
+    WorkerDied,
     shared_pool,
 )
 from simulate.sweep.runner import (
@@ -102,7 +102,7 @@ from simulate.sweep.runner import (
     run_sweep,
     warm_worker,
 )
-from theory.plumbing.cli import interrupted, run_main
+from theory.plumbing.cli import interrupted, print_error, run_main
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import (
     write_atomic,
@@ -113,12 +113,11 @@ from verify import stated_rate
 from verify.analysis import analyse
 from verify.decided import summary_lines
 from verify.design import design_power
-from verify.flag_rules import dry_run_note
+from verify.dry_run import dry_run
 from verify.plan import Plan, existing_records, planned_sweep
 from verify.rates_args import (
     check_paths,
     figures_dir,
-    parser_defaults,
     read_command,
 )
 from verify.records import cells_of, records_protocol
@@ -129,8 +128,6 @@ from verify.render import (
     power_lines,
 )
 from verify.results import results_document
-from verify.sizing import control_probability
-from verify.slopes import expected_slope_se
 from verify.status import (
     EXIT_BAD_INPUT,
     EXIT_CRASH,
@@ -167,26 +164,28 @@ def main(argv=None) -> int:
             plan = checked_plan(cmd)
             source, partial = plan.source, False
     except (ValueError, RecordsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # argparse
         return EXIT_BAD_INPUT if exc.code else 0
     except Exception:  # reading the input crashed: a crash, never the FAIL code
         return _crashed()
     if args.dry_run:
-        return _dry_run(args, plan, proto)
+        return dry_run(args, plan, proto)
     writing: list[str] = []  # the records file being written, for a Ctrl-C's line
     read = (source, records, control_records, partial)
     try:
         return _run(args, truths, workers, plan, read, proto, writing)
-    except NoWorkersError as exc:  # a cluster without workers: what was recorded resumes
+    # a cluster without workers, a pool worker killed (the out-of-memory killer's SIGKILL):
+    # what was recorded resumes
+    except (NoWorkersError, WorkerDied) as exc:
         note = f"; {resume_note(writing[-1])}" if writing else ""
         end_line()  # the progress bar, left mid-line
-        print(f"error: {exc}{note}", file=sys.stderr)
+        print_error(f"{exc}{note}")
         return EXIT_BAD_INPUT
     # a held lock, an unreachable scheduler, a named regressor failing on a cell's data
     except (RecordsError, OSError, TimeoutError, RegressorFailed) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:  # the file being written (_run sets it) is whole and resumes
         return interrupted(resume_note(writing[-1]) if writing else None)
@@ -217,103 +216,6 @@ EXIT_WORDS = {
 }
 
 
-def _dry_run(args, plan: Plan, proto) -> int:
-    """``--dry-run``: the protocol, the design of every sweep and its power before any
-    training; nothing is trained or written (the options given that act only on the run
-    itself: one note, ``verify.flag_rules.dry_run_note``)."""
-    note = dry_run_note(args, parser_defaults())
-    if note:
-        print(note)
-    print(f"protocol {proto.tag} ({proto.kind})")
-    sweeps = [(r.label, r.cfg, r.path) for r in plan.runs]
-    if plan.gp:
-        sweeps.append(("known-answer control", plan.gp.cfg, plan.gp.path))
-    for name, cfg, path in sweeps:
-        print(
-            f"{name}: truths {[t.key for t in cfg.truths]}, n = {list(cfg.ns)}, "
-            f"{cfg.replicates} replicates, data seed {cfg.seed}"
-            + (f", priors nu = {cfg.gp_nus}" if cfg.estimator == "gp" else "")
-            + (f", k-NN members {cfg.knn_ks}" if cfg.estimator == "knn" else "")
-            + (f", {_regressor_words(cfg)}" if cfg.estimator == "regressor" else "")
-            + f"; records {path}"
-        )
-        print(power_lines(design_power(cfg, proto), cfg))
-    for r in plan.runs:
-        c = r.control
-        if c is not None:
-            print(f"budget-doubling control{' of ' + r.name if r.name else ''}: n ="
-                  f" {list(c.ns)}, replicates 0..{c.replicates - 1}, twice the cap, half the"
-                  f" tolerance; margin +-{proto.budget_margin:g};"
-                  f" records {r.control_path}")  # fmt: skip
-            for line in _control_power_lines(c, proto):
-                print(line)
-    print(_cost_lines(args, plan))
-    return 0
-
-
-def _regressor_words(cfg) -> str:
-    """A named regressor and its parameters as given (``--estimator``)."""
-    given = ", ".join(f"{k}={v}" for k, v in (cfg.regressor_params or {}).items())
-    return f"regressor {cfg.regressor}({given})"
-
-
-def _control_power_lines(c, proto) -> list[str]:
-    """Per truth of a budget control ``c`` with a pilot cv of its slope change
-    (``[pilot_cv_control]``), the prospective probability that it says "converged" when
-    twice the budget changes nothing (``verify.sizing.control_probability``: its interval
-    inside the margin)."""
-    out = []
-    for t in c.truths:
-        cv = proto.cv_for(t.key, t.kind, control=True)
-        if cv is None:
-            continue
-        se = expected_slope_se(list(c.ns), c.replicates, cv)
-        p = control_probability(proto.budget_margin, se, c.replicates, proto.level)
-        out.append(f"  {t.key}: pilot cv of the change {cv:.2g}, slope SE {se:.3f};"
-                   f" P(converged | no change) {p:.2f}")  # fmt: skip
-    return out
-
-
-def _cost_lines(args, plan: Plan) -> str:
-    """The design's estimated cost from the measured per-cell costs the toolkit ships
-    (``simulate.sweep.costs``): per sweep and in all, on the run's workers; each control
-    priced as a sweep of its own cells (it continues the sweep's states, so it costs
-    less); the cells no measured row prices named; a named regressor (``--estimator``) not
-    priced at all, said so (the table holds no estimator but ASVI and the GP), and no total
-    given where nothing is priced."""
-    workers = args.workers or plan.workers or 1  # a cluster's: not known here
-    sweeps = [(r.label, r.cfg) for r in plan.runs]
-    sweeps += [(f"control{' of ' + r.name if r.name else ''}", r.control)
-               for r in plan.runs if r.control]  # fmt: skip
-    if plan.gp:
-        sweeps.append(("known-answer control", plan.gp.cfg))
-    lines = [f"estimated cost (measured per-cell costs, {costs.TABLE_NAME}):"]
-    total, unpriced, unknown = 0.0, [], []
-    for name, cfg in sweeps:
-        if cfg.estimator == "regressor":  # the table measures ASVI's and the GP's cells only
-            lines.append(f"  {name}: not priced: {_regressor_words(cfg)} is an estimator the"
-                         " cost table does not know (its seconds are known only once a cell"
-                         " has run: try a small --n first)")  # fmt: skip
-            unknown.append(name)
-            continue
-        e = costs.estimate(cfg)
-        total += e.total_s
-        unpriced += e.unpriced
-        own = {p: p[0].rsplit("-s", 1)[0] + " at" for p in e.priced}  # priced by its own rows
-        how = sorted({p[3] for p in e.priced if not p[3].startswith(own[p])})
-        lines.append(f"  {name}: {e.total_s / 60:.1f} min of one worker"
-                     + (f" ({'; '.join(how)})" if how else ""))  # fmt: skip
-    if unknown and len(unknown) == len(sweeps):  # nothing priced: no total to give
-        lines.append("  in all: not priced (no sweep the cost table knows)")
-        return "\n".join(lines)
-    lines.append(f"  in all: {total / 60:.1f} min of one worker, about {total / 60 / workers:.1f}"
-                 f" min on {workers} worker{'s' if workers > 1 else ''}"
-                 + (f", besides {', '.join(unknown)} (not priced)" if unknown else ""))  # fmt: skip
-    if unpriced:
-        lines.append(f"  not priced (no measured row): {unpriced}")
-    return "\n".join(lines)
-
-
 def _budget_link(args, cfg, path, ccfg):
     """The sweep's and the control's :class:`BudgetLink` (``simulate.sweep.budget``: the
     sweep keeps its capped candidates' states in a folder beside the records, removed once
@@ -330,6 +232,31 @@ def _budget_link(args, cfg, path, ccfg):
     return BudgetLink(folder, "save", ccfg), BudgetLink(folder, "load", cfg)
 
 
+# what raises a tier's step cap here (verify.rates has no cap flag: the tier's is its own;
+# simulate.sweep.recipes' "epochs" doubles its growth with n, "budget" its floor); a
+# confirmatory tier's cap is its protocol's design, which refuses --recipe
+CAP_REMEDY = "raise it with --recipe epochs or --recipe budget (simulate.sweep.recipes)"
+CONFIRM_CAP = "the cap is the protocol's pre-registered design"
+CONTROL_WORDS = "the budget-doubling control measures what twice the cap changes"
+
+
+def capped_notes(records, control_records, control: bool, confirm: bool = False) -> list[str]:
+    """The notes of the candidates the sweeps and their budget controls left at the step
+    cap unconverged (``simulate.sweep.cli.capped_note``: a capped candidate's numbers are a
+    budget's, not the ELBO's optimum); ``control``: the run has a budget-doubling control,
+    whose measure of the cap the note names; ``confirm``: a confirmatory tier's run, whose
+    cap no flag changes."""
+    remedy = CONFIRM_CAP if confirm else CAP_REMEDY
+    notes = [capped_note(records, remedy + (f"; {CONTROL_WORDS}" if control else ""))]
+    notes.append(capped_note(control_records, remedy, "budget-doubling control"))
+    return [n for n in notes if n]
+
+
+def _confirmatory(args) -> bool:
+    """A training run of a pre-registered tier (``--tier confirm...``)."""
+    return not args.records and args.tier in protocols.CONFIRM_TIERS
+
+
 def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[str]) -> int:
     """Train (unless ``--records``), analyse, print, draw and write; returns the status.
     ``plan``: :func:`planned_sweep`'s (None with ``--records``); ``read``: ``(source,
@@ -343,9 +270,10 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
     try:
         results = analyse(records, truths or None, control_records, proto)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return EXIT_BAD_INPUT
-    return _report(args, results, read, proto, t0)
+    notes = capped_notes(records, control_records, bool(control_records), _confirmatory(args))
+    return _report(args, results, read, proto, t0, notes)
 
 
 def execute(args, plan: Plan, proto, workers, writing: list[str], source: str):
@@ -374,8 +302,11 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str):
             print(power_lines(design_power(cfg, proto), cfg))
             t1 = time.perf_counter()
             link = _budget_link(args, cfg, run.path, ccfg)
-            records += sweep(cfg, run.path, link and link[0])
+            recs = sweep(cfg, run.path, link and link[0])
+            records += recs
             print(f"sweep{own}: {time.perf_counter() - t1:.0f} s")
+            for note in capped_notes(recs, [], ccfg is not None, _confirmatory(args)):
+                print(note)
             if ccfg is None:
                 continue
             print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
@@ -384,8 +315,11 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str):
                       " cap with no plateau, or at their first plateau): the control"
                       " continues its own from there")  # fmt: skip
             t1 = time.perf_counter()
-            control_records += sweep(ccfg, run.control_path, link and link[1])
+            crecs = sweep(ccfg, run.control_path, link and link[1])
+            control_records += crecs
             print(f"control{own}: {time.perf_counter() - t1:.0f} s")
+            for note in capped_notes([], crecs, True, _confirmatory(args)):
+                print(note)
             if link:  # a cache: the control's records are written
                 link[0].clear(cfg)
         if plan.gp is not None:
@@ -396,9 +330,11 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str):
     return records, control_records
 
 
-def _report(args, results, read, proto, t0: float) -> int:
+def _report(args, results, read, proto, t0: float, notes=()) -> int:
     """Print the results (the one-screen summary first), draw them and write the reports;
-    returns the exit status."""
+    returns the exit status.  ``notes``: lines printed with the report's own notes (the
+    candidates left at the step cap, :func:`capped_notes`; printed only: the JSON report's
+    document, ``verify.results``, holds no field for them)."""
     source, _, _, partial = read
     what = "recorded sweeps" if args.records else f"tier {args.tier}"
     print(f"verify.rates: {what}, records {source}, {time.perf_counter() - t0:.0f} s")
@@ -413,6 +349,8 @@ def _report(args, results, read, proto, t0: float) -> int:
             f"note: the records were written under {theirs or 'no protocol'}; these verdicts"
             f" are under {proto.tag}"
         )
+    for line in notes:
+        print(line)
     for line in stated_rate.opening_lines(proto, results):
         print(line)
     if partial:

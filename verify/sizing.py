@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from theory.plumbing.cli import Parser
+from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import path_arg
 from verify import protocol as protocols
 from verify.attainment import attainment_power
@@ -213,7 +213,7 @@ def main(argv=None) -> int:
     proto = protocols.load(args.protocol)
     for path in args.records:
         if not os.path.isfile(path):
-            print(f"error: no records file {path}", file=sys.stderr)
+            print_error(f"no records file {path}")
             return 2
         recs, ctrl = read_with_control(path, "give a records file of one configuration")
         for r in analyse(recs, control=ctrl, protocol=proto):

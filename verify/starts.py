@@ -29,7 +29,6 @@ constructive posteriors with R on the same objective tells which is nearer it:
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -37,7 +36,7 @@ from types import MappingProxyType
 import numpy as np
 
 from simulate.sweep.schema import read_records
-from theory.plumbing.cli import Parser, run_main
+from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import path_arg
 from verify.records import ARM_ESTIMATORS, cells_of
@@ -396,7 +395,7 @@ def main(argv=None) -> int:
             raise ValueError(f"no records file {args.records}")
         print(arms_table(read_records(args.records)))
     except (ValueError, OSError, RecordsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     return 0
 

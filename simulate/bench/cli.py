@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 from dataclasses import replace
 
 import torch
@@ -31,7 +30,7 @@ from simulate.core.steppath import MLP_KINDS, mlp_help, path_of
 from simulate.experiments.table1 import METHODS
 from simulate.sweep import tiers
 from simulate.sweep.schema import read_records
-from theory.plumbing.cli import Parser
+from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import check_distinct, check_output_file, path_arg, write_json
 
 __all__ = ["main"]
@@ -159,7 +158,7 @@ def main(argv=None) -> int:
     try:
         _check(args)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 
-from theory.plumbing.cli import Parser, run_main
+from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.jsonl import append_jsonl, read_jsonl
 from theory.plumbing.paths import path_arg
 
@@ -109,13 +109,13 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)
     if args.repeats < 1:
-        print(f"error: --repeats must be >= 1, got {args.repeats}", file=sys.stderr)
+        print_error(f"--repeats must be >= 1, got {args.repeats}")
         return 2
     for path in args.records:
         try:
             res = store_costs(path, args.repeats)
         except (OSError, ValueError, KeyError) as exc:
-            print(f"error: {path}: {exc}", file=sys.stderr)
+            print_error(f"{path}: {exc}")
             return 2
         base = res["jsonl"]
         print(f"{path}: {res['records']} records in {res['appends']} appends")

@@ -28,11 +28,15 @@ declaration); whether a path may be compiled at all is the path's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 
 from simulate.core import native
+from simulate.core.constraints import Interval
+from simulate.core.native.network import MAX_HIDDEN_LAYERS
 
 __all__ = [
     "BATCHED",
+    "DEPTH_EVERY_PATH",
     "MLP_KINDS",
     "NATIVE",
     "NATIVE_KINDS",
@@ -82,6 +86,29 @@ class StepPath:
             raise ValueError(
                 f"mlp={self.name!r} runs the whole step in C: there is nothing to compile "
                 "(compile=False)"
+            )
+
+    @property
+    def max_depth(self) -> int | None:
+        """The most hidden layers this path trains: on a C path the C code's limit
+        (``simulate.core.native.network.MAX_HIDDEN_LAYERS``, 63: its activation buffers'
+        array); None on the torch path, which has no limit of its own (memory bounds it:
+        ``simulate.core.sizes``)."""
+        return MAX_HIDDEN_LAYERS if self.runs_c else None
+
+    def check_depth(self, depth: int, flag: str = "--mlp") -> None:
+        """``ValueError`` (one line) where this path cannot train networks of ``depth``
+        hidden layers (:attr:`max_depth`), naming the limit and the torch path as the way
+        out; checked where a configuration is made (the estimators' parameters, a sweep's
+        configuration) -- the C code's own check (``_check_layout``) comes only once the
+        models, their data and their trainer are built, 200 s for a million layers.
+        ``flag``: the name the user gave the path by, ``--mlp`` (a command line's flag:
+        ``--mlp batched``) or ``mlp`` (a parameter: ``mlp='batched'``)."""
+        if self.max_depth is not None and depth > self.max_depth:
+            raise ValueError(
+                f"depth {depth}: {_named(flag, self.name)} runs C code, which takes at most"
+                f" {self.max_depth} hidden layers (simulate.core.native.network"
+                f".MAX_HIDDEN_LAYERS); {_named(flag, BATCHED.name)} trains deeper networks"
             )
 
     def check_kernel(self, hand_written: bool) -> None:
@@ -136,6 +163,13 @@ NATIVE_STEP = StepPath(
     " programs; never compiled)", runs_c=True, fused_pass=False, whole_step=True,
 )  # fmt: skip
 
+
+def _named(flag: str, name: str) -> str:
+    """A path as the user names it: ``--mlp NAME`` on a command line, ``mlp='NAME'`` as a
+    parameter."""
+    return f"{flag} {name}" if flag.startswith("-") else f"{flag}={name!r}"
+
+
 # every path by name, in the order the command lines list them
 PATHS = {p.name: p for p in (BATCHED, NATIVE, NATIVE_STEP)}
 MLP_KINDS = tuple(PATHS)
@@ -159,3 +193,25 @@ def mlp_help(default: str) -> str:
         f"the step path ({default}): {paths}; the C paths need a C compiler; each computes"
         " the same numbers to float rounding"
     )
+
+
+@dataclass(frozen=True)
+class _DepthEveryPath(Interval):
+    """:class:`simulate.core.constraints.Interval` whose description says why its top is
+    the C code's limit."""
+
+    def __str__(self) -> str:
+        return (
+            f"{super().__str__()} (the C step's limit, simulate.core.native.network"
+            ".MAX_HIDDEN_LAYERS, kept on every --mlp)"
+        )
+
+
+# A depth every step path trains: 1 .. the C code's limit.  The sweep's ``depth`` takes it
+# (``simulate.sweep.parts.Design``): every ASVI tier trains on the C step (``native-step``,
+# ``simulate.sweep.tiers``), ``verify.rates`` falls back to the batched one only where no C
+# compiler builds it, and ``SweepConfig`` is checked per field, without its ``mlp``
+# beside -- so a sweep's configuration is bounded by the tightest path, valid on every
+# path and machine, and a depth of 64 is one line when it is made instead of a crash in
+# the first job (exit 4 from verify.rates, a traceback from simulate.sweep).
+DEPTH_EVERY_PATH = _DepthEveryPath(Integral, 1, MAX_HIDDEN_LAYERS, "both")

@@ -15,7 +15,7 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from simulate.core import Hyper, Layout
 from simulate.core.constraints import POSITIVE, Interval, check
@@ -43,10 +43,13 @@ from simulate.estimators.inputs import (
     _dtype,
     _integer,
     _standardise,
+    check_c_depth,
+    check_depth_bound,
     check_fit_sizes,
     check_noise_points,
     check_predict_sizes,
     resolve_device,
+    validate_numeric,
 )
 from simulate.estimators.policy import (
     NOISE_FLOOR,
@@ -147,9 +150,11 @@ class _Base(FitSummaryMixin, BaseEstimator):
 
     def _checked_params(self):
         """The parameters a fit reads before any work, checked: ``(widths, depth, seed,
-        dtype)`` (and the draws' and epochs' bounds)."""
+        dtype)`` (and the draws' and epochs' bounds; a depth past the C code's limit where
+        ``mlp`` names a C path, ``check_c_depth``)."""
         widths = _check_widths(self._candidate_widths())
         depth = _integer("depth", self.depth)
+        check_c_depth(depth, self.mlp)
         _integer("elbo_draws", self.elbo_draws, lo=MIN_ELBO_DRAWS)  # the selection rule's floor
         _integer("predict_draws", self.predict_draws)
         seed = _integer("seed", self.seed, lo=0, hi=_SEED_MAX)
@@ -161,7 +166,7 @@ class _Base(FitSummaryMixin, BaseEstimator):
     def fit(self, X, y):
         """Train every candidate width in one batched program and select (ASVI)."""
         widths, depth, seed, dtype = self._checked_params()
-        X, y = validate_data(self, X, y, y_numeric=self._likelihood == "gaussian")
+        X, y = validate_numeric(self, X, y, y_numeric=self._likelihood == "gaussian")
         _check_core_range(
             "X", X, dtype, "scale the features (a StandardScaler) or use dtype='float64'"
         )
@@ -182,6 +187,7 @@ class _Base(FitSummaryMixin, BaseEstimator):
             type(self).__name__, widths, depth, (n, p, out_dim), hyper,
             (self.elbo_draws, self.predict_draws), torch.finfo(dtype).bits // 8,
         )  # fmt: skip
+        check_depth_bound(type(self).__name__, depth)
         steps, rule = self._budget(n, hyper.batch_size)
         progress = _progress(self.progress, type(self).__name__)
         dev = resolve_device(self.device)
@@ -197,7 +203,7 @@ class _Base(FitSummaryMixin, BaseEstimator):
             risk = self._validation_risk(Xv, yv)
         options = _step_options(
             self.mlp, self.compile, hyper, dev, dtype, steps if rule is None else rule.max_steps,
-            learn_noise=learn_noise,
+            depth=depth, learn_noise=learn_noise,
             noise_every=DEFAULT_OPTIONS.noise_every if rule is None else rule.window,
             noise_floor=NOISE_FLOOR,
         )  # fmt: skip
@@ -317,7 +323,7 @@ class _Base(FitSummaryMixin, BaseEstimator):
 
     def _X_for_predict(self, X) -> np.ndarray:
         self._check_fitted()
-        return validate_data(self, X, reset=False)
+        return validate_numeric(self, X, reset=False)
 
 
 class _Regressor(RegressorMixin, _Base):

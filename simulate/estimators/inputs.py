@@ -9,9 +9,11 @@ import warnings
 
 import numpy as np
 import torch
+from sklearn.utils.validation import validate_data
 
 from simulate.core import sizes
 from simulate.core.constraints import Count, Interval, check
+from simulate.core.steppath import PATHS
 
 
 def resolve_device(device) -> torch.device:
@@ -112,6 +114,76 @@ def _standardise(y: np.ndarray) -> tuple[float, float, np.ndarray]:
     return math.ldexp(mz, e), sd, (z - mz) / sz
 
 
+def validate_numeric(estimator, X, *y, **kw):
+    """``sklearn.utils.validation.validate_data(estimator, X, *y, **kw)``, with one clear
+    ``ValueError`` where X holds a column that is not numbers (:func:`non_numeric_column`):
+    ``X has a non-numeric column (column 1, named 'c', holds 'a'): encode categorical
+    columns first, e.g. with sklearn.preprocessing.OneHotEncoder``.
+
+    Why here: a pandas ``category`` column of strings passes ``validate_data`` as an object
+    array, and the range check after it (``_check_core_range``) then said ``bad operand
+    type for abs(): 'str'``; a text column of a numpy or object array, or of a DataFrame,
+    made scikit-learn say ``could not convert string to float: 'a'`` or that ``dtype='numeric'
+    is not compatible with arrays of bytes/strings``, naming neither the column nor the fix.
+    A ``ValueError`` of ``validate_data`` with X's columns all numbers (a bad y, a sparse
+    X) is scikit-learn's own, unchanged, and so is its ``TypeError`` (a dict in X: its
+    estimator checks expect that one)."""
+    try:
+        out = validate_data(estimator, X, *y, **kw)
+    except ValueError:
+        _refuse_non_numeric(X, None)
+        raise
+    checked = out[0] if y else out
+    if isinstance(checked, np.ndarray) and checked.dtype.kind not in "biufc":
+        _refuse_non_numeric(checked, getattr(estimator, "feature_names_in_", None))
+    return out
+
+
+def non_numeric_column(X, names=None) -> str | None:
+    """Where X (a DataFrame, an array or nested lists of rows) holds a column that cannot be
+    read as float64 numbers: ``"column J, named NAME, holds VALUE"`` of the first such
+    column and its first such value (``names``: the columns' names where X is an array
+    made from a DataFrame), or None where every column converts (or X has no columns to
+    look at: not two-dimensional)."""
+    columns = getattr(X, "columns", None)
+    if columns is not None and hasattr(X, "iloc"):  # a DataFrame: column by column
+        cols = [(j, columns[j], X.iloc[:, j]) for j in range(len(columns))]
+    else:
+        try:
+            a = X if isinstance(X, np.ndarray) else np.asarray(X, dtype=object)
+        except (ValueError, TypeError):  # ragged rows: not a table
+            return None
+        if a.ndim != 2 or a.dtype.kind in "biufc":
+            return None
+        cols = [(j, None if names is None else names[j], a[:, j]) for j in range(a.shape[1])]
+    for j, name, col in cols:
+        try:
+            np.asarray(col, dtype=np.float64)
+        except (ValueError, TypeError):
+            bad = next((v for v in np.asarray(col, dtype=object) if not _number(v)), None)
+            text = repr(bad) if len(repr(bad)) <= 40 else repr(bad)[:37] + "..."
+            named = "" if name is None else f", named {name!r}"
+            return f"column {j}{named}, holds {text}"
+    return None
+
+
+def _number(v) -> bool:
+    try:
+        float(v)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def _refuse_non_numeric(X, names) -> None:
+    where = non_numeric_column(X, names)
+    if where is not None:
+        raise ValueError(
+            f"X has a non-numeric column ({where}): encode categorical columns first, e.g."
+            " with sklearn.preprocessing.OneHotEncoder"
+        )
+
+
 def _check_core_range(name: str, a: np.ndarray, dtype: torch.dtype, fix: str) -> None:
     """Refuse values that the cast to float32 (the core's default dtype) would turn into
     inf, or that it would flush to zero or subnormals in a whole column (a feature or
@@ -128,6 +200,41 @@ def _check_core_range(name: str, a: np.ndarray, dtype: torch.dtype, fix: str) ->
         raise ValueError(
             f"{name} has a column of values below float32's normal range "
             f"(max |value| {top[low].max():.3g} < {_F32.tiny:.3g}): {fix}"
+        )
+
+
+def check_c_depth(depth: int, mlp) -> None:
+    """``ValueError`` (one line) where ``mlp`` names a C step path outright
+    (``"native"``, ``"native-step"``) and ``depth`` is past the C code's limit
+    (``simulate.core.steppath.StepPath.check_depth``: 63 hidden layers, naming
+    ``mlp='batched'`` as the way out); checked with the parameters, before any data work --
+    the C code's own check came only once the models, their starts and their trainer were
+    built.  ``mlp="auto"`` takes the batched pass for such a network
+    (``simulate.estimators.policy._step_options``); other values are refused there."""
+    if isinstance(mlp, str) and mlp in PATHS:
+        PATHS[mlp].check_depth(depth, "mlp")
+
+
+# The deepest network a fit builds.  The batched step runs a few torch operations per layer,
+# and the layout, the starts and the trainer are built layer by layer in Python, so depth
+# costs time long before it costs memory: depth=10**6 at width 2 (6 million parameters,
+# within any machine's memory) spent minutes building before its first step, and then
+# minutes a step.  The bound is the deepest network the paper prescribes: Lemma 6.1's
+# L = 8 + (floor(log2 n) + 5)(1 + ceil(log2 p)) (``theory.lemma_6_1``) at any n below 2**63
+# (every count here is an int64) and p up to 2**32, 8 + 67 * 33 = 2219.  Past it a depth is
+# a slip, not a plan.
+MAX_DEPTH = 8 + (62 + 5) * (1 + 32)
+
+
+def check_depth_bound(name: str, depth: int) -> None:
+    """``ValueError`` (one line) for a depth past :data:`MAX_DEPTH` (the reason is written
+    there), before anything is built; checked after :func:`check_fit_sizes`, whose memory
+    bound names depth among the sizes to lower where the machine cannot hold the fit."""
+    if depth > MAX_DEPTH:
+        raise ValueError(
+            f"{name}.fit: depth {depth} is past {MAX_DEPTH}, the deepest network Lemma 6.1"
+            " prescribes at any n < 2**63 and p <= 2**32 (simulate.estimators.inputs"
+            ".MAX_DEPTH; each layer is built and stepped in turn); use a smaller depth"
         )
 
 

@@ -96,7 +96,9 @@ class Halving:
         return lost
 
 
-def _step_options(mlp, compile, hyper, device, dtype, budget: int, **rest) -> StepOptions:
+def _step_options(
+    mlp, compile, hyper, device, dtype, budget: int, depth: int | None = None, **rest
+) -> StepOptions:
     """The :class:`StepOptions` for ``mlp`` and ``compile`` as the estimator was given them
     (module docstring, "Speed"): ``"auto"`` resolved here, other values checked as
     ``StepOptions`` is made; ``budget`` the steps the fit may run (its cap); ``rest`` the
@@ -107,11 +109,17 @@ def _step_options(mlp, compile, hyper, device, dtype, budget: int, **rest) -> St
     only the compiler is missing, with a :class:`FallbackWarning`.  Where the whole step in
     C serves too (``simulate.core.native.step_scope_problems``) and ``compile`` is not
     True, "auto" is ``"native-step"`` (nothing to compile: ``compile="auto"`` then means
-    False)."""
+    False).  ``depth`` (the hidden layers; None: not checked): the C paths take at most
+    ``StepPath.max_depth`` (``simulate.core.native.network.MAX_HIDDEN_LAYERS``), so "auto"
+    is the batched pass for a deeper network, without a word (the C code does not serve
+    it: nothing is lost), and a C path named outright is refused (``StepPath.check_depth``;
+    ``fit`` refuses it sooner, with the parameters)."""
     if isinstance(mlp, str) and mlp == "auto":
         path = BATCHED
-        serves = uses_hand_written(hyper) and not native.scope_problems(
-            hyper.likelihood, 1, device, dtype
+        serves = (
+            uses_hand_written(hyper)
+            and not native.scope_problems(hyper.likelihood, 1, device, dtype)
+            and (depth is None or NATIVE.max_depth is None or depth <= NATIVE.max_depth)
         )
         whole = (
             serves
@@ -130,6 +138,8 @@ def _step_options(mlp, compile, hyper, device, dtype, budget: int, **rest) -> St
             )
     elif isinstance(mlp, str) and mlp in MLP_KINDS:
         path = path_of(mlp)
+        if depth is not None:
+            path.check_depth(depth, "mlp")
     else:
         kinds = ", ".join(map(repr, ("auto", *MLP_KINDS)))
         raise ValueError(f"mlp must be one of {kinds}, got {mlp!r}")

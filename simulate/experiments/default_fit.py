@@ -28,7 +28,7 @@ from simulate.alloc import tune_malloc
 from simulate.core.steppath import MLP_KINDS, mlp_help
 from simulate.estimators import RECIPE_PARAMS, ASVIRegressor, recipe_params
 from simulate.sweep.recipes import RECIPES
-from theory.plumbing.cli import Parser, run_main
+from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.paths import check_output_file, path_arg, write_json
 
 
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
             check_output_file(args.json, "--json")
         overrides = recipe_params(args.recipe) if args.recipe else {}
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     tune_malloc()
     compile = {"auto": "auto", "yes": True, "no": False}[args.compile]

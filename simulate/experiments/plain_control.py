@@ -6,7 +6,6 @@ constructive-start comparison, run alone)."""
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass
 
@@ -23,7 +22,7 @@ from simulate.references.plain import PlainFit, train_plain, validation_split
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.truth_spec import TruthSpec
 from simulate.truths.functions import make_regression_data
-from theory.plumbing.cli import Parser, run_main
+from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.paths import check_output_file, path_arg, write_json
 
 
@@ -132,7 +131,7 @@ def main(argv=None) -> int:
         if args.json:
             check_output_file(args.json, "--json")
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     bar = Progress("plain")
     r = run(

@@ -21,7 +21,7 @@ from simulate.core.hyper import HYPER_DEFAULTS, PAPER_EPOCHS, PAPER_WIDTHS
 from simulate.core.posterior import PREDICT_DRAWS
 from simulate.estimators import ASVIRegressor, recipe_params
 from simulate.truths.functions import TeacherNetwork, teacher_data
-from theory.plumbing.cli import Parser, run_main
+from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.paths import check_output_file, path_arg, write_json
 
 
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
         if args.json:
             check_output_file(args.json, "--json")
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     tune_malloc()
     r = run(args.epochs, args.seed, args.n, compile=args.compile)

@@ -1,8 +1,10 @@
 """``python -m simulate.sweep``'s command line (through ``__main__.py``): its flags (the
 ``--truth`` groups, :func:`parse_truths`; the rest, :func:`build_parser`; ``--help`` prints
 :mod:`simulate.sweep.runner`'s account of a sweep), the configuration they make
-(:func:`config_from_args`), their checks before any work (exit 2, one line), and the line an
-interrupted sweep ends with (:func:`resume_note`); the sweep itself is
+(:func:`config_from_args`), their checks before any work (exit 2, one line), the line an
+interrupted sweep ends with (:func:`resume_note`; a pool worker killed under it, as the
+out-of-memory killer does, ends the same way, exit 2), and the note of the candidates a
+sweep left at its step cap (:func:`capped_note`); the sweep itself is
 :func:`simulate.sweep.runner.run_sweep`'s."""
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 
 from simulate.alloc import tune_malloc
 from simulate.progress import end_line
@@ -18,7 +21,7 @@ from simulate.sweep import runner
 from simulate.sweep.cluster import NoWorkersError
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.flags import add_sweep_flags, overrides_from_args
-from simulate.sweep.parallel import add_scheduler_flags, check_cluster_flags
+from simulate.sweep.parallel import WorkerDied, add_scheduler_flags, check_cluster_flags
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
 from simulate.sweep.runner import (
     SweepRunOptions,
@@ -29,11 +32,41 @@ from simulate.sweep.runner import (
     run_sweep,
 )
 from simulate.sweep.truth_spec import TRUTH_HELP, TruthSpec
-from theory.plumbing.cli import Parser, interrupted
+from theory.plumbing.cli import Parser, interrupted, print_error
 from theory.plumbing.jsonl import RecordsError
+from theory.plumbing.parse import NUMBER_LIMIT, BoundsError, parse_line
 from theory.plumbing.paths import check_distinct, check_output_file, path_arg, read_text_bounded
 
-__all__ = ["build_parser", "config_from_args", "main", "parse_truths", "resume_note"]
+__all__ = [
+    "DEFAULT_MAX_EPOCHS",
+    "build_parser",
+    "capped_note",
+    "config_from_args",
+    "main",
+    "parse_truths",
+    "resume_note",
+]
+
+# the step cap's growth with n where no --config file is given: the confirmatory tiers' cap
+# (simulate.sweep.tiers: "full", "constructive" and the confirm tiers set max_epochs = 160),
+# max(max_steps, ceil(160 n / batch)) steps.  Why not SweepConfig's own default (None: a
+# fixed max_steps at every n): a fixed cap is fewer passes over the data as n grows (20,000
+# steps of 128 are 80 epochs at n = 32,000 and 5 at n = 512,000), so the large n of a sweep
+# stopped at the cap, unconverged (5 of 8 candidates at n = 512,000 did), its numbers those
+# of a budget, not of the ELBO's optimum.  SweepConfig's default stays None: shipped records
+# are rebuilt from their fingerprints with the declared defaults, and the quick and tiny
+# tiers rely on it.
+DEFAULT_MAX_EPOCHS = 160
+
+# what the command line says of the step cap (the flags' help is generated from their
+# declarations, simulate.sweep.parts: said here, in --help's epilog)
+CAP_HELP = (
+    f"The step cap: without --config, --max-epochs is {DEFAULT_MAX_EPOCHS} unless given (the"
+    f" confirmatory tiers' cap, max(--max-steps, ceil({DEFAULT_MAX_EPOCHS} n / batch)) steps: a"
+    " fixed cap is fewer passes over the data as n grows); with --config, the file's own"
+    " max_epochs (absent or null: --max-steps at every n).  A sweep that leaves candidates"
+    " at the cap unconverged says so in one note on stderr."
+)
 
 
 def resume_note(path) -> str:
@@ -45,6 +78,61 @@ def resume_note(path) -> str:
     except OSError:  # not made yet
         n = 0
     return f"{n} cells recorded in {path}, resume with the same command"
+
+
+def capped_note(
+    records, remedy: str = "raise it with --max-steps or --max-epochs", label: str = ""
+) -> str | None:
+    """One line on the ASVI candidates of ``records`` that stopped at the step cap
+    unconverged, or None where none did: ``note: K of M candidates (C of D cells) stopped at
+    the step cap unconverged, at n = ... (cap ... steps); REMEDY``.
+
+    Why: a capped candidate's numbers are those of a budget, not of the ELBO's optimum
+    (the width selection and the rates read them as optima), and the records say so only
+    in their ``per_width.converged`` columns, which nobody reads unprompted (a sweep at
+    n = 512,000 left 5 of its 8 candidates at the cap and printed nothing).  The rule: a
+    candidate is capped where its ``converged`` is false and it did not fail (a diverged
+    candidate, ``per_width.failed``, is a failure, not a budget; its cell says so);
+    records without ``per_width`` (the GP and k-NN controls', a named regressor's) are
+    not counted.  The cap named is the cell's (``config.stop_rule.max_steps``: with
+    ``max_epochs`` it grows with n), else the most steps a capped candidate took.
+    ``remedy``: what raises the cap on the calling command line (``verify.rates`` has
+    no cap flag of its own); ``label``: whose records, said after ``note`` (``note
+    (LABEL): ...``)."""
+    candidates = capped = cells = capped_cells = 0
+    caps: dict[int, int] = {}  # n -> the cap of its capped cells
+    for r in records:
+        pw = r.get("per_width") if isinstance(r, dict) else None
+        if not isinstance(pw, dict) or not isinstance(pw.get("converged"), list):
+            continue
+        conv, failed = pw["converged"], pw.get("failed")
+        failed = failed if isinstance(failed, list) and len(failed) == len(conv) else []
+        steps = pw.get("steps") if isinstance(pw.get("steps"), list) else []
+        cells += 1
+        candidates += len(conv)
+        at_cap = [i for i, c in enumerate(conv) if not c and not (failed and failed[i])]
+        if not at_cap:
+            continue
+        capped += len(at_cap)
+        capped_cells += 1
+        rule = (r.get("config") or {}).get("stop_rule") or {}
+        cap = rule.get("max_steps") if isinstance(rule, dict) else None
+        if not isinstance(cap, int):
+            cap = max((steps[i] for i in at_cap if i < len(steps)), default=0)
+        n = (r.get("cell") or {}).get("n")
+        caps[n] = max(caps.get(n, 0), int(cap))
+    if not capped:
+        return None
+    ns = sorted(caps, key=lambda n: (n is None, n or 0))
+    if len(set(caps.values())) == 1:
+        where = f"n = {', '.join(map(str, ns))} (cap {caps[ns[0]]} steps)"
+    else:
+        where = "n = " + ", ".join(f"{n} (cap {caps[n]} steps)" for n in ns)
+    whose = f" ({label})" if label else ""
+    return (
+        f"note{whose}: {capped} of {candidates} candidates ({capped_cells} of {cells} cells)"
+        f" stopped at the step cap unconverged, at {where}; {remedy}"
+    )
 
 
 def parse_truths(argv: list[str]):
@@ -90,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m simulate.sweep",
         description=runner.__doc__,  # the sweep's design, as --help has always printed it
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=TRUTH_HELP,
+        epilog=f"{TRUTH_HELP}\n\n{textwrap.fill(CAP_HELP, 79)}",  # raw: wrapped here
     )
     ap.add_argument("--config", type=path_arg, help="JSON file with the SweepConfig fields")
     ap.add_argument(
@@ -127,15 +215,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(truths, args) -> SweepConfig:
-    # the recipe named, else the default one -- but a --config file is its own settings
-    # (an earlier configuration, or the GP control's, resumes as it was written)
+    """The sweep the parsed flags ``args`` and the ``--truth`` groups ``truths`` make.
+
+    The base: the recipe named (``--recipe``), else the default one
+    (:data:`~simulate.sweep.recipes.DEFAULT_RECIPE`) -- but a ``--config`` file is its own
+    settings (an earlier configuration, or the GP control's, resumes as it was written).
+    Without ``--config`` the cap grows with n, ``max_epochs`` :data:`DEFAULT_MAX_EPOCHS`
+    (the confirmatory tiers'; a recipe's own, ``epochs``'s 320, kept), unless
+    ``--max-epochs`` is given.  Then the file's settings, then the flags.  The file is
+    read within bounds (:func:`_read_config`)."""
     name = getattr(args, "recipe", None) or (None if args.config else DEFAULT_RECIPE)
     base = {} if name is None else recipe_settings(name)
     if args.config:
-        try:
-            given = json.loads(read_text_bounded(args.config, "--config"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--config {args.config}: not JSON ({exc})") from None
+        given = _read_config(args.config)
         if not isinstance(given, dict):
             raise ValueError(
                 f"--config {args.config}: the top level must be a JSON object of sweep"
@@ -143,6 +235,8 @@ def config_from_args(truths, args) -> SweepConfig:
             )
         base.update(given)
         base["truths"] = [TruthSpec(**t) for t in base.get("truths", [])]
+    else:
+        base.setdefault("max_epochs", DEFAULT_MAX_EPOCHS)
     if truths:
         base["truths"] = truths
     base.update(overrides_from_args(args))
@@ -150,6 +244,28 @@ def config_from_args(truths, args) -> SweepConfig:
         raise ValueError("give the sample sizes with --n (or in --config)")
     base.setdefault("truths", [])
     return SweepConfig(**base)
+
+
+def _read_config(path):
+    """The parsed ``--config`` file: its text read within the size bound
+    (``theory.plumbing.paths.read_text_bounded``) and parsed within the nesting and
+    number bounds of every records line (``theory.plumbing.parse.parse_line``), so that a
+    file of 5,000 nested ``[`` is one line, not Python's ``RecursionError`` (exit 1, a
+    traceback): ``ValueError`` naming the file and the bound (a sweep's settings nest a few
+    levels, their numbers are seeds and floats), or that it is not JSON."""
+    raw = read_text_bounded(path, "--config").encode("utf-8")
+    try:
+        return parse_line(raw)
+    except BoundsError as exc:
+        what = str(exc).split(" (", 1)[0]  # "nested deeper than 64 levels", "a number N ..."
+        why = (
+            "a sweep's settings nest a few"
+            if what.startswith("nested")
+            else f"at most {NUMBER_LIMIT}: a sweep's numbers are sizes, seeds and floats"
+        )
+        raise ValueError(f"--config {path}: {what} ({why}); is it the right file?") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--config {path}: not JSON ({exc})") from None
 
 
 def main(argv=None) -> int:
@@ -173,7 +289,7 @@ def main(argv=None) -> int:
         check_compile(cfg, args.scheduler)
         out = records_path_for(cfg, args.out, args.new_file, args.accept_code_change)
     except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     tune_malloc()
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
@@ -183,15 +299,20 @@ def main(argv=None) -> int:
             accept_code_change=args.accept_code_change,
             scheduler_timeout=args.scheduler_timeout, worker_timeout=args.worker_timeout,
         ))  # fmt: skip
-    except NoWorkersError as exc:  # the records so far are whole: say where, and that they resume
+    # no worker on the cluster, or a pool worker killed (the out-of-memory killer's SIGKILL):
+    # the records so far are whole, say where, and that they resume
+    except (NoWorkersError, WorkerDied) as exc:
         end_line()  # the progress bar, left mid-line
-        print(f"error: {exc}; {resume_note(out)}", file=sys.stderr)
+        print_error(f"{exc}; {resume_note(out)}")
         return 2
     except (RecordsError, OSError, TimeoutError) as exc:  # a lock held, an unreachable scheduler
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     except KeyboardInterrupt:  # the records are whole: say where, and that they resume
         return interrupted(resume_note(out))
     failed = sum(bool(r["failed"]) for r in recs)
     print(f"{len(recs)} records in {out}" + (f" ({failed} failed cells)" if failed else ""))
+    note = capped_note(recs)
+    if note:  # a warning on the records' numbers: stderr, where a redirected stdout keeps it
+        print(note, file=sys.stderr)
     return 0

@@ -32,7 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from simulate.sweep.parts import KNOWN_ANSWER
-from theory.plumbing.cli import Parser
+from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import path_arg
 
 __all__ = ["Estimate", "TABLE", "TABLE_NAME", "estimate", "load_table", "rows_from_records"]
@@ -216,7 +216,7 @@ def main(argv=None) -> int:
     rows = []
     for path in args.records:
         if not os.path.isfile(path):
-            print(f"error: no records file {path}", file=sys.stderr)
+            print_error(f"no records file {path}")
             return 2
         rows += rows_from_records(read_records(path), os.path.basename(path))
     if args.write:

@@ -29,6 +29,11 @@ Interrupts and unreachable clusters end in one line, not a traceback or a hang:
   Kubernetes'; a closed terminal's): the pool processes ignore them as they do SIGINT, so a
   signal to the group does not kill them under the pool (a broken pool, its semaphores
   leaked) but reaches the calling process alone, which ends them as for Ctrl-C.
+* **A pool process killed** (``kill -9``, the out-of-memory killer): the pool breaks
+  (``BrokenProcessPool``); :func:`map_unordered` ends the other pool processes at once
+  (the pool's own clean-up sends them SIGTERM, which they ignore, and would then wait on
+  them) and raises :class:`WorkerDied`, naming how the process ended, which the command
+  lines turn into one line with their resume note (exit 2).
 * **A Dask cluster**: :mod:`simulate.sweep.cluster` (its address, deadlines and
   waits).
 """
@@ -36,6 +41,7 @@ Interrupts and unreachable clusters end in one line, not a traceback or a hang:
 from __future__ import annotations
 
 __all__ = [
+    "WorkerDied",
     "map_unordered",
     "shared_pool",
     "SCHEDULER_TIMEOUT_S",
@@ -54,6 +60,7 @@ import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 
 import torch
 
@@ -77,6 +84,34 @@ PARENT_POLL_S = 0.5
 # the signals a pool process leaves to the process that started it (Ctrl-C and the stop
 # signals, which that process turns into one line: theory.plumbing.cli)
 PARENT_SIGNALS = (signal.SIGINT, *STOP_SIGNALS)
+
+
+class WorkerDied(BrokenProcessPool):
+    """A pool process ended without handing back its job's result: killed by a signal
+    (the out-of-memory killer's SIGKILL, a ``kill -9``) or crashed.  The pool is broken
+    and its other processes are ended; what was recorded before is whole (single
+    appends), so the same command resumes it.  A ``BrokenProcessPool`` (what the standard
+    library raises for it, with no word of why or what to do), so that a caller that
+    catches that catches this."""
+
+
+def _how_it_ended(exitcodes) -> str:
+    """How a dead pool process ended, from the pool processes' exit codes (None: still
+    running): ``killed by SIGKILL, e.g. by the out-of-memory killer``, ``killed by
+    SIGSEGV``, ``it exited with status 1``, or -- where none is known yet -- the likeliest
+    cause, said as such."""
+    for code in exitcodes:
+        if code is None or code == 0:
+            continue
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            oom = ", e.g. by the out-of-memory killer" if -code == signal.SIGKILL else ""
+            return f"killed by {name}{oom}"
+        return f"it exited with status {code}"
+    return "killed by a signal, e.g. by the out-of-memory killer"
 
 
 def _worker_init(parent_pid: int | None = None) -> None:
@@ -200,9 +235,38 @@ def _new_pool(workers: int) -> ProcessPoolExecutor:
     )
 
 
+def _processes(ex: ProcessPoolExecutor) -> list:
+    """``ex``'s processes (``multiprocessing.Process``), while it still knows them."""
+    return list((getattr(ex, "_processes", None) or {}).values())
+
+
+# how long a broken pool's dead process is waited for, to say how it ended
+DEATH_WAIT_S = 1.0
+
+
+def _exitcodes(ex: ProcessPoolExecutor, wait_s: float = DEATH_WAIT_S) -> list:
+    """The exit code of each of ``ex``'s processes (None: running, or not known), waiting
+    up to ``wait_s`` seconds for one to be known: a process killed a moment ago breaks the
+    pool as its pipes close, which can come before it has ended (measured: still running,
+    or a zombie another thread was reaping, when the pool's futures failed)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        codes = []
+        for proc in _processes(ex):
+            try:
+                codes.append(proc.exitcode)
+            except (ValueError, AssertionError):  # closed, or not this process's child
+                codes.append(None)
+        if any(c is not None for c in codes) or time.monotonic() >= deadline:
+            return codes
+        time.sleep(0.02)
+
+
 def _end_now(ex: ProcessPoolExecutor) -> None:
-    """Drop what is queued on ``ex`` and end its processes at once."""
-    procs = list((getattr(ex, "_processes", None) or {}).values())  # before shutdown
+    """Drop what is queued on ``ex`` and end its processes at once.  Also what a broken
+    pool needs: its own clean-up sends the processes left SIGTERM, which pool processes
+    ignore (:data:`PARENT_SIGNALS`), and then waits for them."""
+    procs = _processes(ex)  # before shutdown
     ex.shutdown(wait=False, cancel_futures=True)  # forgets its processes
     for proc in procs:
         proc.kill()  # they ignore SIGINT and SIGTERM; their results would not be read
@@ -250,7 +314,8 @@ def shared_pool(workers: int | None, warm=None):
 
 def _on_pool(fn, items, workers: int):
     """:func:`map_unordered` on a pool of ``workers`` spawned processes (the open
-    :func:`shared_pool`'s, if any)."""
+    :func:`shared_pool`'s, if any).  A pool process that dies (killed: the out-of-memory
+    killer) is :class:`WorkerDied`, the pool's other processes ended."""
 
     shared = _SHARED.get(workers)
     ex = shared or _new_pool(workers)
@@ -260,10 +325,14 @@ def _on_pool(fn, items, workers: int):
                 futures = [ex.submit(fn, it) for it in items]
             for fut in as_completed(futures):
                 yield fut.result()
-        except BaseException:  # stopped early (or a pool broken before): drop what is
-            if shared is not None and _SHARED.get(workers) is shared:  # queued, end what
+        except BaseException as exc:  # stopped early (or a pool broken before): drop what
+            if shared is not None and _SHARED.get(workers) is shared:  # is queued, end what
                 del _SHARED[workers]  # runs; later maps start their own
+            broken = isinstance(exc, BrokenProcessPool) and not isinstance(exc, WorkerDied)
+            codes = _exitcodes(ex) if broken else []  # how it ended: before the others' kill
             _end_now(ex)
+            if broken:
+                raise WorkerDied(f"a worker process died ({_how_it_ended(codes)})") from exc
             raise
     finally:
         if shared is None:

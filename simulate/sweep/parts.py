@@ -30,9 +30,10 @@ from numbers import Integral, Real
 
 from simulate.core.constraints import BOOL, INT_POSITIVE, POSITIVE, Interval, Options
 from simulate.core.hyper import DEPTH, HYPER_CONSTRAINTS, HYPER_DEFAULTS, LAMBDA_S_A
+from simulate.core.native.network import MAX_HIDDEN_LAYERS
 from simulate.core.options import DEFAULT_OPTIONS, STEP_OPTIONS_CONSTRAINTS
 from simulate.core.posterior import ELBO_DRAWS, MIN_ELBO_DRAWS, PREDICT_DRAWS, RISK_DRAWS
-from simulate.core.steppath import MLP_KINDS, mlp_help
+from simulate.core.steppath import DEPTH_EVERY_PATH, MLP_KINDS, mlp_help
 from simulate.core.stopping import STOP_DEFAULTS
 from simulate.sweep.settings import Flag, setting
 
@@ -77,9 +78,11 @@ class Design:
         " widest group's training must fit in memory: simulate.sweep.runner.check_memory)",
         flag=Flag(int, nargs="+"),
     )  # fmt: skip
+    # at most the C step's limit on every step path (steppath.DEPTH_EVERY_PATH says why)
     depth: int = setting(
-        DEPTH, INT_POSITIVE,
-        help=f"hidden layers L ({DEPTH}; bounded by memory: simulate.sweep.runner.check_memory)",
+        DEPTH, DEPTH_EVERY_PATH,
+        help=f"hidden layers L ({DEPTH}; at most {MAX_HIDDEN_LAYERS}, the C step's limit, on"
+        " every --mlp; bounded by memory: simulate.sweep.runner.check_memory)",
         flag=_INT, record="always",
     )  # fmt: skip
     n_test: int = setting(

@@ -4,7 +4,10 @@ band's rule (``slope_ns(log f ~ log n) = e + c ell``), with known answers."""
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -109,11 +112,20 @@ def test_the_rule_is_the_teachers_band_rule():
         ("n**(-1) # comment", "token '# comment' is not allowed"),
         ("log(n", "unbalanced parentheses"),
         ("n, p", "not an expression in n, p and alpha"),
-        ("Rational(n)", "not an expression (TypeError)"),
+        ("Rational(n)", "Rational takes two plain integers, as in Rational(-3, 4)"),
+        ("Rational(0.5)*n**-1", "Rational takes two plain integers"),  # would be 1/2 in binary
+        ("Rational(1, 2, 3)", "Rational takes two plain integers"),
+        ("Rational*n", "Rational takes two plain integers"),
         ("n**", "not an expression (SyntaxError)"),
         ("", "empty"),
         ("10**10**10/n", "the power 10**(10**10) of a number is beyond 10000"),  # no end
         ("Rational(1, 0)*n", "undefined: a division by zero"),  # sympy's zoo
+        # a part without a value is passed over by the bounds on numbers, and refused here
+        ("log(0)/n", "undefined: a division by zero"),
+        ("1/log(1)/n", "undefined: a division by zero"),
+        ("n**-1*(1 - 1)**-1", "undefined: a division by zero"),
+        ("(10**4)**(1/(1 - 1))/n", "undefined: a division by zero"),
+        ("exp(1/(1 - 1))/n", "undefined: a division by zero"),
         ("n**(-1)/(p - 1)", "undefined: a division by zero"),  # at p = 1
         ("(-8)**Rational(1, 3)/n", "not a positive real number at n = 250"),  # complex
         ("1/log(n)", "its power of n is 0"),  # slower than every power of n
@@ -141,3 +153,99 @@ def test_parse_builds_only_sympy_objects_of_the_whitelist():
     assert e.free_symbols == {sp.Symbol("n", positive=True), sp.Symbol("alpha", positive=True),
                               sp.Symbol("p", positive=True, integer=True)}  # fmt: skip
     assert e.has(sp.Rational(1, 3))
+
+
+def test_rational_takes_two_integers_with_minus_signs():
+    assert parse_rate("Rational(-3, 4)") == sp.Rational(-3, 4)
+    assert parse_rate("Rational(--3, -4)") == sp.Rational(-3, 4)
+    assert parse_rate("Rational( 6 , 8 )*n") == sp.Rational(3, 4) * sp.Symbol("n", positive=True)
+
+
+# Each reproducer below hung at 100% CPU or failed without its one line before the bounds on
+# numbers (module docstring), and runs in a process of its own, killed after TIMEOUT_S: sympy's
+# and Python's integer arithmetic runs in C, where no signal interrupts it, so a bound lost
+# fails its test here rather than hanging the suite.
+TIMEOUT_S = 60
+_PROBE = """
+import json, sys, time
+from theory.stated_rate import stated_band
+text, ns, p, alpha = json.loads(sys.argv[1])
+start = time.perf_counter()
+try:
+    stated_band(text, ns, p, alpha)
+    why = None
+except ValueError as exc:
+    why = str(exc)
+print(json.dumps([time.perf_counter() - start, why]))
+"""
+QUICK = [250, 630, 1600, 4000]
+NESTED = "exp(" * 78 + "1/n" + ")" * 78  # exp(exp(exp(exp(exp(1/n))))) is 10^(10^1.4e6)
+
+
+@pytest.mark.parametrize(
+    ("expr", "p", "alpha", "says"),
+    [
+        # parts made of numbers alone, bounded before sympy computes them exactly: 10^(4*10^8)
+        ("n**(-1)*((10**4)**(10**4))**(10**4)", 1, 0.5,
+         "(10**4)**(10**4) is beyond 10^10000 in magnitude"),
+        # 10^(-4*10^8), as exact a fraction
+        ("((10**-4)**(10**4))**(10**4)/n", 1, 0.5, "would have more than 10000 digits"),
+        # about 1, but its fraction has 8 million digits; exp(c*log(x)) becomes x**c
+        ("((10**399+1)/10**399)**10000/n", 1, 0.5, "would have more than 10000 digits"),
+        ("exp(10**4*log((10**399+1)/10**399))/n", 1, 0.5, "would have more than 10000 digits"),
+        ("exp(exp(exp(10)))/n", 1, 0.5, "exp(exp(exp(10))) is beyond 10^10000 in magnitude"),
+        # with a truth's p put in: 2**(2**20), then 2 to that
+        ("2**2**2**p/n", 20, None, "the power 2**(2**p) of a number is beyond 10000 (p = 20)"),
+        # numbers sympy would build digit by digit, or take as they are inside Rational
+        ("1e-999999999*n**-1", 1, 0.5, "number '1e-999999999' has an exponent beyond 10000"),
+        ("Rational(1e9999, 1)/n", 1, 0.5, "Rational takes two plain integers"),
+        ("Rational(10**10**10, 1)/n", 1, 0.5, "Rational takes two plain integers"),
+        # an integer Python does not print (lambdify must): a raw error without --rate before
+        ("10**9999/n", 1, 0.5, "holds a number of more digits than Python prints"),
+        # parts growing with n, bounded at each n before mpmath computes them
+        ("exp(exp(n**3))", 1, 0.5, "exp(n**3) is beyond 10^10000 in magnitude (at n = 250.0,"),
+        ("exp(-exp(exp(n/100)))", 1, 0.5, "exp(exp(n/100)) is beyond 10^10000 in magnitude"),
+        ("n**-(n**n)", 1, 0.5, "the power n**(-n**n) has an exponent beyond 1e+308"),
+        ("n**(n**n)", 1, 0.5, "has an exponent beyond 1e+308"),  # a 1300-character line
+        (NESTED, 1, 0.5, "exp(exp(exp(exp(exp(1/n))))) is beyond 10^10000 in magnitude"),
+    ],
+)  # fmt: skip
+def test_what_would_never_end_is_refused_at_once_in_one_line(expr, p, alpha, says):
+    args = json.dumps([expr, QUICK, p, alpha])
+    run = subprocess.run([sys.executable, "-c", _PROBE, args], capture_output=True, text=True,
+                         timeout=TIMEOUT_S, check=True)  # fmt: skip
+    seconds, msg = json.loads(run.stdout.splitlines()[-1])
+    assert msg is not None and says in msg, msg
+    assert "\n" not in msg and msg.startswith(f"--rate {expr!r}:") and len(msg) < len(expr) + 200
+    assert seconds < 5, (seconds, msg)
+
+
+@pytest.mark.parametrize(
+    ("expr", "p", "alpha", "band"),
+    [
+        ("n**(-1/2)*log(n)**2", 1, 0.5, (-0.5, 2.0, -0.20682942118246994)),
+        ("n**(-2*alpha/(2*alpha+p))", 1, 0.5, (-0.5, 0.0, -0.5)),
+        ("n**(-2*alpha/(2*alpha+p))", 20, 1.5, (-0.13043478260869565, 0.0, -0.13043478260869565)),
+        ("Rational(1, 2)*n**(-1)", 1, 0.5, (-1.0, 0.0, -1.0)),
+        ("10**4*n**(-1)", 1, 0.5, (-1.0, 0.0, -1.0)),
+        ("(10**4)**2*n**-1", 1, 0.5, (-1.0, 0.0, -1.0)),
+        ("2**100/n**3", 20, None, (-3.0, 0.0, -3.0)),
+        # numbers far from any rate's, within the bounds
+        ("10**4000/n", 1, 0.5, (-1.0, 0.0, -1.0)),
+        ("exp(10**4)/n", 1, 0.5, (-1.0, 0.0, -1.0)),
+        ("exp(-10**4)/n", 1, 0.5, (-1.0, 0.0, -1.0)),
+        ("(165*log(n*2/165) + 2*165*log(20*10))/n*log(n)**2", 20, None,
+         (-1.0, 2.522895154701839, -0.63018068360006)),
+    ],
+)  # fmt: skip
+def test_ordinary_rates_give_the_band_they_gave_before_the_bounds(expr, p, alpha, band):
+    """The bands, to the last bit, that these rates gave before the bounds on numbers."""
+    b = stated_band(expr, QUICK, p, alpha)
+    assert (b.exponent, b.log_power, b.slope, b.ell) == (*band, 0.14658528940876503)
+
+
+def test_a_part_vanishingly_small_at_the_designs_n_is_no_part_too_large():
+    """exp(-n) at n = 10^300 is 10^(-4e299), and fast to compute: the bounds are on how large
+    a part is, and leave it be (a correction to n^-1 that dies off)."""
+    b = stated_band("n**-1*(1 + exp(-n))", DESIGNS[2], 1, 0.5)
+    assert (b.exponent, b.log_power, b.slope) == (-1.0, 0.0, -1.0)

@@ -19,7 +19,12 @@ too; the line is ``terminated (SIGTERM); WHAT IS SAFE`` (``hung up (SIGHUP); ...
 exit status 128 + the signal's number (143, 129), the status a scheduler expects.  Before,
 SIGTERM ended a sweep with exit 143, no word, and "5 leaked semaphore objects" from
 multiprocessing's resource tracker.  A signal ignored when the process started (``nohup``
-ignores SIGHUP) stays ignored."""
+ignores SIGHUP) stays ignored.
+
+Every message is one line (:func:`one_line`, :func:`print_error`): what a user typed -- a
+path with a newline, a tab or an escape sequence -- is shown escaped (``a\\nb``), so an
+``error: ...`` is one line whatever it quotes, as the command lines promise (exit 2, one
+line)."""
 
 from __future__ import annotations
 
@@ -39,6 +44,8 @@ __all__ = [
     "Parser",
     "Stopped",
     "interrupted",
+    "one_line",
+    "print_error",
     "quiet_start",
     "run_main",
     "signals_deferred",
@@ -67,18 +74,53 @@ class Stopped(KeyboardInterrupt):
         self.signum = int(signum)
 
 
+# how one_line shows the control characters that have a short escape of their own
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text) -> str:
+    """``text`` (any value, through ``str``) as one line of a terminal: every character
+    that is not printable (``str.isprintable``: control characters -- newline, carriage
+    return, tab, escape, NUL --, the line and paragraph separators, a lone surrogate of an
+    undecodable file name) shown escaped as Python writes it in a string literal (``\\n``,
+    ``\\r``, ``\\t``, ``\\x1b``, ``\\u2028``, ``\\udcff``); printable text, non-ASCII
+    letters included, unchanged.  Why: the messages quote what a user typed, and a path
+    with a newline split ``error: no records file a`` from its ``b`` (a line of its own,
+    which a script reading the first line never saw); an escape sequence in a name recoloured
+    or cleared the terminal.  A backslash is not doubled (a Windows path stays readable), so
+    a name holding a backslash and an ``n`` reads like one holding a newline: the message
+    is for a person, who has the name."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() else _ESCAPES.get(c) or _escaped(c) for c in s)
+
+
+def _escaped(c: str) -> str:
+    o = ord(c)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
+
+
+def print_error(message) -> None:
+    """``error: MESSAGE`` on one line of stderr (:func:`one_line`): what every command
+    line prints for a bad input before its exit status 2 (``print_error(exc)`` in its
+    ``except ValueError as exc``)."""
+    print(f"error: {one_line(message)}", file=sys.stderr)
+
+
 class Parser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` whose errors are ``error: MESSAGE (see PROG --help)``
-    on one line, exit status 2."""
+    on one line (:func:`one_line`: argparse quotes what was typed), exit status 2."""
 
     def error(self, message: str):
-        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
 
 
 def _say(line: str) -> None:
-    """``line`` on stderr, if stderr can still take it (a closed terminal's cannot)."""
+    """``line`` on stderr as one line (:func:`one_line`: a detail may name a path), if
+    stderr can still take it (a closed terminal's cannot)."""
     try:
-        print(line, file=sys.stderr, flush=True)
+        print(one_line(line), file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
 

@@ -16,10 +16,14 @@ The rules, each one function:
 * **whole or absent** (:func:`write_atomic`, :func:`atomic_path`, :func:`write_json`):
   every file the toolkit rewrites is written to a temporary file in the same folder,
   flushed to disk and renamed over the old one, so a full disk, a file-size limit or a
-  kill leaves the old file or the new one, never a cut one;
+  kill leaves the old file or the new one, never a cut one; a write that fails names its
+  file (``[Errno 27] File too large: 'PATH'``, where the system's message named none);
 * **bounded reads** (:func:`read_text_bounded`): a configuration or a Markdown target is
   read only from a regular file and only up to a size bound (a FIFO would hang, a device
   would never end).
+
+Every message names its paths on one line (``theory.plumbing.cli.one_line``: a newline or
+an escape sequence in a name is shown escaped).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import json
 import os
 import stat
 import tempfile
+
+from theory.plumbing.cli import one_line
 
 __all__ = [
     "path_arg",
@@ -65,28 +71,56 @@ def path_arg(text: str) -> str:
     return text
 
 
+def _name_the_file(exc: OSError, given: str, ours) -> None:
+    """Make ``exc``, an ``OSError`` of a write to ``given``, name ``given`` where it names
+    none of the user's: no file (a descriptor's write: ``[Errno 27] File too large``, the
+    message a file-size limit or a full disk gave with no file, leaving the user to guess
+    which of a report, its JSON and a folder of figures it was) or one of ``ours`` (the
+    temporary file, removed by then; the resolved target).  Its class, errno and strerror
+    are kept (a caller's ``except`` and errno tests see what they saw), its message becomes
+    ``[Errno 27] File too large: 'PATH'`` (a repr: one line); one without an errno reads
+    ``PATH: could not write (MESSAGE)``.  An ``OSError`` naming a file of the body's own,
+    or a folder, is left as it is, and so is a failed rename's (it names the target
+    already)."""
+    if exc.filename2 is not None or not (exc.filename is None or exc.filename in ours):
+        return  # a rename's names its target; another file is the body's own
+    if exc.errno is not None:
+        exc.filename = given
+    elif len(exc.args) == 1:  # str() shows a filename only beside an errno
+        exc.args = (f"{one_line(given)}: could not write ({one_line(exc.args[0])})",)
+
+
 @contextlib.contextmanager
 def atomic_path(path):
     """Yield a temporary path in ``path``'s folder (created if missing) for the body to
     write; on success it is flushed to disk and renamed over ``path`` (``os.replace``:
     atomic on POSIX and Windows), keeping an existing file's permission bits, else the
-    umask's; on any error the temporary file is removed and ``path`` is untouched.  For
-    writers that take a path (``savefig``).  A symbolic link is written through (its
+    umask's; on any error the temporary file is removed and ``path`` is untouched, and an
+    ``OSError`` of the write itself (the folder, the temporary file, the body's writes,
+    the flush, the rename) is raised naming ``path`` as given (:func:`_name_the_file`).
+    For writers that take a path (``savefig``).  A symbolic link is written through (its
     target replaced, the link kept), as an in-place write would."""
-    path = os.path.realpath(os.fspath(path))
+    given = os.fspath(path)
+    path = os.path.realpath(given)
     ident = _identity(path)
     if ident in _PROTECTED:
         raise ValueError(
-            f"{path} is the same file as the input {_PROTECTED[ident]}: an output may not"
-            " replace an input; give another output path"
+            f"{one_line(path)} is the same file as the input {one_line(_PROTECTED[ident])}:"
+            " an output may not replace an input; give another output path"
         )
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
     base = os.path.basename(path)
-    # the temporary name keeps the extension: writers that infer a format from it (savefig)
-    fd, tmp = tempfile.mkstemp(
-        dir=folder, prefix=f".{base[:40]}.", suffix=os.path.splitext(base)[1]
-    )
+    try:
+        os.makedirs(folder, exist_ok=True)
+        # the temporary name keeps the extension: writers that infer a format from it
+        # (savefig)
+        fd, tmp = tempfile.mkstemp(
+            dir=folder, prefix=f".{base[:40]}.", suffix=os.path.splitext(base)[1]
+        )
+    except OSError as exc:  # mkstemp's names its temporary file; makedirs' its folder, kept
+        made = exc.filename if os.path.dirname(str(exc.filename)) == folder else path
+        _name_the_file(exc, given, (path, made))
+        raise
     os.close(fd)
     try:
         yield tmp
@@ -100,9 +134,11 @@ def atomic_path(path):
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            _name_the_file(exc, given, (tmp, path))
         raise
 
 
@@ -153,42 +189,46 @@ def check_distinct(outputs, inputs=()) -> None:
         for w2, p2, ident2 in ins:
             if ident == ident2:
                 raise ValueError(
-                    f"{w} {p} is the same file as {w2} {p2}: an output may not name an"
-                    f" input (it would be overwritten); give {w} another path"
+                    f"{w} {one_line(p)} is the same file as {w2} {one_line(p2)}: an output"
+                    f" may not name an input (it would be overwritten); give {w} another path"
                 )
         for w2, p2, ident2 in outs[i + 1 :]:
             if ident == ident2:
-                raise ValueError(f"{w} {p} and {w2} {p2} are one file; give each its own path")
+                raise ValueError(
+                    f"{w} {one_line(p)} and {w2} {one_line(p2)} are one file; give each its"
+                    " own path"
+                )
 
 
 def read_text_bounded(path, what="file", limit: int = TEXT_LIMIT) -> str:
     """The UTF-8 text of ``path``, read only from a regular file (opened without blocking,
     so a FIFO is refused instead of waited on) and only up to ``limit`` bytes; else a
-    one-line ``ValueError`` naming ``what``."""
+    one-line ``ValueError`` naming ``what`` and the path (``one_line``)."""
     path = os.fspath(path)
+    shown = one_line(path)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        raise ValueError(f"{what} {path}: no such file") from None
+        raise ValueError(f"{what} {shown}: no such file") from None
     except IsADirectoryError:
-        raise ValueError(f"{what} {path} is a directory, not a file") from None
+        raise ValueError(f"{what} {shown} is a directory, not a file") from None
     except OSError as exc:
-        raise ValueError(f"{what} {path}: cannot read it ({exc.strerror})") from None
+        raise ValueError(f"{what} {shown}: cannot read it ({exc.strerror})") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
         if stat.S_ISDIR(mode):
-            raise ValueError(f"{what} {path} is a directory, not a file")
-        raise ValueError(f"{what} {path} is not a regular file (a device or a FIFO)")
+            raise ValueError(f"{what} {shown} is a directory, not a file")
+        raise ValueError(f"{what} {shown} is not a regular file (a device or a FIFO)")
     with os.fdopen(fd, "rb") as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
-        raise ValueError(f"{what} {path} is larger than {limit} bytes; is it the right file?")
+        raise ValueError(f"{what} {shown} is larger than {limit} bytes; is it the right file?")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(
-            f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+            f"{what} {shown} is not UTF-8 text ({exc.reason} at byte {exc.start})"
         ) from None
 
 

@@ -39,8 +39,9 @@ maths, whose code follows the CPU: some recorded risks can still differ between 
 in their last digits.
 
 Scope: the Gaussian likelihood with one output (regression), float32 tensors on the CPU,
-any depth, widths and batch size.  Everything else is the batched-product path's; asking for
-``mlp="native"`` there is an error (:func:`check_supported`).
+one to ``network.MAX_HIDDEN_LAYERS`` (63) hidden layers, any widths and batch size.
+Everything else is the batched-product path's; asking for ``mlp="native"`` there is an
+error (:func:`check_supported`).
 
 Build and trust: the C file is compiled on first use into a cache the user must own, and a
 cached library is loaded only after its owner, mode and recorded digest are checked

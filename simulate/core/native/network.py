@@ -12,6 +12,14 @@ import torch
 
 from simulate.core.native.library import load
 
+# The most hidden layers the C code takes (``fused_mlp.c``: both functions keep a model's
+# depth + 1 activation buffers in an array of 64 pointers on the stack, ``float *act[64]``,
+# and return 2 beyond it).  Declared once here: :func:`_check_layout` refuses a deeper
+# network before the C function is called, and the step paths that run C
+# (``simulate.core.steppath.StepPath.max_depth``) refuse it where a configuration is made
+# -- a sweep's, an estimator's -- before anything is built.
+MAX_HIDDEN_LAYERS = 63
+
 
 def scope_problems(likelihood: str, out_dim: int, device, dtype) -> list[str]:
     """What is outside the fused kernel's scope (package docstring, "Scope") for a network
@@ -46,21 +54,22 @@ _ARRAYS: dict = {}  # (dims, offs) -> their ctypes arrays, made once per network
 def _check_layout(dims, offs) -> None:
     """``ValueError`` unless ``dims`` and ``offs`` are a network the C function can walk
     within its buffers: ``dims = [p, hidden..., 1]`` (layer l maps ``dims[l] ->
-    dims[l + 1]``; at least one and at most 63 hidden layers, every size >= 1, one output)
-    and ``offs`` the offsets of the layers' blocks ``[dims[l + 1], dims[l] + 1]`` laid end
-    to end from 0, then ``P_net`` (:class:`simulate.core.layout.Layout`'s).  The C function
-    reads ``offs[depth + 1]`` as the gradient row's length and sizes its scratch by
-    ``dims``, so nothing less than this exact agreement keeps its reads and writes inside
-    ``theta``, ``grad`` and its scratch; the op is public (``torch.ops.asvi_rates``), so
-    the check is here and not left to its callers."""
+    dims[l + 1]``; at least one and at most :data:`MAX_HIDDEN_LAYERS` hidden layers, every
+    size >= 1, one output) and ``offs`` the offsets of the layers' blocks
+    ``[dims[l + 1], dims[l] + 1]`` laid end to end from 0, then ``P_net``
+    (:class:`simulate.core.layout.Layout`'s).  The C function reads ``offs[depth + 1]`` as
+    the gradient row's length and sizes its scratch by ``dims``, so nothing less than this
+    exact agreement keeps its reads and writes inside ``theta``, ``grad`` and its scratch;
+    the op is public (``torch.ops.asvi_rates``), so the check is here and not left to its
+    callers."""
     dims, offs = list(dims), list(offs)
     if len(dims) < 3 or len(offs) != len(dims):
         raise ValueError(
             f"the fused pass needs dims [p, hidden..., 1] and one offset per layer plus P_net "
             f"(as many as dims); got {len(dims)} dims and {len(offs)} offs"
         )
-    if len(dims) - 2 > 63:
-        raise ValueError(f"the fused pass takes at most 63 hidden layers, got {len(dims) - 2}")
+    if len(dims) - 2 > MAX_HIDDEN_LAYERS:
+        _too_deep(dims)
     if min(dims) < 1 or dims[-1] != 1:
         raise ValueError(f"the fused pass needs sizes >= 1 and one output; got dims {dims}")
     expect = [0]
@@ -104,10 +113,17 @@ def _check_inputs(theta, x, y, scale, sd, dims, offs, widths) -> None:
         )
 
 
+def _too_deep(dims) -> None:
+    raise ValueError(
+        f"the C code takes at most {MAX_HIDDEN_LAYERS} hidden layers, got {len(dims) - 2}"
+        " (mlp='batched' trains deeper networks)"
+    )
+
+
 def _check_rc(rc: int, dims) -> None:
     """The C functions' return codes: 0 done, 2 too deep a network, else no scratch."""
     if rc == 2:
-        raise ValueError(f"the fused pass takes at most 63 hidden layers, got {len(dims) - 2}")
+        _too_deep(dims)
     if rc != 0:
         raise MemoryError("the fused kernel could not allocate its per-thread scratch")
 
