@@ -50,6 +50,9 @@ _OWN_ENV_PREFIXES = ("TORCHINDUCTOR_", "_TORCHINDUCTOR_")
 # recompile_limit for the process (never lowers it), as every compiled sweep needs
 _OWN_CONFIG = {("torch._dynamo.config", "recompile_limit")}
 _OWN_PATH_SUFFIX = os.path.join("setuptools", "_vendor")
+# torch.compile's first compile raises the recursion limit to at least this
+# (torch/_inductor/compile_fx.py: sys.setrecursionlimit(max(limit, 2000))), never lowers it
+_TORCH_RECURSION_FLOOR = 2000
 
 
 def _umask() -> int:
@@ -124,6 +127,8 @@ def differences(before: dict, after: dict) -> list[str]:
             gone, new = [x for x in a if x not in b], [x for x in b if x not in a]
             out.append(f"{name}: added {new!r}, removed {gone!r}" if gone or new
                        else f"{name}: reordered")  # fmt: skip
+        elif name == "recursion limit" and b == max(a, _TORCH_RECURSION_FLOOR):
+            continue  # unchanged, or raised to torch.compile's own floor
         elif not _same(a, b):
             out.append(f"{name}: {a!r} -> {b!r}")
     return sorted(out)

@@ -89,3 +89,14 @@ def test_no_test_monkeypatches_torchs_configuration():
             if pattern.search(line):
                 offenders.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
     assert offenders == []
+
+
+def test_the_recursion_limit_is_compared_but_torch_compiles_floor_allowed():
+    """torch.compile's first compile raises the limit to 2000 (a library's own, once per
+    process); any other change is named."""
+    before = {"recursion limit": 1000}
+    assert sg.differences(before, {"recursion limit": 2000}) == []
+    assert sg.differences({"recursion limit": 3000}, {"recursion limit": 3000}) == []
+    assert sg.differences(before, {"recursion limit": 500}) == ["recursion limit: 1000 -> 500"]
+    assert sg.differences(before, {"recursion limit": 5000}) == ["recursion limit: 1000 -> 5000"]
+    assert sg.differences({"recursion limit": 3000}, {"recursion limit": 2000}) != []
