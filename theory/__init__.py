@@ -32,6 +32,7 @@ from theory.bounds import (
 from theory.conditions import condition_5_1, condition_5_2, condition_5_3
 from theory.exponents import (
     METRICS,
+    band_log_power,
     corollary_6_1_rate,
     corollary_6_2_rate,
     corollary_6_3_rate,
@@ -40,6 +41,7 @@ from theory.exponents import (
     gp_matern_exponent,
     knn_exponent,
     log_factor_power,
+    log_log_slope,
     predicted_exponent,
     teacher_exponent,
     teacher_log_power,
@@ -47,11 +49,24 @@ from theory.exponents import (
 from theory.hellinger import hellinger_sq, hellinger_sq_pointwise, hellinger_sq_sup_bound
 from theory.network import lemma_width, num_edges
 from theory.priors import lambda_s_rule, log_prior_N, log_prior_s
+from theory.proved import (
+    Decrease,
+    Premises,
+    decreases_over,
+    premises,
+    proved_bound,
+    proved_log_power,
+    vacuity_n,
+)
 from theory.qstar import q_star, q_star_log10
 
 __all__ = [
     "METRICS",
     "BoundConstants",
+    "Decrease",
+    "Premises",
+    "band_log_power",
+    "decreases_over",
     "Lemma61",
     "condition_5_1",
     "condition_5_2",
@@ -72,11 +87,15 @@ __all__ = [
     "lemma_6_1_sparsity",
     "lemma_width",
     "log_factor_power",
+    "log_log_slope",
     "log_prior_N",
     "log_prior_s",
     "num_edges",
     "optimal_structure",
     "predicted_exponent",
+    "premises",
+    "proved_bound",
+    "proved_log_power",
     "teacher_exponent",
     "teacher_log_power",
     "lambda_s_rule",
@@ -85,5 +104,6 @@ __all__ = [
     "r_n",
     "theorem_4_1_bound",
     "theorem_5_1_bound",
+    "vacuity_n",
     "xi_bound",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import mpmath
 import numpy as np
 import sympy as sp
 
@@ -29,6 +30,8 @@ __all__ = [
     "teacher_exponent",
     "log_factor_power",
     "teacher_log_power",
+    "band_log_power",
+    "log_log_slope",
     "gp_matern_exponent",
     "knn_exponent",
     "corollary_6_1_rate",
@@ -208,16 +211,50 @@ def teacher_log_power(ns, s0, p, L0=2, max_width0=10, delta=1, metric="d2") -> f
 
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    x = _log_design(ns)
+    values = [float(corollary_6_4_rate(float(n), L0, s0, p, max_width0, delta)) for n in np.exp(x)]
+    return band_log_power(ns, values, float(teacher_exponent("d2")), metric)
+
+
+def _log_design(ns) -> np.ndarray:
+    """``log n`` of a design as float64; ``ValueError`` unless two or more n, each > 1."""
     x = np.log(np.asarray(ns, dtype=float))
     if x.size < 2 or np.any(x <= 0):
         raise ValueError(f"need at least two sample sizes > 1, got {ns}")
-    y = np.log(
-        [float(corollary_6_4_rate(float(n), L0, s0, p, max_width0, delta)) for n in np.exp(x)]
-    )
+    return x
+
+
+def log_log_slope(ns, values) -> float:
+    """The least-squares slope of ``log values`` on ``log n`` over the design ``ns`` (float64;
+    ``values`` positive numbers of any kind, their logs taken in mpmath so that values
+    beyond doubles are held)."""
+    x = _log_design(ns)
+    if any(isinstance(v, mpmath.mpf) for v in values):
+        y = np.array([float(mpmath.log(v)) for v in values])
+    else:  # doubles: numpy's log, as teacher_log_power always took it
+        y = np.log(np.asarray(values, dtype=float))
+    if y.shape != x.shape or not np.all(np.isfinite(y)):
+        raise ValueError(f"need one finite positive value per sample size, got {values}")
     xc = x - x.mean()
-    slope = float(xc @ (y - y.mean()) / (xc @ xc))
+    return float(xc @ (y - y.mean()) / (xc @ xc))
+
+
+def band_log_power(ns, values, exponent, metric="d2") -> float:
+    """The band log power c that an expression's ``values`` at the design ``ns`` carry
+    beyond the exponent ``exponent`` of n (the d^2 exponent): its least-squares log-log slope
+    (:func:`log_log_slope`) is read as ``e + c ell`` with ``ell = slope(log log n ~ log n)``
+    over the same design, so ``c = (slope - e) / ell``: exactly k for ``n^e log^k n``, and for
+    any other expression the log power its slope over this design amounts to.  The rule of
+    the teacher's band (:func:`teacher_log_power`) and of the proved bound's
+    (``theory.proved.proved_log_power``).  For the Hellinger distance d (``metric="d"``, the
+    square root) c is half."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    x = _log_design(ns)
+    slope = log_log_slope(ns, values)
+    xc = x - x.mean()
     ell = float(xc @ (np.log(x) - np.log(x).mean()) / (xc @ xc))
-    c = (slope - float(teacher_exponent("d2"))) / ell
+    c = (slope - float(exponent)) / ell
     return c / 2 if metric == "d" else c
 
 

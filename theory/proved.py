@@ -1,0 +1,247 @@
+"""What the theorems prove for a Hoelder truth at a feasible n (issue 75): the proved bound
+of Theorem 4.1 at Lemma 6.1's network, and of Theorem 5.1 at the optimal structure, as
+numbers -- their band log power over a design, the n below which they say nothing, and the
+premises of Lemmas 4.2 and 6.1 at a given n.
+
+Corollary 6.1, eq. (postcon), states the rate ``[n^(-a/(2a+p)) log^delta n]^2`` "for some
+delta > 1"; the protocols' sharp reading takes delta = 1, a log power ``2 delta = 2``.  The
+bound the proof actually gives is Theorem 4.1's right-hand side, eq. (d2bound), at the
+network of Lemma 6.1, eq. (choices): L ~ log n, N ~ n^(p/(2a+p)) / log n, s ~ N L, which adds
+log factors of its own (:func:`proved_log_power` measures them over a design).
+
+Every constant the theorems and lemmas only assert to exist -- C and C' of Theorem 4.1, C''
+of Theorem 5.1, M of Lemma 4.2, M' of Section 5, C_N of Lemma 6.1 -- is 1 here
+(:class:`theory.bounds.BoundConstants`' defaults; B = 2, the least the Gaussian slab allows):
+the bounds below are the theorems' *shape* at unit constants, not a level the paper asserts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import mpmath
+
+from theory import _validate as check
+from theory.bounds import (
+    BoundConstants,
+    lemma_6_1,
+    optimal_structure,
+    theorem_4_1_bound,
+    theorem_5_1_bound,
+    xi_bound,
+)
+from theory.exponents import band_log_power, log_log_slope, predicted_exponent
+
+__all__ = [
+    "WHICH",
+    "DEFAULT_DESIGN",
+    "proved_bound",
+    "proved_log_power",
+    "decreases_over",
+    "Decrease",
+    "vacuity_n",
+    "premises",
+    "Premises",
+]
+
+# the two proved bounds: Theorem 4.1 at Lemma 6.1's (L, N, s); Theorem 5.1 at (N*, s*)
+WHICH = ("theorem-4.1", "theorem-5.1")
+# the confirm tiers' design, 500 * 4^k up to 512,000
+DEFAULT_DESIGN = (500, 2000, 8000, 32000, 128000, 512000)
+
+
+def _which(which: str) -> str:
+    if which not in WHICH:
+        raise ValueError(f"which must be one of {WHICH}, got {which!r}")
+    return which
+
+
+def proved_bound(
+    n, alpha, p, holder_norm=1, delta=None, which="theorem-4.1", constants=None, C_N=1
+) -> dict:
+    r"""The proved bound on the VB posterior mean of d^2 for an alpha-Hoelder truth.
+
+    ``which="theorem-4.1"``: Theorem 4.1, eq. (d2bound), ``C eps_n^2 + 3C' r_n + 3C' xi_n``
+    at the network of Lemma 6.1, eq. (choices) (:func:`theory.bounds.lemma_6_1`), with
+    ``xi_n`` replaced by Lemma 6.1's bound, eq. (eqsch1) (:func:`theory.bounds.xi_bound`):
+    the bound behind Corollary 6.1.  ``which="theorem-5.1"``: Theorem 5.1, eq. (d2bound+),
+    ``C''[eps*_n^2 + r*_n + xi*_n]`` at (N*, s*) = :func:`theory.bounds.optimal_structure`
+    (xi* again Lemma 6.1's bound) with L Lemma 6.1's depth, as Corollary 6.2 chooses it.
+
+    Constants: ``constants`` (:class:`theory.bounds.BoundConstants`, default all 1 and B = 2:
+    the theorems assert only that such constants exist) with ``delta`` replacing its field
+    where given (None: the field's, default 1, the sharp reading of Corollary 6.1's "some
+    delta > 1"); ``C_N`` Lemma 6.1's constant (1).  Theorem 5.1's (N*, s*) search is capped
+    at ``N <= min(n, 10^6)`` (optimal_structure's default): where the cap binds (n beyond
+    ~1e20 at alpha = 0.5, p = 1) the value is the theorem's expression at the best structure
+    below the cap, an upper bound of r*_n + xi*_n -- returned with ``N_capped`` True.
+
+    Numbers only (mpmath at ``mpmath.mp.dps``; ints of any size exact).  Returns a dict: the
+    terms ``estimation``, ``variational``, ``approximation``, ``total``, and the structure
+    ``L``, ``N``, ``s``, ``N_capped`` (always False for Theorem 4.1).  Raises ``ValueError``
+    where the bound is undefined: eps's radicand negative (s above n L; Theorem 5.1 at p = 2,
+    alpha = 1.25, n = 500, where N* = 1 makes eps*'s ``log N*`` zero).
+    """
+    check.scalars_only("proved_bound", n=n, alpha=alpha, p=p, holder_norm=holder_norm)
+    _which(which)
+    check.real("holder_norm", holder_norm, ge=0)
+    k = constants if constants is not None else BoundConstants()
+    if not isinstance(k, BoundConstants):
+        raise TypeError(f"constants must be a BoundConstants, got {constants!r}")
+    if delta is not None:
+        k = replace(k, delta=delta)
+    net = lemma_6_1(n, p, alpha, C_N)
+    if which == "theorem-4.1":
+        xi = xi_bound(n, net.N, p, alpha, holder_norm)
+        terms = theorem_4_1_bound(n, net.L, net.N, net.s, p, xi, k)
+        return {**terms, "L": net.L, "N": net.N, "s": net.s, "N_capped": False}
+    opt = optimal_structure(n, p, alpha, holder_norm, L=net.L, B=k.B)
+    terms = theorem_5_1_bound(n, net.L, opt["N"], opt["s"], p, opt["xi"], k)
+    capped = opt["N"] == opt["N_max"]
+    return {**terms, "L": net.L, "N": opt["N"], "s": opt["s"], "N_capped": capped}
+
+
+def _totals(ns, alpha, p, holder_norm, delta, which) -> list:
+    """The proved bound's total at each n of the design, exactly as given (ints stay ints)."""
+    return [proved_bound(n, alpha, p, holder_norm, delta, which)["total"] for n in ns]
+
+
+def proved_log_power(ns, alpha, p, holder_norm=1, delta=1, which="theorem-4.1", metric="d2"):
+    """The band log power c of the proved bound (:func:`proved_bound`, unit constants) over
+    the design ``ns``, by the teacher's band's rule (:func:`theory.exponents.band_log_power`,
+    as :func:`theory.exponents.teacher_log_power`): the least-squares slope of ``log bound``
+    on ``log n`` is read as ``e + c ell`` with e = :func:`theory.exponents.predicted_exponent`
+    (alpha, p, "d2") = ``-2a/(2a+p)`` and ``ell = slope(log log n ~ log n)``.  Half for d.
+
+    Where Corollary 6.1's sharp reading holds the band to ``c = 2 delta`` (2 at delta = 1),
+    the bound the proof gives carries about 3.8 at alpha = 0.5, p = 1 over n = 500..512,000
+    (its L, N and s add log factors of their own, and its level at unit constants is far
+    above 1 there).  A c computed from a rising bound (Theorem 5.1 at some truths) is a
+    number, not a rate: :func:`decreases_over` says whether the bound falls at all.
+    """
+    values = _totals(ns, alpha, p, holder_norm, delta, which)
+    return band_log_power(ns, values, float(predicted_exponent(alpha, p, "d2")), metric)
+
+
+@dataclass(frozen=True)
+class Decrease:
+    """Whether a proved bound falls over a design: its least-squares log-log ``slope`` over
+    the design's n and ``decreases`` = ``slope < 0``."""
+
+    slope: float
+    decreases: bool
+
+
+def decreases_over(ns, alpha, p, holder_norm=1, delta=1, which="theorem-4.1") -> Decrease:
+    """Whether the proved bound (:func:`proved_bound`, unit constants) decreases over the
+    design ``ns`` at all: its least-squares slope of ``log bound`` on ``log n``
+    (:func:`theory.exponents.log_log_slope`) below 0.  The slope over the design is the
+    reading; a bound may rise between two n and still fall over the design (Lemma 6.1's
+    floors: L steps up at every power of 2)."""
+    slope = log_log_slope(ns, _totals(ns, alpha, p, holder_norm, delta, which))
+    return Decrease(slope=slope, decreases=slope < 0)
+
+
+def _says_something(n, alpha, p, holder_norm, delta, which) -> bool:
+    """The proved bound below the trivial d^2 <= 1 at n; False where it is undefined."""
+    try:
+        return proved_bound(n, alpha, p, holder_norm, delta, which)["total"] < 1
+    except ValueError:  # eps's radicand negative: no bound at this n, so nothing said
+        return False
+
+
+def vacuity_n(alpha, p, holder_norm=1, delta=1, which="theorem-4.1", n_max=10**40, per_decade=4):
+    """The least integer n from which the proved bound (:func:`proved_bound`, unit
+    constants) stays below the trivial bound ``d^2 <= 1`` (the squared Hellinger distance
+    is at most 1, Section 4): below it the theorem says nothing a probability does not.
+
+    The bound is not monotone in n (Lemma 6.1's floors: L steps up at each power of 2, s
+    with N's floor), so "the least n" is read as follows (the paper is silent; this is the
+    choice): the bound is evaluated on a scan of ``per_decade`` log-spaced n per factor of
+    10 from n = 2 to ``n_max``; the last scanned n where it is not below 1 (or undefined:
+    counted as saying nothing) and the next are bisected on the integers (by mpmath, exact
+    at any size) down to neighbours ``v - 1`` (bound >= 1) and ``v`` (bound < 1); ``v`` is
+    returned.  So the bound is >= 1 at ``v - 1``, below 1 at ``v`` and at every scanned n
+    beyond; a dip and rise between two scanned n is not seen.  Returns 2 where the bound is
+    below 1 at every scanned n, and None where it is not below 1 at ``n_max``.
+    ``n_max`` 1e40 holds both theorems' crossings at every truth of the protocols (Theorem
+    4.1: ~5.5e17 at alpha = 0.5, p = 1); Theorem 5.1 costs ~0.15 s a scanned n (its (N*, s*)
+    search) against Theorem 4.1's ~1 ms.
+    """
+    check.scalars_only("vacuity_n", alpha=alpha, p=p, holder_norm=holder_norm, n_max=n_max)
+    _which(which)
+    check.positive_int("per_decade", per_decade)
+    check.real("n_max", n_max, gt=2, allowed="> 2")
+    top = mpmath.log10(n_max)
+    grid = [
+        int(mpmath.ceil(mpmath.power(10, k / mpmath.mpf(per_decade))))
+        for k in range(int(math.log10(2) * per_decade) + 1, int(top * per_decade) + 1)
+    ]
+    grid = sorted({2, *grid, int(n_max)})
+    below = [_says_something(n, alpha, p, holder_norm, delta, which) for n in grid]
+    if not below[-1]:
+        return None
+    if all(below):
+        return 2
+    i = max(j for j, b in enumerate(below) if not b)
+    lo, hi = grid[i], grid[i + 1]  # bound >= 1 (or undefined) at lo, < 1 at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _says_something(mid, alpha, p, holder_norm, delta, which):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@dataclass(frozen=True)
+class Premises:
+    """The premises of Corollary 6.1 at one n (:func:`premises`)."""
+
+    n: object
+    L: int  # Lemma 6.1's depth (hidden layers)
+    width: int  # Lemma 6.1's width 12pN (C_N = 1)
+    s: int  # Lemma 6.1's sparsity (its bound, floored, at most the edge count)
+    depth: int | None  # the candidate network's hidden layers (None: not given)
+    widths: tuple | None  # the candidate's hidden widths
+    depth_matches: bool | None  # depth == L
+    equal_width: bool | None  # all widths equal (Theorem 4.1's equal-width family)
+    implied_C_N: float | None  # width / (12p floor(n^(p/(2a+p)) / log n))
+    complexity: float  # max{s log(nL/s), L s log(pN)} at Lemma 6.1's choices
+    ratio: float  # complexity / n: Lemma 4.2 asks it to be o(1)
+
+
+def premises(n, alpha, p, depth=None, widths=None) -> Premises:
+    """The premises of Corollary 6.1 at n: a candidate network (``depth`` hidden layers of
+    ``widths``) against Lemma 6.1's choices, eq. (choices), and Lemma 4.2's condition
+    ``max{s log(nL/s), L s log(pN)} = o(n)`` at those choices, read at one n as the ratio
+    ``max{...} / n`` (``ratio``; ~85 at n = 512,000, alpha = 0.5, p = 1: the condition
+    "o(n)" is far from met there -- the complexity is 85 n, not a vanishing fraction of it).
+
+    Readings where the paper is silent: L has no free constant in eq. (choices), so the depth
+    must equal it (``depth_matches``); N carries "some positive constant C_N", so at one n any
+    width is Lemma 6.1's for some C_N -- ``implied_C_N`` is that constant (the narrowest
+    width over 12p floor(n^(p/(2a+p)) / log n); None where the floor is 0); Theorem 4.1 asks
+    equal widths (``equal_width``).  The ratio is at C_N = 1.
+    """
+    check.scalars_only("premises", n=n, alpha=alpha, p=p, depth=depth)
+    net = lemma_6_1(n, p, alpha)
+    n_, L, N, s, p_ = (mpmath.mpf(x) for x in (n, net.L, net.N, net.s, p))
+    complexity = max(s * mpmath.log(n_ * L / s), L * s * mpmath.log(p_ * N))
+    matches = equal = c_n = None
+    if depth is not None:
+        check.positive_int("depth", depth)
+        matches = int(depth) == net.L
+    if widths is not None:
+        widths = tuple(int(w) for w in widths)
+        for w in widths:
+            check.positive_int("widths", w)
+        equal = len(set(widths)) == 1
+        base = mpmath.floor(n_ ** (p_ / (2 * mpmath.mpf(alpha) + p_)) / mpmath.log(n_))
+        c_n = float(min(widths) / (12 * p_ * base)) if base > 0 else None
+    return Premises(
+        n=n, L=net.L, width=net.width, s=net.s, depth=depth, widths=widths,
+        depth_matches=matches, equal_width=equal, implied_C_N=c_n,
+        complexity=float(complexity), ratio=float(complexity / n_),
+    )  # fmt: skip
