@@ -103,8 +103,15 @@ def proved_bound(
 
 
 def _totals(ns, alpha, p, holder_norm, delta, which) -> list:
-    """The proved bound's total at each n of the design, exactly as given (ints stay ints)."""
-    return [proved_bound(n, alpha, p, holder_norm, delta, which)["total"] for n in ns]
+    """The proved bound's total at each n of the design, exactly as given (ints stay ints);
+    a ``ValueError`` names the n where the bound is undefined."""
+    out = []
+    for n in ns:
+        try:
+            out.append(proved_bound(n, alpha, p, holder_norm, delta, which)["total"])
+        except ValueError as exc:
+            raise ValueError(f"{which} at n = {n}: {exc}") from None
+    return out
 
 
 def proved_log_power(ns, alpha, p, holder_norm=1, delta=1, which="theorem-4.1", metric="d2"):
@@ -171,6 +178,10 @@ def vacuity_n(alpha, p, holder_norm=1, delta=1, which="theorem-4.1", n_max=10**4
     """
     check.scalars_only("vacuity_n", alpha=alpha, p=p, holder_norm=holder_norm, n_max=n_max)
     _which(which)
+    check.real("alpha", alpha, gt=0)  # checked here: the scan reads a ValueError as "no bound"
+    check.positive_int("p", p)
+    check.real("holder_norm", holder_norm, ge=0)
+    check.real("delta", delta, ge=1, allowed=">= 1 (Lemma 4.2)")
     check.positive_int("per_decade", per_decade)
     check.real("n_max", n_max, gt=2, allowed="> 2")
     top = mpmath.log10(n_max)

@@ -18,6 +18,7 @@ from theory.exponents import METRICS, corollary_6_1_rate, log_factor_power, pred
 from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import check_output_file, path_arg, write_json
 from theory.priors import log_prior_N
+from theory.proved import DEFAULT_DESIGN, decreases_over, premises, proved_log_power, vacuity_n
 from theory.qstar import q_star_log10
 
 __all__ = ["ReportInputs", "report", "format_report", "main"]
@@ -132,7 +133,73 @@ def _report(n, p, alpha, inputs: ReportInputs) -> dict:
         "corollary_6_1_rate": _f(corollary_6_1_rate(n, alpha, p, delta)),
         "predicted_exponent": {m: _f(predicted_exponent(alpha, p, m)) for m in METRICS},
         "log_factor_power": {m: log_factor_power(m, delta) for m in METRICS},
+        "proved": _proved(n, p, alpha, holder_norm, delta),
     }
+
+
+# the largest n vacuity_n scans for the report
+VACUITY_SCAN = 10**40
+
+
+def _proved(n, p, alpha, holder_norm, delta) -> dict:
+    """The proved bounds' section of the report (``theory.proved``), at unit constants, B =
+    2 and C_N = 1 whatever the report's B and C_N (the proved bound's defaults): Theorem
+    4.1's vacuity n (None: above 1 up to :data:`VACUITY_SCAN`), both theorems' band log
+    power and log-log slope over :data:`theory.proved.DEFAULT_DESIGN` (None where the bound
+    is undefined at one of its n, with the reason), Lemma 4.2's ratio at n."""
+    out = {
+        "constants": "C, C', C'', M, C_N = 1; B = 2",
+        "vacuity_n": vacuity_n(alpha, p, holder_norm, delta, n_max=VACUITY_SCAN),
+        "vacuity_scan": VACUITY_SCAN,
+        "design": list(DEFAULT_DESIGN),
+        "sharp_log_power": log_factor_power("d2", delta),
+    }
+    for which in ("theorem-4.1", "theorem-5.1"):
+        key = which.replace("-", "_").replace(".", "_")
+        try:
+            dec = decreases_over(DEFAULT_DESIGN, alpha, p, holder_norm, delta, which)
+            c = proved_log_power(DEFAULT_DESIGN, alpha, p, holder_norm, delta, which)
+            out[key] = {"log_power": c, "slope": dec.slope, "decreases": dec.decreases}
+        except ValueError as exc:
+            out[key] = {"log_power": None, "slope": None, "decreases": None, "why": str(exc)}
+    out["lemma_4_2_ratio"] = premises(n, alpha, p).ratio
+    return out
+
+
+def _format_proved(pr: dict, n) -> list:
+    """The report's lines of :func:`_proved`'s section."""
+    v = pr["vacuity_n"]
+    design = f"n = {pr['design'][0]}..{pr['design'][-1]}"
+    lines = ["", "Proved bounds (unit constants, B = 2, C_N = 1; theory.proved):"]
+    if v is None:
+        lines.append(
+            "  the proved bound (Theorem 4.1 at Lemma 6.1, unit constants) is above 1 -- says"
+            f" nothing -- at every n up to {pr['vacuity_scan']:.3g} scanned"
+        )
+    else:
+        lines.append(
+            "  the proved bound (Theorem 4.1 at Lemma 6.1, unit constants) is above 1 -- says"
+            f" nothing -- for n < {v:.4g}"
+        )
+    for key, name in (
+        ("theorem_4_1", "Theorem 4.1 at Lemma 6.1"),
+        ("theorem_5_1", "Theorem 5.1 at (N*, s*)"),
+    ):
+        t = pr[key]
+        if t["log_power"] is None:
+            lines.append(f"  {name}: undefined over {design} ({t['why']})")
+            continue
+        trend = "falls" if t["decreases"] else "RISES"
+        lines.append(
+            f"  {name}: band log power c = {g(t['log_power'])} over {design}"
+            f" (sharp reading {g(pr['sharp_log_power'])})"
+        )
+        lines.append(f"    log-log slope {g(t['slope'])}: the bound {trend} over the design")
+    lines.append(
+        f"  Lemma 4.2's max{{s log(nL/s), L s log(pN)}} / n at n = {n:.6g}:"
+        f" {g(pr['lemma_4_2_ratio'])} (o(1) asked)"
+    )
+    return lines
 
 
 def format_report(r: dict) -> str:
@@ -177,6 +244,8 @@ def format_report(r: dict) -> str:
     ]
     for m, e in r["predicted_exponent"].items():
         lines.append(f"  {m:5s} {g(e):>10s}   [log^{g(r['log_factor_power'][m])} n]")
+    if "proved" in r:  # a report written before issue 75 has none
+        lines += _format_proved(r["proved"], i["n"])
     return "\n".join(lines)
 
 
