@@ -164,3 +164,12 @@ def test_ratio_slope_is_the_slope_of_the_ratio_of_means():
     assert res.diff == pytest.approx(direct, abs=1e-12)
     assert res == paired_slope_diff(NS, A, B, seed=3)
     assert res.ci_low < 0.2 < res.ci_high
+
+
+def test_one_replicate_shows_nothing_and_bad_input_is_refused():
+    res = log_or_power(NS, (NS**-0.5 + 1e-3)[None], C_PROOF)
+    assert math.isnan(res.change_se) and res.verdict == "log" and not res.fail
+    with pytest.raises(ValueError, match="c_max"):
+        log_or_power(NS, np.tile(NS**-0.5, (3, 1)), -1.0)
+    with pytest.raises(ValueError, match="positive"):
+        log_or_power(NS, np.tile(-(NS**-0.5), (3, 1)), C_PROOF)
