@@ -32,12 +32,12 @@ from theory.bounds import (
 from theory.conditions import condition_5_1, condition_5_2, condition_5_3
 from theory.exponents import (
     METRICS,
-    band_log_power,
     corollary_6_1_rate,
     corollary_6_2_rate,
     corollary_6_3_rate,
     corollary_6_4_rate,
     derive_exponent,
+    design_log_power,
     gp_matern_exponent,
     knn_exponent,
     log_factor_power,
@@ -65,7 +65,7 @@ __all__ = [
     "BoundConstants",
     "Decrease",
     "Premises",
-    "band_log_power",
+    "design_log_power",
     "decreases_over",
     "Lemma61",
     "condition_5_1",

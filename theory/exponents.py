@@ -30,7 +30,7 @@ __all__ = [
     "teacher_exponent",
     "log_factor_power",
     "teacher_log_power",
-    "band_log_power",
+    "design_log_power",
     "log_log_slope",
     "gp_matern_exponent",
     "knn_exponent",
@@ -213,7 +213,7 @@ def teacher_log_power(ns, s0, p, L0=2, max_width0=10, delta=1, metric="d2") -> f
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     x = _log_design(ns)
     values = [float(corollary_6_4_rate(float(n), L0, s0, p, max_width0, delta)) for n in np.exp(x)]
-    return band_log_power(ns, values, float(teacher_exponent("d2")), metric)
+    return design_log_power(ns, values, float(teacher_exponent("d2")), metric)
 
 
 def _log_design(ns) -> np.ndarray:
@@ -239,7 +239,7 @@ def log_log_slope(ns, values) -> float:
     return float(xc @ (y - y.mean()) / (xc @ xc))
 
 
-def band_log_power(ns, values, exponent, metric="d2") -> float:
+def design_log_power(ns, values, exponent, metric="d2") -> float:
     """The band log power c that an expression's ``values`` at the design ``ns`` carry
     beyond the exponent ``exponent`` of n (the d^2 exponent): its least-squares log-log slope
     (:func:`log_log_slope`) is read as ``e + c ell`` with ``ell = slope(log log n ~ log n)``

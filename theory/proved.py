@@ -31,7 +31,7 @@ from theory.bounds import (
     theorem_5_1_bound,
     xi_bound,
 )
-from theory.exponents import band_log_power, log_log_slope, predicted_exponent
+from theory.exponents import design_log_power, log_log_slope, predicted_exponent
 
 __all__ = [
     "WHICH",
@@ -116,7 +116,7 @@ def _totals(ns, alpha, p, holder_norm, delta, which) -> list:
 
 def proved_log_power(ns, alpha, p, holder_norm=1, delta=1, which="theorem-4.1", metric="d2"):
     """The band log power c of the proved bound (:func:`proved_bound`, unit constants) over
-    the design ``ns``, by the teacher's band's rule (:func:`theory.exponents.band_log_power`,
+    the design ``ns``, by the teacher's band's rule (:func:`theory.exponents.design_log_power`,
     as :func:`theory.exponents.teacher_log_power`): the least-squares slope of ``log bound``
     on ``log n`` is read as ``e + c ell`` with e = :func:`theory.exponents.predicted_exponent`
     (alpha, p, "d2") = ``-2a/(2a+p)`` and ``ell = slope(log log n ~ log n)``.  Half for d.
@@ -128,7 +128,7 @@ def proved_log_power(ns, alpha, p, holder_norm=1, delta=1, which="theorem-4.1", 
     number, not a rate: :func:`decreases_over` says whether the bound falls at all.
     """
     values = _totals(ns, alpha, p, holder_norm, delta, which)
-    return band_log_power(ns, values, float(predicted_exponent(alpha, p, "d2")), metric)
+    return design_log_power(ns, values, float(predicted_exponent(alpha, p, "d2")), metric)
 
 
 @dataclass(frozen=True)

@@ -79,14 +79,14 @@ def test_band_log_power_recovers_n_to_the_e_log_to_the_c(e, c):
     """The shared rule gives back c of ``7 n^e log^c n`` to 1e-9, from mpmath values and
     from doubles; half for d."""
     exact = [7 * mpmath.mpf(n) ** e * _log(n) ** c for n in NS]
-    assert abs(T.band_log_power(NS, exact, e) - c) < 1e-9
-    assert abs(T.band_log_power(NS, [float(v) for v in exact], e) - c) < 1e-9
-    assert abs(T.band_log_power(NS, exact, e, "d") - c / 2) < 1e-9
+    assert abs(T.design_log_power(NS, exact, e) - c) < 1e-9
+    assert abs(T.design_log_power(NS, [float(v) for v in exact], e) - c) < 1e-9
+    assert abs(T.design_log_power(NS, exact, e, "d") - c / 2) < 1e-9
     assert abs(T.log_log_slope(NS, [mpmath.mpf(n) ** e for n in NS]) - e) < 1e-12
     with pytest.raises(ValueError, match="metric"):
-        T.band_log_power(NS, exact, e, "d3")
+        T.design_log_power(NS, exact, e, "d3")
     with pytest.raises(ValueError, match="one finite positive value"):
-        T.band_log_power(NS, exact[:-1], e)
+        T.design_log_power(NS, exact[:-1], e)
 
 
 def test_teacher_log_power_unchanged():
@@ -100,12 +100,12 @@ def test_teacher_log_power_unchanged():
 def test_proved_log_power_over_the_confirm_design():
     """alpha = 0.5, p = 1: Theorem 4.1's bound carries c ~ 3.79 (norm 1) and ~ 3.77 (the
     records' norm), not the sharp reading's 2; Theorem 5.1's rises at the records' norm
-    (slope ~ +0.149); the value is band_log_power's on proved_bound's totals."""
+    (slope ~ +0.149); the value is design_log_power's on proved_bound's totals."""
     c1 = T.proved_log_power(NS, 0.5, 1)
     assert 3.75 < c1 < 3.85
     assert 3.72 < T.proved_log_power(NS, 0.5, 1, RECORDS_NORM) < 3.82
     totals = [T.proved_bound(n, 0.5, 1)["total"] for n in NS]
-    assert c1 == T.band_log_power(NS, totals, float(T.predicted_exponent(0.5, 1)))
+    assert c1 == T.design_log_power(NS, totals, float(T.predicted_exponent(0.5, 1)))
     assert T.proved_log_power(NS, 0.5, 1, metric="d") == pytest.approx(c1 / 2, rel=1e-15)
     rise = T.decreases_over(NS, 0.5, 1, RECORDS_NORM, which="theorem-5.1")
     assert not rise.decreases and 0.14 < rise.slope < 0.16
