@@ -35,6 +35,8 @@ from verify.entry_records import (
     attainment_result,
     class_theorem_result,
     curve_result,
+    entry_log_or_power,
+    entry_readings,
     replicated,
     theorem_result,
 )
@@ -175,7 +177,8 @@ def metric_result(
     asvi = estimator == "asvi"
     V = _values(tc, estimator, metric)
     R = V.shape[0]
-    pro = prospective(TruthDesign(spec, tc.key, ns, tc.edges, R), estimator, metric, proto)
+    pro = prospective(TruthDesign(spec, tc.key, ns, tc.edges, R, tc.norms), estimator, metric,
+                      proto)  # fmt: skip
     fit = fit_slope(ns, V, log_power=pro.band_log_power, level=proto.level)
     curv = curvature(ns, V, level=proto.level)
     refused, att_refused = refusal(spec)
@@ -201,6 +204,8 @@ def metric_result(
     else:  # what a re-run would give (verify.replication); an overridden verdict is not
         theorem, attainment = replicated(Measured(tc, metric, V, F), pro, proto, fit, theorem,
                                          attainment)  # fmt: skip
+    if not (is_control(estimator) or refused or proto.stated_rate):
+        theorem = dataclasses.replace(theorem, readings=entry_readings(tc, metric, fit, pro, proto))
     return MetricResult(
         estimator=name or estimator,
         truth=tc.key,
@@ -230,6 +235,7 @@ def metric_result(
             ),
         ),
         class_theorem=class_theorem,
+        log_or_power=entry_log_or_power(tc, V, pro, theorem, proto.level),
     )
 
 

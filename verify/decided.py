@@ -58,6 +58,12 @@ class Decided:
     attainment: str | None
     attainment_share: float | None
     budget: str | None
+    # the reading the theorem verdict is (verify.readings: "proved" or "sharp"), the other
+    # reading's verdict and delta_flip / delta_pass (None: records decided without them)
+    reading: str | None = None
+    other_verdict: str | None = None
+    delta_flip: float | None = None
+    delta_pass: float | None = None
 
     @property
     def cls(self) -> tuple:
@@ -70,6 +76,13 @@ class Decided:
             return verdict + ("" if share is None else f" ({share:.0%})")
 
         out = [f"theorem {v(self.theorem, self.theorem_share)}"]
+        if self.reading is not None:
+            other = "proved bound" if self.reading == "sharp" else "sharp reading"
+            out[0] += (
+                f" [the {'sharp reading' if self.reading == 'sharp' else 'proved bound'};"
+                f" {other} {self.other_verdict}; FAIL below delta {self.delta_flip:.2f};"
+                f" PASS from {self.delta_pass:.2f}]"
+            )
         if self.attainment is not None:
             out.append(f"attainment {v(self.attainment, self.attainment_share)}")
         if self.budget is not None:
@@ -94,9 +107,25 @@ def decided_of(results) -> list[Decided]:
                 attainment_share=None if a is None or a.replication is None
                 else a.replication.share,
                 budget=None if r.control is None else r.control.state,
+                **_reading_fields(t.readings),
             )
         )  # fmt: skip
     return out
+
+
+def _reading_fields(g) -> dict:
+    """:class:`Decided`'s reading fields of a theorem test's readings (none where None)."""
+    if g is None:
+        return {}
+    other = g.proved_verdict if g.deciding == "sharp" else g.sharp_verdict
+    if g.proved_log_power is None:
+        other = "not available"
+    return {
+        "reading": g.deciding,
+        "other_verdict": str(other),
+        "delta_flip": round(float(g.delta_flip), 4),
+        "delta_pass": round(float(g.delta_pass), 4),
+    }
 
 
 def load(path: str = PATH) -> list[Decided]:

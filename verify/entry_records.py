@@ -28,6 +28,9 @@ from verify.design import (
     control_family,
     prospective,
 )
+from verify.logfactor import LogOrPower, log_or_power
+from verify.power import confirm_power, power_check
+from verify.readings import Readings, readings
 from verify.records import (
     TruthCells,
     columns,
@@ -61,6 +64,8 @@ __all__ = [
     "attainment_result",
     "class_theorem_result",
     "curve_result",
+    "entry_log_or_power",
+    "entry_readings",
     "replicated",
     "theorem_result",
 ]
@@ -182,7 +187,7 @@ def class_theorem_result(
     did)."""
     if proto.theorem_rule != "confirm":
         return None
-    design = TruthDesign(tc.spec, tc.key, tc.ns, tc.edges, V.shape[0])
+    design = TruthDesign(tc.spec, tc.key, tc.ns, tc.edges, V.shape[0], tc.norms)
     pro = prospective(design, "asvi", metric, proto, cv_kind=control_family(estimator))
     fit = fit_slope(tc.ns, V, log_power=pro.band_log_power, level=proto.level)
     t = theorem_result(fit, pro, proto.theorem_rule)
@@ -284,3 +289,39 @@ def attainment_result(
         c_flip=attainment_flip(d, ns),
         fail_p=fail_p_value(d.diff, allowance, d.se, V.shape[0]),
     )
+
+
+def entry_readings(tc: TruthCells, metric: str, fit: SlopeFit, pro: Prospective, proto) -> Readings:
+    """The theorem test's readings (``verify.readings``): the proved bound's, the sharp
+    reading's, delta_flip / delta_pass, on the entry's ``fit``; whether the design has power
+    at a band log power c by the protocol's prospective rule (``verify.power``); the
+    candidates' depth and widths at the largest n (the premises)."""
+    ns, R = list(tc.ns), fit.replicates
+
+    def powered(c: float) -> bool:
+        if proto.theorem_rule == "confirm":
+            return confirm_power(ns, pro.predicted, c, pro.slope_se, R, proto.level,
+                                 proto.power_floor).separable  # fmt: skip
+        return power_check(ns, pro.predicted, c, pro.slope_se, R, proto.level).separable
+
+    top = tc.first[-1]
+    return readings(
+        tc.spec, ns, metric, fit, pro.predicted, powered, proto.theorem_rule, proto,
+        norms=tc.norms, edges=tc.edges, depth=top.depth, widths=top.widths or None,
+    )  # fmt: skip
+
+
+def entry_log_or_power(
+    tc: TruthCells, V: np.ndarray, pro: Prospective, theorem: TheoremTest, level: float
+) -> LogOrPower | None:
+    """Log factor or power (``verify.logfactor``) on the entry's values ``V``: the change
+    of the local slope between the design's halves against any ``n^e log^c n`` with c up
+    to the proved bound's log power (the theorem band's where the entry has no readings --
+    a known-answer control's 0, a stated rate's own -- or the proved bound is not
+    available); None with fewer than three n."""
+    if len(tc.ns) < 3:
+        return None
+    r = theorem.readings
+    proved = None if r is None else r.proved_log_power
+    c_max = max(0.0, pro.band_log_power if proved is None else proved)
+    return log_or_power(tc.ns, V, c_max, level=level, exponent=pro.predicted)

@@ -12,7 +12,7 @@ from verify.verdict import Verdict
 if TYPE_CHECKING:  # the results module imports nothing from here; typing only
     from verify.results import MetricResult
 
-__all__ = ["finding", "verdict_text", "replication_text"]
+__all__ = ["finding", "readings_lines", "verdict_text", "replication_text"]
 
 
 def _range(ns) -> str:
@@ -74,6 +74,8 @@ def _theorem_words(r: MetricResult) -> str:
     ns = r.curve.ns
     t = r.theorem
     rate = f"n^{t.predicted:.3f} log^{t.band_log_power:.2f} n"
+    if t.readings is not None:  # which reading the verdict is (verify.readings)
+        rate += f" ({_READING_WORDS[t.readings.deciding]})"
     slow = "rejects e/2" if t.control_slow_rejected else "e/2 not rejected"
     if t.verdict == Verdict.FAIL:
         parts.append(
@@ -104,6 +106,49 @@ def _theorem_words(r: MetricResult) -> str:
     if _fragile(t.replication):
         parts[-1] += f" ({_fragile_words(t.replication)})"
     return parts[-1]
+
+
+_READING_WORDS = {"proved": "the proved bound", "sharp": "the sharp reading, delta -> 1"}
+
+
+def readings_lines(r: MetricResult) -> list[str]:
+    """The theorem test's readings (``verify.readings``) and the log-factor-or-power test
+    (``verify.logfactor``) in words, one line each; none where the entry has neither."""
+    out = []
+    g = r.theorem.readings
+    if g is not None:
+        vac = g.vacuity_n
+        n_top = r.curve.ns[-1]
+        if vac is None and g.proved_source.startswith("Corollary 6.4"):
+            says = "its vacuity n not evaluated"
+        elif vac is None:
+            says = "the proved bound is above 1 up to n = 1e40: it places no constraint"
+        elif vac > n_top:
+            says = f"the proved bound is above 1 (places no constraint) at n < {vac:.3g}"
+        else:
+            says = f"the proved bound is below 1 from n = {vac:.3g}"
+        trend = (
+            f"it {'falls' if g.proved_slope < 0 else 'rises'} over the design (slope"
+            f" {g.proved_slope:+.3f})"
+            if g.proved_slope is not None
+            else "it is undefined at every n of the design but one (Lemma 4.2's premise fails)"
+        )
+        proved = (
+            f"log^{g.proved_log_power:.2f} n): {g.proved_verdict}"
+            if g.proved_log_power is not None
+            else "undefined over this design; the sharp reading decides)"
+        )
+        out.append(
+            f"proved bound ({g.proved_source}; {proved}; sharp reading"
+            f" (log^{g.sharp_log_power:.2f} n; {g.claim}): {g.sharp_verdict}; a FAIL for"
+            f" every delta < {g.delta_flip:.2f}, a PASS from delta >= {g.delta_pass:.2f};"
+            f" {says}; {trend}"
+            + (f"; {g.premises}" if g.premises else "")
+            + ("" if g.registered else "; an exploratory re-reading (not this protocol's)")
+        )
+    if r.log_or_power is not None:
+        out.append(f"log factor or power: {r.log_or_power.message}")
+    return out
 
 
 def _beside_words(r: MetricResult) -> list[str]:

@@ -45,13 +45,16 @@ from verify.theorem import THEOREM_RULES
 
 __all__ = ["Protocol", "load", "names", "of_records", "DEFAULT"]
 
-DEFAULT = "exploratory-v2"
+DEFAULT = "exploratory-v3"
 # what a protocol before exploratory-v2 is replicated with (it names no [replication]):
 # the toolkit's, reported as such
 REPLICATION_DEFAULTS = {"resamples": 1000, "floor": 0.9, "interval": "t-bootstrap-se", "seed": 0}
 INTERVALS = ("t-bootstrap-se",)
 KINDS = ("exploratory", "confirmatory")
 BAND_RULES = {"holder": "2*delta", "teacher": "corollary-6.4", "gp": "0"}
+# the Hoelder band's rules (verify.readings): the sharp reading log^(2 delta) n, every
+# protocol before exploratory-v3; the proved bound (Theorem 4.1 at Lemma 6.1), from it on
+HOLDER_BANDS = ("2*delta", "proved")
 FAMILYWISE = ("holm", "none")
 # the known-answer controls' families (simulate.sweep.parts.KNOWN_ANSWER), each with its
 # own pilot cv entry where a protocol gives one
@@ -143,8 +146,11 @@ def load(name: str = DEFAULT) -> Protocol:
     if data.get("kind") not in KINDS:
         raise ValueError(f"protocol {name}: kind must be one of {KINDS}, got {data.get('kind')!r}")
     band = dict(rules.get("band_log_power", {}))
-    if band != BAND_RULES:
-        raise ValueError(f"protocol {name}: band_log_power must be {BAND_RULES}, got {band}")
+    if {**band, "holder": "2*delta"} != BAND_RULES or band.get("holder") not in HOLDER_BANDS:
+        raise ValueError(
+            f"protocol {name}: band_log_power must be {BAND_RULES} (holder one of"
+            f" {HOLDER_BANDS}), got {band}"
+        )
     p = Protocol(
         name=name,
         kind=data["kind"],

@@ -251,6 +251,11 @@ class TruthCells:
         """The teachers' non-zero edge counts (each replicate its own teacher)."""
         return [c.n_edges for c in self.cells_used if c.n_edges]
 
+    @property
+    def norms(self) -> list[float]:
+        """The Hoelder truths' norms (each replicate its own truth)."""
+        return [c.holder_norm for c in self.cells_used if c.holder_norm is not None]
+
 
 def truth_cells(key: str, cells: list[Cell]) -> TruthCells:
     """One truth's cells (:class:`TruthCells`) over the replicates complete at every n,

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 
 from theory.plumbing.paths import atomic_path
 from verify.design import is_control
-from verify.findings import replication_text, verdict_text
+from verify.findings import readings_lines, replication_text, verdict_text
 from verify.panels import draw_elbo_gap_panel, draw_rate_panel, draw_width_panel
 from verify.tables import (
     _attain_table_lines,
@@ -56,6 +56,7 @@ def format_results(results: list[MetricResult]) -> str:
             lines += _slope_table_lines(er)
             lines += _attain_table_lines(er)
             lines += [f"  {r.metric}{' (decides)' if r.primary else ''}: {r.finding}" for r in er]
+            lines += [f"  {r.metric}: {w}" for r in er if r.primary for w in readings_lines(r)]
             lines += _power_note(er)
             lines += _budget_lines(er)
         lines += _starts_lines(rows)

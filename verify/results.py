@@ -51,7 +51,9 @@ from dataclasses import dataclass
 from theory.plumbing.cli import Parser, run_main
 from verify.attainment import AttainmentPower, Flip, LogPower
 from verify.controls import BudgetShift
+from verify.logfactor import LogOrPower
 from verify.power import Power
+from verify.readings import Readings
 from verify.records import Replicates
 from verify.replication import Replication
 from verify.slopes import SlopeDiff
@@ -79,8 +81,9 @@ __all__ = [
 ]
 
 # 4: nested records, the document names its schema; 5: the confirming theorem rule, each
-# verdict's replication, a known-answer control's test against the class band
-SCHEMA_ID = "asvi-rates/metric-result/5"
+# verdict's replication, a known-answer control's test against the class band; 6: the
+# theorem test's readings (verify.readings) and the log-factor-or-power test (verify.logfactor)
+SCHEMA_ID = "asvi-rates/metric-result/6"
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,9 @@ class TheoremTest:
     rule: str = "reject-e/2"
     c_pass: float = math.nan
     replication: Replication | None = None
+    # the proved bound's, the sharp reading's and delta_flip / delta_pass (verify.readings;
+    # None for a known-answer control, a refused truth or a stated rate)
+    readings: Readings | None = None
 
 
 @dataclass(frozen=True)
@@ -292,6 +298,10 @@ class MetricResult:
     # a known-answer control held to the truth class's band too (the exponent and log
     # power ASVI is held to; verify.entry_records.class_theorem_result): None for ASVI
     class_theorem: TheoremTest | None = None
+    # log factor or power: the change of the local slope between the design's halves
+    # against any n^e log^c n with c up to the proved bound's (verify.logfactor; None
+    # with fewer than three n)
+    log_or_power: LogOrPower | None = None
 
     def to_json(self) -> dict:
         """The result as JSON-ready nested objects (module docstring)."""

@@ -119,10 +119,11 @@ def test_confirm_power_predicts_how_often_real_intervals_pass():
 
 
 def test_protocols_name_their_rule_and_earlier_ones_decide_as_before():
-    assert protocols.DEFAULT == "exploratory-v2"
-    v2 = protocols.load("exploratory-v2")
-    assert v2.theorem_rule == "confirm" and v2.power_floor == 0.9
-    assert v2.replication_from == "protocol" and v2.replication["resamples"] >= 1000
+    assert protocols.DEFAULT == "exploratory-v3"
+    for name in ("exploratory-v2", "exploratory-v3"):
+        v2 = protocols.load(name)
+        assert v2.theorem_rule == "confirm" and v2.power_floor == 0.9
+        assert v2.replication_from == "protocol" and v2.replication["resamples"] >= 1000
     for name in ("exploratory-v1", "confirm-v1", "confirm-v2", "confirm-v3"):
         p = protocols.load(name)
         assert p.theorem_rule == "reject-e/2" and p.replication_from == "toolkit"
@@ -145,7 +146,7 @@ def test_protocols_name_their_rule_and_earlier_ones_decide_as_before():
     recs0 = fake_records(-0.245, -0.5, R=8)
     new = next(r for r in analyse(recs0) if r.metric == "d2")
     old = next(r for r in analyse(recs0, protocol="exploratory-v1") if r.metric == "d2")
-    assert new.decision.protocol.startswith("exploratory-v2@") and new.theorem.rule == "confirm"
+    assert new.decision.protocol.startswith("exploratory-v3@") and new.theorem.rule == "confirm"
     assert old.theorem.rule == "reject-e/2" and old.decision.protocol.startswith("exploratory-v1@")
     assert -0.25 < new.theorem.ci_high < new.theorem.band[1]
     assert new.theorem.verdict == "PASS" and not new.theorem.control_slow_rejected

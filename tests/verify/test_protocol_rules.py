@@ -126,7 +126,10 @@ def test_wording_never_says_contradicts():
     measured: slower than n^e log^c n over the design's n."""
     d2 = _d2(analyse(fake_records(-0.2, -0.75, alpha=1.5), protocol=TIGHT))
     assert d2.theorem.verdict == "FAIL"
-    assert "slower than n^-0.750 log^2.00 n over n = 250..16000" in d2.finding
+    assert (
+        "slower than n^-0.750 log^2.00 n (the sharp reading, delta -> 1) over n = 250..16000"
+        in d2.finding
+    )
     assert "contradict" not in d2.finding
 
 

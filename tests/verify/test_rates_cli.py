@@ -8,6 +8,7 @@ import pytest
 
 from tests.factories import EXIT_LINES, run_main, run_process
 from verify import decided
+from verify import protocol as protocols
 from verify.results import read_results
 
 
@@ -35,7 +36,7 @@ def test_verify_rates_end_to_end_tiny_tier(tmp_path):
         assert e.attainment.verdict in ("PASS", "FAIL", "INCONCLUSIVE", "UNDECIDABLE")
         assert e.control.state in ("converged", "undetermined", "limited")
         dec = e.decision
-        assert dec.protocol.startswith("exploratory-v2@") and dec.records_protocol is None
+        assert dec.protocol.startswith(f"{protocols.DEFAULT}@") and dec.records_protocol is None
         assert isinstance(e.attainment.reference.slope, float)
         assert 0 <= e.asvi.converged_fraction <= 1
         assert isinstance(e.control.optimisation_limited, bool)  # the control ran

@@ -57,7 +57,7 @@ def test_the_written_report_fits_the_schema_by_an_independent_validator(quick_re
     under ``jsonschema``; it names its schema; the reader gives typed results back."""
     doc = json.loads(quick_report.read_text())
     validate(doc)
-    assert doc["schema"] == SCHEMA_ID == "asvi-rates/metric-result/5"
+    assert doc["schema"] == SCHEMA_ID == "asvi-rates/metric-result/6"
     back = read_results(str(quick_report))
     assert len(back) == len(doc["results"]) == 6
     assert all(isinstance(r.theorem.verdict, Verdict) for r in back)
@@ -118,8 +118,8 @@ def test_a_report_of_another_schema_is_refused_naming_both_versions(results, tmp
         read_results(str(old))
     msg = str(got.value)
     assert "asvi-rates/metric-result/3" in msg and SCHEMA_ID in msg and "\n" not in msg
-    other = {"schema": "asvi-rates/metric-result/4", "results": []}
-    with pytest.raises(ValueError, match="metric-result/4.*metric-result/5"):
+    other = {"schema": "asvi-rates/metric-result/5", "results": []}
+    with pytest.raises(ValueError, match="metric-result/5.*metric-result/6"):
         load_results(other)
 
 
