@@ -134,6 +134,17 @@ def names() -> list[str]:
     return sorted(p.name.removesuffix(".toml") for p in root.iterdir() if p.name.endswith(".toml"))
 
 
+def check_band(name: str, band: dict) -> dict:
+    """A protocol's ``[rules.band_log_power]``: :data:`BAND_RULES`, its Hoelder rule one of
+    :data:`HOLDER_BANDS` (``ValueError`` otherwise); returned as given."""
+    if {**band, "holder": "2*delta"} != BAND_RULES or band.get("holder") not in HOLDER_BANDS:
+        raise ValueError(
+            f"protocol {name}: band_log_power must be {BAND_RULES} (holder one of"
+            f" {HOLDER_BANDS}), got {band}"
+        )
+    return band
+
+
 def load(name: str = DEFAULT) -> Protocol:
     """Read and check protocol ``name`` (``ValueError`` naming the first bad field)."""
     if name not in names():
@@ -145,12 +156,7 @@ def load(name: str = DEFAULT) -> Protocol:
         raise ValueError(f"protocol file {name}.toml names itself {data.get('name')!r}")
     if data.get("kind") not in KINDS:
         raise ValueError(f"protocol {name}: kind must be one of {KINDS}, got {data.get('kind')!r}")
-    band = dict(rules.get("band_log_power", {}))
-    if {**band, "holder": "2*delta"} != BAND_RULES or band.get("holder") not in HOLDER_BANDS:
-        raise ValueError(
-            f"protocol {name}: band_log_power must be {BAND_RULES} (holder one of"
-            f" {HOLDER_BANDS}), got {band}"
-        )
+    band = check_band(name, dict(rules.get("band_log_power", {})))
     p = Protocol(
         name=name,
         kind=data["kind"],
