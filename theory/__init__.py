@@ -56,6 +56,7 @@ from theory.proved import (
     premises,
     proved_bound,
     proved_log_power,
+    teacher_vacuity_n,
     vacuity_n,
 )
 from theory.qstar import q_star, q_star_log10
@@ -105,5 +106,6 @@ __all__ = [
     "theorem_4_1_bound",
     "theorem_5_1_bound",
     "vacuity_n",
+    "teacher_vacuity_n",
     "xi_bound",
 ]

@@ -31,7 +31,12 @@ from theory.bounds import (
     theorem_5_1_bound,
     xi_bound,
 )
-from theory.exponents import design_log_power, log_log_slope, predicted_exponent
+from theory.exponents import (
+    corollary_6_4_rate,
+    design_log_power,
+    log_log_slope,
+    predicted_exponent,
+)
 
 __all__ = [
     "WHICH",
@@ -41,6 +46,7 @@ __all__ = [
     "decreases_over",
     "Decrease",
     "vacuity_n",
+    "teacher_vacuity_n",
     "premises",
     "Premises",
 ]
@@ -184,22 +190,49 @@ def vacuity_n(alpha, p, holder_norm=1, delta=1, which="theorem-4.1", n_max=10**4
     check.real("delta", delta, ge=1, allowed=">= 1 (Lemma 4.2)")
     check.positive_int("per_decade", per_decade)
     check.real("n_max", n_max, gt=2, allowed="> 2")
+    return _least_n_below(
+        lambda n: _says_something(n, alpha, p, holder_norm, delta, which), n_max, per_decade
+    )
+
+
+def teacher_vacuity_n(s0, p, L0=2, max_width0=10, delta=1, n_max=10**40, per_decade=4):
+    """:func:`vacuity_n` for the teacher: the least n from which Corollary 6.4's expression,
+    eq. (postcon3), at unit constant (``theory.corollary_6_4_rate``) stays below the trivial
+    bound d^2 <= 1, by the same scan and bisection; ``s0``, ``L0``, ``max_width0``: the
+    teacher's non-zero weights and biases, hidden layers and widest layer."""
+    check.real("delta", delta, ge=1, allowed=">= 1 (Corollary 6.4: any delta > 1)")
+    check.positive_int("per_decade", per_decade)
+    check.real("n_max", n_max, gt=2, allowed="> 2")
+    corollary_6_4_rate(10, L0, s0, p, max_width0, delta)  # its own checks, before the scan
+
+    def below(n) -> bool:
+        try:
+            return corollary_6_4_rate(n, L0, s0, p, max_width0, delta) < 1
+        except ValueError:  # log(n L0 / s0) < 0 ... : no bound at this n
+            return False
+
+    return _least_n_below(below, n_max, per_decade)
+
+
+def _least_n_below(below, n_max, per_decade):
+    """The scan and bisection of :func:`vacuity_n` for any predicate ``below(n)`` (the
+    bound is below 1 at the integer n)."""
     top = mpmath.log10(n_max)
     grid = [
         int(mpmath.ceil(mpmath.power(10, k / mpmath.mpf(per_decade))))
         for k in range(int(math.log10(2) * per_decade) + 1, int(top * per_decade) + 1)
     ]
     grid = sorted({2, *grid, int(n_max)})
-    below = [_says_something(n, alpha, p, holder_norm, delta, which) for n in grid]
-    if not below[-1]:
+    says = [below(n) for n in grid]
+    if not says[-1]:
         return None
-    if all(below):
+    if all(says):
         return 2
-    i = max(j for j, b in enumerate(below) if not b)
+    i = max(j for j, b in enumerate(says) if not b)
     lo, hi = grid[i], grid[i + 1]  # bound >= 1 (or undefined) at lo, < 1 at hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _says_something(mid, alpha, p, holder_norm, delta, which):
+        if below(mid):
             hi = mid
         else:
             lo = mid

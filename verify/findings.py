@@ -119,9 +119,7 @@ def readings_lines(r: MetricResult) -> list[str]:
     if g is not None:
         vac = g.vacuity_n
         n_top = r.curve.ns[-1]
-        if vac is None and g.proved_source.startswith("Corollary 6.4"):
-            says = "its vacuity n not evaluated"
-        elif vac is None:
+        if vac is None:
             says = "the proved bound is above 1 up to n = 1e40: it places no constraint"
         elif vac > n_top:
             says = f"the proved bound is above 1 (places no constraint) at n < {vac:.3g}"

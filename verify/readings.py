@@ -60,6 +60,7 @@ from theory import (
     proved_bound,
     proved_log_power,
     teacher_log_power,
+    teacher_vacuity_n,
     vacuity_n,
 )
 from verify.slopes import loglog_slope
@@ -219,10 +220,11 @@ def readings(
         slope = (decreases_over(ok, spec.alpha, spec.p, _median(norms)).slope
                  if len(ok) >= 2 else None)  # fmt: skip
         source = "Theorem 4.1 at Lemma 6.1's L, N, s (unit constants)"
-    else:  # the teacher: the expression's slope; its vacuity n is not evaluated (None)
+    else:  # the teacher: Corollary 6.4's expression's vacuity n and slope
         s0 = int(round(float(np.median(list(edges)))))
         vals = [corollary_6_4_rate(float(n), _TEACHER_L0, s0, spec.p, _TEACHER_W0, 1) for n in ns]
-        vac, slope = None, log_log_slope(list(ns), vals)
+        vac = teacher_vacuity_n(s0, spec.p, _TEACHER_L0, _TEACHER_W0)
+        slope = log_log_slope(list(ns), vals)
         source = "Corollary 6.4's expression (unit constants)"
     return Readings(
         deciding=deciding,

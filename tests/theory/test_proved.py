@@ -188,3 +188,18 @@ def test_the_report_prints_the_vacuity_line(tmp_path):
     assert {"lemma_6_1", "theorem_4_1", "optimal", "predicted_exponent"} <= r.keys()
     assert r["proved"]["vacuity_n"] == T.vacuity_n(0.5, 1)
     assert r["proved"]["theorem_4_1"]["log_power"] == T.proved_log_power(NS, 0.5, 1)
+
+
+def test_teacher_vacuity_n_is_where_corollary_6_4s_expression_crosses_one():
+    """The teacher's vacuity n: Corollary 6.4's expression at unit constant (s0 = 165, the
+    paper's 20-10-10-1 teacher, p = 20) is >= 1 at v - 1 and below 1 at v; refused inputs
+    are refused before the scan."""
+    from theory import corollary_6_4_rate, teacher_vacuity_n
+
+    v = teacher_vacuity_n(165, 20)
+    assert (
+        corollary_6_4_rate(v, 2, 165, 20, 10, 1) < 1 <= corollary_6_4_rate(v - 1, 2, 165, 20, 10, 1)
+    )
+    assert teacher_vacuity_n(165, 20, delta=2) > v  # a larger log power says nothing longer
+    with pytest.raises(ValueError):
+        teacher_vacuity_n(165, 20, delta=0.5)

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from tests.factories import fake_records, tight_protocol
-from theory import log_factor_power, proved_log_power, teacher_log_power
+from theory import log_factor_power, proved_log_power, teacher_log_power, teacher_vacuity_n
 from verify import protocol as protocols
 from verify.analysis import analyse
 from verify.controls import read_with_control
@@ -103,7 +103,9 @@ def test_the_teacher_is_held_to_its_corollary_and_its_delta_is_its_own():
     c1 = teacher_log_power(list(NS), 165, 20, delta=1)
     assert c2 - c1 == pytest.approx(2.0)  # linear in delta, slope 2
     assert c1 + 2 * (g.delta_flip - 1) == pytest.approx(t.theorem.c_flip)
-    assert g.vacuity_n is None and "not evaluated" in readings_lines(t)[0]
+    # Corollary 6.4's expression at unit constant falls below 1 from about n = 5.6e5
+    assert g.vacuity_n == teacher_vacuity_n(165, 20) and 5e5 < g.vacuity_n < 6e5
+    assert f"places no constraint) at n < {g.vacuity_n:.3g}" in readings_lines(t)[0]
 
 
 def test_without_hoelder_norms_the_proved_reading_is_not_available_and_says_so():
