@@ -13,6 +13,9 @@ and is rewritten from the records file ``PATH`` (relative to the repository root
 * ``verify-rates`` -- ``python -m verify.rates --markdown``'s table and findings (without
   its heading), the budget-doubling control read from ``PATH``'s ``-double`` file when it
   exists, as ``verify.rates`` does; ``metric=d2`` keeps that metric's rows only;
+  ``protocol=NAME`` decides records of no protocol tag under NAME (default: the records'
+  own protocol, else ``verify.protocol.DEFAULT``) -- the earlier tiers' pages name the
+  protocol their prose was written under, so a new default does not re-decide them;
 * ``starts`` -- ``python -m verify.starts PATH``'s per-arm tables, in a code block;
 * ``table1``, ``uci``, ``mnist1d``, ``mnist1d-controls`` -- the text table ``python -m
   figures --only NAME`` prints for the experiment's records ``PATH`` (the store its run
@@ -56,7 +59,7 @@ BLOCK = re.compile(
 )
 # each kind and the options it takes beside records=PATH
 KINDS = {
-    "verify-rates": {"metric"},
+    "verify-rates": {"metric", "protocol"},
     "starts": set(),
     "table1": {"tier"},
     "uci": {"tier", "splits"},
@@ -120,7 +123,8 @@ def render_block(spec: str, root: str = ".") -> str | None:
         return "```\n" + arms_table(read_records(path)) + "\n```\n"
     records, control = read_with_control(path, ONE_CONFIG_HINT)
     metrics = None if "metric" not in opts else {opts["metric"]}
-    return markdown_results(analyse(records, control=control), None, metrics)
+    results = analyse(records, control=control, protocol=opts.get("protocol"))
+    return markdown_results(results, None, metrics)
 
 
 def regenerate(path: str = "RESULTS.md", root: str = ".", log=print) -> dict:

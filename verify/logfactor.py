@@ -119,10 +119,10 @@ class LogOrPower:
         lo, hi = self.change_ci
         head = (f"local slope {self.slope_lower:+.3f} -> {self.slope_upper:+.3f}: change"
                 f" {self.change:+.3f} [{lo:+.3f}, {hi:+.3f}], log^c range"
-                f" [{self.allowed[0]:+.3f}, 0] (c <= {self.c_max:g})")  # fmt: skip
+                f" [{self.allowed[0]:+.3f}, 0] (c <= {self.c_max:.2f})")  # fmt: skip
         tail = {
             "power": "flattens: a power, not a log factor, up to the proof's logs (FAIL)",
-            "steeper": f"steepens beyond log^{self.c_max:g}",
+            "steeper": f"steepens beyond log^{self.c_max:.2f} n",
             "log": "explained by log factors",
         }[self.verdict]
         return f"{head}: {tail}"

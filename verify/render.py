@@ -198,6 +198,8 @@ def markdown_results(results: list, heading: str | None, metrics=None) -> str:
             if not t.power.separable and t.verdict == "UNDECIDABLE":
                 note += f"; {_power_sentence(t.power)}"
             lines.append(note)
+            lines += [f"- {r.estimator}, {r.truth}, d2, {w}" for w in readings_lines(r)]
+            lines.append(f"- {r.estimator}, {r.truth}, d2, {_curve_words(r)}")
     if any(r.theorem.replication is not None for r in results):
         lines.append(
             "- replication: the share of bootstrap resamples of replicates (the protocol's"
@@ -209,6 +211,20 @@ def markdown_results(results: list, heading: str | None, metrics=None) -> str:
         if r.primary and r.starts and r.starts.answer:
             lines.append(f"- {r.truth}, constructive against random start: {r.starts.answer}")
     return "\n".join(lines) + "\n"
+
+
+def _curve_words(r) -> str:
+    """The curve per n in words: the arithmetic mean over replicates (what every slope is
+    fitted on), the local slopes between consecutive n and, where the entry has a
+    reference, the ratio of the two means."""
+    c, a = r.curve, r.attainment
+    ref = None if a is None else a.reference.mean
+    per_n = ", ".join(
+        f"{int(n)}: {m:.4g}" + ("" if ref is None else f" ({m / ref[i]:.1f}x the reference's)")
+        for i, (n, m) in enumerate(zip(c.ns, c.mean, strict=True))
+    )
+    local = ", ".join(f"{s:+.3f}" for s in c.local_slopes)
+    return f"mean over replicates (arithmetic) per n: {per_n}; local slopes {local}"
 
 
 def power_lines(rows: list, cfg) -> str:
