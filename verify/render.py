@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import matplotlib
 import matplotlib.pyplot as plt
+import numpy as np
 
 from theory.plumbing.paths import atomic_path
 from verify.design import is_control
@@ -224,7 +225,11 @@ def _curve_words(r) -> str:
         for i, (n, m) in enumerate(zip(c.ns, c.mean, strict=True))
     )
     local = ", ".join(f"{s:+.3f}" for s in c.local_slopes)
-    return f"mean over replicates (arithmetic) per n: {per_n}; local slopes {local}"
+    out = f"mean over replicates (arithmetic) per n: {per_n}; local slopes {local}"
+    if ref is not None:
+        x, y = np.log(np.asarray(c.ns, dtype=float)), np.log(np.asarray(ref, dtype=float))
+        out += "; the reference's " + ", ".join(f"{s:+.3f}" for s in np.diff(y) / np.diff(x))
+    return out
 
 
 def power_lines(rows: list, cfg) -> str:
