@@ -293,7 +293,7 @@ def protocol_of(args) -> protocols.Protocol:
     if args.estimator is not None and proto.kind == "confirmatory":
         raise ValueError(
             f"protocol {proto.name} is confirmatory: its estimator is ASVI; give --protocol"
-            " exploratory-v2 (or another exploratory tier) to run --estimator"
+            f" {protocols.DEFAULT} (or another exploratory tier) to run --estimator"
         )
     if not changes:
         return proto

@@ -29,6 +29,7 @@ import hashlib
 
 from simulate.sweep.truth_spec import TruthSpec
 from theory.stated_rate import parse_rate, stated_band
+from verify import protocol as protocols
 
 __all__ = ["band", "check_plan", "document_entry", "opening_lines", "with_rate"]
 
@@ -40,7 +41,7 @@ def with_rate(proto, text: str):
     if proto.kind == "confirmatory":
         raise ValueError(
             f"protocol {proto.name} is confirmatory: its band is fixed; give --protocol"
-            " exploratory-v2 to decide under a stated --rate"
+            f" {protocols.DEFAULT} to decide under a stated --rate"
         )
     parse_rate(text)  # refused here, before anything is read
     expr = "".join(text.split())
