@@ -64,6 +64,10 @@ class Decided:
     other_verdict: str | None = None
     delta_flip: float | None = None
     delta_pass: float | None = None
+    # the log-factor-or-power test's verdict (verify.logfactor: "power", "log", "steeper")
+    # and its change of the local slope with the interval (None: not tested)
+    log_or_power: str | None = None
+    change: tuple[float, float, float] | None = None
 
     @property
     def cls(self) -> tuple:
@@ -87,7 +91,18 @@ class Decided:
             out.append(f"attainment {v(self.attainment, self.attainment_share)}")
         if self.budget is not None:
             out.append(f"budget {self.budget}")
+        if self.log_or_power is not None:
+            d, lo, hi = self.change
+            out.append(f"{_LOP_WORDS[self.log_or_power]} ({d:+.3f} [{lo:+.3f}, {hi:+.3f}])")
         return ", ".join(out)
+
+
+# the log-factor-or-power verdicts on the first screen (verify.logfactor)
+_LOP_WORDS = {
+    "power": "flattening a power",
+    "log": "curvature within log factors",
+    "steeper": "steepening beyond the log factors",
+}
 
 
 def decided_of(results) -> list[Decided]:
@@ -108,6 +123,7 @@ def decided_of(results) -> list[Decided]:
                 else a.replication.share,
                 budget=None if r.control is None else r.control.state,
                 **_reading_fields(t.readings),
+                **_log_or_power_fields(r.log_or_power),
             )
         )  # fmt: skip
     return out
@@ -128,13 +144,24 @@ def _reading_fields(g) -> dict:
     }
 
 
+def _log_or_power_fields(lp) -> dict:
+    """:class:`Decided`'s log-factor-or-power fields (none where not tested)."""
+    if lp is None:
+        return {}
+    return {
+        "log_or_power": lp.verdict,
+        "change": tuple(round(float(x), 4) for x in (lp.change, *lp.change_ci)),
+    }
+
+
 def load(path: str = PATH) -> list[Decided]:
     """The shipped decision (:data:`PATH`); empty where the file is absent."""
     if not os.path.isfile(path):
         return []
     with open(path, encoding="utf-8") as fh:
         doc = json.load(fh)
-    return [Decided(**d) for d in doc["truths"]]
+    return [Decided(**{**d, **({"change": tuple(d["change"])} if d.get("change") else {})})
+            for d in doc["truths"]]  # fmt: skip
 
 
 def _range(d: Decided) -> str:

@@ -41,3 +41,17 @@ def test_the_first_screen_matches_by_class_and_says_where_there_is_none():
     assert lines[4] == f"    {decided.CURRENT} no truth of this class"
     # the arms and the known-answer controls are not truths of the screen
     assert decided.summary_lines([], []) == []
+
+
+def test_the_shipped_decision_says_which_reading_and_the_curvature_test():
+    """The first screen's line for confirm-v4's alpha = 0.5: its theorem FAIL is the sharp
+    reading's, the proved bound PASSes, delta_flip / delta_pass, and the flattening is a power
+    (verify.readings, verify.logfactor; re-read, exploratory)."""
+    got = {d.truth: d.words() for d in decided.load()}
+    words = got["holder-a0.5-p1-s20261203"]
+    assert words.startswith(
+        "theorem FAIL (100%) [the sharp reading; proved bound PASS; FAIL below delta 1.11;"
+        " PASS from 1.19], attainment FAIL (100%)"
+    )
+    assert words.endswith("flattening a power (+0.156 [+0.115, +0.197])")
+    assert "curvature within log factors" in got["holder-a1.5-p1-s20261203"]
