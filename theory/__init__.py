@@ -56,6 +56,7 @@ from theory.proved import (
     premises,
     proved_bound,
     proved_log_power,
+    proved_slopes,
     teacher_vacuity_n,
     vacuity_n,
 )
@@ -107,5 +108,6 @@ __all__ = [
     "theorem_5_1_bound",
     "vacuity_n",
     "teacher_vacuity_n",
+    "proved_slopes",
     "xi_bound",
 ]

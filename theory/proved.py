@@ -49,6 +49,9 @@ __all__ = [
     "teacher_vacuity_n",
     "premises",
     "Premises",
+    "CONSTANT_GRID",
+    "ProvedSlopes",
+    "proved_slopes",
 ]
 
 # the two proved bounds: Theorem 4.1 at Lemma 6.1's (L, N, s); Theorem 5.1 at (N*, s*)
@@ -135,6 +138,64 @@ def proved_log_power(ns, alpha, p, holder_norm=1, delta=1, which="theorem-4.1", 
     """
     values = _totals(ns, alpha, p, holder_norm, delta, which)
     return design_log_power(ns, values, float(predicted_exponent(alpha, p, "d2")), metric)
+
+
+# the constants Theorem 4.1 and Lemma 6.1 assert only to exist, over which the proved bound's
+# shape is read (proved_slopes): C'/C (the variational and approximation terms against the
+# estimation term; Lemma 4.2's M enters as sqrt(C)) and Lemma 6.1's C_N
+CONSTANT_GRID = {
+    "C_prime_over_C": (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3),
+    "C_N": (0.5, 1.0, 2.0, 4.0, 8.0),
+}
+
+
+@dataclass(frozen=True)
+class ProvedSlopes:
+    """:func:`proved_slopes`: the least-squares log-log slope of the proved bound over a
+    design at unit constants (``unit``), its least and largest over the constant grid
+    (``low``, ``high``), how many constant choices were read (``read``) and how many were
+    left out because the bound is undefined at some n of the design (``undefined``); the
+    slopes None where no choice (for ``unit``: the unit one) is defined at every n."""
+
+    unit: float | None
+    low: float | None
+    high: float | None
+    read: int
+    undefined: int
+
+
+def proved_slopes(ns, alpha, p, holder_norm=1, delta=1, grid=None) -> ProvedSlopes:
+    """The proved bound's log-log slope over the design ``ns`` (Theorem 4.1 at Lemma 6.1,
+    :func:`proved_bound`), at unit constants and over a grid of the constants the theorem
+    only asserts to exist (:data:`CONSTANT_GRID`: C'/C from 1e-3 to 1e3, Lemma 6.1's C_N from
+    1/2 to 8).  The bound is a sum of terms with different powers of n, so its slope over a
+    finite design -- and the band log power read from it -- depends on those constants: at
+    alpha = 0.5, p = 1 over n = 500..512,000 from about -0.39 to above 0.  A choice under
+    which the bound is undefined at some n of the design (eps_n's radicand negative: Lemma
+    4.2's premise fails) is left out and counted; the slope is over the whole design, never
+    a part of it, so it compares with a data slope over the same n."""
+    grid = CONSTANT_GRID if grid is None else grid
+    ns = list(ns)
+
+    def slope(ratio, c_n):
+        k = BoundConstants(C_prime=ratio)
+        try:
+            vals = [proved_bound(n, alpha, p, holder_norm, delta, constants=k, C_N=c_n)["total"]
+                    for n in ns]  # fmt: skip
+        except ValueError:
+            return None
+        return log_log_slope(ns, vals)
+
+    unit = slope(1.0, 1)
+    got = [slope(r, c) for r in grid["C_prime_over_C"] for c in grid["C_N"]]
+    ok = [s for s in got if s is not None]
+    return ProvedSlopes(
+        unit=unit,
+        low=min(ok) if ok else None,
+        high=max(ok) if ok else None,
+        read=len(ok),
+        undefined=len(got) - len(ok),
+    )
 
 
 @dataclass(frozen=True)

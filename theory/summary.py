@@ -18,7 +18,14 @@ from theory.exponents import METRICS, corollary_6_1_rate, log_factor_power, pred
 from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import check_output_file, path_arg, write_json
 from theory.priors import log_prior_N
-from theory.proved import DEFAULT_DESIGN, decreases_over, premises, proved_log_power, vacuity_n
+from theory.proved import (
+    DEFAULT_DESIGN,
+    decreases_over,
+    premises,
+    proved_log_power,
+    proved_slopes,
+    vacuity_n,
+)
 from theory.qstar import q_star_log10
 
 __all__ = ["ReportInputs", "report", "format_report", "main"]
@@ -162,6 +169,9 @@ def _proved(n, p, alpha, holder_norm, delta) -> dict:
             out[key] = {"log_power": c, "slope": dec.slope, "decreases": dec.decreases}
         except ValueError as exc:
             out[key] = {"log_power": None, "slope": None, "decreases": None, "why": str(exc)}
+    ps = proved_slopes(DEFAULT_DESIGN, alpha, p, holder_norm, delta)
+    out["theorem_4_1_constants"] = {"slope_low": ps.low, "slope_high": ps.high,
+                                    "read": ps.read, "undefined": ps.undefined}  # fmt: skip
     out["lemma_4_2_ratio"] = premises(n, alpha, p).ratio
     return out
 
@@ -195,6 +205,13 @@ def _format_proved(pr: dict, n) -> list:
             f" (sharp reading {g(pr['sharp_log_power'])})"
         )
         lines.append(f"    log-log slope {g(t['slope'])}: the bound {trend} over the design")
+    k = pr.get("theorem_4_1_constants")  # a report written before it has none
+    if k is not None and k["slope_low"] is not None:
+        lines.append(
+            f"  Theorem 4.1 over C'/C in 1e-3..1e3 and C_N in 1/2..8 ({k['read']} choices):"
+            f" log-log slope {g(k['slope_low'])} .. {g(k['slope_high'])} over {design}"
+            + (": for some constants it does not fall" if k["slope_high"] >= 0 else "")
+        )
     lines.append(
         f"  Lemma 4.2's max{{s log(nL/s), L s log(pN)}} / n at n = {n:.6g}:"
         f" {g(pr['lemma_4_2_ratio'])} (o(1) asked)"

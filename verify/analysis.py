@@ -33,10 +33,9 @@ from verify.entry_records import (
     Measured,
     asvi_summary,
     attainment_result,
+    beside,
     class_theorem_result,
     curve_result,
-    entry_log_or_power,
-    entry_readings,
     replicated,
     theorem_result,
 )
@@ -177,12 +176,12 @@ def metric_result(
     asvi = estimator == "asvi"
     V = _values(tc, estimator, metric)
     R = V.shape[0]
-    pro = prospective(TruthDesign(spec, tc.key, ns, tc.edges, R, tc.norms), estimator, metric,
-                      proto)  # fmt: skip
+    pro = prospective(TruthDesign(spec, tc.key, ns, tc.edges, R), estimator, metric, proto)
     fit = fit_slope(ns, V, log_power=pro.band_log_power, level=proto.level)
     curv = curvature(ns, V, level=proto.level)
     refused, att_refused = refusal(spec)
     F = columns(tc.cells, lambda c: c.at_width(metric, tc.w_fixed)) if asvi else None
+    m = Measured(tc, metric, V, F)
     has_ref = att_refused is None and all(c.reference is not None for row in tc.cells for c in row)
     control = budget_shift(ctrl, proto.budget_margin) if asvi else None
     theorem = theorem_result(fit, pro, proto.theorem_rule)
@@ -202,10 +201,11 @@ def metric_result(
         if attainment is not None:
             attainment = dataclasses.replace(attainment, verdict=override)
     else:  # what a re-run would give (verify.replication); an overridden verdict is not
-        theorem, attainment = replicated(Measured(tc, metric, V, F), pro, proto, fit, theorem,
-                                         attainment)  # fmt: skip
-    if not (is_control(estimator) or refused or proto.stated_rate):
-        theorem = dataclasses.replace(theorem, readings=entry_readings(tc, metric, fit, pro, proto))
+        theorem, attainment = replicated(m, pro, proto, fit, theorem, attainment)
+    known = (None if class_theorem is None else expected_class_theorem(
+        spec, estimator, metric, class_theorem.power, class_theorem.band))  # fmt: skip
+    readable = not (is_control(estimator) or refused or proto.stated_rate)
+    theorem, lop = beside(m, fit, pro, proto, theorem, readable)  # verify.readings, .logfactor
     return MetricResult(
         estimator=name or estimator,
         truth=tc.key,
@@ -228,14 +228,10 @@ def metric_result(
             refused=refused,
             attainment_refused=att_refused,
             expected_attainment=None if att_refused else pro.expected_attainment,
-            expected_theorem=None
-            if class_theorem is None
-            else expected_class_theorem(
-                spec, estimator, metric, class_theorem.power, class_theorem.band
-            ),
+            expected_theorem=known,
         ),
         class_theorem=class_theorem,
-        log_or_power=entry_log_or_power(tc, V, pro, theorem, proto.level),
+        log_or_power=lop,
     )
 
 

@@ -58,8 +58,8 @@ class Decided:
     attainment: str | None
     attainment_share: float | None
     budget: str | None
-    # the reading the theorem verdict is (verify.readings: "proved" or "sharp"), the other
-    # reading's verdict and delta_flip / delta_pass (None: records decided without them)
+    # the reading the theorem verdict is (verify.readings: "sharp" or "corollary-6.4"), the
+    # proved bound's verdict beside it and delta_flip / delta_pass (None: decided without)
     reading: str | None = None
     other_verdict: str | None = None
     delta_flip: float | None = None
@@ -81,11 +81,10 @@ class Decided:
 
         out = [f"theorem {v(self.theorem, self.theorem_share)}"]
         if self.reading is not None:
-            other = "proved bound" if self.reading == "sharp" else "sharp reading"
+            proved = "" if self.reading != "sharp" else f" proved bound {self.other_verdict};"
             out[0] += (
-                f" [the {'sharp reading' if self.reading == 'sharp' else 'proved bound'};"
-                f" {other} {self.other_verdict}; FAIL below delta {self.delta_flip:.2f};"
-                f" PASS from {self.delta_pass:.2f}]"
+                f" [{_READING_NAMES[self.reading]};{proved} FAIL below delta"
+                f" {self.delta_flip:.2f}; PASS from {self.delta_pass:.2f}]"
             )
         if self.attainment is not None:
             out.append(f"attainment {v(self.attainment, self.attainment_share)}")
@@ -129,15 +128,20 @@ def decided_of(results) -> list[Decided]:
     return out
 
 
+# the reading a theorem verdict is (verify.readings): the sharp reading of Corollary 6.1, or
+# the teacher's Corollary 6.4 expression (its sharp reading and its proved bound at once)
+_READING_NAMES = {"sharp": "the sharp reading", "corollary-6.4": "Corollary 6.4's expression"}
+
+
 def _reading_fields(g) -> dict:
-    """:class:`Decided`'s reading fields of a theorem test's readings (none where None)."""
+    """:class:`Decided`'s reading fields of a theorem test's readings (none where None):
+    the reading the verdict is, the proved bound's verdict beside it, delta_flip and
+    delta_pass."""
     if g is None:
         return {}
-    other = g.proved_verdict if g.deciding == "sharp" else g.sharp_verdict
-    if g.proved_log_power is None:
-        other = "not available"
+    other = "not available" if g.proved_log_power is None else g.proved_verdict
     return {
-        "reading": g.deciding,
+        "reading": "sharp" if g.claim.startswith("Corollary 6.1") else "corollary-6.4",
         "other_verdict": str(other),
         "delta_flip": round(float(g.delta_flip), 4),
         "delta_pass": round(float(g.delta_pass), 4),

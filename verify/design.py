@@ -37,7 +37,6 @@ from verify import protocol as protocols
 from verify import stated_rate
 from verify.attainment import AttainmentPower, attainment_power
 from verify.power import Power, confirm_power, pass_probability, power_check
-from verify.readings import proved_band
 from verify.slopes import expected_slope_se, log_allowance
 from verify.verdict import Verdict
 
@@ -122,13 +121,11 @@ def predicted(spec: TruthSpec, estimator: str, metric: str) -> float:
 
 def band_log_power(
     spec: TruthSpec, ns, edges: list[int], estimator: str, metric: str, delta: float,
-    key: str | None = None, rule: str = "2*delta", norms=(),
+    key: str | None = None,
 ) -> float:  # fmt: skip
     """The log power c of the theorem band ``[e, e + c ell]`` for one truth (module
-    docstring): for a Hoelder truth the protocol's ``rule`` -- ``"2*delta"``, the sharp
-    reading of Corollaries 6.1/6.2 (delta for d), or ``"proved"``, the proved bound's
-    (``verify.readings.proved_band``: Theorem 4.1 at Lemma 6.1 over the design's n,
-    ``norms`` the replicates' Hoelder norms); Corollary 6.4's own expression over the
+    docstring): ``2 delta`` (Hoelder, Corollaries 6.1/6.2 at their sharp reading; delta for
+    d; the other readings: ``verify.readings``), Corollary 6.4's own expression over the
     design's n (the teacher; ``edges``: its replicates' teachers' non-zero edge counts), 0
     (the Gaussian-process control)."""
     if is_control(estimator):
@@ -140,10 +137,6 @@ def band_log_power(
             )
         s0 = int(round(float(np.median(edges))))
         return float(teacher_log_power(list(ns), s0, spec.p, delta=delta, metric=metric))
-    if rule == "proved":  # the sharp reading where the proved bound is undefined (NaN)
-        c = proved_band(spec, ns, metric, norms=norms)
-        if math.isfinite(c):
-            return c
     return float(log_factor_power(metric, delta))
 
 
@@ -260,7 +253,6 @@ class TruthDesign:
     ns: Sequence[float]
     edges: list[int]
     replicates: int
-    norms: Sequence[float] = ()  # the Hoelder truths' norms (the proved bound's band)
 
 
 def prospective(
@@ -273,8 +265,7 @@ def prospective(
     d^2).  The theorem test's power is the protocol's rule's: separation from e/2
     (``verify.power.power_check``) or the probability of a PASS at e against the
     protocol's floor (``confirm_power``).  ``cv_kind``: another entry's pilot cv
-    (a control family's, ``"gp"`` or ``"knn"``: a control entry held to the class band, at
-    its sharp reading).
+    (a control family's, ``"gp"`` or ``"knn"``: a control entry held to the class band).
     A protocol with a stated rate
     (``verify.stated_rate``) has its exponent and log power in place of the paper's band,
     for every entry but a known-answer control's own."""
@@ -283,12 +274,7 @@ def prospective(
     ns = list(ns)
     stated = None if is_control(estimator) else stated_rate.band(proto, spec, ns, metric)
     if stated is None:
-        # a known-answer control held to the class band (cv_kind) is held to its sharp
-        # reading: its known answers come from exponents, and the tightest band keeps the
-        # known FAIL that shows the test can fail (verify.readings)
-        rule = "2*delta" if cv_kind is not None else proto.band_log_power["holder"]
-        lp = band_log_power(spec, ns, edges, estimator, metric, proto.delta, key, rule,
-                            design.norms)  # fmt: skip
+        lp = band_log_power(spec, ns, edges, estimator, metric, proto.delta, key)
         pred = predicted(spec, estimator, metric)
     else:  # the protocol's stated rate replaces the paper's band (verify.stated_rate)
         pred, lp = stated
@@ -362,10 +348,9 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
     rows = []
     for t in cfg.truths:
         edges = [t.build(q).n_edges for q in range(R)] if t.kind == "teacher" else []
-        norms = [t.build(q).holder_norm for q in range(R)] if t.kind == "holder" else []
         refused, att_refused = refusal(t)
         for est in ests:
-            pro = prospective(TruthDesign(t, t.key, ns, edges, R, norms), est, m, proto)
+            pro = prospective(TruthDesign(t, t.key, ns, edges, R), est, m, proto)
             attains = t.kind == "holder" and att_refused is None
             a_prob = None
             if attains:
@@ -377,7 +362,7 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
                           if ap.gap > 0 and ap.separable else 0.0)  # fmt: skip
             cls = known = None
             if is_control(est) and proto.theorem_rule == "confirm" and not refused:
-                c = prospective(TruthDesign(t, t.key, ns, edges, R, norms), "asvi", m, proto,
+                c = prospective(TruthDesign(t, t.key, ns, edges, R), "asvi", m, proto,
                                 cv_kind=control_family(est))  # fmt: skip
                 cls = c.theorem_power
                 known = expected_class_theorem(t, est, m, cls, (c.predicted, c.predicted + cls.gap))

@@ -64,6 +64,7 @@ __all__ = [
     "attainment_result",
     "class_theorem_result",
     "curve_result",
+    "beside",
     "entry_log_or_power",
     "entry_readings",
     "replicated",
@@ -187,7 +188,7 @@ def class_theorem_result(
     did)."""
     if proto.theorem_rule != "confirm":
         return None
-    design = TruthDesign(tc.spec, tc.key, tc.ns, tc.edges, V.shape[0], tc.norms)
+    design = TruthDesign(tc.spec, tc.key, tc.ns, tc.edges, V.shape[0])
     pro = prospective(design, "asvi", metric, proto, cv_kind=control_family(estimator))
     fit = fit_slope(tc.ns, V, log_power=pro.band_log_power, level=proto.level)
     t = theorem_result(fit, pro, proto.theorem_rule)
@@ -292,10 +293,9 @@ def attainment_result(
 
 
 def entry_readings(tc: TruthCells, metric: str, fit: SlopeFit, pro: Prospective, proto) -> Readings:
-    """The theorem test's readings (``verify.readings``): the proved bound's, the sharp
-    reading's, delta_flip / delta_pass, on the entry's ``fit``; whether the design has power
-    at a band log power c by the protocol's prospective rule (``verify.power``); the
-    candidates' depth and widths at the largest n (the premises)."""
+    """The theorem test's readings (``verify.readings``): the sharp reading's, delta_flip /
+    delta_pass and the proved bound's, on the entry's ``fit``; whether the design has power
+    at a band log power c by the protocol's prospective rule (``verify.power``)."""
     ns, R = list(tc.ns), fit.replicates
 
     def powered(c: float) -> bool:
@@ -304,24 +304,34 @@ def entry_readings(tc: TruthCells, metric: str, fit: SlopeFit, pro: Prospective,
                                  proto.power_floor).separable  # fmt: skip
         return power_check(ns, pro.predicted, c, pro.slope_se, R, proto.level).separable
 
-    top = tc.first[-1]
-    return readings(
-        tc.spec, ns, metric, fit, pro.predicted, powered, proto.theorem_rule, proto,
-        norms=tc.norms, edges=tc.edges, depth=top.depth, widths=top.widths or None,
-    )  # fmt: skip
+    return readings(tc, metric, fit, pro.predicted, powered, proto.theorem_rule, proto.delta)
 
 
 def entry_log_or_power(
     tc: TruthCells, V: np.ndarray, pro: Prospective, theorem: TheoremTest, level: float
 ) -> LogOrPower | None:
     """Log factor or power (``verify.logfactor``) on the entry's values ``V``: the change
-    of the local slope between the design's halves against any ``n^e log^c n`` with c up
-    to the proved bound's log power (the theorem band's where the entry has no readings --
-    a known-answer control's 0, a stated rate's own -- or the proved bound is not
-    available); None with fewer than three n."""
+    of the local slope between the design's halves against any single ``n^e log^c n`` with
+    c up to the larger of the theorem band's log power and the proved bound's at unit
+    constants (``verify.readings``; the band's alone where the entry has no readings -- a
+    known-answer control's 0, a stated rate's own -- or the proved bound is not available);
+    None with fewer than three n."""
     if len(tc.ns) < 3:
         return None
     r = theorem.readings
     proved = None if r is None else r.proved_log_power
-    c_max = max(0.0, pro.band_log_power if proved is None else proved)
+    c_max = max(0.0, pro.band_log_power, proved if proved is not None else 0.0)
     return log_or_power(tc.ns, V, c_max, level=level, exponent=pro.predicted)
+
+
+def beside(
+    m: Measured, fit: SlopeFit, pro: Prospective, proto, theorem: TheoremTest, readable: bool
+) -> tuple[TheoremTest, LogOrPower | None]:
+    """What is reported beside an entry's verdicts: its theorem test with its readings
+    (where ``readable``: not a known-answer control, a refused truth or a stated rate) and
+    the log-factor-or-power test on its measurements ``m``."""
+    if readable:
+        theorem = dataclasses.replace(
+            theorem, readings=entry_readings(m.tc, m.metric, fit, pro, proto)
+        )
+    return theorem, entry_log_or_power(m.tc, m.V, pro, theorem, proto.level)

@@ -74,8 +74,8 @@ def _theorem_words(r: MetricResult) -> str:
     ns = r.curve.ns
     t = r.theorem
     rate = f"n^{t.predicted:.3f} log^{t.band_log_power:.2f} n"
-    if t.readings is not None:  # which reading the verdict is (verify.readings)
-        rate += f" ({_READING_WORDS[t.readings.deciding]})"
+    if t.readings is not None and t.readings.claim.startswith("Corollary 6.1"):
+        rate += " (the sharp reading, delta -> 1)"  # verify.readings
     slow = "rejects e/2" if t.control_slow_rejected else "e/2 not rejected"
     if t.verdict == Verdict.FAIL:
         parts.append(
@@ -108,7 +108,12 @@ def _theorem_words(r: MetricResult) -> str:
     return parts[-1]
 
 
-_READING_WORDS = {"proved": "the proved bound", "sharp": "the sharp reading, delta -> 1"}
+_PROVED_WORDS = {
+    Verdict.FAIL: "slower than it whatever the constants",
+    Verdict.PASS: "within it whatever the constants",
+    Verdict.UNDECIDABLE: "for some constants it does not fall over these n: no constraint here",
+    Verdict.INCONCLUSIVE: "the constants decide",
+}
 
 
 def readings_lines(r: MetricResult) -> list[str]:
@@ -117,33 +122,28 @@ def readings_lines(r: MetricResult) -> list[str]:
     out = []
     g = r.theorem.readings
     if g is not None:
-        vac = g.vacuity_n
-        n_top = r.curve.ns[-1]
-        if vac is None:
-            says = "the proved bound is above 1 up to n = 1e40: it places no constraint"
-        elif vac > n_top:
-            says = f"the proved bound is above 1 (places no constraint) at n < {vac:.3g}"
+        sharp = (
+            f"sharp reading (log^{g.sharp_log_power:.2f} n; {g.claim}): {g.sharp_verdict}, a"
+            f" FAIL for every delta < {g.delta_flip:.2f}, a PASS from delta >="
+            f" {g.delta_pass:.2f}"
+        )
+        if g.proved_log_power is None:
+            proved = (
+                f"proved bound ({g.proved_source}): not available (undefined at some n of this"
+                " design at unit constants, or no Hoelder norm in the records)"
+            )
         else:
-            says = f"the proved bound is below 1 from n = {vac:.3g}"
-        trend = (
-            f"it {'falls' if g.proved_slope < 0 else 'rises'} over the design (slope"
-            f" {g.proved_slope:+.3f})"
-            if g.proved_slope is not None
-            else "it is undefined at every n of the design but one (Lemma 4.2's premise fails)"
-        )
-        proved = (
-            f"log^{g.proved_log_power:.2f} n): {g.proved_verdict}"
-            if g.proved_log_power is not None
-            else "undefined over this design; the sharp reading decides)"
-        )
-        out.append(
-            f"proved bound ({g.proved_source}; {proved}; sharp reading"
-            f" (log^{g.sharp_log_power:.2f} n; {g.claim}): {g.sharp_verdict}; a FAIL for"
-            f" every delta < {g.delta_flip:.2f}, a PASS from delta >= {g.delta_pass:.2f};"
-            f" {says}; {trend}"
-            + (f"; {g.premises}" if g.premises else "")
-            + ("" if g.registered else "; an exploratory re-reading (not this protocol's)")
-        )
+            lo, hi = g.proved_range
+            vac = g.vacuity_n
+            says = ("above 1 up to n = 1e40" if vac is None
+                    else f"above 1 (no constraint) for n < {vac:.3g}")  # fmt: skip
+            proved = (
+                f"proved bound ({g.proved_source}; log^{g.proved_log_power:.2f} n at unit"
+                f" constants, log^{lo:.2f}..log^{hi:.2f} n over the constants the theorem"
+                f" leaves open): {g.proved_verdict} ({_PROVED_WORDS[g.proved_verdict]}); at"
+                f" unit constants {says}, slope {g.proved_slope:+.3f} over the design"
+            )
+        out.append(sharp + "; " + proved + (f"; {g.premises}" if g.premises else ""))
     if r.log_or_power is not None:
         out.append(f"log factor or power: {r.log_or_power.message}")
     return out

@@ -8,8 +8,8 @@ same datasets) and, for each truth and metric, prints a convergence table and it
 (rules in ``verify.theorem`` and ``verify.attainment``, on the fits of ``verify.slopes``):
 
 Every number a verdict depends on is in a **protocol** (``verify.protocol``; ``--protocol
-NAME``, default ``exploratory-v3``: the Hoelder truths held to the proved bound,
-``verify.readings``; ``--records`` are decided under the shipped protocol
+NAME``, default ``exploratory-v3``, which reports the theorem's readings beside each
+verdict, ``verify.readings``; ``--records`` are decided under the shipped protocol
 they were written under, where there is one), whose digest every record written under it
 and every JSON entry carries; a report on records of another protocol says so.  ``--rate
 EXPR`` (a rate of d^2 in n, p and alpha) replaces the paper's band in an exploratory copy of

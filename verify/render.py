@@ -66,9 +66,9 @@ def format_results(results: list[MetricResult]) -> str:
         "",
         "columns: steps = most steps any candidate used; cands = candidate widths; top = "
         "selections at the largest candidate; band = [e, e + c ell] (c: c_band, the log "
-        "power of the result covering the truth, as the protocol reads it: the proved bound's "
-        "from exploratory-v3 on, the sharp reading's before; both readings, delta_flip / "
-        "delta_pass and the log-factor-or-power test are on each d2 entry's lines); c_flip = "
+        "power of the result covering the truth at its sharp reading; the proved bound's "
+        "reading, delta_flip / delta_pass and the log-factor-or-power test are on each d2 "
+        "entry's lines); c_flip = "
         "the band log power below which "
         "the theorem test FAILs; e/2 ctl = the too-slow control rejected? (it decides a PASS "
         "under the earlier protocols; under the confirming rule, exploratory-v2 on, a PASS "

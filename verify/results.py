@@ -117,7 +117,7 @@ class TheoremTest:
     rule: str = "reject-e/2"
     c_pass: float = math.nan
     replication: Replication | None = None
-    # the proved bound's, the sharp reading's and delta_flip / delta_pass (verify.readings;
+    # the sharp reading's, delta_flip / delta_pass and the proved bound's (verify.readings;
     # None for a known-answer control, a refused truth or a stated rate)
     readings: Readings | None = None
 
@@ -299,7 +299,8 @@ class MetricResult:
     # power ASVI is held to; verify.entry_records.class_theorem_result): None for ASVI
     class_theorem: TheoremTest | None = None
     # log factor or power: the change of the local slope between the design's halves
-    # against any n^e log^c n with c up to the proved bound's (verify.logfactor; None
+    # against any n^e log^c n with c up to the band's or the proved bound's at unit
+    # constants, the larger (verify.logfactor; None
     # with fewer than three n)
     log_or_power: LogOrPower | None = None
 

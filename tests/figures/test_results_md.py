@@ -120,14 +120,13 @@ def test_compressed_records_read_as_the_plain_ones_and_are_never_written(tmp_pat
 
 
 def test_a_block_names_the_protocol_its_records_of_no_tag_are_decided_under(tmp_path):
-    """Records of no protocol tag are decided under the default (the proved bound's band
-    for a Hoelder truth, exploratory-v3 on) unless the block names another: an earlier
-    tier's page names the protocol its prose was written under (the sharp band, c = 2)."""
+    """Records of no protocol tag are decided under the default unless the block names
+    another: an earlier tier's page names the protocol its prose was written under
+    (exploratory-v1's earlier theorem rule gives another report than the default's)."""
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _shipped()))
-    sharp = render_block("verify-rates records=r.jsonl metric=d2 protocol=exploratory-v2",
-                         str(tmp_path))  # fmt: skip
-    proved = render_block("verify-rates records=r.jsonl metric=d2", str(tmp_path))
-    assert "| 2.00 |" in sharp and "an exploratory re-reading" in sharp
-    assert "| 2.00 |" not in proved and "an exploratory re-reading" not in proved
+    spec = "verify-rates records=r.jsonl metric=d2"
+    default = render_block(spec, str(tmp_path))
+    assert render_block(spec + " protocol=exploratory-v3", str(tmp_path)) == default
+    assert render_block(spec + " protocol=exploratory-v1", str(tmp_path)) != default
     with pytest.raises(ValueError, match="no protocol"):
-        render_block("verify-rates records=r.jsonl protocol=exploratory-v9", str(tmp_path))
+        render_block(spec + " protocol=exploratory-v9", str(tmp_path))

@@ -203,3 +203,23 @@ def test_teacher_vacuity_n_is_where_corollary_6_4s_expression_crosses_one():
     assert teacher_vacuity_n(165, 20, delta=2) > v  # a larger log power says nothing longer
     with pytest.raises(ValueError):
         teacher_vacuity_n(165, 20, delta=0.5)
+
+
+def test_proved_slopes_span_the_constants_the_theorem_leaves_open():
+    """The proved bound is a sum of terms weighted by C, C' (and Lemma 6.1's C_N), which the
+    theorem only asserts to exist: its slope over a finite design moves with them.  At unit
+    constants it is decreases_over's; over the grid it spans a range that, at alpha = 0.5,
+    p = 1 over n = 500..512,000, reaches above 0 (an independent audit: -0.41 .. +0.35);
+    choices undefined at some n of the design are left out and counted."""
+    from theory import decreases_over, proved_slopes
+    from theory.proved import CONSTANT_GRID, DEFAULT_DESIGN
+
+    ps = proved_slopes(DEFAULT_DESIGN, 0.5, 1, 16.71)
+    assert ps.unit == pytest.approx(decreases_over(DEFAULT_DESIGN, 0.5, 1, 16.71).slope)
+    assert ps.low <= ps.unit <= ps.high
+    assert round(ps.low, 2) == -0.41 and round(ps.high, 2) == 0.35
+    assert ps.read == len(CONSTANT_GRID["C_prime_over_C"]) * len(CONSTANT_GRID["C_N"])
+    small = proved_slopes([50, 100, 200], 0.5, 1, 16.7)
+    assert small.unit is None and small.undefined > 0 and small.read + small.undefined == ps.read
+    one = proved_slopes(DEFAULT_DESIGN, 0.5, 1, 16.71, grid={"C_prime_over_C": (1.0,), "C_N": (1,)})
+    assert one.low == one.high == one.unit

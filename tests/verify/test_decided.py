@@ -50,7 +50,7 @@ def test_the_shipped_decision_says_which_reading_and_the_curvature_test():
     got = {d.truth: d.words() for d in decided.load()}
     words = got["holder-a0.5-p1-s20261203"]
     assert words.startswith(
-        "theorem FAIL (100%) [the sharp reading; proved bound PASS; FAIL below delta 1.11;"
+        "theorem FAIL (100%) [the sharp reading; proved bound UNDECIDABLE; FAIL below delta 1.11;"
         " PASS from 1.19], attainment FAIL (100%)"
     )
     assert words.endswith("flattening a power (+0.156 [+0.115, +0.197])")
