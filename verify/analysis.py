@@ -202,8 +202,6 @@ def metric_result(
             attainment = dataclasses.replace(attainment, verdict=override)
     else:  # what a re-run would give (verify.replication); an overridden verdict is not
         theorem, attainment = replicated(m, pro, proto, fit, theorem, attainment)
-    known = (None if class_theorem is None else expected_class_theorem(
-        spec, estimator, metric, class_theorem.power, class_theorem.band))  # fmt: skip
     readable = not (is_control(estimator) or refused or proto.stated_rate)
     theorem, lop = beside(m, fit, pro, proto, theorem, readable)  # verify.readings, .logfactor
     return MetricResult(
@@ -228,11 +226,18 @@ def metric_result(
             refused=refused,
             attainment_refused=att_refused,
             expected_attainment=None if att_refused else pro.expected_attainment,
-            expected_theorem=known,
+            expected_theorem=_expected_theorem(spec, estimator, metric, class_theorem),
         ),
         class_theorem=class_theorem,
         log_or_power=lop,
     )
+
+
+def _expected_theorem(spec, estimator: str, metric: str, class_theorem):
+    """A known-answer control's known verdict against the class band (None for others)."""
+    if class_theorem is None:
+        return None
+    return expected_class_theorem(spec, estimator, metric, class_theorem.power, class_theorem.band)
 
 
 def compare_input_dimensions(results: list[MetricResult]) -> list[MetricResult]:
