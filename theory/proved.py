@@ -130,11 +130,11 @@ def proved_log_power(ns, alpha, p, holder_norm=1, delta=1, which="theorem-4.1", 
     on ``log n`` is read as ``e + c ell`` with e = :func:`theory.exponents.predicted_exponent`
     (alpha, p, "d2") = ``-2a/(2a+p)`` and ``ell = slope(log log n ~ log n)``.  Half for d.
 
-    Where Corollary 6.1's sharp reading holds the band to ``c = 2 delta`` (2 at delta = 1),
-    the bound the proof gives carries about 3.8 at alpha = 0.5, p = 1 over n = 500..512,000
-    (its L, N and s add log factors of their own, and its level at unit constants is far
-    above 1 there).  A c computed from a rising bound (Theorem 5.1 at some truths) is a
-    number, not a rate: :func:`decreases_over` says whether the bound falls at all.
+    At unit constants the bound carries about 3.8 at alpha = 0.5, p = 1 over n =
+    500..512,000 (against the sharp reading's 2), but that number is the unit constants':
+    over the constants the theorem leaves open it ranges widely (:func:`proved_slopes`).  A
+    c computed from a rising bound is a number, not a rate: :func:`decreases_over` says
+    whether the bound falls at all.
     """
     values = _totals(ns, alpha, p, holder_norm, delta, which)
     return design_log_power(ns, values, float(predicted_exponent(alpha, p, "d2")), metric)
@@ -161,7 +161,7 @@ class ProvedSlopes:
     low: float | None
     high: float | None
     read: int
-    undefined: int
+    undefined: int  # left out of low and high: the readings say how many
 
 
 def proved_slopes(ns, alpha, p, holder_norm=1, delta=1, grid=None) -> ProvedSlopes:

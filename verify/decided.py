@@ -99,7 +99,7 @@ class Decided:
 # the log-factor-or-power verdicts on the first screen (verify.logfactor)
 _LOP_WORDS = {
     "power": "flattening a power",
-    "log": "curvature within log factors",
+    "log": "curvature not shown beyond log factors",
     "steeper": "steepening beyond the log factors",
 }
 

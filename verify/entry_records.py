@@ -312,14 +312,14 @@ def entry_log_or_power(
 ) -> LogOrPower | None:
     """Log factor or power (``verify.logfactor``) on the entry's values ``V``: the change
     of the local slope between the design's halves against any single ``n^e log^c n`` with
-    c up to the larger of the theorem band's log power and the proved bound's at unit
-    constants (``verify.readings``; the band's alone where the entry has no readings -- a
-    known-answer control's 0, a stated rate's own -- or the proved bound is not available);
-    None with fewer than three n."""
+    c up to the larger of the theorem band's log power and the proved bound's largest over
+    the constants the theorem leaves open (``verify.readings``; the band's alone where the
+    entry has no readings -- a known-answer control's 0, a stated rate's own -- or the proved
+    bound is not available); None with fewer than three n."""
     if len(tc.ns) < 3:
         return None
     r = theorem.readings
-    proved = None if r is None else r.proved_log_power
+    proved = None if r is None or r.proved_range is None else r.proved_range[1]
     c_max = max(0.0, pro.band_log_power, proved if proved is not None else 0.0)
     return log_or_power(tc.ns, V, c_max, level=level, exponent=pro.predicted)
 

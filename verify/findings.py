@@ -116,6 +116,10 @@ _PROVED_WORDS = {
 }
 
 
+def _left_out(k: int | None) -> str:
+    return f", {k} undefined choices of the grid left out" if k else ""
+
+
 def readings_lines(r: MetricResult) -> list[str]:
     """The theorem test's readings (``verify.readings``) and the log-factor-or-power test
     (``verify.logfactor``) in words, one line each; none where the entry has neither."""
@@ -140,7 +144,8 @@ def readings_lines(r: MetricResult) -> list[str]:
             proved = (
                 f"proved bound ({g.proved_source}; log^{g.proved_log_power:.2f} n at unit"
                 f" constants, log^{lo:.2f}..log^{hi:.2f} n over the constants the theorem"
-                f" leaves open): {g.proved_verdict} ({_PROVED_WORDS[g.proved_verdict]}); at"
+                f" leaves open{_left_out(g.proved_left_out)}): {g.proved_verdict}"
+                f" ({_PROVED_WORDS[g.proved_verdict]}); at"
                 f" unit constants {says}, slope {g.proved_slope:+.3f} over the design"
             )
         out.append(sharp + "; " + proved + (f"; {g.premises}" if g.premises else ""))

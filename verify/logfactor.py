@@ -123,7 +123,7 @@ class LogOrPower:
                 f" {self.change:+.3f} [{lo:+.3f}, {hi:+.3f}], log^c range"
                 f" [{self.allowed[0]:+.3f}, 0] (c <= {self.c_max:.2f})")  # fmt: skip
         tail = {
-            "power": "flattens beyond any single log factor: a power (FAIL)",
+            "power": "flattens, which no n^e log^c n with c >= 0 can: a power (FAIL)",
             "steeper": f"steepens beyond log^{self.c_max:.2f} n",
             "log": "explained by log factors",
         }[self.verdict]

@@ -75,7 +75,9 @@ class Readings:
     (``claim``); the sharp reading's log power and verdict (the test's own); ``delta_flip`` /
     ``delta_pass``; the proved bound's source, its log power at unit constants and its range
     over the constant grid (None where not available), its verdict over that grid, its slope
-    over the design at unit constants (``proved_slope``) and the n from which it falls below
+    over the design at unit constants (``proved_slope``), how many constant choices of the
+    grid were left out as undefined at some n (``proved_left_out``: the range and verdict hold
+    over the others) and the n from which it falls below
     1 at unit constants (``vacuity_n``; None: not below 1 up to 1e40, or not available); the
     premises in words where the design is outside them (``premises``; None where it is within
     them or they are not evaluated)."""
@@ -88,6 +90,7 @@ class Readings:
     proved_source: str
     proved_log_power: float | None
     proved_range: tuple[float, float] | None
+    proved_left_out: int | None
     proved_verdict: Verdict
     proved_slope: float | None
     vacuity_n: float | None
@@ -133,7 +136,9 @@ def _premises_words(spec, n_top: int, depth, widths) -> str | None:
 def proved_verdict(lo: float, hi: float, low: float | None, high: float | None) -> Verdict:
     """The proved bound's verdict on a slope interval ``[lo, hi]`` against the bound's least
     and largest slope over the constant grid (module docstring); UNDECIDABLE where it is not
-    available (``low`` None)."""
+    available (``low`` None).  FAIL is read first: an interval above the largest slope is
+    slower than the bound under every constant of the grid, rising or not; a non-finite
+    interval (one replicate) is INCONCLUSIVE."""
     if low is None or not (np.isfinite(lo) and np.isfinite(hi)):
         return Verdict.UNDECIDABLE if low is None else Verdict.INCONCLUSIVE
     if lo > high:
@@ -146,7 +151,7 @@ def proved_verdict(lo: float, hi: float, low: float | None, high: float | None) 
 def _holder_proved(spec, ns, metric: str, norm: float | None, e: float, ell: float) -> dict:
     """The proved reading's fields for a Hoelder truth (module docstring)."""
     none = {"proved_log_power": None, "proved_range": None, "proved_slope": None,
-            "vacuity_n": None, "low": None, "high": None}  # fmt: skip
+            "proved_left_out": None, "vacuity_n": None, "low": None, "high": None}  # fmt: skip
     if norm is None:
         return none
     ps = proved_slopes(list(ns), spec.alpha, spec.p, norm)
@@ -158,6 +163,7 @@ def _holder_proved(spec, ns, metric: str, norm: float | None, e: float, ell: flo
         "proved_log_power": (ps.unit * scale - e) / ell,
         "proved_range": ((low - e) / ell, (high - e) / ell),
         "proved_slope": ps.unit * scale,
+        "proved_left_out": ps.undefined,
         "vacuity_n": float(vacuity_n(spec.alpha, spec.p, norm)),
         "low": low,
         "high": high,
@@ -171,6 +177,7 @@ def _teacher_proved(spec, ns, metric: str, s0: int, e: float, ell: float) -> dic
     return {
         "proved_log_power": c,
         "proved_range": (c, c),
+        "proved_left_out": 0,
         "proved_slope": log_log_slope(list(ns), vals) * _per_delta(metric) / 2,
         "vacuity_n": float(teacher_vacuity_n(s0, spec.p, _TEACHER_L0, _TEACHER_W0)),
         "low": e + c * ell,

@@ -299,8 +299,8 @@ class MetricResult:
     # power ASVI is held to; verify.entry_records.class_theorem_result): None for ASVI
     class_theorem: TheoremTest | None = None
     # log factor or power: the change of the local slope between the design's halves
-    # against any n^e log^c n with c up to the band's or the proved bound's at unit
-    # constants, the larger (verify.logfactor; None
+    # against any n^e log^c n with c up to the band's or the proved bound's largest over
+    # the constant grid, the larger (verify.logfactor; None
     # with fewer than three n)
     log_or_power: LogOrPower | None = None
 

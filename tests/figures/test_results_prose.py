@@ -4,9 +4,9 @@
 Covered, in RESULTS.md and docs/results/confirm-v4.md, outside the generated blocks:
 
 * every list of local slopes ("local slopes a, b, c", "the spline's a, b, c" or a table cell
-  "| a, b, c |", with two or more numbers): a run of consecutive local slopes of one ASVI or reference curve of
-  confirm-v4's blocks, each to the decimals shown (the blocks' curves are the arithmetic means
-  over replicates, the means every slope is fitted on);
+  "| a, b, c |", with two or more numbers): a run of consecutive local slopes of one ASVI or
+  reference curve of confirm-v4's blocks, each to the decimals shown (the blocks' curves are
+  the arithmetic means over replicates, the means every slope is fitted on);
 * every ratio "R.Rx at [n =] N": ASVI's mean d^2 over the reference's at n = N in one of
   confirm-v4's blocks, as the block prints it (one decimal).
 

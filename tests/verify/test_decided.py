@@ -54,4 +54,4 @@ def test_the_shipped_decision_says_which_reading_and_the_curvature_test():
         " PASS from 1.19], attainment FAIL (100%)"
     )
     assert words.endswith("flattening a power (+0.156 [+0.115, +0.197])")
-    assert "curvature within log factors" in got["holder-a1.5-p1-s20261203"]
+    assert "curvature not shown beyond log factors" in got["holder-a1.5-p1-s20261203"]
