@@ -35,8 +35,8 @@ changes are ``[c_max (ell_u - ell_l), 0]``.
 * ``"steeper"`` -- the interval's upper end is below ``c_max (ell_u - ell_l)``: the curve
   steepens beyond ``log^c_max``.  Not a failure of a bound (the risk falls faster than the
   band allows), but not explained by log factors in range either; said, not failed.
-* ``"log"`` -- otherwise: not rejected -- consistent with log factors of power in ``[0, c_max]``,
-  which a non-rejection does not show.
+* ``"log"`` -- otherwise: not rejected; the change is consistent with log factors of power
+  in ``[0, c_max]``, which is not the same as shown to be one.
 
 The null of the explanation, ``change <= 0``, does not depend on c_max: c_max only decides
 ``"steeper"``.  At a pure power (c = 0) the change is 0, the upper end of the range, and
