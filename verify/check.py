@@ -2,9 +2,11 @@
 ns=..., replicates=..., protocol=...)``.
 
 It is ``python -m verify.rates --estimator MODULE:CLASS`` (or a tier's own estimator) by
-another door, not a second harness: the arguments become that command line, read and
-checked by the same code (``verify.rates_args.read_command``, ``verify.rates.checked_plan``:
-the same refusals, one line each, raised as ``ValueError``), trained by the same sweeps
+another door, not a second harness: the arguments become the run's spec
+(``verify.runspec.RunSpec``, built directly: no command line, nothing redirected), checked
+by the same code as the command's (``verify.rates_args.command_of``,
+``verify.rates.checked_plan``: the same refusals, one line each, raised as
+``ValueError``), trained by the same sweeps
 into the same records file (``results/records-TIER-CLASS.jsonl`` unless ``out``: a second
 call with the same arguments resumes it, a call with other settings is refused as the
 command refuses it), and decided by the same analysis.  What comes back is a
@@ -21,18 +23,16 @@ refuses it); nothing of the truth reaches the estimator (it is fitted on the cel
 
 from __future__ import annotations
 
-import ast
-import contextlib
 import importlib
-import io
 import numbers
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from simulate.sweep.truth_spec import TruthSpec
+from verify.runspec import RunSpec, param_text
 
-__all__ = ["RateCheck", "RunOptions", "check_rate", "command_line", "estimator_spec"]
+__all__ = ["RateCheck", "RunOptions", "check_rate", "estimator_spec", "run_spec"]
 
 
 @dataclass(frozen=True)
@@ -40,14 +40,14 @@ class RateCheck:
     """What :func:`check_rate` found: the results (``verify.results.MetricResult``, one per
     truth, estimator and metric, as ``verify.rates --json`` writes them), the exit status
     the command would return (0 every d^2 test PASSES, 1 some FAILS family-wise, 3 some is
-    INCONCLUSIVE or UNDECIDABLE), the protocol's tag, the records file and the command
-    line it ran."""
+    INCONCLUSIVE or UNDECIDABLE), the protocol's tag, the records file and the run's
+    spec (``verify.runspec.RunSpec``)."""
 
     results: tuple
     status: int
     protocol: str
     records: str
-    argv: tuple[str, ...]
+    spec: RunSpec
 
     def __repr__(self) -> str:
         ests = sorted({r.estimator for r in self.results})
@@ -114,35 +114,40 @@ def _words(status: int) -> str:
 
 
 def estimator_spec(estimator) -> tuple[str, dict[str, str]]:
-    """``(MODULE:CLASS, {NAME: TEXT})`` of what :func:`check_rate` is given: a
+    """``(MODULE:CLASS, {NAME: VALUE})`` of what :func:`check_rate` is given: a
     ``"MODULE:CLASS"`` string (no parameters), a class (``MODULE:QUALNAME``, by the
-    shortest module path that exports it), or an
-    instance (its class, and every parameter its ``get_params()`` sets away from the
-    class's default, as the Python literal the records carry; a value with no literal,
-    e.g. a kernel object, is refused: give it as ``params``)."""
+    shortest module path that exports it; a class defined in a script or a notebook is
+    ``__main__:CLASS``), or an instance (its class, and every parameter its
+    ``get_params()`` sets away from the class's default: the Python literal the records
+    carry, or an object -- a kernel -- as ``verify.runspec.param_text`` holds it)."""
     if isinstance(estimator, str):
         if estimator.count(":") != 1:
             raise ValueError(f"estimator {estimator!r}: give MODULE:CLASS, a class or an instance")
         return estimator, {}
     cls = estimator if isinstance(estimator, type) else type(estimator)
+    if "<locals>" in cls.__qualname__:
+        raise ValueError(
+            f"estimator {cls.__qualname__}: a class defined inside a function cannot be named"
+            " by its records; define it at the top level of a module, script or notebook"
+        )
     spec = _public_spec(cls)
     if estimator is cls:
         return spec, {}
     given, defaults = estimator.get_params(deep=False), cls().get_params(deep=False)
     params = {}
     for name, value in given.items():
-        if defaults.get(name) is value or defaults.get(name) == value:
+        if defaults.get(name) is value or _equal(defaults.get(name), value):
             continue
-        text = repr(value)
-        try:
-            ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            raise ValueError(
-                f"{spec} parameter {name} = {text}: not a Python literal the records can"
-                f" carry; give it through params={{{name!r}: 'TEXT'}} or leave it at its default"
-            ) from None
-        params[name] = text
+        params[name] = param_text(name, value)
     return spec, params
+
+
+def _equal(a, b) -> bool:
+    """``a == b`` as one bool (False where the comparison fails or is not one: arrays)."""
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
 
 
 def _public_spec(cls) -> str:
@@ -159,22 +164,24 @@ def _public_spec(cls) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _truth_args(truths: Sequence[TruthSpec | str]) -> list[str]:
-    """The command's ``--truth`` groups of ``truths``: TruthSpecs, or names of a kind with
-    ``--truth``'s defaults."""
+def _truths(truths: Sequence[TruthSpec | str]) -> tuple[TruthSpec, ...]:
+    """``truths`` as TruthSpecs: each given, or a kind's name with ``--truth``'s defaults
+    (``simulate.sweep.cli.parse_truths``)."""
+    from simulate.sweep.cli import parse_truths  # noqa: PLC0415 (the sweep's command line)
+
+    if isinstance(truths, (str, bytes)) or not isinstance(truths, Sequence):
+        raise ValueError(f"truths must be a list of TruthSpecs or kinds' names, got {truths!r}")
     out = []
     for t in truths:
         if isinstance(t, str):
             if not t.isidentifier():
                 raise ValueError(f"truths: {t!r} is not a truth's kind (e.g. 'holder')")
-            out += ["--truth", t]
+            out += parse_truths(["--truth", t])[0]
             continue
         if not isinstance(t, TruthSpec):
             raise TypeError(f"a truth is a TruthSpec or a kind's name, got {t!r}")
-        out += ["--truth", t.kind, "--p", str(t.p)]
-        out += ["--alpha", repr(float(t.alpha))] if t.alpha is not None else []
-        out += ["--truth-seed", str(t.seed)] if t.seed else []
-    return out
+        out.append(t)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -191,34 +198,39 @@ class RunOptions:
     quiet: bool = False
 
 
-def command_line(estimator, design: Mapping, run: RunOptions = RunOptions()) -> list[str]:
-    """The ``verify.rates`` arguments :func:`check_rate` runs (module docstring): ``design``
-    holds its keyword arguments (``truths``, ``ns``, ``replicates``, ``protocol``,
-    ``params``, ``rate``; None: the tier's or the command's default)."""
-    argv = ["--tier", run.tier]
+def run_spec(estimator, design: Mapping, run: RunOptions = RunOptions()) -> RunSpec:
+    """The :class:`~verify.runspec.RunSpec` :func:`check_rate` runs (module docstring):
+    ``design`` holds its keyword arguments (``truths``, ``ns``, ``replicates``,
+    ``protocol``, ``params``, ``rate``; None: the tier's or the command's default); each
+    value checked for its type here, the rest as the command checks it
+    (``verify.rates_args.command_of``)."""
+    fields: dict = {"tier": run.tier, "out": run.out, "workers": run.workers}
     params = design.get("params")
     if estimator is not None:
         spec, own = estimator_spec(estimator)
-        argv += ["--estimator", spec]
-        given = {**own, **{k: v if isinstance(v, str) else repr(v)
-                           for k, v in (params or {}).items()}}  # fmt: skip
-        for name, text in given.items():
-            if not (isinstance(name, str) and name.isidentifier()):
-                raise ValueError(f"params: {name!r} is not a parameter's name")
-            argv += [f"--estimator-param={name}={text}"]
+        if params is not None and not isinstance(params, Mapping):
+            raise ValueError(f"params must map names to values, got {params!r}"[:200])
+        given = {**own, **{k: param_text(k, v) for k, v in (params or {}).items()}}
+        fields.update(estimator=spec, estimator_params=given or None)
     elif params:
         raise ValueError("params are the named estimator's: give the estimator")
-    argv += _truth_args(design["truths"]) if design.get("truths") else []
+    if design.get("truths"):
+        fields["truths"] = _truths(design["truths"])
     if design.get("ns") is not None:
-        argv += ["--n", *map(str, _integers("ns", design["ns"]))]
+        fields["n"] = tuple(_integers("ns", design["ns"]))
     for name, value in (("replicates", design.get("replicates")), ("workers", run.workers)):
         if value is not None:
             _integers(name, [value])
-    pairs = [(f"--{k}", design.get(k)) for k in ("replicates", "protocol", "rate")]
-    pairs += [("--out", run.out), ("--workers", run.workers)]
-    for flag, value in pairs:  # --FLAG=VALUE: a value is never read as an option
-        argv += [f"{flag}={value}"] if value is not None else []
-    return argv
+    fields["replicates"] = design.get("replicates")
+    for name in ("protocol", "rate"):
+        value = design.get(name)
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{name} must be a string, got {value!r}"[:200])
+        fields[name] = value
+    if run.out is not None and not isinstance(run.out, (str, os.PathLike)):
+        raise ValueError(f"out must be a path, got {run.out!r}"[:200])
+    fields["out"] = None if run.out is None else os.fspath(run.out)
+    return RunSpec(**fields)
 
 
 def _integers(name: str, values) -> list[int]:
@@ -239,27 +251,27 @@ def check_rate(estimator=None, *, truths=None, ns=None, replicates=None, protoco
     """Train ``estimator`` on every cell of a tier's design (``run.tier``: its truths, n
     and replicates unless given) and decide its rate as ``python -m verify.rates`` does (module
     docstring).  ``estimator``: ``"MODULE:CLASS"``, a class or an instance of a
-    scikit-learn-style regressor (:func:`estimator_spec`), or None for the tier's own
-    estimator; ``params``: its parameters, ``NAME -> value`` or ``NAME -> "EXPR"`` in n, p
+    scikit-learn-style regressor (:func:`estimator_spec`; any class with ``fit``,
+    ``predict`` and ``get_params``, one defined in the calling script or notebook
+    included), or None for the tier's own estimator; ``params``: its parameters, ``NAME ->
+    value`` (a number, a string, an object such as a kernel) or ``NAME -> "EXPR"`` in n, p
     and alpha (``--estimator-param``); ``truths``: ``TruthSpec`` s; ``protocol``: a
     protocol's name (default the toolkit's); ``rate``: a stated rate (``--rate``, a sympy
     expression in n, p and alpha); ``run``: :class:`RunOptions`.  Raises ``ValueError``
     (one line) where the command refuses."""
     from verify.analysis import analyse  # noqa: PLC0415 (the command's modules, on call)
     from verify.rates import checked_plan, execute
-    from verify.rates_args import read_command
+    from verify.rates_args import command_of
     from verify.status import exit_status
 
     design = dict(truths=truths, ns=ns, replicates=replicates, protocol=protocol,
                   params=params, rate=rate)  # fmt: skip
-    argv = command_line(estimator, design, run)
-    try:
-        cmd = read_command(argv)
-    except SystemExit as exc:  # argparse's own refusal: the message is on stderr
-        raise ValueError(f"verify.rates {' '.join(argv)}: refused (exit {exc.code})") from None
+    spec = run_spec(estimator, design, run)
+    cmd = command_of(spec)
     plan = checked_plan(cmd)
-    with contextlib.redirect_stdout(io.StringIO()) if run.quiet else contextlib.nullcontext():
-        records, controls = execute(cmd.args, plan, cmd.proto, cmd.workers, [], plan.source)
+    say = (lambda line: None) if run.quiet else print
+    for note in plan.notes:
+        say(note)
+    records, controls = execute(spec, plan, cmd.proto, cmd.workers, [], plan.source, say)
     results = analyse(records, cmd.truths or None, controls, cmd.proto)
-    return RateCheck(tuple(results), exit_status(results), cmd.proto.tag, plan.source,
-                     tuple(argv))  # fmt: skip
+    return RateCheck(tuple(results), exit_status(results), cmd.proto.tag, plan.source, spec)

@@ -7,8 +7,8 @@ from simulate.sweep import costs
 from verify.design import design_power
 from verify.flag_rules import dry_run_note
 from verify.plan import Plan
-from verify.rates_args import parser_defaults
 from verify.render import power_lines
+from verify.runspec import spec_defaults
 from verify.sizing import control_probability
 from verify.slopes import expected_slope_se
 
@@ -19,7 +19,7 @@ def dry_run(args, plan: Plan, proto) -> int:
     """``--dry-run``: the protocol, the design of every sweep and its power before any
     training; nothing is trained or written (the options given that act only on the run
     itself: one note, ``verify.flag_rules.dry_run_note``)."""
-    note = dry_run_note(args, parser_defaults())
+    note = dry_run_note(args, spec_defaults())
     if note:
         print(note)
     print(f"protocol {proto.tag} ({proto.kind})")

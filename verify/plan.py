@@ -61,13 +61,16 @@ class Plan:
     """What a training run of the main job does, built and checked before anything is
     touched (:func:`planned_sweep`): its sweeps with their controls, the known-answer
     control, the records file the report names (``source``), the jobs held at once here
-    (``workers``: one per local worker, 1 on a cluster); the figures' folder is
-    :func:`figures_dir`'s, the same with ``--records``."""
+    (``workers``: one per local worker, 1 on a cluster), and the notes planning made (a
+    step moved from a protocol's design, a fallback from the C step), which the caller
+    prints -- planning prints nothing; the figures' folder is ``figures_dir``'s, the same
+    with ``--records``."""
 
     runs: tuple[SweepRun, ...]
     gp: KnownAnswerRun | None
     source: str
     workers: int
+    notes: tuple[str, ...] = ()
 
     def truth_keys(self) -> set[str]:
         keys = {t.key for r in self.runs for t in r.cfg.truths}
@@ -135,10 +138,11 @@ def _refuse_growing(args, path) -> bool:
     return True
 
 
-def _sweep_specs(args, truths, tier: dict, overrides: dict, proto) -> list[tuple]:
+def _sweep_specs(args, truths, tier: dict, overrides: dict, proto, notes: list) -> list[tuple]:
     """``(name, truths, settings, control replicates)`` of each sweep :func:`planned_sweep`
-    plans: a confirmatory tier's protocol sweeps (the step's overrides only, with a note
-    where they move its design), or a plain tier's one sweep with every override."""
+    plans: a confirmatory tier's protocol sweeps (the step's overrides only, with a note,
+    appended to ``notes``, where they move its design), or a plain tier's one sweep with
+    every override."""
     if "sweeps" in tier:  # a confirmatory tier: its protocol's sweeps
         # how the step runs (--mlp, --compile) is float rounding, not a number a verdict
         # depends on: it moves a confirmatory tier's sweeps too, and its records say so
@@ -148,9 +152,9 @@ def _sweep_specs(args, truths, tier: dict, overrides: dict, proto) -> list[tuple
         moved = {k: v for k, v in step.items()
                  if any(s["sweep"].get(k) != v for s in tier["sweeps"])}  # fmt: skip
         if moved:
-            print(f"note: the step differs from protocol {proto.name}'s design ({moved}): a"
-                  " re-run of the design at another float rounding, exploratory; its records"
-                  " carry the step in their configuration")  # fmt: skip
+            notes.append(f"note: the step differs from protocol {proto.name}'s design ({moved}):"
+                         " a re-run of the design at another float rounding, exploratory; its"
+                         " records carry the step in their configuration")  # fmt: skip
         return specs
     recipe = {}  # the tier's own (simulate.sweep.tiers.TRAINING) unless one is named
     if args.recipe and tier["sweep"].get("estimator", "asvi") == "asvi":
@@ -174,7 +178,8 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
     check_output_file(source, "--out", read_only_ok=True)
     root, ext = os.path.splitext(source)
     ext = ext or ".jsonl"
-    specs = _sweep_specs(args, truths, tier, overrides, proto)
+    notes: list[str] = []
+    specs = _sweep_specs(args, truths, tier, overrides, proto, notes)
     # nothing to re-run for the known-answer control or a named regressor (ASVI's step cap)
     no_control = args.no_control or not tier.get("control", True) or bool(named)
     every_n = args.control_every_n or tier.get("control_every_n", False)
@@ -197,7 +202,8 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
         )  # fmt: skip
         check_memory(cfg, at_once)
         if name is None and "mlp" not in overrides:
-            cfg = c_step_or_fallback(cfg)
+            cfg, note = c_step_or_fallback(cfg)
+            notes += [note] if note else []
         check_regressor_class(cfg)  # the user's class, imported by the run that trains it
         check_native(cfg)
         check_compile(cfg, args.scheduler)
@@ -221,20 +227,20 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
         gp = KnownAnswerRun(gcfg, gpath)
     return Plan(
         runs=tuple(runs), gp=gp, source=runs[0].path if len(runs) == 1 else source,
-        workers=at_once,
+        workers=at_once, notes=tuple(notes),
     )  # fmt: skip
 
 
-def c_step_or_fallback(cfg: SweepConfig) -> SweepConfig:
-    """A tier's default step where it can run: the whole step in C (every ASVI tier's
-    default) needs a C compiler; without one the tier trains with the batched torch step,
-    eager (no compiler for torch.compile either), with one line saying so.  An explicit
-    ``--mlp native-step`` is refused instead (``simulate.sweep.runner.check_native``)."""
+def c_step_or_fallback(cfg: SweepConfig) -> tuple[SweepConfig, str | None]:
+    """A tier's default step where it can run, and the line saying why not (None): the
+    whole step in C (every ASVI tier's default) needs a C compiler; without one the tier
+    trains with the batched torch step, eager (no compiler for torch.compile either).  An
+    explicit ``--mlp native-step`` is refused instead
+    (``simulate.sweep.runner.check_native``)."""
     if cfg.estimator != "asvi" or path_of(cfg.mlp).available():
-        return cfg
-    print(
+        return cfg, None
+    return dataclasses.replace(cfg, mlp=BATCHED.name, compile=False), (
         "note: the whole step in C could not be built here (no working C compiler:"
         " simulate.core.native); training with the batched torch step, eager (--mlp batched"
         " says so and silences this)"
     )
-    return dataclasses.replace(cfg, mlp=BATCHED.name, compile=False)

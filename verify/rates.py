@@ -149,7 +149,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         cmd = read_command(argv, __doc__)
-        args, truths, proto, overrides, workers = (cmd.args, cmd.truths, cmd.proto,
+        args, truths, proto, overrides, workers = (cmd.spec, cmd.truths, cmd.proto,
                                                    cmd.overrides, cmd.workers)  # fmt: skip
         control_records: list[dict] = []
         plan = records = None
@@ -164,6 +164,8 @@ def main(argv=None) -> int:
         else:
             plan = checked_plan(cmd)
             source, partial = plan.source, False
+            for note in plan.notes:
+                print(note)
     except (ValueError, RecordsError) as exc:
         print_error(exc)
         return EXIT_BAD_INPUT
@@ -197,9 +199,9 @@ def main(argv=None) -> int:
 def checked_plan(cmd) -> Plan:
     """A training run's plan (``verify.plan.planned_sweep``), its stated rate and paths
     checked before any training (``ValueError``, one line)."""
-    plan = planned_sweep(cmd.args, cmd.truths, cmd.tier, cmd.overrides, cmd.proto)
+    plan = planned_sweep(cmd.spec, cmd.truths, cmd.tier, cmd.overrides, cmd.proto)
     stated_rate.check_plan(cmd.proto, plan)  # a refused --rate: before any training
-    check_paths(cmd.args, plan, plan.truth_keys())
+    check_paths(cmd.spec, plan, plan.truth_keys())
     return plan
 
 
@@ -217,7 +219,7 @@ EXIT_WORDS = {
 }
 
 
-def _budget_link(args, cfg, path, ccfg):
+def _budget_link(args, cfg, path, ccfg, say=print):
     """The sweep's and the control's :class:`BudgetLink` (``simulate.sweep.budget``: the
     sweep keeps its capped candidates' states in a folder beside the records, removed once
     the control's records are written), or None: no control, ``--control-from-start``, a
@@ -227,7 +229,7 @@ def _budget_link(args, cfg, path, ccfg):
         return None
     why = linkable(cfg, ccfg)
     if why is not None:
-        print(f"the control trains from the start: {why}")
+        say(f"the control trains from the start: {why}")
         return None
     folder = f"{os.path.splitext(path)[0]}-states"
     return BudgetLink(folder, "save", ccfg), BudgetLink(folder, "load", cfg)
@@ -277,12 +279,14 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
     return _report(args, results, read, proto, t0, notes)
 
 
-def execute(args, plan: Plan, proto, workers, writing: list[str], source: str):
+def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, say=print):
     """Run the plan's sweeps, each followed by its budget control, then the known-answer
-    run, on one pool of workers; returns ``(records, control_records)``."""
+    run, on one pool of workers; returns ``(records, control_records)``.  ``say``: where
+    its lines go (the power check, the timings, the notes; ``verify.check_rate`` gives a
+    no-op when quiet; the progress bar, on stderr, is the sweep's own)."""
     control_records: list[dict] = []
     tune_malloc()
-    print(f"protocol {proto.tag} ({proto.kind})")
+    say(f"protocol {proto.tag} ({proto.kind})")
     os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
     par = SweepRunOptions(scheduler=args.scheduler,
                           workers=None if args.scheduler else workers or None,
@@ -292,7 +296,7 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str):
 
     def sweep(c, path, budget=None):  # noting the file being written, for a Ctrl-C's line
         writing.append(path)
-        return run_sweep(c, path, dataclasses.replace(par, budget=budget))
+        return run_sweep(c, path, dataclasses.replace(par, budget=budget), log=say)
 
     records = []
     # one pool of workers for every sweep below, started before the design's power
@@ -300,34 +304,34 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str):
     with shared_pool(par.workers, warm=warm_worker):
         for run in plan.runs:
             cfg, ccfg, own = run.cfg, run.control, f" {run.name}" if run.name else ""
-            print(power_lines(design_power(cfg, proto), cfg))
+            say(power_lines(design_power(cfg, proto), cfg))
             t1 = time.perf_counter()
-            link = _budget_link(args, cfg, run.path, ccfg)
+            link = _budget_link(args, cfg, run.path, ccfg, say)
             recs = sweep(cfg, run.path, link and link[0])
             records += recs
-            print(f"sweep{own}: {time.perf_counter() - t1:.0f} s")
+            say(f"sweep{own}: {time.perf_counter() - t1:.0f} s")
             for note in capped_notes(recs, [], ccfg is not None, _confirmatory(args)):
-                print(note)
+                say(note)
             if ccfg is None:
                 continue
-            print(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
+            say(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
             if link:
-                print(f"  {link[0].kept(cfg)} candidates' states kept by the sweep (at its"
+                say(f"  {link[0].kept(cfg)} candidates' states kept by the sweep (at its"
                       " cap with no plateau, or at their first plateau): the control"
                       " continues its own from there")  # fmt: skip
             t1 = time.perf_counter()
             crecs = sweep(ccfg, run.control_path, link and link[1])
             control_records += crecs
-            print(f"control{own}: {time.perf_counter() - t1:.0f} s")
+            say(f"control{own}: {time.perf_counter() - t1:.0f} s")
             for note in capped_notes([], crecs, True, _confirmatory(args)):
-                print(note)
+                say(note)
             if link:  # a cache: the control's records are written
                 link[0].clear(cfg)
         if plan.gp is not None:
-            print(power_lines(design_power(plan.gp.cfg, proto), plan.gp.cfg))
+            say(power_lines(design_power(plan.gp.cfg, proto), plan.gp.cfg))
             t1 = time.perf_counter()
             records += sweep(plan.gp.cfg, plan.gp.path)
-            print(f"known-answer control: {time.perf_counter() - t1:.0f} s")
+            say(f"known-answer control: {time.perf_counter() - t1:.0f} s")
     return records, control_records
 
 

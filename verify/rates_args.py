@@ -27,6 +27,7 @@ from theory.plumbing.paths import (
 from verify import protocol as protocols
 from verify import stated_rate
 from verify.controls import control_records_path
+from verify.runspec import RunSpec, spec_defaults
 
 
 def build_parser(description: str | None = None) -> argparse.ArgumentParser:
@@ -108,13 +109,12 @@ def _estimator(g) -> None:
 
 
 def estimator_overrides(args) -> dict:
-    """The sweep settings ``--estimator`` and ``--estimator-param`` make (empty without
-    them); ValueError (one line) for a parameter without ``--estimator``, with
-    ``--records``, a ``NAME=VALUE`` without its ``=`` or given twice.  Each value is
-    checked as the sweep's configuration is made (``simulate.sweep.foreign.
-    check_regressor_data``), the class as the run is planned
-    (``simulate.sweep.runner.check_regressor_class``)."""
-    params = args.estimator_param or []
+    """The sweep settings ``--estimator`` and its parameters (``estimator_params``) make
+    (empty without them); ValueError (one line) for a parameter without ``--estimator``,
+    with ``--records`` or ``--recipe``.  Each value is checked as the sweep's configuration
+    is made (``simulate.sweep.foreign.check_regressor_data``), the class as the run is
+    planned (``simulate.sweep.runner.check_regressor_class``)."""
+    params = dict(args.estimator_params or {})
     if args.estimator is None:
         if params:
             raise ValueError("--estimator-param names a parameter of --estimator; give it")
@@ -123,17 +123,8 @@ def estimator_overrides(args) -> dict:
         raise ValueError("--estimator trains; --records verifies what the records name")
     if args.recipe is not None:
         raise ValueError("--recipe is ASVI's training recipe; it does not go with --estimator")
-    given: dict[str, str] = {}
-    for item in params:
-        name, eq, text = item.partition("=")
-        name = name.strip()
-        if not eq or not name.isidentifier():
-            raise ValueError(f"--estimator-param {item!r}: give NAME=VALUE")
-        if name in given:
-            raise ValueError(f"--estimator-param {name} is given twice")
-        given[name] = text.strip()
     return {"estimator": "regressor", "regressor": args.estimator,
-            "regressor_params": given or None}  # fmt: skip
+            "regressor_params": params or None}  # fmt: skip
 
 
 def _records_files(g) -> None:
@@ -369,11 +360,11 @@ def figures_dir(args) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Command:
-    """A ``verify.rates`` command line read and checked (:func:`read_command`): its
-    options (``args``, never mutated), truths (``--truth`` groups), protocol, tier, the
-    sweep settings its flags override, and the local workers."""
+    """A run of ``verify.rates`` checked (:func:`command_of`): its spec (``spec``, a
+    ``verify.runspec.RunSpec``), truths, protocol, tier, the sweep settings its options
+    override, and the local workers."""
 
-    args: argparse.Namespace
+    spec: RunSpec
     truths: list
     proto: protocols.Protocol
     tier: dict
@@ -382,23 +373,31 @@ class Command:
 
 
 def read_command(argv: list[str], description: str | None = None) -> Command:
-    """Parse and check a ``verify.rates`` command line before anything is read or run
-    (``ValueError``, one line; argparse's ``SystemExit``): the truths, the options, the
-    protocol and tier, the overrides, and every option the run would not use refused
-    (``verify.flag_rules``).  The command (``verify.rates.main``) and the notebook entry
-    point (``verify.check_rate``) read their runs through it."""
+    """Parse a ``verify.rates`` command line into its :class:`RunSpec` and check it
+    (:func:`command_of`; ``ValueError``, one line; argparse's ``SystemExit``)."""
     from simulate.sweep.cli import parse_truths  # noqa: PLC0415 (the sweep's command line)
-    from verify.flag_rules import refuse_ignored  # noqa: PLC0415
 
     truths, rest = parse_truths(list(argv))
     args = build_parser(description).parse_args(rest)
-    proto = protocol_of(args)
-    tier = tier_of(args, proto)
-    confirmatory = args.tier in protocols.CONFIRM_TIERS
+    return command_of(RunSpec.from_namespace(args, truths))
+
+
+def command_of(spec: RunSpec) -> Command:
+    """Check a run before anything is read or trained (``ValueError``, one line): the
+    truths, the options, the protocol and tier, the overrides, and every option the run
+    would not use refused (``verify.flag_rules``).  The command (``verify.rates.main``,
+    through :func:`read_command`) and the notebook entry point (``verify.check_rate``,
+    with the spec it builds) check their runs here."""
+    from verify.flag_rules import refuse_ignored  # noqa: PLC0415
+
+    truths = list(spec.truths)
+    proto = protocol_of(spec)
+    tier = tier_of(spec, proto)
+    confirmatory = spec.tier in protocols.CONFIRM_TIERS
     if truths and confirmatory:
         raise ValueError("a confirmatory tier's truths are its protocol's; give no --truth")
-    overrides = checked_overrides(args)
+    overrides = checked_overrides(spec)
     # an option the run would not use: one line (verify.flag_rules' table)
-    refuse_ignored(args, parser_defaults(), tier, confirmatory, truths)
-    workers = tier.get("workers", 0) if args.workers is None else args.workers
-    return Command(args, truths, proto, tier, overrides, workers)
+    refuse_ignored(spec, spec_defaults(), tier, confirmatory, truths)
+    workers = tier.get("workers", 0) if spec.workers is None else spec.workers
+    return Command(spec, truths, proto, tier, overrides, workers)

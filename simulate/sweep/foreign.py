@@ -20,9 +20,14 @@ object with its defaults that has ``fit``, ``predict`` and ``get_params`` (sciki
 estimator interface).  Refused in one line otherwise: a module or class that does not import,
 a class without ``fit``/``predict``, a parameter ``get_params()`` does not name, a value the
 class's own parameter check refuses at some cell (scikit-learn's ``_validate_params``, run
-on the unfitted estimator at every truth and n before anything trains, where the class has
-one).  A fit or prediction that fails while the sweep runs (a value valid only for some
-data, e.g. more neighbours than points; a ``SystemExit`` raised by the user's code too, or a
+on the unfitted estimator at every truth and n before anything trains, where the class
+declares its constraints: a ``BaseEstimator`` subclass without ``_parameter_constraints``
+is made with the values and not checked further).  A class defined in a script or a
+notebook is ``__main__:CLASS``: it trains where ``__main__`` holds it (in the calling
+process, ``workers=0``; a script's own workers re-import it under its ``if __name__ ==
+"__main__"`` guard), and its records are read as any others' (nothing is imported).
+A fit or prediction that fails while the sweep runs (a value valid only for some data,
+e.g. more neighbours than points; a ``SystemExit`` raised by the user's code too, or a
 prediction that is not one number per test point) is :class:`RegressorFailed`, one line
 naming the cell; the cells done before it stay recorded.  A prediction that is a number per
 test point but not finite, or whose error overflows a float (``DummyRegressor`` at
@@ -35,9 +40,10 @@ y and of the test points, so a class that writes into its inputs (standardising 
 ``predict`` that overwrites X) changes neither the reference fitted on the same data nor the
 truth's values the metrics compare with.
 
-**Its parameters**: ``NAME=VALUE``, a Python literal or a bounded expression in ``n``,
-``p`` and ``alpha``, evaluated per cell and rounded where the class takes an int
-(:mod:`simulate.sweep.param_values`).
+**Its parameters**: ``NAME=VALUE``, a Python literal, a bare word (the string) or a bounded
+expression in ``n``, ``p`` and ``alpha``, evaluated per cell and rounded where the class
+takes an int; from Python also an object (a GP's kernel: ``ObjectParam``, recorded by its
+``repr``, each fit given a deep copy) (:mod:`simulate.sweep.param_values`).
 
 **Seeds**: a regressor with a ``random_state`` parameter the user does not set gets the
 cell's own, ``stable_seed(seed, truth, n, replicate, "regressor") mod 2^32``, so a resumed
@@ -58,6 +64,7 @@ the installed version of the distribution that holds the module's top-level pack
 
 from __future__ import annotations
 
+import copy
 import importlib
 import math
 import re
@@ -68,7 +75,12 @@ import numpy as np
 
 from simulate.sweep.cells import cell_inputs, point_record_head, reference
 from simulate.sweep.param_values import FLAG as _FLAG
-from simulate.sweep.param_values import MAX_LENGTH, integer_names, parse_param, values_at
+from simulate.sweep.param_values import (
+    MAX_LENGTH,
+    integer_names,
+    parse_param,
+    values_at,
+)
 from simulate.sweep.records import code_digest, versions
 from simulate.sweep.truth_spec import stable_seed
 from theory import hellinger_sq_pointwise
@@ -186,6 +198,13 @@ def check_regressor(spec: str, params: dict | None, truths, ns) -> None:
     check_regressor_data(spec, params, truths, ns)
     cls, defaults = resolve(spec)
     params = params or {}
+    for name, text in params.items():
+        if parse_param(name, text) == ("object", None):
+            raise ValueError(
+                f"{_FLAG} {name}: an object the records name by its repr ({text[:80]}); only"
+                " the run that holds the object trains with it (verify.check_rate with the"
+                " object); reading the records needs none"
+            )
     unknown = sorted(set(params) - set(defaults))
     if unknown:
         raise ValueError(
@@ -199,13 +218,14 @@ def check_regressor(spec: str, params: dict | None, truths, ns) -> None:
 
 
 def _own_check(cls, spec: str, values: dict, truth, n) -> None:
-    """The class's own check of its parameters' values at one cell, where it has one
-    (scikit-learn >= 1.2: ``_validate_params`` on the unfitted estimator, no data);
-    ValueError (one line) naming the cell where it refuses them."""
+    """The class's own check of its parameters' values at one cell, where it declares one
+    (scikit-learn >= 1.2: ``_validate_params`` on the unfitted estimator, no data, for a
+    class with ``_parameter_constraints``; a ``BaseEstimator`` subclass without them is made
+    with the values only); ValueError (one line) naming the cell where it refuses them."""
     try:
         est = cls(**values)
         check = getattr(est, "_validate_params", None)
-        if callable(check):
+        if callable(check) and isinstance(getattr(cls, "_parameter_constraints", None), dict):
             check()
     except Exception as exc:  # the class's own words, whatever its exception
         given = ", ".join(f"{k}={v!r}" for k, v in values.items())
@@ -271,7 +291,7 @@ def run_regressor_job(job) -> list[dict]:
     records = []
     for i, r in enumerate(job.replicates):
         f0t = f0s[i](Xt)
-        kw = dict(values)
+        kw = copy.deepcopy(values)  # an object a fit may change in place: each fit its own
         if "random_state" in defaults and "random_state" not in params:
             kw["random_state"] = stable_seed(cfg.seed, job.truth.key, job.n, r, "regressor") % 2**32
         t1 = time.perf_counter()

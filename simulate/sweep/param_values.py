@@ -19,6 +19,20 @@ the class declares that the parameter takes non-integer reals (scikit-learn's
 ``alpha``, default ``1``, keeps ``1/n``); otherwise it is kept as computed (``ceil`` and
 ``floor`` give ints).  The records keep the expressions as given (the fingerprint,
 ``config``) and each cell's values (``regressor_values``).
+
+**A bare word is a string** (``kernel=laplacian``, ``weights=distance``): a single name that
+is neither ``n``, ``p``, ``alpha`` nor one of the functions is the string itself, as if
+quoted (a choice: scikit-learn's options are words, and quoting them on a command line is a
+chore; ``"'n'"`` is the string ``n``).
+
+**An object** (:class:`ObjectParam`, given from Python only: ``verify.check_rate`` with a
+kernel object, ``GaussianProcessRegressor(kernel=Matern(nu=0.5))``): its text is
+``@object `` and its ``repr`` -- what the records carry and the fingerprint hashes (a
+character no Python expression starts with, so the text is never evaluated); the object
+itself travels with the configuration in memory (pickled with a job to its worker) and
+each fit gets a deep copy.  A reader takes the text as a description; a run that trains
+from text alone (a records file resumed from the command line) is refused, naming the
+parameter (``simulate.sweep.foreign.check_regressor``).
 """
 
 from __future__ import annotations
@@ -27,9 +41,49 @@ import ast
 import math
 import numbers
 
-__all__ = ["FLAG", "INT_LIMIT", "MAX_LENGTH", "integer_names", "parse_param", "refuse", "values_at"]
+__all__ = [
+    "FLAG",
+    "INT_LIMIT",
+    "MAX_LENGTH",
+    "OBJECT_MARK",
+    "ObjectParam",
+    "integer_names",
+    "parse_param",
+    "refuse",
+    "values_at",
+]
 
 MAX_LENGTH = 200
+# an object's text: the mark, then its repr, at most OBJECT_MAX_LENGTH characters in all
+OBJECT_MARK = "@object "
+OBJECT_MAX_LENGTH = 2000
+
+
+class ObjectParam(str):
+    """A parameter given as an object (module docstring): the string is its text
+    (:data:`OBJECT_MARK` and its ``repr``), ``.value`` the object.  A ``str``, so every
+    reader of a configuration's parameters takes it as text, and JSON writes the text."""
+
+    value: object
+
+    def __new__(cls, value):
+        text = OBJECT_MARK + " ".join(repr(value).split())
+        if len(text) > OBJECT_MAX_LENGTH:
+            raise ValueError(
+                f"{type(value).__name__} object: its repr is longer than"
+                f" {OBJECT_MAX_LENGTH} characters, too long for the records to name it"
+            )
+        self = super().__new__(cls, text)
+        self.value = value
+        return self
+
+    def __reduce__(self):  # pickled (to a worker) with its object
+        return ObjectParam, (self.value,)
+
+    def __deepcopy__(self, memo):  # a configuration's copy (dataclasses.asdict) keeps it
+        return self
+
+
 # the largest integer an expression may reach while it is evaluated: a parameter is a count
 # or a size, and 2^63 leaves every one room; an integer power past it is refused before it
 # is computed (Python's exact integers would otherwise take minutes, or memory, to make it)
@@ -106,10 +160,16 @@ def _check_node(node, name: str, text: str) -> None:
 
 
 def parse_param(name: str, text: str):
-    """``("literal", value)`` or ``("expr", tree)`` of one ``NAME=VALUE`` (module
-    docstring); ValueError (one line) for a bad expression."""
+    """``("literal", value)``, ``("expr", tree)`` or ``("object", value)`` of one
+    ``NAME=VALUE`` (module docstring: a bare word is the string; an object's text gives its
+    object, or None where only the text is known); ValueError (one line) for a bad
+    expression."""
     if not isinstance(text, str) or not text.strip():
         raise refuse(name, text, "empty; give a Python literal or an expression in n, p, alpha")
+    if text.startswith(OBJECT_MARK):
+        if len(text) > OBJECT_MAX_LENGTH:
+            raise refuse(name, text[:40] + "...", f"longer than {OBJECT_MAX_LENGTH} characters")
+        return "object", getattr(text, "value", None)
     if len(text) > MAX_LENGTH:
         raise refuse(name, text[:40] + "...", f"longer than {MAX_LENGTH} characters")
     try:
@@ -120,6 +180,9 @@ def parse_param(name: str, text: str):
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError:
         raise refuse(name, text, "neither a Python literal nor an expression") from None
+    word = tree.body
+    if isinstance(word, ast.Name) and word.id not in _NAMES and word.id not in _FUNCS:
+        return "literal", word.id  # a bare word is the string (module docstring)
     _check_node(tree, name, text)
     return "expr", tree
 
@@ -178,13 +241,16 @@ def integer_names(cls, defaults: dict) -> frozenset:
 def values_at(params: dict, rounded, n: int, p: int, alpha) -> dict:
     """Every parameter's value at one cell (sample size ``n``, the truth's ``p`` and
     ``alpha``): literals as given, expressions evaluated, those named in ``rounded``
-    (:func:`integer_names`) rounded by the module docstring's rule; ValueError (one line)
-    where an expression fails or is not finite."""
+    (:func:`integer_names`) rounded by the module docstring's rule, an object as itself
+    (its text where only the text is known: a description); ValueError (one line) where an
+    expression fails or is not finite."""
     env = {"n": float(n), "p": float(p), "alpha": None if alpha is None else float(alpha)}
     out = {}
     for name, text in params.items():
         kind, v = parse_param(name, text)
-        if kind == "expr":
+        if kind == "object":
+            v = text if v is None else v
+        elif kind == "expr":
             if alpha is None and _uses_alpha(v):
                 raise refuse(name, text, f"uses alpha, but a truth of p = {p} has none")
             try:

@@ -277,13 +277,11 @@ def test_every_asvi_tier_trains_on_the_c_step_and_falls_back_without_a_compiler(
             assert tier["sweep"]["mlp"] == "native-step" and not tier["sweep"]["compile"], name
     cfg = SweepConfig(truths=RATES["tiny"]["truths"], **RATES["tiny"]["sweep"])
     monkeypatch.setattr(native, "available", lambda: False)
-    lines = []
-    monkeypatch.setattr("builtins.print", lambda *a, **k: lines.append(" ".join(map(str, a))))
-    back = plan_mod.c_step_or_fallback(cfg)
+    back, note = plan_mod.c_step_or_fallback(cfg)  # planning prints nothing: a note back
     assert back.mlp == "batched" and not back.compile
-    assert len(lines) == 1 and "no working C compiler" in lines[0]
+    assert "no working C compiler" in note
     monkeypatch.setattr(native, "available", lambda: True)
-    assert plan_mod.c_step_or_fallback(cfg) is cfg  # with one, nothing changes
+    assert plan_mod.c_step_or_fallback(cfg) == (cfg, None)  # with one, nothing changes
 
 
 def test_the_step_flags_reach_a_confirmatory_tiers_sweeps(tmp_path):
@@ -291,6 +289,7 @@ def test_the_step_flags_reach_a_confirmatory_tiers_sweeps(tmp_path):
     # confirmatory tier's sweeps (before, they were silently ignored there)
     from verify import plan as plan_mod
     from verify import rates_args
+    from verify.runspec import RunSpec
 
     out = str(tmp_path / "r.jsonl")
     cases = (
@@ -298,9 +297,9 @@ def test_the_step_flags_reach_a_confirmatory_tiers_sweeps(tmp_path):
         (["--mlp", "native-step", "--no-compile"], "native-step", False),
     )
     for flags, mlp, compiled in cases:
-        args = rates_args.build_parser().parse_args(
+        args = RunSpec.from_namespace(rates_args.build_parser().parse_args(
             ["--tier", "confirm3", "--dry-run", "--out", out, "--figures", str(tmp_path), *flags]
-        )
+        ))
         proto = rates_args.protocol_of(args)
         plan = plan_mod.planned_sweep(args, None, rates_args.tier_of(args, proto),
                                     rates_args.checked_overrides(args), proto)  # fmt: skip

@@ -15,6 +15,7 @@ from verify import flag_rules
 from verify import protocol as protocols
 from verify.rates import main
 from verify.rates_args import build_parser, parser_defaults, protocol_of, tier_of
+from verify.runspec import RunSpec, spec_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = str(ROOT / "figures" / "reference" / "records-quick.jsonl.gz")
@@ -159,10 +160,10 @@ def test_the_step_flags_move_a_confirmatory_design_and_say_so(tmp_path):
 
     argv = ["--tier", "confirm3", "--mlp", "native-step", "--no-compile", "--dry-run",
             "--out", str(tmp_path / "r.jsonl")]  # fmt: skip
-    args = build_parser().parse_args(argv)
+    args = RunSpec.from_namespace(build_parser().parse_args(argv))
     proto = protocol_of(args)
     tier = tier_of(args, proto)
-    flag_rules.refuse_ignored(args, parser_defaults(), tier, True)
+    flag_rules.refuse_ignored(args, spec_defaults(), tier, True)
     plan = planned_sweep(args, [], tier, checked_overrides(args), proto)
     assert plan.runs
     for run in plan.runs:
