@@ -297,9 +297,20 @@ def test_the_step_flags_reach_a_confirmatory_tiers_sweeps(tmp_path):
         (["--mlp", "native-step", "--no-compile"], "native-step", False),
     )
     for flags, mlp, compiled in cases:
-        args = RunSpec.from_namespace(rates_args.build_parser().parse_args(
-            ["--tier", "confirm3", "--dry-run", "--out", out, "--figures", str(tmp_path), *flags]
-        ))
+        args = RunSpec.from_namespace(
+            rates_args.build_parser().parse_args(
+                [
+                    "--tier",
+                    "confirm3",
+                    "--dry-run",
+                    "--out",
+                    out,
+                    "--figures",
+                    str(tmp_path),
+                    *flags,
+                ]
+            )
+        )
         proto = rates_args.protocol_of(args)
         plan = plan_mod.planned_sweep(args, None, rates_args.tier_of(args, proto),
                                     rates_args.checked_overrides(args), proto)  # fmt: skip
