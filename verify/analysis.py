@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulate.sweep.kinds import ASVI, is_asvi
 from simulate.sweep.truth_spec import TruthSpec
 from theory import METRICS
 from verify import protocol as protocols
@@ -113,7 +114,7 @@ def _truth_results(
     first = tc.cells_used[0]
     per_est: dict[str, list[MetricResult]] = {}
     for est in estimators_of(first):
-        if est in ESTIMATOR_ARMS:  # ASVI's runs and the arms: fitted as ASVI is
+        if ASVI.owns(est):  # ASVI's runs and the arms: fitted as ASVI is
             view = tc.through(est)
             own = est == first.primary_estimator
             role = "primary" if own else "arm"
@@ -173,7 +174,7 @@ def metric_result(
     (``records_protocol``)."""
     ns, spec = tc.ns, tc.spec
     name, arm, role = (naming.name, naming.arm, naming.role) if naming else (None, None, None)
-    asvi = estimator == "asvi"
+    asvi = is_asvi(estimator)
     V = _values(tc, estimator, metric)
     R = V.shape[0]
     pro = prospective(TruthDesign(spec, tc.key, ns, tc.edges, R), estimator, metric, proto)

@@ -22,6 +22,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 
+from simulate.sweep.kinds import ASVI
 from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.paths import read_text_bounded, write_atomic
 
@@ -37,7 +38,6 @@ RECORDS = tuple(
 )  # fmt: skip
 PATH = os.path.join(os.path.dirname(__file__), "protocols", f"{CURRENT}.decided.json")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout (RECORDS)
-ASVI = ("asvi", "asvi-constructive")
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def decided_of(results) -> list[Decided]:
     """One :class:`Decided` per truth of ``verify.analysis`` results (ASVI's d^2 entry)."""
     out = []
     for r in results:
-        if r.metric != "d2" or r.estimator not in ASVI or r.role == "arm":
+        if r.metric != "d2" or not ASVI.is_primary(r.estimator) or r.role == "arm":
             continue
         a, t = r.attainment, r.theorem
         out.append(

@@ -29,10 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulate.sweep.config import SweepConfig
-from simulate.sweep.foreign import regressor_name
-from simulate.sweep.rules import KNN_MATCHED, knn_name
+from simulate.sweep.kinds import kind_of_name
 from simulate.sweep.truth_spec import TruthSpec
-from theory import gp_matern_exponent, knn_exponent, log_factor_power, teacher_log_power
+from theory import log_factor_power, teacher_log_power
 from verify import protocol as protocols
 from verify import stated_rate
 from verify.attainment import AttainmentPower, attainment_power
@@ -50,11 +49,8 @@ __all__ = [
     "design_power",
     "expected_attainment",
     "expected_class_theorem",
-    "gp_nu",
-    "CONTROL_FAMILIES",
     "control_family",
     "is_control",
-    "knn_gamma",
     "predicted",
     "prospective",
     "refusal",
@@ -68,18 +64,13 @@ PRIMARY_METRIC = "d2"
 REFERENCE_SATURATION_ALPHA = 2.0
 
 
-# the known-answer controls' families: estimator-name prefix -> family (module docstring)
-CONTROL_FAMILIES = {"gp-matern-": "gp", "knn-": "knn"}
-
-
 def control_family(estimator: str) -> str | None:
-    """The known-answer family of an estimator: ``"gp"`` (``gp-matern-NU``,
-    ``simulate.sweep.gp``), ``"knn"`` (``knn-matched``, ``knn-kK``, ``simulate.sweep.knn``),
-    None for any other (ASVI, its arms, a named regressor: no known answer)."""
-    for prefix, family in CONTROL_FAMILIES.items():
-        if estimator.startswith(prefix):
-            return family
-    return None
+    """The known-answer family of an estimator (its kind, ``simulate.sweep.kinds``):
+    ``"gp"`` (``gp-matern-NU``, ``simulate.sweep.gp``), ``"knn"`` (``knn-matched``,
+    ``knn-kK``, ``simulate.sweep.knn``), None for any other (ASVI, its arms, a named
+    regressor: no known answer)."""
+    kind = kind_of_name(estimator)
+    return kind.name if kind.known_answer else None
 
 
 def is_control(estimator: str) -> bool:
@@ -87,36 +78,14 @@ def is_control(estimator: str) -> bool:
     return control_family(estimator) is not None
 
 
-def knn_gamma(spec: TruthSpec, estimator: str) -> float:
-    """The growth exponent of a k-NN control member's neighbour count, ``k`` of order
-    ``n^gamma`` (``simulate.sweep.rules.knn_k``): ``2 alpha / (2 alpha + p)`` for
-    ``knn-matched``, 0 for a fixed ``knn-kK``."""
-    if estimator == knn_name(KNN_MATCHED):
-        return 2 * float(spec.alpha) / (2 * float(spec.alpha) + spec.p)
-    if not estimator.startswith("knn-k"):
-        raise ValueError(f"not a k-NN control member: {estimator!r}")
-    return 0.0
-
-
-def gp_nu(estimator: str) -> float:
-    """The Matern smoothness of a ``"gp-matern-NU"`` estimator name."""
-    if not estimator.startswith("gp-matern-"):
-        raise ValueError(f"not a Gaussian-process estimator: {estimator!r}")
-    return float(estimator.removeprefix("gp-matern-"))
-
-
 def predicted(spec: TruthSpec, estimator: str, metric: str) -> float:
     """The exponent an estimator's entry is tested against: a known-answer control's
     proven one (the Gaussian-process prior's, ``theory.gp_matern_exponent``; the k-NN
-    member's, ``theory.knn_exponent`` at :func:`knn_gamma`), or, for every other estimator
-    (ASVI, its arms, a named regressor: ``simulate.sweep.foreign``), the paper's band for
-    the truth's class."""
-    family = control_family(estimator)
-    if family is None:
-        return spec.predicted(metric)
-    if family == "knn":
-        return float(knn_exponent(spec.alpha, spec.p, knn_gamma(spec, estimator), metric))
-    return float(gp_matern_exponent(spec.alpha, gp_nu(estimator), spec.p, metric))
+    member's, ``theory.knn_exponent`` at ``simulate.sweep.kinds.knn_gamma``), or, for every
+    other estimator (ASVI, its arms, a named regressor: ``simulate.sweep.foreign``), the
+    paper's band for the truth's class (the kind's own, ``simulate.sweep.kinds``)."""
+    known = kind_of_name(estimator).exponent(spec, estimator, metric)
+    return spec.predicted(metric) if known is None else known
 
 
 def band_log_power(
@@ -338,12 +307,7 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
     (``attainment_power``) and, for the known-answer control, the answer the design
     implies (:func:`expected_attainment`); a refusal where the verdicts do not apply.
     The teacher's s0 is the median of the design's replicate teachers' edge counts."""
-    ests = (
-        ["asvi"] if cfg.estimator == "asvi"
-        else [regressor_name(cfg.regressor)] if cfg.estimator == "regressor"
-        else [knn_name(k) for k in cfg.knn_ks] if cfg.estimator == "knn"
-        else [f"gp-matern-{float(nu):g}" for nu in cfg.gp_nus]
-    )  # fmt: skip
+    ests = cfg.kind.members(cfg)
     m, R, ns = PRIMARY_METRIC, cfg.replicates, list(cfg.ns)
     rows = []
     for t in cfg.truths:

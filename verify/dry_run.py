@@ -30,9 +30,7 @@ def dry_run(args, plan: Plan, proto) -> int:
         print(
             f"{name}: truths {[t.key for t in cfg.truths]}, n = {list(cfg.ns)}, "
             f"{cfg.replicates} replicates, data seed {cfg.seed}"
-            + (f", priors nu = {cfg.gp_nus}" if cfg.estimator == "gp" else "")
-            + (f", k-NN members {cfg.knn_ks}" if cfg.estimator == "knn" else "")
-            + (f", {_regressor_words(cfg)}" if cfg.estimator == "regressor" else "")
+            + cfg.kind.words(cfg)
             + f"; records {path}"
         )
         print(power_lines(design_power(cfg, proto), cfg))
@@ -47,12 +45,6 @@ def dry_run(args, plan: Plan, proto) -> int:
                 print(line)
     print(_cost_lines(args, plan))
     return 0
-
-
-def _regressor_words(cfg) -> str:
-    """A named regressor and its parameters as given (``--estimator``)."""
-    given = ", ".join(f"{k}={v}" for k, v in (cfg.regressor_params or {}).items())
-    return f"regressor {cfg.regressor}({given})"
 
 
 def _control_power_lines(c, proto) -> list[str]:
@@ -88,8 +80,8 @@ def _cost_lines(args, plan: Plan) -> str:
     lines = [f"estimated cost (measured per-cell costs, {costs.TABLE_NAME}):"]
     total, unpriced, unknown = 0.0, [], []
     for name, cfg in sweeps:
-        if cfg.estimator == "regressor":  # the table measures ASVI's and the GP's cells only
-            lines.append(f"  {name}: not priced: {_regressor_words(cfg)} is an estimator the"
+        if not cfg.kind.priced:  # the table measures ASVI's and the controls' cells only
+            lines.append(f"  {name}: not priced: {cfg.kind.words(cfg)[2:]} is an estimator the"
                          " cost table does not know (its seconds are known only once a cell"
                          " has run: try a small --n first)")  # fmt: skip
             unknown.append(name)

@@ -40,6 +40,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from simulate.sweep.kinds import KINDS
+
 __all__ = ["DRY_RUN_IDLE", "RULES", "TAKES_EFFECT", "dry_run_note", "refuse_ignored"]
 
 # option (argparse destination) -> why it acts wherever it is accepted
@@ -112,7 +114,7 @@ _CONTROL_WORDS = {"gp": "the Gaussian process", "knn": "k-nearest neighbours"}
 
 
 def _gp_tier(args, ctx) -> str | None:
-    if ctx["estimator"] in _CONTROL_WORDS and not args.records:
+    if KINDS[ctx["estimator"]].known_answer and not args.records:
         return (
             f"is a setting of the ASVI network, which --tier {args.tier} does not train (its"
             f" estimator is {_CONTROL_WORDS[ctx['estimator']]}): drop it"

@@ -10,12 +10,13 @@ import os
 from simulate.core.steppath import BATCHED, path_of
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.foreign import regressor_name
+from simulate.sweep.kinds import KINDS
 from simulate.sweep.recipes import recipe_settings
 from simulate.sweep.runner import (
     check_compile,
+    check_kind_run,
     check_memory,
     check_native,
-    check_regressor_class,
     records_path_for,
 )
 from simulate.sweep.schema import one_configuration, read_records
@@ -157,7 +158,7 @@ def _sweep_specs(args, truths, tier: dict, overrides: dict, proto, notes: list) 
                          " records carry the step in their configuration")  # fmt: skip
         return specs
     recipe = {}  # the tier's own (simulate.sweep.tiers.TRAINING) unless one is named
-    if args.recipe and tier["sweep"].get("estimator", "asvi") == "asvi":
+    if args.recipe and KINDS[tier["sweep"].get("estimator", "asvi")].trains_network:
         recipe = recipe_settings(args.recipe)
     return [(None, truths or tier["truths"], {**tier["sweep"], **recipe, **overrides},
              tier.get("control_replicates"))]  # fmt: skip
@@ -204,7 +205,7 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
         if name is None and "mlp" not in overrides:
             cfg, note = c_step_or_fallback(cfg)
             notes += [note] if note else []
-        check_regressor_class(cfg)  # the user's class, imported by the run that trains it
+        check_kind_run(cfg)  # the user's class, imported by the run that trains it
         check_native(cfg)
         check_compile(cfg, args.scheduler)
         ccfg = None
@@ -237,7 +238,7 @@ def c_step_or_fallback(cfg: SweepConfig) -> tuple[SweepConfig, str | None]:
     trains with the batched torch step, eager (no compiler for torch.compile either).  An
     explicit ``--mlp native-step`` is refused instead
     (``simulate.sweep.runner.check_native``)."""
-    if cfg.estimator != "asvi" or path_of(cfg.mlp).available():
+    if not cfg.kind.trains_network or path_of(cfg.mlp).available():
         return cfg, None
     return dataclasses.replace(cfg, mlp=BATCHED.name, compile=False), (
         "note: the whole step in C could not be built here (no working C compiler:"

@@ -113,7 +113,7 @@ def estimator_overrides(args) -> dict:
     (empty without them); ValueError (one line) for a parameter without ``--estimator``,
     with ``--records`` or ``--recipe``.  Each value is checked as the sweep's configuration
     is made (``simulate.sweep.foreign.check_regressor_data``), the class as the run is
-    planned (``simulate.sweep.runner.check_regressor_class``)."""
+    planned (``simulate.sweep.runner.check_kind_run``)."""
     params = dict(args.estimator_params or {})
     if args.estimator is None:
         if params:

@@ -23,6 +23,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from simulate.sweep.kinds import ASVI, ASVI_ARMS
 from simulate.sweep.truth_spec import TruthSpec
 from simulate.sweep.widths import cell_selection
 from theory import METRICS
@@ -42,14 +43,7 @@ __all__ = [
 ]
 
 # the constructive-start arms' names as estimators in verify's results (verify.starts)
-ARM_ESTIMATORS = {
-    "R": "asvi",
-    "W": "asvi-constructive",
-    "W0": "constructive-start",
-    "W0s": "constructive-start-scaled",
-    "W0f": "constructive-start-fitted",
-    "P": "plain-adam",
-}
+ARM_ESTIMATORS = ASVI_ARMS
 ESTIMATOR_ARMS = {v: k for k, v in ARM_ESTIMATORS.items()}
 
 
@@ -177,7 +171,7 @@ class Cell:
     def value(self, estimator: str, metric: str) -> float:
         """The cell's ``metric`` for ``estimator``: the record's own (ASVI's selected
         candidate) or a known-answer control prior's."""
-        if estimator in ESTIMATOR_ARMS:
+        if ASVI.owns(estimator):
             return self.metrics[metric]
         return self.per_estimator[estimator][metric]
 

@@ -13,6 +13,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
+from simulate.sweep.kinds import is_asvi
 from theory.plumbing.paths import atomic_path
 from verify.design import is_control
 from verify.findings import readings_lines, replication_text, verdict_text
@@ -44,14 +45,14 @@ def format_results(results: list[MetricResult]) -> str:
         lines += _truth_header(rows[0])
         for est in dict.fromkeys(r.estimator for r in rows):
             er = [r for r in rows if r.estimator == est]
-            if er[0].arm is not None and est != "asvi":
+            if er[0].arm is not None and not is_asvi(est):
                 lines.append(f"-- {est} (arm {er[0].arm}: {ARM_LABELS[er[0].arm]})")
             elif is_control(est):
                 lines.append(
                     f"-- {est} (known-answer control: expected attainment "
                     f"{er[0].decision.expected_attainment})"
                 )
-            elif est != "asvi":  # a named regressor (verify.rates --estimator)
+            elif not is_asvi(est):  # a named regressor (verify.rates --estimator)
                 lines.append(f"-- {est} (a named regressor's point prediction; no known answer)")
             lines += _cell_table_lines(er)
             lines += _slope_table_lines(er)

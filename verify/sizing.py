@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from simulate.sweep.kinds import is_asvi
 from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import path_arg
 from verify import protocol as protocols
@@ -217,7 +218,7 @@ def main(argv=None) -> int:
             return 2
         recs, ctrl = read_with_control(path, "give a records file of one configuration")
         for r in analyse(recs, control=ctrl, protocol=proto):
-            if r.metric != PRIMARY_METRIC or r.estimator != "asvi":
+            if r.metric != PRIMARY_METRIC or not is_asvi(r.estimator):
                 continue
             q = realised(r)
             print(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from simulate.sweep.kinds import is_asvi
 from theory.exponents import METRICS
 from verify.findings import replication_text, verdict_text
 from verify.starts import ARM_HEADER, arm_row
@@ -75,7 +76,7 @@ def _cell_table_lines(rows: list[MetricResult]) -> list[str]:
     """Per n: steps, candidates, selections, and each metric's mean, SE and local slope;
     an optimisation-limited n is starred."""
     r0 = rows[0]
-    if r0.estimator != "asvi":
+    if not is_asvi(r0.estimator):
         return _plain_cell_lines(rows)
     a0 = r0.asvi
     limited = {c.n for c in (r0.control.cells if r0.control else ()) if c.moved}

@@ -17,6 +17,7 @@ from simulate.core.constraints import INT_POSITIVE, Interval, check, validate_pa
 from simulate.core.hyper import HYPER_DEFAULTS, Hyper, inclusion_rate, lambda_s_at
 from simulate.core.options import StepOptions
 from simulate.core.stopping import StopRule
+from simulate.sweep.kinds import KINDS, EstimatorKind, gp_job_bytes
 from simulate.sweep.parts import (
     Design,
     Estimator,
@@ -26,7 +27,6 @@ from simulate.sweep.parts import (
     Stopping,
     Training,
 )
-from simulate.sweep.rules import KNN_MATCHED
 from simulate.sweep.settings import constraints_of, declared, part_of
 from simulate.sweep.truth_spec import TruthSpec
 from simulate.sweep.widths import candidate_widths, group_widths
@@ -36,31 +36,6 @@ __all__ = [
     "cell_lambda_s",
     "gp_job_bytes",
 ]
-
-
-def gp_job_bytes(n: int, n_test: int, draws: int) -> int:
-    """The peak memory of one replicate's posteriors at ``n`` points and ``n_test`` test
-    points, in bytes: what the process's peak resident size grew by, measured here
-    (scikit-learn 1.9, numpy's LAPACK; n from 250 to 6,000, n_test from 1,000 to 8,000,
-    nu in {0.5, 2.5}), rounded up, in float64 matrices:
-
-    * the fit (``kernel(X)``, its Cholesky factor, the Matern kernel's temporaries):
-      3.5 ``n x n``;
-    * the prediction (:func:`gp_posterior`): the factor (``n x n``), the cross covariance
-      and its triangular solve (two ``n x n_test``), and 3.6 ``n_test x n_test`` (the
-      prior covariance, ``V^T V``, their difference, the kernel's temporaries);
-    * the draws (``simulate.sweep.gp.gp_metrics``): 4.1 ``n_test x n_test`` (the covariance, its
-      jittered copy, LAPACK's copy of it and the Cholesky factor) and a few
-      ``n_test x draws`` arrays.
-
-    Hence ``max(3.5 n^2, n^2 + 2 n n_test + 4.25 n_test^2)`` (the last term covering both
-    the prediction's and the draws'): every prior's posterior is freed before the next
-    one's (``simulate.sweep.gp.run_gp_job``), so the peak is one prior's.  The default ``n_test`` =
-    20,000 needs about 14 GB at n = 4,000; a sweep whose jobs cannot fit is refused
-    before it starts (``simulate.sweep.runner.check_memory``)."""
-    n, m = int(n), int(n_test)
-    peak = max(3.5 * n * n, n * n + 2 * n * m + 4.25 * m * m)
-    return int(8 * (peak + 4 * m * int(draws)))
 
 
 # The training hyperparameters a sweep holds under Hyper's own names, copied into each
@@ -130,7 +105,7 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
         if self.continuation and self.restarts != 1:
             raise ValueError("width continuation and restarts are not combined: choose one")
         if self.start != "random":
-            if self.estimator != "asvi":
+            if not self.kind.trains_network:
                 raise ValueError("a constructive start is for the ASVI estimator")
             for t in self.truths:
                 if t.kind == "holder" and t.p != 1:
@@ -140,26 +115,19 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
                     )
                 if t.kind == "teacher" and self.depth < 2:
                     raise ValueError("the teacher (two hidden layers) needs depth >= 2")
-        if self.estimator == "gp":
-            if not self.gp_nus or any(
-                isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0
-                for v in self.gp_nus
-            ):
-                raise ValueError(f"gp_nus must be a non-empty list of numbers > 0: {self.gp_nus}")
-            if any(t.kind != "holder" for t in self.truths):
-                raise ValueError("the Gaussian-process control runs on holder truths only")
-        if (self.estimator == "knn") != (self.knn_ks is not None):
-            raise ValueError("the k-NN control's members (knn_ks) go with estimator = 'knn' alone")
-        if self.estimator == "knn":
-            _check_knn(self.knn_ks, self.truths)
-        if (self.estimator == "regressor") != (self.regressor is not None):
-            raise ValueError("a regressor is named (regressor) with estimator = 'regressor' alone")
+        # the settings one kind alone sets (simulate.sweep.kinds), then the kind's own check
+        for kind in KINDS.values():
+            for setting, line in kind.own.items():
+                if (kind is self.kind) != (getattr(self, setting) is not None):
+                    raise ValueError(line)
         if self.regressor_params is not None and self.regressor is None:
             raise ValueError("regressor_params are the parameters of a named regressor")
-        if self.estimator == "regressor":  # as data: a reader imports nothing it names
-            from simulate.sweep.foreign import check_regressor_data  # noqa: PLC0415 (a cycle)
+        self.kind.check(self)  # a named regressor as data: a reader imports nothing it names
 
-            check_regressor_data(self.regressor, self.regressor_params, self.truths, self.ns)
+    @property
+    def kind(self) -> EstimatorKind:
+        """The estimator kind (``simulate.sweep.kinds``) of ``estimator``."""
+        return KINDS[self.estimator]
 
     @property
     def stop_rule(self) -> StopRule:
@@ -266,13 +234,9 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
             (data, f"data of {block} replicates at n = {n}", smaller_n),
             (truth, f"the truth's values at {m} points", smaller_n),
         ]
-        if self.estimator == "gp":  # replicates and priors one after another
-            what = f"posterior covariances of n_test = {self.n_test} test points, float64"
-            return [*parts, (gp_job_bytes(n, self.n_test, self.draws), what,
-                             "give a smaller --n-test")]  # fmt: skip
-        if self.estimator in ("regressor", "knn"):  # its own memory: the data's alone
-            return [*parts, (self.n_test * 8 * 4, f"predictions at {self.n_test} test points",
-                             "give a smaller --n-test")]  # fmt: skip
+        own = self.kind.job_parts(self, n)  # a point estimator's, a GP's: its own memory
+        if own is not None:
+            return [*parts, *own]
         train = evaluate = 0
         for g in group_widths(self.widths_at(n)):
             w, E = max(g), len(g) * block * int(self.restarts)
@@ -312,29 +276,9 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
         risk stop on (``stop_risk_tol``) also ``n_train``, the points ASVI trained on
         (:meth:`n_train_at`); its hyperparameters and step cap are those of ``n_train``
         points, the sample its posterior conditions on."""
-        if self.estimator == "gp":
-            return {
-                "estimator": "gp",
-                "gp_nus": list(self.gp_nus),
-                **{k: getattr(self, k) for k in ("gp_length_scale", "gp_amplitude", "sigma")},
-                **{k: getattr(self, k) for k in ("n_test", "draws", "seed")},
-                **({"protocol": self.protocol} if self.protocol is not None else {}),
-            }
-        if self.estimator == "knn":
-            return {
-                "estimator": "knn",
-                "knn_ks": list(self.knn_ks),
-                **{k: getattr(self, k) for k in ("sigma", "n_test", "seed")},
-                **({"protocol": self.protocol} if self.protocol is not None else {}),
-            }
-        if self.estimator == "regressor":
-            return {
-                "estimator": "regressor",
-                "regressor": self.regressor,
-                "regressor_params": dict(self.regressor_params or {}),
-                **{k: getattr(self, k) for k in ("sigma", "n_test", "seed")},
-                **({"protocol": self.protocol} if self.protocol is not None else {}),
-            }
+        own = self.kind.cell_config(self, n)  # a control's or a regressor's own settings
+        if own is not None:
+            return own
         n_train = self.n_train_at(n)
         hyper = self.hyper_at(n_train)
         derived = {
@@ -373,24 +317,3 @@ def cell_lambda_s(cfg: SweepConfig, n: int) -> float:
     if cfg.lambda_s is not None:
         return float(cfg.lambda_s)
     return lambda_s_at(n, cfg.depth, cfg.lambda_s_a)
-
-
-def _check_knn(ks, truths) -> None:
-    """The k-NN control's members and truths (``simulate.sweep.knn``): a non-empty list of
-    distinct members, each ``"matched"`` or a fixed k >= 1, on Hoelder truths of alpha <= 1
-    (where its rate is proven, ``theory.knn_exponent``)."""
-    ok = isinstance(ks, list) and ks and all(
-        k == KNN_MATCHED or (isinstance(k, int) and not isinstance(k, bool) and k >= 1)
-        for k in ks
-    )  # fmt: skip
-    if not ok or len(set(map(str, ks))) != len(ks):
-        raise ValueError(
-            f"knn_ks must be a non-empty list of distinct members, each 'matched' or an"
-            f" integer k >= 1: {ks}"
-        )
-    for t in truths:
-        if t.kind != "holder" or not float(t.alpha) <= 1:
-            raise ValueError(
-                f"the k-NN control runs on Hoelder truths of alpha <= 1 (its proven rate,"
-                f" theory.knn_exponent): {t.key}"
-            )

@@ -31,7 +31,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass
 
-from simulate.sweep.parts import KNOWN_ANSWER
+from simulate.sweep.kinds import KINDS
 from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import path_arg
 
@@ -52,7 +52,7 @@ def _step(cfg) -> str:
     ``SweepConfig``'s fields): ``exact`` for the GP and k-NN controls, else ``mlp``
     (+``compile``)."""
     get = cfg.get if isinstance(cfg, dict) else lambda k, d=None: getattr(cfg, k, d)
-    if get("estimator", "asvi") in KNOWN_ANSWER:
+    if KINDS[get("estimator", "asvi")].known_answer:
         return "exact"
     return get("mlp", "batched") + ("+compile" if get("compile") else "")
 
@@ -75,8 +75,9 @@ def rows_from_records(records: list[dict], source: str) -> list[dict]:
         block = block_of[(r["cell"]["truth"], r["cell"]["n"], json.dumps(t, sort_keys=True))]
         step = _step(cfg)
         key = (_stem(r["truth"]), est, step, int(r["cell"]["n"]))
-        if est in KNOWN_ANSWER:  # the job's seconds alone: no training of its own
-            nus = len(cfg.get("gp_nus", [])) if est == "gp" else None
+        if KINDS[est].known_answer:  # the job's seconds alone: no training of its own
+            own = KINDS[est].members_setting
+            nus = len(cfg.get(own, [])) if own else None
             cells[key].append((t["job_s"] / block, 0.0, t["job_s"] / block, nus, None))
         else:
             train, ev = t["job_train_s"] / block, t["job_eval_s"] / block
@@ -165,7 +166,7 @@ def _price(rows, n: int, est: str, step: str) -> tuple[float, str] | None:
         return cost(n), f"{tag} at n = {n}"
     ns = sorted(by_n)
     lo, hi = [m for m in ns if m < n], [m for m in ns if m > n]
-    top = 3.0 if est == "gp" else 1.0
+    top = KINDS[est].cost_power_cap
     if lo and hi:
         a, b = lo[-1], hi[0]
         k = math.log(cost(b) / cost(a)) / math.log(b / a)
@@ -196,9 +197,10 @@ def estimate(cfg, workers: int = 1, rows: list[dict] | None = None) -> Estimate:
                 unpriced.append((t.key, int(n)))
                 continue
             s = got[0] * c.replicates
-            if est == "gp":  # a row's cost is of its own number of priors (the
-                nus = cands[0].get("gp_nus")  # reference's share scales too: an upper bound)
-                s *= len(c.gp_nus) / nus if nus else 1.0
+            own = c.kind.members_setting
+            if own:  # a row's cost is of its own number of priors (the reference's share
+                nus = cands[0].get(own)  # scales too: an upper bound)
+                s *= len(getattr(c, own)) / nus if nus else 1.0
             per_truth[t.key] += s
             priced.append((t.key, int(n), s, got[1]))
     w = max(int(workers), 1)

@@ -8,7 +8,6 @@ reader recomputes the fields from it (:func:`configuration_fields`)."""
 from __future__ import annotations
 
 from simulate.sweep.config import SweepConfig
-from simulate.sweep.foreign import identity
 from simulate.sweep.records import code_hashes, versions
 from simulate.sweep.schema import SCHEMA
 from simulate.sweep.settings import declared
@@ -73,13 +72,14 @@ def fingerprint_fields(cfg: SweepConfig) -> dict:
     code (``simulate.sweep.records.code_hashes``: an edited module is a new configuration,
     and resuming across it is refused naming the files, unless accepted explicitly); for a
     named regressor also its class's qualified name and its package's installed version
-    (``regressor_identity``: ``simulate.sweep.foreign.identity``), beside its parameters as
+    (``regressor_identity``: ``simulate.sweep.kinds``), beside its parameters as
     given."""
     d = configuration_fields(cfg)
     d["n_max"] = max(int(n) for n in cfg.ns)
     d["schema"] = SCHEMA
     d["versions"] = versions()
     d["code"] = code_hashes()  # an edit of the code that computes a cell is a new configuration
-    if cfg.estimator == "regressor":  # the class itself and its installed version
-        d["regressor_identity"] = identity(cfg.regressor)
+    own = cfg.kind.identity(cfg)  # a named regressor's class and its installed version
+    if own is not None:
+        d["regressor_identity"] = own
     return d  # the records store keeps it as canonical JSON

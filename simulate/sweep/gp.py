@@ -75,7 +75,7 @@ def gp_metrics(mean, cov, f0t, sigma: float, draws: int, seed: int) -> dict:
 
 def run_gp_job(job) -> list[dict]:
     """One sweep job's cells for the known-answer control (the runner's estimator
-    ``"gp"``, ``simulate.sweep.runner.ESTIMATORS``): per replicate, the exact GP posterior
+    ``"gp"``, ``simulate.sweep.runner.RUNNERS``): per replicate, the exact GP posterior
     of every prior in ``gp_nus`` of the job's config and the same reference as ASVI's
     cells, on the same data.  Records hold each prior's metrics under ``per_estimator``."""
     cfg = job.config

@@ -81,7 +81,7 @@ def _per_width(cols: dict, i: int) -> dict:
 def run_asvi_job(job: Job) -> list[dict]:
     """Train one job's ASVI cells and return their records (pure: no file access but a
     budget link's state files, ``job.budget``, a cache that changes no number; runs on
-    Dask workers; the runner's estimator ``"asvi"``, ``simulate.sweep.runner.ESTIMATORS``).
+    Dask workers; the runner's estimator ``"asvi"``, ``simulate.sweep.runner.RUNNERS``).
     The records store stamps their configuration fingerprint when it appends them."""
     cfg = job.config
     if cfg.compile:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulate.core.layout import Layout
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.truth_spec import TruthSpec
 
@@ -37,12 +36,7 @@ class Job:
         programs; for the Gaussian-process estimator, n^3 (its solve: the two scales are
         not comparable, which is fine since a sweep has one estimator).  Changes no record:
         each job's numbers do not depend on when it runs."""
-        cfg = self.config
-        if cfg.estimator != "asvi":
-            return float(len(self.replicates) * self.n**3)
-        per = sum(Layout(self.truth.p, cfg.depth, [w]).P for w in cfg.widths_at(self.n))
-        arms = 1.5 if cfg.start != "random" else 1.0
-        return float(len(self.replicates) * cfg.steps_cap(self.n) * per * arms)
+        return self.config.kind.cost(self)  # simulate.sweep.kinds
 
 
 def jobs_for(cfg: SweepConfig) -> list[Job]:

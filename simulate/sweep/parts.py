@@ -35,6 +35,8 @@ from simulate.core.options import DEFAULT_OPTIONS, STEP_OPTIONS_CONSTRAINTS
 from simulate.core.posterior import ELBO_DRAWS, MIN_ELBO_DRAWS, PREDICT_DRAWS, RISK_DRAWS
 from simulate.core.steppath import DEPTH_EVERY_PATH, MLP_KINDS, mlp_help
 from simulate.core.stopping import STOP_DEFAULTS
+from simulate.sweep.kinds import KINDS, KindNames
+from simulate.sweep.kinds import KNOWN_ANSWER as KINDS_KNOWN_ANSWER
 from simulate.sweep.settings import Flag, setting
 
 __all__ = ["PARTS", "Design", "Estimator", "PerN", "Provenance", "Step", "Stopping", "Training"]
@@ -43,10 +45,10 @@ _H, _HC, _STOP = HYPER_DEFAULTS, HYPER_CONSTRAINTS, STOP_DEFAULTS
 _INT, _FLOAT = Flag(int), Flag(float)
 _COUNT0 = Interval(Integral, 0, None, "left")
 STARTS = ("random", "constructive", "both")
-ESTIMATORS = ("asvi", "gp", "regressor", "knn")
-# the estimators that are known-answer controls (their rates proven; every reader and the
-# verdicts' known answers take this one list)
-KNOWN_ANSWER = ("gp", "knn")
+# the estimator kinds (simulate.sweep.kinds), and those that are known-answer controls
+# (their rates proven; every reader and the verdicts' known answers take this one list)
+ESTIMATORS = tuple(KINDS)
+KNOWN_ANSWER = KINDS_KNOWN_ANSWER
 
 
 @dataclass(frozen=True)
@@ -274,7 +276,7 @@ class Estimator:
     control's (``simulate.sweep.knn``)."""
 
     estimator: str = setting(
-        "asvi", Options(ESTIMATORS),
+        "asvi", KindNames(),
         help="asvi, gp: the known-answer control, regressor: the class named by regressor, or"
         " knn: the k-NN known-answer control",
     )  # fmt: skip

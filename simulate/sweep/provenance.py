@@ -90,7 +90,7 @@ def _configuration(blob: str, spec: TruthSpec):
 @functools.lru_cache(maxsize=256)
 def _cell_config(blob: str, spec: TruthSpec, n: int) -> dict:
     cfg = _configuration(blob, spec)[0]
-    widths = None if cfg.estimator == "gp" else cfg.widths_at(n)
+    widths = cfg.widths_at(n) if cfg.kind.trains_network else None
     return json.loads(json.dumps(cfg.cell_config(n, widths)))
 
 

@@ -76,7 +76,7 @@ from simulate.core.steppath import path_of
 from simulate.progress import Progress
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.fingerprint import fingerprint_fields
-from simulate.sweep.foreign import check_regressor, run_regressor_job
+from simulate.sweep.foreign import run_regressor_job
 from simulate.sweep.gp import run_gp_job
 from simulate.sweep.job import run_asvi_job
 from simulate.sweep.jobs import jobs_for
@@ -90,12 +90,12 @@ if TYPE_CHECKING:
     from simulate.sweep.budget import BudgetLink
 
 __all__ = [
-    "ESTIMATORS",
+    "RUNNERS",
     "SweepRunOptions",
     "check_compile",
     "check_memory",
     "check_native",
-    "check_regressor_class",
+    "check_kind_run",
     "records_path_for",
     "run_job",
     "run_sweep",
@@ -103,10 +103,9 @@ __all__ = [
 ]
 
 
-# The estimators a sweep can run, by ``SweepConfig.estimator``: each takes a job and
-# returns its records (pure, picklable for workers).  A new estimator is a function here
-# and a name in the config's ``estimator`` options.
-ESTIMATORS = {
+# Each estimator kind's job runner (simulate.sweep.kinds, by the same names): each takes a
+# job and returns its records (pure, picklable for workers).  The kinds own the rest.
+RUNNERS = {
     "asvi": run_asvi_job,
     "gp": run_gp_job,
     "regressor": run_regressor_job,
@@ -121,8 +120,10 @@ def warm_worker() -> None:
 
 
 def run_job(job) -> list[dict]:
-    """One job's records, by its config's estimator (:data:`ESTIMATORS`)."""
-    return ESTIMATORS[job.config.estimator](job)
+    """One job's records, by its config's estimator kind (:data:`RUNNERS`, or the kind's
+    own ``run``: ``simulate.sweep.kinds``)."""
+    kind = job.config.kind
+    return (kind.run or RUNNERS[kind.name])(job)
 
 
 def _cell_key(r: dict) -> tuple:
@@ -174,14 +175,14 @@ def check_memory(cfg: SweepConfig, at_once: int = 1) -> None:
     )  # fmt: skip
     jobs = "one job" if at_once == 1 else f"{at_once} jobs at once (one per worker)"
     verb = "needs" if at_once == 1 else "need"
-    kind = {"gp": "GP control", "knn": "k-NN control"}.get(cfg.estimator, "sweep")
+    kind = cfg.kind.label
     workers = " (or fewer --workers)" if at_once > 1 else ""
     parts = [(at_once * b, what, fix + workers) for b, what, fix in cfg.job_parts()]
     # each job runs in an interpreter of its own (a worker, or this one)
     parts.append(
         (at_once * sizes.WORKER_BYTES, "the processes' own (torch)", "use fewer --workers")
     )
-    bound = "about" if cfg.estimator == "gp" else "at least"  # the GP's: a measured peak
+    bound = "about" if cfg.kind.measured_memory else "at least"  # the GP's: a measured peak
     sizes.refuse(sum(b for b, _, _ in parts), f"{jobs} of this {kind}", parts, verb, bound)
 
 
@@ -209,20 +210,20 @@ def check_native(cfg: SweepConfig) -> None:
     compiler, the compiler's first error, an unwritable cache, or a cache someone else could
     write (``simulate.core.native.NativeUntrusted``: refused, never loaded).  Every job
     would otherwise fail in its worker -- or run code planted in the cache."""
-    if cfg.estimator == "asvi":
+    if cfg.kind.trains_network:
         path_of(cfg.mlp).require("--mlp")
 
 
-def check_regressor_class(cfg: SweepConfig) -> None:
-    """``ValueError`` (one line, before anything is locked or written) where ``cfg`` names a
-    regressor (``estimator = "regressor"``) whose class does not import, lacks the
-    estimator interface, or refuses one of its parameters at some cell
-    (``simulate.sweep.foreign.check_regressor``).  The import of the user's class is a
+def check_kind_run(cfg: SweepConfig) -> None:
+    """What the estimator kind checks before a run trains (``simulate.sweep.kinds``:
+    ``EstimatorKind.check_run``; ``ValueError``, one line, before anything is locked or
+    written): a named regressor whose class does not import, lacks the estimator interface,
+    or refuses one of its parameters at some cell
+    (``simulate.sweep.regressor_class.check_regressor``).  The import of the user's class is a
     run's check, from the user's own command: a configuration is checked as data when it
     is made, so reading records runs none of the code they name.  :func:`run_sweep` and
     :func:`records_path_for` check too."""
-    if cfg.estimator == "regressor":
-        check_regressor(cfg.regressor, cfg.regressor_params, cfg.truths, cfg.ns)
+    cfg.kind.check_run(cfg)
 
 
 def check_compile(cfg: SweepConfig, scheduler: str | None = None) -> None:
@@ -235,7 +236,7 @@ def check_compile(cfg: SweepConfig, scheduler: str | None = None) -> None:
     slower).  With a ``scheduler`` the cluster's workers compile, not this machine: not
     checked here.  :func:`run_sweep` checks too, for the callers without a command line
     of their own (the figures, the optimiser study)."""
-    if not cfg.compile or cfg.estimator != "asvi" or scheduler:
+    if not cfg.compile or not cfg.kind.trains_network or scheduler:
         return
     why = compile_unavailable()
     if why is not None:
@@ -253,7 +254,7 @@ def records_path_for(
     configuration is a :class:`RecordsError` naming the fields that differ;
     ``accept_code_change`` takes a file that differs in the code alone as this
     configuration's (:class:`~simulate.sweep.records.RecordStore`)."""
-    check_regressor_class(cfg)  # before the fingerprint imports the class
+    check_kind_run(cfg)  # before the fingerprint imports the class
     store = _store(cfg, path, accept_code_change)
     other = store.foreign(store.read())
     if other is None:
@@ -311,7 +312,7 @@ def run_sweep(
     scheduler, workers, budget = opt.scheduler, opt.workers, opt.budget
     accept_code_change, scheduler_timeout = opt.accept_code_change, opt.scheduler_timeout
     check_workers(workers, scheduler)
-    check_regressor_class(cfg)
+    check_kind_run(cfg)
     check_memory(cfg, 1 if scheduler else workers)  # the figures' and the studies' sweeps
     check_compile(cfg, scheduler)
     store = _store(cfg, out_path, accept_code_change)

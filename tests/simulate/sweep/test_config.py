@@ -52,19 +52,20 @@ def test_the_sweep_s_defaults_are_hyper_s_but_the_batch():
 
 
 def test_every_estimator_a_config_accepts_is_one_the_runner_runs():
-    """The runner's registry (``simulate.sweep.runner.ESTIMATORS``) and the config's
-    ``estimator`` options name the same estimators, so a config that validates has a job
-    function and a registered one can be configured."""
+    """The kinds' registry (``simulate.sweep.kinds.KINDS``), the runner's job functions
+    (``simulate.sweep.runner.RUNNERS``) and the config's ``estimator`` options name the same
+    estimators, so a config that validates has a kind and a job function."""
     from simulate.sweep.config import SWEEP_CONSTRAINTS
     from simulate.sweep.foreign import run_regressor_job
     from simulate.sweep.gp import run_gp_job
     from simulate.sweep.job import run_asvi_job
+    from simulate.sweep.kinds import KINDS
     from simulate.sweep.knn import run_knn_job
-    from simulate.sweep.runner import ESTIMATORS
+    from simulate.sweep.runner import RUNNERS
 
     (options,) = SWEEP_CONSTRAINTS["estimator"]
-    assert set(options.values) == set(ESTIMATORS) == {"asvi", "gp", "regressor", "knn"}
-    assert ESTIMATORS == {
+    assert set(options.values) == set(RUNNERS) == set(KINDS) == {"asvi", "gp", "regressor", "knn"}
+    assert RUNNERS == {
         "asvi": run_asvi_job, "gp": run_gp_job, "regressor": run_regressor_job, "knn": run_knn_job
     }  # fmt: skip
 

@@ -214,13 +214,18 @@ def test_one_list_names_the_known_answer_controls():
     """The estimators that are known-answer controls (``simulate.sweep.parts.KNOWN_ANSWER``)
     are the families the verdicts derive known answers for, the protocol's pilot-cv kinds
     and the refusals' words."""
+    from simulate.sweep.kinds import KINDS
     from simulate.sweep.parts import KNOWN_ANSWER
-    from verify.design import CONTROL_FAMILIES
+    from verify.design import control_family
     from verify.flag_rules import _CONTROL_WORDS
     from verify.protocol import CONTROL_KINDS
 
-    assert set(CONTROL_FAMILIES.values()) == set(CONTROL_KINDS) == set(_CONTROL_WORDS)
+    families = {control_family(n) for n in ("gp-matern-0.5", "knn-matched", "knn-k3")}
+    assert families == set(CONTROL_KINDS) == set(_CONTROL_WORDS)
     assert set(CONTROL_KINDS) == set(KNOWN_ANSWER)
+    assert {k for k, kind in KINDS.items() if kind.known_answer} == set(KNOWN_ANSWER)
+    for name in ("asvi", "asvi-constructive", "KNeighborsRegressor", "plain-adam"):
+        assert control_family(name) is None
 
 
 def test_a_gp_jobs_records_share_its_seconds_too(tmp_path):
