@@ -36,6 +36,7 @@ from theory import gp_matern_exponent, knn_exponent, log_factor_power, teacher_l
 from verify import protocol as protocols
 from verify import stated_rate
 from verify.attainment import AttainmentPower, attainment_power
+from verify.known_answer import CONTROL_FAMILIES, control_family, is_control
 from verify.power import Power, confirm_power, pass_probability, power_check
 from verify.slopes import expected_slope_se, log_allowance
 from verify.verdict import Verdict
@@ -66,25 +67,6 @@ PRIMARY_METRIC = "d2"
 
 # the linear spline's approximation order: the reference attains n^(-2a/(2a+p)) up to a = 2
 REFERENCE_SATURATION_ALPHA = 2.0
-
-
-# the known-answer controls' families: estimator-name prefix -> family (module docstring)
-CONTROL_FAMILIES = {"gp-matern-": "gp", "knn-": "knn"}
-
-
-def control_family(estimator: str) -> str | None:
-    """The known-answer family of an estimator: ``"gp"`` (``gp-matern-NU``,
-    ``simulate.sweep.gp``), ``"knn"`` (``knn-matched``, ``knn-kK``, ``simulate.sweep.knn``),
-    None for any other (ASVI, its arms, a named regressor: no known answer)."""
-    for prefix, family in CONTROL_FAMILIES.items():
-        if estimator.startswith(prefix):
-            return family
-    return None
-
-
-def is_control(estimator: str) -> bool:
-    """Whether an estimator is a known-answer control's (:func:`control_family`)."""
-    return control_family(estimator) is not None
 
 
 def knn_gamma(spec: TruthSpec, estimator: str) -> float:
