@@ -1,14 +1,24 @@
 """The project's import graph (tests/import_graph.py): no new import circles, no new hidden
-imports.  Both caps are today's counts, to be lowered as circles are cut (issue 76, item 5:
+imports.  The caps are today's counts, to be lowered as circles are cut (issue 76, item 5:
 zero circles counting deferred and type-only imports, at most two deferred in-project
 imports, each with its reason)."""
 
 from tests import import_graph
 
-# the circles left, counting deferred and type-only imports
-MAX_CIRCLES = 2
+# The circles left, counting deferred and type-only imports (python -m tests.import_graph
+# prints each with the imports that close it); each is cut only in a file another change owns:
+# * simulate.core.trainer <-> until: until imports Trainer for typing, trainer imports
+#   until's loop (the training loop's rework, issue 76 item 6);
+# * simulate.sweep.schema -> validate -> provenance -> fingerprint -> schema: fingerprint
+#   imports SCHEMA from schema; from simulate.sweep.rules (its leaf home) it is no circle;
+# * simulate.sweep.config -> foreign -> cells -> config (and cells -> jobs -> config):
+#   config's deferred import of foreign.check_regressor_data, a data check that imports
+#   nothing foreign runs, whose move to a leaf (with foreign's _SPEC) cuts it.
+MAX_CIRCLES = 3
+# the modules in those circles, together (a circle split in two counts one more circle)
+MAX_MODULES_IN_CIRCLES = 10
 # in-project imports made inside a function
-MAX_DEFERRED = 25
+MAX_DEFERRED = 22
 
 
 def test_the_graph_reads_every_package():
@@ -17,10 +27,10 @@ def test_the_graph_reads_every_package():
         assert package in names
     edges = import_graph.edges()
     assert {e.kind for e in edges} <= {"top", "deferred", "type"}
-    # a known top-level import, a relative one and a `from package import module` resolved
-    assert any(
-        e.source == "simulate.sweep.cells" and e.target == "simulate.sweep.schema" for e in edges
-    )
+    # a known top-level import and a `from package import module` resolved to the module
+    pairs = {(e.source, e.target) for e in edges}
+    assert ("simulate.sweep.schema", "simulate.sweep.validate") in pairs
+    assert ("verify.design", "verify.stated_rate") in pairs
 
 
 def test_circles_are_found():
@@ -40,6 +50,7 @@ def test_circles_are_found():
 def test_no_more_import_circles():
     found = import_graph.circles(import_graph.edges())
     assert len(found) <= MAX_CIRCLES, import_graph.report()
+    assert sum(map(len, found)) <= MAX_MODULES_IN_CIRCLES, import_graph.report()
 
 
 def test_no_more_deferred_imports():
