@@ -17,8 +17,13 @@ from tests import import_graph
 MAX_CIRCLES = 3
 # the modules in those circles, together (a circle split in two counts one more circle)
 MAX_MODULES_IN_CIRCLES = 10
-# in-project imports made inside a function
-MAX_DEFERRED = 22
+# In-project imports made inside a function.  Those left: verify/__init__.py's
+# check_rate on first use (`import verify` imports no command), verify/logfactor.py's
+# verify.records (the statistics import neither torch nor the sweep), and in files another
+# change owns simulate/sweep/provenance.py's fingerprint (the records' reading recomputes a
+# configuration: issue 76 item 3), simulate/sweep/config.py's foreign (the circle above),
+# verify/check.py's eight and verify/rates_args.py's two.
+MAX_DEFERRED = 14
 
 
 def test_the_graph_reads_every_package():
