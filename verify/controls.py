@@ -22,6 +22,7 @@ import numpy as np
 from simulate.core.stopping import StopRule
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.records import fields_differing
+from simulate.sweep.schema import one_configuration, read_records
 from theory import METRICS
 from theory.plumbing.jsonl import RecordsError
 from verify.records import Cell
@@ -254,8 +255,6 @@ def read_with_control(path: str, hint: str) -> tuple[list[dict], list[dict]]:
     """A records file of one configuration and its budget-doubling control's beside it
     (:func:`control_records_path`; none where there is no such file); ``hint``: what to
     say of a file that mixes configurations (``simulate.sweep.schema.one_configuration``)."""
-    from simulate.sweep.schema import one_configuration, read_records  # noqa: PLC0415
-
     records = one_configuration(read_records(path), None, path, hint)
     cpath = control_records_path(path)
     if not os.path.isfile(cpath):

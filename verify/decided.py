@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass
 from simulate.sweep.kinds import ASVI
 from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.paths import read_text_bounded, write_atomic
+from verify.analysis import analyse
+from verify.controls import read_with_control
 
 __all__ = ["CURRENT", "RECORDS", "Decided", "decided_of", "load", "main", "summary_lines"]
 
@@ -194,9 +196,6 @@ def summary_lines(results, current: list[Decided] | None = None) -> list[str]:
 
 def derive(records=RECORDS) -> list[Decided]:
     """:class:`Decided` of each records file (with its control beside it), in order."""
-    from verify.analysis import analyse  # noqa: PLC0415
-    from verify.controls import read_with_control  # noqa: PLC0415
-
     out = []
     for rel in records:
         path = os.path.join(ROOT, rel)

@@ -35,6 +35,7 @@ from theory import log_factor_power, teacher_log_power
 from verify import protocol as protocols
 from verify import stated_rate
 from verify.attainment import AttainmentPower, attainment_power
+from verify.known_answer import control_family, is_control
 from verify.power import Power, confirm_power, pass_probability, power_check
 from verify.slopes import expected_slope_se, log_allowance
 from verify.verdict import Verdict
@@ -64,18 +65,6 @@ PRIMARY_METRIC = "d2"
 REFERENCE_SATURATION_ALPHA = 2.0
 
 
-def control_family(estimator: str) -> str | None:
-    """The known-answer family of an estimator (its kind, ``simulate.sweep.kinds``):
-    ``"gp"`` (``gp-matern-NU``, ``simulate.sweep.gp``), ``"knn"`` (``knn-matched``,
-    ``knn-kK``, ``simulate.sweep.knn``), None for any other (ASVI, its arms, a named
-    regressor: no known answer)."""
-    kind = kind_of_name(estimator)
-    return kind.name if kind.known_answer else None
-
-
-def is_control(estimator: str) -> bool:
-    """Whether an estimator is a known-answer control's (:func:`control_family`)."""
-    return control_family(estimator) is not None
 
 
 def predicted(spec: TruthSpec, estimator: str, metric: str) -> float:

@@ -46,7 +46,9 @@ from simulate.sweep.kinds import is_asvi
 from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import path_arg
 from verify import protocol as protocols
+from verify.analysis import analyse
 from verify.attainment import attainment_power
+from verify.controls import read_with_control
 from verify.design import PRIMARY_METRIC
 from verify.power import pass_probability
 from verify.results import MetricResult
@@ -208,9 +210,6 @@ def main(argv=None) -> int:
     if not 0.5 <= args.power < 1:
         print("error: --power must be in [0.5, 1)", file=sys.stderr)
         return 2
-    from verify.analysis import analyse  # noqa: PLC0415
-    from verify.controls import read_with_control  # noqa: PLC0415
-
     proto = protocols.load(args.protocol)
     for path in args.records:
         if not os.path.isfile(path):

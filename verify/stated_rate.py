@@ -30,6 +30,7 @@ import hashlib
 from simulate.sweep.truth_spec import TruthSpec
 from theory.stated_rate import parse_rate, stated_band
 from verify import protocol as protocols
+from verify.known_answer import is_control
 
 __all__ = ["band", "check_plan", "document_entry", "opening_lines", "with_rate"]
 
@@ -81,8 +82,6 @@ def _rows(results) -> list[tuple[str, int, float | None, tuple[int, ...], float,
     """Per truth ``(truth, p, alpha, ns, exponent, log power)`` as the verdicts used them:
     its first d^2 entry held to the band -- ASVI's (or an arm's) theorem test, or a
     known-answer control's test against the class band (a control's own is its prior's)."""
-    from verify.design import is_control  # noqa: PLC0415 (design reads this module)
-
     seen, out = set(), []
     for r in results:
         control = is_control(r.estimator)

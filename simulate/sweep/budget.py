@@ -52,6 +52,7 @@ from simulate.core.stopping import stricter
 from simulate.core.until import Resume
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.fingerprint import fingerprint_fields
+from simulate.sweep.records import code_digest
 
 __all__ = ["BUDGET_FIELDS", "BudgetLink", "linkable"]
 
@@ -117,8 +118,6 @@ class BudgetLink:
     def _dir(self, cfg: SweepConfig) -> str:
         """The subfolder of this sweep, control rule and code (the kept quiet counts are the
         control rule's)."""
-        from simulate.sweep.records import code_digest  # (records imports config only)
-
         sweep, control = self.pair(cfg)
         rule = {k: v for k, v in control.to_dict().items() if k.startswith(("stop_", "max_"))}
         key = json.dumps([fingerprint_fields(sweep), rule, code_digest()], sort_keys=True,

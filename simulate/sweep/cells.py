@@ -16,8 +16,8 @@ import numpy as np
 from simulate.references.classical import oracle_piecewise, spline_reference
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.jobs import Job
-from simulate.sweep.schema import SCHEMA
-from simulate.sweep.truth_spec import stable_seed
+from simulate.sweep.rules import SCHEMA
+from simulate.sweep.truth_spec import f0_describe, stable_seed
 
 __all__ = [
     "CellInputs", "cell_inputs", "f0_describe", "job_data", "point_record_head", "reference",
@@ -81,13 +81,6 @@ def reference(X, y, Xt, f0t, cfg: SweepConfig, job: Job) -> dict:
     ref = spline_reference(X, y, Xt, f0t, cfg.sigma, seed=stable_seed(cfg.seed, "cv", job.n))
     ref["oracle"] = oracle_piecewise(X, y, Xt, f0t, cfg.sigma, job.truth.alpha)
     return ref
-
-
-def f0_describe(f0) -> dict:
-    """What a record says of its truth: the function's own description, else its edges."""
-    if hasattr(f0, "describe"):
-        return f0.describe()
-    return {"n_edges": getattr(f0, "n_edges", None)}
 
 
 def point_record_head(job: Job, r: int, f0, cfg: SweepConfig, seeds, metrics) -> dict:

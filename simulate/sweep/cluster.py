@@ -23,6 +23,8 @@ import sys
 import threading
 import time
 
+from simulate.sweep.worker_setup import worker_init
+
 # how long a client waits for an existing scheduler (connection and handshake together)
 SCHEDULER_TIMEOUT_S = 30
 
@@ -59,7 +61,7 @@ _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+
 def local_setup_plugin():
     """A Dask worker plugin (``distributed.WorkerPlugin``) that sets every worker of a
     cluster up like a local pool process: one torch thread and the training allocator
-    settings (:func:`simulate.sweep.parallel._worker_init`).  A worker started with several
+    settings (:func:`simulate.sweep.worker_setup.worker_init`).  A worker started with several
     threads would otherwise run torch's default intra-op threads (a Dask worker was
     measured 3.5x slower per job than a pool process; BENCHMARKS.md).  Registered by
     :func:`on_cluster` on the cluster it is given (workers that join later get it too).
@@ -76,9 +78,7 @@ def local_setup_plugin():
 
         def setup(self, worker=None) -> None:
             if os.getpid() != self.client_pid:  # a worker inside the caller is the caller
-                from simulate.sweep.parallel import _worker_init  # (imports this module)
-
-                _worker_init()
+                worker_init()
 
     return LocalSetup()
 

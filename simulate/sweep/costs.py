@@ -32,6 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from simulate.sweep.kinds import KINDS
+from simulate.sweep.schema import read_records
 from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import path_arg
 
@@ -213,8 +214,6 @@ def main(argv=None) -> int:
     ap.add_argument("records", nargs="+", type=path_arg)
     ap.add_argument("--write", action="store_true", help=f"merge the rows into {TABLE}")
     args = ap.parse_args(argv)
-    from simulate.sweep.schema import read_records  # noqa: PLC0415
-
     rows = []
     for path in args.records:
         if not os.path.isfile(path):

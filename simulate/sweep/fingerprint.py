@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.records import code_hashes, versions
-from simulate.sweep.schema import SCHEMA
+from simulate.sweep.rules import SCHEMA
 from simulate.sweep.settings import declared
 from simulate.sweep.truth_spec import TruthSpec
 

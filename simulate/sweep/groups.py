@@ -22,6 +22,7 @@ from simulate.core.state import init_state, widen
 from simulate.references.constructive import encode, encode_theta, gauss_newton_scales, net_theta
 from simulate.references.plain import PlainFit, train_plain
 from simulate.sweep.config import SweepConfig
+from simulate.sweep.rules import ARMS
 from simulate.sweep.truth_spec import stable_seed
 
 __all__ = ["ARMS", "JobInputs", "restart_seeds", "train_group"]
@@ -41,12 +42,6 @@ def _risk_fn(cfg: SweepConfig, X_val: torch.Tensor, y_val: torch.Tensor):
         return ((m - y_val.to(m)) ** 2).mean(-1)
 
     return risk
-
-
-# the constructive start's arms (R is the record's own ASVI run): W0 the start untrained,
-# W0s the same with its slab sds fitted (simulate.references.constructive.gauss_newton_scales), W
-# trained from W0, P plain Adam from it
-ARMS = ("W0", "W0s", "W0f", "W", "P")
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,15 @@ allocator behaviour ``tune_malloc`` exists to avoid.  An existing Dask cluster
 (``scheduler``) gets a worker plugin (:func:`local_setup_plugin`) that sets each of its
 workers up like a pool process (one torch thread, ``tune_malloc``); its records are
 compared with this process's package versions by the sweep (``simulate.sweep.runner``).
-Pool processes exit when the process that started them dies (:func:`_exit_with_parent`).
+Pool processes exit when the process that started them dies
+(:func:`simulate.sweep.worker_setup.exit_with_parent`).
 
 Interrupts and unreachable clusters end in one line, not a traceback or a hang:
 
 * **Ctrl-C**: the terminal sends SIGINT to the whole process group, pool processes
   included.  They ignore it (from their first instruction: the pool is started with SIGINT
-  ignored, which a spawned interpreter keeps, and :func:`_worker_init` ignores it again), so
+  ignored, which a spawned interpreter keeps, and
+  :func:`simulate.sweep.worker_setup.worker_init` ignores it again), so
   only the calling process sees ``KeyboardInterrupt``; leaving :func:`map_unordered` early
   (an interrupt, an error, a consumer that stops) then ends the pool processes at once
   (SIGKILL) instead of waiting for the jobs they run, whose results nobody would read.
@@ -65,7 +67,6 @@ from concurrent.futures.process import BrokenProcessPool
 import torch
 
 from simulate import alloc
-from simulate.alloc import tune_malloc
 from simulate.sweep import cluster
 from simulate.sweep.cluster import (  # the command lines' scheduler flags, said here before
     SCHEDULER_TIMEOUT_S,
@@ -75,15 +76,7 @@ from simulate.sweep.cluster import (  # the command lines' scheduler flags, said
     check_scheduler_timeout,
     local_setup_plugin,
 )
-from theory.plumbing.cli import STOP_SIGNALS
-
-# how often a pool process checks that the process that started it is alive
-PARENT_POLL_S = 0.5
-
-
-# the signals a pool process leaves to the process that started it (Ctrl-C and the stop
-# signals, which that process turns into one line: theory.plumbing.cli)
-PARENT_SIGNALS = (signal.SIGINT, *STOP_SIGNALS)
+from simulate.sweep.worker_setup import PARENT_SIGNALS, worker_init
 
 
 class WorkerDied(BrokenProcessPool):
@@ -112,38 +105,6 @@ def _how_it_ended(exitcodes) -> str:
             return f"killed by {name}{oom}"
         return f"it exited with status {code}"
     return "killed by a signal, e.g. by the out-of-memory killer"
-
-
-def _worker_init(parent_pid: int | None = None) -> None:
-    """Each pool process: SIGINT, SIGTERM and SIGHUP ignored (:data:`PARENT_SIGNALS`: the
-    calling process's to handle; a pool process that took SIGINT would print its own
-    traceback, one killed by SIGTERM broke the pool under the caller), one torch thread,
-    the training allocator settings, and a watch on its parent (:func:`_exit_with_parent`,
-    which ends it when the caller dies however it dies)."""
-
-    for sig in PARENT_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):  # blocked while it was spawned (_signals_ignored)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
-    torch.set_num_threads(1)
-    tune_malloc()
-    if parent_pid is not None:
-        _exit_with_parent(parent_pid)
-
-
-def _exit_with_parent(parent_pid: int) -> None:
-    """End this process when ``parent_pid`` is no longer its parent (the sweep was killed:
-    SIGKILL gives the pool no chance to stop its workers, which would otherwise train on
-    for good, adopted by PID 1).  A daemon thread polls ``os.getppid()`` every
-    :data:`PARENT_POLL_S` seconds; portable, and a dead parent's orphan is reparented at
-    once, so the check cannot miss it."""
-
-    def watch():
-        while os.getppid() == parent_pid:
-            time.sleep(PARENT_POLL_S)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _threads_and_allocator() -> tuple:
@@ -198,7 +159,8 @@ def map_unordered(
 
 def _signals_ignored():
     """A context in which the processes spawned start with :data:`PARENT_SIGNALS` out of
-    their reach until :func:`_worker_init` ignores them, so a pool process cannot take a
+    their reach until :func:`simulate.sweep.worker_setup.worker_init` ignores them, so a
+    pool process cannot take a
     Ctrl-C or a SIGTERM even while it imports.  The signals are blocked in this thread
     (``pthread_sigmask``, as multiprocessing's resource tracker is started): a spawned
     interpreter inherits the mask, and one that comes here meanwhile is not lost but taken
@@ -231,7 +193,7 @@ def _signals_ignored():
 def _new_pool(workers: int) -> ProcessPoolExecutor:
     ctx = mp.get_context("spawn")  # no fork of a process holding torch threads
     return ProcessPoolExecutor(
-        workers, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),)
+        workers, mp_context=ctx, initializer=worker_init, initargs=(os.getpid(),)
     )
 
 

@@ -14,7 +14,7 @@ import functools
 import json
 
 from simulate.sweep.records import fields_differing, fingerprint
-from simulate.sweep.rules import BadRecord, fail, need, need_dict
+from simulate.sweep.rules import SCHEMA, BadRecord, fail, need, need_dict
 from simulate.sweep.truth_spec import TruthSpec
 
 __all__ = ["check_provenance"]
@@ -41,8 +41,6 @@ def check_provenance(rec: dict, spec: TruthSpec) -> None:
 
 
 def _recompute_provenance(rec: dict, spec: TruthSpec, ff: dict) -> None:
-    from simulate.sweep.schema import SCHEMA  # noqa: PLC0415 - schema imports this module
-
     blob = json.dumps(ff, sort_keys=True)
     fp = fingerprint(ff)
     need(

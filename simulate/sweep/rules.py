@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass
 
 __all__ = [
+    "SCHEMA",
+    "ARMS",
     "BadRecord",
     "Rule",
     "METRIC_RULES",
@@ -35,6 +37,17 @@ __all__ = [
     "knn_k",
     "knn_name",
 ]
+
+
+# the schema every sweep record names (its "schema" field): one leaf, read by the records'
+# reader (simulate.sweep.schema), their writers and the provenance check alike
+SCHEMA = "asvi-rates/sweep-record/4"
+
+# the constructive start's arms (R is the record's own ASVI run): W0 the start untrained,
+# W0s the same with its slab sds fitted (simulate.references.constructive.gauss_newton_scales), W
+# trained from W0, P plain Adam from it; a record's "arms" are named from these
+# (simulate.sweep.groups trains them)
+ARMS = ("W0", "W0s", "W0f", "W", "P")
 
 
 class BadRecord(Exception):

@@ -74,6 +74,7 @@ from simulate.core import sizes
 from simulate.core.paths import compile_unavailable
 from simulate.core.steppath import path_of
 from simulate.progress import Progress
+from simulate.sweep import costs
 from simulate.sweep.config import SweepConfig
 from simulate.sweep.fingerprint import fingerprint_fields
 from simulate.sweep.foreign import run_regressor_job
@@ -190,8 +191,6 @@ def _training_time(cfg: SweepConfig) -> str:
     """The sweep's training time from the measured per-cell costs (``simulate.sweep.costs``,
     what ``verify.rates --dry-run`` prints), as a clause of a refusal; empty where nothing
     prices it."""
-    from simulate.sweep import costs
-
     try:
         s = costs.estimate(cfg).total_s
     except (ValueError, OSError, KeyError):

@@ -1,17 +1,16 @@
-"""The sweep record's schema and its reading: :data:`SCHEMA`, the check every record
+"""The sweep record's schema and its reading: :data:`SCHEMA` (said in the leaf
+``simulate.sweep.rules``, which the writers and checks import too), the check every record
 must pass (:data:`record_problem`, ``simulate.sweep.validate``), all records of a file
 (:func:`read_records`) and the records of one configuration (:func:`one_configuration`)."""
 
 from __future__ import annotations
 
 from simulate.sweep.records import fields_differing
+from simulate.sweep.rules import SCHEMA
 from simulate.sweep.validate import RECORD_CHECK
 from theory.plumbing.jsonl import RecordsError, read_jsonl
 
 __all__ = ["SCHEMA", "RECORD_KEYS", "read_records", "record_problem", "one_configuration"]
-
-SCHEMA = "asvi-rates/sweep-record/4"
-
 
 RECORD_KEYS = ("cell", "metrics", "selected_width", "truth", "failed", "config")
 

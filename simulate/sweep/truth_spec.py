@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from simulate.truths.functions import HolderFunction, TeacherNetwork
 from theory import predicted_exponent, teacher_exponent
 
-__all__ = ["HOLDER_N_REF", "TRUTH_HELP", "TruthSpec", "stable_seed"]
+__all__ = ["HOLDER_N_REF", "TRUTH_HELP", "TruthSpec", "f0_describe", "stable_seed"]
 
 # Hoelder truths are truncated for this n (``simulate.truths.functions.HolderFunction``): three
 # octaves past the balancing frequency of n = 2^20, beyond every tier's largest n, so the
@@ -85,3 +85,12 @@ class TruthSpec:
         if self.kind == "holder":
             return float(predicted_exponent(self.alpha, self.p, metric))
         return float(teacher_exponent(metric))
+
+
+def f0_describe(f0) -> dict:
+    """What a record says of its truth: the function's own description, else its edges
+    (the sweep's jobs write it, ``simulate.sweep.validate`` checks it against the function
+    the record's truth draws)."""
+    if hasattr(f0, "describe"):
+        return f0.describe()
+    return {"n_edges": getattr(f0, "n_edges", None)}

@@ -41,6 +41,7 @@ from simulate.sweep.provenance import check_provenance
 from simulate.sweep.regressor_record import check_regressor_record
 from simulate.sweep.rules import (
     ARM_STEPS,
+    ARMS,
     BOOL_COLUMNS,
     COLUMN_RULES,
     COUNT,
@@ -56,7 +57,7 @@ from simulate.sweep.rules import (
     same,
     undefined,
 )
-from simulate.sweep.truth_spec import TruthSpec, stable_seed
+from simulate.sweep.truth_spec import TruthSpec, f0_describe, stable_seed
 from simulate.sweep.widths import cell_selection, plain_selection
 from theory.plumbing.jsonl import FileCheck
 
@@ -95,7 +96,7 @@ def check_record(rec: dict) -> None:
         _candidates(rec, "", widths, lam, own=True)
         arms = need_dict("arms", rec.get("arms") or {})
         for name, arm in arms.items():
-            need(name in _arm_names(), f"arms.{name}", name, f"an arm is one of {_arm_names()}")
+            need(name in ARMS, f"arms.{name}", name, f"an arm is one of {ARMS}")
             need_dict(f"arms.{name}", arm)
             _candidates(arm, f"arms.{name}.", widths, lam, own=False)
     _reference(rec.get("reference"))
@@ -172,8 +173,6 @@ def _truth(rec: dict) -> TruthSpec:
 
 @functools.lru_cache(maxsize=256)
 def _drawn(spec: TruthSpec, replicate: int) -> dict:
-    from simulate.sweep.cells import f0_describe  # noqa: PLC0415 - the estimators' imports
-
     return f0_describe(spec.build(replicate))
 
 
@@ -204,13 +203,6 @@ def _widths(cfg: dict) -> list[int]:
         COUNT.check(f"config.widths[{k}]", w)
     need(widths == sorted(set(widths)), "config.widths", widths, "distinct and increasing")
     return widths
-
-
-@functools.cache
-def _arm_names() -> tuple:
-    from simulate.sweep.groups import ARMS  # noqa: PLC0415 - the training's imports
-
-    return ARMS
 
 
 def _candidates(part: dict, at: str, widths: list[int], lam, own: bool) -> None:
