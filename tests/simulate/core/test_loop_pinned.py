@@ -140,8 +140,11 @@ CASES = {
     "decays_native_step": lambda: _decays("native-step"),
 }
 # the compiled step in chunks of models (each chunk its own scale's rows): ~30 s to compile
-SLOW = {"decays_compiled_chunks": lambda: _digest(tr := _trainer(compile=True, chunk=2),
-                                                  tr.fit_until(DECAYS))}
+SLOW = {
+    "decays_compiled_chunks": lambda: _digest(
+        tr := _trainer(compile=True, chunk=2), tr.fit_until(DECAYS)
+    )
+}
 
 PLATFORM = "torch 2.13.0+cpu, x86_64, AVX512"
 PINNED = {  # recorded on the loop before issue 76's rewrite (commit 6718b46)
