@@ -203,13 +203,6 @@ class Step:
         health = record_failures(state.health, newly, terms, state.count)
         return State(params, opt, state.count + 1, health, state.lr_scale), Info(terms, newly)
 
-    def subset(self, idx: torch.Tensor) -> Step:
-        """The step of models ``idx`` alone (int64 ``[k]``): the same kernel (compiled, it
-        compiles once more for the new number of models) on their constants."""
-        consts = self.consts.part(idx)
-        chunk = min(self.chunk, idx.numel()) if self.compiled and self.hand_written else idx.numel()
-        return Step(self.spec, consts, self.kernel, self.hand_written, self.compiled, chunk)
-
     def _chunked(self, state: State, inputs: Inputs, factors):
         """The kernel on consecutive chunks of models, joined."""
         bounds = chunk_bounds(state.params.shape[1], self.chunk)
@@ -290,10 +283,6 @@ class NativeStep(Step):
         return State(params, state.opt, t + S, health, state.lr_scale), Info(
             ELBOTerms(*terms), newly
         )
-
-    def subset(self, idx: torch.Tensor) -> NativeStep:
-        """The step of models ``idx`` alone (int64 ``[k]``), on their constants."""
-        return NativeStep(self.spec, self.consts.part(idx))
 
 
 def uses_hand_written(hyper) -> bool:

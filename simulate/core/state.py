@@ -76,33 +76,6 @@ def failed_term_names(code: int) -> str | None:
     return "+".join(names) or None
 
 
-def take_models(state: State, idx: torch.Tensor) -> State:
-    """Models ``idx`` (int64 ``[k]``) of ``state`` as a state of their own: copies of their
-    parameters, moments and health, the same step count (``Trainer.fit_until``'s
-    compaction)."""
-    return State(
-        state.params.index_select(1, idx),
-        OptState(*(m.index_select(1, idx) for m in state.opt)),
-        state.count,
-        Health(*(h.index_select(0, idx) for h in state.health)),
-        None if state.lr_scale is None else state.lr_scale.index_select(0, idx),
-    )
-
-
-def put_models(state: State, idx: torch.Tensor, part: State) -> State:
-    """``state`` with models ``idx`` replaced by ``part``'s (written into ``state``'s
-    tensors) and ``part``'s step count: the inverse of :func:`take_models`."""
-    state.params.index_copy_(1, idx, part.params)
-    for full, sub in zip(state.opt, part.opt, strict=True):
-        full.index_copy_(1, idx, sub)
-    for full, sub in zip(state.health, part.health, strict=True):
-        full.index_copy_(0, idx, sub)
-    lr_scale = state.lr_scale
-    if lr_scale is not None:
-        lr_scale = lr_scale.index_copy(0, idx, part.lr_scale)  # a new tensor, as the trainer's
-    return State(state.params, state.opt, part.count, state.health, lr_scale)
-
-
 def inclusion_logit(p: float) -> float:
     """The inclusion logit of an inclusion probability ``p``: ``log(p / (1 - p))``."""
     return math.log(p / (1 - p))

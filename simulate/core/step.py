@@ -75,11 +75,10 @@ class Consts(NamedTuple):
     noise_sd: torch.Tensor | None = None
     widths: torch.Tensor | None = None
 
-    def part(self, s) -> Consts:
-        """The constants of models ``s`` (a slice or an int64 index tensor)."""
-        take = (lambda t: t.index_select(0, s)) if torch.is_tensor(s) else (lambda t: t[s])
-        maybe = lambda t: None if t is None else take(t).contiguous()  # noqa: E731
-        return Consts(take(self.mask).contiguous(), take(self.H).contiguous(), self.node_index,
+    def part(self, s: slice) -> Consts:
+        """The constants of models ``s`` (a chunk of the batch)."""
+        maybe = lambda t: None if t is None else t[s].contiguous()  # noqa: E731
+        return Consts(self.mask[s].contiguous(), self.H[s].contiguous(), self.node_index,
                       maybe(self.noise_sd), maybe(self.widths))  # fmt: skip
 
 

@@ -23,7 +23,7 @@ from simulate.core.sampler import Sampler
 from simulate.core.state import Batch, init_state
 from simulate.core.step import Consts
 from simulate.core.stopping import Convergence
-from simulate.core.until import Compaction, Resume, _as_list, _Run
+from simulate.core.until import Resume, as_list, call_size, race_stops
 
 __all__ = ["Trainer"]
 
@@ -337,10 +337,8 @@ class Trainer(LearnedNoise):
                 progress(i, steps)
         return self.state
 
-    def fit_until(
-        self, rule, progress=None, risk=None, compact: Compaction | None = None, race=None,
-        shadow=None, resume: Resume | None = None,
-    ):  # fmt: skip
+    def fit_until(self, rule, progress=None, risk=None, race=None, shadow=None,
+                  resume: Resume | None = None):  # fmt: skip
         """Train each model until ``rule`` (:class:`simulate.core.stopping.StopRule`) stops it:
         converged models are frozen (:attr:`frozen`) while the others go on; the run ends
         when every model has converged or failed, or at ``rule.max_steps``.  Training
@@ -352,22 +350,16 @@ class Trainer(LearnedNoise):
         A model stopped inside the batch ends exactly where it would trained alone (models
         are independent and each decision uses only its own objective; tested).
 
-        ``compact`` (:class:`Compaction`; default None: never): at window ends, stopped
-        models may leave the running program, so that the models still training stop
-        paying for them.  Off by default: on the full rate tier it saved nothing measurable
-        (BENCHMARKS.md, "Scheduling").  Every model's trajectory, and so
-        everything this returns and the final :attr:`state`'s parameters, are bit for bit
-        the same either way (tested); only the wall time differs (and the moments of
-        models already stopped, which no longer decay).
+        Each call of the step runs up to the next point where the loop reads the state
+        (:func:`simulate.core.until.call_size`: a window's end, the cap, the next join);
+        at a window end the bookkeeping decides (:meth:`_window_end`).
 
         With learned noise, each window end first updates every running model's noise sd
-        (:meth:`update_noise`), so the rule judges the joint convergence of q and sigma;
-        such a run never compacts (a compacted program would hold a copy of the sds).
+        (:meth:`update_noise`), so the rule judges the joint convergence of q and sigma.
 
         With ``rule.lr_decays`` (``StopRule``), a model's plateau first multiplies its
         learning rate by ``rule.lr_factor`` (:attr:`lr_scale`, kept across calls) and
-        only a plateau after its last decay stops it; such a run never compacts either
-        (the same reason: the program's constants would be copies).
+        only a plateau after its last decay stops it.
 
         ``race`` (default None): a callable ``race(objective, running) -> bool [E]`` asked
         at every window end with each model's last window mean of the objective
@@ -388,10 +380,81 @@ class Trainer(LearnedNoise):
         run from the start (``simulate.sweep.budget``; tested).  When every other model has
         stopped before that step, the count jumps to it (the stopped models' moments then
         skip the decay they would have had meanwhile; nothing reads them)."""
-        compact = Compaction(False) if compact is None else compact
-        if self.noise_sd is not None or rule.lr_decays or resume is not None or shadow:
-            compact = Compaction(False)
         if rule.lr_decays:
             self._enable_lr_scale()
-        joins = sorted(_as_list(resume), key=lambda r: r.at)  # each held until its step
-        return _Run(self, rule, risk, compact, race, shadow, joins).loop(progress)
+        joins = sorted(as_list(resume), key=lambda r: r.at)  # each held until its step
+        count0 = int(self.state.count)
+        if joins:
+            seen = torch.cat([r.models for r in joins])
+            if seen.unique().numel() != seen.numel():
+                raise ValueError("a model joins a run once")
+            self.frozen = self.frozen.clone()
+            for r in joins:
+                r.check(self.state, rule, self.noise_sd is not None, self.hyper.kl_warmup)
+                self.frozen[r.models.to(self.frozen.device)] = True  # held until it joins
+        held = self.state.health.failed | self.frozen
+        warm = max(0, int(self.hyper.kl_warmup) - count0)
+        conv = Convergence(rule, self.layout.E, self.state.params.device, held, not_before=warm,
+                           shadow=shadow)  # fmt: skip
+        self.convergence = conv
+        self.plateau_states = []  # with a shadow rule: Resumes at the models' first plateaus
+        window_risk = None if risk is None else (lambda: risk(self.state.params))
+        cap, i = self.steps_per_call(), 0
+        while i < rule.max_steps:
+            if joins:
+                i = self._join_due(joins, conv, count0 + i) - count0
+            S = call_size(conv, rule, i, cap, joins[0].at - count0 if joins else None)
+            newly = self._window_call(S, conv, i + S >= rule.max_steps, window_risk)
+            i += S
+            if newly is not None and self._window_end(conv, newly, race, shadow, joins):
+                break
+            if progress is not None:
+                progress(i, rule.max_steps)
+        return conv.summary()
+
+    def _join_due(self, joins: list, conv: Convergence, step: int) -> int:
+        """The models whose join step (``Resume.at``) is ``step`` join; where nothing runs
+        until the next join, the count jumps straight to its step.  Returns the step."""
+        if bool(conv.done.all()):  # nothing runs until the next models join:
+            delta = joins[0].at - step  # go straight to that step
+            self.state = self.state._replace(count=self.state.count + delta)
+            conv.skip(delta)
+            step += delta
+        while joins and step == joins[0].at:
+            self.frozen = joins.pop(0).join(self.state, self.frozen, conv)
+        return step
+
+    def _window_call(self, S: int, conv: Convergence, last: bool, window_risk):
+        """``S`` steps (one call; ``last``: the run's last), the noise update at a window
+        end and the bookkeeping's update: the models newly stopped at a window end (else
+        None)."""
+        # the held models' terms are read by nothing here (Convergence reads only the
+        # running models'; the noise update at a window end leaves the held models out
+        # and clears every sum), so a step that can leaves them out (NaN) -- but for the
+        # run's last call short of a window end with learned noise, whose sums outlive
+        # the run
+        multi = self.step_fn.multi
+        if multi:
+            last_short = last and not conv.at_window_end(S)
+            info = self.advance_steps(S, skip_held=not (self._learning_noise() and last_short))
+        else:
+            info = self.advance()
+        if self._learning_noise() and conv.at_window_end(S):
+            self.update_noise()
+        return conv.update(info, window_risk)
+
+    def _window_end(self, conv: Convergence, newly: torch.Tensor, race, shadow, joins) -> bool:
+        """At a window end with ``newly`` stopped: the race, the first plateaus (shadow),
+        the decays and the stops; whether the run is over."""
+        if race is not None:
+            newly = race_stops(race, conv, newly)
+        if shadow is not None:
+            self._keep_first_plateaus(conv, newly)
+        if bool(conv.decayed.any()):  # the learning rates of the models that plateaued
+            scale = self.state.lr_scale
+            lower = conv.decayed.to(scale.device)[:, None]
+            lowered = torch.where(lower, scale * conv.rule.lr_factor, scale)
+            self.state = self.state._replace(lr_scale=lowered)  # a new tensor
+        if bool(newly.any()):
+            self.frozen = self.frozen | newly.to(self.frozen.device)
+        return bool(conv.done.all()) and not joins
