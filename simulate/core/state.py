@@ -33,22 +33,17 @@ class State(NamedTuple):
     compare against later; the compiled step allocates new ones).
 
     ``params [3, E, P]``: the variational parameters (rows: slab location, raw slab scale,
-    inclusion logit); ``opt``: the optimiser's moments (:class:`simulate.core.optim.OptState`);
-    ``count``: steps taken; ``health``: the failures (:class:`Health`); ``lr_scale [E, 3]``:
-    each model's learning-rate multiplier per parameter row (location, slab scale,
-    inclusion logit), where a schedule lowers it (``simulate.core.stopping.StopRule.
-    lr_decays``) or a row is held (0: ``Trainer.hold_locations``), replaced (never written in
-    place) by the trainer between steps; None: every model at ``hyper.lr``.  The learning
-    rate has this one route besides ``hyper.lr``: the step multiplies its step size by it
-    (``simulate.core.step.scaled_factors``).  The minibatch sampler's cache lives in the
-    sampler, the stopping rule's held models and the loss history in the trainer's loop
+    inclusion logit); ``opt``: the optimiser's state (:class:`simulate.core.optim.OptState`:
+    its moments and the models' learning-rate multipliers, from which the optimiser alone
+    makes the step size); ``count``: steps taken; ``health``: the failures
+    (:class:`Health`).  The minibatch sampler's cache lives in the sampler, the stopping
+    rule's held models and the loss history in the trainer's loop
     (``simulate.core.trainer``)."""
 
     params: torch.Tensor
     opt: OptState
     count: int
     health: Health
-    lr_scale: torch.Tensor | None = None
 
 
 TERM_NAMES = ("L1", "L2", "L3")

@@ -16,6 +16,7 @@ from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout
 from simulate.core.noise import LearnedNoise
 from simulate.core.objective import ELBOTerms, ModelSpec, draw_network, family_of, reference_terms
+from simulate.core.optim import lower_lr, scale_rows, with_lr_scale
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
 from simulate.core.paths import Info, build_step
 from simulate.core.posterior import Posterior
@@ -152,8 +153,9 @@ class Trainer(LearnedNoise):
         (``plateau``: at the window end of their first plateau, before its decay)."""
         idx = torch.as_tensor(models, dtype=torch.int64)
         dev = self.state.params.device
+        st = self.state
         take = [t.index_select(1, idx.to(dev)).detach().cpu().clone()
-                for t in (self.state.params, *self.state.opt)]  # fmt: skip
+                for t in (st.params, st.opt.exp_avg, st.opt.exp_avg_sq)]  # fmt: skip
         entries = self.convergence.entries(idx, plateau=plateau)
         return Resume(int(self.state.count), idx, *take, entries)
 
@@ -202,15 +204,16 @@ class Trainer(LearnedNoise):
 
     @property
     def lr_scale(self) -> torch.Tensor | None:
-        """The models' learning-rate multipliers ``[E, 3]`` (``State.lr_scale``), or None."""
-        return self.state.lr_scale
+        """The models' learning-rate multipliers ``[E, 3]`` (the optimiser's state's,
+        ``OptState.lr_scale``), or None."""
+        return self.state.opt.lr_scale
 
     def _enable_lr_scale(self) -> None:
-        """Give every model a learning-rate multiplier per parameter row (``State.lr_scale``
-        ``[E, 3]``, ones at first), which the step reads; a no-op where it exists."""
-        if self.state.lr_scale is None:
-            ones = torch.ones(self.layout.E, 3, device=self.device, dtype=self.dtype)
-            self.state = self.state._replace(lr_scale=ones)
+        """Give every model a learning-rate multiplier per parameter row (``OptState.
+        lr_scale [E, 3]``, ones at first), which the optimiser makes the step size with; a
+        no-op where it exists."""
+        opt = with_lr_scale(self.state.opt, self.layout.E, self.dtype, self.device)
+        self.state = self.state._replace(opt=opt)
 
     def hold_locations(self) -> None:
         """Train only the slab scales and inclusion probabilities from here on: the
@@ -219,7 +222,7 @@ class Trainer(LearnedNoise):
         nothing else changes."""
         self._enable_lr_scale()
         rows = torch.tensor([0.0, 1.0, 1.0], device=self.device, dtype=self.dtype)
-        self.state = self.state._replace(lr_scale=self.state.lr_scale * rows)
+        self.state = self.state._replace(opt=scale_rows(self.state.opt, rows))
 
     # ----------------------------------------------------------------- sampling
     def draw(self, params, offset, hard_only=False):
@@ -451,10 +454,8 @@ class Trainer(LearnedNoise):
         if shadow is not None:
             self._keep_first_plateaus(conv, newly)
         if bool(conv.decayed.any()):  # the learning rates of the models that plateaued
-            scale = self.state.lr_scale
-            lower = conv.decayed.to(scale.device)[:, None]
-            lowered = torch.where(lower, scale * conv.rule.lr_factor, scale)
-            self.state = self.state._replace(lr_scale=lowered)  # a new tensor
+            opt = lower_lr(self.state.opt, conv.decayed, conv.rule.lr_factor)
+            self.state = self.state._replace(opt=opt)
         if bool(newly.any()):
             self.frozen = self.frozen | newly.to(self.frozen.device)
         return bool(conv.done.all()) and not joins

@@ -78,7 +78,7 @@ class Resume:
         if learned_noise or kl_warmup > count0:
             raise ValueError("no join with learned noise or a KL warm-up")
         idx = self.models.to(state.params.device)
-        scale = state.lr_scale
+        scale = state.opt.lr_scale
         if scale is not None and bool((scale[idx] != 1).any()):
             raise ValueError("a joining model has a lowered learning rate")
         if bool(state.health.failed[idx].any()):
