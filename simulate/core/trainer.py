@@ -24,7 +24,7 @@ from simulate.core.sampler import Sampler
 from simulate.core.state import Batch, init_state
 from simulate.core.step import Consts
 from simulate.core.stopping import Convergence
-from simulate.core.until import Resume, as_list, call_size, race_stops
+from simulate.core.until import Resume, as_list, call_size, held_until_joined, race_stops
 
 __all__ = ["Trainer"]
 
@@ -354,8 +354,7 @@ class Trainer(LearnedNoise):
         are independent and each decision uses only its own objective; tested).
 
         Each call of the step runs up to the next point where the loop reads the state
-        (:func:`simulate.core.until.call_size`: a window's end, the cap, the next join);
-        at a window end the bookkeeping decides (:meth:`_window_end`).
+        (:func:`simulate.core.until.call_size`); at a window end the rule decides.
 
         With learned noise, each window end first updates every running model's noise sd
         (:meth:`update_noise`), so the rule judges the joint convergence of q and sigma.
@@ -367,10 +366,9 @@ class Trainer(LearnedNoise):
         ``race`` (default None): a callable ``race(objective, running) -> bool [E]`` asked
         at every window end with each model's last window mean of the objective
         (``Convergence.window_means``, float64 ``[E]``, NaN before its first window and for
-        a failed model) and the models
-        still training; the models it returns stop there (``Convergence.retire``: neither
-        converged nor capped; ``retired`` in the summary).  The estimators' race between
-        candidate widths (``simulate.estimators.Halving``) reads nothing but the objective.
+        a failed model) and the models still training; the models it returns stop there
+        (``Convergence.retire``: neither converged nor capped; ``retired`` in the summary).
+        The estimators' race of widths (``simulate.estimators.Halving``) reads the objective.
 
         ``shadow`` (a stricter :class:`~simulate.core.stopping.StopRule`, optional): kept
         beside ``rule`` by the run's bookkeeping (``Convergence``'s ``shadow``), which
@@ -388,13 +386,8 @@ class Trainer(LearnedNoise):
         joins = sorted(as_list(resume), key=lambda r: r.at)  # each held until its step
         count0 = int(self.state.count)
         if joins:
-            seen = torch.cat([r.models for r in joins])
-            if seen.unique().numel() != seen.numel():
-                raise ValueError("a model joins a run once")
-            self.frozen = self.frozen.clone()
-            for r in joins:
-                r.check(self.state, rule, self.noise_sd is not None, self.hyper.kl_warmup)
-                self.frozen[r.models.to(self.frozen.device)] = True  # held until it joins
+            learned, warmup = self.noise_sd is not None, self.hyper.kl_warmup
+            self.frozen = held_until_joined(joins, self.state, self.frozen, rule, learned, warmup)
         held = self.state.health.failed | self.frozen
         warm = max(0, int(self.hyper.kl_warmup) - count0)
         conv = Convergence(rule, self.layout.E, self.state.params.device, held, not_before=warm,
@@ -416,10 +409,10 @@ class Trainer(LearnedNoise):
         return conv.summary()
 
     def _join_due(self, joins: list, conv: Convergence, step: int) -> int:
-        """The models whose join step (``Resume.at``) is ``step`` join; where nothing runs
-        until the next join, the count jumps straight to its step.  Returns the step."""
-        if bool(conv.done.all()):  # nothing runs until the next models join:
-            delta = joins[0].at - step  # go straight to that step
+        """The models whose ``Resume.at`` is ``step`` join (the count jumping to it where
+        nothing runs until then); returns the step."""
+        if bool(conv.done.all()):  # nothing runs until the next join: straight to its step
+            delta = joins[0].at - step
             self.state = self.state._replace(count=self.state.count + delta)
             conv.skip(delta)
             step += delta
@@ -431,13 +424,9 @@ class Trainer(LearnedNoise):
         """``S`` steps (one call; ``last``: the run's last), the noise update at a window
         end and the bookkeeping's update: the models newly stopped at a window end (else
         None)."""
-        # the held models' terms are read by nothing here (Convergence reads only the
-        # running models'; the noise update at a window end leaves the held models out
-        # and clears every sum), so a step that can leaves them out (NaN) -- but for the
-        # run's last call short of a window end with learned noise, whose sums outlive
-        # the run
-        multi = self.step_fn.multi
-        if multi:
+        # nothing reads the held models' terms here, so a step that can skips them (NaN) --
+        # but for a last call short of a window end with learned noise (its sums outlive it)
+        if self.step_fn.multi:
             last_short = last and not conv.at_window_end(S)
             info = self.advance_steps(S, skip_held=not (self._learning_noise() and last_short))
         else:

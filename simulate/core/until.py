@@ -14,7 +14,7 @@ import torch
 from simulate.core.state import State
 from simulate.core.stopping import Convergence, StopRule
 
-__all__ = ["Resume", "as_list", "call_size", "race_stops"]
+__all__ = ["Resume", "as_list", "call_size", "held_until_joined", "race_stops"]
 
 
 def call_size(conv: Convergence, rule: StopRule, i: int, cap: int, next_join: int | None) -> int:
@@ -37,6 +37,20 @@ def race_stops(race, conv: Convergence, newly: torch.Tensor) -> torch.Tensor:
         conv.retire(lost)
         newly = newly | lost
     return newly
+
+
+def held_until_joined(joins: list, state: State, frozen: torch.Tensor, rule: StopRule,
+                      learned_noise: bool, kl_warmup: int) -> torch.Tensor:  # fmt: skip
+    """The held models ``frozen`` with every model of ``joins`` (:class:`Resume` s, each
+    checked: :meth:`Resume.check`) held until it joins (a new tensor)."""
+    seen = torch.cat([r.models for r in joins])
+    if seen.unique().numel() != seen.numel():
+        raise ValueError("a model joins a run once")
+    frozen = frozen.clone()
+    for r in joins:
+        r.check(state, rule, learned_noise, kl_warmup)
+        frozen[r.models.to(frozen.device)] = True
+    return frozen
 
 
 def as_list(resume) -> list:
