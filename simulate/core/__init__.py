@@ -90,7 +90,6 @@ from simulate.core.state import (
 )
 from simulate.core.step import Consts, StepSpec, horseshoe_step, spike_slab_step
 from simulate.core.trainer import Trainer
-from simulate.core.until import Compaction
 
 # the core's public names, each defined in the module that holds its concern (see above)
 __all__ = [
@@ -113,7 +112,6 @@ __all__ = [
     "build_step",
     "spike_slab_step",
     "horseshoe_step",
-    "Compaction",
     "Trainer",
     "chunk_bounds",
     "ELBOTerms",

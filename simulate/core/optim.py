@@ -3,16 +3,24 @@ every model at once, elementwise (models stay independent).
 
 ``optimizer_of(hyper, donate)`` returns an :class:`Optimizer`:
 
-* ``init(params) -> OptState``: zero moments shaped like ``params [3, E, P]``;
-* ``factors(t) -> Factors``: the step-t scalars (Adam's bias corrections), computed on the
-  host in float64 and passed as tensors, so a compiled step is not re-specialised per step;
-* ``schedule(t, S) -> (step_size [S, 3], corr2 [S])``: the factors of steps ``t .. t + S -
-  1`` at once, float32, each equal to :func:`factors`'s bit for bit (the step size per
-  parameter row: location, slab scale, inclusion logit), for the whole step in C's
-  several steps per call;
+* ``init(params) -> OptState``: zero moments shaped like ``params [3, E, P]``, no
+  learning-rate multipliers;
+* ``factors(t, dtype, device, lr_scale) -> Factors``: the step-t scalars (Adam's bias
+  corrections), computed on the host in float64 and passed as tensors, so a compiled step is
+  not re-specialised per step, the step size times ``lr_scale`` (``OptState.lr_scale``, of
+  the models the step runs);
+* ``schedule(t, S, E, lr_scale) -> (step_size [S, 3, E], corr2 [S])``: the factors of steps
+  ``t .. t + S - 1`` at once, float32, each equal to :func:`factors`'s bit for bit (the
+  step size per parameter row -- location, slab scale, inclusion logit -- and model), for
+  the whole step in C's several steps per call;
 * ``update(grad, opt_state, params, factors, alive) -> (params, opt_state)``: one step;
   ``alive`` ([E] bool or None) freezes the other models' parameters (their moments still
   decay with a zero gradient: the gradient of a held model is zeroed by the caller).
+
+The step size is made here and only here: ``hyper.lr`` (and ``hyper.lr_inclusion``), the
+bias correction, and the optimiser state's per-model multipliers ``OptState.lr_scale``,
+which the plateau decay (:func:`lower_lr`, ``StopRule.lr_decays``) and held parameter rows
+(:func:`scale_rows`) change -- pure updates of the state, each returning a new one.
 
 ``donate=True`` lets ``update`` overwrite ``params`` and ``opt_state`` in place and return
 them (the eager step's form, like a donated buffer: the caller must not reuse the inputs);
@@ -37,14 +45,27 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["Factors", "OptState", "Optimizer", "optimizer_of"]
+__all__ = [
+    "Factors",
+    "OptState",
+    "Optimizer",
+    "lower_lr",
+    "optimizer_of",
+    "scale_rows",
+    "with_lr_scale",
+]
 
 
 class OptState(NamedTuple):
-    """The optimiser's moments, each shaped like the parameters ``[3, E, P]``."""
+    """The optimiser's state: its moments, each shaped like the parameters ``[3, E, P]``,
+    and ``lr_scale [E, 3]``, each model's learning-rate multiplier per parameter row
+    (location, slab scale, inclusion logit), or None: every model at ``hyper.lr``.  The
+    update carries the multipliers through; they change only by :func:`with_lr_scale`,
+    :func:`lower_lr` and :func:`scale_rows`, each a new tensor (never written in place)."""
 
     exp_avg: torch.Tensor
     exp_avg_sq: torch.Tensor
+    lr_scale: torch.Tensor | None = None
 
 
 class Factors(NamedTuple):
@@ -66,6 +87,34 @@ class Optimizer(NamedTuple):
     schedule: Callable
 
 
+def with_lr_scale(opt: OptState, E: int, dtype=torch.float32, device=None) -> OptState:
+    """``opt`` with a learning-rate multiplier per model and parameter row (ones), where it
+    has none; else ``opt``."""
+    if opt.lr_scale is not None:
+        return opt
+    return opt._replace(lr_scale=torch.ones(E, 3, device=device, dtype=dtype))
+
+
+def lower_lr(opt: OptState, models: torch.Tensor, factor: float) -> OptState:
+    """The plateau decay (``StopRule.lr_decays``): the multipliers of ``models`` (bool
+    ``[E]``) times ``factor``, the others' as they are (a new tensor)."""
+    scale = opt.lr_scale
+    lower = models.to(scale.device)[:, None]
+    return opt._replace(lr_scale=torch.where(lower, scale * factor, scale))
+
+
+def scale_rows(opt: OptState, rows: torch.Tensor) -> OptState:
+    """Every model's multipliers times ``rows [3]`` (one per parameter row; 0 holds a row)."""
+    return opt._replace(lr_scale=opt.lr_scale * rows)
+
+
+def _scaled(step_size: torch.Tensor, lr_scale: torch.Tensor | None) -> torch.Tensor:
+    """The step size (0-d, or ``[3, 1, 1]`` per parameter row) times each model's
+    ``lr_scale [E, 3]``, shaped ``[3, E, 1]`` to broadcast over the parameters
+    ``[3, E, P]``; unchanged for None."""
+    return step_size if lr_scale is None else step_size * lr_scale.T[:, :, None]
+
+
 def _rows(hyper, divisor: float) -> list:
     """:func:`_lr`'s step sizes of one step as three floats (location, slab scale,
     inclusion logit), from the same float64 expressions."""
@@ -73,8 +122,13 @@ def _rows(hyper, divisor: float) -> list:
     return [lr, lr, lr if hyper.lr_inclusion is None else hyper.lr_inclusion / divisor]
 
 
-def _schedule(rows: list, corr2: list):
-    return torch.tensor(rows, dtype=torch.float32), torch.tensor(corr2, dtype=torch.float32)
+def _schedule(rows: list, corr2: list, E: int, lr_scale: torch.Tensor | None):
+    """The step sizes ``[S, 3, E]`` (each step's rows times the models' multipliers) and
+    the second moment's corrections ``[S]``, float32."""
+    step = torch.tensor(rows, dtype=torch.float32)[:, :, None]
+    if lr_scale is not None:
+        step = step * lr_scale.T
+    return step.expand(len(rows), 3, E).contiguous(), torch.tensor(corr2, dtype=torch.float32)
 
 
 def _zeros(params: torch.Tensor) -> OptState:
@@ -107,9 +161,9 @@ def _adam(hyper, donate: bool) -> Optimizer:
     b1, b2 = hyper.betas
     eps = hyper.adam_eps
 
-    def factors(t: int, dtype=torch.float32, device=None) -> Factors:
+    def factors(t: int, dtype=torch.float32, device=None, lr_scale=None) -> Factors:
         return Factors(
-            _lr(hyper, 1 - b1**t, dtype, device),
+            _scaled(_lr(hyper, 1 - b1**t, dtype, device), lr_scale),
             torch.tensor(1 / (1 - b2**t), dtype=dtype, device=device),
         )
 
@@ -121,11 +175,12 @@ def _adam(hyper, donate: bool) -> Optimizer:
             m = b1 * opt.exp_avg + (1 - b1) * grad
             v = b2 * opt.exp_avg_sq + (1 - b2) * grad * grad
         upd = f.step_size * m / ((v * f.corr2).sqrt() + eps)
-        return _apply(params, upd, alive, donate), OptState(m, v)
+        return _apply(params, upd, alive, donate), OptState(m, v, opt.lr_scale)
 
-    def schedule(t: int, S: int):
+    def schedule(t: int, S: int, E: int, lr_scale=None):
         ts = range(t, t + S)
-        return _schedule([_rows(hyper, 1 - b1**u) for u in ts], [1 / (1 - b2**u) for u in ts])
+        rows, corr2 = [_rows(hyper, 1 - b1**u) for u in ts], [1 / (1 - b2**u) for u in ts]
+        return _schedule(rows, corr2, E, lr_scale)
 
     return Optimizer(_zeros, factors, update, schedule)
 
@@ -134,9 +189,10 @@ def _rmsprop(hyper, donate: bool) -> Optimizer:
     a = hyper.rmsprop_alpha
     eps = hyper.adam_eps
 
-    def factors(t: int, dtype=torch.float32, device=None) -> Factors:
+    def factors(t: int, dtype=torch.float32, device=None, lr_scale=None) -> Factors:
         return Factors(
-            _lr(hyper, 1.0, dtype, device), torch.tensor(1.0, dtype=dtype, device=device)
+            _scaled(_lr(hyper, 1.0, dtype, device), lr_scale),
+            torch.tensor(1.0, dtype=dtype, device=device),
         )
 
     def update(grad, opt: OptState, params, f: Factors, alive=None):
@@ -145,10 +201,10 @@ def _rmsprop(hyper, donate: bool) -> Optimizer:
         else:
             v = a * opt.exp_avg_sq + (1 - a) * grad * grad
         upd = f.step_size * grad / (v.sqrt() + eps)
-        return _apply(params, upd, alive, donate), OptState(opt.exp_avg, v)
+        return _apply(params, upd, alive, donate), OptState(opt.exp_avg, v, opt.lr_scale)
 
-    def schedule(t: int, S: int):
-        return _schedule([_rows(hyper, 1.0)] * S, [1.0] * S)
+    def schedule(t: int, S: int, E: int, lr_scale=None):
+        return _schedule([_rows(hyper, 1.0)] * S, [1.0] * S, E, lr_scale)
 
     return Optimizer(_zeros, factors, update, schedule)
 

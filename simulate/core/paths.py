@@ -39,7 +39,6 @@ from simulate.core.step import (
     StepSpec,
     horseshoe_step,
     repeat_draws,
-    scaled_factors,
     spike_slab_step,
 )
 
@@ -186,42 +185,42 @@ class Step:
 
     def __call__(self, state: State, inputs: Inputs) -> tuple[State, Info]:
         params = state.params
-        factors = self.spec.optimizer.factors(state.count + 1, params.dtype, params.device)
+        if self.chunk >= params.shape[1]:
+            f = self._factors(state, state.opt.lr_scale)
+            params, opt, nonfinite, terms = self.kernel(self.consts, params, state.opt, inputs, f)
+        else:
+            params, opt, nonfinite, terms = self._chunked(state, inputs)
+        newly = nonfinite & ~inputs.held
+        health = record_failures(state.health, newly, terms, state.count)
+        return State(params, opt, state.count + 1, health), Info(terms, newly)
+
+    def _factors(self, state: State, lr_scale):
+        """The optimiser's factors of the next step (its step size times ``lr_scale``, the
+        multipliers of the models the kernel runs) and the KL warm-up's weight."""
+        params = state.params
+        factors = self.spec.optimizer.factors(state.count + 1, params.dtype, params.device,
+                                              lr_scale)  # fmt: skip
         warm = self.spec.hyper.kl_warmup
         if warm:  # the KL part's weight t / kl_warmup, then 1 (a tensor throughout: one graph)
             w = min(1.0, (state.count + 1) / warm)
             factors = factors._replace(
                 kl_weight=torch.tensor(w, dtype=params.dtype, device=params.device)
             )
-        E = params.shape[1]
-        if self.chunk >= E:
-            f = scaled_factors(factors, state.lr_scale)
-            params, opt, nonfinite, terms = self.kernel(self.consts, params, state.opt, inputs, f)
-        else:
-            params, opt, nonfinite, terms = self._chunked(state, inputs, factors)
-        newly = nonfinite & ~inputs.held
-        health = record_failures(state.health, newly, terms, state.count)
-        return State(params, opt, state.count + 1, health, state.lr_scale), Info(terms, newly)
+        return factors
 
-    def subset(self, idx: torch.Tensor) -> Step:
-        """The step of models ``idx`` alone (int64 ``[k]``): the same kernel (compiled, it
-        compiles once more for the new number of models) on their constants."""
-        consts = self.consts.part(idx)
-        chunk = min(self.chunk, idx.numel()) if self.compiled and self.hand_written else idx.numel()
-        return Step(self.spec, consts, self.kernel, self.hand_written, self.compiled, chunk)
-
-    def _chunked(self, state: State, inputs: Inputs, factors):
+    def _chunked(self, state: State, inputs: Inputs):
         """The kernel on consecutive chunks of models, joined."""
         bounds = chunk_bounds(state.params.shape[1], self.chunk)
-        parts = []
+        parts, scale = [], state.opt.lr_scale
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             s = slice(a, b)
-            opt = OptState(*(x[:, s] for x in state.opt))
+            part_scale = None if scale is None else scale[s]
+            opt = OptState(state.opt.exp_avg[:, s], state.opt.exp_avg_sq[:, s], part_scale)
             consts = self.consts.part(s)
-            f = scaled_factors(factors, None if state.lr_scale is None else state.lr_scale[s])
+            f = self._factors(state, part_scale)
             parts.append(self.kernel(consts, state.params[:, s], opt, inputs.part(s), f))
         params = torch.cat([p[0] for p in parts], 1)
-        opt = OptState(*(torch.cat([p[1][i] for p in parts], 1) for i in range(2)))
+        opt = OptState(*(torch.cat([p[1][i] for p in parts], 1) for i in range(2)), scale)
         nonfinite = torch.cat([p[2] for p in parts])
         terms = ELBOTerms(*(torch.cat([p[3][i] for p in parts]) for i in range(3)))
         return params, opt, nonfinite, terms
@@ -270,10 +269,7 @@ class NativeStep(Step):
             sd = _KNOWN_SD.get(key)
             if sd is None:
                 sd = _KNOWN_SD[key] = torch.full((E,), key[1], dtype=torch.float32)
-        rows, corr2 = spec.optimizer.schedule(t + 1, S)  # [S, 3], [S]
-        scale = state.lr_scale
-        step = rows[:, :, None] if scale is None else rows[:, :, None] * scale.T
-        step = step.expand(S, 3, E).contiguous()
+        step, corr2 = spec.optimizer.schedule(t + 1, S, E, state.opt.lr_scale)  # [S, 3, E], [S]
         warm = spec.hyper.kl_warmup
         klw = [min(1.0, (u + 1) / warm) if warm else 1.0 for u in range(t, t + S)]
         nonfinite, terms = fused_steps(
@@ -287,13 +283,7 @@ class NativeStep(Step):
         if bool(newly.any()):
             for s in torch.nonzero(newly.any(1)).reshape(-1).tolist():
                 health = record_failures(health, newly[s], [x[s] for x in terms], t + s)
-        return State(params, state.opt, t + S, health, state.lr_scale), Info(
-            ELBOTerms(*terms), newly
-        )
-
-    def subset(self, idx: torch.Tensor) -> NativeStep:
-        """The step of models ``idx`` alone (int64 ``[k]``), on their constants."""
-        return NativeStep(self.spec, self.consts.part(idx))
+        return State(params, state.opt, t + S, health), Info(ELBOTerms(*terms), newly)
 
 
 def uses_hand_written(hyper) -> bool:

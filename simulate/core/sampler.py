@@ -21,7 +21,6 @@ uniform_to_normal`).
 
 from __future__ import annotations
 
-import copy
 from functools import partial
 from typing import NamedTuple
 
@@ -173,20 +172,6 @@ class Sampler:
         self.compiled, self.noise_in_step = bool(compiled), bool(noise_in_step)
         if compiled:
             self._draw = torch.compile(partial(draw_step_inputs, n=n, dtype=dtype), dynamic=False)
-
-    def subset(self, idx: torch.Tensor) -> Sampler:
-        """The sampler of models ``idx`` alone (int64 ``[k]``): the same data, each model
-        its own streams and dataset, so every model draws exactly what it draws here
-        (``Trainer.fit_until``'s compaction).  Shares this sampler's data and compiled
-        draw; the permutation cache starts empty."""
-        sub = copy.copy(self)
-        sub.data_index = self.data_index.index_select(0, idx)
-        for name in ("eps_stream", "gumbel_stream", "iid_stream", "perm_stream"):
-            stream = copy.copy(getattr(self, name))
-            stream.base = stream.base.index_select(0, idx)
-            setattr(sub, name, stream)
-        sub._epoch, sub._perm, sub._buffers = -1, None, {}
-        return sub
 
     # ----------------------------------------------------------------- minibatches
     def minibatch_index(self, t: int) -> torch.Tensor:

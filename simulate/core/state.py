@@ -33,22 +33,17 @@ class State(NamedTuple):
     compare against later; the compiled step allocates new ones).
 
     ``params [3, E, P]``: the variational parameters (rows: slab location, raw slab scale,
-    inclusion logit); ``opt``: the optimiser's moments (:class:`simulate.core.optim.OptState`);
-    ``count``: steps taken; ``health``: the failures (:class:`Health`); ``lr_scale [E, 3]``:
-    each model's learning-rate multiplier per parameter row (location, slab scale,
-    inclusion logit), where a schedule lowers it (``simulate.core.stopping.StopRule.
-    lr_decays``) or a row is held (0: ``Trainer.hold_locations``), replaced (never written in
-    place) by the trainer between steps; None: every model at ``hyper.lr``.  The learning
-    rate has this one route besides ``hyper.lr``: the step multiplies its step size by it
-    (``simulate.core.step.scaled_factors``).  The minibatch sampler's cache lives in the
-    sampler, the stopping rule's held models and the loss history in the trainer's loop
+    inclusion logit); ``opt``: the optimiser's state (:class:`simulate.core.optim.OptState`:
+    its moments and the models' learning-rate multipliers, from which the optimiser alone
+    makes the step size); ``count``: steps taken; ``health``: the failures
+    (:class:`Health`).  The minibatch sampler's cache lives in the sampler, the stopping
+    rule's held models and the loss history in the trainer's loop
     (``simulate.core.trainer``)."""
 
     params: torch.Tensor
     opt: OptState
     count: int
     health: Health
-    lr_scale: torch.Tensor | None = None
 
 
 TERM_NAMES = ("L1", "L2", "L3")
@@ -74,33 +69,6 @@ def failed_term_names(code: int) -> str | None:
     """``"L1+L3"`` for the bit mask of :func:`record_failures`; None for 0 (not failed)."""
     names = [name for i, name in enumerate(TERM_NAMES) if int(code) >> i & 1]
     return "+".join(names) or None
-
-
-def take_models(state: State, idx: torch.Tensor) -> State:
-    """Models ``idx`` (int64 ``[k]``) of ``state`` as a state of their own: copies of their
-    parameters, moments and health, the same step count (``Trainer.fit_until``'s
-    compaction)."""
-    return State(
-        state.params.index_select(1, idx),
-        OptState(*(m.index_select(1, idx) for m in state.opt)),
-        state.count,
-        Health(*(h.index_select(0, idx) for h in state.health)),
-        None if state.lr_scale is None else state.lr_scale.index_select(0, idx),
-    )
-
-
-def put_models(state: State, idx: torch.Tensor, part: State) -> State:
-    """``state`` with models ``idx`` replaced by ``part``'s (written into ``state``'s
-    tensors) and ``part``'s step count: the inverse of :func:`take_models`."""
-    state.params.index_copy_(1, idx, part.params)
-    for full, sub in zip(state.opt, part.opt, strict=True):
-        full.index_copy_(1, idx, sub)
-    for full, sub in zip(state.health, part.health, strict=True):
-        full.index_copy_(0, idx, sub)
-    lr_scale = state.lr_scale
-    if lr_scale is not None:
-        lr_scale = lr_scale.index_copy(0, idx, part.lr_scale)  # a new tensor, as the trainer's
-    return State(state.params, state.opt, part.count, state.health, lr_scale)
 
 
 def inclusion_logit(p: float) -> float:

@@ -67,7 +67,8 @@ class Consts(NamedTuple):
     in place between steps (``Trainer.update_noise``), which a compiled step reads as it
     reads any input.  ``widths [E]`` (int64): each model's hidden width, which the fused
     network pass (``StepSpec.mlp = "native"``) reads to skip the padding (None: unused).
-    The learning-rate multipliers are the state's (``simulate.core.state.State.lr_scale``)."""
+    The learning-rate multipliers are the optimiser's state's
+    (``simulate.core.optim.OptState.lr_scale``), made into the step size by the optimiser."""
 
     mask: torch.Tensor
     H: torch.Tensor
@@ -75,20 +76,11 @@ class Consts(NamedTuple):
     noise_sd: torch.Tensor | None = None
     widths: torch.Tensor | None = None
 
-    def part(self, s) -> Consts:
-        """The constants of models ``s`` (a slice or an int64 index tensor)."""
-        take = (lambda t: t.index_select(0, s)) if torch.is_tensor(s) else (lambda t: t[s])
-        maybe = lambda t: None if t is None else take(t).contiguous()  # noqa: E731
-        return Consts(take(self.mask).contiguous(), take(self.H).contiguous(), self.node_index,
+    def part(self, s: slice) -> Consts:
+        """The constants of models ``s`` (a chunk of the batch)."""
+        maybe = lambda t: None if t is None else t[s].contiguous()  # noqa: E731
+        return Consts(self.mask[s].contiguous(), self.H[s].contiguous(), self.node_index,
                       maybe(self.noise_sd), maybe(self.widths))  # fmt: skip
-
-
-def scaled_factors(factors: Factors, lr_scale: torch.Tensor | None) -> Factors:
-    """The step's factors with each model's step size times its ``lr_scale [E, 3]`` (shaped
-    ``[3, E, 1]`` to broadcast over the parameters ``[3, E, P]``); unchanged for None."""
-    if lr_scale is None:
-        return factors
-    return factors._replace(step_size=factors.step_size * lr_scale.T[:, :, None])
 
 
 def _update(spec: StepSpec, params, opt, grad, stopped, factors):

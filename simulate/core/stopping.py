@@ -44,15 +44,16 @@ An error on y carries the noise variance (``sigma^2`` plus the excess risk), so 
 A model whose loss turned non-finite is frozen by the trainer and reported as failed,
 neither converged nor capped.
 
-**Learning rate lowered on a plateau** (``lr_decays``; 0, the default, is off): a model
-that meets the rule above is not stopped at once but has its learning rate multiplied by
-``lr_factor`` (the trainer's per-model ``lr_scale``) and its quiet count reset, up to
-``lr_decays`` times; it stops at the first plateau after its last decay.  The decision
-reads only the model's own objective (the ELBO, never the truth), at window ends, like
-the stop itself.  Why: a constant Adam step keeps every coordinate moving by about
-``lr`` per step around an optimum, which at large n is the scale of the posterior's own
-sds, so the iterate rattles around the optimum instead of settling in it (the optimiser
-benchmark, ``python -m verify.optimiser``, measures what lowering it buys).
+**Learning rate lowered on a plateau** (``lr_decays``; 0, the default, is off): a model that
+meets the rule above is not stopped at once but has its learning rate multiplied by
+``lr_factor`` (the optimiser state's per-model ``lr_scale``:
+``simulate.core.optim.lower_lr``) and its quiet count reset, up to ``lr_decays`` times; it
+stops at the first plateau after its last decay.  The decision reads only the model's own
+objective (the ELBO, never the truth), at window ends, like the stop itself.  Why: a constant
+Adam step keeps every coordinate moving by about ``lr`` per step around an optimum, which at
+large n is the scale of the posterior's own sds, so the iterate rattles around the optimum
+instead of settling in it (the optimiser benchmark, ``python -m verify.optimiser``, measures
+what lowering it buys).
 
 Why these defaults (measured on the 2-core machine, Hoelder truth alpha = 0.5, p = 1,
 n = 1000, batch 128, widths 4..64, two replicates, 12,000 steps):

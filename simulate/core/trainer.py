@@ -16,6 +16,7 @@ from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout
 from simulate.core.noise import LearnedNoise
 from simulate.core.objective import ELBOTerms, ModelSpec, draw_network, family_of, reference_terms
+from simulate.core.optim import lower_lr, scale_rows, with_lr_scale
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
 from simulate.core.paths import Info, build_step
 from simulate.core.posterior import Posterior
@@ -23,7 +24,7 @@ from simulate.core.sampler import Sampler
 from simulate.core.state import Batch, init_state
 from simulate.core.step import Consts
 from simulate.core.stopping import Convergence
-from simulate.core.until import Compaction, Resume, _as_list, _Run
+from simulate.core.until import Resume, as_list, call_size, held_until_joined, race_stops
 
 __all__ = ["Trainer"]
 
@@ -152,8 +153,9 @@ class Trainer(LearnedNoise):
         (``plateau``: at the window end of their first plateau, before its decay)."""
         idx = torch.as_tensor(models, dtype=torch.int64)
         dev = self.state.params.device
+        st = self.state
         take = [t.index_select(1, idx.to(dev)).detach().cpu().clone()
-                for t in (self.state.params, *self.state.opt)]  # fmt: skip
+                for t in (st.params, st.opt.exp_avg, st.opt.exp_avg_sq)]  # fmt: skip
         entries = self.convergence.entries(idx, plateau=plateau)
         return Resume(int(self.state.count), idx, *take, entries)
 
@@ -202,15 +204,16 @@ class Trainer(LearnedNoise):
 
     @property
     def lr_scale(self) -> torch.Tensor | None:
-        """The models' learning-rate multipliers ``[E, 3]`` (``State.lr_scale``), or None."""
-        return self.state.lr_scale
+        """The models' learning-rate multipliers ``[E, 3]`` (the optimiser's state's,
+        ``OptState.lr_scale``), or None."""
+        return self.state.opt.lr_scale
 
     def _enable_lr_scale(self) -> None:
-        """Give every model a learning-rate multiplier per parameter row (``State.lr_scale``
-        ``[E, 3]``, ones at first), which the step reads; a no-op where it exists."""
-        if self.state.lr_scale is None:
-            ones = torch.ones(self.layout.E, 3, device=self.device, dtype=self.dtype)
-            self.state = self.state._replace(lr_scale=ones)
+        """Give every model a learning-rate multiplier per parameter row (``OptState.
+        lr_scale [E, 3]``, ones at first), which the optimiser makes the step size with; a
+        no-op where it exists."""
+        opt = with_lr_scale(self.state.opt, self.layout.E, self.dtype, self.device)
+        self.state = self.state._replace(opt=opt)
 
     def hold_locations(self) -> None:
         """Train only the slab scales and inclusion probabilities from here on: the
@@ -219,7 +222,7 @@ class Trainer(LearnedNoise):
         nothing else changes."""
         self._enable_lr_scale()
         rows = torch.tensor([0.0, 1.0, 1.0], device=self.device, dtype=self.dtype)
-        self.state = self.state._replace(lr_scale=self.state.lr_scale * rows)
+        self.state = self.state._replace(opt=scale_rows(self.state.opt, rows))
 
     # ----------------------------------------------------------------- sampling
     def draw(self, params, offset, hard_only=False):
@@ -337,10 +340,8 @@ class Trainer(LearnedNoise):
                 progress(i, steps)
         return self.state
 
-    def fit_until(
-        self, rule, progress=None, risk=None, compact: Compaction | None = None, race=None,
-        shadow=None, resume: Resume | None = None,
-    ):  # fmt: skip
+    def fit_until(self, rule, progress=None, risk=None, race=None, shadow=None,
+                  resume: Resume | None = None):  # fmt: skip
         """Train each model until ``rule`` (:class:`simulate.core.stopping.StopRule`) stops it:
         converged models are frozen (:attr:`frozen`) while the others go on; the run ends
         when every model has converged or failed, or at ``rule.max_steps``.  Training
@@ -352,30 +353,22 @@ class Trainer(LearnedNoise):
         A model stopped inside the batch ends exactly where it would trained alone (models
         are independent and each decision uses only its own objective; tested).
 
-        ``compact`` (:class:`Compaction`; default None: never): at window ends, stopped
-        models may leave the running program, so that the models still training stop
-        paying for them.  Off by default: on the full rate tier it saved nothing measurable
-        (BENCHMARKS.md, "Scheduling").  Every model's trajectory, and so
-        everything this returns and the final :attr:`state`'s parameters, are bit for bit
-        the same either way (tested); only the wall time differs (and the moments of
-        models already stopped, which no longer decay).
+        Each call of the step runs up to the next point where the loop reads the state
+        (:func:`simulate.core.until.call_size`); at a window end the rule decides.
 
         With learned noise, each window end first updates every running model's noise sd
-        (:meth:`update_noise`), so the rule judges the joint convergence of q and sigma;
-        such a run never compacts (a compacted program would hold a copy of the sds).
+        (:meth:`update_noise`), so the rule judges the joint convergence of q and sigma.
 
         With ``rule.lr_decays`` (``StopRule``), a model's plateau first multiplies its
         learning rate by ``rule.lr_factor`` (:attr:`lr_scale`, kept across calls) and
-        only a plateau after its last decay stops it; such a run never compacts either
-        (the same reason: the program's constants would be copies).
+        only a plateau after its last decay stops it.
 
         ``race`` (default None): a callable ``race(objective, running) -> bool [E]`` asked
         at every window end with each model's last window mean of the objective
         (``Convergence.window_means``, float64 ``[E]``, NaN before its first window and for
-        a failed model) and the models
-        still training; the models it returns stop there (``Convergence.retire``: neither
-        converged nor capped; ``retired`` in the summary).  The estimators' race between
-        candidate widths (``simulate.estimators.Halving``) reads nothing but the objective.
+        a failed model) and the models still training; the models it returns stop there
+        (``Convergence.retire``: neither converged nor capped; ``retired`` in the summary).
+        The estimators' race of widths (``simulate.estimators.Halving``) reads the objective.
 
         ``shadow`` (a stricter :class:`~simulate.core.stopping.StopRule`, optional): kept
         beside ``rule`` by the run's bookkeeping (``Convergence``'s ``shadow``), which
@@ -388,10 +381,70 @@ class Trainer(LearnedNoise):
         run from the start (``simulate.sweep.budget``; tested).  When every other model has
         stopped before that step, the count jumps to it (the stopped models' moments then
         skip the decay they would have had meanwhile; nothing reads them)."""
-        compact = Compaction(False) if compact is None else compact
-        if self.noise_sd is not None or rule.lr_decays or resume is not None or shadow:
-            compact = Compaction(False)
         if rule.lr_decays:
             self._enable_lr_scale()
-        joins = sorted(_as_list(resume), key=lambda r: r.at)  # each held until its step
-        return _Run(self, rule, risk, compact, race, shadow, joins).loop(progress)
+        joins = sorted(as_list(resume), key=lambda r: r.at)  # each held until its step
+        count0 = int(self.state.count)
+        if joins:
+            learned, warmup = self.noise_sd is not None, self.hyper.kl_warmup
+            self.frozen = held_until_joined(joins, self.state, self.frozen, rule, learned, warmup)
+        held = self.state.health.failed | self.frozen
+        warm = max(0, int(self.hyper.kl_warmup) - count0)
+        conv = Convergence(rule, self.layout.E, self.state.params.device, held, not_before=warm,
+                           shadow=shadow)  # fmt: skip
+        self.convergence = conv
+        self.plateau_states = []  # with a shadow rule: Resumes at the models' first plateaus
+        window_risk = None if risk is None else (lambda: risk(self.state.params))
+        cap, i = self.steps_per_call(), 0
+        while i < rule.max_steps:
+            if joins:
+                i = self._join_due(joins, conv, count0 + i) - count0
+            S = call_size(conv, rule, i, cap, joins[0].at - count0 if joins else None)
+            newly = self._window_call(S, conv, i + S >= rule.max_steps, window_risk)
+            i += S
+            if newly is not None and self._window_end(conv, newly, race, shadow, joins):
+                break
+            if progress is not None:
+                progress(i, rule.max_steps)
+        return conv.summary()
+
+    def _join_due(self, joins: list, conv: Convergence, step: int) -> int:
+        """The models whose ``Resume.at`` is ``step`` join (the count jumping to it where
+        nothing runs until then); returns the step."""
+        if bool(conv.done.all()):  # nothing runs until the next join: straight to its step
+            delta = joins[0].at - step
+            self.state = self.state._replace(count=self.state.count + delta)
+            conv.skip(delta)
+            step += delta
+        while joins and step == joins[0].at:
+            self.frozen = joins.pop(0).join(self.state, self.frozen, conv)
+        return step
+
+    def _window_call(self, S: int, conv: Convergence, last: bool, window_risk):
+        """``S`` steps (one call; ``last``: the run's last), the noise update at a window
+        end and the bookkeeping's update: the models newly stopped at a window end (else
+        None)."""
+        # nothing reads the held models' terms here, so a step that can skips them (NaN) --
+        # but for a last call short of a window end with learned noise (its sums outlive it)
+        if self.step_fn.multi:
+            last_short = last and not conv.at_window_end(S)
+            info = self.advance_steps(S, skip_held=not (self._learning_noise() and last_short))
+        else:
+            info = self.advance()
+        if self._learning_noise() and conv.at_window_end(S):
+            self.update_noise()
+        return conv.update(info, window_risk)
+
+    def _window_end(self, conv: Convergence, newly: torch.Tensor, race, shadow, joins) -> bool:
+        """At a window end with ``newly`` stopped: the race, the first plateaus (shadow),
+        the decays and the stops; whether the run is over."""
+        if race is not None:
+            newly = race_stops(race, conv, newly)
+        if shadow is not None:
+            self._keep_first_plateaus(conv, newly)
+        if bool(conv.decayed.any()):  # the learning rates of the models that plateaued
+            opt = lower_lr(self.state.opt, conv.decayed, conv.rule.lr_factor)
+            self.state = self.state._replace(opt=opt)
+        if bool(newly.any()):
+            self.frozen = self.frozen | newly.to(self.frozen.device)
+        return bool(conv.done.all()) and not joins

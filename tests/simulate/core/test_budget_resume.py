@@ -34,7 +34,7 @@ def _trainer(mlp, compile=False):
 
 def _state(tr):
     st = tr.state
-    return [t.clone() for t in (st.params, *st.opt)]
+    return [t.clone() for t in (st.params, st.opt.exp_avg, st.opt.exp_avg_sq)]
 
 
 @pytest.mark.parametrize("mlp", STEP_MLPS)

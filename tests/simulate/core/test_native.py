@@ -313,42 +313,6 @@ def test_inputs_the_kernel_cannot_read_are_refused_not_misread():
         native.fused_nll_and_grad(lay, theta[:, :10], x_aug, y, h, scale)
 
 
-@pytest.mark.slow  # a torch.compile per program shape: 30-40 s
-def test_compaction_with_the_fused_pass_changes_nothing(monkeypatch):
-    """Stopped models leaving the running (compiled) program, ``Trainer.fit_until(compact=
-    ...)``, with the fused pass: every model's run is the same bit for bit -- the pass reads
-    each model's width off the subset's mask."""
-    import simulate.core.until as until_mod
-    from simulate.core import Batch, Compaction, Layout, Trainer
-    from simulate.core.stopping import StopRule
-
-    programs = []
-
-    class Counted(until_mod._Program):
-        def __init__(self, tr, idx=None):
-            programs.append(None if idx is None else idx.tolist())
-            super().__init__(tr, idx)
-
-    monkeypatch.setattr(until_mod, "_Program", Counted)
-    X, y = _data(1, n=600, p=2)
-    widths = [4, 8, 2, 6]
-    out = []
-    always = Compaction(fraction=1.0, fixed_s=0.0, compile_s=0.0)  # whenever a model stopped
-    for compact in (Compaction(False), always):
-        programs.clear()
-        layout = Layout(2, 2, widths)
-        batch = Batch(X, y, torch.zeros(len(widths), dtype=torch.int64))
-        tr = Trainer(layout, Hyper(batch_size=64), [40, 41, 42, 43], batch,
-                     options=StepOptions(compile=True, mlp="native"))  # fmt: skip
-        rule = StopRule(max_steps=1500, window=100, tol=2e-2, patience=1)
-        conv = tr.fit_until(rule, compact=compact)
-        out.append((tr.state.params.clone(), conv, list(programs)))
-    (pa, ca, runs_a), (pb, cb, runs_b) = out
-    assert runs_a == [None] and len(runs_b) > 1  # the second run compacted
-    assert any(sorted(widths[i] for i in r) != sorted(widths) for r in runs_b[1:])
-    assert ca == cb and torch.equal(pa, pb)
-
-
 def test_an_unwritable_build_folder_is_a_clear_error(monkeypatch, tmp_path):
     (tmp_path / "file").write_text("")
     monkeypatch.setattr(library, "_lib", None)

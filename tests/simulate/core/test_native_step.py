@@ -62,7 +62,8 @@ def _worst_one_step_differences(hyper, steps=40, learn=False, hold=False, freeze
     for t in range(steps):
         st = ref.state
         got.state = st._replace(
-            params=st.params.clone(), opt=type(st.opt)(*(x.clone() for x in st.opt)),
+            params=st.params.clone(),
+            opt=type(st.opt)(*(x if x is None else x.clone() for x in st.opt)),
             count=st.count + shift,
         )  # fmt: skip
         if learn:
@@ -217,7 +218,7 @@ def test_the_cached_checks_see_another_batch_size():
 
 
 def _same_state(a, b):
-    pairs = zip((a.params, *a.opt), (b.params, *b.opt), strict=True)
+    pairs = zip((a.params, *a.opt[:2]), (b.params, *b.opt[:2]), strict=True)
     return all(torch.equal(x, y) for x, y in pairs)
 
 

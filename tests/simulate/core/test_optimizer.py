@@ -38,11 +38,12 @@ def test_update_equals_torch_optim(optimizer, donate):
     for t in range(1, 31):
         grad = torch.randn(3, 2, 7, generator=g, dtype=torch.float64)
         grad = grad * 10.0 ** torch.randint(-4, 3, (3, 2, 7), generator=g)
-        before = (params.clone(), *(x.clone() for x in state))
+        before = (params.clone(), *(x.clone() for x in state[:2]))
         factors = opt_fn.factors(t, torch.float64)
         new_var, state_new = opt_fn.update(grad, state, params, factors, alive)
         if not donate:  # nothing written in place
-            assert all(torch.equal(a, b) for a, b in zip(before, (params, *state), strict=True))
+            after = (params, *state[:2])
+            assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
         params, state = new_var, state_new
         p.grad = grad[:, 0].clone()
         opt.step()
@@ -108,3 +109,30 @@ def test_rmsprop_training_equals_torch_rmsprop(path):
             atol=1e-15,
         )
     assert torch.all(tr.state.opt.exp_avg == 0)  # RMSprop keeps no first moment
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])
+def test_the_optimiser_alone_makes_the_step_size_from_its_states_multipliers(optimizer):
+    """The plateau decay and held rows are pure updates of the optimiser's state
+    (``lower_lr``, ``scale_rows``: new states, the old one untouched); ``factors`` and
+    ``schedule`` make the step size from its multipliers, each model's and row's the plain
+    step size times its multiplier, the same bit for bit in both; the update carries them."""
+    from simulate.core.optim import lower_lr, scale_rows, with_lr_scale
+
+    h = Hyper(optimizer=optimizer, lr=1e-2, lr_inclusion=3e-2)
+    fn = optimizer_of(h)
+    params = torch.zeros(3, 4, 5)
+    opt = with_lr_scale(fn.init(params), 4)
+    assert with_lr_scale(opt, 4) is opt and torch.equal(opt.lr_scale, torch.ones(4, 3))
+    lowered = lower_lr(opt, torch.tensor([False, True, False, True]), 0.1)
+    held = scale_rows(lowered, torch.tensor([0.0, 1.0, 1.0]))
+    assert torch.equal(opt.lr_scale, torch.ones(4, 3))  # not written
+    want = torch.tensor([[0.0, 1, 1], [0, 0.1, 0.1], [0, 1, 1], [0, 0.1, 0.1]])
+    torch.testing.assert_close(held.lr_scale, want, rtol=0, atol=0)
+    plain = fn.factors(7).step_size  # [3, 1, 1]: lr, lr, lr_inclusion
+    got = fn.factors(7, lr_scale=held.lr_scale).step_size  # [3, E, 1]
+    assert torch.equal(got, plain * held.lr_scale.T[:, :, None])
+    rows, _ = fn.schedule(7, 2, 4, held.lr_scale)  # [S, 3, E]
+    assert torch.equal(rows[0], got[:, :, 0])
+    _, new = fn.update(torch.ones_like(params), held, params, fn.factors(7, lr_scale=held.lr_scale))
+    assert new.lr_scale is held.lr_scale

@@ -57,7 +57,7 @@ def test_the_warmup_ends_at_weight_one():
     plain = Trainer(lay, Hyper(batch_size=64), [5], batch, dtype=torch.float64)
     plain.state = warm.state._replace(
         params=warm.state.params.clone(),
-        opt=type(warm.state.opt)(*(x.clone() for x in warm.state.opt)),
+        opt=type(warm.state.opt)(*(x if x is None else x.clone() for x in warm.state.opt)),
     )
     warm.step()
     plain.step()
@@ -231,28 +231,30 @@ def test_estimators_take_the_default_recipe_and_the_classifiers_the_papers_optim
             recipe_params(name)
 
 
-def test_the_learning_rate_scale_is_the_states_and_is_replaced_never_written():
-    """One route for the learning rate besides ``hyper.lr``: ``State.lr_scale`` (the step's
-    constants hold none).  A plateau decay and ``hold_locations`` give the state a new
-    tensor; the one a caller kept from before is untouched (it was rewritten in place when
-    the scale lived in the step's constants)."""
+def test_the_learning_rate_scale_is_the_optimisers_state_and_is_replaced_never_written():
+    """One route for the learning rate besides ``hyper.lr``: the optimiser's state,
+    ``OptState.lr_scale`` (the step's constants and the training state hold none).  A
+    plateau decay and ``hold_locations`` give the state a new tensor; the one a caller kept
+    from before is untouched (it was rewritten in place when the scale lived in the step's
+    constants)."""
+    from simulate.core.state import State
     from simulate.core.step import Consts
 
-    assert "lr_scale" not in Consts._fields
+    assert "lr_scale" not in Consts._fields and "lr_scale" not in State._fields
     rule = StopRule(max_steps=600, window=50, tol=5e-2, patience=1, kl_abs=50.0, lr_decays=1)
     lay, batch, h = Layout(3, 2, [3, 6]), make_batch(2), Hyper(batch_size=64)
     tr = Trainer(lay, h, [1, 2], batch, dtype=torch.float64)
-    assert tr.state.lr_scale is None and tr.lr_scale is None  # every model at hyper.lr
+    assert tr.state.opt.lr_scale is None and tr.lr_scale is None  # every model at hyper.lr
     tr._enable_lr_scale()
-    before = tr.state.lr_scale
+    before = tr.state.opt.lr_scale
     tr.fit_until(rule)
     assert torch.equal(before, torch.ones(2, 3, dtype=torch.float64))  # not written
-    assert tr.lr_scale is tr.state.lr_scale
-    np.testing.assert_allclose(tr.state.lr_scale.numpy(), np.full((2, 3), 0.1))
-    kept = tr.state.lr_scale
+    assert tr.lr_scale is tr.state.opt.lr_scale
+    np.testing.assert_allclose(tr.state.opt.lr_scale.numpy(), np.full((2, 3), 0.1))
+    kept = tr.state.opt.lr_scale
     tr.hold_locations()
     np.testing.assert_allclose(kept.numpy(), np.full((2, 3), 0.1))
-    np.testing.assert_allclose(tr.state.lr_scale.numpy(), [[0.0, 0.1, 0.1]] * 2)
+    np.testing.assert_allclose(tr.state.opt.lr_scale.numpy(), [[0.0, 0.1, 0.1]] * 2)
     tr.release_stopped()  # the rule stopped both: train them on
     start = tr.state.params.clone()
     tr.step()
