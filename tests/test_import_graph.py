@@ -5,25 +5,14 @@ imports, each with its reason)."""
 
 from tests import import_graph
 
-# The circles left, counting deferred and type-only imports (python -m tests.import_graph
-# prints each with the imports that close it); each is cut only in a file another change owns:
-# * simulate.core.trainer <-> until: until imports Trainer for typing, trainer imports
-#   until's loop (the training loop's rework, issue 76 item 6);
-# * simulate.sweep.schema -> validate -> provenance -> fingerprint -> schema: fingerprint
-#   imports SCHEMA from schema; from simulate.sweep.rules (its leaf home) it is no circle;
-# * simulate.sweep.config -> foreign -> cells -> config (and cells -> jobs -> config):
-#   config's deferred import of foreign.check_regressor_data, a data check that imports
-#   nothing foreign runs, whose move to a leaf (with foreign's _SPEC) cuts it.
-MAX_CIRCLES = 3
-# the modules in those circles, together (a circle split in two counts one more circle)
-MAX_MODULES_IN_CIRCLES = 10
-# In-project imports made inside a function.  Those left: verify/__init__.py's
+# No circle, counting deferred and type-only imports (python -m tests.import_graph prints
+# any with the imports that close it).
+MAX_CIRCLES = 0
+MAX_MODULES_IN_CIRCLES = 0
+# In-project imports made inside a function, each with its reason: verify/__init__.py's
 # check_rate on first use (`import verify` imports no command), verify/logfactor.py's
-# verify.records (the statistics import neither torch nor the sweep), and in files another
-# change owns simulate/sweep/provenance.py's fingerprint (the records' reading recomputes a
-# configuration: issue 76 item 3), simulate/sweep/config.py's foreign (the circle above),
-# verify/check.py's eight and verify/rates_args.py's two.
-MAX_DEFERRED = 14
+# verify.records (the statistics import neither torch nor the sweep).
+MAX_DEFERRED = 2
 
 
 def test_the_graph_reads_every_package():

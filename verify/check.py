@@ -29,8 +29,15 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from simulate.sweep.cli import parse_truths
 from simulate.sweep.truth_spec import TruthSpec
+from verify.analysis import analyse
+from verify.rates import EXIT_WORDS, checked_plan, execute
+from verify.rates_args import command_of
+from verify.render import format_results, plot_results
+from verify.results import results_document
 from verify.runspec import RunSpec, param_text
+from verify.status import exit_status
 
 __all__ = ["RateCheck", "RunOptions", "check_rate", "estimator_spec", "run_spec"]
 
@@ -87,29 +94,21 @@ class RateCheck:
 
     def tables(self) -> str:
         """The command's tables, per truth and estimator (``verify.render.format_results``)."""
-        from verify.render import format_results  # noqa: PLC0415
-
         return format_results(list(self.results))
 
     def plot(self, folder: str | None = None) -> list[str]:
         """The command's figure per truth (the rate against the band and the reference, one
         panel per metric), written under ``folder`` (default: beside the records,
         ``RECORDS-figures``); returns the files' paths."""
-        from verify.render import plot_results  # noqa: PLC0415
-
         folder = folder or f"{os.path.splitext(self.records)[0]}-figures"
         return plot_results(list(self.results), folder)
 
     def to_json(self) -> dict:
         """What ``verify.rates --json`` writes for these results."""
-        from verify.results import results_document  # noqa: PLC0415
-
         return results_document(list(self.results))
 
 
 def _words(status: int) -> str:
-    from verify.rates import EXIT_WORDS  # noqa: PLC0415 (the command's own words)
-
     return EXIT_WORDS.get(status, "no verdict")
 
 
@@ -167,8 +166,6 @@ def _public_spec(cls) -> str:
 def _truths(truths: Sequence[TruthSpec | str]) -> tuple[TruthSpec, ...]:
     """``truths`` as TruthSpecs: each given, or a kind's name with ``--truth``'s defaults
     (``simulate.sweep.cli.parse_truths``)."""
-    from simulate.sweep.cli import parse_truths  # noqa: PLC0415 (the sweep's command line)
-
     if isinstance(truths, (str, bytes)) or not isinstance(truths, Sequence):
         raise ValueError(f"truths must be a list of TruthSpecs or kinds' names, got {truths!r}")
     out = []
@@ -259,11 +256,6 @@ def check_rate(estimator=None, *, truths=None, ns=None, replicates=None, protoco
     protocol's name (default the toolkit's); ``rate``: a stated rate (``--rate``, a sympy
     expression in n, p and alpha); ``run``: :class:`RunOptions`.  Raises ``ValueError``
     (one line) where the command refuses."""
-    from verify.analysis import analyse  # noqa: PLC0415 (the command's modules, on call)
-    from verify.rates import checked_plan, execute
-    from verify.rates_args import command_of
-    from verify.status import exit_status
-
     design = dict(truths=truths, ns=ns, replicates=replicates, protocol=protocol,
                   params=params, rate=rate)  # fmt: skip
     spec = run_spec(estimator, design, run)

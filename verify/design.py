@@ -65,8 +65,6 @@ PRIMARY_METRIC = "d2"
 REFERENCE_SATURATION_ALPHA = 2.0
 
 
-
-
 def predicted(spec: TruthSpec, estimator: str, metric: str) -> float:
     """The exponent an estimator's entry is tested against: a known-answer control's
     proven one (the Gaussian-process prior's, ``theory.gp_matern_exponent``; the k-NN

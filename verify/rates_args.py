@@ -12,6 +12,7 @@ import numpy as np
 
 from simulate.core.steppath import BATCHED
 from simulate.sweep import tiers
+from simulate.sweep.cli import parse_truths
 from simulate.sweep.flags import add_sweep_flags, overrides_from_args
 from simulate.sweep.parallel import add_scheduler_flags, check_cluster_flags
 from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES
@@ -27,6 +28,7 @@ from theory.plumbing.paths import (
 from verify import protocol as protocols
 from verify import stated_rate
 from verify.controls import control_records_path
+from verify.flag_rules import refuse_ignored
 from verify.runspec import RunSpec, spec_defaults
 
 
@@ -375,8 +377,6 @@ class Command:
 def read_command(argv: list[str], description: str | None = None) -> Command:
     """Parse a ``verify.rates`` command line into its :class:`RunSpec` and check it
     (:func:`command_of`; ``ValueError``, one line; argparse's ``SystemExit``)."""
-    from simulate.sweep.cli import parse_truths  # noqa: PLC0415 (the sweep's command line)
-
     truths, rest = parse_truths(list(argv))
     args = build_parser(description).parse_args(rest)
     return command_of(RunSpec.from_namespace(args, truths))
@@ -388,8 +388,6 @@ def command_of(spec: RunSpec) -> Command:
     would not use refused (``verify.flag_rules``).  The command (``verify.rates.main``,
     through :func:`read_command`) and the notebook entry point (``verify.check_rate``,
     with the spec it builds) check their runs here."""
-    from verify.flag_rules import refuse_ignored  # noqa: PLC0415
-
     truths = list(spec.truths)
     proto = protocol_of(spec)
     tier = tier_of(spec, proto)

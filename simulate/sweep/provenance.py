@@ -13,6 +13,7 @@ import copy
 import functools
 import json
 
+from simulate.sweep.fingerprint import PROVENANCE_FIELDS, configuration_fields, configuration_of
 from simulate.sweep.records import fields_differing, fingerprint
 from simulate.sweep.rules import SCHEMA, BadRecord, fail, need, need_dict
 from simulate.sweep.truth_spec import TruthSpec
@@ -68,12 +69,6 @@ def _recompute_provenance(rec: dict, spec: TruthSpec, ff: dict) -> None:
 def _configuration(blob: str, spec: TruthSpec):
     """The configuration of a fingerprint's fields (canonical JSON ``blob``) and its
     settings as the fingerprint's rule gives them and as stored."""
-    from simulate.sweep.fingerprint import (  # noqa: PLC0415 - fingerprint imports schema
-        PROVENANCE_FIELDS,
-        configuration_fields,
-        configuration_of,
-    )
-
     ff = json.loads(blob)
     try:
         cfg = configuration_of(ff, spec)
