@@ -70,6 +70,7 @@ def main(argv=None) -> int:
         out[name] = reverify(name)
         print(name, out[name], flush=True)
     if args.write:
+        os.makedirs(os.path.dirname(PINNED), exist_ok=True)
         with open(PINNED, "w") as fh:
             json.dump(out, fh, indent=1, sort_keys=True)
             fh.write("\n")
