@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 
 from figures._io import save_figure
 from theory.exponents import METRICS
-from verify.analysis import analyse
-from verify.panels import draw_rate_panel, draw_width_panel
+from verify.reading.analysis import analyse
+from verify.report.panels import draw_rate_panel, draw_width_panel
 
 __all__ = ["rate_figure"]
 

@@ -45,9 +45,9 @@ from simulate.experiments import table1 as table1_run
 from simulate.sweep.schema import read_records
 from theory.plumbing.jsonl import RecordsError, being_written, read_jsonl
 from theory.plumbing.paths import read_text_bounded, write_atomic
-from verify.analysis import analyse
-from verify.controls import read_with_control
-from verify.render import markdown_results
+from verify.reading.analysis import analyse
+from verify.reading.controls import read_with_control
+from verify.report.render import markdown_results
 from verify.starts import arms_table
 
 __all__ = ["BLOCK", "render_block", "regenerate"]

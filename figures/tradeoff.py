@@ -9,7 +9,7 @@ import numpy as np
 
 from figures._io import save_figure
 from theory import eps_n, lemma_6_1_sparsity, lemma_width, num_edges, r_n, xi_bound
-from verify.records import cells_of
+from verify.reading.records import cells_of
 
 __all__ = ["theory_terms", "tradeoff_figure"]
 

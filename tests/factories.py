@@ -120,13 +120,13 @@ def assert_model_alone(together, e: int, alone) -> None:
 
 def verdict_entry(estimator="asvi", theorem="PASS", attainment="PASS", expected=None,
                   familywise=None):  # fmt: skip
-    """A d^2 result of ``verify.analysis`` (on :func:`fake_records`) with its verdicts, a
+    """A d^2 result of ``verify.reading.analysis`` (on :func:`fake_records`) with its verdicts, a
     control's known answer and the family-wise outcome set (``attainment=None``: no
     attainment test): for the exit-status rules, which read only these."""
     import dataclasses
 
-    from verify.analysis import analyse
-    from verify.verdict import Verdict
+    from verify.reading.analysis import analyse
+    from verify.stats.verdict import Verdict
 
     r = next(r for r in analyse(fake_records(-0.5, -0.5)) if r.metric == "d2")
     att = None if attainment is None else dataclasses.replace(

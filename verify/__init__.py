@@ -6,7 +6,7 @@ prospective power) and ``verdict`` (the outcomes, Holm) hold the verdict rules; 
 reads sweep records into typed cells; ``design``, ``analysis``, ``controls`` and ``status``
 decide, each result a ``results.MetricResult`` of frozen records; ``rates`` (``python -m
 verify.rates``) runs or reads the sweeps of ``simulate.sweep`` and reports (``render``);
-``check_rate`` (``verify.check``) is the same run from Python, for notebooks.
+``check_rate`` (``verify.cli.check``) is the same run from Python, for notebooks.
 """
 
 import sys as _sys
@@ -25,7 +25,7 @@ if _sys.argv[:1] == ["-m"]:  # python -m ...: this installation's packages, or o
 
 def __getattr__(name):  # verify.check_rate: imported on first use (the command's modules)
     if name in ("check_rate", "RateCheck", "RunOptions"):
-        from verify import check  # noqa: PLC0415
+        from verify.cli import check  # noqa: PLC0415
 
         return getattr(check, name)
     raise AttributeError(f"module 'verify' has no attribute {name!r}")

@@ -6,7 +6,7 @@ The decision is derived, not typed: :data:`RECORDS` are the shipped records of t
 confirmatory run's ASVI sweeps (``figures/reference/``, each read with its budget control
 beside it, decided under the protocol they were written under), and
 ``verify/protocols/CURRENT.decided.json`` holds, per truth, the d^2 verdicts that
-``verify.analysis`` gives on them: the theorem test and the attainment test with their
+``verify.reading.analysis`` gives on them: the theorem test and the attainment test with their
 replication shares, the budget control's state and the n range.  ``python -m
 verify.decided`` rewrites the file from the records; a test holds the file equal to its
 regeneration, so it cannot drift from the records.  A truth of a run is matched to the
@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 from simulate.sweep.kinds import ASVI
 from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.paths import read_text_bounded, write_atomic
-from verify.analysis import analyse
-from verify.controls import read_with_control
+from verify.reading.analysis import analyse
+from verify.reading.controls import read_with_control
 
 __all__ = ["CURRENT", "RECORDS", "Decided", "decided_of", "load", "main", "summary_lines"]
 
@@ -60,13 +60,13 @@ class Decided:
     attainment: str | None
     attainment_share: float | None
     budget: str | None
-    # the reading the theorem verdict is (verify.readings: "sharp" or "corollary-6.4"), the
+    # the reading the theorem verdict is (verify.stats.readings: "sharp" or "corollary-6.4"), the
     # proved bound's verdict beside it and delta_flip / delta_pass (None: decided without)
     reading: str | None = None
     other_verdict: str | None = None
     delta_flip: float | None = None
     delta_pass: float | None = None
-    # the log-factor-or-power test's verdict (verify.logfactor: "power", "log", "steeper")
+    # the log-factor-or-power test's verdict (verify.stats.logfactor: "power", "log", "steeper")
     # and its change of the local slope with the interval (None: not tested)
     log_or_power: str | None = None
     change: tuple[float, float, float] | None = None
@@ -98,7 +98,7 @@ class Decided:
         return ", ".join(out)
 
 
-# the log-factor-or-power verdicts on the first screen (verify.logfactor)
+# the log-factor-or-power verdicts on the first screen (verify.stats.logfactor)
 _LOP_WORDS = {
     "power": "flattening a power",
     "log": "curvature not shown beyond log factors",
@@ -107,7 +107,7 @@ _LOP_WORDS = {
 
 
 def decided_of(results) -> list[Decided]:
-    """One :class:`Decided` per truth of ``verify.analysis`` results (ASVI's d^2 entry)."""
+    """One :class:`Decided` per truth of ``verify.reading.analysis`` results (ASVI's d^2 entry)."""
     out = []
     for r in results:
         if r.metric != "d2" or not ASVI.is_primary(r.estimator) or r.role == "arm":
@@ -130,7 +130,7 @@ def decided_of(results) -> list[Decided]:
     return out
 
 
-# the reading a theorem verdict is (verify.readings): the sharp reading of Corollary 6.1, or
+# the reading a theorem verdict is (verify.stats.readings): the sharp reading of Corollary 6.1, or
 # the teacher's Corollary 6.4 expression (its sharp reading and its proved bound at once)
 _READING_NAMES = {"sharp": "the sharp reading", "corollary-6.4": "Corollary 6.4's expression"}
 

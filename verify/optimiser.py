@@ -51,9 +51,9 @@ from theory.plumbing.cli import Parser, interrupted, print_error, run_main
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import check_distinct, check_output_file, protect_inputs, write_atomic
 from theory.plumbing.paths import path_arg as _path
-from verify.records import Cell, cells_of
-from verify.slopes import MeanDiffs, paired_mean_diff
+from verify.reading.records import Cell, cells_of
 from verify.starts import arm_columns
+from verify.stats.slopes import MeanDiffs, paired_mean_diff
 
 __all__ = ["BASE", "TRUTH_SETS", "benchmark", "gap_table", "main", "recipe_difference"]
 
@@ -82,7 +82,7 @@ ARMS_C = ("W0", "W0s", "W0f", "W")  # the constructive arms the best is taken ov
 
 def _cells(records, truth: str, ns) -> list[list[Cell]]:
     """``cells[replicate][n]`` of one truth (replicates present at every n), the records
-    read into cells (``verify.records``)."""
+    read into cells (``verify.reading.records``)."""
     by: dict = {}
     for c in cells_of(records):
         if c.truth == truth and not c.failed:

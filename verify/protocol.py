@@ -10,10 +10,10 @@ test's), both read off earlier records and committed before a run, and optionall
 ``[pilot_cv_control]`` that of the budget-doubling control's slope change (the
 probability that the control can say "converged", printed by ``--dry-run``).  From exploratory-v2
 on a protocol also names its theorem rule (``theorem_rule = "confirm"``: a PASS rejects
-the bound's violation, ``verify.theorem``; with ``power_floor``, the probability of a PASS
+the bound's violation, ``verify.stats.theorem``; with ``power_floor``, the probability of a PASS
 at e below which a non-rejection is UNDECIDABLE) and its ``[replication]`` (bootstrap
 ``resamples`` of replicates, the stability ``floor`` below which a decided verdict is
-fragile, the ``interval`` method, the ``seed``: ``verify.replication``); the earlier
+fragile, the ``interval`` method, the ``seed``: ``verify.stats.replication``); the earlier
 protocols name neither and keep their rule, ``"reject-e/2"``, and are replicated with the
 toolkit's defaults (``REPLICATION_DEFAULTS``, said so: ``replication_from``).  A
 confirmatory
@@ -41,7 +41,7 @@ from importlib import resources
 from simulate.sweep.parts import KNOWN_ANSWER
 from simulate.sweep.recipes import RECIPE_DEFAULTS, recipe_settings
 from simulate.sweep.truth_spec import TruthSpec
-from verify.theorem import THEOREM_RULES
+from verify.stats.theorem import THEOREM_RULES
 
 __all__ = ["Protocol", "load", "names", "of_records", "DEFAULT"]
 
@@ -76,11 +76,11 @@ class Protocol:
     pilot_cv_diff: dict
     design: dict = field(default_factory=dict)
     text: str = ""
-    # the theorem test's rule (verify.theorem.THEOREM_RULES) and, under "confirm", the
+    # the theorem test's rule (verify.stats.theorem.THEOREM_RULES) and, under "confirm", the
     # prospective power's floor; the earlier protocols name neither: "reject-e/2"
     theorem_rule: str = "reject-e/2"
     power_floor: float | None = None
-    # [replication] (verify.replication): bootstrap resamples of replicates, the stability
+    # [replication] (verify.stats.replication): bootstrap resamples of replicates, the stability
     # floor below which a decided verdict is fragile, the interval method, the seed;
     # replication_from: "protocol", or "toolkit" where the protocol predates them
     replication: dict = field(default_factory=lambda: dict(REPLICATION_DEFAULTS))
@@ -88,7 +88,7 @@ class Protocol:
     # [pilot_cv_control] (optional): the budget control's slope-change cv, for its
     # prospective probability of saying "converged" (verify.sizing.control_probability)
     pilot_cv_control: dict = field(default_factory=dict)
-    # a stated rate in place of the paper's band (verify.stated_rate: ``--rate EXPR`` makes
+    # a stated rate in place of the paper's band (verify.reading.stated_rate: ``--rate EXPR`` makes
     # an exploratory copy holding it); None: the paper's band
     stated_rate: str | None = None
 
@@ -136,7 +136,7 @@ def check_band(name: str, band: dict) -> dict:
     otherwise); returned as given.  The Hoelder band is the sharp reading in every protocol:
     the bound the proof gives has no log power of its own over a finite design (its slope
     depends on constants the theorem leaves open), so it is reported beside each verdict
-    (``verify.readings``), never deciding."""
+    (``verify.stats.readings``), never deciding."""
     if band != BAND_RULES:
         raise ValueError(f"protocol {name}: band_log_power must be {BAND_RULES}, got {band}")
     return band
@@ -181,7 +181,7 @@ def load(name: str = DEFAULT) -> Protocol:
 
 def of_records(tag: str | None) -> Protocol | None:
     """The shipped protocol a records file was written under (``tag``: its
-    ``"NAME@DIGEST"``, ``verify.records.records_protocol``) when this toolkit ships that
+    ``"NAME@DIGEST"``, ``verify.reading.records.records_protocol``) when this toolkit ships that
     file with that digest, so that records are decided by the rules they were written
     under (an earlier protocol keeps deciding its own records as it did); None for
     records of no protocol (they are decided under the default) or of a protocol this

@@ -5,15 +5,16 @@ Runs (or, with ``--records``, only reads) a growing-n sweep of ASVI (``simulate.
 every candidate width trained to convergence, candidate widths growing with n, each
 replicate its own truth drawn from the class, a class-matched reference fitted on the
 same datasets) and, for each truth and metric, prints a convergence table and its tests
-(rules in ``verify.theorem`` and ``verify.attainment``, on the fits of ``verify.slopes``):
+(rules in ``verify.stats.theorem`` and ``verify.stats.attainment``, on the fits of
+``verify.stats.slopes``):
 
 Every number a verdict depends on is in a **protocol** (``verify.protocol``; ``--protocol
 NAME``, default ``exploratory-v3``, which reports the theorem's readings beside each
-verdict, ``verify.readings``; ``--records`` are decided under the shipped protocol
+verdict, ``verify.stats.readings``; ``--records`` are decided under the shipped protocol
 they were written under, where there is one), whose digest every record written under it
 and every JSON entry carries; a report on records of another protocol says so.  ``--rate
 EXPR`` (a rate of d^2 in n, p and alpha) replaces the paper's band in an exploratory copy of
-the protocol (``verify.stated_rate``).  ``--estimator MODULE:CLASS [--estimator-param
+the protocol (``verify.reading.stated_rate``).  ``--estimator MODULE:CLASS [--estimator-param
 NAME=VALUE ...]`` trains any scikit-learn-style regressor in ASVI's place on the tier's design
 (``simulate.sweep.foreign``) and decides its rate by the same tests (exploratory).
 
@@ -35,7 +36,7 @@ NAME=VALUE ...]`` trains any scikit-learn-style regressor in ASVI's place on the
   design, computed before the data from the protocol's pilot cv, has too little power
   (the probability of a PASS at e below the protocol's floor; earlier: the band not
   separable from e/2's), else INCONCLUSIVE;
-* **replication** (``verify.replication``): every verdict recomputed on the protocol's
+* **replication** (``verify.stats.replication``): every verdict recomputed on the protocol's
   bootstrap resamples of replicates and on each leave-one-out set -- the share that give
   it, the leave-one-out flips and its margin in SE; a decided verdict below the
   protocol's stability floor is printed and written "fragile";
@@ -110,26 +111,25 @@ from theory.plumbing.paths import (
     write_json,
 )
 from verify import protocol as protocols
-from verify import stated_rate
-from verify.analysis import analyse
-from verify.decided import summary_lines
-from verify.design import design_power
-from verify.dry_run import dry_run
-from verify.plan import Plan, existing_records, planned_sweep
-from verify.rates_args import (
+from verify.cli.dry_run import dry_run
+from verify.cli.plan import Plan, existing_records, planned_sweep
+from verify.cli.rates_args import (
     check_paths,
     figures_dir,
     read_command,
 )
-from verify.records import cells_of, records_protocol
-from verify.render import (
+from verify.decided import summary_lines
+from verify.reading import stated_rate
+from verify.reading.analysis import analyse
+from verify.reading.design import design_power
+from verify.reading.records import cells_of, records_protocol
+from verify.report.render import (
     format_results,
     markdown_results,
     plot_results,
     power_lines,
 )
-from verify.results import results_document
-from verify.status import (
+from verify.report.status import (
     EXIT_BAD_INPUT,
     EXIT_CRASH,
     EXIT_FAIL,
@@ -137,6 +137,7 @@ from verify.status import (
     EXIT_PASS,
     exit_status,
 )
+from verify.results import results_document
 
 __all__ = ["main"]
 
@@ -197,7 +198,7 @@ def main(argv=None) -> int:
 
 
 def checked_plan(cmd) -> Plan:
-    """A training run's plan (``verify.plan.planned_sweep``), its stated rate and paths
+    """A training run's plan (``verify.cli.plan.planned_sweep``), its stated rate and paths
     checked before any training (``ValueError``, one line)."""
     plan = planned_sweep(cmd.spec, cmd.truths, cmd.tier, cmd.overrides, cmd.proto)
     stated_rate.check_plan(cmd.proto, plan)  # a refused --rate: before any training

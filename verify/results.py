@@ -8,17 +8,18 @@ None):
 * the entry's identity (estimator, truth, kind, alpha, p, metric; ``primary``: the metric
   that decides the exit status, d^2; ``arm``/``role``: for the constructive-start arms,
   the arm's letter and whether it decides) -- plain fields of :class:`MetricResult`;
-* ``theorem`` (:class:`TheoremTest`, ``verify.entry_records.theorem_result``): the slope, its
+* ``theorem`` (:class:`TheoremTest`, ``verify.reading.entry_records.theorem_result``): the slope,
+  its
   interval, the band, the one-sided theorem test and its prospective power;
 * ``curve`` (:class:`Curve`): per n the mean, SE and local slopes, the top half's slope
   and the bend;
-* ``replicates`` (``verify.records.Replicates``): the replicates used, dropped and
+* ``replicates`` (``verify.reading.records.Replicates``): the replicates used, dropped and
   excluded (a failed cell);
 * ``asvi`` (:class:`AsviSummary`; None for other estimators): oracle-width and
   fixed-width curves, selections, steps, lambda_s, convergence;
 * ``attainment`` (:class:`Attainment`; None without a reference): the attainment test
   against the class-matched reference with its negative control and power;
-* ``control`` (``verify.controls.BudgetShift``; None where no control ran): the budget
+* ``control`` (``verify.reading.controls.BudgetShift``; None where no control ran): the budget
   control per n and the slope shift's equivalence test;
 * ``decision`` (:class:`Decision`): the protocols, a partial read, the refusals, a
   control's known answer, the Holm-adjusted FAIL p-values and the family-wise outcome;
@@ -49,17 +50,17 @@ import math
 from dataclasses import dataclass
 
 from theory.plumbing.cli import Parser, run_main
-from verify.attainment import AttainmentPower, Flip, LogPower
-from verify.controls import BudgetShift
-from verify.logfactor import LogOrPower
-from verify.power import Power
-from verify.readings import Readings
-from verify.records import Replicates
-from verify.replication import Replication
-from verify.slopes import SlopeDiff
+from verify.reading.controls import BudgetShift
+from verify.reading.records import Replicates
+from verify.report.typedjson import _schema_of, from_json, to_json
 from verify.starts import Starts
-from verify.typedjson import _schema_of, from_json, to_json
-from verify.verdict import Verdict
+from verify.stats.attainment import AttainmentPower, Flip, LogPower
+from verify.stats.logfactor import LogOrPower
+from verify.stats.power import Power
+from verify.stats.readings import Readings
+from verify.stats.replication import Replication
+from verify.stats.slopes import SlopeDiff
+from verify.stats.verdict import Verdict
 
 __all__ = [
     "SCHEMA_ID",
@@ -82,7 +83,8 @@ __all__ = [
 
 # 4: nested records, the document names its schema; 5: the confirming theorem rule, each
 # verdict's replication, a known-answer control's test against the class band; 6: the
-# theorem test's readings (verify.readings) and the log-factor-or-power test (verify.logfactor)
+# theorem test's readings (verify.stats.readings) and the log-factor-or-power test
+# (verify.stats.logfactor)
 SCHEMA_ID = "asvi-rates/metric-result/6"
 
 
@@ -111,13 +113,13 @@ class TheoremTest:
     c_flip: float
     fail_p: float
     power: Power
-    # the rule it was decided under (verify.theorem.THEOREM_RULES), the band log power
+    # the rule it was decided under (verify.stats.theorem.THEOREM_RULES), the band log power
     # from which the confirming rule PASSes, and the verdict's replication
-    # (verify.replication; None where it is not resampled)
+    # (verify.stats.replication; None where it is not resampled)
     rule: str = "reject-e/2"
     c_pass: float = math.nan
     replication: Replication | None = None
-    # the sharp reading's, delta_flip / delta_pass and the proved bound's (verify.readings;
+    # the sharp reading's, delta_flip / delta_pass and the proved bound's (verify.stats.readings;
     # None for a known-answer control, a refused truth or a stated rate)
     readings: Readings | None = None
 
@@ -296,11 +298,11 @@ class MetricResult:
     input_dimension: tuple[InputDimension, ...] = ()
     finding: str = ""
     # a known-answer control held to the truth class's band too (the exponent and log
-    # power ASVI is held to; verify.entry_records.class_theorem_result): None for ASVI
+    # power ASVI is held to; verify.reading.entry_records.class_theorem_result): None for ASVI
     class_theorem: TheoremTest | None = None
     # log factor or power: the change of the local slope between the design's halves
     # against any n^e log^c n with c up to the band's or the proved bound's largest over
-    # the constant grid, the larger (verify.logfactor; None
+    # the constant grid, the larger (verify.stats.logfactor; None
     # with fewer than three n)
     log_or_power: LogOrPower | None = None
 
@@ -316,7 +318,7 @@ class MetricResult:
 
 
 # the document's ``stated_rate`` object, written under ``verify.rates --rate`` only
-# (verify.stated_rate.document_entry): the expression, the protocol, per truth its band
+# (verify.reading.stated_rate.document_entry): the expression, the protocol, per truth its band
 _STATED_RATE_SCHEMA = {
     "description": "verify.rates --rate EXPR: the stated rate of d^2 in place of the paper's"
     " band, and per truth the exponent and log power derived over its n (d^2)",

@@ -2,7 +2,7 @@
 each test needs at a design's n for a stated power.
 
 A design's power is computed before its data from a coefficient of variation
-(``verify.slopes.expected_slope_se``: a slope's SE is ``cv / sqrt(R Sxx)``).  A pilot's cv
+(``verify.stats.slopes.expected_slope_se``: a slope's SE is ``cv / sqrt(R Sxx)``).  A pilot's cv
 is an estimate from few replicates; the cv a large run *realises* is read back here from its
 results, ``cv = SE sqrt(R Sxx)`` (the SE its interval was built on, over the n it fitted):
 
@@ -15,12 +15,13 @@ results, ``cv = SE sqrt(R Sxx)`` (the SE its interval was built on, over the n i
 :func:`size` turns them into replicates for a power (0.9 by default) at a design's n:
 
 * **theorem** (the confirming rule): the probability of a PASS when the slope is e
-  (``verify.power.confirm_power``) at least the power;
+  (``verify.stats.power.confirm_power``) at least the power;
 * **attainment**: the probability of a PASS when ASVI attains the reference's rate (a
   paired difference of 0, the interval's upper end at most the allowance:
-  ``verify.power.pass_probability``) at least the power, *and* the gap to half the
+  ``verify.stats.power.pass_probability``) at least the power, *and* the gap to half the
   reference's rate at least two expected half-widths (the test's own power rule,
-  ``verify.attainment.attainment_power``); where the allowance eats that gap no replicate count
+  ``verify.stats.attainment.attainment_power``); where the allowance eats that gap no replicate
+  count
   will do (None: the test is UNDECIDABLE by design);
 * **budget control**: the probability that the slope change's interval lies inside the
   margin when the change is 0 (``2 Phi(m / SE - t) - 1``, an equivalence test that can say
@@ -46,13 +47,13 @@ from simulate.sweep.kinds import is_asvi
 from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import path_arg
 from verify import protocol as protocols
-from verify.analysis import analyse
-from verify.attainment import attainment_power
-from verify.controls import read_with_control
-from verify.design import PRIMARY_METRIC
-from verify.power import pass_probability
+from verify.reading.analysis import analyse
+from verify.reading.controls import read_with_control
+from verify.reading.design import PRIMARY_METRIC
 from verify.results import MetricResult
-from verify.slopes import _t_quantile, expected_slope_se, log_allowance, loglog_slope
+from verify.stats.attainment import attainment_power
+from verify.stats.power import pass_probability
+from verify.stats.slopes import _t_quantile, expected_slope_se, log_allowance, loglog_slope
 
 __all__ = ["Cvs", "Realised", "Sizing", "Target", "control_probability", "realised", "size"]
 

@@ -15,7 +15,7 @@ constructive posteriors with R on the same objective tells which is nearer it:
   W's ELBO against the start's -- the start with its scales fitted (W0s) where the records
   have it, else W0: training from the spline that *raises* the risk while it raises the
   ELBO above the start's says the objective prefers the worse fit;
-* the slopes of W, W0s and R with their attainment verdicts (``verify.analysis``; the
+* the slopes of W, W0s and R with their attainment verdicts (``verify.reading.analysis``; the
   theorem test's where a truth has no reference, the teachers);
 * one answer per truth (:func:`answer`) from one criterion fixed before the run: the
   paired ELBO gap ``ELBO(C) - ELBO(R)`` at the largest n with its interval, ``C`` the
@@ -39,9 +39,9 @@ from simulate.sweep.schema import read_records
 from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import path_arg
-from verify.records import ARM_ESTIMATORS, cells_of
-from verify.slopes import paired_mean_diff
-from verify.verdict import Verdict
+from verify.reading.records import ARM_ESTIMATORS, cells_of
+from verify.stats.slopes import paired_mean_diff
+from verify.stats.verdict import Verdict
 
 __all__ = [
     "ARM_ESTIMATORS", "ArmMeans", "Evidence", "Starts", "answer", "arm_columns", "arms_table",
@@ -65,7 +65,7 @@ EVIDENCE_LEVEL = 0.95  # family-wise, Bonferroni over the (arm, width) pairs exa
 
 def arm_columns(cells, arm: str, key: str) -> np.ndarray:
     """``[replicate, n]``: the selected candidate's ``per_width[key]`` of ``arm`` in every
-    cell (``cells[replicate][n]``, :class:`verify.records.Cell`)."""
+    cell (``cells[replicate][n]``, :class:`verify.reading.records.Cell`)."""
     est = ARM_ESTIMATORS[arm]
     return np.array([[c.arm(est).selected(key) for c in row] for row in cells])
 

@@ -1,6 +1,6 @@
 """The budget-doubling control continued from the sweep's runs.
 
-The control (``verify.controls.control_config``) re-trains cells with twice the step cap
+The control (``verify.reading.controls.control_config``) re-trains cells with twice the step cap
 and a stricter stopping rule (half the tolerances).  A window that is quiet under the
 stricter rule is quiet under the sweep's, so until a model's first plateau under the
 sweep's rule it has had none under the control's either: up to there the two runs are
@@ -56,7 +56,7 @@ from simulate.sweep.records import code_digest
 
 __all__ = ["BUDGET_FIELDS", "BudgetLink", "linkable"]
 
-# what the control changes of the sweep's configuration (verify.controls.control_config)
+# what the control changes of the sweep's configuration (verify.reading.controls.control_config)
 BUDGET_FIELDS = ("ns", "replicates", "max_steps", "max_epochs", "stop_tol", "stop_kl_abs",
                  "stop_risk_tol")  # fmt: skip
 

@@ -54,7 +54,7 @@ __all__ = [
 # ASVI run (``start = "constructive"``)
 ASVI_NAMES = ("asvi", "asvi-constructive")
 # the constructive-start arms (``simulate.sweep.groups``) and their names as estimators in
-# verify's results (``verify.records``, ``verify.starts``): ASVI's too
+# verify's results (``verify.reading.records``, ``verify.starts``): ASVI's too
 ASVI_ARMS = {
     "R": "asvi",
     "W": "asvi-constructive",

@@ -103,7 +103,7 @@ RATES = {
             "max_epochs": 160,
             # the whole step in C (as quick): the tier 11 min 34-59 s against 40 min 27 s
             # compiled (BENCHMARKS.md); its rounding moves the n = 32,000 cells like a new
-            # optimiser seed, which each verdict's replication measures (verify.replication);
+            # optimiser seed, which each verdict's replication measures (verify.stats.replication);
             # --mlp batched --compile: the compiled torch step
             "mlp": "native-step",
             "compile": False,
@@ -167,14 +167,14 @@ RATES = {
         "control": False,
         "workers": 2,
     },
-    # the known-answer control held to the truth class's band (verify.analysis: under the
+    # the known-answer control held to the truth class's band (verify.reading.analysis: under the
     # confirming rule), both of its branches: on an alpha = 2.5 truth the rough prior
     # nu = 0.5 (proven exponent -0.5, 0.053 above the class band's top -0.553 over these n:
     # a known FAIL from R = 11; at R = 12 two expected half-widths are 0.048) and nu = 1.5
     # (-0.75, below it: a known PASS); on alpha = 1.5 the matched prior nu = 1.5 (the
     # theorem test's and the attainment test's known PASS) and nu = 0.5 (within two
     # half-widths of the top: no known answer, reported).  Every known answer is derived
-    # from the proven exponents by verify.design under the protocol, not written here
+    # from the proven exponents by verify.reading.design under the protocol, not written here
     "gp-class": {
         "truths": [TruthSpec("holder", p=1, alpha=2.5), TruthSpec("holder", p=1, alpha=1.5)],
         "sweep": {
@@ -197,7 +197,7 @@ RATES = {
     # half the class's rate (0.32) exceeds the log^2 n allowance over these n (0.246), so
     # the attainment test can PASS; alpha = 0.5: by 0.004 only (0.25 against 0.246; over
     # the quick tier's n = 250..4000 the allowance, 0.293, eats it: the GP tier's case).
-    # Every known answer is derived from the proven exponents by verify.design under the
+    # Every known answer is derived from the proven exponents by verify.reading.design under the
     # protocol
     "knn": {
         "truths": [TruthSpec("holder", p=1, alpha=0.9), TruthSpec("holder", p=1, alpha=0.5)],

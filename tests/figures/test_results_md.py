@@ -9,8 +9,8 @@ import pytest
 from figures.results_md import regenerate, render_block
 from simulate.sweep.schema import SCHEMA, read_records
 from tests.factories import fake_records
-from verify.analysis import analyse
-from verify.render import markdown_results
+from verify.reading.analysis import analyse
+from verify.report.render import markdown_results
 
 
 def _write(path, records):

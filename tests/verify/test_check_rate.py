@@ -15,9 +15,9 @@ from sklearn.neighbors import KNeighborsRegressor
 import verify
 from simulate.sweep.param_values import ObjectParam
 from simulate.sweep.truth_spec import TruthSpec
-from verify.check import estimator_spec, run_spec
-from verify.rates_args import read_command
-from verify.runspec import RunSpec
+from verify.cli.check import estimator_spec, run_spec
+from verify.cli.rates_args import read_command
+from verify.cli.runspec import RunSpec
 
 KNN = "sklearn.neighbors:KNeighborsRegressor"
 H05 = TruthSpec("holder", p=1, alpha=0.5)

@@ -18,17 +18,17 @@ from scipy import stats
 from figures._io import ONE_CONFIG_HINT
 from simulate.sweep.truth_spec import TruthSpec
 from verify import protocol as protocols
-from verify.analysis import analyse
-from verify.controls import read_with_control
-from verify.design import TruthDesign, expected_class_theorem, prospective
-from verify.power import confirm_power
-from verify.render import markdown_results
-from verify.replication import replicate
+from verify.reading.analysis import analyse
+from verify.reading.controls import read_with_control
+from verify.reading.design import TruthDesign, expected_class_theorem, prospective
+from verify.report.render import markdown_results
+from verify.report.status import entry_outcome
 from verify.results import results_document
-from verify.slopes import SlopeFit, expected_slope_se, loglog_slope
-from verify.status import entry_outcome
-from verify.theorem import theorem_test
-from verify.verdict import Verdict
+from verify.stats.power import confirm_power
+from verify.stats.replication import replicate
+from verify.stats.slopes import SlopeFit, expected_slope_se, loglog_slope
+from verify.stats.theorem import theorem_test
+from verify.stats.verdict import Verdict
 
 REF = os.path.join(os.path.dirname(__file__), "..", "..", "figures", "reference")
 NS = (500.0, 2000.0, 8000.0, 32000.0)
@@ -100,7 +100,7 @@ def test_confirm_power_predicts_how_often_real_intervals_pass():
     # interval), at a power near 0.7 where the formula's parts show: without the t term it
     # would say 0.998.  400 designs: binomial SE 0.023; tolerance 0.1 (4 SE, and the
     # prospective SE stands in for each design's own)
-    from verify.slopes import fit_slope
+    from verify.stats.slopes import fit_slope
 
     R, sigma, e = 8, 0.3, -0.75
     cv = math.sqrt(math.exp(sigma**2) - 1)  # the cells' relative spread
@@ -270,7 +270,7 @@ def test_every_asvi_tier_trains_on_the_c_step_and_falls_back_without_a_compiler(
     from simulate.core import native
     from simulate.sweep.config import SweepConfig
     from simulate.sweep.tiers import RATES
-    from verify import plan as plan_mod
+    from verify.cli import plan as plan_mod
 
     for name, tier in RATES.items():
         if tier["sweep"].get("estimator", "asvi") == "asvi":
@@ -287,9 +287,9 @@ def test_every_asvi_tier_trains_on_the_c_step_and_falls_back_without_a_compiler(
 def test_the_step_flags_reach_a_confirmatory_tiers_sweeps(tmp_path):
     # --mlp / --compile are float rounding, not a verdict's number: they move a
     # confirmatory tier's sweeps (before, they were silently ignored there)
-    from verify import plan as plan_mod
-    from verify import rates_args
-    from verify.runspec import RunSpec
+    from verify.cli import plan as plan_mod
+    from verify.cli import rates_args
+    from verify.cli.runspec import RunSpec
 
     out = str(tmp_path / "r.jsonl")
     cases = (
@@ -320,12 +320,12 @@ def test_the_step_flags_reach_a_confirmatory_tiers_sweeps(tmp_path):
 
 
 def test_the_batched_decision_is_the_one_decision_per_resample():
-    # verify.replication decides a thousand resamples at once through the batched forms;
+    # verify.stats.replication decides a thousand resamples at once through the batched forms;
     # fit_slope, paired_slope_diff, theorem_test and attainment_test decide through the same
     # ones: on each resample the two give the same interval and verdict
-    from verify.attainment import attainment_test, attainment_verdicts
-    from verify.slopes import diff_intervals, fit_slope, paired_slope_diff, slope_intervals
-    from verify.theorem import theorem_verdicts
+    from verify.stats.attainment import attainment_test, attainment_verdicts
+    from verify.stats.slopes import diff_intervals, fit_slope, paired_slope_diff, slope_intervals
+    from verify.stats.theorem import theorem_verdicts
 
     rng = np.random.default_rng(5)
     x = np.asarray(NS)
@@ -353,7 +353,7 @@ def test_the_gp_class_tier_gives_every_known_answer_of_both_tests():
     # rough prior nu = 0.5 on alpha = 2.5 is a known FAIL of the class band, the prior
     # nu = 1.5 there and the matched one on alpha = 1.5 known PASSes, the matched prior's
     # attainment a known PASS; each known answer is derived before the data
-    # (verify.design), and every entry's outcome is its agreement with them
+    # (verify.reading.design), and every entry's outcome is its agreement with them
     recs, _ = _records("gp-class")
     res = {(r.truth.split("-s")[0], r.estimator): r for r in analyse(recs) if r.metric == "d2"}
     known = {k: (r.decision.expected_theorem, r.decision.expected_attainment)
@@ -374,8 +374,8 @@ def test_the_gp_class_tier_gives_every_known_answer_of_both_tests():
 def test_the_dry_run_knows_the_class_band_answers_before_the_data():
     from simulate.sweep.config import SweepConfig
     from simulate.sweep.tiers import RATES
-    from verify.design import design_power
-    from verify.render import power_lines
+    from verify.reading.design import design_power
+    from verify.report.render import power_lines
 
     tier = RATES["gp-class"]
     cfg = SweepConfig(truths=tier["truths"], **tier["sweep"])

@@ -6,7 +6,7 @@ import dataclasses
 
 from tests.factories import fake_records
 from verify import decided
-from verify.analysis import analyse
+from verify.reading.analysis import analyse
 
 
 def test_the_decided_file_equals_its_regeneration():
@@ -46,7 +46,7 @@ def test_the_first_screen_matches_by_class_and_says_where_there_is_none():
 def test_the_shipped_decision_says_which_reading_and_the_curvature_test():
     """The first screen's line for confirm-v4's alpha = 0.5: its theorem FAIL is the sharp
     reading's, the proved bound PASSes, delta_flip / delta_pass, and the flattening is a power
-    (verify.readings, verify.logfactor; re-read, exploratory)."""
+    (verify.stats.readings, verify.stats.logfactor; re-read, exploratory)."""
     got = {d.truth: d.words() for d in decided.load()}
     words = got["holder-a0.5-p1-s20261203"]
     assert words.startswith(

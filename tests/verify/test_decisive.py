@@ -21,12 +21,13 @@ from tests.factories import (
     synthetic,
     tight_protocol,
 )
-from verify.analysis import analyse
-from verify.attainment import attainment_test, log_power_of
-from verify.controls import budget_control, budget_state, control_config
-from verify.power import power_check
-from verify.records import cells_of
-from verify.slopes import (
+from verify.reading.analysis import analyse
+from verify.reading.controls import budget_control, budget_state, control_config
+from verify.reading.records import cells_of
+from verify.report.status import exit_status
+from verify.stats.attainment import attainment_test, log_power_of
+from verify.stats.power import power_check
+from verify.stats.slopes import (
     SlopeDiff,
     curvature,
     expected_slope_se,
@@ -36,8 +37,7 @@ from verify.slopes import (
     paired_slope_diff,
     top_half,
 )
-from verify.status import exit_status
-from verify.theorem import theorem_test
+from verify.stats.theorem import theorem_test
 
 TIGHT = tight_protocol()
 
@@ -372,7 +372,7 @@ def test_reselection_with_the_recorded_lambda_changes_nothing(tmp_path):
     from simulate.sweep.config import SweepConfig
     from simulate.sweep.runner import run_sweep
     from theory import log_prior_N
-    from verify.records import reselect
+    from verify.reading.records import reselect
 
     cfg = SweepConfig(
         truths=[TruthSpec("holder", p=1, alpha=0.5)],

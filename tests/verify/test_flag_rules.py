@@ -1,7 +1,7 @@
 """No option of ``python -m verify.rates`` silently ignored (issue 61, item 9): every option
 is either one that acts wherever it is accepted or has a row of the table that refuses it,
 in one line and exit 2 before anything is read or trained, in the runs that would not use
-it (``verify.flag_rules``).  The parser is walked, so a new option that is in neither
+it (``verify.cli.flag_rules``).  The parser is walked, so a new option that is in neither
 fails here, and every row is tried, for each of its options, on a command it refuses."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.factories import run_main
-from verify import flag_rules
 from verify import protocol as protocols
+from verify.cli import flag_rules
+from verify.cli.rates_args import build_parser, parser_defaults, protocol_of, tier_of
+from verify.cli.runspec import RunSpec, spec_defaults
 from verify.rates import main
-from verify.rates_args import build_parser, parser_defaults, protocol_of, tier_of
-from verify.runspec import RunSpec, spec_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = str(ROOT / "figures" / "reference" / "records-quick.jsonl.gz")
@@ -153,10 +153,10 @@ def test_a_dry_run_names_the_options_it_does_not_use(tmp_path):
 def test_the_step_flags_move_a_confirmatory_design_and_say_so(tmp_path):
     """The issue's reproducer ``--tier confirm3 --mlp native-step --no-compile --dry-run``:
     both flags take effect (every ASVI sweep of the plan, and its control, runs the C step
-    uncompiled; ``verify.plan.planned_sweep``), a note says the run is an exploratory re-run
+    uncompiled; ``verify.cli.plan.planned_sweep``), a note says the run is an exploratory re-run
     of the design at another float rounding, and no rule of the table refuses them."""
-    from verify.plan import planned_sweep
-    from verify.rates_args import checked_overrides
+    from verify.cli.plan import planned_sweep
+    from verify.cli.rates_args import checked_overrides
 
     argv = ["--tier", "confirm3", "--mlp", "native-step", "--no-compile", "--dry-run",
             "--out", str(tmp_path / "r.jsonl")]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Log factor or power (``verify.logfactor``) on known answers: exact curves (the allowed
+"""Log factor or power (``verify.stats.logfactor``) on known answers: exact curves (the allowed
 range and the change, against ``loglog_slope`` directly), power laws with log factors
 that must not fail at the declared rate, curves that flatten as a power that must fail,
 and k-NN regression whose neighbour count stops growing inside the design (fails) or
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tests.factories import synthetic
-from verify.logfactor import halves, log_or_power, ratio_slope
-from verify.slopes import loglog_slope, paired_slope_diff
+from verify.stats.logfactor import halves, log_or_power, ratio_slope
+from verify.stats.slopes import loglog_slope, paired_slope_diff
 
 NS = 500.0 * 4.0 ** np.arange(6)  # 500 .. 512,000, the confirm-v4 Hoelder grid
 C_PROOF = 3.77  # the log power of the proved bound at alpha = 0.5

@@ -13,12 +13,12 @@ from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import fake_records, run_main, tight_protocol, verdict_entry
 from theory import corollary_6_4_rate, teacher_log_power
 from verify import protocol as protocols
-from verify.analysis import analyse
-from verify.design import band_log_power, design_power
+from verify.reading.analysis import analyse
+from verify.reading.design import band_log_power, design_power
+from verify.report.status import entry_outcome, exit_status
 from verify.results import read_results
-from verify.slopes import loglog_slope
-from verify.status import entry_outcome, exit_status
-from verify.verdict import holm
+from verify.stats.slopes import loglog_slope
+from verify.stats.verdict import holm
 
 FAKE_NS = [250, 1000, 4000, 16000]
 TIGHT = tight_protocol()
@@ -275,7 +275,7 @@ def test_confirm_v4_is_powered_where_it_says_and_on_a_fresh_seed():
     is not sized; the GP control's known answers those its comment derives."""
     from simulate.sweep import tiers
     from verify.sizing import control_probability
-    from verify.slopes import expected_slope_se
+    from verify.stats.slopes import expected_slope_se
 
     p = protocols.load("confirm-v4")
     assert p.kind == "confirmatory" and p.theorem_rule == "confirm" and p.power_floor == 0.9
@@ -344,7 +344,7 @@ def test_the_attainment_pass_probability_is_0_without_power():
     """The dry run's P(PASS at the reference's rate) is 0 where the attainment test has no
     power (confirm-v3's alpha = 1.5 at its pilot cv of the difference: not separable), as
     ``verify.sizing.size`` counts it, and the power line does not print it there."""
-    from verify.render import power_lines
+    from verify.report.render import power_lines
 
     p = protocols.load("confirm-v3")
     s = protocols.design_tier(p)["sweeps"][0]

@@ -1,4 +1,4 @@
-"""The theorem test's three readings (``verify.readings``): the sharp reading the verdict is,
+"""The theorem test's three readings (``verify.stats.readings``): the sharp reading the verdict is,
 delta_flip / delta_pass, the proved bound read over the constants the theorem leaves open;
 where the proved bound is not available; and confirm-v4's alpha = 0.5 re-read against an
 independent recomputation of its records."""
@@ -17,12 +17,12 @@ from theory import (
     teacher_vacuity_n,
 )
 from verify import protocol as protocols
-from verify.analysis import analyse
-from verify.controls import read_with_control
-from verify.findings import readings_lines
-from verify.readings import proved_verdict
-from verify.slopes import loglog_slope
-from verify.verdict import Verdict
+from verify.reading.analysis import analyse
+from verify.reading.controls import read_with_control
+from verify.report.findings import readings_lines
+from verify.stats.readings import proved_verdict
+from verify.stats.slopes import loglog_slope
+from verify.stats.verdict import Verdict
 
 NS = (250, 1000, 4000, 16000)
 NORM = 16.7  # about the shipped alpha = 0.5 truths' Hoelder norm

@@ -13,7 +13,7 @@ import pytest
 
 from simulate.sweep.schema import read_records
 from tests.factories import fake_records, run_main
-from verify.analysis import analyse
+from verify.reading.analysis import analyse
 from verify.results import (
     SCHEMA_ID,
     MetricResult,
@@ -23,7 +23,7 @@ from verify.results import (
     results_document,
 )
 from verify.results import main as results_main
-from verify.verdict import Verdict
+from verify.stats.verdict import Verdict
 
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -1,4 +1,4 @@
-"""``verify.runspec.RunSpec``: one run of the main job as a value, the same whichever door
+"""``verify.cli.runspec.RunSpec``: one run of the main job as a value, the same whichever door
 it came through (the command line's flags, ``verify.check_rate``'s arguments)."""
 
 import dataclasses
@@ -6,8 +6,8 @@ import dataclasses
 import pytest
 
 from simulate.sweep.param_values import ObjectParam, parse_param, values_at
-from verify.rates_args import build_parser, parser_defaults, read_command
-from verify.runspec import RunSpec, param_text, spec_defaults
+from verify.cli.rates_args import build_parser, parser_defaults, read_command
+from verify.cli.runspec import RunSpec, param_text, spec_defaults
 
 
 def test_its_fields_are_the_commands_options_with_their_defaults():

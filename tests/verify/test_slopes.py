@@ -1,4 +1,5 @@
-"""The slope fitter and verdict rule (``verify.slopes``, ``verify.theorem``) on synthetic
+"""The slope fitter and verdict rule (``verify.stats.slopes``, ``verify.stats.theorem``) on
+synthetic
 power laws."""
 
 import numpy as np
@@ -7,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.factories import NS, synthetic
-from verify.slopes import fit_slope
-from verify.theorem import theorem_test
+from verify.stats.slopes import fit_slope
+from verify.stats.theorem import theorem_test
 
 
 def meets_band(fit, exponent):

@@ -1,4 +1,5 @@
-"""``verify.rates --rate EXPR``: a stated rate in place of the paper's band (``verify.stated_rate``)
+"""``verify.rates --rate EXPR``: a stated rate in place of the paper's band
+(``verify.reading.stated_rate``)
 -- the same tests against the derived band, shown in the report's opening lines and its JSON,
 carried in the protocol's name and digest, refused under a confirmatory protocol; without
 ``--rate`` nothing changes."""
@@ -14,8 +15,8 @@ import pytest
 
 from tests.factories import fake_records, run_main, tight_protocol
 from verify import protocol as protocols
-from verify import stated_rate
-from verify.analysis import analyse
+from verify.reading import stated_rate
+from verify.reading.analysis import analyse
 from verify.results import json_schema, load_results
 
 QUICK = str(

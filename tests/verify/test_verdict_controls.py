@@ -19,9 +19,9 @@ from simulate.sweep.schema import read_records
 from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import fake_records, verdict_entry
 from theory import gp_matern_exponent, hellinger_sq_pointwise, predicted_exponent
-from verify.analysis import analyse
-from verify.slopes import fit_slope
-from verify.status import entry_outcome, exit_status
+from verify.reading.analysis import analyse
+from verify.report.status import entry_outcome, exit_status
+from verify.stats.slopes import fit_slope
 
 
 # --------------------------------------------------------------------------- reference
@@ -188,9 +188,9 @@ def test_known_answers_come_from_the_exponent_gap_against_the_allowance():
     only where two half-widths fit in 1/3 - 0.280 = 0.053: at R = 20, not at R = 6.  The
     earlier rule (PASS iff nu = alpha) gave nu = 1.5 a known FAIL and the matched prior a
     known PASS, neither of which this design can show."""
-    from verify.attainment import attainment_power
-    from verify.design import expected_attainment
-    from verify.slopes import expected_slope_se, log_allowance
+    from verify.reading.design import expected_attainment
+    from verify.stats.attainment import attainment_power
+    from verify.stats.slopes import expected_slope_se, log_allowance
 
     spec = TruthSpec("holder", p=1, alpha=0.5)
     ns = [250, 500, 1000, 2000, 4000, 8000]

@@ -7,7 +7,7 @@ import pytest
 
 from simulate.references.classical import bin_grid, degree_for, fit_piecewise, oracle_piecewise
 from simulate.sweep.truth_spec import TruthSpec
-from verify.slopes import fit_slope
+from verify.stats.slopes import fit_slope
 
 
 @pytest.mark.parametrize("degree", [0, 1, 2])

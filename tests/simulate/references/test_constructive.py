@@ -30,10 +30,10 @@ from simulate.sweep.runner import run_job
 from simulate.sweep.truth_spec import TruthSpec
 from simulate.truths.functions import TeacherNetwork
 from tests.factories import EXIT_LINES, fake_records
-from verify.analysis import analyse
-from verify.records import reselect
+from verify.reading.analysis import analyse
+from verify.reading.records import reselect
+from verify.report.status import exit_status
 from verify.starts import ANSWERS, answer
-from verify.status import exit_status
 
 
 def _data(n=400, seed=0):
@@ -465,7 +465,7 @@ def test_the_figure_draws_what_the_analysis_found():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from verify.panels import draw_elbo_gap_panel, draw_rate_panel
+    from verify.report.panels import draw_elbo_gap_panel, draw_rate_panel
 
     recs = with_arms(fake_records(-0.375, -0.75, alpha=1.5), -0.75, -0.75, -1000, -900, -950)
     res = analyse(recs)

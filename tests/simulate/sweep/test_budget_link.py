@@ -20,7 +20,7 @@ from simulate.sweep.jobs import jobs_for
 from simulate.sweep.runner import SweepRunOptions, run_sweep
 from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import STEP_MLPS, SWEEP_TINY, stable_records
-from verify.controls import control_config
+from verify.reading.controls import control_config
 
 
 def _cfg(mlp="batched", **kw):

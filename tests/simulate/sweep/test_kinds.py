@@ -54,8 +54,8 @@ def test_a_new_kind_is_a_class_and_a_registry_entry(toy):
     exponent it is tested against, the record's config, the job's memory and cost, and the
     job runner."""
     from simulate.sweep.runner import check_memory, run_job
-    from verify.design import control_family, design_power, predicted
     from verify.protocol import load
+    from verify.reading.design import control_family, design_power, predicted
 
     cfg = SweepConfig(truths=[H05], ns=[64, 128, 256], replicates=2, estimator="toy-mean")
     assert cfg.kind is toy

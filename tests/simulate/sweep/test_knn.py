@@ -152,7 +152,7 @@ def test_the_knn_tier_derives_known_answers_in_both_directions():
     derived, not written in the tier."""
     from simulate.sweep.tiers import RATES
     from verify import protocol
-    from verify.design import design_power
+    from verify.reading.design import design_power
 
     tier = RATES["knn"]
     cfg = SweepConfig(truths=tier["truths"], **tier["sweep"])
@@ -177,8 +177,8 @@ def test_the_knn_tier_meets_every_known_answer_through_the_harness(tmp_path):
     -0.646 and 0.003 at alpha = 0.9 (proven -0.5, 0, -0.643, 0)."""
     from simulate.sweep.runner import run_sweep
     from simulate.sweep.tiers import RATES
-    from verify.analysis import analyse
-    from verify.status import entry_outcome, exit_status
+    from verify.reading.analysis import analyse
+    from verify.report.status import entry_outcome, exit_status
 
     tier = RATES["knn"]
     cfg = SweepConfig(truths=tier["truths"], **tier["sweep"])
@@ -216,9 +216,9 @@ def test_one_list_names_the_known_answer_controls():
     and the refusals' words."""
     from simulate.sweep.kinds import KINDS
     from simulate.sweep.parts import KNOWN_ANSWER
-    from verify.design import control_family
-    from verify.flag_rules import _CONTROL_WORDS
+    from verify.cli.flag_rules import _CONTROL_WORDS
     from verify.protocol import CONTROL_KINDS
+    from verify.reading.design import control_family
 
     families = {control_family(n) for n in ("gp-matern-0.5", "knn-matched", "knn-k3")}
     assert families == set(CONTROL_KINDS) == set(_CONTROL_WORDS)

@@ -29,8 +29,8 @@ from simulate.sweep.schema import one_configuration, read_records
 from simulate.sweep.truth_spec import TruthSpec
 from tests.factories import SWEEP_TINY, run_main, run_process
 from theory.plumbing.jsonl import RecordsError, exclusive_writer
-from verify.analysis import analyse
-from verify.render import format_results
+from verify.reading.analysis import analyse
+from verify.report.render import format_results
 
 TINY = {**SWEEP_TINY, "max_steps": 40, "n_test": 300, "replicate_block": 2}
 SWEEP = ["--truth", "holder", "--alpha", "0.5", "--p", "1", "--n", "64", "128", "256"]

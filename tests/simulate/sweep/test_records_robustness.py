@@ -235,7 +235,7 @@ def test_a_record_without_its_fingerprints_fields_is_refused_naming_them(
 def test_control_fields_are_the_control_configurations_fields(change):
     from simulate.sweep.fingerprint import fingerprint_fields
     from tests.simulate.sweep.test_records_integrity import cfg
-    from verify.controls import control_config, control_fields
+    from verify.reading.controls import control_config, control_fields
 
     c = cfg(**change)
     assert control_fields(fingerprint_fields(c)) == fingerprint_fields(control_config(c, 1))
@@ -246,8 +246,8 @@ def test_a_control_file_of_other_records_is_refused(recorded, tmp_path, capsys):
     ``--control-records``) is refused naming the field; the records' own control is used."""
     from simulate.sweep.runner import run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
-    from verify.controls import control_config
     from verify.rates import main
+    from verify.reading.controls import control_config
 
     _, path = recorded
     other = tmp_path / "other-double.jsonl"

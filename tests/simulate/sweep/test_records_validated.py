@@ -99,7 +99,7 @@ def test_every_shipped_records_file_is_read_whole_through_the_checks():
         ("metrics.d2", -0.01),
         ("metrics.d", 1.5),
         ("metrics.l2sq", -1.0),
-        ("metrics.d2", "0.05"),  # a string where a number is (TypeError in verify.analysis)
+        ("metrics.d2", "0.05"),  # a string where a number is (TypeError in verify.reading.analysis)
         ("per_width.d2.1", "x"),
         ("per_width.steps.0", 0),
         ("per_width.steps.0", 2.5),

@@ -25,8 +25,8 @@ from simulate.sweep.parts import PARTS
 from simulate.sweep.recipes import RECIPE_DEFAULTS, RECIPES, Recipe
 from simulate.sweep.records import fingerprint
 from simulate.sweep.truth_spec import TruthSpec
-from verify.rates_args import DESIGN_FLAGS
-from verify.rates_args import build_parser as rates_parser
+from verify.cli.rates_args import DESIGN_FLAGS
+from verify.cli.rates_args import build_parser as rates_parser
 
 H = TruthSpec("holder", p=1, alpha=0.5)
 REFERENCE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "figures", "reference")

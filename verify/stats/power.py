@@ -1,10 +1,10 @@
 """The theorem test's prospective power: whether the design separates the band from the
 too-slow control's (:func:`power_check`, the earlier rule) and the probability of a
 PASS at the exponent (:func:`confirm_power`, the confirming rule; both rules:
-``verify.theorem``).
+``verify.stats.theorem``).
 
 **Power is a property of the design**, computed before the data from a pilot coefficient of
-variation (:func:`verify.slopes.expected_slope_se`, the protocol's ``pilot_cv``): it says
+variation (:func:`verify.stats.slopes.expected_slope_se`, the protocol's ``pilot_cv``): it says
 what a *non-rejection* means (UNDECIDABLE: the design could not have decided; INCONCLUSIVE:
 it could, this run did not); it never withholds a rejection the interval already makes.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from verify.slopes import _half_width, _t_quantile, loglog_slope
+from verify.stats.slopes import _half_width, _t_quantile, loglog_slope
 
 __all__ = [
     "SEARCH",
@@ -115,7 +115,7 @@ def confirm_power(
     level: float = 0.95, floor: float = 0.9, limits: SearchLimits = SEARCH,
 ) -> Power:  # fmt: skip
     """The confirming theorem test's prospective power (the confirming rule,
-    ``verify.theorem``): the probability of a PASS -- the interval's upper end below the
+    ``verify.stats.theorem``): the probability of a PASS -- the interval's upper end below the
     band's top ``e + c ell`` -- when the slope is e (:func:`pass_probability` with the
     margin ``gap = c ell``); powered when it is at least ``floor``.  Also what would make it
     so: the replicates at these n (the SE shrinking like ``1/sqrt(R)``; None if none up to

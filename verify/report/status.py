@@ -7,9 +7,9 @@ import dataclasses
 import math
 
 from verify import protocol as protocols
-from verify.design import PRIMARY_METRIC, is_control
+from verify.reading.design import PRIMARY_METRIC, is_control
 from verify.results import MetricResult, TestPValues
-from verify.verdict import Verdict, holm
+from verify.stats.verdict import Verdict, holm
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -46,7 +46,7 @@ def familywise(results: list[MetricResult], proto: protocols.Protocol) -> list[M
     every deciding entry: Holm over the one-sided FAIL p-values of every test that can set
     the exit status (each deciding entry's theorem and attainment tests, less entries
     refused or made INCONCLUSIVE by an optimisation-limited budget control;
-    ``verify.verdict.holm`` at the protocol's one-sided level; the family is the records'
+    ``verify.stats.verdict.holm`` at the protocol's one-sided level; the family is the records'
     truths, or ``--truth``'s); ``fail_familywise`` None where the entry has no FAIL.
     Protocol ``familywise = "none"``: no adjustment."""
     tests = [

@@ -1,7 +1,7 @@
 """Log factor or power: does a curve's local slope change more over the design than any
 ``n^e log^c n`` with ``0 <= c <= c_max`` can make it change?
 
-Data as in :mod:`verify.slopes`: ``V[r, j]``, the metric of replicate r at ``ns[j]``; a
+Data as in :mod:`verify.stats.slopes`: ``V[r, j]``, the metric of replicate r at ``ns[j]``; a
 slope is the least-squares slope of ``log(mean_r V[:, j])`` on ``log ns[j]``.
 
 **Halves** (:func:`halves`).  The design's n, in increasing order (so in order of log n),
@@ -12,7 +12,7 @@ least two n.  On a geometric grid (every design the sweeps run) this is the spli
 at the middle of the log range.
 
 **The change** of the local slope, ``slope(upper) - slope(lower)``, with its interval by
-the machinery of :mod:`verify.slopes`: both halves' slopes recomputed on the same
+the machinery of :mod:`verify.stats.slopes`: both halves' slopes recomputed on the same
 bootstrap resamples of whole replicates (so what a replicate shares across n cancels), the
 SE the resamples' standard deviation inflated by ``sqrt(R / (R - 1))``, the interval
 ``change +- t_{R-1} SE``.
@@ -50,7 +50,7 @@ smallest c >= 0 that explains the point estimate (``c_implied`` where the change
 (``exponent``), each half's local log power ``(slope_half - e) / ell_half``.
 
 :func:`ratio_slope`: the slope of the estimator-to-reference risk ratio, paired over
-replicates (:func:`verify.slopes.paired_slope_diff`, which is exactly that).
+replicates (:func:`verify.stats.slopes.paired_slope_diff`, which is exactly that).
 :func:`records_log_or_power`: both per truth of a sweep's records.
 """
 
@@ -62,7 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from verify.slopes import (
+from verify.stats.slopes import (
     SlopeDiff,
     _boot_means,
     _boot_se,
@@ -246,7 +246,7 @@ def ratio_slope(
     paired over replicates (rows of both the same replicates), with its t interval: a
     positive slope whose interval excludes 0 says the gap grows as a power of n.  The log
     of a ratio of means is the difference of the logs of the means, and the LS slope is
-    linear, so this is exactly :func:`verify.slopes.paired_slope_diff` (A the estimator, B
+    linear, so this is exactly :func:`verify.stats.slopes.paired_slope_diff` (A the estimator, B
     the reference), returned as is."""
     return paired_slope_diff(ns, V_est, V_ref, level=level, n_boot=n_boot, seed=seed)
 
@@ -260,13 +260,13 @@ def records_log_or_power(
     seed: int = 0,
 ) -> list[TruthLogOrPower]:
     """Per truth of sweep records (``simulate.sweep.schema.read_records``; the ASVI sweep's
-    cells, ``verify.records``' ``Cell.source == "asvi"``, over the replicates complete at
-    every n, as ``verify.analysis`` fits them): :func:`log_or_power` of ``estimator``'s
+    cells, ``verify.reading.records``' ``Cell.source == "asvi"``, over the replicates complete at
+    every n, as ``verify.reading.analysis`` fits them): :func:`log_or_power` of ``estimator``'s
     ``metric`` for each ``c_max``, and :func:`ratio_slope` of it against the cells'
     class-matched reference (the linear spline) where every cell holds one.  Reads records
-    only; decides nothing in the report.  ``verify.records`` is imported here, not at the
+    only; decides nothing in the report.  ``verify.reading.records`` is imported here, not at the
     top: it imports the sweep's modules (torch), which the statistics above do not need."""
-    from verify.records import cells_of, columns, truth_cells  # noqa: PLC0415
+    from verify.reading.records import cells_of, columns, truth_cells  # noqa: PLC0415
 
     by_truth: dict[str, list] = {}
     for c in cells_of(records):

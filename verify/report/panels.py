@@ -1,6 +1,6 @@
 """The figure panels of one result, shared with ``figures``: the rate panel, the
 selected-width panel and the constructive-start comparison's ELBO gaps, on
-log-log axes (:func:`loglog_axes`); ``verify.render.plot_results`` lays them out."""
+log-log axes (:func:`loglog_axes`); ``verify.report.render.plot_results`` lays them out."""
 
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 ``simulate.sweep.kinds``): the Gaussian process
 (``gp-matern-NU``, ``simulate.sweep.gp``) and k-NN (``knn-matched``, ``knn-kK``,
 ``simulate.sweep.knn``), whose proven rate an entry is held to in place of the paper's band
-(``verify.design``).  A leaf: ``verify.design`` and ``verify.stated_rate`` both read it
-(``verify.design`` names it again)."""
+(``verify.reading.design``).  A leaf: ``verify.reading.design`` and ``verify.reading.stated_rate``
+both read it
+(``verify.reading.design`` names it again)."""
 
 from __future__ import annotations
 

@@ -26,10 +26,10 @@ from theory.plumbing.paths import (
     protect_inputs,
 )
 from verify import protocol as protocols
-from verify import stated_rate
-from verify.controls import control_records_path
-from verify.flag_rules import refuse_ignored
-from verify.runspec import RunSpec, spec_defaults
+from verify.cli.flag_rules import refuse_ignored
+from verify.cli.runspec import RunSpec, spec_defaults
+from verify.reading import stated_rate
+from verify.reading.controls import control_records_path
 
 
 def build_parser(description: str | None = None) -> argparse.ArgumentParser:
@@ -48,7 +48,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
 
 def parser_defaults() -> dict:
     """``{destination: default}`` of every option of :func:`build_parser` (an option whose
-    value differs was given: ``verify.flag_rules.refuse_ignored``)."""
+    value differs was given: ``verify.cli.flag_rules.refuse_ignored``)."""
     return {a.dest: a.default for a in build_parser()._actions}
 
 
@@ -215,7 +215,7 @@ def _verdicts(g) -> None:
         metavar="EXPR",
         help="a stated rate of d^2 in n, p and alpha (e.g. 'n**(-2*alpha/(2*alpha+p))*log(n)**2';"
         " names n p alpha log exp sqrt Rational) in place of the paper's band, its exponent and"
-        " log power derived over each truth's n (verify.stated_rate); the verdicts are then"
+        " log power derived over each truth's n (verify.reading.stated_rate); the verdicts are then"
         " exploratory (refused for a confirmatory protocol); an EXPR starting with -:"
         " --rate=EXPR",
     )
@@ -266,7 +266,7 @@ def protocol_of(args) -> protocols.Protocol:
     """The protocol of the run: ``--protocol``, a confirmatory tier's own, or the default;
     ``--delta`` / ``--log-power`` make a modified, exploratory copy (refused for a
     confirmatory protocol: its numbers were fixed before its run); so does ``--rate``
-    (``verify.stated_rate.with_rate``: ``NAME+rate=EXPR``, its digest over the rate too).
+    (``verify.reading.stated_rate.with_rate``: ``NAME+rate=EXPR``, its digest over the rate too).
     ``--estimator`` is refused under a confirmatory protocol (its design trains ASVI)."""
     own = protocols.CONFIRM_TIERS.get(args.tier)
     if own and args.protocol and args.protocol != own:
@@ -363,7 +363,7 @@ def figures_dir(args) -> str:
 @dataclasses.dataclass(frozen=True)
 class Command:
     """A run of ``verify.rates`` checked (:func:`command_of`): its spec (``spec``, a
-    ``verify.runspec.RunSpec``), truths, protocol, tier, the sweep settings its options
+    ``verify.cli.runspec.RunSpec``), truths, protocol, tier, the sweep settings its options
     override, and the local workers."""
 
     spec: RunSpec
@@ -385,7 +385,7 @@ def read_command(argv: list[str], description: str | None = None) -> Command:
 def command_of(spec: RunSpec) -> Command:
     """Check a run before anything is read or trained (``ValueError``, one line): the
     truths, the options, the protocol and tier, the overrides, and every option the run
-    would not use refused (``verify.flag_rules``).  The command (``verify.rates.main``,
+    would not use refused (``verify.cli.flag_rules``).  The command (``verify.rates.main``,
     through :func:`read_command`) and the notebook entry point (``verify.check_rate``,
     with the spec it builds) check their runs here."""
     truths = list(spec.truths)
@@ -395,7 +395,7 @@ def command_of(spec: RunSpec) -> Command:
     if truths and confirmatory:
         raise ValueError("a confirmatory tier's truths are its protocol's; give no --truth")
     overrides = checked_overrides(spec)
-    # an option the run would not use: one line (verify.flag_rules' table)
+    # an option the run would not use: one line (verify.cli.flag_rules' table)
     refuse_ignored(spec, spec_defaults(), tier, confirmatory, truths)
     workers = tier.get("workers", 0) if spec.workers is None else spec.workers
     return Command(spec, truths, proto, tier, overrides, workers)

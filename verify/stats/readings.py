@@ -3,7 +3,7 @@ bound the proof gives says, and the delta at which the verdict turns -- held ali
 truth, reported beside the verdict, never deciding it.
 
 A theorem test holds a slope's interval to the band ``[e, e + c ell]`` of a bound
-``n^e log^c n`` (``verify.theorem``); which c is the *reading* of the theorem:
+``n^e log^c n`` (``verify.stats.theorem``); which c is the *reading* of the theorem:
 
 * **the sharp reading** (the verdict, under every shipped protocol): delta -> 1 with no
   construction logs: ``log^(2 delta) n`` of eq. (postcon), c = 2 for d^2 (1 for d), for a
@@ -59,9 +59,9 @@ from theory import (
     teacher_vacuity_n,
     vacuity_n,
 )
-from verify.slopes import loglog_slope
-from verify.theorem import theorem_verdicts
-from verify.verdict import Verdict
+from verify.stats.slopes import loglog_slope
+from verify.stats.theorem import theorem_verdicts
+from verify.stats.verdict import Verdict
 
 __all__ = ["Readings", "claim_of", "readings"]
 
@@ -187,7 +187,8 @@ def _teacher_proved(spec, ns, metric: str, s0: int, e: float, ell: float) -> dic
 
 def readings(tc, metric: str, fit, predicted: float, powered, rule: str, delta: float):
     """The :class:`Readings` of one theorem test on the truth's cells ``tc``
-    (``verify.records.TruthCells``: its truth, n, replicates' Hoelder norms or teachers' edge
+    (``verify.reading.records.TruthCells``: its truth, n, replicates' Hoelder norms or teachers'
+    edge
     counts, and candidates at the largest n): ``fit`` (its slope interval), the exponent
     ``predicted``, ``powered(c)`` (whether the design has power at band log power c: the
     protocol's prospective rule), the theorem ``rule`` and the sharp reading's ``delta``."""

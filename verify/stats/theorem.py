@@ -1,8 +1,8 @@
-"""The theorem test: a slope fit (``verify.slopes``) against the band ``[e, e + c ell]``,
+"""The theorem test: a slope fit (``verify.stats.slopes``) against the band ``[e, e + c ell]``,
 under the earlier rule and the confirming one, with its margin to the threshold.
 
 **Theorem test** (:func:`theorem_test`), one-sided: the theorems are *upper* bounds,
-``d^2 <~ n^e log^c n`` (c per truth: ``verify.design.band_log_power``), so a faster
+``d^2 <~ n^e log^c n`` (c per truth: ``verify.reading.design.band_log_power``), so a faster
 slope is never a FAIL.
 
 * **FAIL** when the interval lies above the band's top ``e + c ell``: "slower than
@@ -10,7 +10,8 @@ slope is never a FAIL.
   constant, never "contradicts the theorem";
 * **PASS** when the interval lies below the too-slow control ``e/2`` (rejects it) and not
   above the band -- with ``direction = "faster"`` when it lies wholly below e;
-* otherwise **UNDECIDABLE** when the design has no power (:func:`verify.power.power_check`: the band
+* otherwise **UNDECIDABLE** when the design has no power (:func:`verify.stats.power.power_check`:
+  the band
   ``[e, e + c ell]`` and the control's ``[e/2, e/2 + c ell]`` are not separated by two
   expected half-widths), else **INCONCLUSIVE** (also with one replicate: no interval).
 
@@ -25,7 +26,8 @@ violation, so
 * **FAIL** as above (the lower end above the top);
 * otherwise **UNDECIDABLE** where the prospective power -- the probability of a PASS when
   the slope is e, ``Phi(c ell / SE - t)`` at the protocol's pilot cv
-  (:func:`verify.power.confirm_power`) -- is below the protocol's floor, else **INCONCLUSIVE**.
+  (:func:`verify.stats.power.confirm_power`) -- is below the protocol's floor, else
+  **INCONCLUSIVE**.
 
 The earlier rule (``rule="reject-e/2"``, every protocol before exploratory-v2) keeps
 deciding the records written under it exactly as it did.  ``c_flip`` keeps its meaning
@@ -41,8 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from verify.slopes import SlopeFit, loglog_slope
-from verify.verdict import Verdict
+from verify.stats.slopes import SlopeFit, loglog_slope
+from verify.stats.verdict import Verdict
 
 __all__ = [
     "THEOREM_RULES",
@@ -79,7 +81,7 @@ class TheoremCheck:
 def theorem_verdicts(lo, hi, predicted: float, top, powered: bool, rule: str) -> np.ndarray:
     """The theorem test's verdict (module docstring) for arrays of interval ends ``lo``,
     ``hi`` against the band's ``top`` (a number or one per interval): what
-    :func:`theorem_test` decides, one interval at a time, and ``verify.replication``, a
+    :func:`theorem_test` decides, one interval at a time, and ``verify.stats.replication``, a
     thousand at once.  A non-finite interval is INCONCLUSIVE."""
     lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
     top = np.broadcast_to(np.asarray(top, dtype=float), lo.shape)
@@ -105,8 +107,8 @@ def theorem_test(
     """The one-sided theorem test of the module docstring under ``rule`` (``"reject-e/2"``,
     the earlier protocols', or ``"confirm"``).  ``fit``: the slope with its band shift
     (``fit.shift = c ell``); ``powered``: the *prospective* power check's answer
-    (:func:`verify.power.power_check` or :func:`verify.power.confirm_power` on
-    :func:`verify.slopes.expected_slope_se`), which only says what a non-rejection means.
+    (:func:`verify.stats.power.power_check` or :func:`verify.stats.power.confirm_power` on
+    :func:`verify.stats.slopes.expected_slope_se`), which only says what a non-rejection means.
     ``fail_p``: one-sided p of "the slope is within the band" (:func:`fail_p_value`);
     ``c_flip``: the band's log power at which the FAIL would flip (the verdict is a FAIL for
     every c below it); ``c_pass``: the one from which the confirming rule PASSes."""
@@ -146,7 +148,7 @@ def _margin(verdict: Verdict, pass_m: float, fail_m: float) -> float:
 
 
 def theorem_margin(fit: SlopeFit, verdict: Verdict, band: tuple, rule: str) -> float:
-    """The theorem verdict's margin to its threshold in SE (``verify.replication``): the
+    """The theorem verdict's margin to its threshold in SE (``verify.stats.replication``): the
     deciding interval end's distance from the bound it is compared with over the slope's
     SE -- a PASS's ``(top - ci_high) / SE`` under the confirming rule (the smaller of
     ``(e/2 - ci_high)`` and ``(top - ci_low)`` under the earlier one), a FAIL's ``(ci_low

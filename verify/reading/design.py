@@ -33,12 +33,12 @@ from simulate.sweep.kinds import kind_of_name
 from simulate.sweep.truth_spec import TruthSpec
 from theory import log_factor_power, teacher_log_power
 from verify import protocol as protocols
-from verify import stated_rate
-from verify.attainment import AttainmentPower, attainment_power
-from verify.known_answer import control_family, is_control
-from verify.power import Power, confirm_power, pass_probability, power_check
-from verify.slopes import expected_slope_se, log_allowance
-from verify.verdict import Verdict
+from verify.reading import stated_rate
+from verify.reading.known_answer import control_family, is_control
+from verify.stats.attainment import AttainmentPower, attainment_power
+from verify.stats.power import Power, confirm_power, pass_probability, power_check
+from verify.stats.slopes import expected_slope_se, log_allowance
+from verify.stats.verdict import Verdict
 
 __all__ = [
     "PRIMARY_METRIC",
@@ -81,7 +81,7 @@ def band_log_power(
 ) -> float:  # fmt: skip
     """The log power c of the theorem band ``[e, e + c ell]`` for one truth (module
     docstring): ``2 delta`` (Hoelder, Corollaries 6.1/6.2 at their sharp reading; delta for
-    d; the other readings: ``verify.readings``), Corollary 6.4's own expression over the
+    d; the other readings: ``verify.stats.readings``), Corollary 6.4's own expression over the
     design's n (the teacher; ``edges``: its replicates' teachers' non-zero edge counts), 0
     (the Gaussian-process control)."""
     if is_control(estimator):
@@ -121,7 +121,7 @@ def expected_attainment(
     exponent gap ``g = e_nu - e`` (:func:`predicted`: the prior's or member's, against the class's
     exponent) against the allowance, with ``h`` the design's prospective half-width of the
     paired difference and ``gap = |e| / 2 - allowance`` (``power``:
-    :func:`verify.attainment.attainment_power`):
+    :func:`verify.stats.attainment.attainment_power`):
 
     * FAIL when ``g > allowance + 2 h`` (the design shows the control slower);
     * when ``g <= allowance - 2 h`` (the design shows it within the allowance): PASS where
@@ -145,7 +145,8 @@ def expected_class_theorem(
     spec: TruthSpec, estimator: str, metric: str, power: Power, band: tuple[float, float]
 ) -> Verdict | None:
     """The known answer of a control entry's theorem test against the truth class's band
-    (``verify.entry_records.class_theorem_result``: the exponent e and log power an ASVI entry
+    (``verify.reading.entry_records.class_theorem_result``: the exponent e and log power an ASVI
+    entry
     is held to, ``band = (e, top)``), from the control's proven exponent ``e_nu``
     (:func:`predicted`, in ``metric``) and the design's prospective half-width ``h``
     (``power.half_width``, at the control's pilot cv):
@@ -219,11 +220,11 @@ def prospective(
     one truth's ``design``:
     the allowance's log power is in the metric's own scale (d is the square root of
     d^2).  The theorem test's power is the protocol's rule's: separation from e/2
-    (``verify.power.power_check``) or the probability of a PASS at e against the
+    (``verify.stats.power.power_check``) or the probability of a PASS at e against the
     protocol's floor (``confirm_power``).  ``cv_kind``: another entry's pilot cv
     (a control family's, ``"gp"`` or ``"knn"``: a control entry held to the class band).
     A protocol with a stated rate
-    (``verify.stated_rate``) has its exponent and log power in place of the paper's band,
+    (``verify.reading.stated_rate``) has its exponent and log power in place of the paper's band,
     for every entry but a known-answer control's own."""
     spec, key, ns, edges = design.spec, design.key, design.ns, design.edges
     replicates = design.replicates
@@ -232,7 +233,7 @@ def prospective(
     if stated is None:
         lp = band_log_power(spec, ns, edges, estimator, metric, proto.delta, key)
         pred = predicted(spec, estimator, metric)
-    else:  # the protocol's stated rate replaces the paper's band (verify.stated_rate)
+    else:  # the protocol's stated rate replaces the paper's band (verify.reading.stated_rate)
         pred, lp = stated
     cv, cv_diff = _pilot_cvs(proto, key, spec, estimator, metric, cv_kind)
     se = expected_slope_se(ns, replicates, cv)
@@ -289,7 +290,7 @@ class DesignPower:
 def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPower]:
     """The prospective power of a sweep's design before any training, per truth and
     estimator (d^2): the band's log power, the pilot cv and the slope SE it implies
-    (``verify.slopes.expected_slope_se``), the theorem test's power against e/2
+    (``verify.stats.slopes.expected_slope_se``), the theorem test's power against e/2
     (``power_check``), the attainment test's against half the reference's rate
     (``attainment_power``) and, for the known-answer control, the answer the design
     implies (:func:`expected_attainment`); a refusal where the verdicts do not apply.

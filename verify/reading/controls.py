@@ -25,8 +25,8 @@ from simulate.sweep.records import fields_differing
 from simulate.sweep.schema import one_configuration, read_records
 from theory import METRICS
 from theory.plumbing.jsonl import RecordsError
-from verify.records import Cell
-from verify.slopes import SlopeDiff, paired_slope_diff
+from verify.reading.records import Cell
+from verify.stats.slopes import SlopeDiff, paired_slope_diff
 
 __all__ = [
     "BudgetCell",
@@ -144,7 +144,7 @@ def budget_control(cells: list[Cell], doubled: list[Cell]) -> dict[str, BudgetCo
 def _slope_shifts(pairs: dict) -> dict[str, SlopeShift]:
     """Per metric, the slope of the doubled run minus the slope of the base run over the
     control's n (at least two), paired over the replicates present at every one of them:
-    the budget control in slope units (``verify.slopes.paired_slope_diff``)."""
+    the budget control in slope units (``verify.stats.slopes.paired_slope_diff``)."""
     ns = sorted(pairs)
     if len(ns) < 2:
         return {}

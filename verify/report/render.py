@@ -1,7 +1,8 @@
 """What ``python -m verify.rates`` shows: the plain-text report (its tables per truth in
-``verify.tables``, each entry's finding from ``verify.findings``), the Markdown, the power
+``verify.report.tables``, each entry's finding from ``verify.report.findings``), the Markdown, the
+power
 check before training, and one figure per truth (its panels, shared with ``figures``, in
-``verify.panels``); all read :class:`verify.results.MetricResult`."""
+``verify.report.panels``); all read :class:`verify.results.MetricResult`."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ import numpy as np
 
 from simulate.sweep.kinds import is_asvi
 from theory.plumbing.paths import atomic_path
-from verify.design import is_control
-from verify.findings import readings_lines, replication_text, verdict_text
-from verify.panels import draw_elbo_gap_panel, draw_rate_panel, draw_width_panel
-from verify.tables import (
+from verify.reading.design import is_control
+from verify.report.findings import readings_lines, replication_text, verdict_text
+from verify.report.panels import draw_elbo_gap_panel, draw_rate_panel, draw_width_panel
+from verify.report.tables import (
     _attain_table_lines,
     _budget_lines,
     _cell_table_lines,
@@ -114,14 +115,14 @@ def _power_note(rows: list[MetricResult]) -> list[str]:
 
 
 def _power_sentence(pw) -> str:
-    """What a design without power would need (``pw``: ``verify.power.Power``)."""
+    """What a design without power would need (``pw``: ``verify.stats.power.Power``)."""
     need = []
     if pw.n_needed is not None:
         need.append(f"n up to {pw.n_needed:.3g}")
     if pw.replicates_needed is not None:
         need.append(f"{pw.replicates_needed} replicates")
     cv = float("nan") if pw.pilot_cv is None else pw.pilot_cv
-    if pw.probability is not None:  # the confirming rule's power (verify.power.confirm_power)
+    if pw.probability is not None:  # the confirming rule's power (verify.stats.power.confirm_power)
         return (
             f"power (before the data, pilot cv {cv:.2g}): a slope at the exponent would PASS"
             f" with probability {pw.probability:.2f}, below the floor {pw.floor:g} (the band's"
@@ -210,7 +211,7 @@ def markdown_results(results: list, heading: str | None, metrics=None) -> str:
             "- replication: the share of bootstrap resamples of replicates (the protocol's"
             " [replication]) that give the verdict, the leave-one-out sets that flip it, and"
             " its margin to the threshold in SE; a decided verdict below the floor is"
-            " fragile (verify.replication)"
+            " fragile (verify.stats.replication)"
         )
     for r in results:
         if r.primary and r.starts and r.starts.answer:
@@ -237,7 +238,7 @@ def _curve_words(r) -> str:
 
 
 def power_lines(rows: list, cfg) -> str:
-    """The power check before training (``verify.design.design_power``'s rows for the
+    """The power check before training (``verify.reading.design.design_power``'s rows for the
     sweep ``cfg``): per truth and estimator, d^2's band, the pilot cv and the slope SE it
     implies, whether the theorem test can separate e from e/2 and the attainment test
     the allowance from half the reference's rate, and a control's known answer."""

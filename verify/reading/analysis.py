@@ -1,13 +1,14 @@
 """The analysis behind ``python -m verify.rates``: per truth, estimator and metric, the slope
 fit, the theorem and attainment tests with their controls, the oracle-width and fixed-width
 references and the budget-doubling control's state, each a frozen record of
-``verify.results`` built by the function of ``verify.entry_records`` that computes it; then
+``verify.results`` built by the function of ``verify.reading.entry_records`` that computes it; then
 the constructive starts' comparison, Corollary 6.3's input-dimension comparison and the
-family-wise adjustment (``verify.status``).  The rules are in ``verify.theorem`` and
-``verify.attainment`` (on the fits of ``verify.slopes``); what the design says before the
-data (bands, refusals, power) in ``verify.design``; the budget control in
-``verify.controls``; every number they depend on in a protocol (``verify.protocol``); the
-records are read into typed cells once, by ``verify.records``.
+family-wise adjustment (``verify.report.status``).  The rules are in ``verify.stats.theorem`` and
+``verify.stats.attainment`` (on the fits of ``verify.stats.slopes``); what the design says before
+the
+data (bands, refusals, power) in ``verify.reading.design``; the budget control in
+``verify.reading.controls``; every number they depend on in a protocol (``verify.protocol``); the
+records are read into typed cells once, by ``verify.reading.records``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from simulate.sweep.kinds import ASVI, is_asvi
 from simulate.sweep.truth_spec import TruthSpec
 from theory import METRICS
 from verify import protocol as protocols
-from verify.controls import BudgetControl, budget_control, budget_shift
-from verify.design import (
+from verify.reading.controls import BudgetControl, budget_control, budget_shift
+from verify.reading.design import (
     PRIMARY_METRIC,
     TruthDesign,
     expected_class_theorem,
@@ -30,7 +31,7 @@ from verify.design import (
     prospective,
     refusal,
 )
-from verify.entry_records import (
+from verify.reading.entry_records import (
     Measured,
     asvi_summary,
     attainment_result,
@@ -40,8 +41,7 @@ from verify.entry_records import (
     replicated,
     theorem_result,
 )
-from verify.findings import finding
-from verify.records import (
+from verify.reading.records import (
     ESTIMATOR_ARMS,
     Cell,
     TruthCells,
@@ -51,11 +51,12 @@ from verify.records import (
     records_protocol,
     truth_cells,
 )
+from verify.report.findings import finding
+from verify.report.status import familywise
 from verify.results import Decision, InputDimension, MetricResult
-from verify.slopes import curvature, fit_slope
 from verify.starts import compare_starts
-from verify.status import familywise
-from verify.verdict import Verdict
+from verify.stats.slopes import curvature, fit_slope
+from verify.stats.verdict import Verdict
 
 __all__ = ["Naming", "analyse", "compare_input_dimensions", "metric_result"]
 
@@ -71,9 +72,9 @@ def analyse(
     records were written under, ``verify.protocol.of_records``, else
     ``verify.protocol.DEFAULT``);
     returns a list of :class:`verify.results.MetricResult`.  ``control``: the
-    budget-doubling records (``verify.controls``), if any.  The FAILs that set the exit
-    status are Holm-adjusted over the run's family of tests (``verify.status``).  The
-    records are read into cells here, once (``verify.records``)."""
+    budget-doubling records (``verify.reading.controls``), if any.  The FAILs that set the exit
+    status are Holm-adjusted over the run's family of tests (``verify.report.status``).  The
+    records are read into cells here, once (``verify.reading.records``)."""
     cells = cells_of(records)
     proto = (
         protocol
@@ -109,7 +110,7 @@ def _truth_results(
 ) -> list[MetricResult]:
     """Every estimator and metric of one truth; the constructive-start comparison on the
     random start's entries when the records hold both starts.  ``records_protocol``: the
-    protocol the records were written under (``verify.records.records_protocol``)."""
+    protocol the records were written under (``verify.reading.records.records_protocol``)."""
     ctrl = budget_control(list(tc.cells_used), doubled)
     first = tc.cells_used[0]
     per_est: dict[str, list[MetricResult]] = {}
@@ -160,12 +161,12 @@ def metric_result(
 ) -> MetricResult:  # fmt: skip
     """The result of one estimator, truth and metric: the slope fit with the prospective
     power check and the one-sided theorem test
-    (:func:`verify.entry_records.theorem_result`), the curve with its curvature
-    (:func:`verify.entry_records.curve_result`), the attainment test against the
+    (:func:`verify.reading.entry_records.theorem_result`), the curve with its curvature
+    (:func:`verify.reading.entry_records.curve_result`), the attainment test against the
     class-matched reference with its negative control and its own power check
-    (:func:`verify.entry_records.attainment_result`), the budget control's state
-    (``verify.controls.budget_shift``), and for ASVI the oracle-width and fixed-width curves
-    and the selection and convergence summaries (:func:`verify.entry_records.asvi_summary`).
+    (:func:`verify.reading.entry_records.attainment_result`), the budget control's state
+    (``verify.reading.controls.budget_shift``), and for ASVI the oracle-width and fixed-width curves
+    and the selection and convergence summaries (:func:`verify.reading.entry_records.asvi_summary`).
     A limited budget control makes the verdicts INCONCLUSIVE; a refused truth makes them
     UNDECIDABLE.  ``estimator``: what it is fitted as (``"asvi"`` for ASVI's runs and the
     constructive-start arms); ``naming``: its name in the results (default ``estimator``),
@@ -201,10 +202,11 @@ def metric_result(
         theorem = dataclasses.replace(theorem, verdict=override)
         if attainment is not None:
             attainment = dataclasses.replace(attainment, verdict=override)
-    else:  # what a re-run would give (verify.replication); an overridden verdict is not
+    else:  # what a re-run would give (verify.stats.replication); an overridden verdict is not
         theorem, attainment = replicated(m, pro, proto, fit, theorem, attainment)
     readable = not (is_control(estimator) or refused or proto.stated_rate)
-    theorem, lop = beside(m, fit, pro, proto, theorem, readable)  # verify.readings, .logfactor
+    # verify.stats.readings, .logfactor
+    theorem, lop = beside(m, fit, pro, proto, theorem, readable)
     return MetricResult(
         estimator=name or estimator,
         truth=tc.key,

@@ -2,11 +2,11 @@
 ``verify.rates`` builds -- the command line by parsing its flags into one
 (:meth:`RunSpec.from_namespace`), ``verify.check_rate`` directly from its arguments, no
 command line in between -- and what the checks, the plan and the run read
-(``verify.rates_args.command_of``, ``verify.plan.planned_sweep``, ``verify.rates.execute``).
+(``verify.cli.rates_args.command_of``, ``verify.cli.plan.planned_sweep``, ``verify.rates.execute``).
 
 Its fields are the command's options, under the names ``python -m verify.rates --help``
 gives them (``--control-every-n`` is ``control_every_n``; ``--n`` is ``n``), each with the
-command's default, so a rule written once about an option (``verify.flag_rules``: "an
+command's default, so a rule written once about an option (``verify.cli.flag_rules``: "an
 option the run would not use is refused") reads a spec whichever door it came through;
 ``tests/verify/test_runspec.py`` holds the two lists and the two sets of defaults equal.
 Two are typed beyond the command line: ``truths`` (``TruthSpec`` s; the command's
@@ -31,7 +31,7 @@ __all__ = ["RunSpec", "param_text", "spec_defaults"]
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
     """A run of the main job (module docstring); frozen, checked by
-    ``verify.rates_args.command_of`` before anything is read or trained."""
+    ``verify.cli.rates_args.command_of`` before anything is read or trained."""
 
     # what to run
     tier: str = "quick"
@@ -135,5 +135,5 @@ def _is_literal(value) -> bool:
 
 def spec_defaults() -> dict:
     """``{field: default}`` of :class:`RunSpec` (an option whose value differs was given:
-    ``verify.flag_rules.refuse_ignored``)."""
+    ``verify.cli.flag_rules.refuse_ignored``)."""
     return {f.name: f.default for f in dataclasses.fields(RunSpec)}

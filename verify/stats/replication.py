@@ -17,7 +17,7 @@ the replicates:
 A decided verdict (PASS or FAIL) whose share is below the protocol's **stability floor**
 is **fragile**: it is printed and written as such beside the verdict.  The bootstrap of a
 bootstrap: each resample's own interval is the protocol's interval (the t interval on the
-bootstrap SE, ``verify.slopes``) with its inner resamples drawn by the same seed, so the
+bootstrap SE, ``verify.stats.slopes``) with its inner resamples drawn by the same seed, so the
 resamples share their inner draws (common random numbers) and differ only in the
 replicates.  What is not resampled: the budget-doubling control (other replicates, fewer)
 and the family-wise adjustment (across entries); a verdict they override is not
@@ -34,7 +34,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from verify.verdict import Verdict
+from verify.stats.verdict import Verdict
 
 __all__ = ["DECIDED", "Replication", "replicate"]
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verify.slopes import SlopeDiff, _half_width, loglog_slope
-from verify.verdict import Verdict
+from verify.stats.slopes import SlopeDiff, _half_width, loglog_slope
+from verify.stats.verdict import Verdict
 
 __all__ = [
     "AttainmentPower",
@@ -75,7 +75,7 @@ class LogPower:
 
 def attainment_verdicts(lo, hi, allowance: float, powered: bool, gap: float) -> np.ndarray:
     """The attainment test's verdict (module docstring) for arrays of interval ends: what
-    :func:`attainment_test` decides, one at a time, and ``verify.replication``, at once."""
+    :func:`attainment_test` decides, one at a time, and ``verify.stats.replication``, at once."""
     lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
     passing = Verdict.PASS if gap > 0 else Verdict.UNDECIDABLE
     undecided = Verdict.INCONCLUSIVE if powered else Verdict.UNDECIDABLE
@@ -88,7 +88,7 @@ def attainment_margin(
     gap: float = math.inf,
 ) -> float:  # fmt: skip
     """The attainment verdict's margin to its threshold in SE
-    (:func:`verify.theorem.theorem_margin`'s sense).  A PASS needs its upper end at most the
+    (:func:`verify.stats.theorem.theorem_margin`'s sense).  A PASS needs its upper end at most the
     allowance *and* its negative control's (``control``: SVI at the smallest width minus the
     reference) lower end above it: its margin is the smaller of ``(allowance - ci_high) /
     SE`` and the control's ``(ci_low - allowance) / SE``; a FAIL's is ``(ci_low - allowance)
@@ -122,7 +122,7 @@ def attainment_power(
     no interval can tell them apart (a PASS is UNDECIDABLE at every replicate count);
     ``separable`` when the gap exceeds two expected half-widths ``t_{R-1} diff_se`` of the
     paired difference's interval (``diff_se``: its prospective SE,
-    :func:`verify.slopes.expected_slope_se` with the protocol's pilot cv of the paired
+    :func:`verify.stats.slopes.expected_slope_se` with the protocol's pilot cv of the paired
     difference)."""
     gap = abs(float(reference_exponent)) / 2 - float(allowance)
     h = _half_width(diff_se, replicates, level) if math.isfinite(diff_se) else math.inf
@@ -133,8 +133,8 @@ def attainment_test(
     diff: SlopeDiff, allowance: float, powered: bool = True, gap: float = math.inf
 ) -> Verdict:
     """PASS / FAIL / INCONCLUSIVE / UNDECIDABLE for a
-    :func:`verify.slopes.paired_slope_diff` against ``allowance`` (slope units,
-    :func:`verify.slopes.log_allowance`); ``powered`` and ``gap``: the prospective
+    :func:`verify.stats.slopes.paired_slope_diff` against ``allowance`` (slope units,
+    :func:`verify.stats.slopes.log_allowance`); ``powered`` and ``gap``: the prospective
     :func:`attainment_power` (module docstring).  A FAIL stands whatever the power; a PASS
     stands where the gap to half the reference's rate is positive (its interval then rejects
     that alternative too) and is UNDECIDABLE where the allowance eats it; a non-rejection is
@@ -152,6 +152,6 @@ def attainment_flip(diff: SlopeDiff, ns) -> Flip:
 
 def log_power_of(diff: SlopeDiff, ns) -> LogPower:
     """The log power a slope difference amounts to over ``ns``: ``c_hat = diff / ell`` and
-    its interval (:func:`verify.slopes.loglog_slope`)."""
+    its interval (:func:`verify.stats.slopes.loglog_slope`)."""
     ell = loglog_slope(ns)
     return LogPower(diff.diff / ell, (diff.ci_low / ell, diff.ci_high / ell))

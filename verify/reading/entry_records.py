@@ -1,10 +1,10 @@
-"""The records of one entry of ``verify.analysis``, each built by the function that
+"""The records of one entry of ``verify.reading.analysis``, each built by the function that
 computes it: the theorem test with its prospective power (:func:`theorem_result`), a
 known-answer control held to the class band (:func:`class_theorem_result`), both tests'
-replication (:func:`replicated`, ``verify.replication``), the curve with its curvature
+replication (:func:`replicated`, ``verify.stats.replication``), the curve with its curvature
 (:func:`curve_result`), ASVI's own columns (:func:`asvi_summary`) and the attainment test
 with its negative control (:func:`attainment_result`).  The rules are in
-``verify.theorem`` and ``verify.attainment`` (on the fits of ``verify.slopes``).
+``verify.stats.theorem`` and ``verify.stats.attainment`` (on the fits of ``verify.stats.slopes``).
 """
 
 from __future__ import annotations
@@ -14,28 +14,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verify.attainment import (
-    attainment_flip,
-    attainment_margin,
-    attainment_test,
-    attainment_verdicts,
-    log_power_of,
-)
-from verify.design import (
+from verify.reading.design import (
     Prospective,
     TruthDesign,
     band_log_power,
     control_family,
     prospective,
 )
-from verify.logfactor import LogOrPower, log_or_power
-from verify.power import confirm_power, power_check
-from verify.readings import Readings, readings
-from verify.records import (
+from verify.reading.records import (
     TruthCells,
     columns,
 )
-from verify.replication import replicate
 from verify.results import (
     AsviSummary,
     Attainment,
@@ -45,7 +34,18 @@ from verify.results import (
     TheoremTest,
     TopHalfDiff,
 )
-from verify.slopes import (
+from verify.stats.attainment import (
+    attainment_flip,
+    attainment_margin,
+    attainment_test,
+    attainment_verdicts,
+    log_power_of,
+)
+from verify.stats.logfactor import LogOrPower, log_or_power
+from verify.stats.power import confirm_power, power_check
+from verify.stats.readings import Readings, readings
+from verify.stats.replication import replicate
+from verify.stats.slopes import (
     Curvature,
     SlopeFit,
     boot_slopes,
@@ -55,8 +55,8 @@ from verify.slopes import (
     paired_slope_diff,
     slope_intervals,
 )
-from verify.theorem import fail_p_value, theorem_margin, theorem_test, theorem_verdicts
-from verify.verdict import Verdict
+from verify.stats.theorem import fail_p_value, theorem_margin, theorem_test, theorem_verdicts
+from verify.stats.verdict import Verdict
 
 __all__ = [
     "Measured",
@@ -91,7 +91,7 @@ def _fields(obj, *names: str) -> dict:
 
 
 def theorem_result(fit: SlopeFit, pro: Prospective, rule: str = "reject-e/2") -> TheoremTest:
-    """The slope fit and the one-sided theorem test (``verify.theorem.theorem_test``, under
+    """The slope fit and the one-sided theorem test (``verify.stats.theorem.theorem_test``, under
     the protocol's ``rule``) with the design's prospective power check."""
     th = theorem_test(fit, pro.predicted, pro.theorem_power.separable, rule)
     return TheoremTest(
@@ -106,8 +106,8 @@ def theorem_result(fit: SlopeFit, pro: Prospective, rule: str = "reject-e/2") ->
 
 def _rows_band(tc: TruthCells, pro: Prospective, metric: str, proto):
     """``band(rows)``: the theorem band's log power on the replicates ``rows`` -- the
-    teacher's from its median edge count over them (``verify.design.band_log_power``,
-    kept per median), any other truth's, and a stated rate's (``verify.stated_rate``), the
+    teacher's from its median edge count over them (``verify.reading.design.band_log_power``,
+    kept per median), any other truth's, and a stated rate's (``verify.reading.stated_rate``), the
     design's own."""
     if tc.spec.kind != "teacher" or pro.band_log_power == 0.0 or proto.stated_rate:
         return lambda rows: pro.band_log_power
@@ -127,11 +127,11 @@ def replicated(
     m: Measured, pro: Prospective, proto, fit: SlopeFit, theorem: TheoremTest,
     attainment: Attainment | None,
 ) -> tuple[TheoremTest, Attainment | None]:  # fmt: skip
-    """The theorem and attainment tests with their replication (``verify.replication``):
+    """The theorem and attainment tests with their replication (``verify.stats.replication``):
     each whole decision recomputed on the protocol's bootstrap resamples of the replicates
     and on each leave-one-out set, by the batched forms of the functions that made it
-    (``verify.slopes.slope_intervals``, ``diff_intervals``, ``theorem_verdicts``,
-    ``attainment_verdicts``: :func:`verify.theorem.theorem_test` and ``attainment_test``
+    (``verify.stats.slopes.slope_intervals``, ``diff_intervals``, ``theorem_verdicts``,
+    ``attainment_verdicts``: :func:`verify.stats.theorem.theorem_test` and ``attainment_test``
     decide through the same ones); the band on each resample's own replicates (the
     teacher's from their edge counts); the prospective power as designed.  The margins are
     the realised verdict's (``fit``: the slope fit that decided it); ``m``: the entry's
@@ -181,7 +181,7 @@ def class_theorem_result(
     tc: TruthCells, V: np.ndarray, metric: str, proto, estimator: str
 ) -> TheoremTest | None:
     """A known-answer control entry held to the truth class's band as well (the exponent
-    and log power an ASVI entry on this truth is held to, :func:`verify.design.prospective`
+    and log power an ASVI entry on this truth is held to, :func:`verify.reading.design.prospective`
     as for ``"asvi"``; the power at the pilot cv of ``estimator``'s family), so that its
     theorem test has a known answer in both directions (:func:`expected_class_theorem`).
     Under the confirming rule only (None under the earlier protocols: they decide as they
@@ -196,7 +196,7 @@ def class_theorem_result(
 
 
 def curve_result(fit: SlopeFit, curv: Curvature) -> Curve:
-    """The fitted curve per n and its curvature (``verify.slopes.curvature``)."""
+    """The fitted curve per n and its curvature (``verify.stats.slopes.curvature``)."""
     return Curve(
         ns=tuple(int(n) for n in fit.ns),
         mean=tuple(fit.mean.tolist()),
@@ -238,7 +238,7 @@ def attainment_result(
     tc: TruthCells, V: np.ndarray, F: np.ndarray | None, metric: str, curv: Curvature,
     pro: Prospective, level: float,
 ) -> Attainment:  # fmt: skip
-    """The attainment test against the class-matched reference (``verify.attainment``) over
+    """The attainment test against the class-matched reference (``verify.stats.attainment``) over
     the whole design (the range fixed before the run; the top half's difference is
     reported beside it and never decides), with its prospective power against half the
     reference's rate; its negative control (SVI at the smallest candidate width, ``F``;
@@ -293,9 +293,9 @@ def attainment_result(
 
 
 def entry_readings(tc: TruthCells, metric: str, fit: SlopeFit, pro: Prospective, proto) -> Readings:
-    """The theorem test's readings (``verify.readings``): the sharp reading's, delta_flip /
+    """The theorem test's readings (``verify.stats.readings``): the sharp reading's, delta_flip /
     delta_pass and the proved bound's, on the entry's ``fit``; whether the design has power
-    at a band log power c by the protocol's prospective rule (``verify.power``)."""
+    at a band log power c by the protocol's prospective rule (``verify.stats.power``)."""
     ns, R = list(tc.ns), fit.replicates
 
     def powered(c: float) -> bool:
@@ -310,10 +310,10 @@ def entry_readings(tc: TruthCells, metric: str, fit: SlopeFit, pro: Prospective,
 def entry_log_or_power(
     tc: TruthCells, V: np.ndarray, pro: Prospective, theorem: TheoremTest, level: float
 ) -> LogOrPower | None:
-    """Log factor or power (``verify.logfactor``) on the entry's values ``V``: the change
+    """Log factor or power (``verify.stats.logfactor``) on the entry's values ``V``: the change
     of the local slope between the design's halves against any single ``n^e log^c n`` with
     c up to the larger of the theorem band's log power and the proved bound's largest over
-    the constants the theorem leaves open (``verify.readings``; the band's alone where the
+    the constants the theorem leaves open (``verify.stats.readings``; the band's alone where the
     entry has no readings -- a known-answer control's 0, a stated rate's own -- or the proved
     bound is not available); None with fewer than three n."""
     if len(tc.ns) < 3:

@@ -30,7 +30,7 @@ import hashlib
 from simulate.sweep.truth_spec import TruthSpec
 from theory.stated_rate import parse_rate, stated_band
 from verify import protocol as protocols
-from verify.known_answer import is_control
+from verify.reading.known_answer import is_control
 
 __all__ = ["band", "check_plan", "document_entry", "opening_lines", "with_rate"]
 
@@ -65,7 +65,7 @@ def band(proto, spec: TruthSpec, ns, metric: str) -> tuple[float, float] | None:
 
 
 def check_plan(proto, plan) -> None:
-    """Derive the stated band of every truth of a training ``plan`` (``verify.plan.Plan``)
+    """Derive the stated band of every truth of a training ``plan`` (``verify.cli.plan.Plan``)
     before anything is trained: ValueError naming the truth where it is refused."""
     if proto.stated_rate is None:
         return

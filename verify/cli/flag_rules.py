@@ -10,7 +10,7 @@ neither (``tests/verify/test_flag_rules.py``).  The rows:
 * ``records`` -- ``--records`` re-reads records and trains nothing: what only trains or
   writes records (``--out``, the workers and the cluster, ``--new-file``,
   ``--accept-code-change``, the recipe, the control's training, ``--truth``) is refused
-  (the design and step flags already are, ``verify.plan.existing_records``: only ``--lam``
+  (the design and step flags already are, ``verify.cli.plan.existing_records``: only ``--lam``
   re-selects);
 * ``no-records`` -- ``--partial`` is for a read of existing records;
 * ``no-scheduler`` -- the deadlines of a cluster need ``--scheduler``;
@@ -20,14 +20,14 @@ neither (``tests/verify/test_flag_rules.py``).  The rows:
 * ``confirmatory`` -- a confirmatory tier writes one control file beside each sweep's
   records (``--control-records`` names one file of a plain tier), and its budget control
   is its protocol's design (``--control-every-n``), as its sweeps' settings are (refused
-  by ``verify.rates_args.checked_overrides``);
+  by ``verify.cli.rates_args.checked_overrides``);
 * ``gp`` -- a known-answer tier (``estimator = "gp"``, the Gaussian process, or ``"knn"``)
   has no network: the ASVI settings, the recipe and the step's are not its settings.
 
 Where a protocol allows an exploratory copy it is said, not refused: ``--delta`` /
-``--log-power`` make ``NAME+delta=...`` (``verify.rates_args.protocol_of``), and ``--mlp``
+``--log-power`` make ``NAME+delta=...`` (``verify.cli.rates_args.protocol_of``), and ``--mlp``
 / ``--compile`` re-run a confirmatory design at another float rounding, said in a note and
-carried in the records' configuration (``verify.plan.planned_sweep``).
+carried in the records' configuration (``verify.cli.plan.planned_sweep``).
 
 A dry run is the plan of the command it is added to (a documented command with
 ``--json``, ``--markdown`` gets ``--dry-run`` appended): the options that act only on the
@@ -56,10 +56,10 @@ TAKES_EFFECT = {
     "replicates": "a sweep's setting (refused with --records and by a confirmatory tier)",
     "delta": "the verdicts' delta (an exploratory copy of the protocol)",
     "estimator": "trains the named regressor in ASVI's place (refused with --records and under"
-    " a confirmatory protocol: verify.rates_args.estimator_overrides)",
+    " a confirmatory protocol: verify.cli.rates_args.estimator_overrides)",
     "estimator_param": "a parameter of --estimator (refused without it: estimator_overrides)",
     "rate": "the band the verdicts hold the rate to (an exploratory copy, NAME+rate=EXPR;"
-    " refused under a confirmatory protocol: verify.stated_rate)",
+    " refused under a confirmatory protocol: verify.reading.stated_rate)",
     "log_power": "the verdicts' allowance (an exploratory copy of the protocol)",
 }
 
@@ -164,7 +164,7 @@ DRY_RUN_IDLE = ("json", "markdown", "figures", "new_file", "accept_code_change",
 
 
 def context(tier: dict, confirmatory: bool) -> dict:
-    """What the rules ask of the run's tier (``verify.rates_args.tier_of``): whether it has
+    """What the rules ask of the run's tier (``verify.cli.rates_args.tier_of``): whether it has
     a budget control, its estimator, and whether it is ``confirmatory``."""
     sweeps = tier.get("sweeps") or [tier]
     return {

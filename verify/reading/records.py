@@ -144,7 +144,7 @@ class Cell:
         ASVI, its arms and its budget control).  A tier may hold both on one truth
         (confirm-v4: the GP control on the ASVI sweeps' alpha = 0.5 and 1.5 truths, with
         other n and replicates), so one truth's cells are analysed per source
-        (:func:`verify.analysis.analyse`)."""
+        (:func:`verify.reading.analysis.analyse`)."""
         return "known-answer" if self.per_estimator else "asvi"
 
     @property

@@ -5,7 +5,7 @@ path where it is not) and :func:`_schema_of` (an annotation's JSON Schema, each 
 once in ``$defs``).  ``verify.results`` writes and reads its documents through them.
 
 Types: frozen dataclasses (every field present, none other), ``X | None``, ``tuple[X,
-...]`` and fixed tuples, mappings of strings, ``verify.verdict.Verdict`` (as its string),
+...]`` and fixed tuples, mappings of strings, ``verify.stats.verdict.Verdict`` (as its string),
 float (a non-finite number as null), int, bool and str.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import fields, is_dataclass
 
 import numpy as np
 
-from verify.verdict import Verdict
+from verify.stats.verdict import Verdict
 
 __all__ = ["from_json", "to_json"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from verify.verdict import Verdict
+from verify.stats.verdict import Verdict
 
 if TYPE_CHECKING:  # the results module imports nothing from here; typing only
     from verify.results import MetricResult
@@ -20,7 +20,7 @@ def _range(ns) -> str:
 
 
 def finding(r: MetricResult) -> str:
-    """The report's sentence for one result of ``verify.analysis``: the attainment
+    """The report's sentence for one result of ``verify.reading.analysis``: the attainment
     verdict first, then the theorem test (worded as what it measured: "slower than n^e
     log^c n over n = a..b", "consistent with ..."), the curve's shape, the budget
     control's state and the family-wise adjustment."""
@@ -75,7 +75,7 @@ def _theorem_words(r: MetricResult) -> str:
     t = r.theorem
     rate = f"n^{t.predicted:.3f} log^{t.band_log_power:.2f} n"
     if t.readings is not None and t.readings.claim.startswith("Corollary 6.1"):
-        rate += " (the sharp reading, delta -> 1)"  # verify.readings
+        rate += " (the sharp reading, delta -> 1)"  # verify.stats.readings
     slow = "rejects e/2" if t.control_slow_rejected else "e/2 not rejected"
     if t.verdict == Verdict.FAIL:
         parts.append(
@@ -121,8 +121,8 @@ def _left_out(k: int | None) -> str:
 
 
 def readings_lines(r: MetricResult) -> list[str]:
-    """The theorem test's readings (``verify.readings``) and the log-factor-or-power test
-    (``verify.logfactor``) in words, one line each; none where the entry has neither."""
+    """The theorem test's readings (``verify.stats.readings``) and the log-factor-or-power test
+    (``verify.stats.logfactor``) in words, one line each; none where the entry has neither."""
     out = []
     g = r.theorem.readings
     if g is not None:

@@ -4,13 +4,13 @@ estimated cost, printed before any training; nothing is trained or written."""
 from __future__ import annotations
 
 from simulate.sweep import costs
-from verify.design import design_power
-from verify.flag_rules import dry_run_note
-from verify.plan import Plan
-from verify.render import power_lines
-from verify.runspec import spec_defaults
+from verify.cli.flag_rules import dry_run_note
+from verify.cli.plan import Plan
+from verify.cli.runspec import spec_defaults
+from verify.reading.design import design_power
+from verify.report.render import power_lines
 from verify.sizing import control_probability
-from verify.slopes import expected_slope_se
+from verify.stats.slopes import expected_slope_se
 
 __all__ = ["dry_run"]
 
@@ -18,7 +18,7 @@ __all__ = ["dry_run"]
 def dry_run(args, plan: Plan, proto) -> int:
     """``--dry-run``: the protocol, the design of every sweep and its power before any
     training; nothing is trained or written (the options given that act only on the run
-    itself: one note, ``verify.flag_rules.dry_run_note``)."""
+    itself: one note, ``verify.cli.flag_rules.dry_run_note``)."""
     note = dry_run_note(args, spec_defaults())
     if note:
         print(note)

@@ -3,8 +3,8 @@ ns=..., replicates=..., protocol=...)``.
 
 It is ``python -m verify.rates --estimator MODULE:CLASS`` (or a tier's own estimator) by
 another door, not a second harness: the arguments become the run's spec
-(``verify.runspec.RunSpec``, built directly: no command line, nothing redirected), checked
-by the same code as the command's (``verify.rates_args.command_of``,
+(``verify.cli.runspec.RunSpec``, built directly: no command line, nothing redirected), checked
+by the same code as the command's (``verify.cli.rates_args.command_of``,
 ``verify.rates.checked_plan``: the same refusals, one line each, raised as
 ``ValueError``), trained by the same sweeps
 into the same records file (``results/records-TIER-CLASS.jsonl`` unless ``out``: a second
@@ -31,13 +31,13 @@ from dataclasses import dataclass
 
 from simulate.sweep.cli import parse_truths
 from simulate.sweep.truth_spec import TruthSpec
-from verify.analysis import analyse
+from verify.cli.rates_args import command_of
+from verify.cli.runspec import RunSpec, param_text
 from verify.rates import EXIT_WORDS, checked_plan, execute
-from verify.rates_args import command_of
-from verify.render import format_results, plot_results
+from verify.reading.analysis import analyse
+from verify.report.render import format_results, plot_results
+from verify.report.status import exit_status
 from verify.results import results_document
-from verify.runspec import RunSpec, param_text
-from verify.status import exit_status
 
 __all__ = ["RateCheck", "RunOptions", "check_rate", "estimator_spec", "run_spec"]
 
@@ -48,7 +48,7 @@ class RateCheck:
     truth, estimator and metric, as ``verify.rates --json`` writes them), the exit status
     the command would return (0 every d^2 test PASSES, 1 some FAILS family-wise, 3 some is
     INCONCLUSIVE or UNDECIDABLE), the protocol's tag, the records file and the run's
-    spec (``verify.runspec.RunSpec``)."""
+    spec (``verify.cli.runspec.RunSpec``)."""
 
     results: tuple
     status: int
@@ -93,7 +93,8 @@ class RateCheck:
         return "\n".join(lines)
 
     def tables(self) -> str:
-        """The command's tables, per truth and estimator (``verify.render.format_results``)."""
+        """The command's tables, per truth and estimator
+        (``verify.report.render.format_results``)."""
         return format_results(list(self.results))
 
     def plot(self, folder: str | None = None) -> list[str]:
@@ -118,7 +119,7 @@ def estimator_spec(estimator) -> tuple[str, dict[str, str]]:
     shortest module path that exports it; a class defined in a script or a notebook is
     ``__main__:CLASS``), or an instance (its class, and every parameter its
     ``get_params()`` sets away from the class's default: the Python literal the records
-    carry, or an object -- a kernel -- as ``verify.runspec.param_text`` holds it)."""
+    carry, or an object -- a kernel -- as ``verify.cli.runspec.param_text`` holds it)."""
     if isinstance(estimator, str):
         if estimator.count(":") != 1:
             raise ValueError(f"estimator {estimator!r}: give MODULE:CLASS, a class or an instance")
@@ -196,11 +197,11 @@ class RunOptions:
 
 
 def run_spec(estimator, design: Mapping, run: RunOptions = RunOptions()) -> RunSpec:
-    """The :class:`~verify.runspec.RunSpec` :func:`check_rate` runs (module docstring):
+    """The :class:`~verify.cli.runspec.RunSpec` :func:`check_rate` runs (module docstring):
     ``design`` holds its keyword arguments (``truths``, ``ns``, ``replicates``,
     ``protocol``, ``params``, ``rate``; None: the tier's or the command's default); each
     value checked for its type here, the rest as the command checks it
-    (``verify.rates_args.command_of``)."""
+    (``verify.cli.rates_args.command_of``)."""
     fields: dict = {"tier": run.tier, "out": run.out, "workers": run.workers}
     params = design.get("params")
     if estimator is not None:

@@ -1,4 +1,4 @@
-"""The plain-text report's tables per truth (``verify.render.format_results``): the
+"""The plain-text report's tables per truth (``verify.report.render.format_results``): the
 truth's header, the cell table per n, the slope and attainment tables, the budget
 control's cells, the constructive-start comparison and the input-dimension
 comparisons; they read :class:`verify.results.MetricResult`."""
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from simulate.sweep.kinds import is_asvi
 from theory.exponents import METRICS
-from verify.findings import replication_text, verdict_text
+from verify.report.findings import replication_text, verdict_text
 from verify.starts import ARM_HEADER, arm_row
 
 if TYPE_CHECKING:  # the results module imports nothing from here; typing only

@@ -21,7 +21,8 @@ at level ``(1 - level) / 2`` (2.5%): the interval's end against a bound.
 ``ell = slope(log log n ~ log n)`` (:func:`loglog_slope`; 0.146 over n = 250..4,000, 0.123
 over 500..32,000).  Every log factor below is stated as its power c and converted with ell
 of the n it is fitted on.  Each verdict also reports ``c_flip``, the log power at which it
-would change (:func:`verify.theorem.theorem_test`, :func:`verify.attainment.attainment_test`).
+would change (:func:`verify.stats.theorem.theorem_test`,
+:func:`verify.stats.attainment.attainment_test`).
 
 **Curvature** (:func:`curvature`): the slope over the top half of the n range (the n whose
 log lies in the upper half of the design's log range, at least two) with its interval, and
@@ -29,10 +30,10 @@ the paired difference top-half minus global slope; **bending** when that differe
 interval excludes 0.  A bend is stated beside the verdicts; it never changes which slope
 decides (the global one, over the range fixed before the run).
 
-The rules deciding on these fits: ``verify.theorem`` (the theorem test),
-``verify.attainment`` (the attainment test), ``verify.power`` (the theorem test's
-prospective power), ``verify.verdict`` (the outcomes and the family-wise level) and
-``verify.controls`` (the budget control's equivalence test).
+The rules deciding on these fits: ``verify.stats.theorem`` (the theorem test),
+``verify.stats.attainment`` (the attainment test), ``verify.stats.power`` (the theorem test's
+prospective power), ``verify.stats.verdict`` (the outcomes and the family-wise level) and
+``verify.reading.controls`` (the budget control's equivalence test).
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ def _resamples(R: int, n_boot: int, seed: int) -> np.ndarray:
 @lru_cache(maxsize=256)
 def _resample_counts(R: int, n_boot: int, seed: int) -> np.ndarray:
     """``[n_boot, R]``: how often each replicate is drawn in each of :func:`_resamples`'
-    resamples, divided by R (read-only, kept: ``verify.replication`` asks for the same
+    resamples, divided by R (read-only, kept: ``verify.stats.replication`` asks for the same
     ones a thousand times per verdict)."""
     idx = _resamples(R, n_boot, seed)
     counts = np.zeros((n_boot, R))
@@ -172,7 +173,7 @@ def _boot_means(V: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
 def slope_intervals(ns, Vb, level: float = 0.95, n_boot: int = 2000, seed: int = 0):
     """``(slope, lo, hi, se)``, each ``[B]``: :func:`fit_slope`'s slope and interval for
     each of a batch of replicate sets ``Vb`` ``[B, R, k]`` (R >= 2), computed as
-    :func:`fit_slope` computes one (``verify.replication`` decides a thousand resamples
+    :func:`fit_slope` computes one (``verify.stats.replication`` decides a thousand resamples
     at once)."""
     x = np.log(np.asarray(ns, dtype=float))
     Vb = np.asarray(Vb, dtype=float)
@@ -256,7 +257,7 @@ def fit_slope(
     slope = float(_ls_slope(x, y))
     shift = float(log_power * loglog_slope(ns))
     se = V.std(0, ddof=1) / np.sqrt(R) if R > 1 else np.full(ns.size, np.nan)
-    if R > 1:  # the batched form verify.replication decides resamples with, for one set
+    if R > 1:  # the batched form verify.stats.replication decides resamples with, for one set
         slope, lo, hi, se_slope = (float(v[0]) for v in slope_intervals(ns, V[None], level,
                                                                         n_boot, seed))  # fmt: skip
     else:
@@ -280,7 +281,7 @@ def fit_slope(
 @lru_cache(maxsize=65536)
 def _t_quantile(level: float, df: int):
     """The two-sided ``level`` quantile of Student's t with ``df`` degrees of freedom, kept:
-    :func:`verify.power.power_check` asks for one per replicate count it tries (up to 10,000
+    :func:`verify.stats.power.power_check` asks for one per replicate count it tries (up to 10,000
     per entry, ~2.5 s of a full tier's analysis), and every entry of one analysis asks for
     the same ones.  The same float64 as calling scipy each time (a pure function of its
     arguments)."""

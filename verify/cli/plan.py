@@ -24,9 +24,9 @@ from theory.plumbing.jsonl import being_written
 from theory.plumbing.paths import (
     check_output_file,
 )
-from verify.controls import check_control, control_config, control_records_path
-from verify.design import refusal
-from verify.records import reselect
+from verify.reading.controls import check_control, control_config, control_records_path
+from verify.reading.design import refusal
+from verify.reading.records import reselect
 
 # the settings of how the step runs: float rounding alone (simulate.core.options.StepOptions)
 STEP_FIELDS = ("mlp", "compile")
