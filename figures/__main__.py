@@ -53,10 +53,10 @@ from simulate.core.steppath import BATCHED, NATIVE
 from simulate.experiments.mnist import run_mnist1d, run_mnist1d_controls
 from simulate.experiments.table1 import TeacherVariant, run_teacher
 from simulate.experiments.uci import run_uci
-from simulate.sweep import tiers
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.runner import run_sweep
-from simulate.sweep.schema import one_configuration, read_records
+from simulate.sweep.run.runner import run_sweep
+from simulate.sweep.setup import tiers
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.store.schema import one_configuration, read_records
 from theory.plumbing.cli import Parser, interrupted, print_error, run_main
 from theory.plumbing.jsonl import RecordsError, being_written
 from theory.plumbing.paths import (

@@ -42,7 +42,7 @@ from figures.realdata_figures import mnist_controls_table, mnist_table, uci_tabl
 from figures.teacher_figures import table1
 from simulate.experiments import mnist, uci
 from simulate.experiments import table1 as table1_run
-from simulate.sweep.schema import read_records
+from simulate.sweep.store.schema import read_records
 from theory.plumbing.jsonl import RecordsError, being_written, read_jsonl
 from theory.plumbing.paths import read_text_bounded, write_atomic
 from verify.reading.analysis import analyse

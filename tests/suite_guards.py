@@ -46,7 +46,7 @@ _SIGNALS = tuple(
 # (TORCHINDUCTOR_CACHE_DIR, _TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR), and its C++ builder's
 # import of setuptools puts setuptools' vendored folder on sys.path
 _OWN_ENV_PREFIXES = ("TORCHINDUCTOR_", "_TORCHINDUCTOR_")
-# and the project's own: where a step compiles, simulate.core.paths raises dynamo's
+# and the project's own: where a step compiles, simulate.core.training_step raises dynamo's
 # recompile_limit for the process (never lowers it), as every compiled sweep needs
 _OWN_CONFIG = {("torch._dynamo.config", "recompile_limit")}
 _OWN_PATH_SUFFIX = os.path.join("setuptools", "_vendor")

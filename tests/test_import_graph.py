@@ -23,7 +23,7 @@ def test_the_graph_reads_every_package():
     assert {e.kind for e in edges} <= {"top", "deferred", "type"}
     # a known top-level import and a `from package import module` resolved to the module
     pairs = {(e.source, e.target) for e in edges}
-    assert ("simulate.sweep.schema", "simulate.sweep.validate") in pairs
+    assert ("simulate.sweep.store.schema", "simulate.sweep.store.validate") in pairs
     assert ("verify.reading.design", "verify.reading.stated_rate") in pairs
 
 

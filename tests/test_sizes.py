@@ -118,4 +118,4 @@ def test_counting_rules():
     assert nodes["m"].end_lineno - nodes["m"].lineno + 1 == 2
     assert _allowed_wide("simulate/estimators/models.py", "__init__")
     assert not _allowed_wide("simulate/estimators/models.py", "fit")
-    assert not _allowed_wide("simulate/core/recipe.py", "fused_steps")
+    assert not _allowed_wide("simulate/core/training.py", "fused_steps")

@@ -283,7 +283,7 @@ def knn_exponent(alpha, p, gamma, metric="d2") -> float:
     ``k`` of order ``n^gamma`` (``0 <= gamma < 1``) at an alpha-Hoelder truth with alpha <=
     1 in p dimensions: its risk is of order ``sigma^2 / k + (k / n)^(2 alpha / p)``
     (Gyorfi, Kohler, Krzyzak and Walk 2002, *A Distribution-Free Theory of Nonparametric
-    Regression*, Theorem 6.2; ``simulate.sweep.knn``), so ``max(-gamma, -(1 - gamma) 2 alpha
+    Regression*, Theorem 6.2; ``simulate.sweep.train.knn``), so ``max(-gamma, -(1 - gamma) 2 alpha
     / p)`` for the squared Hellinger distance and the squared L2 error, half of it for the
     Hellinger distance.  ``gamma = 2 alpha / (2 alpha + p)`` (the matched k) gives the
     class's exponent ``-2 alpha / (2 alpha + p)``; ``gamma = 0`` (k fixed) gives 0, the

@@ -1,5 +1,5 @@
 """The sizes of a stated rate's numbers, bounded before sympy or mpmath computes them
-(:func:`check_sizes`; the rule is :mod:`theory.stated_rate`'s module docstring).
+(:func:`check_sizes`; the rule is :mod:`theory.rate_expression`'s module docstring).
 
 sympy computes numbers exactly and mpmath ``exp(x)`` with ``log2 |x|`` more bits, so a short
 text (``((10**4)**(10**4))**(10**4)``, ``exp(exp(n**3))``) could otherwise run for ever.  Each
@@ -169,7 +169,7 @@ class _Check:
 
 def check_sizes(text: str, expr, at: dict, where: str) -> None:
     """Every part of ``expr`` made of numbers alone, once the symbols of ``at`` have its
-    values, within the bounds of :mod:`theory.stated_rate`'s module docstring, else
+    values, within the bounds of :mod:`theory.rate_expression`'s module docstring, else
     :class:`SizeRefused` (a ValueError) naming it.  ``at``: symbol -> a sympy number (p and
     alpha of a truth, or no symbol: the parts sympy will compute exactly, so also their digits
     and powers are bounded) or an mpmath number (n of the band: the parts mpmath will compute,

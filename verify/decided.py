@@ -22,7 +22,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 
-from simulate.sweep.kinds import ASVI
+from simulate.sweep.setup.kinds import ASVI
 from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.paths import read_text_bounded, write_atomic
 from verify.reading.analysis import analyse

@@ -6,7 +6,7 @@ a random start.  Where the truth is (nearly) in the network class, a constructiv
 posterior (``simulate.references.constructive``: the teacher embedded, or the
 validation-chosen linear spline encoded) is a point of the same objective that the random
 start should reach.  This benchmark trains, for each *recipe*
-(``simulate.sweep.recipes.RECIPES``: a set of training settings of the sweep), the random
+(``simulate.sweep.setup.recipes.RECIPES``: a set of training settings of the sweep), the random
 start R
 and the constructive arms (``start="both"``: W0, W0s, W trained from W0, and plain Adam P)
 on the same cells, and reports per truth and n:
@@ -41,12 +41,12 @@ import time
 
 import numpy as np
 
-from simulate.sweep import tiers
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.recipes import RECIPE_DEFAULTS, RECIPES, recipe_settings
-from simulate.sweep.runner import SweepRunOptions, run_sweep
-from simulate.sweep.schema import read_records
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.run.runner import SweepRunOptions, run_sweep
+from simulate.sweep.setup import tiers
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.recipes import RECIPE_DEFAULTS, RECIPES, recipe_settings
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.store.schema import read_records
 from theory.plumbing.cli import Parser, interrupted, print_error, run_main
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import check_distinct, check_output_file, protect_inputs, write_atomic
@@ -57,7 +57,7 @@ from verify.stats.slopes import MeanDiffs, paired_mean_diff
 
 __all__ = ["BASE", "TRUTH_SETS", "benchmark", "gap_table", "main", "recipe_difference"]
 
-# The benchmark's sweep settings: the constructive tier's (simulate.sweep.tiers), less
+# The benchmark's sweep settings: the constructive tier's (simulate.sweep.setup.tiers), less
 # its sizes (the benchmark's own) and its recipe (each recipe's settings replace it).
 BASE = {
     k: v

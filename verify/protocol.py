@@ -38,9 +38,9 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 
-from simulate.sweep.parts import KNOWN_ANSWER
-from simulate.sweep.recipes import RECIPE_DEFAULTS, recipe_settings
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.parts import KNOWN_ANSWER
+from simulate.sweep.setup.recipes import RECIPE_DEFAULTS, recipe_settings
+from simulate.sweep.setup.truth_spec import TruthSpec
 from verify.stats.theorem import THEOREM_RULES
 
 __all__ = ["Protocol", "load", "names", "of_records", "DEFAULT"]
@@ -53,7 +53,7 @@ INTERVALS = ("t-bootstrap-se",)
 KINDS = ("exploratory", "confirmatory")
 BAND_RULES = {"holder": "2*delta", "teacher": "corollary-6.4", "gp": "0"}
 FAMILYWISE = ("holm", "none")
-# the known-answer controls' families (simulate.sweep.parts.KNOWN_ANSWER), each with its
+# the known-answer controls' families (simulate.sweep.setup.parts.KNOWN_ANSWER), each with its
 # own pilot cv entry where a protocol gives one
 CONTROL_KINDS = KNOWN_ANSWER
 
@@ -248,7 +248,7 @@ CONFIRM_TIERS = {
 
 
 def _recipe_mismatch(d: dict) -> str | None:
-    """What is wrong with a design's ``recipe`` (``simulate.sweep.recipes``): each setting
+    """What is wrong with a design's ``recipe`` (``simulate.sweep.setup.recipes``): each setting
     of the named recipe that differs from the baseline's must be written in
     ``[design.common]`` with the recipe's value, so that the protocol's digest covers it;
     None when they agree (or no recipe is named: the settings are the common ones)."""
@@ -279,7 +279,7 @@ def _own_settings(p: Protocol, sweep: dict) -> dict:
 
 def design_tier(p: Protocol) -> dict:
     """A confirmatory protocol's ``[design]`` as a tier of ``verify.rates``: its ASVI
-    sweeps (``sweeps``: each a name, its truths, its ``simulate.sweep.config.SweepConfig``
+    sweeps (``sweeps``: each a name, its truths, its ``simulate.sweep.setup.config.SweepConfig``
     settings -- the shared ``[design.common]``, overridden by the sweep's own ``settings``
     table where it has one (an n grid or a width cap of its own), with its own
     replicates, the protocol's tag and seeds -- and its budget control's replicates),

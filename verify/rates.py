@@ -16,7 +16,7 @@ and every JSON entry carries; a report on records of another protocol says so.  
 EXPR`` (a rate of d^2 in n, p and alpha) replaces the paper's band in an exploratory copy of
 the protocol (``verify.reading.stated_rate``).  ``--estimator MODULE:CLASS [--estimator-param
 NAME=VALUE ...]`` trains any scikit-learn-style regressor in ASVI's place on the tier's design
-(``simulate.sweep.foreign``) and decides its rate by the same tests (exploratory).
+(``simulate.sweep.train.foreign``) and decides its rate by the same tests (exploratory).
 
 * **attainment test**: ASVI's slope minus the slope of the class-matched reference (the
   least-squares continuous linear spline, its mesh chosen by cross-validation on the
@@ -54,7 +54,7 @@ paired interval, an equivalence test against the protocol's margin: converged (t
 verdicts stand), undetermined (they stand, labelled) or limited (they become
 INCONCLUSIVE).  It continues the sweep's candidates from their states at the sweep's cap
 (those with no plateau) or at their first plateau (the same run up to that step:
-``simulate.sweep.budget``; the same records bit for bit, fewer training seconds), or with
+``simulate.sweep.train.budget``; the same records bit for bit, fewer training seconds), or with
 ``--control-from-start`` trains every one again from the start.
 
 ``--tier confirm`` is the pre-registered confirmatory run: its design (truths with a fresh
@@ -62,10 +62,10 @@ truth seed, n, replicates, the control, the known-answer control at three priors
 ``[design]`` of the protocol ``confirm-v1``, committed before the run; ``--dry-run`` prints
 the design and its power without training.
 
-``--tier gp`` runs the harness's **known-answer control** (``simulate.sweep.gp``): exact
+``--tier gp`` runs the harness's **known-answer control** (``simulate.sweep.train.gp``): exact
 Gaussian-process posteriors with a matched and an over-smooth Matern prior, whose rates
 are proven, through the same sweep and verdicts: the matched prior must attain, the
-over-smooth one must be found slower; ``--tier knn`` the second (``simulate.sweep.knn``):
+over-smooth one must be found slower; ``--tier knn`` the second (``simulate.sweep.train.knn``):
 k-NN regression, k matched to the class (a known PASS) and k fixed (a known FAIL).
 
 Metrics: ``d2`` (VB-posterior mean of the squared Hellinger distance, the left side of
@@ -91,19 +91,19 @@ import traceback
 
 from simulate.alloc import tune_malloc
 from simulate.progress import end_line
-from simulate.sweep.budget import BudgetLink, linkable
 from simulate.sweep.cli import capped_note, resume_note
-from simulate.sweep.cluster import NoWorkersError
-from simulate.sweep.foreign import RegressorFailed
-from simulate.sweep.parallel import (
+from simulate.sweep.run.cluster import NoWorkersError
+from simulate.sweep.run.parallel import (
     WorkerDied,
     shared_pool,
 )
-from simulate.sweep.runner import (
+from simulate.sweep.run.runner import (
     SweepRunOptions,
     run_sweep,
     warm_worker,
 )
+from simulate.sweep.train.budget import BudgetLink, linkable
+from simulate.sweep.train.foreign import RegressorFailed
 from theory.plumbing.cli import interrupted, print_error, run_main
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import (
@@ -221,7 +221,7 @@ EXIT_WORDS = {
 
 
 def _budget_link(args, cfg, path, ccfg, say=print):
-    """The sweep's and the control's :class:`BudgetLink` (``simulate.sweep.budget``: the
+    """The sweep's and the control's :class:`BudgetLink` (``simulate.sweep.train.budget``: the
     sweep keeps its capped candidates' states in a folder beside the records, removed once
     the control's records are written), or None: no control, ``--control-from-start``, a
     cluster (its workers need not share this machine's files), or a configuration it does
@@ -237,9 +237,9 @@ def _budget_link(args, cfg, path, ccfg, say=print):
 
 
 # what raises a tier's step cap here (verify.rates has no cap flag: the tier's is its own;
-# simulate.sweep.recipes' "epochs" doubles its growth with n, "budget" its floor); a
+# simulate.sweep.setup.recipes' "epochs" doubles its growth with n, "budget" its floor); a
 # confirmatory tier's cap is its protocol's design, which refuses --recipe
-CAP_REMEDY = "raise it with --recipe epochs or --recipe budget (simulate.sweep.recipes)"
+CAP_REMEDY = "raise it with --recipe epochs or --recipe budget (simulate.sweep.setup.recipes)"
 CONFIRM_CAP = "the cap is the protocol's pre-registered design"
 CONTROL_WORDS = "the budget-doubling control measures what twice the cap changes"
 

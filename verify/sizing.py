@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from simulate.sweep.kinds import is_asvi
+from simulate.sweep.setup.kinds import is_asvi
 from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import path_arg
 from verify import protocol as protocols

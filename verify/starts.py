@@ -35,7 +35,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from simulate.sweep.schema import read_records
+from simulate.sweep.store.schema import read_records
 from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import path_arg

@@ -28,8 +28,8 @@ from simulate.core import StepOptions, native
 from simulate.core.hyper import PAPER_WIDTHS
 from simulate.core.steppath import MLP_KINDS, mlp_help, path_of
 from simulate.experiments.table1 import METHODS
-from simulate.sweep import tiers
-from simulate.sweep.schema import read_records
+from simulate.sweep.setup import tiers
+from simulate.sweep.store.schema import read_records
 from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import check_distinct, check_output_file, path_arg, write_json
 

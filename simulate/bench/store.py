@@ -1,6 +1,6 @@
 """``python -m simulate.bench.store RECORDS...``: what the records store costs, JSON lines
 against SQLite, on real records (the measurement behind keeping JSON lines,
-``simulate.sweep.records``).
+``simulate.sweep.store.records``).
 
 Each file's records are written as a sweep writes them -- one append per job (the records
 of one truth and n), each flushed to disk (``records.append_jsonl``) -- and, in the same

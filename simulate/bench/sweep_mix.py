@@ -2,7 +2,7 @@
 sweep [--tier full] [--records PATH]``).
 
 A rate tier's training is a list of *programs*: per job (truth, n, replicate block), the
-candidate widths split into width groups (``simulate.sweep.widths.group_widths``), each group
+candidate widths split into width groups (``simulate.sweep.setup.widths.group_widths``), each group
 one batched trainer of ``block x group`` models, padded to the group's widest, on the
 truth's p, the cell's batch (``min(batch_size, n)``), depth and compilation, run until its
 last model stops (at most the cell's step cap).  :func:`sweep_programs` lists them as the
@@ -37,13 +37,13 @@ import torch
 
 from simulate.bench.flops import workload_flops
 from simulate.core import Hyper, StepOptions
-from simulate.core.recipe import build_trainer
 from simulate.core.steppath import path_of
-from simulate.sweep import tiers
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.jobs import jobs_for
-from simulate.sweep.schema import read_records
-from simulate.sweep.widths import group_widths
+from simulate.core.training import build_trainer
+from simulate.sweep.setup import tiers
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.widths import group_widths
+from simulate.sweep.store.schema import read_records
+from simulate.sweep.train.jobs import jobs_for
 
 __all__ = ["sweep_programs", "sweep_workload"]
 
@@ -90,7 +90,8 @@ def _program_rate(prog: dict, steps: int, repeats: int, options: StepOptions) ->
     median of ``repeats``.
 
     Compiled, each program starts from a fresh dynamo cache, as each sweep job does
-    (``simulate.sweep.job.run_asvi_job``), and a recompile past dynamo's limit is an error: the
+    (``simulate.sweep.train.asvi_job.run_asvi_job``), and a recompile past dynamo's limit is an
+    error: the
     tier's 44 programs compiled in one process otherwise pass the limit and the later ones
     run eagerly, which timed the full tier's p = 200 programs up to 3x too slow."""
     if options.compile:

@@ -41,7 +41,7 @@ from simulate.bench.flops import BATCH, WIDTH, N, P, peak_rates, sync, workload_
 from simulate.core import Batch, Hyper, StepOptions, Trainer, native
 from simulate.core.hyper import DEPTH, PAPER_WIDTHS
 from simulate.core.options import DEFAULT_OPTIONS
-from simulate.core.recipe import build_trainer
+from simulate.core.training import build_trainer
 from simulate.experiments.table1 import METHODS, width_groups
 from simulate.truths.functions import TeacherNetwork, make_regression_data
 
@@ -295,7 +295,7 @@ def compare_paths(
     options: StepOptions = DEFAULT_OPTIONS,
     log=print,
 ) -> dict:
-    """Time the step paths (``simulate.core.paths``) on the same E models in one process,
+    """Time the step paths (``simulate.core.training_step``) on the same E models in one process,
     interleaved: autograd through the sampler (``autograd``, the autograd path), the
     hand-written step (``hand_written``, the default family's), and with
     ``options.compile`` the hand-written step compiled, both as one call for all E models

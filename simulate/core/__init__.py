@@ -77,7 +77,6 @@ from simulate.core.objective import (
 )
 from simulate.core.optim import Factors, Optimizer, OptState, optimizer_of
 from simulate.core.options import StepOptions
-from simulate.core.paths import Info, Step, build_step, chunk_bounds
 from simulate.core.sampler import DrawSource, Inputs, Sampler, StepWords, draw_step_inputs
 from simulate.core.state import (
     Batch,
@@ -90,6 +89,7 @@ from simulate.core.state import (
 )
 from simulate.core.step import Consts, StepSpec, horseshoe_step, spike_slab_step
 from simulate.core.trainer import Trainer
+from simulate.core.training_step import Info, Step, build_step, chunk_bounds
 
 # the core's public names, each defined in the module that holds its concern (see above)
 __all__ = [

@@ -1,7 +1,7 @@
 """Hyperparameters of the batched core (:class:`Hyper`), validated where they are made, and
 the one table of the training hyperparameters' defaults (:data:`HYPER_DEFAULTS`: Hyper's
-own), from which the sweeps (``simulate.sweep.config.SweepConfig``), the training recipes
-(``simulate.sweep.recipes``), the estimators (``simulate.estimators``) and the drivers
+own), from which the sweeps (``simulate.sweep.setup.config.SweepConfig``), the training recipes
+(``simulate.sweep.setup.recipes``), the estimators (``simulate.estimators``) and the drivers
 derive theirs, overriding by name only where they must; with the paper's other settings
 said once (:data:`PAPER_MNIST`, :data:`PAPER_UCI`, :data:`LAMBDA_S_A`) and the sparsity
 price's rule at n (:func:`lambda_s_at`)."""
@@ -121,7 +121,7 @@ def inclusion_rate(lr: float, lr_inclusion: float | None, ramp: float | None, n:
     proportion to n up to ``lr_inclusion``.  A rate equal to ``lr`` under a ramp is None, so
     that cells below it train by the default path bit for bit.
 
-    Why a rate that grows with n (an optimiser recipe, ``simulate.sweep.recipes``;
+    Why a rate that grows with n (an optimiser recipe, ``simulate.sweep.setup.recipes``;
     exploratory, chosen on ``python -m verify.optimiser``): the pruning force on a logit is
     the KL part's gradient, which the per-point objective weighs by 1/n against the
     likelihood's, so at a fixed rate the logits of edges that should be off move the more

@@ -71,7 +71,8 @@ class OptState(NamedTuple):
 class Factors(NamedTuple):
     """One step's scalars as 0-d tensors: the step size and the second moment's bias
     correction; ``kl_weight``, the KL warm-up's weight on the KL part's gradient
-    (``Hyper.kl_warmup``; None: 1, no warm-up), set by the step (``simulate.core.paths``)."""
+    (``Hyper.kl_warmup``; None: 1, no warm-up), set by the step
+    (``simulate.core.training_step``)."""
 
     step_size: torch.Tensor
     corr2: torch.Tensor

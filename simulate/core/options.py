@@ -1,7 +1,7 @@
 """How a trainer's step runs (:class:`StepOptions`): one frozen object, validated when it is
 made, built once at the edge (the sweep's ``SweepConfig.step_options``, the estimators'
 ``fit``, the experiments' drivers, the benchmark) and passed whole to
-``simulate.core.Trainer``, which hands it to ``simulate.core.paths.build_step``.
+``simulate.core.Trainer``, which hands it to ``simulate.core.training_step.build_step``.
 
 What it holds changes how the step computes, never what (the same numbers to float
 rounding), except learned noise, which changes the model (the noise sd is estimated):
@@ -29,7 +29,7 @@ class StepOptions:
     * ``compile``: the step (and the sampler's draw) through ``torch.compile`` -- a
       one-time cost of seconds, cached by torch on disk;
     * ``chunk``: models per compiled call (compiled hand-written step only;
-      ``simulate.core.paths.chunk_bounds``; None: all of them in one call);
+      ``simulate.core.training_step.chunk_bounds``; None: all of them in one call);
     * ``mlp``: the step path's name (``simulate.core.steppath``: ``"batched"``,
       ``"native"`` or ``"native-step"``), resolved to its object by :attr:`path`, which
       owns the checks (``compile`` must be False on the whole step in C);

@@ -264,7 +264,7 @@ class Posterior:
 @functools.lru_cache(maxsize=256)
 def _log_priors(widths: tuple, lam) -> tuple:
     """``log pi(N)`` of each width (``theory.log_prior_N``), kept: every record read
-    recomputes its selection (``simulate.sweep.validate``), and each call is ~0.2 ms."""
+    recomputes its selection (``simulate.sweep.store.validate``), and each call is ~0.2 ms."""
     return tuple(float(log_prior_N(w, lam)) for w in widths)
 
 

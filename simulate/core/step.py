@@ -9,7 +9,7 @@ the variational parameters and the optimiser's moments (``simulate.core.state.St
 optimiser's step-t scalars (:class:`simulate.core.optim.Factors`).  It returns the new
 parameters and moments, which models' objective was not finite (``[E]`` bool) and the
 terms (:class:`simulate.core.objective.ELBOTerms`).  A model held by ``inputs.held`` or not
-finite at this step is not moved.  ``simulate.core.paths`` wraps a kernel into the step over
+finite at this step is not moved.  ``simulate.core.training_step`` wraps a kernel into the step over
 ``State`` (failures, step count) and compiles it.
 
 * :func:`spike_slab_step` -- the paper's family with the paper's L3 (and Dense-BNN, the
@@ -49,7 +49,7 @@ class StepSpec:
     how the network's pass is computed -- one batched product per layer over all models
     (:func:`simulate.core.layout.mlp_nll_and_grad`) or fused per model in C
     (:func:`simulate.core.native.fused_nll_and_grad`; equal to float rounding); the whole
-    step in C runs no torch step (``simulate.core.paths.NativeStep``)."""
+    step in C runs no torch step (``simulate.core.training_step.NativeStep``)."""
 
     layout: Layout
     hyper: Hyper

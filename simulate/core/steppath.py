@@ -58,7 +58,7 @@ class StepPath:
     * ``fused_pass``: the torch hand-written step's network pass is the fused C one
       (``simulate.core.step.StepSpec``; False on the whole step in C, which runs no torch
       step);
-    * ``whole_step``: the whole step runs in C (``simulate.core.paths.NativeStep``),
+    * ``whole_step``: the whole step runs in C (``simulate.core.training_step.NativeStep``),
       drawing its own noise (the sampler's ``noise_in_step``), several steps a call."""
 
     name: str
@@ -113,7 +113,7 @@ class StepPath:
 
     def check_kernel(self, hand_written: bool) -> None:
         """``ValueError`` where the hyperparameters take the autograd path
-        (``hand_written`` False: ``simulate.core.paths.uses_hand_written`` or
+        (``hand_written`` False: ``simulate.core.training_step.uses_hand_written`` or
         ``autograd=True``) and this path needs the hand-written step (the C paths)."""
         if self.runs_c and not hand_written:
             raise ValueError(
@@ -208,8 +208,8 @@ class _DepthEveryPath(Interval):
 
 
 # A depth every step path trains: 1 .. the C code's limit.  The sweep's ``depth`` takes it
-# (``simulate.sweep.parts.Design``): every ASVI tier trains on the C step (``native-step``,
-# ``simulate.sweep.tiers``), ``verify.rates`` falls back to the batched one only where no C
+# (``simulate.sweep.setup.parts.Design``): every ASVI tier trains on the C step (``native-step``,
+# ``simulate.sweep.setup.tiers``), ``verify.rates`` falls back to the batched one only where no C
 # compiler builds it, and ``SweepConfig`` is checked per field, without its ``mlp``
 # beside -- so a sweep's configuration is bounded by the tightest path, valid on every
 # path and machine, and a depth of 64 is one line when it is made instead of a crash in

@@ -32,7 +32,7 @@ objective of ~1.42 n nats a window's quiet allows the squared L2 error to change
 alpha = 1.5.  With ``risk_tol`` set, the caller passes ``risk``, a function returning each
 model's held-out criterion, computed from the training data alone and never from the
 truth (which no user has): the sweep holds each replicate's last points out of training
-and measures the posterior mean's squared error on their y (``simulate.sweep.job``,
+and measures the posterior mean's squared error on their y (``simulate.sweep.train.asvi_job``,
 ``SweepConfig.stop_val_fraction``); the estimators do the same on their
 ``validation_fraction`` (``simulate.estimators``).  It is evaluated once per window end
 only; a window is quiet only when also ``|risk_previous - risk_current| / risk_current <
@@ -174,7 +174,7 @@ def sum_in_order(acc: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
 class Convergence:
     """Per-model bookkeeping of :class:`StopRule` over a run (host syncs once per window).
 
-    ``update(info, risk)`` reads one step's :class:`simulate.core.paths.Info` (the
+    ``update(info, risk)`` reads one step's :class:`simulate.core.training_step.Info` (the
     per-model objective ``info.terms.total``, its KL part ``info.terms.kl`` and the models
     that failed at this step, ``info.failed``) and ``risk`` (a function of nothing returning
     the per-model held-out risk ``[E]``, called at window ends only; required when the rule
@@ -195,7 +195,7 @@ class Convergence:
     both rules (a window quiet under the stricter thresholds is quiet under these, so the
     stricter rule has had no plateau either); its state with :meth:`entries` is the state
     of a run under ``shadow`` at that step, which :meth:`seed` continues (the
-    budget-doubling control's continuation, ``simulate.sweep.budget``).  Stricter means:
+    budget-doubling control's continuation, ``simulate.sweep.train.budget``).  Stricter means:
     the same window, patience and plateau schedule, no risk test, ``tol`` and ``kl_abs``
     no larger.
     """
@@ -252,7 +252,7 @@ class Convergence:
         return self.rule.window - self._count
 
     def update(self, info, risk=None) -> torch.Tensor | None:
-        """One step's :class:`~simulate.core.paths.Info` (each tensor ``[E]``), or ``S``
+        """One step's :class:`~simulate.core.training_step.Info` (each tensor ``[E]``), or ``S``
         steps' (``[S, E]``: at most :meth:`steps_to_window_end` of them; their sums added
         in order, :func:`sum_in_order`, so the decisions are those of S one-step
         updates)."""

@@ -2,7 +2,8 @@
 stopping rule and failures (see ``simulate.core`` for the design).
 
 One training step is ``inputs = sampler.draw(t, held)`` (:class:`simulate.core.sampler.
-Sampler`) then ``state, info = step(state, inputs)`` (:func:`simulate.core.paths.build_step`):
+Sampler`) then ``state, info = step(state, inputs)``
+(:func:`simulate.core.training_step.build_step`):
 the loop owns what is not the step's business -- which models the stopping rule holds
 (``Trainer.frozen``) and the loss history (``Trainer.history``).  A step that runs several
 steps per call (``step_fn.multi``: the whole step in C) is handed every step up to the next
@@ -18,12 +19,12 @@ from simulate.core.noise import LearnedNoise
 from simulate.core.objective import ELBOTerms, ModelSpec, draw_network, family_of, reference_terms
 from simulate.core.optim import lower_lr, scale_rows, with_lr_scale
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
-from simulate.core.paths import Info, build_step
 from simulate.core.posterior import Posterior
 from simulate.core.sampler import Sampler
 from simulate.core.state import Batch, init_state
 from simulate.core.step import Consts
 from simulate.core.stopping import Convergence
+from simulate.core.training_step import Info, build_step
 from simulate.core.until import Resume, as_list, call_size, held_until_joined, race_stops
 
 __all__ = ["Trainer"]
@@ -41,13 +42,13 @@ class Trainer(LearnedNoise):
     """Trains E models at once: owns the layout, masks, sampler, step and state.
 
     How the step runs is ``options`` (:class:`simulate.core.options.StepOptions`, made and
-    validated by the caller, passed whole).  The step path (``simulate.core.paths``) is
+    validated by the caller, passed whole).  The step path (``simulate.core.training_step``) is
     chosen once here: the hand-written step (eager, or with ``options.compile`` through
     ``torch.compile``: a one-time cost of seconds, cached by torch on disk), or autograd
     through the sampler for the exact L3 (and with ``options.autograd`` for any family: the
     hand-written kernels' check).  They compute the same numbers up to float rounding; the
     eager paths are what most tests use.  ``options.chunk`` (compiled hand-written step
-    only): models per compiled call (``simulate.core.paths.chunk_bounds``); it changes
+    only): models per compiled call (``simulate.core.training_step.chunk_bounds``); it changes
     nothing but speed, and by default all models go in one call (``BENCHMARKS.md`` has the
     measurements behind that default).  ``init_from``: variational parameters ``[3, E, P]``
     to start from instead of the seeded random start
@@ -218,7 +219,7 @@ class Trainer(LearnedNoise):
     def hold_locations(self) -> None:
         """Train only the slab scales and inclusion probabilities from here on: the
         locations' learning rate is 0 (the constructive arm whose posterior is fitted
-        around a fixed network, ``simulate.sweep.groups``).  Their moments still accumulate;
+        around a fixed network, ``simulate.sweep.train.groups``).  Their moments still accumulate;
         nothing else changes."""
         self._enable_lr_scale()
         rows = torch.tensor([0.0, 1.0, 1.0], device=self.device, dtype=self.dtype)
@@ -260,7 +261,7 @@ class Trainer(LearnedNoise):
         return self.advance().terms
 
     def advance(self) -> Info:
-        """:meth:`step`, returning the step's whole :class:`~simulate.core.paths.Info`."""
+        """:meth:`step`, returning the step's whole :class:`~simulate.core.training_step.Info`."""
         held = self.state.health.failed | self.frozen
         inputs = self.sampler.draw(self.state.count, held)
         self.state, info = self.step_fn(self.state, inputs)
@@ -378,7 +379,7 @@ class Trainer(LearnedNoise):
         ``resume`` (:class:`Resume`, or several, optional): models held until the run's step
         count reaches ``resume.at`` and then continued from the state they had there in a run
         under a rule whose shadow is ``rule`` -- their trajectories are then those of this
-        run from the start (``simulate.sweep.budget``; tested).  When every other model has
+        run from the start (``simulate.sweep.train.budget``; tested).  When every other model has
         stopped before that step, the count jumps to it (the stopped models' moments then
         skip the decay they would have had meanwhile; nothing reads them)."""
         if rule.lr_decays:

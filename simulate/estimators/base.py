@@ -1,5 +1,5 @@
 """The scikit-learn surface over the core: ``_Base.fit`` (every candidate width in one batched
-program through ``simulate.core.recipe.train_models``, then eq. (13)'s selection), the
+program through ``simulate.core.training.train_models``, then eq. (13)'s selection), the
 regressors' and classifiers' predictions and intervals."""
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from simulate.core.posterior import (
     mixture_quantiles,
     select_width,
 )
-from simulate.core.recipe import train_models
 from simulate.core.stopping import STOP_DEFAULTS, StopRule
+from simulate.core.training import train_models
 from simulate.estimators.inputs import (
     _SEED_MAX,
     EPOCH_COUNT,

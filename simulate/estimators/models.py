@@ -19,7 +19,7 @@ from simulate.core.posterior import (
     PREDICT_DRAWS,
 )
 from simulate.estimators.base import _Classifier, _Regressor
-from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPE_DEFAULTS, recipe_settings
+from simulate.sweep.setup.recipes import DEFAULT_RECIPE, RECIPE_DEFAULTS, recipe_settings
 
 _COMMON_DOC = """
     Parameters (module docstring for the practitioner's defaults; otherwise the paper's
@@ -61,7 +61,7 @@ _COMMON_DOC = """
     The paper's teacher setting: ``sigma=1.0, standardize_y=False, lambda_s=3.0,
     epochs=7000, **recipe_params("baseline")`` (one learning rate, no plateaus).  The
     regressors' optimiser defaults are the sweeps' default training recipe
-    (``simulate.sweep.recipes.DEFAULT_RECIPE``, ``logit-ramp-plateau``: the logits' rate
+    (``simulate.sweep.setup.recipes.DEFAULT_RECIPE``, ``logit-ramp-plateau``: the logits' rate
     ``lr max(1, n / 1,000)`` up to 0.1, two plateau decays), chosen and judged on the
     sweeps' truths at batch 128 (docs/results/optimiser.md, "ASVI's optimiser against its
     own objective"); at n <= 1,000 the logits train at ``lr``, so scikit-learn's small check
@@ -70,7 +70,7 @@ _COMMON_DOC = """
 
 
 # the estimators' parameters a training recipe sets (recipe_params): estimator parameter
-# -> the sweep's setting (simulate.sweep.config.SweepConfig)
+# -> the sweep's setting (simulate.sweep.setup.config.SweepConfig)
 _RECIPE_SETTING = {
     "lr": "lr",
     "lr_inclusion": "lr_inclusion",
@@ -81,7 +81,7 @@ RECIPE_PARAMS = tuple(_RECIPE_SETTING)
 
 
 def recipe_params(name: str) -> dict:
-    """The estimators' parameters of training recipe ``name`` (``simulate.sweep.recipes``,
+    """The estimators' parameters of training recipe ``name`` (``simulate.sweep.setup.recipes``,
     where the recipes and ``DEFAULT_RECIPE`` are said once): the inclusion logits' rate
     and its growth with n, and the plateaus that lower the learning rate (the sweeps'
     ``stop_lr_decays``; the factor is the stopping rule's 0.1).  The recipes that change

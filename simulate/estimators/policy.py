@@ -13,15 +13,15 @@ import torch
 
 from simulate.core import native
 from simulate.core.options import DEFAULT_OPTIONS, StepOptions
-from simulate.core.paths import uses_hand_written
 from simulate.core.steppath import BATCHED, MLP_KINDS, NATIVE, NATIVE_STEP, path_of
+from simulate.core.training_step import uses_hand_written
 from simulate.progress import Progress
 from theory import log_prior_N
 
 NOISE_FLOOR = DEFAULT_OPTIONS.noise_floor  # learned noise sd's floor, standardised units
 # Where the learned noise sd starts, in standardised units (a tenth of y's sd): small, so the
 # network fits before the noise settles (with the warm-up of
-# ``simulate.core.recipe.fit_trainer``).  A start at y's own sd (the constant fit's) let a narrow
+# ``simulate.core.training.fit_trainer``).  A start at y's own sd (the constant fit's) let a narrow
 # network's posterior collapse to the constant fit, an optimisation trap far below the fitted ELBO
 # (measured: SVI width 2 on y = x_1 + N(0, 0.1^2), n = 300: R^2 0.00 and ELBO -425 from sd 1; R^2
 # 0.97 and ELBO +14 from 0.1 with the warm-up; tests/simulate/test_practitioner.py).

@@ -27,7 +27,7 @@ from sklearn.preprocessing import StandardScaler
 from simulate.alloc import tune_malloc
 from simulate.core.steppath import MLP_KINDS, mlp_help
 from simulate.estimators import RECIPE_PARAMS, ASVIRegressor, recipe_params
-from simulate.sweep.recipes import RECIPES
+from simulate.sweep.setup.recipes import RECIPES
 from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.paths import check_output_file, path_arg, write_json
 

@@ -28,10 +28,10 @@ import torch
 from simulate.core import Batch, Hyper
 from simulate.core.hyper import DEPTH, LAMBDA_S_A, PAPER_MNIST, lambda_s_at
 from simulate.core.posterior import ELBO_DRAWS, select_width
-from simulate.core.recipe import build_trainer
+from simulate.core.training import build_trainer
 from simulate.progress import Progress
-from simulate.sweep import tiers
-from simulate.sweep.records import RecordStore, tier_store
+from simulate.sweep.setup import tiers
+from simulate.sweep.store.records import RecordStore, tier_store
 from simulate.truths.data import mnist1d_split, standardize
 
 __all__ = [

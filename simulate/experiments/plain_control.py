@@ -19,8 +19,8 @@ from simulate.progress import Progress
 from simulate.references.classical import spline_reference
 from simulate.references.constructive import net_theta, spline_starts
 from simulate.references.plain import PlainFit, train_plain, validation_split
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
 from simulate.truths.functions import make_regression_data
 from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.paths import check_output_file, path_arg, write_json

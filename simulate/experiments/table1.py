@@ -29,10 +29,10 @@ from simulate.core import Hyper, StepOptions
 from simulate.core.hyper import DEPTH, HYPER_DEFAULTS
 from simulate.core.options import DEFAULT_OPTIONS
 from simulate.core.posterior import ELBO_DRAWS, PREDICT_DRAWS
-from simulate.core.recipe import train_models
-from simulate.sweep import tiers
-from simulate.sweep.parallel import map_unordered
-from simulate.sweep.records import RecordStore, tier_store
+from simulate.core.training import train_models
+from simulate.sweep.run.parallel import map_unordered
+from simulate.sweep.setup import tiers
+from simulate.sweep.store.records import RecordStore, tier_store
 from simulate.truths.functions import TeacherNetwork, teacher_data
 
 __all__ = [
@@ -235,7 +235,7 @@ def run_teacher(
     """Train what the tier needs and is not yet recorded; return all its records.
     ``variant``: the teacher's bias convention and the network's pass
     (:class:`TeacherVariant`); ``workers``: train the blocks on that many single-threaded
-    worker processes (``simulate.sweep.parallel``; this process alone writes the records,
+    worker processes (``simulate.sweep.run.parallel``; this process alone writes the records,
     each block's as it finishes, so a run stopped anywhere loses at most the blocks in
     flight); ``methods``: a subset of ``METHODS`` to train (default all; Figure 1(b) and the
     ASVI row need SVI alone); ``plan``: a ``RUN_PLAN``-shaped override of how blocks run,

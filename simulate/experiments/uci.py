@@ -31,10 +31,10 @@ import torch
 from simulate.core import Hyper
 from simulate.core.hyper import LAMBDA_S_A, PAPER_UCI, lambda_s_at
 from simulate.core.posterior import PREDICT_DRAWS, mixture_quantiles
-from simulate.core.recipe import build_trainer
-from simulate.sweep import tiers
-from simulate.sweep.parallel import check_workers, map_unordered
-from simulate.sweep.records import RecordStore, tier_store
+from simulate.core.training import build_trainer
+from simulate.sweep.run.parallel import check_workers, map_unordered
+from simulate.sweep.setup import tiers
+from simulate.sweep.store.records import RecordStore, tier_store
 from simulate.truths.data import (
     UCI_SPLIT_KINDS,
     boston,
@@ -165,7 +165,7 @@ def run_uci(
     (drawn here, seed 0) or ``standard`` (the protocol's own, on which the published rows
     were computed: :func:`simulate.truths.data.uci_standard_splits`).  ``workers``: train
     the (dataset, method) units on that many single-threaded worker processes
-    (``simulate.sweep.parallel``; this process alone writes the records, each unit's as it
+    (``simulate.sweep.run.parallel``; this process alone writes the records, each unit's as it
     finishes, so a run stopped anywhere loses at most the units in flight).  A unit's
     numbers do not depend on where it ran, up to the float rounding of the thread count
     (a worker has one torch thread)."""

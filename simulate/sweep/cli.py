@@ -1,11 +1,11 @@
 """``python -m simulate.sweep``'s command line (through ``__main__.py``): its flags (the
 ``--truth`` groups, :func:`parse_truths`; the rest, :func:`build_parser`; ``--help`` prints
-:mod:`simulate.sweep.runner`'s account of a sweep), the configuration they make
+:mod:`simulate.sweep.run.runner`'s account of a sweep), the configuration they make
 (:func:`config_from_args`), their checks before any work (exit 2, one line), the line an
 interrupted sweep ends with (:func:`resume_note`; a pool worker killed under it, as the
 out-of-memory killer does, ends the same way, exit 2), and the note of the candidates a
 sweep left at its step cap (:func:`capped_note`); the sweep itself is
-:func:`simulate.sweep.runner.run_sweep`'s."""
+:func:`simulate.sweep.run.runner.run_sweep`'s."""
 
 from __future__ import annotations
 
@@ -17,13 +17,10 @@ import textwrap
 
 from simulate.alloc import tune_malloc
 from simulate.progress import end_line
-from simulate.sweep import runner
-from simulate.sweep.cluster import NoWorkersError
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.flags import add_sweep_flags, overrides_from_args
-from simulate.sweep.parallel import WorkerDied, add_scheduler_flags, check_cluster_flags
-from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
-from simulate.sweep.runner import (
+from simulate.sweep.run import runner
+from simulate.sweep.run.cluster import NoWorkersError
+from simulate.sweep.run.parallel import WorkerDied, add_scheduler_flags, check_cluster_flags
+from simulate.sweep.run.runner import (
     SweepRunOptions,
     check_compile,
     check_memory,
@@ -31,7 +28,10 @@ from simulate.sweep.runner import (
     records_path_for,
     run_sweep,
 )
-from simulate.sweep.truth_spec import TRUTH_HELP, TruthSpec
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.flags import add_sweep_flags, overrides_from_args
+from simulate.sweep.setup.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
+from simulate.sweep.setup.truth_spec import TRUTH_HELP, TruthSpec
 from theory.plumbing.cli import Parser, interrupted, print_error
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.parse import NUMBER_LIMIT, BoundsError, parse_line
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 # the step cap's growth with n where no --config file is given: the confirmatory tiers' cap
-# (simulate.sweep.tiers: "full", "constructive" and the confirm tiers set max_epochs = 160),
+# (simulate.sweep.setup.tiers: "full", "constructive" and the confirm tiers set max_epochs = 160),
 # max(max_steps, ceil(160 n / batch)) steps.  Why not SweepConfig's own default (None: a
 # fixed max_steps at every n): a fixed cap is fewer passes over the data as n grows (20,000
 # steps of 128 are 80 epochs at n = 32,000 and 5 at n = 512,000), so the large n of a sweep
@@ -59,7 +59,7 @@ __all__ = [
 DEFAULT_MAX_EPOCHS = 160
 
 # what the command line says of the step cap (the flags' help is generated from their
-# declarations, simulate.sweep.parts: said here, in --help's epilog)
+# declarations, simulate.sweep.setup.parts: said here, in --help's epilog)
 CAP_HELP = (
     f"The step cap: without --config, --max-epochs is {DEFAULT_MAX_EPOCHS} unless given (the"
     f" confirmatory tiers' cap, max(--max-steps, ceil({DEFAULT_MAX_EPOCHS} n / batch)) steps: a"
@@ -184,14 +184,14 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--recipe",
         choices=sorted(RECIPES),
-        help=f"the training recipe (simulate.sweep.recipes; default {DEFAULT_RECIPE}, or with"
+        help=f"the training recipe (simulate.sweep.setup.recipes; default {DEFAULT_RECIPE}, or with"
         " --config the file's own settings); --config and the flags override its settings",
     )
     ap.add_argument(
         "--out", type=path_arg, default="results/records.jsonl", help="records file (JSON lines)"
     )
     # the sweep's settings, their flags and help generated from their declarations
-    # (simulate.sweep.parts); unset, a flag leaves the recipe's or --config's value
+    # (simulate.sweep.setup.parts); unset, a flag leaves the recipe's or --config's value
     add_sweep_flags(ap, SWEEP_FLAGS)
     add_scheduler_flags(ap)
     ap.add_argument(
@@ -218,7 +218,7 @@ def config_from_args(truths, args) -> SweepConfig:
     """The sweep the parsed flags ``args`` and the ``--truth`` groups ``truths`` make.
 
     The base: the recipe named (``--recipe``), else the default one
-    (:data:`~simulate.sweep.recipes.DEFAULT_RECIPE`) -- but a ``--config`` file is its own
+    (:data:`~simulate.sweep.setup.recipes.DEFAULT_RECIPE`) -- but a ``--config`` file is its own
     settings (an earlier configuration, or the GP control's, resumes as it was written).
     Without ``--config`` the cap grows with n, ``max_epochs`` :data:`DEFAULT_MAX_EPOCHS`
     (the confirmatory tiers'; a recipe's own, ``epochs``'s 320, kept), unless

@@ -31,8 +31,8 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass
 
-from simulate.sweep.kinds import KINDS
-from simulate.sweep.schema import read_records
+from simulate.sweep.setup.kinds import KINDS
+from simulate.sweep.store.schema import read_records
 from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import path_arg
 

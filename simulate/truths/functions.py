@@ -32,7 +32,8 @@ class TeacherNetwork:
     time ... 10 or 12"), SVI at width 2 had test RMSE 2.141 +- 0.024 subtracting against
     2.430 +- 0.009 adding (paper 2.193), and 7 of SVI's 10 per-width edge counts were not
     within 2 SE of the paper's adding against 3 subtracting.  The rate sweeps' teacher
-    truths (``simulate.sweep.truth_spec.TruthSpec``) keep ``"add"``, the convention their records
+    truths (``simulate.sweep.setup.truth_spec.TruthSpec``) keep ``"add"``, the convention their
+    records
     were made with: for Corollary 6.3's rate any fixed sparse ReLU network is a truth."""
 
     p: int = 20

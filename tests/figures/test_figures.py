@@ -6,9 +6,9 @@ from figures.rate_figure import rate_figure
 from figures.teacher_figures import figure_1b, table1
 from figures.tradeoff import theory_terms, tradeoff_figure
 from simulate.experiments.table1 import TeacherVariant, run_teacher
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.runner import run_sweep
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.run.runner import run_sweep
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
 from tests.factories import SWEEP_TINY, run_main
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from figures.results_md import regenerate, render_block
-from simulate.sweep.schema import SCHEMA, read_records
+from simulate.sweep.store.schema import SCHEMA, read_records
 from tests.factories import fake_records
 from verify.reading.analysis import analyse
 from verify.report.render import markdown_results

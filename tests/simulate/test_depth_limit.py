@@ -23,8 +23,8 @@ from simulate.core.steppath import BATCHED, NATIVE, NATIVE_STEP, PATHS
 from simulate.estimators import ASVIClassifier, ASVIRegressor
 from simulate.estimators.inputs import MAX_DEPTH
 from simulate.estimators.policy import _step_options
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
 from tests.factories import SWEEP_TINY, run_main
 
 C_SOURCE = Path(native.__file__).with_name("fused_mlp.c")

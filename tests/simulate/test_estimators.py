@@ -245,8 +245,8 @@ def test_network_and_evaluation_defaults_are_said_once_and_agree_everywhere():
     from simulate.core import posterior
     from simulate.core.hyper import DEPTH, PAPER_EPOCHS
     from simulate.core.posterior import Posterior
-    from simulate.sweep import tiers
-    from simulate.sweep.config import SweepConfig
+    from simulate.sweep.setup import tiers
+    from simulate.sweep.setup.config import SweepConfig
 
     assert (DEPTH, PAPER_EPOCHS) == (2, 7000)
     assert (posterior.ELBO_DRAWS, posterior.MIN_ELBO_DRAWS) == (10, 10)
@@ -372,8 +372,8 @@ def test_a_failed_model_s_last_window_mean_is_not_its_objective():
     finite window mean in ``prev`` (the stopping rule's bookkeeping), but the race sees NaN
     for it, so a failed candidate can neither lead nor take a place in the better half."""
     from simulate.core.objective import ELBOTerms
-    from simulate.core.paths import Info
     from simulate.core.stopping import Convergence, StopRule
+    from simulate.core.training_step import Info
 
     conv = Convergence(StopRule(window=2), 3)
     ok = torch.zeros(3, dtype=torch.bool)

@@ -213,7 +213,7 @@ def test_sigma_recovers_a_known_noise_at_n_5000():
 
 @pytest.mark.slow
 def test_a_small_noise_start_avoids_the_constant_fit():
-    """``NOISE_START`` and the warm-up (``simulate.core.recipe.fit_trainer``): from a tenth of y's
+    """``NOISE_START`` and the warm-up (``simulate.core.training.fit_trainer``): from a tenth of y's
     sd a width-2 network fits y = x_1 + noise and the EM then finds the noise (0.1); from
     y's own sd (the constant fit's) its posterior collapses to the constant, which is why
     the start is small."""

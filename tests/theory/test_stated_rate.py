@@ -1,4 +1,4 @@
-"""``theory.stated_rate``: a stated rate parsed from a whitelist, checked positive and
+"""``theory.rate_expression``: a stated rate parsed from a whitelist, checked positive and
 decreasing over a design, and reduced to the band's exponent and log power by the teacher's
 band's rule (``slope_ns(log f ~ log n) = e + c ell``), with known answers."""
 
@@ -14,7 +14,7 @@ import pytest
 import sympy as sp
 
 from theory import corollary_6_1_rate, derive_exponent, predicted_exponent, teacher_log_power
-from theory.stated_rate import parse_rate, stated_band
+from theory.rate_expression import parse_rate, stated_band
 
 # the quick tier's n, confirm-v4's, and n up to 1e300 (exact integers)
 DESIGNS = ([250, 630, 1600, 4000], [500 * 4**k for k in range(6)], [10**10, 10**100, 10**300])
@@ -168,7 +168,7 @@ def test_rational_takes_two_integers_with_minus_signs():
 TIMEOUT_S = 60
 _PROBE = """
 import json, sys, time
-from theory.stated_rate import stated_band
+from theory.rate_expression import stated_band
 text, ns, p, alpha = json.loads(sys.argv[1])
 start = time.perf_counter()
 try:

@@ -13,8 +13,8 @@ from sklearn.gaussian_process.kernels import RBF
 from sklearn.neighbors import KNeighborsRegressor
 
 import verify
-from simulate.sweep.param_values import ObjectParam
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.param_values import ObjectParam
+from simulate.sweep.setup.truth_spec import TruthSpec
 from verify.cli.check import estimator_spec, run_spec
 from verify.cli.rates_args import read_command
 from verify.cli.runspec import RunSpec
@@ -174,7 +174,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
 import verify
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.truth_spec import TruthSpec
 
 
 class Bins(BaseEstimator, RegressorMixin):  # no _parameter_constraints

@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 from figures._io import ONE_CONFIG_HINT
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.truth_spec import TruthSpec
 from verify import protocol as protocols
 from verify.reading.analysis import analyse
 from verify.reading.controls import read_with_control
@@ -268,8 +268,8 @@ def test_realised_cvs_and_sizes_from_confirm_v3s_records():
 # ------------------------------------------------------------------ 4. the C step
 def test_every_asvi_tier_trains_on_the_c_step_and_falls_back_without_a_compiler(monkeypatch):
     from simulate.core import native
-    from simulate.sweep.config import SweepConfig
-    from simulate.sweep.tiers import RATES
+    from simulate.sweep.setup.config import SweepConfig
+    from simulate.sweep.setup.tiers import RATES
     from verify.cli import plan as plan_mod
 
     for name, tier in RATES.items():
@@ -372,8 +372,8 @@ def test_the_gp_class_tier_gives_every_known_answer_of_both_tests():
 
 
 def test_the_dry_run_knows_the_class_band_answers_before_the_data():
-    from simulate.sweep.config import SweepConfig
-    from simulate.sweep.tiers import RATES
+    from simulate.sweep.setup.config import SweepConfig
+    from simulate.sweep.setup.tiers import RATES
     from verify.reading.design import design_power
     from verify.report.render import power_lines
 

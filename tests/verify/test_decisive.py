@@ -11,9 +11,9 @@ import pytest
 from scipy import stats
 
 from simulate.core.stopping import StopRule
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.fingerprint import fingerprint_fields
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.store.fingerprint import fingerprint_fields
 from tests.factories import (
     NS,
     SWEEP_TINY,
@@ -369,8 +369,8 @@ def test_reselection_with_the_recorded_lambda_changes_nothing(tmp_path):
     """``--lam`` on recorded sweeps re-selects from the recorded ELBOs: with the sweep's own
     lambda it reproduces every selection; another lambda shifts each candidate's penalised
     ELBO by exactly the change of its log prior, and selects the argmax."""
-    from simulate.sweep.config import SweepConfig
-    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.run.runner import run_sweep
+    from simulate.sweep.setup.config import SweepConfig
     from theory import log_prior_N
     from verify.reading.records import reselect
 

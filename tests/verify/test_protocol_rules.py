@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
 from tests.factories import fake_records, run_main, tight_protocol, verdict_entry
 from theory import corollary_6_4_rate, teacher_log_power
 from verify import protocol as protocols
@@ -156,7 +156,7 @@ def test_protocols_load_and_their_digest_is_the_files():
     import hashlib
     from importlib import resources
 
-    from simulate.sweep import tiers
+    from simulate.sweep.setup import tiers
 
     assert {"exploratory-v1", "confirm-v1"} <= set(protocols.names())
     for name in protocols.names():
@@ -194,9 +194,9 @@ def test_records_carry_the_protocol_and_a_report_on_another_says_so(tmp_path):
     """A sweep under a protocol writes ``NAME@DIGEST`` into every record's config (and its
     fingerprint); ``verify.rates --records`` under another protocol says so; the JSON
     entries carry both."""
-    from simulate.sweep.fingerprint import fingerprint_fields
-    from simulate.sweep.runner import run_sweep
-    from simulate.sweep.tiers import RATES
+    from simulate.sweep.run.runner import run_sweep
+    from simulate.sweep.setup.tiers import RATES
+    from simulate.sweep.store.fingerprint import fingerprint_fields
 
     tiny = RATES["tiny"]
     cfg = SweepConfig(truths=tiny["truths"], **{**tiny["sweep"], "protocol": "x-v9@abc"})
@@ -236,7 +236,7 @@ def test_a_protocol_names_its_recipe_and_writes_its_settings():
     """confirm-v2 trains the recipe it names, its settings written out in [design.common]
     (so the digest covers them); a design whose settings disagree with its recipe, or that
     leaves one out, is refused."""
-    from simulate.sweep.recipes import DEFAULT_RECIPE, recipe_settings
+    from simulate.sweep.setup.recipes import DEFAULT_RECIPE, recipe_settings
     from verify.protocol import _recipe_mismatch, design_tier
 
     p = protocols.load("confirm-v2")
@@ -273,7 +273,7 @@ def test_confirm_v4_is_powered_where_it_says_and_on_a_fresh_seed():
     floor, the gap to half the reference's rate separable); every budget control able to
     say converged with probability >= 0.9 but the teacher p = 200's, whose protocol says it
     is not sized; the GP control's known answers those its comment derives."""
-    from simulate.sweep import tiers
+    from simulate.sweep.setup import tiers
     from verify.sizing import control_probability
     from verify.stats.slopes import expected_slope_se
 

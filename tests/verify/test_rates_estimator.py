@@ -1,5 +1,5 @@
 """``python -m verify.rates --estimator MODULE:CLASS [--estimator-param NAME=VALUE ...]``:
-any scikit-learn regressor through the rate harness (``simulate.sweep.foreign``) -- trained
+any scikit-learn regressor through the rate harness (``simulate.sweep.train.foreign``) -- trained
 on every cell of the tier's design (the quick tier's, shrunk here to seconds), recorded
 beside the others and re-read, resumed, fingerprinted with its parameters, its expressions
 evaluated per n, decided by the same tests (a stated ``--rate`` too); refusals in one line,
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from simulate.sweep.schema import read_records
+from simulate.sweep.store.schema import read_records
 from tests.factories import run_main
 
 KNN = "sklearn.neighbors:KNeighborsRegressor"

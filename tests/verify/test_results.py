@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulate.sweep.schema import read_records
+from simulate.sweep.store.schema import read_records
 from tests.factories import fake_records, run_main
 from verify.reading.analysis import analyse
 from verify.results import (

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from simulate.sweep.param_values import ObjectParam, parse_param, values_at
+from simulate.sweep.setup.param_values import ObjectParam, parse_param, values_at
 from verify.cli.rates_args import build_parser, parser_defaults, read_command
 from verify.cli.runspec import RunSpec, param_text, spec_defaults
 
@@ -73,8 +73,8 @@ def test_an_object_is_carried_in_memory_and_named_by_its_repr():
     assert parse_param("kernel", text) == ("object", None)
     assert values_at({"kernel": text}, frozenset(), 100, 1, 0.5) == {"kernel": text}
     # a run that would train from the text alone is refused, naming the parameter
-    from simulate.sweep.foreign import check_regressor
-    from simulate.sweep.truth_spec import TruthSpec
+    from simulate.sweep.setup.truth_spec import TruthSpec
+    from simulate.sweep.train.foreign import check_regressor
 
     with pytest.raises(ValueError, match="kernel: an object the records name by its repr"):
         check_regressor("sklearn.gaussian_process:GaussianProcessRegressor", {"kernel": text},

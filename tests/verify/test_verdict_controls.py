@@ -13,10 +13,10 @@ from simulate.references.classical import (
     spline_grid,
     spline_reference,
 )
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.gp import gp_metrics, gp_posterior
-from simulate.sweep.schema import read_records
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.store.schema import read_records
+from simulate.sweep.train.gp import gp_metrics, gp_posterior
 from tests.factories import fake_records, verdict_entry
 from theory import gp_matern_exponent, hellinger_sq_pointwise, predicted_exponent
 from verify.reading.analysis import analyse
@@ -220,7 +220,7 @@ def gp_harness(tmp_path_factory):
     """The whole harness on exact GP posteriors (same sweep, reference, slopes, verdicts) on
     the gp tier's design (n = 250..8000, 6 replicates; measured slopes -0.49 and -0.19,
     c_hat 0.18 and 3.17 when written): the results by (estimator, metric)."""
-    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.run.runner import run_sweep
 
     cfg = SweepConfig(
         truths=[TruthSpec("holder", p=1, alpha=0.5)],
@@ -276,8 +276,8 @@ def test_the_risk_stop_watches_a_validation_split_of_the_training_data(tmp_path)
     without it nothing is held out and the fingerprint carries none of the rule's
     settings (earlier records keep theirs).  That the truth never reaches it is
     ``tests/simulate/sweep/test_no_truth_in_training.py``'s."""
-    from simulate.sweep.fingerprint import fingerprint_fields
-    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.run.runner import run_sweep
+    from simulate.sweep.store.fingerprint import fingerprint_fields
 
     base = dict(
         truths=[TruthSpec("holder", p=1, alpha=0.5)], ns=[64, 128, 256], replicates=1,

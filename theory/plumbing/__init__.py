@@ -12,5 +12,5 @@ mathematics.
 It lives inside ``theory`` because ``theory`` is the one package every layer imports (the
 data flow theory -> simulate -> verify -> figures is one-way), and it imports nothing of
 the project but itself and the standard library.  What a *sweep's* records mean (their
-fingerprint, the code digest, the resumable store) is ``simulate.sweep.records``'.
+fingerprint, the code digest, the resumable store) is ``simulate.sweep.store.records``'.
 """

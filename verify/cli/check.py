@@ -18,7 +18,7 @@ its JSON (:meth:`RateCheck.to_json`).
 
 A run with a named estimator is exploratory, as the command's is (a confirmatory protocol
 refuses it); nothing of the truth reaches the estimator (it is fitted on the cell's
-``(X, y)`` alone, ``simulate.sweep.foreign``).
+``(X, y)`` alone, ``simulate.sweep.train.foreign``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from simulate.sweep.cli import parse_truths
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.truth_spec import TruthSpec
 from verify.cli.rates_args import command_of
 from verify.cli.runspec import RunSpec, param_text
 from verify.rates import EXIT_WORDS, checked_plan, execute

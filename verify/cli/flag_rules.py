@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from simulate.sweep.kinds import KINDS
+from simulate.sweep.setup.kinds import KINDS
 
 __all__ = ["DRY_RUN_IDLE", "RULES", "TAKES_EFFECT", "dry_run_note", "refuse_ignored"]
 

@@ -8,18 +8,18 @@ import dataclasses
 import os
 
 from simulate.core.steppath import BATCHED, path_of
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.foreign import regressor_name
-from simulate.sweep.kinds import KINDS
-from simulate.sweep.recipes import recipe_settings
-from simulate.sweep.runner import (
+from simulate.sweep.run.runner import (
     check_compile,
     check_kind_run,
     check_memory,
     check_native,
     records_path_for,
 )
-from simulate.sweep.schema import one_configuration, read_records
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.kinds import KINDS
+from simulate.sweep.setup.recipes import recipe_settings
+from simulate.sweep.store.schema import one_configuration, read_records
+from simulate.sweep.train.foreign import regressor_name
 from theory.plumbing.jsonl import being_written
 from theory.plumbing.paths import (
     check_output_file,
@@ -157,7 +157,7 @@ def _sweep_specs(args, truths, tier: dict, overrides: dict, proto, notes: list) 
                          " a re-run of the design at another float rounding, exploratory; its"
                          " records carry the step in their configuration")  # fmt: skip
         return specs
-    recipe = {}  # the tier's own (simulate.sweep.tiers.TRAINING) unless one is named
+    recipe = {}  # the tier's own (simulate.sweep.setup.tiers.TRAINING) unless one is named
     if args.recipe and KINDS[tier["sweep"].get("estimator", "asvi")].trains_network:
         recipe = recipe_settings(args.recipe)
     return [(None, truths or tier["truths"], {**tier["sweep"], **recipe, **overrides},
@@ -237,7 +237,7 @@ def c_step_or_fallback(cfg: SweepConfig) -> tuple[SweepConfig, str | None]:
     whole step in C (every ASVI tier's default) needs a C compiler; without one the tier
     trains with the batched torch step, eager (no compiler for torch.compile either).  An
     explicit ``--mlp native-step`` is refused instead
-    (``simulate.sweep.runner.check_native``)."""
+    (``simulate.sweep.run.runner.check_native``)."""
     if not cfg.kind.trains_network or path_of(cfg.mlp).available():
         return cfg, None
     return dataclasses.replace(cfg, mlp=BATCHED.name, compile=False), (

@@ -11,12 +11,12 @@ import os
 import numpy as np
 
 from simulate.core.steppath import BATCHED
-from simulate.sweep import tiers
 from simulate.sweep.cli import parse_truths
-from simulate.sweep.flags import add_sweep_flags, overrides_from_args
-from simulate.sweep.parallel import add_scheduler_flags, check_cluster_flags
-from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES
-from simulate.sweep.truth_spec import TRUTH_HELP
+from simulate.sweep.run.parallel import add_scheduler_flags, check_cluster_flags
+from simulate.sweep.setup import tiers
+from simulate.sweep.setup.flags import add_sweep_flags, overrides_from_args
+from simulate.sweep.setup.recipes import DEFAULT_RECIPE, RECIPES
+from simulate.sweep.setup.truth_spec import TRUTH_HELP
 from theory.plumbing.cli import Parser
 from theory.plumbing.paths import (
     check_distinct,
@@ -95,7 +95,7 @@ def _estimator(g) -> None:
         "--estimator",
         metavar="MODULE:CLASS",
         help="train this scikit-learn-style regressor instead of ASVI on every cell of the"
-        " tier's design (e.g. sklearn.neighbors:KNeighborsRegressor; simulate.sweep.foreign),"
+        " tier's design (e.g. sklearn.neighbors:KNeighborsRegressor; simulate.sweep.train.foreign),"
         " its records in results/records-TIER-CLASS.jsonl unless --out; decided by the same"
         " tests (refused for a confirmatory protocol)",
     )
@@ -114,8 +114,8 @@ def estimator_overrides(args) -> dict:
     """The sweep settings ``--estimator`` and its parameters (``estimator_params``) make
     (empty without them); ValueError (one line) for a parameter without ``--estimator``,
     with ``--records`` or ``--recipe``.  Each value is checked as the sweep's configuration
-    is made (``simulate.sweep.foreign.check_regressor_data``), the class as the run is
-    planned (``simulate.sweep.runner.check_kind_run``)."""
+    is made (``simulate.sweep.train.foreign.check_regressor_data``), the class as the run is
+    planned (``simulate.sweep.run.runner.check_kind_run``)."""
     params = dict(args.estimator_params or {})
     if args.estimator is None:
         if params:
@@ -168,7 +168,7 @@ def _records_files(g) -> None:
     )
 
 
-# the tier's settings a flag overrides (their help: simulate.sweep.parts); a
+# the tier's settings a flag overrides (their help: simulate.sweep.setup.parts); a
 # confirmatory tier's design is its protocol's, and refuses them
 DESIGN_FLAGS = ("ns", "replicates", "depth", "l3", "start", "lambda_s_a", "lam")
 
@@ -178,7 +178,7 @@ def _design(g) -> None:
     g.add_argument(
         "--recipe",
         choices=sorted(RECIPES),
-        help="the training recipe (simulate.sweep.recipes; default: the tiers' own,"
+        help="the training recipe (simulate.sweep.setup.recipes; default: the tiers' own,"
         f" {DEFAULT_RECIPE}); a confirmatory tier's is its protocol's",
     )
     add_sweep_flags(g, DESIGN_FLAGS, {

@@ -12,7 +12,7 @@ option the run would not use is refused") reads a spec whichever door it came th
 Two are typed beyond the command line: ``truths`` (``TruthSpec`` s; the command's
 ``--truth`` groups) and ``estimator_params`` (``NAME -> VALUE``: the text
 ``--estimator-param NAME=VALUE`` gives -- a literal, a bare word, an expression in n, p
-and alpha -- or, from Python, an object, ``simulate.sweep.param_values.ObjectParam``).
+and alpha -- or, from Python, an object, ``simulate.sweep.setup.param_values.ObjectParam``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from simulate.sweep.param_values import ObjectParam
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.param_values import ObjectParam
+from simulate.sweep.setup.truth_spec import TruthSpec
 
 __all__ = ["RunSpec", "param_text", "spec_defaults"]
 
@@ -110,7 +110,7 @@ def param_text(name, value) -> str:
     """A parameter's value as a spec holds it: text as given (a literal, a bare word, an
     expression in n, p and alpha), a number, bool, None or tuple of them as its literal,
     anything else (a kernel object, a user's class's instance) as an
-    :class:`~simulate.sweep.param_values.ObjectParam`; ValueError for a name that is not
+    :class:`~simulate.sweep.setup.param_values.ObjectParam`; ValueError for a name that is not
     an identifier."""
     if not (isinstance(name, str) and name.isidentifier()):
         raise ValueError(f"params: {name!r} is not a parameter's name")

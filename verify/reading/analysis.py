@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulate.sweep.kinds import ASVI, is_asvi
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.kinds import ASVI, is_asvi
+from simulate.sweep.setup.truth_spec import TruthSpec
 from theory import METRICS
 from verify import protocol as protocols
 from verify.reading.controls import BudgetControl, budget_control, budget_shift

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulate.core.stopping import StopRule
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.records import fields_differing
-from simulate.sweep.schema import one_configuration, read_records
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.store.records import fields_differing
+from simulate.sweep.store.schema import one_configuration, read_records
 from theory import METRICS
 from theory.plumbing.jsonl import RecordsError
 from verify.reading.records import Cell
@@ -196,7 +196,7 @@ def budget_shift(ctrl: BudgetControl | None, margin: float) -> BudgetShift | Non
 
 
 def control_fields(fields: dict) -> dict:
-    """The fingerprint fields (``simulate.sweep.fingerprint.fingerprint_fields``) of the
+    """The fingerprint fields (``simulate.sweep.store.fingerprint.fingerprint_fields``) of the
     budget-doubling control of a sweep with ``fields``: :func:`control_config`'s changes
     applied to the fields themselves (tested equal to the fields of :func:`control_config`),
     so a control file can be checked against the records it controls without rebuilding
@@ -254,7 +254,7 @@ def control_records_path(path: str) -> str:
 def read_with_control(path: str, hint: str) -> tuple[list[dict], list[dict]]:
     """A records file of one configuration and its budget-doubling control's beside it
     (:func:`control_records_path`; none where there is no such file); ``hint``: what to
-    say of a file that mixes configurations (``simulate.sweep.schema.one_configuration``)."""
+    say of a file that mixes configurations (``simulate.sweep.store.schema.one_configuration``)."""
     records = one_configuration(read_records(path), None, path, hint)
     cpath = control_records_path(path)
     if not os.path.isfile(cpath):

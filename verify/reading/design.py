@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.kinds import kind_of_name
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.kinds import kind_of_name
+from simulate.sweep.setup.truth_spec import TruthSpec
 from theory import log_factor_power, teacher_log_power
 from verify import protocol as protocols
 from verify.reading import stated_rate
@@ -68,9 +68,9 @@ REFERENCE_SATURATION_ALPHA = 2.0
 def predicted(spec: TruthSpec, estimator: str, metric: str) -> float:
     """The exponent an estimator's entry is tested against: a known-answer control's
     proven one (the Gaussian-process prior's, ``theory.gp_matern_exponent``; the k-NN
-    member's, ``theory.knn_exponent`` at ``simulate.sweep.kinds.knn_gamma``), or, for every
-    other estimator (ASVI, its arms, a named regressor: ``simulate.sweep.foreign``), the
-    paper's band for the truth's class (the kind's own, ``simulate.sweep.kinds``)."""
+    member's, ``theory.knn_exponent`` at ``simulate.sweep.setup.kinds.knn_gamma``), or, for every
+    other estimator (ASVI, its arms, a named regressor: ``simulate.sweep.train.foreign``), the
+    paper's band for the truth's class (the kind's own, ``simulate.sweep.setup.kinds``)."""
     known = kind_of_name(estimator).exponent(spec, estimator, metric)
     return spec.predicted(metric) if known is None else known
 

@@ -1,6 +1,6 @@
 """Sweep records as ``verify`` reads them: typed views built once, at the edge.
 
-``simulate.sweep.schema.read_records`` returns each record as the dict its JSON line holds
+``simulate.sweep.store.schema.read_records`` returns each record as the dict its JSON line holds
 (schema ``asvi-rates/sweep-record/4``, checked there for the fields and types the
 analysis reads).  :meth:`Cell.from_record` turns one into a frozen :class:`Cell`, and
 :func:`truth_cells` one truth's cells into the replicate-by-n table the fits use
@@ -23,9 +23,9 @@ from types import MappingProxyType
 
 import numpy as np
 
-from simulate.sweep.kinds import ASVI, ASVI_ARMS
-from simulate.sweep.truth_spec import TruthSpec
-from simulate.sweep.widths import cell_selection
+from simulate.sweep.setup.kinds import ASVI, ASVI_ARMS
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.setup.widths import cell_selection
 from theory import METRICS
 
 __all__ = [
@@ -303,7 +303,7 @@ def columns(cells, fn) -> np.ndarray:
 
 def reselect(records: list[dict], lam: float) -> list[dict]:
     """The records with the width re-selected under the width prior's ``lam`` from their
-    recorded ELBOs (``simulate.sweep.widths.cell_selection``, eq. (13)); ``lam`` enters
+    recorded ELBOs (``simulate.sweep.setup.widths.cell_selection``, eq. (13)); ``lam`` enters
     nothing else, so this equals a sweep run with it."""
     out = []
     for r in records:

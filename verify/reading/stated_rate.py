@@ -1,11 +1,11 @@
 """A stated rate in place of the paper's band (``python -m verify.rates --rate EXPR``).
 
-``EXPR`` (an expression of the rate of d^2 in n, p and alpha; ``theory.stated_rate``) replaces
+``EXPR`` (an expression of the rate of d^2 in n, p and alpha; ``theory.rate_expression``) replaces
 the paper's band -- Corollaries 6.1/6.2's ``n^e log^(2 delta) n`` for a Hoelder truth,
 Corollary 6.4's expression for the teacher -- wherever the verdicts use it: the theorem test
 of ASVI's entries and of its arms, its prospective power, the replication, and the class
 band a known-answer control is held to under the confirming rule.  Per truth its exponent
-and log power over that truth's n are ``theory.stated_rate.stated_band``'s (the teacher's
+and log power over that truth's n are ``theory.rate_expression.stated_band``'s (the teacher's
 band's rule: the least-squares log-log slope over the design, ``slope = e + c ell``); d has
 half of both.  A Gaussian-process control keeps its own proven rate, and the attainment test
 (against the class-matched reference, at the class's rate) is unchanged.
@@ -27,8 +27,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
-from simulate.sweep.truth_spec import TruthSpec
-from theory.stated_rate import parse_rate, stated_band
+from simulate.sweep.setup.truth_spec import TruthSpec
+from theory.rate_expression import parse_rate, stated_band
 from verify import protocol as protocols
 from verify.reading.known_answer import is_control
 
@@ -38,7 +38,7 @@ __all__ = ["band", "check_plan", "document_entry", "opening_lines", "with_rate"]
 def with_rate(proto, text: str):
     """The exploratory copy of ``proto`` (a ``verify.protocol.Protocol``) that holds the
     stated rate ``text`` (module docstring); ValueError (one line) for a confirmatory
-    protocol or an expression ``theory.stated_rate.parse_rate`` refuses."""
+    protocol or an expression ``theory.rate_expression.parse_rate`` refuses."""
     if proto.kind == "confirmatory":
         raise ValueError(
             f"protocol {proto.name} is confirmatory: its band is fixed; give --protocol"

@@ -14,7 +14,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
-from simulate.sweep.kinds import is_asvi
+from simulate.sweep.setup.kinds import is_asvi
 from theory.plumbing.paths import atomic_path
 from verify.reading.design import is_control
 from verify.report.findings import readings_lines, replication_text, verdict_text

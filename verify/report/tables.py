@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from simulate.sweep.kinds import is_asvi
+from simulate.sweep.setup.kinds import is_asvi
 from theory.exponents import METRICS
 from verify.report.findings import replication_text, verdict_text
 from verify.starts import ARM_HEADER, arm_row

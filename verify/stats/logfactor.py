@@ -259,7 +259,7 @@ def records_log_or_power(
     level: float = 0.95,
     seed: int = 0,
 ) -> list[TruthLogOrPower]:
-    """Per truth of sweep records (``simulate.sweep.schema.read_records``; the ASVI sweep's
+    """Per truth of sweep records (``simulate.sweep.store.schema.read_records``; the ASVI sweep's
     cells, ``verify.reading.records``' ``Cell.source == "asvi"``, over the replicates complete at
     every n, as ``verify.reading.analysis`` fits them): :func:`log_or_power` of ``estimator``'s
     ``metric`` for each ``c_max``, and :func:`ratio_slope` of it against the cells'

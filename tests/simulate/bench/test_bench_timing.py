@@ -120,7 +120,7 @@ def test_the_bench_networks_count_is_the_flops_of_its_training_step(K, autograd)
     from torch.utils.flop_counter import FlopCounterMode
 
     from simulate.core.options import StepOptions
-    from simulate.core.recipe import build_trainer
+    from simulate.core.training import build_trainer
 
     g = torch.Generator().manual_seed(0)
     X, y = torch.rand(1, 2048, 20, generator=g), torch.randn(1, 2048, generator=g)
@@ -282,9 +282,9 @@ def test_bench_sweep_workload_is_the_tier_s_programs_and_projects_from_its_recor
     steps over their timed rates, and the useful fraction the recorded model-steps over
     the steps run (computed here from the records by hand)."""
     from simulate.bench.sweep_mix import sweep_programs, sweep_workload
-    from simulate.sweep.config import SweepConfig
-    from simulate.sweep.runner import run_sweep
-    from simulate.sweep.tiers import RATES
+    from simulate.sweep.run.runner import run_sweep
+    from simulate.sweep.setup.config import SweepConfig
+    from simulate.sweep.setup.tiers import RATES
 
     progs = sweep_programs("tiny")
     assert [(p["n"], p["widths"], p["E"], p["p"], p["cap"]) for p in progs] == [

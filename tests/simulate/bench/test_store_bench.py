@@ -4,7 +4,7 @@ back on the same records, grouped as a sweep appends them."""
 import json
 
 from simulate.bench.store import STORES, main, store_costs
-from simulate.sweep.schema import SCHEMA
+from simulate.sweep.store.schema import SCHEMA
 from tests.factories import fake_records
 
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from simulate.core import Hyper, StepOptions
-from simulate.core.recipe import build_trainer
 from simulate.core.stopping import Convergence, StopRule, stricter
+from simulate.core.training import build_trainer
 from tests.factories import STEP_MLPS
 
 # a small cap: the narrow models plateau (some twice, stopping), the wide ones do not

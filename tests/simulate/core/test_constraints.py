@@ -10,8 +10,8 @@ import pytest
 from simulate.core.constraints import BOOL, POSITIVE, Interval, Options, check
 from simulate.core.hyper import Hyper
 from simulate.core.stopping import StopRule
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from simulate.core import Hyper, StepOptions
-from simulate.core.recipe import build_trainer
+from simulate.core.training import build_trainer
 
 
 def _data(n=400, seed=0, noise=0.3):

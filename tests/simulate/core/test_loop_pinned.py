@@ -22,8 +22,8 @@ import torch
 
 from simulate.core import Hyper, StepOptions
 from simulate.core.native import library
-from simulate.core.recipe import build_trainer
 from simulate.core.stopping import StopRule
+from simulate.core.training import build_trainer
 from tests.factories import torch_threads
 
 WIDTHS, SEEDS, DATA = [2, 3, 6, 12], [21, 22, 23, 24], [0, 1, 0, 1]

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from simulate.core import Hyper, Layout, StepOptions, mlp_nll_and_grad, native
 from simulate.core.native import library
-from simulate.core.recipe import build_trainer
+from simulate.core.training import build_trainer
 
 pytestmark = pytest.mark.skipif(
     shutil.which(library._compiler()) is None, reason="no C compiler to build the fused kernel"
@@ -256,8 +256,8 @@ def test_the_sweep_runs_the_fused_pass_and_fingerprints_it(monkeypatch, tmp_path
     """``SweepConfig(mlp="native")``: its records carry it in their fingerprint (the default
     leaves the fingerprint as records before the option had it), and its cells equal the
     batched pass's to float rounding."""
-    from simulate.sweep.fingerprint import fingerprint_fields
-    from simulate.sweep.runner import check_native, run_sweep
+    from simulate.sweep.run.runner import check_native, run_sweep
+    from simulate.sweep.store.fingerprint import fingerprint_fields
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
 
     assert "mlp" not in fingerprint_fields(cfg())

@@ -20,7 +20,7 @@ import torch
 
 from simulate.core import Hyper, StepOptions, native
 from simulate.core.native import library
-from simulate.core.recipe import build_trainer
+from simulate.core.training import build_trainer
 from tests.factories import torch_threads
 
 pytestmark = pytest.mark.skipif(

@@ -1,4 +1,4 @@
-"""The step's paths (``simulate.core.paths``): the compiled hand-written step equals the
+"""The step's paths (``simulate.core.training_step``): the compiled hand-written step equals the
 eager one (a frozen model held alike), and the hand-written kernels of the Dense-BNN and
 horseshoe families equal the autograd path."""
 

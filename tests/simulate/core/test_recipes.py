@@ -82,7 +82,7 @@ def test_lr_scale_multiplies_each_models_step_and_ones_change_nothing():
 
 def _info(total, kl, E=1):
     from simulate.core.objective import ELBOTerms
-    from simulate.core.paths import Info
+    from simulate.core.training_step import Info
 
     t = torch.full((E,), float(total), dtype=torch.float64)
     k = torch.full((E,), float(kl), dtype=torch.float64)
@@ -213,10 +213,10 @@ def test_estimator_ramp_below_n_fits_as_the_default_and_checks_its_value():
 
 def test_estimators_take_the_default_recipe_and_the_classifiers_the_papers_optimiser():
     """The regressors' defaults are ``DEFAULT_RECIPE``'s parameters (said once, in
-    ``simulate.sweep.recipes``); the classifiers keep the paper's optimiser (the recipes
+    ``simulate.sweep.setup.recipes``); the classifiers keep the paper's optimiser (the recipes
     were measured on regression); a recipe without an estimator form is refused."""
     from simulate.estimators import ASVIClassifier, ASVIRegressor, recipe_params
-    from simulate.sweep.recipes import DEFAULT_RECIPE, RECIPES
+    from simulate.sweep.setup.recipes import DEFAULT_RECIPE, RECIPES
 
     reg, clf = ASVIRegressor().get_params(), ASVIClassifier().get_params()
     for k, v in recipe_params(DEFAULT_RECIPE).items():
@@ -267,7 +267,7 @@ def test_recipe_takes_its_build_and_fit_settings_as_objects_or_by_name():
     field) and ``train_models``'s as the fields of ``Fit`` and ``Build`` by name train the
     same models bit for bit; an unknown name is a TypeError naming it, and ``fit_trainer``
     trains as its ``Fit`` says."""
-    from simulate.core.recipe import Build, Fit, build_trainer, fit_trainer, train_models
+    from simulate.core.training import Build, Fit, build_trainer, fit_trainer, train_models
 
     b = make_batch(2, n=60)
     args = (Hyper(batch_size=20), [2, 3], [1, 2], b.X, b.y, [0, 0])

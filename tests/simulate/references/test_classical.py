@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from simulate.references.classical import bin_grid, degree_for, fit_piecewise, oracle_piecewise
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.truth_spec import TruthSpec
 from verify.stats.slopes import fit_slope
 
 

@@ -23,11 +23,11 @@ from simulate.references.constructive import (
     teacher_network,
 )
 from simulate.references.plain import PlainFit, train_plain, validation_split
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.fingerprint import fingerprint_fields
-from simulate.sweep.jobs import jobs_for
-from simulate.sweep.runner import run_job
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.run.runner import run_job
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.store.fingerprint import fingerprint_fields
+from simulate.sweep.train.jobs import jobs_for
 from simulate.truths.functions import TeacherNetwork
 from tests.factories import EXIT_LINES, fake_records
 from verify.reading.analysis import analyse

@@ -6,7 +6,7 @@ import pytest
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """``(records, path)`` of a tiny sweep (``test_records_integrity.cfg()``), per module."""
-    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.run.runner import run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
 
     path = tmp_path_factory.mktemp("rec") / "r.jsonl"

@@ -1,5 +1,5 @@
 """The budget-doubling control continued from the sweep's capped candidates
-(``simulate.sweep.budget``): the control's records are those of training it from the
+(``simulate.sweep.train.budget``): the control's records are those of training it from the
 start, in every field but the wall times, while some candidates were continued; and the
 configurations it does not apply to are refused with a reason."""
 
@@ -12,13 +12,13 @@ import os
 
 import pytest
 
-from simulate.sweep import budget as budget_mod
-from simulate.sweep import job as job_mod
-from simulate.sweep.budget import BudgetLink, linkable
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.jobs import jobs_for
-from simulate.sweep.runner import SweepRunOptions, run_sweep
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.run.runner import SweepRunOptions, run_sweep
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.train import asvi_job as job_mod
+from simulate.sweep.train import budget as budget_mod
+from simulate.sweep.train.budget import BudgetLink, linkable
+from simulate.sweep.train.jobs import jobs_for
 from tests.factories import STEP_MLPS, SWEEP_TINY, stable_records
 from verify.reading.controls import control_config
 

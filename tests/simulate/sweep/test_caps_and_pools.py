@@ -30,7 +30,6 @@ from pathlib import Path
 import pytest
 
 import verify
-from simulate.sweep import tiers
 from simulate.sweep.cli import (
     DEFAULT_MAX_EPOCHS,
     build_parser,
@@ -38,8 +37,9 @@ from simulate.sweep.cli import (
     config_from_args,
     parse_truths,
 )
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.parallel import WorkerDied
+from simulate.sweep.run.parallel import WorkerDied
+from simulate.sweep.setup import tiers
+from simulate.sweep.setup.config import SweepConfig
 from tests.factories import run_main
 from tests.simulate.sweep.test_ctrl_c import _child_setup
 from tests.simulate.sweep.test_workers import alive, children
@@ -220,7 +220,7 @@ def test_a_worker_that_dies_is_a_named_broken_pool():
     it), with how the process ended read from its exit code."""
     from concurrent.futures.process import BrokenProcessPool
 
-    from simulate.sweep.parallel import _how_it_ended
+    from simulate.sweep.run.parallel import _how_it_ended
 
     assert issubclass(WorkerDied, BrokenProcessPool)
     assert _how_it_ended([None, -signal.SIGKILL]) == (
@@ -364,7 +364,7 @@ def test_verify_rates_notes_say_a_confirmatory_cap_is_the_protocols():
     (note,) = capped_notes(recs, [], control=False, confirm=True)
     assert note.endswith("; the cap is the protocol's pre-registered design")
     sweep, control = capped_notes(recs, recs, control=True)
-    assert sweep.endswith("(simulate.sweep.recipes); the budget-doubling control measures"
+    assert sweep.endswith("(simulate.sweep.setup.recipes); the budget-doubling control measures"
                           " what twice the cap changes")  # fmt: skip
     assert control.startswith("note (budget-doubling control): 1 of 2 candidates")
     assert capped_notes([], [], control=True) == []

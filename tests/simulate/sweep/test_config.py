@@ -1,4 +1,4 @@
-"""What a sweep is (``simulate.sweep.config``, ``simulate.sweep.widths``): the candidate
+"""What a sweep is (``simulate.sweep.setup.config``, ``simulate.sweep.setup.widths``): the candidate
 widths growing with n, the defaults."""
 
 import math
@@ -6,7 +6,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulate.sweep.widths import candidate_widths, group_widths
+from simulate.sweep.setup.widths import candidate_widths, group_widths
 
 
 def test_candidate_widths_grow_with_n():
@@ -28,9 +28,9 @@ def test_the_sweep_s_defaults_are_hyper_s_but_the_batch():
     from simulate.core import Hyper, StepOptions
     from simulate.core.hyper import HYPER_DEFAULTS, LAMBDA_S_A, lambda_s_at
     from simulate.core.stopping import STOP_DEFAULTS, StopRule
-    from simulate.sweep.config import SweepConfig
-    from simulate.sweep.recipes import RECIPE_DEFAULTS
-    from simulate.sweep.truth_spec import TruthSpec
+    from simulate.sweep.setup.config import SweepConfig
+    from simulate.sweep.setup.recipes import RECIPE_DEFAULTS
+    from simulate.sweep.setup.truth_spec import TruthSpec
 
     overrides = {"batch_size": 128, "lambda_s": None}
     sweep = {f.name: f.default for f in fields(SweepConfig)}
@@ -52,16 +52,16 @@ def test_the_sweep_s_defaults_are_hyper_s_but_the_batch():
 
 
 def test_every_estimator_a_config_accepts_is_one_the_runner_runs():
-    """The kinds' registry (``simulate.sweep.kinds.KINDS``), the runner's job functions
-    (``simulate.sweep.runner.RUNNERS``) and the config's ``estimator`` options name the same
+    """The kinds' registry (``simulate.sweep.setup.kinds.KINDS``), the runner's job functions
+    (``simulate.sweep.run.runner.RUNNERS``) and the config's ``estimator`` options name the same
     estimators, so a config that validates has a kind and a job function."""
-    from simulate.sweep.config import SWEEP_CONSTRAINTS
-    from simulate.sweep.foreign import run_regressor_job
-    from simulate.sweep.gp import run_gp_job
-    from simulate.sweep.job import run_asvi_job
-    from simulate.sweep.kinds import KINDS
-    from simulate.sweep.knn import run_knn_job
-    from simulate.sweep.runner import RUNNERS
+    from simulate.sweep.run.runner import RUNNERS
+    from simulate.sweep.setup.config import SWEEP_CONSTRAINTS
+    from simulate.sweep.setup.kinds import KINDS
+    from simulate.sweep.train.asvi_job import run_asvi_job
+    from simulate.sweep.train.foreign import run_regressor_job
+    from simulate.sweep.train.gp import run_gp_job
+    from simulate.sweep.train.knn import run_knn_job
 
     (options,) = SWEEP_CONSTRAINTS["estimator"]
     assert set(options.values) == set(RUNNERS) == set(KINDS) == {"asvi", "gp", "regressor", "knn"}
@@ -78,15 +78,15 @@ def test_a_compiled_sweep_without_a_cpp_compiler_is_refused_before_any_work(tmp_
     import pytest
     from torch._inductor import config as inductor_config
 
-    from simulate.sweep.config import SweepConfig
-    from simulate.sweep.runner import check_compile
-    from simulate.sweep.truth_spec import TruthSpec
+    from simulate.sweep.run.runner import check_compile
+    from simulate.sweep.setup.config import SweepConfig
+    from simulate.sweep.setup.truth_spec import TruthSpec
 
     def cfg(**kw):
         return SweepConfig(truths=[TruthSpec("holder", 1, 0.5)], ns=[1000], **kw)
 
-    from simulate.core.paths import compile_unavailable
-    from simulate.sweep.runner import run_sweep
+    from simulate.core.training_step import compile_unavailable
+    from simulate.sweep.run.runner import run_sweep
 
     if compile_unavailable() is None:  # negative control, where this machine compiles
         check_compile(cfg(compile=True))

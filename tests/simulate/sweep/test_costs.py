@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from simulate.sweep.config import SweepConfig
 from simulate.sweep.costs import estimate, load_table, rows_from_records
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
 
 ROWS = [
     {"truth": "holder-a1.5-p1", "estimator": "asvi", "step": "native-step", "n": 1000,

@@ -1,4 +1,4 @@
-"""``simulate.sweep.foreign``: a named regressor's point metrics (the GP's d2 at a point
+"""``simulate.sweep.train.foreign``: a named regressor's point metrics (the GP's d2 at a point
 mass), its parameters' rounding rule, and its fingerprint."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import pytest
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.neighbors import KNeighborsRegressor
 
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.fingerprint import fingerprint_fields
-from simulate.sweep.foreign import identity, integer_names, point_metrics, values_at
-from simulate.sweep.gp import gp_metrics
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.store.fingerprint import fingerprint_fields
+from simulate.sweep.train.foreign import identity, integer_names, point_metrics, values_at
+from simulate.sweep.train.gp import gp_metrics
 
 KNN = "sklearn.neighbors:KNeighborsRegressor"
 

@@ -1,4 +1,4 @@
-"""A named regressor that misbehaves, and records that name one (``simulate.sweep.foreign``,
+"""A named regressor that misbehaves, and records that name one (``simulate.sweep.train.foreign``,
 issue 74 items 4-8): reading records runs none of the code they name, its expressions are
 bounded as a whole, it gets copies of the harness's data, a prediction that is not finite is
 a failed cell the reader accepts, and what it raises (``SystemExit`` included) or returns
@@ -14,12 +14,12 @@ import textwrap
 import numpy as np
 import pytest
 
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.foreign import RegressorFailed, values_at
-from simulate.sweep.records import fingerprint
-from simulate.sweep.runner import run_sweep
-from simulate.sweep.schema import read_records
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.run.runner import run_sweep
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.store.records import fingerprint
+from simulate.sweep.store.schema import read_records
+from simulate.sweep.train.foreign import RegressorFailed, values_at
 from tests.factories import run_main
 
 H05 = TruthSpec("holder", p=1, alpha=0.5)
@@ -175,7 +175,7 @@ def test_a_nested_power_is_refused_in_a_process_that_would_hang(tmp_path):
     """The reproducers that hung, each in a process of its own under a deadline (a
     regression fails here instead of hanging the suite)."""
     code = (
-        "from simulate.sweep.foreign import values_at\n"
+        "from simulate.sweep.train.foreign import values_at\n"
         "for t in ('ceil(n)**ceil(n)**ceil(n)', '(ceil(n)**ceil(n))**ceil(n)'):\n"
         "    try:\n"
         "        values_at({'k': t}, frozenset({'k'}), 250, 1, 0.5)\n"

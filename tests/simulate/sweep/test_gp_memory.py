@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
 
 ROOT = str(Path(__file__).resolve().parents[3])
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT}
@@ -26,7 +26,7 @@ def _memory_cap() -> None:  # the old check let this run: fail fast instead of s
 def test_the_gp_estimate_counts_the_test_covariances():
     """At n_test = 20,000 one replicate's posterior holds several 3.2 GB matrices; the
     estimate was the test inputs alone (160 kB)."""
-    from simulate.sweep.config import gp_job_bytes
+    from simulate.sweep.setup.config import gp_job_bytes
 
     cfg = SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5)], ns=[250, 1000, 4000], **GP)
     assert cfg.n_test == 20_000  # the default the reproducer ran with

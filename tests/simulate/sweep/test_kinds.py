@@ -1,4 +1,4 @@
-"""The estimator kinds as objects in one registry (``simulate.sweep.kinds``): each owns its
+"""The estimator kinds as objects in one registry (``simulate.sweep.setup.kinds``): each owns its
 names, checks, cell configuration, memory, cost, run checks and known exponent; a new kind
 is a class and an entry in the registry (tested with a toy kind defined here), and no code
 outside the registry compares an estimator's name."""
@@ -9,10 +9,10 @@ import pathlib
 import numpy as np
 import pytest
 
-from simulate.sweep import kinds
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.jobs import jobs_for
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup import kinds
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.train.jobs import jobs_for
 
 H05 = TruthSpec("holder", p=1, alpha=0.5)
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -53,7 +53,7 @@ def test_a_new_kind_is_a_class_and_a_registry_entry(toy):
     and every place that differs by kind asks it: the members a design is powered for, the
     exponent it is tested against, the record's config, the job's memory and cost, and the
     job runner."""
-    from simulate.sweep.runner import check_memory, run_job
+    from simulate.sweep.run.runner import check_memory, run_job
     from verify.protocol import load
     from verify.reading.design import control_family, design_power, predicted
 
@@ -130,7 +130,7 @@ def _name_comparisons(path: pathlib.Path) -> list[str]:
 
 
 def test_no_code_outside_the_registry_compares_an_estimators_name():
-    """Outside ``simulate.sweep.kinds`` (and the records readers' dispatch on a record's
+    """Outside ``simulate.sweep.setup.kinds`` (and the records readers' dispatch on a record's
     own ``config.estimator``, listed: they read a record as data, the next step of this
     work) no code compares an estimator's name with a literal."""
     hits = []
@@ -138,5 +138,5 @@ def test_no_code_outside_the_registry_compares_an_estimators_name():
         for path in sorted((ROOT / pkg).rglob("*.py")):
             if path.name != "kinds.py":
                 hits += _name_comparisons(path)
-    allowed = {"simulate/sweep/control_record.py", "simulate/sweep/validate.py"}
+    allowed = {"simulate/sweep/store/control_record.py", "simulate/sweep/store/validate.py"}
     assert [h for h in hits if h.split(":")[0] not in allowed] == []

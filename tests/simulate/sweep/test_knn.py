@@ -1,4 +1,4 @@
-"""The k-nearest-neighbour known-answer control (``simulate.sweep.knn``): its proven
+"""The k-nearest-neighbour known-answer control (``simulate.sweep.train.knn``): its proven
 exponent (``theory.knn_exponent``), its neighbour counts, its estimate against a
 brute-force one, its configuration's refusals, its records as the validator reads them,
 and the known answers the design derives for the ``knn`` tier."""
@@ -10,9 +10,9 @@ import re
 import numpy as np
 import pytest
 
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.knn import knn_k, knn_name, knn_predict
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.train.knn import knn_k, knn_name, knn_predict
 from theory import knn_exponent, predicted_exponent
 
 H05 = TruthSpec("holder", p=1, alpha=0.5)
@@ -87,7 +87,7 @@ def test_a_knn_configuration_outside_its_proof_is_refused(kw, match):
 
 @pytest.fixture(scope="module")
 def knn_records(tmp_path_factory):
-    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.run.runner import run_sweep
 
     cfg = SweepConfig(truths=[H05], ns=[100, 200, 400], replicates=2, estimator="knn",
                       knn_ks=["matched", 3], n_test=300, replicate_block=2)  # fmt: skip
@@ -96,7 +96,7 @@ def knn_records(tmp_path_factory):
 
 
 def test_knn_records_hold_every_member_and_read_back_whole(knn_records):
-    from simulate.sweep.schema import read_records
+    from simulate.sweep.store.schema import read_records
 
     path, recs = knn_records
     assert len(recs) == 6 and read_records(path) == recs
@@ -130,7 +130,7 @@ def test_knn_records_hold_every_member_and_read_back_whole(knn_records):
     ids=["count", "count-off-by-one", "extra-count", "member", "config", "metrics"],
 )
 def test_a_damaged_knn_record_is_refused_naming_its_field(knn_records, tmp_path, edit, field):
-    from simulate.sweep.schema import read_records
+    from simulate.sweep.store.schema import read_records
     from theory.plumbing.jsonl import RecordsError
 
     path, _ = knn_records
@@ -150,7 +150,7 @@ def test_the_knn_tier_derives_known_answers_in_both_directions():
     the fixed k a known FAIL of both (their proven exponents -0.643 and 0, against the
     allowance and the band's top with the design's 2h), and the same at alpha = 0.5;
     derived, not written in the tier."""
-    from simulate.sweep.tiers import RATES
+    from simulate.sweep.setup.tiers import RATES
     from verify import protocol
     from verify.reading.design import design_power
 
@@ -175,8 +175,8 @@ def test_the_knn_tier_meets_every_known_answer_through_the_harness(tmp_path):
     exponent implies (the matched k PASS, the fixed k FAIL), so the exit status is 0.
     Measured when written: d^2 slopes -0.533 (matched) and -0.025 (fixed) at alpha = 0.5,
     -0.646 and 0.003 at alpha = 0.9 (proven -0.5, 0, -0.643, 0)."""
-    from simulate.sweep.runner import run_sweep
-    from simulate.sweep.tiers import RATES
+    from simulate.sweep.run.runner import run_sweep
+    from simulate.sweep.setup.tiers import RATES
     from verify.reading.analysis import analyse
     from verify.report.status import entry_outcome, exit_status
 
@@ -211,11 +211,11 @@ def test_a_stated_rate_reads_the_class_band_of_a_knn_control_not_its_own(knn_rec
 
 
 def test_one_list_names_the_known_answer_controls():
-    """The estimators that are known-answer controls (``simulate.sweep.parts.KNOWN_ANSWER``)
+    """The estimators that are known-answer controls (``simulate.sweep.setup.parts.KNOWN_ANSWER``)
     are the families the verdicts derive known answers for, the protocol's pilot-cv kinds
     and the refusals' words."""
-    from simulate.sweep.kinds import KINDS
-    from simulate.sweep.parts import KNOWN_ANSWER
+    from simulate.sweep.setup.kinds import KINDS
+    from simulate.sweep.setup.parts import KNOWN_ANSWER
     from verify.cli.flag_rules import _CONTROL_WORDS
     from verify.protocol import CONTROL_KINDS
     from verify.reading.design import control_family
@@ -231,7 +231,7 @@ def test_one_list_names_the_known_answer_controls():
 def test_a_gp_jobs_records_share_its_seconds_too(tmp_path):
     """The GP control's records of one job hold the job's seconds (they were cumulative
     per replicate, as the k-NN's were: the cost table divides them by the block)."""
-    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.run.runner import run_sweep
 
     cfg = SweepConfig(truths=[H05], ns=[50, 100, 200], replicates=2, estimator="gp",
                       gp_nus=[0.5], n_test=100, draws=4, replicate_block=2)  # fmt: skip

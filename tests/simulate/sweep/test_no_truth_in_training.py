@@ -1,5 +1,5 @@
 """No truth in training: the sweep's stopping rule, its training and its selection read the
-data only (``simulate.sweep.job``); the truth ``f0`` draws the data and is evaluated
+data only (``simulate.sweep.train.asvi_job``); the truth ``f0`` draws the data and is evaluated
 against, nothing else.  With the risk stop on (``stop_risk_tol``) the rule watches a
 validation split of each replicate's own data."""
 
@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.fingerprint import fingerprint_fields
-from simulate.sweep.jobs import jobs_for
-from simulate.sweep.runner import run_job
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.run.runner import run_job
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.store.fingerprint import fingerprint_fields
+from simulate.sweep.train.jobs import jobs_for
 
 # a tiny sweep whose risk stop binds: a tolerance on the held-out risk's relative change
 # that the objective-and-KL rule alone (loose here) would pass well before the cap
@@ -32,7 +32,7 @@ TRAINING_COLUMNS = (
 
 class _TruthAtTheDataOnly:
     """A replicate's truth ``f0`` where the data are drawn, ``f0 + 1`` everywhere else.
-    ``simulate.sweep.cells.job_data`` calls the truth once per replicate on its first n
+    ``simulate.sweep.train.cells.job_data`` calls the truth once per replicate on its first n
     points (n one of the sweep's sample sizes); any other call -- the test points, or
     evaluation points of the truth's own -- has another number of points."""
 
@@ -131,7 +131,7 @@ def test_per_model_inputs_predict_each_models_own_points():
     """``Posterior.predict_mean`` at per-model inputs ``[E, m, p]`` (the risk stop's: each
     model its replicate's held-out points) is each model's row at those inputs shared."""
     from simulate.core import Hyper
-    from simulate.core.recipe import train_models
+    from simulate.core.training import train_models
 
     g = torch.Generator().manual_seed(0)
     X = torch.rand(2, 40, 1, generator=g) * 2 - 1

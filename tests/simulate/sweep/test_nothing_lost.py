@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from simulate.sweep.records import tier_store
-from simulate.sweep.schema import SCHEMA
+from simulate.sweep.store.records import tier_store
+from simulate.sweep.store.schema import SCHEMA
 from tests.simulate.sweep.test_records_integrity import SWEEP, cli, one_line_error
 from theory.plumbing.jsonl import (
     LINE_LIMIT,
@@ -322,7 +322,7 @@ def test_a_records_file_replaced_under_its_writer_is_not_appended_to(recorded, t
     writes it: the run stops instead of appending to a file whose lock it does not hold."""
     path = copy_records(recorded, tmp_path)
     key, required = (lambda r: (r["i"],)), ("i",)
-    from simulate.sweep.records import RecordStore
+    from simulate.sweep.store.records import RecordStore
 
     path.write_text("")
     store = RecordStore(path, "asvi-rates/t/1", key, required)

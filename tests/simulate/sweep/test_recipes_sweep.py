@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.fingerprint import fingerprint_fields
-from simulate.sweep.jobs import jobs_for
-from simulate.sweep.runner import run_job
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.run.runner import run_job
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.store.fingerprint import fingerprint_fields
+from simulate.sweep.train.jobs import jobs_for
 from verify.optimiser import gap_table, main
 
 HOLDER = TruthSpec("holder", p=1, alpha=0.5)
@@ -241,7 +241,7 @@ def test_restarts_with_the_risk_stop_and_the_decays_in_the_records():
 
 def test_a_config_file_resumes_as_written(tmp_path):
     from simulate.sweep.cli import build_parser, config_from_args
-    from simulate.sweep.recipes import DEFAULT_RECIPE, recipe_settings
+    from simulate.sweep.setup.recipes import DEFAULT_RECIPE, recipe_settings
 
     cfg_file = tmp_path / "c.json"
     cfg_file.write_text(json.dumps({"ns": [100, 200], "truths": [{"kind": "holder", "p": 1,

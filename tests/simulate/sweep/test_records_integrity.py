@@ -18,15 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simulate.sweep.cli as sweep_cli
-import simulate.sweep.parallel as parallel_mod
+import simulate.sweep.run.parallel as parallel_mod
 import theory.plumbing.jsonl as records_mod
 from simulate.core.trainer import Trainer
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.fingerprint import _without_later_defaults, fingerprint_fields
-from simulate.sweep.records import fingerprint
-from simulate.sweep.runner import records_path_for, run_sweep
-from simulate.sweep.schema import one_configuration, read_records
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.run.runner import records_path_for, run_sweep
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.store.fingerprint import _without_later_defaults, fingerprint_fields
+from simulate.sweep.store.records import fingerprint
+from simulate.sweep.store.schema import one_configuration, read_records
 from tests.factories import SWEEP_TINY, run_main, run_process
 from theory.plumbing.jsonl import RecordsError, exclusive_writer
 from verify.reading.analysis import analyse
@@ -428,7 +428,7 @@ def test_teacher_and_real_data_records_are_one_configuration(tmp_path, monkeypat
     import simulate.experiments.mnist as mn
     import simulate.experiments.table1 as ft
     import simulate.experiments.uci as uci
-    from simulate.sweep.tiers import TEACHER
+    from simulate.sweep.setup.tiers import TEACHER
 
     fake = {"method": "SVI", "replicate": 0, "rmse": [1.0], "elbo": [0.0], "schema": ft.SCHEMA}
     monkeypatch.setitem(TEACHER, "tiny", {**TEACHER["tiny"], "epochs": 3})
@@ -511,7 +511,8 @@ def test_one_rule_drops_what_the_twelve_branches_dropped(later):
     d = {**SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5)], ns=[8, 16, 32]).to_dict(),
          **later}  # fmt: skip
     # the settings declared "later" after the one rule replaced the branches (a named
-    # regressor, simulate.sweep.foreign; the k-NN control's members, simulate.sweep.knn) are
+    # regressor, simulate.sweep.train.foreign; the k-NN control's members,
+    # simulate.sweep.train.knn) are
     # the rule's alone: at their defaults, left out
     after = ("regressor", "regressor_params", "knn_ks")
     assert all(d[k] is None for k in after)

@@ -191,7 +191,7 @@ def test_a_crash_while_reading_is_exit_4_never_1(recorded, tmp_path, monkeypatch
 def other_code(r) -> None:
     """Make ``r`` a record of another configuration, whole: written by other code (one
     module's digest changed in its fingerprint's fields, its fingerprint their hash)."""
-    from simulate.sweep.records import fingerprint
+    from simulate.sweep.store.records import fingerprint
 
     code = r["fingerprint_fields"]["code"]
     code[sorted(code)[0]] = "0" * 16
@@ -233,7 +233,7 @@ def test_a_record_without_its_fingerprints_fields_is_refused_naming_them(
     [{}, {"max_epochs": 30}, {"stop_risk_tol": 0.1}, {"start": "both"}, {"lambda_s_a": 5.0}],
 )
 def test_control_fields_are_the_control_configurations_fields(change):
-    from simulate.sweep.fingerprint import fingerprint_fields
+    from simulate.sweep.store.fingerprint import fingerprint_fields
     from tests.simulate.sweep.test_records_integrity import cfg
     from verify.reading.controls import control_config, control_fields
 
@@ -244,7 +244,7 @@ def test_control_fields_are_the_control_configurations_fields(change):
 def test_a_control_file_of_other_records_is_refused(recorded, tmp_path, capsys):
     """The control of a sweep with another ``lambda_s_a`` beside the records (or given by
     ``--control-records``) is refused naming the field; the records' own control is used."""
-    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.run.runner import run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
     from verify.rates import main
     from verify.reading.controls import control_config
@@ -263,7 +263,7 @@ def test_a_control_file_of_other_records_is_refused(recorded, tmp_path, capsys):
 
 # ------------------------------------------------------------------ the code in the fingerprint
 def test_the_fingerprint_hashes_the_code_a_record_runs():
-    from simulate.sweep.records import code_hashes
+    from simulate.sweep.store.records import code_hashes
 
     files = code_hashes()
     assert "simulate/core/trainer.py" in files and "simulate/truths/functions.py" in files
@@ -276,8 +276,8 @@ def test_resuming_across_a_code_change_is_refused_naming_the_files(tmp_path, mon
     """A sweep half-written by one version of the code, resumed by an edited one: refused
     with the edited file named; with ``accept_code_change`` it resumes under the file's
     fingerprint and every record it adds notes the change."""
-    import simulate.sweep.fingerprint as fingerprint
-    from simulate.sweep.runner import SweepRunOptions, run_sweep
+    import simulate.sweep.store.fingerprint as fingerprint
+    from simulate.sweep.run.runner import SweepRunOptions, run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
 
     path = tmp_path / "r.jsonl"
@@ -324,7 +324,7 @@ def test_a_config_file_with_a_wrong_type_is_a_one_line_error(tmp_path):
 
 
 def test_a_cell_recorded_twice_is_refused_naming_both(recorded, tmp_path):
-    from simulate.sweep.schema import read_records
+    from simulate.sweep.store.schema import read_records
 
     _, path = recorded
     lines = path.read_text().splitlines()
@@ -437,7 +437,7 @@ def test_a_nonfinite_list_that_does_not_fit_its_record_names_the_line(tmp_path):
 
 def test_a_failed_cell_is_recorded_and_verified_through_strict_json(tmp_path):
     """A sweep whose cells diverge writes strict JSON and verify.rates reads it back."""
-    from simulate.sweep.runner import run_sweep
+    from simulate.sweep.run.runner import run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
 
     path = tmp_path / "r.jsonl"
@@ -461,8 +461,8 @@ def test_a_sweep_that_cannot_fit_in_memory_is_refused_before_anything(tmp_path, 
 
 
 def test_a_tier_s_jobs_fit_easily():
-    from simulate.sweep import tiers
-    from simulate.sweep.config import SweepConfig
+    from simulate.sweep.setup import tiers
+    from simulate.sweep.setup.config import SweepConfig
 
     for name in ("tiny", "quick", "full"):
         spec = tiers.RATES[name]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from simulate.sweep.schema import SCHEMA, read_records
+from simulate.sweep.store.schema import SCHEMA, read_records
 from tests.factories import run_main
 from theory.plumbing.jsonl import DEPTH_LIMIT, NUMBER_LIMIT, RecordsError, read_jsonl
 
@@ -78,7 +78,7 @@ def selected(rec: dict) -> int:
 # ------------------------------------------------------------------ the shipped records
 def test_every_shipped_records_file_is_read_whole_through_the_checks():
     """Every file under figures/reference/ is accepted: the sweep records through every
-    rule of ``simulate.sweep.validate``, the experiments' through the bounded parser."""
+    rule of ``simulate.sweep.store.validate``, the experiments' through the bounded parser."""
     read = {}
     for path in sorted(REFERENCE.glob("*.jsonl.gz")):
         lines = [x for x in lines_of(path) if x.strip()]

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-import simulate.sweep.cluster as cluster_mod
-from simulate.sweep.parallel import map_unordered
+import simulate.sweep.run.cluster as cluster_mod
+from simulate.sweep.run.parallel import map_unordered
 from tests.factories import run_main
 
 ROOT = str(Path(__file__).resolve().parents[3])
@@ -184,7 +184,7 @@ def test_a_cluster_without_workers_is_given_up_at_the_worker_deadline():
     ``worker_timeout=1``, :class:`NoWorkersError` (one line naming the flag) in seconds."""
     from distributed import LocalCluster
 
-    from simulate.sweep.cluster import NoWorkersError
+    from simulate.sweep.run.cluster import NoWorkersError
 
     with LocalCluster(n_workers=0, processes=False, protocol="tcp", **QUIET) as cluster:
         address = cluster.scheduler_address

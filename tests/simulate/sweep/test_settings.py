@@ -1,4 +1,5 @@
-"""Settings said once (``simulate.sweep.settings``, ``simulate.sweep.parts``): every field
+"""Settings said once (``simulate.sweep.setup.settings``, ``simulate.sweep.setup.parts``): every
+field
 of a sweep's configuration is declared with its help, every declared bound is checked,
 every declared flag is one a command line parses into its field, the recipes are typed
 patches of declared settings, and the fingerprint's one rule, read from the declarations,
@@ -15,16 +16,16 @@ from dataclasses import MISSING, dataclass, fields
 
 import pytest
 
-import simulate.sweep.fingerprint as fp_mod
-from simulate.sweep import settings
+import simulate.sweep.store.fingerprint as fp_mod
 from simulate.sweep.cli import SWEEP_FLAGS
 from simulate.sweep.cli import build_parser as sweep_parser
-from simulate.sweep.config import SWEEP_CONSTRAINTS, SweepConfig
-from simulate.sweep.flags import FLAG_FIELDS, overrides_from_args
-from simulate.sweep.parts import PARTS
-from simulate.sweep.recipes import RECIPE_DEFAULTS, RECIPES, Recipe
-from simulate.sweep.records import fingerprint
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.setup import settings
+from simulate.sweep.setup.config import SWEEP_CONSTRAINTS, SweepConfig
+from simulate.sweep.setup.flags import FLAG_FIELDS, overrides_from_args
+from simulate.sweep.setup.parts import PARTS
+from simulate.sweep.setup.recipes import RECIPE_DEFAULTS, RECIPES, Recipe
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.store.records import fingerprint
 from verify.cli.rates_args import DESIGN_FLAGS
 from verify.cli.rates_args import build_parser as rates_parser
 
@@ -54,8 +55,8 @@ def test_every_declared_bound_is_checked_when_a_config_is_made(name):
 def test_the_bounds_cover_every_setting_a_config_check_does_not_own():
     """Settings without a declared bound are those the config checks by its own code
     (lists, the protocol tag, a named regressor with its parameters, checked by
-    ``simulate.sweep.foreign.check_regressor``, and the k-NN control's members, by
-    ``simulate.sweep.config._check_knn``) -- a new number without a bound fails here."""
+    ``simulate.sweep.train.foreign.check_regressor``, and the k-NN control's members, by
+    ``simulate.sweep.setup.config._check_knn``) -- a new number without a bound fails here."""
     unbounded = {k for k, (_, s) in settings.declared(SweepConfig).items() if not s.bounds}
     assert unbounded == {
         "truths", "ns", "widths", "gp_nus", "protocol", "regressor", "regressor_params",
@@ -149,7 +150,7 @@ def _shipped_sweep_records():
 def _recomputed(rec) -> dict:
     """The configuration fields of ``rec``'s fingerprint recomputed from the configuration
     they describe, by the declared rule (the one every records reader applies:
-    ``simulate.sweep.validate``)."""
+    ``simulate.sweep.store.validate``)."""
     ff = rec["fingerprint_fields"]
     stored = {k: v for k, v in ff.items() if k not in fp_mod.PROVENANCE_FIELDS}
     t = rec["truth"]

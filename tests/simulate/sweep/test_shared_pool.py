@@ -1,4 +1,4 @@
-"""One pool of workers for several sweeps (``simulate.sweep.parallel.shared_pool``): the
+"""One pool of workers for several sweeps (``simulate.sweep.run.parallel.shared_pool``): the
 maps inside it run on the same processes, the processes end with it, and a map that stops
 early ends it without breaking the maps after it."""
 
@@ -11,8 +11,8 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
-from simulate.sweep import parallel
-from simulate.sweep.parallel import map_unordered, shared_pool
+from simulate.sweep.run import parallel
+from simulate.sweep.run.parallel import map_unordered, shared_pool
 from tests.simulate.sweep.test_workers import alive
 
 

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.runner import SweepRunOptions, run_sweep
-from simulate.sweep.schema import read_records
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.run.runner import SweepRunOptions, run_sweep
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
+from simulate.sweep.store.schema import read_records
 from tests.factories import SWEEP_TINY, torch_threads
 from tests.factories import stable_records as stable
 from theory.plumbing.jsonl import RecordsError
@@ -137,8 +137,8 @@ def test_jobs_are_handed_out_costliest_first(tmp_path):
     order.  On the full tier the order follows the measured training seconds of the
     costliest jobs (teacher p = 200 at n = 32,000, then 8,000, then teacher p = 20 at
     32,000)."""
-    from simulate.sweep import tiers
-    from simulate.sweep.jobs import Job, jobs_for
+    from simulate.sweep.setup import tiers
+    from simulate.sweep.train.jobs import Job, jobs_for
 
     two = SweepConfig(truths=[TruthSpec("holder", p=1, alpha=0.5), TruthSpec("teacher", p=20)],
                       **TINY)  # fmt: skip

@@ -1,5 +1,5 @@
 """A sweep's sizes are refused before anything is allocated, from the estimate the refusal
-prints (``simulate.sweep.runner.check_memory``: its records, and each job's data, truth
+prints (``simulate.sweep.run.runner.check_memory``: its records, and each job's data, truth
 values, training and evaluation; issue 61, item 2), and everything the project runs today
 stays inside them."""
 
@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 import simulate.core.sizes as sizes
-from simulate.sweep import tiers
-from simulate.sweep.config import SweepConfig
-from simulate.sweep.runner import check_memory
-from simulate.sweep.truth_spec import TruthSpec
+from simulate.sweep.run.runner import check_memory
+from simulate.sweep.setup import tiers
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
 from verify import protocol
 
 ROOT = str(Path(__file__).resolve().parents[3])

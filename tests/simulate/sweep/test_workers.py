@@ -78,8 +78,8 @@ def test_a_real_cluster_is_set_up_like_the_local_pool_and_gives_its_records(tmp_
     set-up (one torch thread, the allocator settings) and the sweep's records equal the
     local pool's."""
     distributed = pytest.importorskip("distributed")
-    from simulate.sweep.parallel import _threads_and_allocator
-    from simulate.sweep.runner import SweepRunOptions, run_sweep
+    from simulate.sweep.run.parallel import _threads_and_allocator
+    from simulate.sweep.run.runner import SweepRunOptions, run_sweep
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
     from tests.simulate.sweep.test_sweep_run import stable
 
@@ -129,8 +129,8 @@ def test_a_real_cluster_is_set_up_like_the_local_pool_and_gives_its_records(tmp_
 def test_records_computed_with_other_versions_are_refused_by_name(tmp_path, monkeypatch):
     """A worker whose packages differ from this process's (here: this process pretends
     another torch) computes other numbers: its records are refused, naming the package."""
-    import simulate.sweep.runner as runner
-    from simulate.sweep.records import versions
+    import simulate.sweep.run.runner as runner
+    from simulate.sweep.store.records import versions
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
     from theory.plumbing.jsonl import RecordsError
 
@@ -143,7 +143,7 @@ def test_records_computed_with_other_versions_are_refused_by_name(tmp_path, monk
 def test_records_computed_by_other_code_are_refused(tmp_path, monkeypatch):
     """A worker running an edited checkout stamps another code digest on its records: the
     sweep refuses them instead of appending them under its own fingerprint."""
-    import simulate.sweep.runner as runner
+    import simulate.sweep.run.runner as runner
     from tests.simulate.sweep.test_records_integrity import cfg, quiet
     from theory.plumbing.jsonl import RecordsError
 
