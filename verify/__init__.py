@@ -1,12 +1,14 @@
 """asvi-rates ``verify``: does the measured contraction match the theory?
 
-``slopes`` fits log-log slopes with replicate-level intervals; ``theorem`` (the theorem test
-with its two controls), ``attainment`` (the attainment test), ``power`` (the theorem test's
-prospective power) and ``verdict`` (the outcomes, Holm) hold the verdict rules; ``records``
-reads sweep records into typed cells; ``design``, ``analysis``, ``controls`` and ``status``
-decide, each result a ``results.MetricResult`` of frozen records; ``rates`` (``python -m
-verify.rates``) runs or reads the sweeps of ``simulate.sweep`` and reports (``render``);
-``check_rate`` (``verify.cli.check``) is the same run from Python, for notebooks.
+``stats`` holds the rules and statistics (slope fits with replicate-level intervals, the
+theorem and attainment tests, power, verdicts, replication, the log-factor test, the
+theorem's readings); ``reading`` turns records into typed cells and decides each entry
+(``reading.analysis``), each result a ``results.MetricResult`` of frozen records;
+``report`` prints and draws them and gives the exit status; ``cli`` holds the main job's
+run as a value (``cli.runspec.RunSpec``), its flags, plan and dry run.  The commands are
+the top-level modules: ``rates`` (``python -m verify.rates``, the main job), ``sizing``,
+``starts``, ``optimiser``, ``decided``; ``check_rate`` (``verify.cli.check``) is the main
+job from Python, for notebooks.
 """
 
 import sys as _sys

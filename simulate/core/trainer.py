@@ -1,10 +1,9 @@
 """The trainer: E models, their sampler, state and step, a plain loop over them, with the
 stopping rule and failures (see ``simulate.core`` for the design).
 
-One training step is ``inputs = sampler.draw(t, held)`` (:class:`simulate.core.sampler.
-Sampler`) then ``state, info = step(state, inputs)``
-(:func:`simulate.core.training_step.build_step`):
-the loop owns what is not the step's business -- which models the stopping rule holds
+One training step is ``inputs = sampler.draw(t, held)`` (``simulate.core.sampler.Sampler``)
+then ``state, info = step(state, inputs)`` (``simulate.core.training_step.build_step``): the
+loop owns what is not the step's business -- which models the stopping rule holds
 (``Trainer.frozen``) and the loss history (``Trainer.history``).  A step that runs several
 steps per call (``step_fn.multi``: the whole step in C) is handed every step up to the next
 point where the loop reads the state (``Trainer.advance_steps``): the same numbers."""

@@ -1,4 +1,6 @@
-"""Growing-n sweeps: what a sweep is (``spec``: truths, configuration, jobs, record
-schema; ``tiers``), one job (``job``), the records files (``records``), workers
-(``parallel``), the command line (``runner``; ``python -m simulate.sweep``) and the
-Gaussian-process known-answer control (``gp``)."""
+"""Growing-n sweeps: what a sweep is (``setup``: its configuration, estimator kinds,
+tiers, recipes, truths and widths), its records files (``store``: the locked store, their
+reading and checks, provenance and fingerprint), what trains (``train``: jobs, cells, ASVI's
+job, the known-answer controls, a named regressor, the budget control's continuation) and
+how it runs (``run``: the runner, a local pool, a Dask cluster); the command line
+(``cli``; ``python -m simulate.sweep``) and the measured cost table (``costs``)."""

@@ -351,7 +351,7 @@ def test_verify_rates_report_carries_the_note_with_its_own_remedy(tmp_path):
     assert re.fullmatch(
         r"note: \d+ of \d+ candidates \(\d+ of \d+ cells\) stopped at the step cap unconverged,"
         r" at n = [\d, ]+ \(cap 20000 steps\); raise it with --recipe epochs or --recipe budget"
-        r" \(simulate\.sweep\.recipes\); the budget-doubling control measures what twice the"
+        r" \(simulate\.sweep\.setup\.recipes\); the budget-doubling control measures what twice the"
         r" cap changes",
         notes[0],
     ), notes[0]
