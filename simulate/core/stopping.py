@@ -75,12 +75,24 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import torch
 
 from simulate.core.constraints import INT_POSITIVE, POSITIVE, Interval, validate_params
 
-__all__ = ["STOP_DEFAULTS", "StopRule", "Convergence", "stricter", "sum_in_order"]
+__all__ = [
+    "STOP_DEFAULTS",
+    "StopEvents",
+    "StopRule",
+    "StopState",
+    "retire",
+    "seed",
+    "skip",
+    "stricter",
+    "sum_in_order",
+    "update",
+]
 
 
 @dataclass(frozen=True)
@@ -142,7 +154,7 @@ _STOP_CONSTRAINTS = {
 
 def _quiet(rule: StopRule, rel: torch.Tensor, dkl: torch.Tensor, cur_kl: torch.Tensor):
     """Which windows are quiet under ``rule`` by the objective and KL tests
-    (:class:`Convergence`): relative improvement below ``tol``, KL change below
+    (:class:`StopState`): relative improvement below ``tol``, KL change below
     ``max(tol |KL|, kl_abs)``."""
     kl_bound = torch.clamp(rule.tol * cur_kl.abs(), min=rule.kl_abs)
     return torch.isfinite(rel) & (rel < rule.tol) & torch.isfinite(dkl) & (dkl < kl_bound)
@@ -150,7 +162,7 @@ def _quiet(rule: StopRule, rel: torch.Tensor, dkl: torch.Tensor, cur_kl: torch.T
 
 def stricter(shadow: StopRule, rule: StopRule) -> bool:
     """Whether every window quiet under ``shadow`` is quiet under ``rule`` and their
-    plateaus count alike (:class:`Convergence`'s ``shadow``): the same window, patience
+    plateaus count alike (:class:`StopState`'s ``shadow``): the same window, patience
     and plateau schedule, no risk test in either, ``tol`` and ``kl_abs`` no larger (the
     budget-doubling control's rule, :meth:`StopRule.doubled`, against the sweep's)."""
     same = ("window", "patience", "lr_decays", "lr_factor")
@@ -171,159 +183,116 @@ def sum_in_order(acc: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return torch.cat([acc[None], rows.to(acc.dtype)]).cumsum(0)[-1]
 
 
-class Convergence:
-    """Per-model bookkeeping of :class:`StopRule` over a run (host syncs once per window).
+_PER_MODEL = ("prev", "prev_kl", "rel_change", "kl_change", "below", "steps")
 
-    ``update(info, risk)`` reads one step's :class:`simulate.core.training_step.Info` (the
-    per-model objective ``info.terms.total``, its KL part ``info.terms.kl`` and the models
-    that failed at this step, ``info.failed``) and ``risk`` (a function of nothing returning
-    the per-model held-out risk ``[E]``, called at window ends only; required when the rule
-    has ``risk_tol``); at a window's end it returns the models newly converged (bool
-    ``[E]``), else None.  ``held`` (bool ``[E]``, optional): models already stopped or
-    failed before the run, never updated.  ``not_before``: no window ending within the
-    run's first ``not_before`` steps is quiet (the trainer's KL warm-up,
-    ``Hyper.kl_warmup``, during which the step does not yet follow the ELBO).
-    Afterwards ``steps`` (steps each model trained), ``converged``, ``rel_change`` (the
-    objective's last relative improvement), ``kl_change`` (the KL's last change, nats) and
-    ``risk_change`` (the risk's last relative change; all NaN before two windows) describe
-    every model.
 
-    ``shadow`` (a :class:`StopRule`, optional): a stricter rule whose quiet-window count
-    (``below_shadow``) is kept beside the rule's own, by the same test with its thresholds
-    -- what a run under it would count, for as long as the run under ``rule`` has had no
-    plateau.  A model that reaches the cap with no plateau has the same trajectory under
-    both rules (a window quiet under the stricter thresholds is quiet under these, so the
-    stricter rule has had no plateau either); its state with :meth:`entries` is the state
-    of a run under ``shadow`` at that step, which :meth:`seed` continues (the
-    budget-doubling control's continuation, ``simulate.sweep.train.budget``).  Stricter means:
-    the same window, patience and plateau schedule, no risk test, ``tol`` and ``kl_abs``
-    no larger.
+class StopEvents(NamedTuple):
+    """What a window end decided (:func:`update`), each bool ``[E]``: ``newly`` the models
+    that converged there, ``decayed`` those whose plateau lowered their learning rate
+    instead (``StopRule.lr_decays``)."""
+
+    newly: torch.Tensor
+    decayed: torch.Tensor
+
+
+class StopState(NamedTuple):
+    """The per-model bookkeeping of :class:`StopRule` over a run, a value: :func:`update`
+    (and :func:`retire`, :func:`skip`, :func:`seed`) return a new one and change no tensor
+    of the one given, as ``simulate.core.step``'s ``step(state, inputs)`` does.
+
+    Made by :meth:`start`.  ``rule``; ``shadow`` (a :class:`StopRule` or None, below);
+    ``not_before``: no window ending within the run's first ``not_before`` steps is quiet
+    (the trainer's KL warm-up, ``Hyper.kl_warmup``, during which the step does not yet
+    follow the ELBO); ``t`` the run's steps so far and ``count`` those of the current
+    window; ``acc``, ``acc_kl`` (float64 ``[E]``) the window's sums of the objective and
+    its KL part and ``failed`` (bool ``[E]``) the models that ever failed, on the run's
+    device; on the CPU, each ``[E]``: ``prev``, ``prev_kl`` (the last window means),
+    ``rel_change`` (the objective's last relative improvement), ``kl_change`` (the KL's last
+    change, nats), ``prev_risk``, ``risk_change`` (the risk's last relative change; these
+    four NaN before two windows), ``below`` and ``below_shadow`` (the quiet windows in a
+    row under the rule and the shadow rule), ``converged``, ``steps`` (steps each model
+    trained), ``done`` (converged, failed, retired or held: frozen), ``decays`` (plateaus
+    that lowered the learning rate) and ``retired`` (stopped by :func:`retire`: a race
+    lost); ``raced``: whether :func:`retire` has run.
+
+    ``shadow``: a stricter rule whose quiet-window count (``below_shadow``) is kept beside
+    the rule's own, by the same test with its thresholds -- what a run under it would
+    count, for as long as the run under ``rule`` has had no plateau.  A model that reaches
+    the cap with no plateau has the same trajectory under both rules (a window quiet under
+    the stricter thresholds is quiet under these, so the stricter rule has had no plateau
+    either); its state with :meth:`entries` is the state of a run under ``shadow`` at that
+    step, which :func:`seed` continues (the budget-doubling control's continuation,
+    ``simulate.sweep.train.budget``).  Stricter means: the same window, patience and
+    plateau schedule, no risk test, ``tol`` and ``kl_abs`` no larger (:func:`stricter`).
     """
 
-    def __init__(self, rule: StopRule, E: int, device=None, held=None, not_before: int = 0,
-                 shadow: StopRule | None = None):  # fmt: skip
+    rule: StopRule
+    shadow: StopRule | None
+    not_before: int
+    t: int
+    count: int
+    acc: torch.Tensor
+    acc_kl: torch.Tensor
+    failed: torch.Tensor
+    prev: torch.Tensor
+    prev_kl: torch.Tensor
+    rel_change: torch.Tensor
+    kl_change: torch.Tensor
+    prev_risk: torch.Tensor
+    risk_change: torch.Tensor
+    below: torch.Tensor
+    below_shadow: torch.Tensor
+    converged: torch.Tensor
+    steps: torch.Tensor
+    done: torch.Tensor
+    decays: torch.Tensor
+    retired: torch.Tensor
+    raced: bool
+
+    @classmethod
+    def start(cls, rule: StopRule, E: int, device=None, held=None, not_before: int = 0,
+              shadow: StopRule | None = None) -> StopState:  # fmt: skip
+        """A run's bookkeeping before its first step: ``held`` (bool ``[E]``, optional) the
+        models already stopped or failed before the run, never updated."""
         if shadow is not None and not stricter(shadow, rule):
             raise ValueError(f"shadow rule {shadow} is not stricter than {rule}")
-        self.rule, self.E, self.shadow = rule, E, shadow
-        self.not_before, self._t = int(not_before), 0  # no window before it is quiet
-        self._failed = torch.zeros(E, dtype=torch.bool, device=device)
-        self._acc = torch.zeros(E, dtype=torch.float64, device=device)
-        self._acc_kl = torch.zeros(E, dtype=torch.float64, device=device)
-        self._count = 0
-        self.prev = torch.full((E,), math.nan, dtype=torch.float64)
-        self.prev_kl = torch.full((E,), math.nan, dtype=torch.float64)
-        self.rel_change = torch.full((E,), math.nan, dtype=torch.float64)
-        self.kl_change = torch.full((E,), math.nan, dtype=torch.float64)
-        self.prev_risk = torch.full((E,), math.nan, dtype=torch.float64)
-        self.risk_change = torch.full((E,), math.nan, dtype=torch.float64)
-        self.below = torch.zeros(E, dtype=torch.int64)
-        self.below_shadow = torch.zeros(E, dtype=torch.int64)
-        self.converged = torch.zeros(E, dtype=torch.bool)
-        self.steps = torch.zeros(E, dtype=torch.int64)
-        self.done = torch.zeros(E, dtype=torch.bool)  # converged or failed: frozen
-        self.decays = torch.zeros(E, dtype=torch.int64)  # plateaus that lowered the lr
-        self.decayed = torch.zeros(E, dtype=torch.bool)  # ... at the last window end
-        self.retired = torch.zeros(E, dtype=torch.bool)  # stopped by retire(): a race lost
-        self._raced = False
+        done = torch.zeros(E, dtype=torch.bool)
         if held is not None:
-            self.done |= torch.as_tensor(held).cpu()
-
-    def retire(self, models: torch.Tensor) -> None:
-        """Stop ``models`` (bool ``[E]``) now, neither converged nor capped: a candidate
-        that lost a race (``Trainer.fit_until``'s ``race``); ``summary`` then lists
-        ``retired``."""
-        models = torch.as_tensor(models, dtype=torch.bool).cpu() & ~self.done
-        self._raced = True
-        self.retired |= models
-        self.done |= models
+            done = done | torch.as_tensor(held).cpu()
+        nan = torch.full((E,), math.nan, dtype=torch.float64)
+        zero = torch.zeros(E, dtype=torch.int64)
+        on_device = torch.zeros(E, dtype=torch.float64, device=device)
+        return cls(
+            rule, shadow, int(not_before), 0, 0, on_device, on_device.clone(),
+            torch.zeros(E, dtype=torch.bool, device=device),
+            nan, nan.clone(), nan.clone(), nan.clone(), nan.clone(), nan.clone(),
+            zero, zero.clone(), torch.zeros(E, dtype=torch.bool), zero.clone(), done,
+            zero.clone(), torch.zeros(E, dtype=torch.bool), False,
+        )  # fmt: skip
 
     def window_means(self) -> torch.Tensor:
         """Each model's last window mean of the objective (float64 ``[E]``, on the CPU): NaN
         before its first window and for a model that failed (whose last finite mean is not
         its objective any more)."""
-        return torch.where(self._failed.cpu(), torch.nan, self.prev)
+        return torch.where(self.failed.cpu(), torch.nan, self.prev)
 
     def at_window_end(self, S: int = 1) -> bool:
-        """Whether the next :meth:`update` (of ``S`` steps) ends a window."""
-        return self._count + S >= self.rule.window
+        """Whether the next :func:`update` (of ``S`` steps) ends a window."""
+        return self.count + S >= self.rule.window
 
     def steps_to_window_end(self) -> int:
-        """Steps until the current window ends (the most one :meth:`update` may take)."""
-        return self.rule.window - self._count
-
-    def update(self, info, risk=None) -> torch.Tensor | None:
-        """One step's :class:`~simulate.core.training_step.Info` (each tensor ``[E]``), or ``S``
-        steps' (``[S, E]``: at most :meth:`steps_to_window_end` of them; their sums added
-        in order, :func:`sum_in_order`, so the decisions are those of S one-step
-        updates)."""
-        total, kl, failed = info.terms.total.detach(), info.terms.kl.detach(), info.failed
-        if total.dim() == 1:
-            S = 1
-            self._acc += total.to(torch.float64)
-            self._acc_kl += kl.to(torch.float64)
-            self._failed |= failed
-        else:
-            S = total.shape[0]
-            left = self.steps_to_window_end()
-            if S > left:
-                raise ValueError(f"{S} steps cross a window's end ({left} left)")
-            self._acc = sum_in_order(self._acc, total)
-            self._acc_kl = sum_in_order(self._acc_kl, kl)
-            self._failed |= failed.any(0)
-        self._count += S
-        self._t += S
-        active = ~self.done
-        self.steps += S * active.to(torch.int64)
-        if self._count < self.rule.window:
-            return None
-        cur = (self._acc / self._count).cpu()
-        cur_kl = (self._acc_kl / self._count).cpu()
-        self._acc.zero_()
-        self._acc_kl.zero_()
-        self._count = 0
-        failed = self._failed.cpu()
-        rel = (self.prev - cur) / cur.abs()
-        dkl = (self.prev_kl - cur_kl).abs()
-        upd = active & ~failed
-        self.rel_change = torch.where(upd & torch.isfinite(rel), rel, self.rel_change)
-        self.kl_change = torch.where(upd & torch.isfinite(dkl), dkl, self.kl_change)
-        quiet = _quiet(self.rule, rel, dkl, cur_kl)
-        if self._t <= self.not_before:  # e.g. a KL warm-up: the objective is still changing
-            quiet = torch.zeros_like(quiet)
-        if self.shadow is not None:  # (no risk test in a shadow rule: ``stricter``)
-            quiet_s = _quiet(self.shadow, rel, dkl, cur_kl) & quiet
-            self.below_shadow = torch.where(
-                upd, torch.where(quiet_s, self.below_shadow + 1, 0), self.below_shadow
-            )
-        if self.rule.risk_tol is not None:
-            if risk is None:
-                raise ValueError("the rule has risk_tol: give update() the risk function")
-            cur_risk = torch.as_tensor(risk(), dtype=torch.float64).cpu()
-            drisk = (self.prev_risk - cur_risk).abs() / cur_risk.abs()
-            self.risk_change = torch.where(upd & torch.isfinite(drisk), drisk, self.risk_change)
-            quiet &= torch.isfinite(drisk) & (drisk < self.rule.risk_tol)
-            self.prev_risk = torch.where(upd, cur_risk, self.prev_risk)
-        self.below = torch.where(upd, torch.where(quiet, self.below + 1, 0), self.below)
-        self.prev = torch.where(upd, cur, self.prev)
-        self.prev_kl = torch.where(upd, cur_kl, self.prev_kl)
-        plateau = upd & (self.below >= self.rule.patience)
-        self.decayed = plateau & (self.decays < self.rule.lr_decays)
-        self.decays += self.decayed.to(torch.int64)
-        self.below = torch.where(self.decayed, 0, self.below)
-        newly = plateau & ~self.decayed
-        self.converged |= newly
-        self.done |= newly | failed
-        return newly
+        """Steps until the current window ends (the most one :func:`update` may take)."""
+        return self.rule.window - self.count
 
     def entries(self, models: torch.Tensor, plateau: bool = False) -> dict:
-        """The bookkeeping of ``models`` (int64 ``[k]``) that :meth:`seed` continues under
+        """The bookkeeping of ``models`` (int64 ``[k]``) that :func:`seed` continues under
         the shadow rule: each a ``[k]`` tensor.  Only at a window's end (nothing summed
         yet), with a shadow rule, and for running models with no plateau (so no decay)
         -- or, with ``plateau``, at the window end of their first plateau (one decay, or
         stopped there with no decay), where the shadow rule has not plateaued."""
         if self.shadow is None:
             raise ValueError("entries are for a continuation under the shadow rule: none given")
-        if self._count != 0:
+        if self.count != 0:
             raise ValueError("entries are taken at a window's end")
         models = torch.as_tensor(models, dtype=torch.int64)
         if plateau:
@@ -337,40 +306,124 @@ class Convergence:
         out["below"] = self.below_shadow[models].clone()
         return out
 
-    def skip(self, steps: int) -> None:
-        """Count ``steps`` in which no model ran (every one done), at a window's end: the
-        run's clock moves on (``Trainer.fit_until``'s jump to a :class:`Resume`)."""
-        if self._count != 0 or not bool(self.done.all()):
-            raise ValueError("a skip is of steps in which nothing runs, from a window's end")
-        if steps % self.rule.window:
-            raise ValueError("a skip is of whole windows")
-        self._t += int(steps)
-
-    def seed(self, models: torch.Tensor, entries: dict) -> None:
-        """Continue ``models`` (int64 ``[k]``, held until now) from :meth:`entries` taken
-        in a run under a rule whose shadow is this rule, at a window's end of this run:
-        their window history, quiet count and steps are those, and they run from here."""
-        if self._count != 0:
-            raise ValueError("models are seeded at a window's end")
-        models = torch.as_tensor(models, dtype=torch.int64)
-        for k in ("prev", "prev_kl", "rel_change", "kl_change", "below", "steps"):
-            getattr(self, k)[models] = torch.as_tensor(entries[k]).to(getattr(self, k))
-        for k in ("converged", "done", "retired", "decayed"):
-            getattr(self, k)[models] = False
-        self.decays[models] = 0
-
     def summary(self) -> dict:
         """Per-model lists: ``steps``, ``converged``, ``rel_change``, ``kl_change`` and
         ``risk_change`` (and ``lr_decays``, the plateaus that lowered each model's learning
-        rate, where the rule has them; ``retired``, the models :meth:`retire` stopped, once
+        rate, where the rule has them; ``retired``, the models :func:`retire` stopped, once
         it has stopped any)."""
         return {
             "steps": self.steps.tolist(),
             "converged": self.converged.tolist(),
             **({"lr_decays": self.decays.tolist()} if self.rule.lr_decays else {}),
-            **({"retired": self.retired.tolist()} if self._raced else {}),
+            **({"retired": self.retired.tolist()} if self.raced else {}),
             **{
                 k: [None if math.isnan(x) else x for x in getattr(self, k).tolist()]
                 for k in ("rel_change", "kl_change", "risk_change")
             },
         }
+
+
+def update(st: StopState, info, risk=None) -> tuple[StopState, StopEvents | None]:
+    """``st`` after one step's :class:`~simulate.core.training_step.Info` (the per-model
+    objective ``info.terms.total``, its KL part ``info.terms.kl`` and the models that
+    failed at this step, ``info.failed``; each ``[E]``), or ``S`` steps' (``[S, E]``: at
+    most ``st.steps_to_window_end()`` of them; their sums added in order,
+    :func:`sum_in_order`, so the decisions are those of S one-step updates), and at a
+    window's end what it decided (:class:`StopEvents`; else None).  ``risk``: a function
+    of nothing returning the per-model held-out risk ``[E]``, called at window ends only;
+    required when the rule has ``risk_tol``."""
+    rule = st.rule
+    total, kl, failed = info.terms.total.detach(), info.terms.kl.detach(), info.failed
+    if total.dim() == 1:
+        S = 1
+        acc = st.acc + total.to(torch.float64)
+        acc_kl = st.acc_kl + kl.to(torch.float64)
+        ever_failed = st.failed | failed
+    else:
+        S = total.shape[0]
+        left = st.steps_to_window_end()
+        if S > left:
+            raise ValueError(f"{S} steps cross a window's end ({left} left)")
+        acc = sum_in_order(st.acc, total)
+        acc_kl = sum_in_order(st.acc_kl, kl)
+        ever_failed = st.failed | failed.any(0)
+    count, t = st.count + S, st.t + S
+    active = ~st.done
+    steps = st.steps + S * active.to(torch.int64)
+    if count < rule.window:
+        st = st._replace(t=t, count=count, acc=acc, acc_kl=acc_kl, failed=ever_failed)
+        return st._replace(steps=steps), None
+    cur = (acc / count).cpu()
+    cur_kl = (acc_kl / count).cpu()
+    failed = ever_failed.cpu()
+    rel = (st.prev - cur) / cur.abs()
+    dkl = (st.prev_kl - cur_kl).abs()
+    upd = active & ~failed
+    rel_change = torch.where(upd & torch.isfinite(rel), rel, st.rel_change)
+    kl_change = torch.where(upd & torch.isfinite(dkl), dkl, st.kl_change)
+    quiet = _quiet(rule, rel, dkl, cur_kl)
+    if t <= st.not_before:  # e.g. a KL warm-up: the objective is still changing
+        quiet = torch.zeros_like(quiet)
+    below_shadow = st.below_shadow
+    if st.shadow is not None:  # (no risk test in a shadow rule: ``stricter``)
+        quiet_s = _quiet(st.shadow, rel, dkl, cur_kl) & quiet
+        below_shadow = torch.where(upd, torch.where(quiet_s, below_shadow + 1, 0), below_shadow)
+    prev_risk, risk_change = st.prev_risk, st.risk_change
+    if rule.risk_tol is not None:
+        if risk is None:
+            raise ValueError("the rule has risk_tol: give update() the risk function")
+        cur_risk = torch.as_tensor(risk(), dtype=torch.float64).cpu()
+        drisk = (prev_risk - cur_risk).abs() / cur_risk.abs()
+        risk_change = torch.where(upd & torch.isfinite(drisk), drisk, risk_change)
+        quiet &= torch.isfinite(drisk) & (drisk < rule.risk_tol)
+        prev_risk = torch.where(upd, cur_risk, prev_risk)
+    below = torch.where(upd, torch.where(quiet, st.below + 1, 0), st.below)
+    plateau = upd & (below >= rule.patience)
+    decayed = plateau & (st.decays < rule.lr_decays)
+    below = torch.where(decayed, 0, below)
+    newly = plateau & ~decayed
+    st = st._replace(
+        t=t, count=0, acc=torch.zeros_like(acc), acc_kl=torch.zeros_like(acc_kl),
+        failed=ever_failed, prev=torch.where(upd, cur, st.prev),
+        prev_kl=torch.where(upd, cur_kl, st.prev_kl), rel_change=rel_change,
+        kl_change=kl_change, prev_risk=prev_risk, risk_change=risk_change, below=below,
+        below_shadow=below_shadow, converged=st.converged | newly, steps=steps,
+        done=st.done | (newly | failed), decays=st.decays + decayed.to(torch.int64),
+    )  # fmt: skip
+    return st, StopEvents(newly, decayed)
+
+
+def retire(st: StopState, models: torch.Tensor) -> StopState:
+    """``st`` with ``models`` (bool ``[E]``) stopped now, neither converged nor capped: a
+    candidate that lost a race (``Trainer.fit_until``'s ``race``); ``summary`` then lists
+    ``retired``."""
+    models = torch.as_tensor(models, dtype=torch.bool).cpu() & ~st.done
+    return st._replace(raced=True, retired=st.retired | models, done=st.done | models)
+
+
+def skip(st: StopState, steps: int) -> StopState:
+    """``st`` after ``steps`` in which no model ran (every one done), from a window's end:
+    the run's clock moves on (``Trainer.fit_until``'s jump to a :class:`Resume`)."""
+    if st.count != 0 or not bool(st.done.all()):
+        raise ValueError("a skip is of steps in which nothing runs, from a window's end")
+    if steps % st.rule.window:
+        raise ValueError("a skip is of whole windows")
+    return st._replace(t=st.t + int(steps))
+
+
+def seed(st: StopState, models: torch.Tensor, entries: dict) -> StopState:
+    """``st`` with ``models`` (int64 ``[k]``, held until now) continued from
+    :meth:`StopState.entries` taken in a run under a rule whose shadow is this rule, at a
+    window's end of this run: their window history, quiet count and steps are those, and
+    they run from here."""
+    if st.count != 0:
+        raise ValueError("models are seeded at a window's end")
+    models = torch.as_tensor(models, dtype=torch.int64)
+    new = {}
+    for k in _PER_MODEL:
+        new[k] = getattr(st, k).clone()
+        new[k][models] = torch.as_tensor(entries[k]).to(new[k])
+    for k in ("converged", "done", "retired", "decays"):
+        new[k] = getattr(st, k).clone()
+        new[k][models] = 0
+    return st._replace(**new)

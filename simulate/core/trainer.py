@@ -22,7 +22,7 @@ from simulate.core.posterior import Posterior
 from simulate.core.sampler import Sampler
 from simulate.core.state import Batch, init_state
 from simulate.core.step import Consts
-from simulate.core.stopping import Convergence
+from simulate.core.stopping import StopEvents, StopState, skip, update
 from simulate.core.training_step import Info, build_step
 from simulate.core.until import Resume, as_list, call_size, held_until_joined, race_stops
 
@@ -123,7 +123,7 @@ class Trainer(LearnedNoise):
             self.state = self.state._replace(params=start.to(device=device, dtype=dtype).clone())
         self.frozen = torch.zeros(layout.E, dtype=torch.bool, device=device)
         self.history: list = []
-        self.convergence = None  # the last fit_until's bookkeeping (Convergence)
+        self.convergence = None  # the last fit_until's bookkeeping, current (StopState)
         self.plateau_states = []  # the last fit_until's Resumes at first plateaus (shadowed)
         self.noise_sd = None
         if options.learn_noise:
@@ -142,7 +142,7 @@ class Trainer(LearnedNoise):
         those whose state now is the state of a run under the shadow rule at this step
         (:meth:`resume_from`).  Empty where the run had no shadow rule."""
         conv = self.convergence
-        if conv is None or conv.shadow is None or conv._count != 0:
+        if conv is None or conv.shadow is None or conv.count != 0:
             return torch.zeros(0, dtype=torch.int64)
         ok = ~conv.done & (conv.decays == 0) & ~self.state.health.failed.cpu()
         return torch.nonzero(ok).reshape(-1)
@@ -152,21 +152,20 @@ class Trainer(LearnedNoise):
         copies of their parameters, moments and bookkeeping, in this trainer's layout
         (``plateau``: at the window end of their first plateau, before its decay)."""
         idx = torch.as_tensor(models, dtype=torch.int64)
-        dev = self.state.params.device
         st = self.state
-        take = [t.index_select(1, idx.to(dev)).detach().cpu().clone()
+        take = [t.index_select(1, idx.to(st.params.device)).detach().cpu().clone()
                 for t in (st.params, st.opt.exp_avg, st.opt.exp_avg_sq)]  # fmt: skip
         entries = self.convergence.entries(idx, plateau=plateau)
         return Resume(int(self.state.count), idx, *take, entries)
 
-    def _keep_first_plateaus(self, conv: Convergence, newly: torch.Tensor) -> None:
+    def _keep_first_plateaus(self, st: StopState, ev: StopEvents) -> None:
         """At a window end of a run with a shadow rule: the state of the models whose first
         plateau this is (before its learning-rate decay), where the shadow rule has not
         plateaued here -- up to here a run under the shadow rule is the same run (its
         quiet windows are these', and its count is below patience), so it continues from
         this state (``plateau_states``, :class:`Resume`)."""
-        first = (conv.decayed & (conv.decays == 1)) | (newly & ~conv.retired & (conv.decays == 0))
-        first &= conv.below_shadow < conv.shadow.patience
+        first = (ev.decayed & (st.decays == 1)) | (ev.newly & ~st.retired & (st.decays == 0))
+        first &= st.below_shadow < st.shadow.patience
         first &= ~self.state.health.failed.cpu()
         if bool(first.any()):
             self.plateau_states.append(self.resume_from(torch.nonzero(first).reshape(-1), True))
@@ -346,7 +345,7 @@ class Trainer(LearnedNoise):
         converged models are frozen (:attr:`frozen`) while the others go on; the run ends
         when every model has converged or failed, or at ``rule.max_steps``.  Training
         continues from the current state.  Returns the per-model summary of
-        :class:`simulate.core.stopping.Convergence` (``steps``, ``converged``, ``rel_change``,
+        :class:`simulate.core.stopping.StopState` (``steps``, ``converged``, ``rel_change``,
         ``kl_change``, ``risk_change``).  ``risk``: with a rule that watches the held-out
         risk, a function of the current variational parameters returning each model's risk
         ``[E]`` (called at window ends only).
@@ -365,13 +364,13 @@ class Trainer(LearnedNoise):
 
         ``race`` (default None): a callable ``race(objective, running) -> bool [E]`` asked
         at every window end with each model's last window mean of the objective
-        (``Convergence.window_means``, float64 ``[E]``, NaN before its first window and for
+        (``StopState.window_means``, float64 ``[E]``, NaN before its first window and for
         a failed model) and the models still training; the models it returns stop there
-        (``Convergence.retire``: neither converged nor capped; ``retired`` in the summary).
+        (``stopping.retire``: neither converged nor capped; ``retired`` in the summary).
         The estimators' race of widths (``simulate.estimators.Halving``) reads the objective.
 
         ``shadow`` (a stricter :class:`~simulate.core.stopping.StopRule`, optional): kept
-        beside ``rule`` by the run's bookkeeping (``Convergence``'s ``shadow``), which
+        beside ``rule`` by the run's bookkeeping (``StopState``'s ``shadow``), which
         stays on as :attr:`convergence` after the run, so that models that reach the cap
         with no plateau can be continued under the shadow rule (:class:`Resume`), and the
         others from their first plateau (:attr:`plateau_states`, kept during the run).
@@ -390,61 +389,62 @@ class Trainer(LearnedNoise):
             self.frozen = held_until_joined(joins, self.state, self.frozen, rule, learned, warmup)
         held = self.state.health.failed | self.frozen
         warm = max(0, int(self.hyper.kl_warmup) - count0)
-        conv = Convergence(rule, self.layout.E, self.state.params.device, held, not_before=warm,
-                           shadow=shadow)  # fmt: skip
-        self.convergence = conv
+        # the bookkeeping, a value (simulate.core.stopping): each change replaces it here
+        self.convergence = StopState.start(rule, self.layout.E, self.state.params.device, held,
+                                           not_before=warm, shadow=shadow)  # fmt: skip
         self.plateau_states = []  # with a shadow rule: Resumes at the models' first plateaus
         window_risk = None if risk is None else (lambda: risk(self.state.params))
         cap, i = self.steps_per_call(), 0
         while i < rule.max_steps:
             if joins:
-                i = self._join_due(joins, conv, count0 + i) - count0
-            S = call_size(conv, rule, i, cap, joins[0].at - count0 if joins else None)
-            newly = self._window_call(S, conv, i + S >= rule.max_steps, window_risk)
+                i = self._join_due(joins, count0 + i) - count0
+            S = call_size(self.convergence, rule, i, cap, joins[0].at - count0 if joins else None)
+            ev = self._window_call(S, i + S >= rule.max_steps, window_risk)
             i += S
-            if newly is not None and self._window_end(conv, newly, race, shadow, joins):
+            if ev is not None and self._window_end(ev, race, shadow, joins):
                 break
             if progress is not None:
                 progress(i, rule.max_steps)
-        return conv.summary()
+        return self.convergence.summary()
 
-    def _join_due(self, joins: list, conv: Convergence, step: int) -> int:
+    def _join_due(self, joins: list, step: int) -> int:
         """The models whose ``Resume.at`` is ``step`` join (the count jumping to it where
         nothing runs until then); returns the step."""
-        if bool(conv.done.all()):  # nothing runs until the next join: straight to its step
+        if bool(self.convergence.done.all()):  # nothing runs until the next join: jump there
             delta = joins[0].at - step
             self.state = self.state._replace(count=self.state.count + delta)
-            conv.skip(delta)
+            self.convergence = skip(self.convergence, delta)
             step += delta
         while joins and step == joins[0].at:
-            self.frozen = joins.pop(0).join(self.state, self.frozen, conv)
+            self.frozen, self.convergence = joins.pop(0).join(self.state, self.frozen,
+                                                              self.convergence)  # fmt: skip
         return step
 
-    def _window_call(self, S: int, conv: Convergence, last: bool, window_risk):
+    def _window_call(self, S: int, last: bool, window_risk) -> StopEvents | None:
         """``S`` steps (one call; ``last``: the run's last), the noise update at a window
-        end and the bookkeeping's update: the models newly stopped at a window end (else
-        None)."""
+        end and the bookkeeping's update: what a window end decided (else None)."""
         # nothing reads the held models' terms here, so a step that can skips them (NaN) --
         # but for a last call short of a window end with learned noise (its sums outlive it)
         if self.step_fn.multi:
-            last_short = last and not conv.at_window_end(S)
+            last_short = last and not self.convergence.at_window_end(S)
             info = self.advance_steps(S, skip_held=not (self._learning_noise() and last_short))
         else:
             info = self.advance()
-        if self._learning_noise() and conv.at_window_end(S):
+        if self._learning_noise() and self.convergence.at_window_end(S):
             self.update_noise()
-        return conv.update(info, window_risk)
+        self.convergence, ev = update(self.convergence, info, window_risk)
+        return ev
 
-    def _window_end(self, conv: Convergence, newly: torch.Tensor, race, shadow, joins) -> bool:
-        """At a window end with ``newly`` stopped: the race, the first plateaus (shadow),
-        the decays and the stops; whether the run is over."""
+    def _window_end(self, ev: StopEvents, race, shadow, joins) -> bool:
+        """At a window end that decided ``ev``: the race, the first plateaus (shadow), the
+        decays and the stops; whether the run is over."""
         if race is not None:
-            newly = race_stops(race, conv, newly)
+            self.convergence, ev = race_stops(race, self.convergence, ev)
         if shadow is not None:
-            self._keep_first_plateaus(conv, newly)
-        if bool(conv.decayed.any()):  # the learning rates of the models that plateaued
-            opt = lower_lr(self.state.opt, conv.decayed, conv.rule.lr_factor)
+            self._keep_first_plateaus(self.convergence, ev)
+        if bool(ev.decayed.any()):  # the learning rates of the models that plateaued
+            opt = lower_lr(self.state.opt, ev.decayed, self.convergence.rule.lr_factor)
             self.state = self.state._replace(opt=opt)
-        if bool(newly.any()):
-            self.frozen = self.frozen | newly.to(self.frozen.device)
-        return bool(conv.done.all()) and not joins
+        if bool(ev.newly.any()):
+            self.frozen = self.frozen | ev.newly.to(self.frozen.device)
+        return bool(self.convergence.done.all()) and not joins

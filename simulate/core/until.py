@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import torch
 
 from simulate.core.state import State
-from simulate.core.stopping import Convergence, StopRule
+from simulate.core.stopping import StopEvents, StopRule, StopState, retire, seed
 
 __all__ = ["Resume", "as_list", "call_size", "held_until_joined", "race_stops"]
 
 
-def call_size(conv: Convergence, rule: StopRule, i: int, cap: int, next_join: int | None) -> int:
+def call_size(conv: StopState, rule: StopRule, i: int, cap: int, next_join: int | None) -> int:
     """The steps of a run's next call from its step ``i``: up to the window's end, the
     rule's cap, ``cap`` (the step's most per call, ``Trainer.steps_per_call``) and the
     next join's step ``next_join`` (counted from the run's start; None: no join ahead)."""
@@ -27,16 +27,16 @@ def call_size(conv: Convergence, rule: StopRule, i: int, cap: int, next_join: in
     return S
 
 
-def race_stops(race, conv: Convergence, newly: torch.Tensor) -> torch.Tensor:
-    """At a window end: the models ``race(objective, running)`` stops there retired
-    (``Convergence.retire``); returns ``newly`` (the models the rule stopped here) with
-    them."""
+def race_stops(race, conv: StopState, ev: StopEvents) -> tuple[StopState, StopEvents]:
+    """At a window end that decided ``ev``: the models ``race(objective, running)`` stops
+    there retired (``simulate.core.stopping.retire``); returns the bookkeeping with them
+    retired and ``ev`` with them among its ``newly``."""
     lost = torch.as_tensor(race(conv.window_means(), ~conv.done), dtype=torch.bool)
     lost = lost & ~conv.done
     if bool(lost.any()):
-        conv.retire(lost)
-        newly = newly | lost
-    return newly
+        conv = retire(conv, lost)
+        ev = ev._replace(newly=ev.newly | lost)
+    return conv, ev
 
 
 def held_until_joined(joins: list, state: State, frozen: torch.Tensor, rule: StopRule,
@@ -66,7 +66,7 @@ class Resume:
     from the state they had at that count in an earlier run under a rule whose shadow is
     this run's rule: ``models`` (int64 ``[k]``, positions in this trainer), their
     ``params`` and the optimiser's ``exp_avg`` / ``exp_avg_sq`` (each ``[3, k, P]``, this
-    trainer's layout) and their bookkeeping ``entries`` (``Convergence.entries``).  That
+    trainer's layout) and their bookkeeping ``entries`` (``StopState.entries``).  That
     is all a step reads of a model (the noise streams and the minibatches are functions of
     the step count; the learning-rate scale is 1, no plateau having lowered it), so from
     there they step exactly as in a run from the start."""
@@ -98,10 +98,11 @@ class Resume:
         if bool(state.health.failed[idx].any()):
             raise ValueError("a joining model has failed")
 
-    def join(self, state: State, frozen: torch.Tensor, conv: Convergence) -> torch.Tensor:
-        """Put the models' parameters and moments into ``state``'s tensors and their
-        bookkeeping into ``conv``; returns the held models ``frozen`` without them (a new
-        tensor)."""
+    def join(self, state: State, frozen: torch.Tensor,
+             conv: StopState) -> tuple[torch.Tensor, StopState]:  # fmt: skip
+        """Put the models' parameters and moments into ``state``'s tensors; returns the held
+        models ``frozen`` without them (a new tensor) and the bookkeeping ``conv`` with
+        theirs (``simulate.core.stopping.seed``)."""
         idx = self.models.to(state.params.device)
         opt = state.opt
         pairs = ((state.params, self.params), (opt.exp_avg, self.exp_avg),
@@ -110,5 +111,4 @@ class Resume:
             dst[:, idx] = src.to(device=dst.device, dtype=dst.dtype)
         frozen = frozen.clone()
         frozen[idx] = False
-        conv.seed(self.models, self.entries)
-        return frozen
+        return frozen, seed(conv, self.models, self.entries)

@@ -23,7 +23,7 @@ no draw, nothing a prediction reads):
 * ``stop_rule_`` -- the :class:`~simulate.core.stopping.StopRule` the candidates trained
   under (None: a fixed budget, ``epochs`` given);
 * ``convergence_`` -- the stopping rule's per-candidate summary
-  (``simulate.core.stopping.Convergence.summary``; None for a fixed budget);
+  (``simulate.core.stopping.StopState.summary``; None for a fixed budget);
 * ``n_samples_fit_`` -- the points trained on (n less the validation points held out).
 """
 

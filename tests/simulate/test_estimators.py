@@ -368,19 +368,20 @@ def test_halving_retires_only_candidates_far_behind_in_the_worse_half_at_its_run
 
 
 def test_a_failed_model_s_last_window_mean_is_not_its_objective():
-    """What a race reads (``Convergence.window_means``): a model that failed keeps its last
+    """What a race reads (``StopState.window_means``): a model that failed keeps its last
     finite window mean in ``prev`` (the stopping rule's bookkeeping), but the race sees NaN
     for it, so a failed candidate can neither lead nor take a place in the better half."""
     from simulate.core.objective import ELBOTerms
-    from simulate.core.stopping import Convergence, StopRule
+    from simulate.core.stopping import StopRule, StopState, update
     from simulate.core.training_step import Info
 
-    conv = Convergence(StopRule(window=2), 3)
+    conv = StopState.start(StopRule(window=2), 3)
     ok = torch.zeros(3, dtype=torch.bool)
 
     def step(total, failed=ok):
+        nonlocal conv
         t = torch.tensor(total, dtype=torch.float64)
-        return conv.update(Info(ELBOTerms(t, torch.zeros(3), torch.zeros(3)), failed))
+        conv, _ = update(conv, Info(ELBOTerms(t, torch.zeros(3), torch.zeros(3)), failed))
 
     step([-900.0, -800.0, -700.0])
     step([-900.0, -800.0, -700.0])  # a window: every model has a mean

@@ -9,7 +9,7 @@ its first plateau (before its learning-rate decay) for the others, unless the co
 rule plateaus at that same window.  The control need not repeat it.  With a
 :class:`BudgetLink`, the sweep's jobs keep each model's state at that step (parameters,
 optimiser moments and stopping bookkeeping, with the control rule's quiet count kept
-beside the sweep's: ``simulate.core.stopping.Convergence``'s ``shadow``;
+beside the sweep's: ``simulate.core.stopping.StopState``'s ``shadow``;
 ``Trainer.capped_models`` and ``Trainer.plateau_states``), one file per model; the
 control's jobs then hold each model until their program reaches its step and continue it
 from there (``simulate.core.until.Resume``, one per join step).  Every number of the

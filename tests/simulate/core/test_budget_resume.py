@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from simulate.core import Hyper, StepOptions
-from simulate.core.stopping import Convergence, StopRule, stricter
+from simulate.core.stopping import StopRule, StopState, stricter, update
 from simulate.core.training import build_trainer
 from tests.factories import STEP_MLPS
 
@@ -85,16 +85,16 @@ def test_the_shadow_count_is_the_stricter_rules_own():
     rule, shadow = RULE, RULE.doubled()
     g = np.random.default_rng(0)
     E = 40
-    a = Convergence(rule, E, shadow=shadow)
-    b = Convergence(shadow, E)
+    a = StopState.start(rule, E, shadow=shadow)
+    b = StopState.start(shadow, E)
     level = torch.tensor(g.uniform(50, 500, E), dtype=torch.float64)
     for _ in range(8):
         # objectives whose windows fall by 0.2% to 3% (some quiet under one rule only)
         level = level * torch.tensor(1 - g.uniform(0.002, 0.03, E))
         for _step in range(rule.window):
             info = _info(level, 0.5 * level, E)
-            a.update(info)
-            b.update(info)
+            a, _ = update(a, info)
+            b, _ = update(b, info)
         clean = (a.decays == 0) & ~a.done
         assert torch.equal(a.below_shadow[clean], b.below[clean])
 
@@ -110,7 +110,7 @@ def test_stricter():
     assert stricter(RULE.doubled(), RULE)
     assert not stricter(RULE, RULE.doubled())
     with pytest.raises(ValueError, match="not stricter"):
-        Convergence(RULE.doubled(), 2, shadow=RULE)
+        StopState.start(RULE.doubled(), 2, shadow=RULE)
 
 
 @pytest.mark.parametrize("mlp", STEP_MLPS)

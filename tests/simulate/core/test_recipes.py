@@ -8,7 +8,7 @@ import torch
 from simulate.core import Batch, Hyper, Layout, Trainer
 from simulate.core.hyper import inclusion_rate
 from simulate.core.state import init_state, widen
-from simulate.core.stopping import Convergence, StopRule
+from simulate.core.stopping import StopRule, StopState, update
 from tests.factories import assert_model_alone, family_cases
 
 
@@ -95,27 +95,30 @@ def test_plateaus_lower_the_rate_before_one_stops_the_model():
     first two plateaus lower the rate (decayed, not converged) and the third stops it;
     without decays the first plateau stops it."""
     rule = StopRule(max_steps=100, window=2, patience=1, lr_decays=2)
-    conv = Convergence(rule, 1)
+    conv = StopState.start(rule, 1)
     events = []
     for _ in range(10):
-        newly = conv.update(_info(100.0, 5.0))
-        if newly is not None:
-            events.append((bool(conv.decayed[0]), bool(newly[0])))
+        conv, ev = update(conv, _info(100.0, 5.0))
+        if ev is not None:
+            events.append((bool(ev.decayed[0]), bool(ev.newly[0])))
         if bool(conv.done.all()):
             break
     assert events == [(False, False), (True, False), (True, False), (False, True)]
     assert conv.summary()["lr_decays"] == [2] and conv.summary()["steps"] == [8]
-    plain = Convergence(StopRule(max_steps=100, window=2, patience=1), 1)
-    stops = [plain.update(_info(100.0, 5.0)) for _ in range(4)]
-    assert bool(stops[3][0]) and "lr_decays" not in plain.summary()
+    plain = StopState.start(StopRule(max_steps=100, window=2, patience=1), 1)
+    stops = []
+    for _ in range(4):
+        plain, ev = update(plain, _info(100.0, 5.0))
+        stops.append(ev)
+    assert bool(stops[3].newly[0]) and "lr_decays" not in plain.summary()
 
 
 def test_no_window_is_quiet_before_not_before():
-    conv = Convergence(StopRule(max_steps=100, window=2, patience=1), 1, not_before=6)
+    conv = StopState.start(StopRule(max_steps=100, window=2, patience=1), 1, not_before=6)
     stopped_at = None
     for t in range(1, 20):
-        newly = conv.update(_info(100.0, 5.0))
-        if newly is not None and bool(newly[0]):
+        conv, ev = update(conv, _info(100.0, 5.0))
+        if ev is not None and bool(ev.newly[0]):
             stopped_at = t
             break
     assert stopped_at == 8  # the first window ending after step 6 (a flat run stops at 4)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from simulate.core import Batch, ELBOTerms, Hyper, Info, Layout, Trainer
-from simulate.core.stopping import Convergence, StopRule
+from simulate.core.stopping import StopRule, StopState, update
 from tests.factories import assert_model_alone
 
 
@@ -21,10 +21,10 @@ def info(total, kl):
 
 
 def run_rule(curve, rule, E=1, kl=lambda t: np.array([50.0])):
-    conv = Convergence(rule, E)
+    conv = StopState.start(rule, E)
     for t in range(rule.max_steps):
-        newly = conv.update(info(curve(t), kl(t)))
-        if newly is not None and bool(conv.done.all()):
+        conv, ev = update(conv, info(curve(t), kl(t)))
+        if ev is not None and bool(conv.done.all()):
             break
     return conv
 
@@ -88,10 +88,10 @@ def test_the_rule_waits_for_the_held_out_risk():
         calls.append(k)
         return np.array([0.95**k, 1 + 0.5 * math.exp(-k / 2)])
 
-    conv = Convergence(rule, 2)
+    conv = StopState.start(rule, 2)
     flat = torch.full((2,), 100.0, dtype=torch.float64)
     for _ in range(rule.max_steps):
-        conv.update(info(flat, flat / 10), risk)
+        conv, _ev = update(conv, info(flat, flat / 10), risk)
         if bool(conv.done.all()):
             break
     assert len(calls) == rule.max_steps // rule.window  # once per window end
@@ -104,16 +104,16 @@ def test_the_rule_waits_for_the_held_out_risk():
     assert level[1] == (k + 2) * rule.window
     assert conv.summary()["risk_change"][1] < 0.01 < conv.summary()["risk_change"][0]
     # without the risk the same objective stops both models at once (the negative control)
-    plain = Convergence(StopRule(max_steps=3000, window=100, tol=1e-3, patience=2), 2)
+    plain = StopState.start(StopRule(max_steps=3000, window=100, tol=1e-3, patience=2), 2)
     for _ in range(3000):
-        plain.update(info(flat, flat / 10))
+        plain, _ev = update(plain, info(flat, flat / 10))
         if bool(plain.done.all()):
             break
     assert plain.summary()["converged"] == [True, True] and max(plain.summary()["steps"]) < 500
     with pytest.raises(ValueError, match="risk"):
-        c = Convergence(rule, 2)
+        c = StopState.start(rule, 2)
         for _ in range(rule.window):
-            c.update(info(flat, flat / 10))
+            c, _ev = update(c, info(flat, flat / 10))
     with pytest.raises(ValueError, match="risk_tol"):
         StopRule(risk_tol=0.0)
     assert rule.doubled().risk_tol == 0.005
