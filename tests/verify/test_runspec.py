@@ -79,3 +79,14 @@ def test_an_object_is_carried_in_memory_and_named_by_its_repr():
     with pytest.raises(ValueError, match="kernel: an object the records name by its repr"):
         check_regressor("sklearn.gaussian_process:GaussianProcessRegressor", {"kernel": text},
                         [TruthSpec("holder", p=1, alpha=0.5)], [100])  # fmt: skip
+
+
+def test_an_object_whose_repr_names_an_address_is_refused():
+    """A repr like ``<Foo object at 0x7f...>`` differs run to run: the records could not name
+    the object again (every resume would be another configuration)."""
+
+    class Foo:
+        pass
+
+    with pytest.raises(ValueError, match="names a memory address"):
+        ObjectParam(Foo())

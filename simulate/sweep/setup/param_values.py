@@ -40,6 +40,7 @@ from __future__ import annotations
 import ast
 import math
 import numbers
+import re
 
 __all__ = [
     "FLAG",
@@ -57,6 +58,7 @@ MAX_LENGTH = 200
 # an object's text: the mark, then its repr, at most OBJECT_MAX_LENGTH characters in all
 OBJECT_MARK = "@object "
 OBJECT_MAX_LENGTH = 2000
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 class ObjectParam(str):
@@ -68,6 +70,12 @@ class ObjectParam(str):
 
     def __new__(cls, value):
         text = OBJECT_MARK + " ".join(repr(value).split())
+        if _ADDRESS.search(text):  # another run's object prints another address
+            raise ValueError(
+                f"{type(value).__name__} object: its repr names a memory address ({text[8:80]}),"
+                " so the records could not name it again; give it a repr of its parameters"
+                " (scikit-learn's BaseEstimator has one)"
+            )
         if len(text) > OBJECT_MAX_LENGTH:
             raise ValueError(
                 f"{type(value).__name__} object: its repr is longer than"
