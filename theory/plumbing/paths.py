@@ -103,6 +103,9 @@ def atomic_path(path):
     given = os.fspath(path)
     path = os.path.realpath(given)
     ident = _identity(path)
+    if ident in _PROTECTED and _identity(_PROTECTED[ident]) != ident:
+        # the input is gone and its inode reused by another file: no longer an input
+        del _PROTECTED[ident]
     if ident in _PROTECTED:
         raise ValueError(
             f"{one_line(path)} is the same file as the input {one_line(_PROTECTED[ident])}:"

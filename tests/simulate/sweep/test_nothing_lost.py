@@ -391,3 +391,23 @@ def test_a_figure_may_not_be_drawn_over_the_records_before_any_work(recorded, tm
             str(tmp_path / "figs"))  # fmt: skip
     assert one_line_error(r) and "a figure" in r.stderr, r.stderr
     assert path.read_bytes() == before
+
+
+def test_an_input_gone_and_its_inode_reused_no_longer_blocks_an_output(tmp_path, monkeypatch):
+    """A protected input that is deleted frees its inode; a new file given that inode (seen
+    in the suite: one test's output took an earlier test's input's inode) is not the input:
+    writing it is allowed.  The input itself, while it exists, stays protected."""
+    from theory.plumbing import paths
+
+    gone, new, kept = tmp_path / "gone.jsonl", tmp_path / "new.json", tmp_path / "kept.jsonl"
+    new.write_text("{}")
+    kept.write_text("{}")
+    # the inode reuse, as the file system did it: the deleted input's entry names new's inode
+    monkeypatch.setitem(paths._PROTECTED, paths._identity(new), str(gone))
+    with paths.atomic_path(new) as tmp:
+        Path(tmp).write_text("[]")
+    assert new.read_text() == "[]"
+    monkeypatch.setitem(paths._PROTECTED, paths._identity(kept), str(kept))
+    with pytest.raises(ValueError, match="same file as the input"):
+        with paths.atomic_path(kept):
+            pass
