@@ -3,4 +3,5 @@ tiers, recipes, truths and widths), its records files (``store``: the locked sto
 reading and checks, provenance and fingerprint), what trains (``train``: jobs, cells, ASVI's
 job, the known-answer controls, a named regressor, the budget control's continuation) and
 how it runs (``run``: the runner, a local pool, a Dask cluster); the command line
-(``cli``; ``python -m simulate.sweep``) and the measured cost table (``costs``)."""
+(``cli``; ``python -m simulate.sweep``), the measured cost table (``costs``) and the
+records' opt-in audit (``audit``; ``python -m simulate.sweep.audit``)."""

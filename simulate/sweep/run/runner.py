@@ -78,6 +78,7 @@ from simulate.progress import Progress
 from simulate.sweep import costs
 from simulate.sweep.run.parallel import check_workers, map_unordered
 from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.store.audit import audit_records
 from simulate.sweep.store.fingerprint import fingerprint_fields
 from simulate.sweep.store.records import RecordStore, code_digest, fields_differing, versions
 from simulate.sweep.store.schema import RECORD_KEYS, SCHEMA, record_problem
@@ -318,6 +319,7 @@ def run_sweep(
     store = _store(cfg, out_path, accept_code_change)
     store.discard = bool(discard)
     with store.writing() as st:  # one sweep per records file, or exit 2
+        _audit_resumed(out_path, st.records)
         todo = [dataclasses.replace(j, budget=budget)
                 for j in jobs_for(cfg) if not all(c in st.done for c in j.cells())]  # fmt: skip
         # the costliest first (Job.cost; at equal cost the larger n, whose references and
@@ -335,6 +337,20 @@ def run_sweep(
             _run_jobs(todo, st, scheduler, workers, progress, timeouts)
     keys = {c for j in jobs_for(cfg) for c in j.cells()}
     return [r for r in store.read() if _cell_key(r) in keys]
+
+
+def _audit_resumed(path, records) -> None:
+    """The records a sweep resumes from, audited (``simulate.sweep.store.audit``: their
+    configs re-derived from their fingerprint fields; the readers check them as data only):
+    a writer holds the configuration machinery anyway, and a cell is skipped only when its
+    record is the one its configuration writes."""
+    problems = audit_records(records)
+    if problems:
+        k, text = problems[0]
+        raise RecordsError(
+            f"{path}: record {k} is not the one its configuration writes ({text}); restore"
+            " the file, or run the sweep into a new file"
+        )
 
 
 def _run_jobs(todo, store: RecordStore, scheduler, workers, progress, timeouts=(None, None)):

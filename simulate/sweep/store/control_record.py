@@ -28,22 +28,24 @@ from simulate.sweep.store.rules import (
     undefined,
 )
 
-__all__ = ["check_control_record"]
+__all__ = ["MEMBERS", "check_control_record"]
 
 _METRICS = tuple(METRIC_RULES)
 
 
-def _members(rec: dict, spec) -> list[str]:
-    """A known-answer control's estimator names, from its config: the Gaussian process's
-    priors (``config.gp_nus``) or the k-NN control's members (``config.knn_ks``, each
-    one's neighbour count in ``knn_k`` the one ``simulate.sweep.store.rules.knn_k`` gives at the
-    cell's n and the truth ``spec``'s p and alpha)."""
-    if rec["config"].get("estimator") == "gp":
-        nus = need_list("config.gp_nus", rec["config"].get("gp_nus"))
-        need(bool(nus), "config.gp_nus", nus, "at least one prior")
-        for k, nu in enumerate(nus):
-            Rule("a Matern prior's nu", 0).check(f"config.gp_nus[{k}]", nu)
-        return [gp_name(nu) for nu in nus]
+def _gp_members(rec: dict, spec) -> list[str]:
+    """The Gaussian process's members: its priors (``config.gp_nus``)."""
+    nus = need_list("config.gp_nus", rec["config"].get("gp_nus"))
+    need(bool(nus), "config.gp_nus", nus, "at least one prior")
+    for k, nu in enumerate(nus):
+        Rule("a Matern prior's nu", 0).check(f"config.gp_nus[{k}]", nu)
+    return [gp_name(nu) for nu in nus]
+
+
+def _knn_members(rec: dict, spec) -> list[str]:
+    """The k-NN control's members (``config.knn_ks``), each one's neighbour count in
+    ``knn_k`` the one ``simulate.sweep.store.rules.knn_k`` gives at the cell's n and the truth
+    ``spec``'s p and alpha."""
     ks = need_list("config.knn_ks", rec["config"].get("knn_ks"))
     need(bool(ks), "config.knn_ks", ks, "at least one member")
     for j, k in enumerate(ks):
@@ -59,6 +61,10 @@ def _members(rec: dict, spec) -> list[str]:
     return list(want)
 
 
+# a known-answer control's members read from its record, by its config's estimator
+MEMBERS = {"gp": _gp_members, "knn": _knn_members}
+
+
 def check_control_record(rec: dict, spec) -> None:
     """A known-answer control's record (the Gaussian process's priors or the k-NN
     control's members) and their metrics; ``spec``: the record's truth (a
@@ -69,7 +75,7 @@ def check_control_record(rec: dict, spec) -> None:
         rec["selected_width"],
         "the known-answer control selects no width",
     )
-    members = _members(rec, spec)
+    members = MEMBERS[rec["config"]["estimator"]](rec, spec)
     per = need_dict("per_estimator", rec.get("per_estimator"))
     names = sorted(members)
     need(sorted(per) == names, "per_estimator", sorted(per), f"the members of its config: {names}")

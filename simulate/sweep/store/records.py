@@ -1,6 +1,7 @@
-"""The sweeps' records' provenance: the fingerprint of a configuration (its fields, the
-versions and the digest of the code that computes a record), what differs between two
-(:func:`fields_differing`), and :class:`RecordStore`, a records file resumed only by the
+"""The sweeps' records' provenance: the versions and the digest of the code that computes a
+record (the fingerprint's hash and what differs between two fingerprints,
+:func:`fingerprint` and :func:`fields_differing`, are the leaf ``simulate.sweep.store.rules``',
+re-exported here), and :class:`RecordStore`, a records file resumed only by the
 configuration that began it.  The file format itself (strict JSON lines, whole appends,
 one writer per file) is ``theory.plumbing.jsonl``'s."""
 
@@ -18,6 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 import numpy as np
 import torch
 
+from simulate.sweep.store.rules import fields_differing, fingerprint
 from theory.plumbing.jsonl import (
     RecordsError,
     append_jsonl,
@@ -87,33 +89,6 @@ def versions() -> dict:
         "numpy": np.__version__,
         "python": platform.python_version(),
     }
-
-
-def fingerprint(fields: dict) -> str:
-    """16 hex digits of the SHA-256 of the canonical JSON of a configuration's fields."""
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _flat(d: dict, prefix="") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-def fields_differing(a: dict, b: dict) -> str:
-    """``"lr 0.005 -> 0.01, seed 0 -> 7"``: the fields of two fingerprints that differ."""
-    fa, fb = _flat(a), _flat(b)
-    keys = sorted(set(fa) | set(fb))
-    parts = [
-        f"{k} {fa.get(k, '(absent)')} -> {fb.get(k, '(absent)')}"
-        for k in keys
-        if fa.get(k) != fb.get(k)
-    ]
-    return ", ".join(parts) or "no field (same fields, different hash)"
 
 
 class RecordStore:

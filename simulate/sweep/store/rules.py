@@ -13,6 +13,8 @@ cell's metrics)."""
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
 import sys
 from dataclasses import dataclass
@@ -36,6 +38,10 @@ __all__ = [
     "gp_name",
     "knn_k",
     "knn_name",
+    "ASVI",
+    "CELL_DERIVED",
+    "fingerprint",
+    "fields_differing",
 ]
 
 
@@ -48,6 +54,45 @@ SCHEMA = "asvi-rates/sweep-record/4"
 # trained from W0, P plain Adam from it; a record's "arms" are named from these
 # (simulate.sweep.train.groups trains them)
 ARMS = ("W0", "W0s", "W0f", "W", "P")
+
+
+# a record's estimator is its config's "estimator", ASVI's where absent (the network's
+# records predate the field)
+ASVI = "asvi"
+# the fields of an ASVI record's config that its cell derives at its n from the
+# configuration's settings (``simulate.sweep.setup.config.SweepConfig.cell_config``: the
+# candidate widths, the training points, the stopping rule, the batch, the ramp's n, the
+# prior's lambda_s); every other field of a record's config is a setting as given, the
+# value its fingerprint fields hold under the same name (``simulate.sweep.store.provenance``)
+CELL_DERIVED = ("widths", "n_train", "stop_rule", "batch_size", "lr_inclusion_n", "lambda_s")
+
+
+def fingerprint(fields: dict) -> str:
+    """16 hex digits of the SHA-256 of the canonical JSON of a configuration's fields (a
+    record's ``fingerprint`` is this of its ``fingerprint_fields``)."""
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _flat(d: dict, prefix="") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def fields_differing(a: dict, b: dict) -> str:
+    """``"lr 0.005 -> 0.01, seed 0 -> 7"``: the fields of two fingerprints that differ."""
+    fa, fb = _flat(a), _flat(b)
+    keys = sorted(set(fa) | set(fb))
+    parts = [
+        f"{k} {fa.get(k, '(absent)')} -> {fb.get(k, '(absent)')}"
+        for k in keys
+        if fa.get(k) != fb.get(k)
+    ]
+    return ", ".join(parts) or "no field (same fields, different hash)"
 
 
 class BadRecord(Exception):

@@ -17,9 +17,9 @@ A record is checked
   truth's fields those its id encodes (``cell.truth``: ``holder-aA-pP-sS`` or
   ``teacher-pP-sS``) and its function the one the id and the replicate draw; the seeds
   those derived from ``config.seed``; its ``fingerprint_fields`` (every sweep writes them)
-  those the fingerprint hashes, the fields those the fingerprint's rule gives the
-  configuration they describe (``simulate.sweep.store.provenance``), and
-  ``config`` that configuration's cell at the record's n;
+  those the fingerprint hashes, and ``config``'s settings as given theirs
+  (``simulate.sweep.store.provenance``: as data; re-deriving the configuration they
+  describe is the opt-in audit, ``python -m simulate.sweep.audit``);
 * across the file (:class:`RecordCheck`, in file order): one truth's records agree on its
   parameters, and one replicate's on its function.
 
@@ -35,15 +35,15 @@ import re
 from numbers import Integral
 
 from simulate.core.constraints import INT_POSITIVE, Interval
-from simulate.sweep.setup.parts import KNOWN_ANSWER
 from simulate.sweep.setup.truth_spec import TruthSpec, f0_describe, stable_seed
 from simulate.sweep.setup.widths import cell_selection, plain_selection
-from simulate.sweep.store.control_record import check_control_record
+from simulate.sweep.store.control_record import MEMBERS, check_control_record
 from simulate.sweep.store.provenance import check_provenance
 from simulate.sweep.store.regressor_record import check_regressor_record
 from simulate.sweep.store.rules import (
     ARM_STEPS,
     ARMS,
+    ASVI,
     BOOL_COLUMNS,
     COLUMN_RULES,
     COUNT,
@@ -61,7 +61,16 @@ from simulate.sweep.store.rules import (
 )
 from theory.plumbing.jsonl import FileCheck
 
-__all__ = ["RecordCheck", "RECORD_CHECK", "check_record"]
+__all__ = ["RecordCheck", "RECORD_CHECK", "OWN_CHECKS", "check_record"]
+
+# the record check of each estimator kind whose records are not ASVI's candidates (keyed by
+# the record's ``config.estimator``; simulate.sweep.setup.kinds names the same kinds, a test
+# holds the two together): the known-answer controls' members, a named regressor's
+# predictions; ``(record, truth) -> None``, raising BadRecord
+OWN_CHECKS = {
+    **dict.fromkeys(MEMBERS, check_control_record),
+    "regressor": lambda rec, spec: check_regressor_record(rec),
+}
 
 # what a damaged or edited record's line ends with: how to get a whole one back
 FIX = "; the record is damaged or was edited: restore the file, or run its sweep into a new file"
@@ -84,10 +93,9 @@ def check_record(rec: dict) -> None:
         raise BadRecord(problem)
     spec = _truth(rec)
     cfg = rec["config"]
-    if cfg.get("estimator") in KNOWN_ANSWER:
-        check_control_record(rec, spec)
-    elif cfg.get("estimator") == "regressor":  # simulate.sweep.store.regressor_record
-        check_regressor_record(rec)
+    own = OWN_CHECKS.get(cfg.get("estimator", ASVI))
+    if own is not None:
+        own(rec, spec)
     else:
         widths = _widths(cfg)
         lam = cfg.get("lam")
@@ -100,7 +108,7 @@ def check_record(rec: dict) -> None:
             need_dict(f"arms.{name}", arm)
             _candidates(arm, f"arms.{name}.", widths, lam, own=False)
     _reference(rec.get("reference"))
-    check_provenance(rec, spec)  # an edited config named before the seeds it derives
+    check_provenance(rec)  # an edited config named before the seeds it derives
     _seeds_and_timing(rec)
 
 
@@ -127,7 +135,7 @@ def shape_problem(rec: dict) -> str | None:
             return f"{key!r} must be an object, got {rec.get(key)!r}"
     if not isinstance(rec["failed"], bool):
         return f"'failed' must be true or false, got {rec['failed']!r}"
-    no_widths = rec["config"].get("estimator") in (*KNOWN_ANSWER, "regressor")
+    no_widths = rec["config"].get("estimator", ASVI) in OWN_CHECKS
     if not no_widths and not isinstance(rec.get("per_width"), dict):
         return f"'per_width' must be an object, got {rec.get('per_width')!r}"
     sw = rec["selected_width"]

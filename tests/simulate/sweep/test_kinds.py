@@ -130,13 +130,25 @@ def _name_comparisons(path: pathlib.Path) -> list[str]:
 
 
 def test_no_code_outside_the_registry_compares_an_estimators_name():
-    """Outside ``simulate.sweep.setup.kinds`` (and the records readers' dispatch on a record's
-    own ``config.estimator``, listed: they read a record as data, the next step of this
-    work) no code compares an estimator's name with a literal."""
+    """Outside ``simulate.sweep.setup.kinds`` (and the records reader's table of the record
+    kinds it checks as data, ``validate.OWN_CHECKS``, keyed by a record's own
+    ``config.estimator``) no code compares an estimator's name with a literal."""
     hits = []
     for pkg in ("theory", "simulate", "verify", "figures"):
         for path in sorted((ROOT / pkg).rglob("*.py")):
             if path.name != "kinds.py":
                 hits += _name_comparisons(path)
-    allowed = {"simulate/sweep/store/control_record.py", "simulate/sweep/store/validate.py"}
+    allowed = {"simulate/sweep/store/validate.py"}
     assert [h for h in hits if h.split(":")[0] not in allowed] == []
+
+
+def test_the_readers_record_kinds_are_the_registrys():
+    """Each kind of the registry whose records are not ASVI's candidates has the reader's
+    check of its records (``validate.OWN_CHECKS``, which imports nothing of the registry),
+    and the reader checks no kind the registry lacks; the known-answer controls' members
+    are read for each known-answer kind."""
+    from simulate.sweep.store.control_record import MEMBERS
+    from simulate.sweep.store.validate import OWN_CHECKS
+
+    assert set(OWN_CHECKS) == {k for k, kind in kinds.KINDS.items() if not kind.trains_network}
+    assert set(MEMBERS) == {k for k, kind in kinds.KINDS.items() if kind.known_answer}
