@@ -112,7 +112,7 @@ from theory.plumbing.paths import (
 )
 from verify import protocol as protocols
 from verify.cli.dry_run import dry_run
-from verify.cli.plan import Plan, existing_records, planned_sweep
+from verify.cli.plan import Plan, existing_records, planned_sweep, resolved
 from verify.cli.rates_args import (
     check_paths,
     figures_dir,
@@ -198,10 +198,15 @@ def main(argv=None) -> int:
 
 
 def checked_plan(cmd) -> Plan:
-    """A training run's plan (``verify.cli.plan.planned_sweep``), its stated rate and paths
-    checked before any training (``ValueError``, one line)."""
-    plan = planned_sweep(cmd.spec, cmd.truths, cmd.tier, cmd.overrides, cmd.proto)
+    """A training run's plan (``verify.cli.plan.planned_sweep``, pure), its stated rate
+    checked, its records files resolved against what is there (``plan.resolved``: the
+    one step that opens them; not for a dry run) and its paths checked, all before any
+    training (``ValueError`` or ``RecordsError``, one line)."""
+    spec = cmd.spec
+    plan = planned_sweep(spec, cmd.truths, cmd.tier, cmd.overrides, cmd.proto)
     stated_rate.check_plan(cmd.proto, plan)  # a refused --rate: before any training
+    if not spec.dry_run:
+        plan = resolved(plan, spec.new_file, spec.accept_code_change)
     check_paths(cmd.spec, plan, plan.truth_keys())
     return plan
 

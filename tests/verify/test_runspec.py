@@ -90,3 +90,20 @@ def test_an_object_whose_repr_names_an_address_is_refused():
 
     with pytest.raises(ValueError, match="names a memory address"):
         ObjectParam(Foo())
+
+
+def test_planning_opens_no_records_file_and_resolving_does(tmp_path):
+    """Planning is a function of the spec (``plan.planned_sweep``: no records file opened,
+    nothing printed); the one step that opens the files it would write is
+    ``plan.resolved``, run before any training: a damaged file at ``--out`` stops the run
+    there, naming it."""
+    from theory.plumbing.jsonl import RecordsError
+    from verify.cli import plan as plan_mod
+
+    out = tmp_path / "r.jsonl"
+    out.write_text("not a record\n")
+    cmd = read_command(["--tier", "tiny", "--out", str(out)])
+    plan = plan_mod.planned_sweep(cmd.spec, cmd.truths, cmd.tier, cmd.overrides, cmd.proto)
+    assert plan.runs[0].path == str(out)  # (on the code before: RecordsError here)
+    with pytest.raises(RecordsError, match="r.jsonl"):
+        plan_mod.resolved(plan)

@@ -1,6 +1,9 @@
 """The main job's plan (:class:`Plan`): the sweep runs, their budget controls and the
-known-answer run, with their records paths resolved once, built and validated by
-:func:`planned_sweep` before anything is touched (frozen; ``verify.rates`` executes it)."""
+known-answer run, built and validated by :func:`planned_sweep` -- a function of the run's
+specification alone: it opens no records file and prints nothing -- and their records files
+resolved by :func:`resolved` (each existing file opened once, before anything trains:
+another configuration's file stops the run, or with ``--new-file`` moves it beside);
+frozen, ``verify.rates`` executes it."""
 
 from __future__ import annotations
 
@@ -171,8 +174,8 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
     confirmatory tier writes one file per sweep beside ``--out`` (``RECORDS-NAME.jsonl``).
     A named regressor (``--estimator``) is the tier's one sweep with the regressor in
     ASVI's place, its records ``results/records-TIER-CLASS.jsonl`` unless ``--out``, with
-    no budget-doubling control.
-    A foreign, corrupt or other-configuration file stops here, before any training."""
+    no budget-doubling control.  Pure: the records files are named, not opened
+    (:func:`resolved` opens them)."""
     named = overrides.get("regressor")  # --estimator: its records beside the tier's own
     own = f"records-{args.tier}" + (f"-{regressor_name(named)}" if named else "") + ".jsonl"
     source = args.out or os.path.join("results", own)
@@ -212,10 +215,6 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
         if not no_control:
             check_output_file(cpath, "--control-records")
             ccfg = control_config(cfg, crep, every_n=every_n)
-        if not args.dry_run:
-            path = records_path_for(cfg, path, args.new_file, args.accept_code_change)
-            if ccfg is not None:
-                cpath = records_path_for(ccfg, cpath, args.new_file, args.accept_code_change)
         runs.append(SweepRun(name, cfg, path, ccfg, cpath))
     gp = None
     if tier.get("gp"):
@@ -223,13 +222,38 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
         gpath = f"{root}-gp{ext}"
         check_output_file(gpath, "--out")
         check_memory(gcfg, at_once)
-        if not args.dry_run:
-            gpath = records_path_for(gcfg, gpath, args.new_file, args.accept_code_change)
         gp = KnownAnswerRun(gcfg, gpath)
     return Plan(
         runs=tuple(runs), gp=gp, source=runs[0].path if len(runs) == 1 else source,
         workers=at_once, notes=tuple(notes),
     )  # fmt: skip
+
+
+def resolved(plan: Plan, new_file: bool = False, accept_code_change: bool = False) -> Plan:
+    """``plan`` with each records file it writes resolved against what is there
+    (``simulate.sweep.run.runner.records_path_for``): a file of another configuration
+    stops the run here, before any training (``RecordsError``), or with ``new_file`` is
+    left alone and ``OUT-FINGERPRINT.jsonl`` written beside it; a foreign or corrupt file
+    stops it too."""
+
+    def at(cfg, path):
+        return records_path_for(cfg, path, new_file, accept_code_change)
+
+    runs = tuple(
+        dataclasses.replace(
+            r,
+            path=at(r.cfg, r.path),
+            control_path=r.control_path if r.control is None else at(r.control, r.control_path),
+        )  # fmt: skip
+        for r in plan.runs
+    )
+    gp = (
+        None
+        if plan.gp is None
+        else dataclasses.replace(plan.gp, path=at(plan.gp.cfg, plan.gp.path))
+    )
+    source = runs[0].path if len(runs) == 1 else plan.source
+    return dataclasses.replace(plan, runs=runs, gp=gp, source=source)
 
 
 def c_step_or_fallback(cfg: SweepConfig) -> tuple[SweepConfig, str | None]:
