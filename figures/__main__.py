@@ -53,7 +53,7 @@ from simulate.core.steppath import BATCHED, NATIVE
 from simulate.experiments.mnist import run_mnist1d, run_mnist1d_controls
 from simulate.experiments.table1 import TeacherVariant, run_teacher
 from simulate.experiments.uci import run_uci
-from simulate.sweep.run.runner import run_sweep
+from simulate.sweep.run.spec import SweepSpec
 from simulate.sweep.setup import tiers
 from simulate.sweep.setup.config import SweepConfig
 from simulate.sweep.store.schema import one_configuration, read_records
@@ -106,7 +106,7 @@ def _sweep_records(tier: str, path: str | None, recompute: bool):
         recs = read_records(path)
         if recs:  # the tier's file already holds records: use them as they are
             return one_configuration(recs, None, path, ONE_CONFIG_HINT), path
-    return run_sweep(cfg, path, discard=recompute), path
+    return SweepSpec(cfg, path, discard=recompute).checked().run(), path
 
 
 def _refuse_growing(path: str) -> None:

@@ -41,7 +41,8 @@ import time
 
 import numpy as np
 
-from simulate.sweep.run.runner import SweepRunOptions, run_sweep
+from simulate.sweep.run.runner import SweepRunOptions
+from simulate.sweep.run.spec import SweepSpec
 from simulate.sweep.setup import tiers
 from simulate.sweep.setup.config import SweepConfig
 from simulate.sweep.setup.recipes import RECIPE_DEFAULTS, RECIPES, recipe_settings
@@ -188,7 +189,7 @@ def benchmark(recipes, truths, ns, replicates: int, out_dir, workers=None, log=p
         else:
             cfg = SweepConfig(truths=list(truths), ns=list(ns), replicates=replicates,
                               **{**BASE, **over})  # fmt: skip
-            recs = run_sweep(cfg, path, SweepRunOptions(workers=workers), log=log)
+            recs = SweepSpec(cfg, path, SweepRunOptions(workers=workers)).run(log=log)
             wall = time.perf_counter() - t0
         rows = gap_table(recs, [t.key for t in truths], ns)
         out[name] = {"describe": describe, "overrides": dict(RECIPES[name].changes), "rows": rows,
@@ -297,7 +298,7 @@ def alpha_half(recipe: str, out_dir, workers=None, seed: int = 0, replicates=Non
         tag = design_tag(d)
         t0 = time.perf_counter()
         opts = SweepRunOptions(workers=workers)
-        recs = run_sweep(cfg, records_path(out_dir, recipe, tag), opts, log=log)
+        recs = SweepSpec(cfg, records_path(out_dir, recipe, tag), opts).run(log=log)
         rows = gap_table(recs, [truth.key], ns)
         rates = rate_rows(recs, truth.key, ns)
         res = {"design": d, "recipe": recipe, "rows": rows, "rates": rates,

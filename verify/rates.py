@@ -98,8 +98,6 @@ from simulate.sweep.run.parallel import (
     shared_pool,
 )
 from simulate.sweep.run.runner import (
-    SweepRunOptions,
-    run_sweep,
     warm_worker,
 )
 from simulate.sweep.train.budget import BudgetLink, linkable
@@ -206,7 +204,7 @@ def checked_plan(cmd) -> Plan:
     plan = planned_sweep(spec, cmd.truths, cmd.tier, cmd.overrides, cmd.proto)
     stated_rate.check_plan(cmd.proto, plan)  # a refused --rate: before any training
     if not spec.dry_run:
-        plan = resolved(plan, spec.new_file, spec.accept_code_change)
+        plan = resolved(plan)
     check_paths(cmd.spec, plan, plan.truth_keys())
     return plan
 
@@ -294,26 +292,22 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
     tune_malloc()
     say(f"protocol {proto.tag} ({proto.kind})")
     os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
-    par = SweepRunOptions(scheduler=args.scheduler,
-                          workers=None if args.scheduler else workers or None,
-                          accept_code_change=args.accept_code_change,
-                          scheduler_timeout=args.scheduler_timeout,
-                          worker_timeout=args.worker_timeout)  # fmt: skip
 
-    def sweep(c, path, budget=None):  # noting the file being written, for a Ctrl-C's line
-        writing.append(path)
-        return run_sweep(c, path, dataclasses.replace(par, budget=budget), log=say)
+    def sweep(spec, budget=None):  # noting the file being written, for a Ctrl-C's line
+        writing.append(spec.out)
+        return spec.run(log=say, budget=budget)
 
     records = []
     # one pool of workers for every sweep below, started before the design's power
     # check (its processes import while this one derives the exponents)
-    with shared_pool(par.workers, warm=warm_worker):
+    with shared_pool(None if args.scheduler else workers or None, warm=warm_worker):
         for run in plan.runs:
-            cfg, ccfg, own = run.cfg, run.control, f" {run.name}" if run.name else ""
+            cfg, own = run.cfg, f" {run.name}" if run.name else ""
+            ccfg = run.control and run.control.config
             say(power_lines(design_power(cfg, proto), cfg))
             t1 = time.perf_counter()
             link = _budget_link(args, cfg, run.path, ccfg, say)
-            recs = sweep(cfg, run.path, link and link[0])
+            recs = sweep(run.sweep, link and link[0])
             records += recs
             say(f"sweep{own}: {time.perf_counter() - t1:.0f} s")
             for note in capped_notes(recs, [], ccfg is not None, _confirmatory(args)):
@@ -326,7 +320,7 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
                       " cap with no plateau, or at their first plateau): the control"
                       " continues its own from there")  # fmt: skip
             t1 = time.perf_counter()
-            crecs = sweep(ccfg, run.control_path, link and link[1])
+            crecs = sweep(run.control, link and link[1])
             control_records += crecs
             say(f"control{own}: {time.perf_counter() - t1:.0f} s")
             for note in capped_notes([], crecs, True, _confirmatory(args)):
@@ -334,9 +328,9 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
             if link:  # a cache: the control's records are written
                 link[0].clear(cfg)
         if plan.gp is not None:
-            say(power_lines(design_power(plan.gp.cfg, proto), plan.gp.cfg))
+            say(power_lines(design_power(plan.gp.config, proto), plan.gp.config))
             t1 = time.perf_counter()
-            records += sweep(plan.gp.cfg, plan.gp.path)
+            records += sweep(plan.gp)
             say(f"known-answer control: {time.perf_counter() - t1:.0f} s")
     return records, control_records
 

@@ -20,14 +20,8 @@ from simulate.progress import end_line
 from simulate.sweep.run import runner
 from simulate.sweep.run.cluster import NoWorkersError
 from simulate.sweep.run.parallel import WorkerDied, add_scheduler_flags, check_cluster_flags
-from simulate.sweep.run.runner import (
-    SweepRunOptions,
-    check_compile,
-    check_memory,
-    check_native,
-    records_path_for,
-    run_sweep,
-)
+from simulate.sweep.run.runner import SweepRunOptions
+from simulate.sweep.run.spec import SweepSpec
 from simulate.sweep.setup.config import SweepConfig
 from simulate.sweep.setup.flags import add_sweep_flags, overrides_from_args
 from simulate.sweep.setup.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
@@ -42,6 +36,7 @@ __all__ = [
     "build_parser",
     "capped_note",
     "config_from_args",
+    "read_command",
     "main",
     "parse_truths",
     "resume_note",
@@ -268,37 +263,42 @@ def _read_config(path):
         raise ValueError(f"--config {path}: not JSON ({exc})") from None
 
 
+def read_command(argv) -> SweepSpec:
+    """The sweep the command line ``argv`` asks for (:class:`~simulate.sweep.run.spec.
+    SweepSpec`), checked before anything is opened or written (``ValueError``, one line):
+    the flags a thin parser into it."""
+    truths, rest = parse_truths(list(argv))
+    args = build_parser().parse_args(rest)
+    cfg = config_from_args(truths, args)  # validated as it is made
+    check_cluster_flags(args)
+    for flag, given in (("--scheduler-timeout", args.scheduler_timeout),
+                        ("--worker-timeout", args.worker_timeout)):  # fmt: skip
+        if given is not None and args.scheduler is None:
+            raise ValueError(
+                f"{flag} is a deadline of a Dask cluster's: give --scheduler ADDRESS, or drop it"
+            )
+    check_output_file(args.out, "--out", read_only_ok=True)
+    check_distinct([("--out", args.out)], [("--config", args.config)])
+    options = SweepRunOptions(
+        scheduler=args.scheduler, workers=args.workers,
+        accept_code_change=args.accept_code_change,
+        scheduler_timeout=args.scheduler_timeout, worker_timeout=args.worker_timeout,
+    )  # fmt: skip
+    return SweepSpec(cfg, args.out, options, new_file=args.new_file).checked()
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        truths, rest = parse_truths(argv)
-        args = build_parser().parse_args(rest)
-        cfg = config_from_args(truths, args)  # validated as it is made
-        check_cluster_flags(args)
-        for flag, given in (("--scheduler-timeout", args.scheduler_timeout),
-                            ("--worker-timeout", args.worker_timeout)):  # fmt: skip
-            if given is not None and args.scheduler is None:
-                raise ValueError(
-                    f"{flag} is a deadline of a Dask cluster's: give --scheduler ADDRESS,"
-                    " or drop it"
-                )
-        check_output_file(args.out, "--out", read_only_ok=True)
-        check_distinct([("--out", args.out)], [("--config", args.config)])
-        check_memory(cfg, 1 if args.scheduler is not None else args.workers)
-        check_native(cfg)
-        check_compile(cfg, args.scheduler)
-        out = records_path_for(cfg, args.out, args.new_file, args.accept_code_change)
+        spec = read_command(argv).resolved()  # the records file opened: once, here
     except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
         print_error(exc)
         return 2
+    out = spec.out
     tune_malloc()
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     try:
-        recs = run_sweep(cfg, out, SweepRunOptions(
-            scheduler=args.scheduler, workers=args.workers,
-            accept_code_change=args.accept_code_change,
-            scheduler_timeout=args.scheduler_timeout, worker_timeout=args.worker_timeout,
-        ))  # fmt: skip
+        recs = spec.run()
     # no worker on the cluster, or a pool worker killed (the out-of-memory killer's SIGKILL):
     # the records so far are whole, say where, and that they resume
     except (NoWorkersError, WorkerDied) as exc:

@@ -25,7 +25,7 @@ def dry_run(args, plan: Plan, proto) -> int:
     print(f"protocol {proto.tag} ({proto.kind})")
     sweeps = [(r.label, r.cfg, r.path) for r in plan.runs]
     if plan.gp:
-        sweeps.append(("known-answer control", plan.gp.cfg, plan.gp.path))
+        sweeps.append(("known-answer control", plan.gp.config, plan.gp.out))
     for name, cfg, path in sweeps:
         print(
             f"{name}: truths {[t.key for t in cfg.truths]}, n = {list(cfg.ns)}, "
@@ -35,12 +35,12 @@ def dry_run(args, plan: Plan, proto) -> int:
         )
         print(power_lines(design_power(cfg, proto), cfg))
     for r in plan.runs:
-        c = r.control
+        c = r.control and r.control.config
         if c is not None:
             print(f"budget-doubling control{' of ' + r.name if r.name else ''}: n ="
                   f" {list(c.ns)}, replicates 0..{c.replicates - 1}, twice the cap, half the"
                   f" tolerance; margin +-{proto.budget_margin:g};"
-                  f" records {r.control_path}")  # fmt: skip
+                  f" records {r.control.out}")  # fmt: skip
             for line in _control_power_lines(c, proto):
                 print(line)
     print(_cost_lines(args, plan))
@@ -73,10 +73,10 @@ def _cost_lines(args, plan: Plan) -> str:
     given where nothing is priced."""
     workers = args.workers or plan.workers or 1  # a cluster's: not known here
     sweeps = [(r.label, r.cfg) for r in plan.runs]
-    sweeps += [(f"control{' of ' + r.name if r.name else ''}", r.control)
+    sweeps += [(f"control{' of ' + r.name if r.name else ''}", r.control.config)
                for r in plan.runs if r.control]  # fmt: skip
     if plan.gp:
-        sweeps.append(("known-answer control", plan.gp.cfg))
+        sweeps.append(("known-answer control", plan.gp.config))
     lines = [f"estimated cost (measured per-cell costs, {costs.TABLE_NAME}):"]
     total, unpriced, unknown = 0.0, [], []
     for name, cfg in sweeps:

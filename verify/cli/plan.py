@@ -12,12 +12,13 @@ import os
 
 from simulate.core.steppath import BATCHED, path_of
 from simulate.sweep.run.runner import (
+    SweepRunOptions,
     check_compile,
     check_kind_run,
     check_memory,
     check_native,
-    records_path_for,
 )
+from simulate.sweep.run.spec import SweepSpec
 from simulate.sweep.setup.config import SweepConfig
 from simulate.sweep.setup.kinds import KINDS
 from simulate.sweep.setup.recipes import recipe_settings
@@ -37,27 +38,26 @@ STEP_FIELDS = ("mlp", "compile")
 
 @dataclasses.dataclass(frozen=True)
 class SweepRun:
-    """One sweep of a plan: its ``name`` (None: a plain tier's one sweep), configuration
-    and records file, and its budget-doubling control's configuration (None: no
-    control) and records file."""
+    """One sweep of a plan: its ``name`` (None: a plain tier's one sweep), the sweep and its
+    budget-doubling control (None: no control), each a
+    :class:`~simulate.sweep.run.spec.SweepSpec` (configuration, records file, how it runs),
+    the value every entry point that trains builds."""
 
     name: str | None
-    cfg: SweepConfig
-    path: str
-    control: SweepConfig | None
-    control_path: str
+    sweep: SweepSpec
+    control: SweepSpec | None
 
     @property
     def label(self) -> str:
         return self.name or "sweep"
 
+    @property
+    def cfg(self) -> SweepConfig:
+        return self.sweep.config
 
-@dataclasses.dataclass(frozen=True)
-class KnownAnswerRun:
-    """A confirmatory tier's known-answer control (the GP sweep) and its records file."""
-
-    cfg: SweepConfig
-    path: str
+    @property
+    def path(self) -> str:
+        return self.sweep.out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,21 +71,21 @@ class Plan:
     with ``--records``."""
 
     runs: tuple[SweepRun, ...]
-    gp: KnownAnswerRun | None
+    gp: SweepSpec | None
     source: str
     workers: int
     notes: tuple[str, ...] = ()
 
     def truth_keys(self) -> set[str]:
         keys = {t.key for r in self.runs for t in r.cfg.truths}
-        return keys | ({t.key for t in self.gp.cfg.truths} if self.gp else set())
+        return keys | ({t.key for t in self.gp.config.truths} if self.gp else set())
 
     def inputs(self) -> list[tuple[str, str]]:
         """The records files it writes, named as the options that set them."""
         ins = [("--out", r.path) for r in self.runs]
-        ins += [("--control-records", r.control_path) for r in self.runs if r.control]
+        ins += [("--control-records", r.control.out) for r in self.runs if r.control]
         if self.gp is not None:
-            ins.append(("the known-answer control's records", self.gp.path))
+            ins.append(("the known-answer control's records", self.gp.out))
         return ins
 
 
@@ -190,6 +190,15 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
     # jobs held at once here: one per local worker (a cluster's are not in this machine)
     at_once = 1 if args.scheduler else (tier.get("workers", 0) if args.workers is None
                                         else args.workers)  # fmt: skip
+    options = SweepRunOptions(
+        scheduler=args.scheduler, workers=None if args.scheduler else at_once or None,
+        accept_code_change=args.accept_code_change,
+        scheduler_timeout=args.scheduler_timeout, worker_timeout=args.worker_timeout,
+    )  # fmt: skip
+
+    def spec(cfg, path):
+        return SweepSpec(cfg, path, options, new_file=args.new_file)
+
     runs = []
     for name, ts, settings, crep in specs:
         cfg = SweepConfig(truths=ts, **settings)
@@ -215,43 +224,30 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
         if not no_control:
             check_output_file(cpath, "--control-records")
             ccfg = control_config(cfg, crep, every_n=every_n)
-        runs.append(SweepRun(name, cfg, path, ccfg, cpath))
+        runs.append(SweepRun(name, spec(cfg, path), ccfg and spec(ccfg, cpath)))
     gp = None
     if tier.get("gp"):
         gcfg = SweepConfig(truths=tier["gp"]["truths"], **tier["gp"]["sweep"])
         gpath = f"{root}-gp{ext}"
         check_output_file(gpath, "--out")
         check_memory(gcfg, at_once)
-        gp = KnownAnswerRun(gcfg, gpath)
+        gp = spec(gcfg, gpath)
     return Plan(
         runs=tuple(runs), gp=gp, source=runs[0].path if len(runs) == 1 else source,
         workers=at_once, notes=tuple(notes),
     )  # fmt: skip
 
 
-def resolved(plan: Plan, new_file: bool = False, accept_code_change: bool = False) -> Plan:
+def resolved(plan: Plan) -> Plan:
     """``plan`` with each records file it writes resolved against what is there
-    (``simulate.sweep.run.runner.records_path_for``): a file of another configuration
-    stops the run here, before any training (``RecordsError``), or with ``new_file`` is
-    left alone and ``OUT-FINGERPRINT.jsonl`` written beside it; a foreign or corrupt file
-    stops it too."""
-
-    def at(cfg, path):
-        return records_path_for(cfg, path, new_file, accept_code_change)
-
+    (``SweepSpec.resolved``): a file of another configuration stops the run here, before
+    any training (``RecordsError``), or with ``--new-file`` is left alone and
+    ``OUT-FINGERPRINT.jsonl`` written beside it; a foreign or corrupt file stops it too."""
     runs = tuple(
-        dataclasses.replace(
-            r,
-            path=at(r.cfg, r.path),
-            control_path=r.control_path if r.control is None else at(r.control, r.control_path),
-        )  # fmt: skip
+        dataclasses.replace(r, sweep=r.sweep.resolved(), control=r.control and r.control.resolved())
         for r in plan.runs
     )
-    gp = (
-        None
-        if plan.gp is None
-        else dataclasses.replace(plan.gp, path=at(plan.gp.cfg, plan.gp.path))
-    )
+    gp = plan.gp and plan.gp.resolved()
     source = runs[0].path if len(runs) == 1 else plan.source
     return dataclasses.replace(plan, runs=runs, gp=gp, source=source)
 

@@ -234,13 +234,13 @@ def test_a_worker_that_dies_is_a_named_broken_pool():
 def test_verify_rates_says_a_dead_worker_in_one_line_with_its_resume_note(tmp_path, monkeypatch):
     """``verify.rates``' own handling, in this process: the sweep's ``WorkerDied`` is one
     line naming the records file being written, exit 2."""
-    import verify.rates
+    from simulate.sweep.run import spec
 
-    def dies(cfg, path, options=None, **_):
+    def dies(*_, **__):
         raise WorkerDied("a worker process died (killed by SIGKILL, e.g. by the out-of-memory"
                          " killer)")  # fmt: skip
 
-    monkeypatch.setattr(verify.rates, "run_sweep", dies)
+    monkeypatch.setattr(spec, "run_sweep", dies)
     r = run_main("verify.rates", "--tier", "tiny", "--workers", "0", cwd=tmp_path)
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert r.returncode == 2 and len(lines) == 1, r.stderr[-2000:]
