@@ -66,6 +66,10 @@ from simulate.references.constructive import encode, spline_starts
 ESTIMATOR_HYPER = ("sigma_0", "slab", "lam", "mc_samples", "lr", "optimizer", "l3", "sampling")
 
 
+# the former name of ``random_state``, read for one more release (``_Base._seed``)
+SEED_DEPRECATED = "deprecated"
+
+
 class _Base(FitSummaryMixin, BaseEstimator):
     _likelihood = "gaussian"
     _family = "spike_slab"  # the fixed family of the named estimators
@@ -148,6 +152,27 @@ class _Base(FitSummaryMixin, BaseEstimator):
         perm = np.random.default_rng(seed).permutation(n)
         return np.sort(perm[k:]), np.sort(perm[:k])
 
+    def _seed(self) -> int:
+        """The fit's seed: ``random_state`` (scikit-learn's name: an integer in [0, 2^63),
+        a ``numpy.random.RandomState`` or ``Generator`` drawn from once, or None: one drawn
+        from numpy's global generator, as scikit-learn's ``check_random_state`` reads None);
+        ``seed``, its former name, is read for one more release with a ``FutureWarning``."""
+        rs = self.random_state
+        if not (isinstance(self.seed, str) and self.seed == SEED_DEPRECATED):
+            warnings.warn(
+                f"{type(self).__name__}: 'seed' was renamed 'random_state' (scikit-learn's"
+                " name) and will be removed in the next release; give random_state instead",
+                FutureWarning, stacklevel=3,
+            )  # fmt: skip
+            rs = self.seed
+        if rs is None:  # numpy's global RandomState, as scikit-learn's
+            return int(np.random.randint(0, 2**31 - 1))
+        if isinstance(rs, np.random.RandomState):
+            return int(rs.randint(0, 2**31 - 1))
+        if isinstance(rs, np.random.Generator):
+            return int(rs.integers(0, 2**31 - 1))
+        return _integer("random_state", rs, lo=0, hi=_SEED_MAX)
+
     def _checked_params(self):
         """The parameters a fit reads before any work, checked: ``(widths, depth, seed,
         dtype)`` (and the draws' and epochs' bounds; a depth past the C code's limit where
@@ -157,7 +182,7 @@ class _Base(FitSummaryMixin, BaseEstimator):
         check_c_depth(depth, self.mlp)
         _integer("elbo_draws", self.elbo_draws, lo=MIN_ELBO_DRAWS)  # the selection rule's floor
         _integer("predict_draws", self.predict_draws)
-        seed = _integer("seed", self.seed, lo=0, hi=_SEED_MAX)
+        seed = self._seed()
         dtype = _dtype(self.dtype)
         check("epochs", self.epochs, EPOCH_COUNT, None)  # before any work (MAX_EPOCHS)
         check("max_epochs", self.max_epochs, EPOCH_COUNT)

@@ -4,6 +4,7 @@ documentation, their defaults (the regression and classification recipes,
 
 from __future__ import annotations
 
+import difflib
 import inspect
 
 from simulate.core.hyper import (
@@ -18,7 +19,7 @@ from simulate.core.posterior import (
     ELBO_DRAWS,
     PREDICT_DRAWS,
 )
-from simulate.estimators.base import _Classifier, _Regressor
+from simulate.estimators.base import SEED_DEPRECATED, _Classifier, _Regressor
 from simulate.sweep.setup.recipes import DEFAULT_RECIPE, RECIPE_DEFAULTS, recipe_settings
 
 _COMMON_DOC = """
@@ -110,7 +111,8 @@ _REGRESSION = dict(
     **recipe_params(DEFAULT_RECIPE), optimizer=_H["optimizer"],
     epochs=None, max_epochs=PAPER_EPOCHS,
     validation_fraction=None, slab=_H["slab"], l3=_H["l3"], sampling=_H["sampling"],
-    elbo_draws=ELBO_DRAWS, init_from="random", predict_draws=PREDICT_DRAWS, seed=0, device="cpu",
+    elbo_draws=ELBO_DRAWS, init_from="random", predict_draws=PREDICT_DRAWS, random_state=0,
+    seed=SEED_DEPRECATED, device="cpu",
     dtype="float32", compile="auto", mlp="auto", race="halving", progress="auto",
 )  # fmt: skip
 _CLASSIFICATION = {
@@ -133,7 +135,16 @@ def _keyword_init(params: dict):
         ]
     )
 
-    def __init__(self, **kwargs):
+    def __init__(self, *args, **kwargs):
+        unknown = sorted(set(kwargs) - set(params))
+        if args or unknown:  # scikit-learn's habit: name what is accepted
+            cls = type(self).__name__
+            what = (f"takes keyword arguments only, got {len(args)} positional" if args
+                    else f"got an unknown parameter {', '.join(map(repr, unknown))}")  # fmt: skip
+            near = [m for u in unknown for m in difflib.get_close_matches(u, params, 1)]
+            hint = f"; did you mean {', '.join(map(repr, near))}?" if near else ""
+            valid = ", ".join(k for k in params if k != "seed")  # (seed: the former name)
+            raise TypeError(f"{cls}() {what}{hint}; its parameters: {valid}")
         bound = sig.bind(self, **kwargs)
         bound.apply_defaults()
         for k, v in bound.arguments.items():

@@ -374,10 +374,23 @@ def _stop_lines(s: FitSummary) -> list[str]:
     st = s.stopping
     verdict = {"converged": "converged", "capped": "budget-limited", "budget": "budget-limited"}
     counts = ", ".join(f"{n} {label}" for label, n in st.counts)
+    # a capped candidate short of the cap: the learned noise's two phases share it
+    # (simulate.core.training.fit_trainer), the EM phase's budget what the slowest warm-up left
+    short = (st.selected_stop == "capped" and st.rule is not None and s.noise == "learned"
+             and st.selected_steps < st.rule.max_steps)  # fmt: skip
     pieces = [
         f"Convergence: {verdict.get(st.selected_stop, st.selected_stop)}:",
         f"the selected width {s.selected_width} {_STOP_WHY[st.selected_stop]}",
-        f"after {st.selected_steps} steps;",
+        f"after {st.selected_steps} steps"
+        + (";" if not short else f" of the cap's {st.rule.max_steps} (the learned noise's"),
+        *(
+            [
+                "warm-up and its EM phase share the cap: the EM phase had what the slowest",
+                "candidate's warm-up left);",
+            ]
+            if short
+            else []
+        ),
         f"candidates: {counts};",
         f"the longest ran {st.n_steps} steps;",
         f"training {st.fit_time_s:.2f} s",

@@ -37,7 +37,7 @@ def run(
     teacher = TeacherNetwork(seed=seed)  # 20-10-10-1, as in Table 1
     X, y, Xt, yt = teacher_data(teacher, n, n_test, seed)
     model = ASVIRegressor(  # the paper's setting (Hyper's defaults): known sigma = 1 and
-        widths=widths, epochs=epochs, seed=seed, progress=progress, compile=compile,
+        widths=widths, epochs=epochs, random_state=seed, progress=progress, compile=compile,
         sigma=HYPER_DEFAULTS["sigma"], lambda_s=HYPER_DEFAULTS["lambda_s"],  # lambda_s = 3,
         standardize_y=False,  # targets as generated,
         **recipe_params("baseline"),  # and the paper's optimiser (one lr, no plateaus)

@@ -30,7 +30,7 @@ from simulate.estimators import SmallSampleWarning, SVIClassifier, SVIRegressor,
 
 MAX_EPOCHS = 10**6  # simulate.estimators.MAX_EPOCHS (said here too: the tests name the bound)
 
-TINY = dict(width=4, epochs=3, batch_size=100, seed=0, predict_draws=5, progress=False)
+TINY = dict(width=4, epochs=3, batch_size=100, random_state=0, predict_draws=5, progress=False)
 # long enough to fit y ~ x_1 (R^2 0.69 at scale 1, 100 steps, 0.1 s): a constant fit shows
 FIT = dict(TINY, epochs=50, lr=1e-2)
 

@@ -67,13 +67,13 @@ def _fit(est, X, y):
 @pytest.fixture(scope="module")
 def reg():
     X, y = _data()
-    return _fit(ASVIRegressor(widths=(2, 4, 8), max_epochs=60, batch_size=64, seed=0), X, y)
+    return _fit(ASVIRegressor(widths=(2, 4, 8), max_epochs=60, batch_size=64, random_state=0), X, y)
 
 
 @pytest.fixture(scope="module")
 def clf():
     X, y = _data()
-    est = ASVIClassifier(widths=(2, 4), max_epochs=40, batch_size=64, seed=0)
+    est = ASVIClassifier(widths=(2, 4), max_epochs=40, batch_size=64, random_state=0)
     return _fit(est, X, (y > 0).astype(int))
 
 
@@ -188,7 +188,7 @@ def test_every_estimator_has_a_table_of_its_fit(cls):
     classifier = "Classifier" in cls.__name__
     y = (y > 0).astype(int) if classifier else y
     kw = {"widths": (2, 3)} if "widths" in cls().get_params() else {"width": 3}
-    est = _fit(cls(epochs=2, batch_size=64, seed=1, **kw), X, y)
+    est = _fit(cls(epochs=2, batch_size=64, random_state=1, **kw), X, y)
     text = est.summary()
     t = _parse(text)
     assert t["selected"] == est.selected_width_
@@ -203,7 +203,7 @@ def test_every_estimator_has_a_table_of_its_fit(cls):
 
 def test_a_known_noise_is_said_to_be_fixed():
     X, y = _data()
-    est = SVIRegressor(width=3, epochs=2, sigma=0.5, seed=0).fit(X, y)
+    est = SVIRegressor(width=3, epochs=2, sigma=0.5, random_state=0).fit(X, y)
     noise = _parse(est.summary())["noise"]
     assert noise == (pytest.approx(0.5), "fixed") and est.sigma_ == pytest.approx(0.5)
 
@@ -216,8 +216,8 @@ def test_the_default_widths_fit_one_screen():
     X, y = _data()
     n_clf = len(ASVIClassifier().widths)
     for est, target in (
-        (ASVIRegressor(max_epochs=1, seed=0), y),
-        (ASVIClassifier(widths=tuple(range(2, 2 + n_clf)), max_epochs=1, seed=0), y > 0),
+        (ASVIRegressor(max_epochs=1, random_state=0), y),
+        (ASVIClassifier(widths=tuple(range(2, 2 + n_clf)), max_epochs=1, random_state=0), y > 0),
     ):
         lines = _fit(est, X, target).summary().splitlines()
         assert len(lines) <= 40 and max(map(len, lines)) <= LINE_WIDTH
@@ -260,7 +260,7 @@ def test_held_out_points_are_not_counted_and_the_validation_test_is_said():
     stopping rule names the validation risk's tolerance."""
     X, y = _data()
     est = _fit(ASVIRegressor(widths=(2, 4), max_epochs=60, batch_size=64,
-                             validation_fraction=0.2, seed=0), X, y)  # fmt: skip
+                             validation_fraction=0.2, random_state=0), X, y)  # fmt: skip
     text = est.summary()
     assert est.n_samples_fit_ == 120 and "n = 120 fitted" in text
     assert f"the validation risk's < {est.stop_rule_.risk_tol:g}" in text
@@ -272,7 +272,9 @@ def test_a_race_s_retired_candidate_and_the_rule_s_bookkeeping_are_shown():
     widest candidate: its row says so, and the selected width's learning-rate cuts and last
     window's changes are the rule's bookkeeping (``convergence_``)."""
     X, y = _data(200)
-    est = _fit(ASVIRegressor(widths=(2, 4, 8), max_epochs=4000, batch_size=64, seed=0), X, y)
+    est = _fit(
+        ASVIRegressor(widths=(2, 4, 8), max_epochs=4000, batch_size=64, random_state=0), X, y
+    )
     assert est.retired_.any()  # the case this test is about
     t = _check_table_reads_the_fit(est)
     assert [r[3] == "retired" for r in t["rows"]] == est.retired_.tolist()
@@ -291,7 +293,7 @@ def test_storing_what_the_summary_reads_leaves_predictions_as_they_were(monkeypa
     Xt, _ = _data(40, seed=5)
 
     def fit():
-        est = _fit(ASVIRegressor(widths=(2, 4), max_epochs=60, batch_size=64, seed=3), X, y)
+        est = _fit(ASVIRegressor(widths=(2, 4), max_epochs=60, batch_size=64, random_state=3), X, y)
         return est, *est.predict(Xt, return_std=True)
 
     with_hook, mean, sd = fit()

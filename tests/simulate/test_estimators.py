@@ -32,7 +32,7 @@ def teacher_data():
 @pytest.fixture(scope="module")
 def svi_fit(teacher_data):
     _, X, y, _, _ = teacher_data
-    return SVIRegressor(width=8, seed=0, **SMALL).fit(X, y)
+    return SVIRegressor(width=8, random_state=0, **SMALL).fit(X, y)
 
 
 def test_teacher_student_reaches_noise_level(teacher_data, svi_fit):
@@ -72,15 +72,15 @@ def test_estimator_contract(teacher_data, svi_fit):
     ):
         assert hasattr(svi_fit, attr)
     # same seed -> same fit
-    a = SVIRegressor(width=3, batch_size=256, epochs=2, seed=4).fit(X, y).predict(Xt[:20])
-    b = SVIRegressor(width=3, batch_size=256, epochs=2, seed=4).fit(X, y).predict(Xt[:20])
+    a = SVIRegressor(width=3, batch_size=256, epochs=2, random_state=4).fit(X, y).predict(Xt[:20])
+    b = SVIRegressor(width=3, batch_size=256, epochs=2, random_state=4).fit(X, y).predict(Xt[:20])
     np.testing.assert_array_equal(a, b)
 
 
 def test_asvi_selection_reports_every_candidate_and_avoids_the_widest(teacher_data):
     _, X, y, _, _ = teacher_data
     widths = [2, 4, 32]
-    m = ASVIRegressor(widths=widths, seed=1, **SMALL).fit(X, y)
+    m = ASVIRegressor(widths=widths, random_state=1, **SMALL).fit(X, y)
     assert m.elbo_.shape == m.penalized_elbo_.shape == (3,)
     prior = np.array([float(log_prior_N(w, 10.0)) for w in widths])
     np.testing.assert_allclose(m.penalized_elbo_, m.elbo_ + prior)
@@ -126,7 +126,7 @@ def test_classifier_learns_a_separable_problem():
     X = rng.uniform(-1, 1, size=(3000, 2))
     y = np.where(X[:, 0] + X[:, 1] > 0, "a", "b")
     clf = SVIClassifier(
-        width=8, batch_size=256, epochs=30, sigma_0=2.0, lambda_s=3.0, lam=10.0, seed=0
+        width=8, batch_size=256, epochs=30, sigma_0=2.0, lambda_s=3.0, lam=10.0, random_state=0
     ).fit(X, y)
     Xt = rng.uniform(-1, 1, size=(2000, 2))
     yt = np.where(Xt[:, 0] + Xt[:, 1] > 0, "a", "b")
@@ -134,7 +134,7 @@ def test_classifier_learns_a_separable_problem():
     P = clf.predict_proba(Xt[:10])
     assert P.shape == (10, 2) and np.allclose(P.sum(1), 1)
     asvi = ASVIClassifier(
-        widths=[2, 6], batch_size=256, epochs=5, lam=10.0, lambda_s=3.0, seed=0
+        widths=[2, 6], batch_size=256, epochs=5, lam=10.0, lambda_s=3.0, random_state=0
     ).fit(X, y)
     assert asvi.selected_width_ in (2, 6) and set(asvi.predict(Xt[:5])) <= {"a", "b"}
 
@@ -183,14 +183,14 @@ def test_all_models_failing_raises():
         SVIRegressor(width=2, batch_size=100, epochs=1, **PAPER).fit(X, y)
     # the same targets standardised (the default) fit: R^2 near 1, not an overflow, and not
     # the R^2 ~ 0 of a fit on the raw scale
-    m = SVIRegressor(width=8, batch_size=100, epochs=300, lr=2e-2, seed=0).fit(X, y)
+    m = SVIRegressor(width=8, batch_size=100, epochs=300, lr=2e-2, random_state=0).fit(X, y)
     assert m.score(X, y) > 0.9
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_path_matches_cpu(teacher_data):
     _, X, y, Xt, _ = teacher_data
-    kw = {"width": 4, "batch_size": 256, "epochs": 2, "seed": 0, "dtype": torch.float64}
+    kw = {"width": 4, "batch_size": 256, "epochs": 2, "random_state": 0, "dtype": torch.float64}
     cpu = SVIRegressor(device="cpu", **kw).fit(X, y)
     gpu = SVIRegressor(device="cuda", **kw).fit(X, y)
     np.testing.assert_allclose(gpu.predict(Xt[:100]), cpu.predict(Xt[:100]), rtol=1e-6)
@@ -402,7 +402,7 @@ def test_the_race_leaves_the_selected_candidate_as_it_was():
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, (2000, 2))
     y = np.sin(3 * X[:, 0]) + 0.5 * X[:, 1] ** 2 + 0.3 * rng.standard_normal(2000)
-    kw = dict(widths=(2, 4, 8, 16), batch_size=256, max_epochs=200, seed=0)
+    kw = dict(widths=(2, 4, 8, 16), batch_size=256, max_epochs=200, random_state=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         raced = ASVIRegressor(**kw).fit(X, y)

@@ -48,7 +48,7 @@ def _check(m, noise, scale=1.0):
     }
 
 
-EASY = dict(width=8, batch_size=500, lr=1e-2, seed=0)  # converges in ~15,000 steps
+EASY = dict(width=8, batch_size=500, lr=1e-2, random_state=0)  # converges in ~15,000 steps
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,10 @@ def test_fits_do_not_depend_on_the_scale_of_y():
     The standardised targets agree to float64 rounding, so predictions / scale, sigma_ /
     scale and coverage agree to float32 training's rounding (declared: 1e-4 relative)."""
     X, _, y = _data(600, 0, 0.3)
-    fits = {s: SVIRegressor(width=4, epochs=15, seed=0).fit(X, s * y) for s in (0.01, 1.0, 100.0)}
+    fits = {
+        s: SVIRegressor(width=4, epochs=15, random_state=0).fit(X, s * y)
+        for s in (0.01, 1.0, 100.0)
+    }
     Xt, _, _ = _data(500, 1, 0.3)
     ref = fits[1.0].predict(Xt, return_std=True)
     for s, m in fits.items():
@@ -87,7 +90,10 @@ def test_fits_do_not_depend_on_the_scale_of_y():
         assert m.sigma_ / s == pytest.approx(fits[1.0].sigma_, rel=1e-4)
     # negative control: the paper's unstandardised model is not scale-free
     raw = [
-        SVIRegressor(width=4, epochs=15, seed=0, standardize_y=False).fit(X, s * y).predict(Xt) / s
+        SVIRegressor(width=4, epochs=15, random_state=0, standardize_y=False)
+        .fit(X, s * y)
+        .predict(Xt)
+        / s
         for s in (0.01, 1.0)
     ]
     assert np.max(np.abs(raw[0] - raw[1])) > 0.05
@@ -97,9 +103,11 @@ def test_standardisation_round_trip():
     """Predictions in y's units equal a manual standardise - fit - unstandardise."""
     X, _, y = _data(500, 0, 0.3)
     y = 40.0 + 7.0 * y
-    auto = SVIRegressor(width=4, epochs=10, seed=2).fit(X, y)
+    auto = SVIRegressor(width=4, epochs=10, random_state=2).fit(X, y)
     mu, sd = y.mean(), y.std()
-    manual = SVIRegressor(width=4, epochs=10, seed=2, standardize_y=False).fit(X, (y - mu) / sd)
+    manual = SVIRegressor(width=4, epochs=10, random_state=2, standardize_y=False).fit(
+        X, (y - mu) / sd
+    )
     Xt, _, _ = _data(200, 1, 0.3)
     a_mean, a_sd = auto.predict(Xt, return_std=True)
     m_mean, m_sd = manual.predict(Xt, return_std=True)
@@ -113,7 +121,7 @@ def test_standardisation_round_trip():
 
 def test_known_sigma_is_in_y_units_and_kept():
     X, _, y = _data(300, 0, 0.3)
-    m = SVIRegressor(width=2, epochs=2, seed=0, sigma=3.0).fit(X, 10 * y)
+    m = SVIRegressor(width=2, epochs=2, random_state=0, sigma=3.0).fit(X, 10 * y)
     assert m.sigma_ == pytest.approx(3.0) and np.allclose(m.sigma_all_, 3.0)
     assert m.posterior_.noise_sd is None  # the known-noise model: nothing learned
     assert m.posterior_.hyper.sigma == pytest.approx(3.0 / m.y_scale_)
@@ -123,7 +131,7 @@ def test_known_sigma_is_in_y_units_and_kept():
 
 def test_lambda_s_auto_is_the_paper_s_rule():
     X, _, y = _data(300, 0, 0.3)
-    m = ASVIRegressor(widths=(2, 4), epochs=2, seed=0).fit(X, y)
+    m = ASVIRegressor(widths=(2, 4), epochs=2, random_state=0).fit(X, y)
     assert m.posterior_.hyper.lambda_s == pytest.approx(float(lambda_s_rule(300, 2, 0.1)))
     assert (
         ASVIRegressor(widths=(2,), epochs=2, lambda_s=3.0).fit(X, y).posterior_.hyper.lambda_s == 3
@@ -135,17 +143,19 @@ def test_lambda_s_auto_is_the_paper_s_rule():
 def test_the_cap_binding_is_reported():
     X, _, y = _data(300, 0, 0.3)
     with pytest.warns(ConvergenceWarning, match="max_epochs=2 stopped widths \\[2\\]"):
-        m = SVIRegressor(width=2, max_epochs=2, batch_size=100, seed=0).fit(X, y)
+        m = SVIRegressor(width=2, max_epochs=2, batch_size=100, random_state=0).fit(X, y)
     assert not m.converged_.any() and m.n_iter_.tolist() == [6] and m.n_steps_ == 6
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a fixed budget is what was asked for: no warning
-        fixed = SVIRegressor(width=2, epochs=2, batch_size=100, seed=0).fit(X, y)
+        fixed = SVIRegressor(width=2, epochs=2, batch_size=100, random_state=0).fit(X, y)
     assert fixed.n_iter_.tolist() == [6] and not fixed.converged_.any()
 
 
 def test_validation_fraction_holds_points_out_for_the_stopping_rule():
     X, _, y = _data(400, 0, 0.3)
-    m = SVIRegressor(width=2, max_epochs=40, batch_size=100, seed=0, validation_fraction=0.25)
+    m = SVIRegressor(
+        width=2, max_epochs=40, batch_size=100, random_state=0, validation_fraction=0.25
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         m.fit(X, y)
@@ -207,7 +217,7 @@ def test_calibration_across_noise_and_scale(noise, scale):
 @pytest.mark.slow
 def test_sigma_recovers_a_known_noise_at_n_5000():
     X, _, y = _data(5000, 3, 0.5)
-    m = SVIRegressor(width=8, batch_size=1000, lr=1e-2, seed=0).fit(X, y)
+    m = SVIRegressor(width=8, batch_size=1000, lr=1e-2, random_state=0).fit(X, y)
     assert abs(m.sigma_ - 0.5) < 0.05 and m.converged_.all()
 
 
@@ -222,7 +232,7 @@ def test_a_small_noise_start_avoids_the_constant_fit():
     r = np.random.default_rng(0)
     X = r.uniform(-1, 1, (300, 3))
     y = X[:, 0] + 0.1 * r.normal(size=300)
-    kw = dict(width=2, batch_size=100, seed=0)  # the default lr: ~17,000 steps
+    kw = dict(width=2, batch_size=100, random_state=0)  # the default lr: ~17,000 steps
     assert NOISE_START == 0.1
     m = SVIRegressor(**kw).fit(X, y)
     assert m.score(X, y) > 0.9 and abs(m.sigma_ - 0.1) < 0.02

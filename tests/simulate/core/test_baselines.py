@@ -83,7 +83,7 @@ def irrelevant_inputs():
 @pytest.mark.parametrize("cls", [DenseBNNRegressor, HSBNNRegressor])
 def test_baseline_contract_and_fit_beats_the_mean(cls, irrelevant_inputs):
     X, y, Xt, yt = irrelevant_inputs
-    m = cls(width=8, depth=1, sigma=0.5, epochs=60, batch_size=256, seed=0).fit(X, y)
+    m = cls(width=8, depth=1, sigma=0.5, epochs=60, batch_size=256, random_state=0).fit(X, y)
     assert m.get_params()["width"] == 8 and m.selected_width_ == 8
     mean, sd = m.predict(Xt[:7], return_std=True)
     assert mean.shape == sd.shape == (7,)
@@ -108,7 +108,7 @@ def _irrelevant_weight_energy(model):
 # one small fit on the irrelevant-inputs data, in the paper's setting (known sigma,
 # targets as generated, lambda_s = 3)
 IRRELEVANT_FIT = {
-    "width": 8, "depth": 1, "sigma": 0.5, "epochs": 60, "batch_size": 256, "seed": 0,
+    "width": 8, "depth": 1, "sigma": 0.5, "epochs": 60, "batch_size": 256, "random_state": 0,
     "standardize_y": False, "lambda_s": 3.0,
 }  # fmt: skip
 

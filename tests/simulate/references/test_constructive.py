@@ -399,7 +399,7 @@ def test_estimator_starts_from_the_spline():
     from simulate.estimators import ASVIRegressor, BNNRegressor
 
     X, y = _data(300)
-    kw = dict(widths=(4, 8), epochs=1, batch_size=64, seed=3)
+    kw = dict(widths=(4, 8), epochs=1, batch_size=64, random_state=3)
     est = BNNRegressor(init_from="spline", **kw)
     # zero steps would be the start itself; one epoch from it stays near the spline
     est.fit(X, y)
