@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import textwrap
 from dataclasses import asdict, dataclass
 
 from simulate.sweep.setup.kinds import ASVI
@@ -28,7 +29,10 @@ from theory.plumbing.paths import read_text_bounded, write_atomic
 from verify.reading.analysis import analyse
 from verify.reading.controls import read_with_control
 
-__all__ = ["CURRENT", "RECORDS", "Decided", "decided_of", "load", "main", "summary_lines"]
+__all__ = [
+    "CURRENT", "RECORDS", "WIDTH", "Decided", "decided_of", "decision_block", "load", "main",
+    "wrapped",
+]  # fmt: skip
 
 CURRENT = "confirm-v4"  # RESULTS.md's current decision (its opening section)
 RECORDS = tuple(
@@ -106,14 +110,22 @@ _LOP_WORDS = {
 }
 
 
-def decided_of(results) -> list[Decided]:
-    """One :class:`Decided` per truth of ``verify.reading.analysis`` results (ASVI's d^2 entry)."""
+def decided_of(results, every_estimator: bool = False) -> list[Decided]:
+    """One :class:`Decided` per truth of ``verify.reading.analysis`` results (ASVI's d^2 entry;
+    with ``every_estimator`` each estimator's d^2 entry but an arm's)."""
+    return [d for _, d in _decided_entries(results, every_estimator)]
+
+
+def _decided_entries(results, every_estimator: bool = False) -> list[tuple]:
+    """``(result, Decided)`` of :func:`decided_of`'s entries."""
     out = []
     for r in results:
-        if r.metric != "d2" or not ASVI.is_primary(r.estimator) or r.role == "arm":
+        if r.metric != "d2" or r.role == "arm":
+            continue
+        if not (every_estimator or ASVI.is_primary(r.estimator)):
             continue
         a, t = r.attainment, r.theorem
-        out.append(
+        out.append((r,
             Decided(
                 truth=r.truth, kind=r.kind, p=r.p, alpha=r.alpha,
                 n_lo=int(r.curve.ns[0]), n_hi=int(r.curve.ns[-1]),
@@ -126,7 +138,7 @@ def decided_of(results) -> list[Decided]:
                 **_reading_fields(t.readings),
                 **_log_or_power_fields(r.log_or_power),
             )
-        )  # fmt: skip
+        ))  # fmt: skip
     return out
 
 
@@ -174,24 +186,37 @@ def _range(d: Decided) -> str:
     return f"n = {d.n_lo}..{d.n_hi}"
 
 
-def summary_lines(results, current: list[Decided] | None = None) -> list[str]:
-    """The main job's first screen: per truth of ``results`` what this run decided (d^2),
-    and beside it what :data:`CURRENT` decided on the same class (or that it has no such
-    truth)."""
+# the first screen's width (characters): every line of the decision block fits it
+WIDTH = 100
+
+
+def wrapped(text: str, indent: str = "") -> list[str]:
+    """``text`` as lines of at most :data:`WIDTH` characters, the first at ``indent``, the
+    rest two spaces further in."""
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False)  # fmt: skip
+
+
+def decision_block(results, opening: str, closing: str, current=None) -> list[str]:
+    """The main job's first and last screen: ``opening`` (what the run is: its tier, smoke
+    test, exploratory or confirmatory, and where the confirmatory evidence is), then per
+    truth and estimator of ``results`` one plain sentence -- what its d^2 tests decided, at
+    which n, under which protocol -- and, for ASVI, :data:`CURRENT`'s decision on the same
+    truth class under it (or that it has none), then ``closing`` (the exit status); every
+    line at most :data:`WIDTH` characters."""
     current = load() if current is None else current
     theirs = {d.cls: d for d in current}
-    mine = decided_of(results)
-    if not mine:
-        return []
-    lines = [f"What this run decides (d^2; the tables follow), and under it {CURRENT}'s decision"
-             " on the same truth class (RESULTS.md):"]  # fmt: skip
-    for d in mine:
-        other = theirs.get(d.cls)
-        beside = (
-            f"{_range(other)}: {other.words()}" if other else "no truth of this class"
-        )  # fmt: skip
-        lines += [f"  {d.truth} ({_range(d)}): {d.words()}", f"    {CURRENT} {beside}"]
-    return lines
+    lines = wrapped(opening)
+    for r, d in _decided_entries(results, every_estimator=True):
+        proto = r.decision.protocol.partition("@")[0]
+        who = "" if ASVI.is_primary(r.estimator) else f"{r.estimator}, "
+        lines += wrapped(f"{d.truth} ({who}{_range(d)}, protocol {proto}): {d.words()}.")
+        if ASVI.is_primary(r.estimator):
+            other = theirs.get(d.cls)
+            beside = (f"decided on this class ({_range(other)}): {other.words()}." if other
+                      else "has no truth of this class.")  # fmt: skip
+            lines += wrapped(f"{CURRENT} {beside}", "  ")
+    return lines + wrapped(closing)
 
 
 def derive(records=RECORDS) -> list[Decided]:

@@ -116,7 +116,7 @@ from verify.cli.rates_args import (
     figures_dir,
     read_command,
 )
-from verify.decided import summary_lines
+from verify.decided import CURRENT, decision_block
 from verify.reading import stated_rate
 from verify.reading.analysis import analyse
 from verify.reading.design import design_power
@@ -163,7 +163,7 @@ def main(argv=None) -> int:
         else:
             plan = checked_plan(cmd)
             source, partial = plan.source, False
-            for note in plan.notes:
+            for note in () if args.quiet else plan.notes:
                 print(note)
     except (ValueError, RecordsError) as exc:
         print_error(exc)
@@ -273,7 +273,8 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
     source, records, control_records, partial = read
     t0 = time.perf_counter()
     if not args.records:
-        records, control_records = execute(args, plan, proto, workers, writing, source)
+        say = (lambda line: None) if args.quiet else print
+        records, control_records = execute(args, plan, proto, workers, writing, source, say)
     try:
         results = analyse(records, truths or None, control_records, proto)
     except ValueError as exc:
@@ -335,31 +336,39 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
     return records, control_records
 
 
+# the tiers that are smoke tests of the pipeline (seconds to minutes), not evidence
+SMOKE_TIERS = ("tiny", "quick")
+
+
+def opening_line(args, results, proto) -> str:
+    """What this run is, the decision block's first sentence: re-read records, a smoke
+    test, an exploratory or a confirmatory tier, and where the confirmatory evidence is."""
+    ns = [n for r in results for n in r.curve.ns]
+    upto = f"n <= {max(ns):,}" if ns else "no n"
+    evidence = f"the confirmatory evidence is {CURRENT} (RESULTS.md), beside each truth below"
+    if args.records:
+        return (f"Records {os.path.basename(args.records)} ({upto}), decided under protocol"
+                f" {proto.tag} ({proto.kind}); {evidence}.")  # fmt: skip
+    if proto.kind == "confirmatory":
+        return (f"Tier {args.tier}: confirmatory, pre-registered as protocol {proto.tag}"
+                f" ({upto}).")  # fmt: skip
+    if args.tier in SMOKE_TIERS:
+        return f"Tier {args.tier}: a smoke test ({upto}), not evidence; {evidence}."
+    return f"Tier {args.tier}: exploratory ({upto}, protocol {proto.tag}); {evidence}."
+
+
 def _report(args, results, read, proto, t0: float, notes=()) -> int:
-    """Print the results (the one-screen summary first), draw them and write the reports;
-    returns the exit status.  ``notes``: lines printed with the report's own notes (the
-    candidates left at the step cap, :func:`capped_notes`; printed only: the JSON report's
-    document, ``verify.results``, holds no field for them)."""
+    """Print the results, draw them and write the reports; returns the exit status.  The
+    decision block (``verify.decided.decision_block``: what the run is, one sentence per
+    truth, the exit status; lines of at most 100 characters) opens the report and ends the
+    run; between them the run's notes, the tables and findings, the column key with
+    ``--explain``; ``--quiet`` prints the decision block alone.  ``notes``: lines printed
+    with the report's own notes (the candidates left at the step cap,
+    :func:`capped_notes`; printed only: the JSON report's document, ``verify.results``,
+    holds no field for them)."""
     source, _, _, partial = read
     what = "recorded sweeps" if args.records else f"tier {args.tier}"
-    print(f"verify.rates: {what}, records {source}, {time.perf_counter() - t0:.0f} s")
-    theirs = results[0].decision.records_protocol if results else None
-    print(f"protocol: {proto.tag} ({proto.kind})")
-    if theirs is None and not args.records:
-        # a fresh run of an exploratory tier: its sweeps write no protocol tag (tagging
-        # them would change every exploratory record's fingerprint)
-        print(f"note: this tier's records carry no protocol tag; decided under {proto.tag}")
-    elif theirs != proto.tag:
-        print(
-            f"note: the records were written under {theirs or 'no protocol'}; these verdicts"
-            f" are under {proto.tag}"
-        )
-    for line in notes:
-        print(line)
-    for line in stated_rate.opening_lines(proto, results):
-        print(line)
     if partial:
-        print(f"WARNING: {PARTIAL_NOTE}: {source} was still being written when it was read")
         results = [  # in every entry of the JSON report
             dataclasses.replace(
                 r, decision=dataclasses.replace(r.decision, partial_read=PARTIAL_NOTE)
@@ -367,12 +376,28 @@ def _report(args, results, read, proto, t0: float, notes=()) -> int:
             for r in results
         ]
     status = exit_status(results)
-    summary = summary_lines(results)
-    if summary:
-        print("\n".join(["", *summary, f"  exit status {status}: {EXIT_WORDS[status]}", ""]))
-    print(format_results(results))
+    opening = opening_line(args, results, proto)
+    if partial:
+        opening += f" WARNING: {PARTIAL_NOTE}: {source} was still being written when read."
+    block = decision_block(results, opening, f"Exit status {status}: {EXIT_WORDS[status]}.")
+    rule = "=" * 100
+    say = (lambda line="": None) if args.quiet else print
+    say("\n".join([rule, *block, rule]))
+    say(f"verify.rates: {what}, records {source}, {time.perf_counter() - t0:.0f} s")
+    theirs = results[0].decision.records_protocol if results else None
+    say(f"protocol: {proto.tag} ({proto.kind})")
+    if args.records and theirs != proto.tag:
+        say(
+            f"note: the records were written under {theirs or 'no protocol'}; these verdicts"
+            f" are under {proto.tag}"
+        )
+    for line in notes:
+        say(line)
+    for line in stated_rate.opening_lines(proto, results):
+        say(line)
+    say(format_results(results, explain=args.explain))
     paths = plot_results(results, figures_dir(args), PARTIAL_NOTE if partial else None)
-    print(f"\nfigures: {', '.join(paths)}")
+    say(f"\nfigures: {', '.join(paths)}")
     if args.json:
         doc, stated = results_document(results), stated_rate.document_entry(proto, results)
         write_json(args.json, doc if stated is None else {**doc, "stated_rate": stated})
@@ -381,7 +406,7 @@ def _report(args, results, read, proto, t0: float, notes=()) -> int:
         if partial:
             heading += f" -- {PARTIAL_NOTE.upper()}"
         write_atomic(args.markdown, markdown_results(results, heading))
-    print(f"\n{EXIT_WORDS[status]}")
+    print("\n".join(["", rule, *block, rule]) if not args.quiet else "\n".join(block))
     return status
 
 

@@ -43,14 +43,22 @@ def test_verify_rates_end_to_end_tiny_tier(tmp_path):
         assert [c.n for c in e.control.cells] == [128, 512]
     d2 = next(e for e in report if e.metric == "d2")
     assert d2.theorem.predicted == pytest.approx(-0.5)
-    # the first screen, before the tables: the truth's line, the current decision on its
-    # class under it, the exit status; a fresh run says its tier writes no protocol tag
-    head = r.stdout.split("\n== ")[0]
-    assert "What this run decides" in head and "  holder-a0.5-p1-s0 (n = 128..512): theorem" in head
+    # the first screen, before the tables, and the last: what the tier is, the truth's
+    # sentence, the current decision on its class under it, the exit status, lines of at
+    # most 100 characters; a fresh run's own records get no note about protocol tags
+    rule = "=" * 100
+    head, tail = r.stdout.split("\n== ")[0], r.stdout.rstrip().split(f"\n{rule}\n")[-1]
+    first = head.split(rule)[1]
+    assert first.strip() + "\n" + rule == tail.strip()  # the run ends with the same block
+    assert all(len(line) <= 100 for line in first.splitlines())
+    flat = " ".join(line.strip() for line in first.strip().splitlines())
+    assert flat.startswith("Tier tiny: a smoke test (n <= 512), not evidence; the confirmatory")
+    assert "holder-a0.5-p1-s0 (n = 128..512, protocol " in flat
     current = next(d for d in decided.load() if d.cls == ("holder", 1, 0.5))
-    assert f"    {decided.CURRENT} n = {current.n_lo}..{current.n_hi}: {current.words()}" in head
-    assert f"exit status {r.returncode}: {EXIT_LINES[r.returncode]}" in head
-    assert "carry no protocol tag" in r.stdout and "written under no protocol" not in r.stdout
+    assert (f"{decided.CURRENT} decided on this class (n = {current.n_lo}..{current.n_hi}):"
+            f" {current.words()}.") in flat  # fmt: skip
+    assert f"Exit status {r.returncode}: {EXIT_LINES[r.returncode]}." in flat
+    assert "protocol tag" not in r.stdout and "written under no protocol" not in r.stdout
     assert (figs / "holder-a0.5-p1-s0.png").stat().st_size > 0
     rows = [ln for ln in md.read_text().splitlines() if ln.startswith("| asvi |")]
     assert len(rows) == 3 and all(e.theorem.verdict in md.read_text() for e in report)

@@ -70,7 +70,7 @@ def test_the_papers_own_rate_gives_the_same_report_as_no_rate(tmp_path, plain):
     assert {e["decision"]["protocol"] for e in doc0["results"]} == {tag}
     assert "stated_rate" not in doc0 and "stated rate" not in r0.stdout
     # shown: the opening lines and the JSON, per truth
-    head = r.stdout.split("What this run decides")[0]
+    head = r.stdout.split("\n== ")[0]
     assert f"stated rate (--rate): {PAPER} replaces the paper's band" in head
     assert "holder-a0.5-p1-s0 (n = 250..4000): n^-0.5 log^2 n (e = -0.5, c = 2.0)" in head
     assert "holder-a1.5-p1-s0 (n = 250..4000): n^-0.75 log^2 n (e = -0.75, c = 2.0)" in head

@@ -92,10 +92,11 @@ class RateCheck:
         lines.append(f"status {self.status}: {_words(self.status)}")
         return "\n".join(lines)
 
-    def tables(self) -> str:
+    def tables(self, explain: bool = True) -> str:
         """The command's tables, per truth and estimator
-        (``verify.report.render.format_results``)."""
-        return format_results(list(self.results))
+        (``verify.report.render.format_results``), with the key to their columns unless
+        ``explain`` is False."""
+        return format_results(list(self.results), explain=explain)
 
     def plot(self, folder: str | None = None) -> list[str]:
         """The command's figure per truth (the rate against the band and the reference, one

@@ -236,6 +236,18 @@ def _outputs(g) -> None:
         metavar="DIR",
         help="figure folder (default results/verify-TIER)",
     )
+    g.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print the decision block alone (what each truth's d^2 tests decided, the exit"
+        " status); errors still on stderr, the --json/--markdown/figures still written",
+    )
+    g.add_argument(
+        "--explain",
+        action="store_true",
+        help="after the tables, the key to their columns (what each column is and the rule"
+        " behind it)",
+    )
 
 
 def _where(g) -> None:

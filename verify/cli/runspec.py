@@ -72,6 +72,8 @@ class RunSpec:
     json: str | None = None
     markdown: str | None = None
     figures: str | None = None
+    quiet: bool = False
+    explain: bool = False
     # where the sweeps run
     scheduler: str | None = None
     scheduler_timeout: float | None = None

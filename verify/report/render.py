@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import textwrap
 from typing import TYPE_CHECKING
 
 import matplotlib
@@ -36,10 +37,11 @@ if TYPE_CHECKING:  # the results module imports nothing from here; typing only
 __all__ = ["format_results", "plot_results", "power_lines", "markdown_results"]
 
 
-def format_results(results: list[MetricResult]) -> str:
+def format_results(results: list[MetricResult], explain: bool = True) -> str:
     """The plain-text report: per truth its cell table, slope and attainment tables,
-    findings and budget control; then the input-dimension comparisons and a key to the
-    columns."""
+    findings and budget control; then the input-dimension comparisons and, with
+    ``explain``, the key to the columns (:data:`LEGEND`), else a line saying how to get
+    it."""
     lines = []
     for key in dict.fromkeys(r.truth for r in results):
         rows = [r for r in results if r.truth == key]
@@ -64,35 +66,81 @@ def format_results(results: list[MetricResult]) -> str:
             lines += _budget_lines(er)
         lines += _starts_lines(rows)
     lines += _input_dimension_lines(results)
-    lines += [
-        "",
-        "columns: steps = most steps any candidate used; cands = candidate widths; top = "
-        "selections at the largest candidate; band = [e, e + c ell] (c: c_band, the log "
-        "power of the result covering the truth at its sharp reading; the proved bound's "
-        "reading, delta_flip / delta_pass and the log-factor-or-power test are on each d2 "
-        "entry's lines); c_flip = "
-        "the band log power below which "
-        "the theorem test FAILs; e/2 ctl = the too-slow control rejected? (it decides a PASS "
-        "under the earlier protocols; under the confirming rule, exploratory-v2 on, a PASS "
-        "is the interval's upper end below the band's top and e/2 is reported only); power "
-        "= computed before the data from the protocol's pilot cv: the probability of a PASS "
-        "at the exponent reaching the protocol's floor (the confirming rule) or the design "
-        "separating e from e/2 (the earlier rule) (a non-rejection is then INCONCLUSIVE, "
-        "else UNDECIDABLE; a rejection stands either way); replication = the share of "
-        "bootstrap resamples of replicates giving the verdict, the leave-one-out sets "
-        "flipping it and its margin in SE (fragile: a decided verdict below the floor); "
-        "top-half = slope over the upper half of log n (bend: differs from the "
-        "global slope beyond its CI; stated, never deciding); ref = class-matched reference "
-        "(linear spline, mesh by CV) slope; ASVI-ref = paired slope difference over the "
-        "whole design, against the log^c allowance; c_hat = the log power it amounts to; "
-        "a-pow = can the attainment test tell the allowance from half the reference's rate "
-        "(else a PASS is UNDECIDABLE); w-min ctl = the same test for SVI at the smallest "
-        "candidate width (must FAIL); dbl shift = the budget control's change of the slope, "
-        "an equivalence test against the protocol's margin (converged: verdicts stand; "
-        "undetermined: they stand, labelled; limited: INCONCLUSIVE); oracle = oracle-width "
-        "SVI's slope; ratio = slope of ASVI/oracle risk.",
-    ]
+    if explain:
+        lines += ["", "columns:", *[ln for col, text in LEGEND
+                                    for ln in _wrap(f"{col} = {text}", "  ")]]  # fmt: skip
+    else:
+        lines += ["", "columns: explained with --explain (RateCheck.tables(explain=True))"]
     return "\n".join(lines)
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, 100, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False)  # fmt: skip
+
+
+# the key to the report's columns, one entry per column: what it is and the rule behind it
+# (tests/verify/test_legend.py holds the sentences that state a rule against the rule)
+LEGEND = (
+    ("steps", "most steps any candidate used"),
+    ("cands", "candidate widths"),
+    ("top", "selections at the largest candidate"),
+    (
+        "band",
+        "[e, e + c ell] (c: c_band, the log power of the result covering the truth at"
+        " its sharp reading; the proved bound's reading, delta_flip / delta_pass and the"
+        " log-factor-or-power test are on each d2 entry's lines)",
+    ),
+    ("c_flip", "the band log power below which the theorem test FAILs"),
+    (
+        "e/2 ctl",
+        "the too-slow control rejected? (it decides a PASS under the earlier"
+        " protocols; under the confirming rule, exploratory-v2 on, a PASS is the interval's"
+        " upper end below the band's top and e/2 is reported only)",
+    ),
+    (
+        "power",
+        "computed before the data from the protocol's pilot cv: the probability of a"
+        " PASS at the exponent reaching the protocol's floor (the confirming rule) or the design"
+        " separating e from e/2 (the earlier rule); without power a non-rejection is"
+        " UNDECIDABLE, with it INCONCLUSIVE; a rejection stands either way",
+    ),
+    (
+        "replication",
+        "the share of bootstrap resamples of replicates giving the verdict, the"
+        " leave-one-out sets flipping it and its margin in SE (fragile: a decided verdict below"
+        " the floor)",
+    ),
+    (
+        "top-half",
+        "slope over the upper half of log n (bend: differs from the global slope"
+        " beyond its CI; stated, never deciding)",
+    ),
+    ("ref", "class-matched reference (linear spline, mesh by CV) slope"),
+    ("ASVI-ref", "paired slope difference over the whole design, against the log^c allowance"),
+    ("c_hat", "the log power it amounts to"),
+    (
+        "a-pow",
+        "computed before the data from the pilot cv: can the attainment test tell the"
+        " allowance from half the reference's rate? no: a non-rejection (the interval across"
+        " the allowance) is UNDECIDABLE, not INCONCLUSIVE; a PASS or a FAIL stands either way."
+        " Where the allowance eats the half-rate gap no interval can PASS: within it, the"
+        " verdict is UNDECIDABLE",
+    ),
+    (
+        "w-min ctl",
+        "the same test for SVI at the smallest candidate width (must FAIL; a PASS"
+        " whose control does not FAIL is INCONCLUSIVE)",
+    ),
+    (
+        "dbl shift",
+        "the budget control's change of the slope, an equivalence test against the"
+        " protocol's margin (converged: verdicts stand; undetermined: they stand, labelled;"
+        " limited: INCONCLUSIVE)",
+    ),
+    ("oracle", "oracle-width SVI's slope"),
+    ("ratio", "slope of ASVI/oracle risk"),
+)
 
 
 ARM_LABELS = {

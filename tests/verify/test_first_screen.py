@@ -1,0 +1,34 @@
+"""The answer on the first and last screen (issue 77, item 1): ``verify.rates`` opens and
+ends with the decision block (what the run is, one sentence per truth, the exit status;
+lines of at most 100 characters); ``--quiet`` prints it alone; the column key is behind
+``--explain``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.factories import run_main
+
+QUICK = Path(__file__).resolve().parents[2] / "figures" / "reference" / "records-quick.jsonl.gz"
+RULE = "=" * 100
+
+
+def _rates(tmp_path, *flags):
+    return run_main("verify.rates", "--records", str(QUICK), "--figures", str(tmp_path / "f"),
+                    *flags, cwd=tmp_path)  # fmt: skip
+
+
+def test_quiet_prints_the_decision_block_alone_and_explain_the_key(tmp_path):
+    full = _rates(tmp_path)
+    quiet = _rates(tmp_path, "--quiet")
+    assert quiet.returncode == full.returncode == 3
+    block = full.stdout.split(RULE)[1].strip("\n")
+    assert quiet.stdout.strip("\n") == block  # the same block, and nothing else
+    assert all(len(line) <= 100 for line in quiet.stdout.splitlines())
+    assert block.startswith("Records records-quick.jsonl.gz (n <= 4,000), decided under")
+    assert "holder-a0.5-p1-s0 (n = 250..4000" in block and "holder-a1.5-p1-s0" in block
+    assert block.splitlines()[-1].startswith("Exit status 3: ")
+    assert "a-pow = " not in full.stdout and "--explain" in full.stdout
+    explained = _rates(tmp_path, "--explain")
+    assert "  a-pow = computed before the data" in explained.stdout
+    assert (tmp_path / "f" / "holder-a0.5-p1-s0.png").exists()  # quiet still draws
