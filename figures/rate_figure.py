@@ -24,13 +24,13 @@ def rate_figure(records, out_dir: str, tag: str, metrics=METRICS) -> dict:
     truths = list(dict.fromkeys(r.truth for r in res))
     cols = len(metrics) + 1
     fig, axes = plt.subplots(
-        len(truths), cols, figsize=(4.2 * cols, 3.7 * len(truths)), squeeze=False
+        len(truths), cols, figsize=(4.6 * cols, 6.2 * len(truths)), squeeze=False
     )
     for row, key in zip(axes, truths, strict=True):
         rs = [r for r in res if r.truth == key]
         for ax, r in zip(row[:-1], rs, strict=True):
             draw_rate_panel(ax, r)
-            ax.set_title(f"{key}\n{ax.get_title()}", fontsize=8)
+            ax.set_title(f"{key}\n{ax.get_title()}", fontsize=9)
         draw_width_panel(row[-1], rs[0])
     fig.tight_layout()
     paths = save_figure(fig, out_dir, f"rates-{tag}")

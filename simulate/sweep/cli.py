@@ -25,7 +25,7 @@ from simulate.sweep.run.spec import SweepSpec
 from simulate.sweep.setup.config import SweepConfig
 from simulate.sweep.setup.flags import add_sweep_flags, overrides_from_args
 from simulate.sweep.setup.recipes import DEFAULT_RECIPE, RECIPES, recipe_settings
-from simulate.sweep.setup.truth_spec import TRUTH_HELP, TruthSpec
+from simulate.sweep.setup.truth_spec import TRUTH_HELP, TruthSpec, with_truth_usage
 from theory.plumbing.cli import Parser, interrupted, print_error
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.parse import NUMBER_LIMIT, BoundsError, parse_line
@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="resume --out although the code that wrote it differs (the configuration"
         " otherwise the same); each new record notes the files that changed",
     )
-    return ap
+    return with_truth_usage(ap)
 
 
 def config_from_args(truths, args) -> SweepConfig:

@@ -16,7 +16,7 @@ from simulate.sweep.run.parallel import add_scheduler_flags, check_cluster_flags
 from simulate.sweep.setup import tiers
 from simulate.sweep.setup.flags import add_sweep_flags, overrides_from_args
 from simulate.sweep.setup.recipes import DEFAULT_RECIPE, RECIPES
-from simulate.sweep.setup.truth_spec import TRUTH_HELP
+from simulate.sweep.setup.truth_spec import TRUTH_HELP, with_truth_usage
 from theory.plumbing.cli import Parser
 from theory.plumbing.paths import (
     check_distinct,
@@ -43,7 +43,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     )
     for title, add in _FLAG_GROUPS:
         add(ap.add_argument_group(title))
-    return ap
+    return with_truth_usage(ap)
 
 
 def parser_defaults() -> dict:

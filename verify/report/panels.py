@@ -13,8 +13,14 @@ import numpy as np
 if TYPE_CHECKING:  # the results module imports nothing from here; typing only
     from verify.results import MetricResult
 
-__all__ = ["ARM_SHORT", "draw_elbo_gap_panel", "loglog_axes", "draw_rate_panel", "draw_width_panel"]
+__all__ = [
+    "ARM_SHORT", "LEGEND_PT", "draw_elbo_gap_panel", "loglog_axes", "draw_rate_panel",
+    "draw_width_panel", "n_label", "outside_legend",
+]  # fmt: skip
 
+
+# the metrics as a panel's title names them
+METRIC_WORDS = {"d2": "d^2 (squared Hellinger)", "d": "d (Hellinger)", "l2sq": "squared L2"}
 
 ARM_SHORT = {"W": "from start", "W0": "start", "W0s": "start, sds fitted",
              "W0f": "start held, sds trained", "P": "plain Adam"}  # fmt: skip
@@ -38,18 +44,48 @@ def draw_elbo_gap_panel(ax, r: MetricResult) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("n")
     ax.set_ylabel("nats")
-    ax.set_title(f"constructive vs random start: {c.answer_key}", fontsize=8)
-    ax.legend(fontsize=6)
+    ax.set_title(f"constructive vs random start: {c.answer_key}", fontsize=9)
+    ax.tick_params(labelsize=TICK_PT)
+    outside_legend(ax)
 
 
-def loglog_axes(ax) -> None:
-    """Log-log axes against n without the cluttered minor tick labels."""
+# the panels' text sizes (points): legible at the size a notebook shows a figure
+LEGEND_PT = 8
+TICK_PT = 8
+
+
+def n_label(n: float, _pos=None) -> str:
+    """A sample size as a tick label: ``250``, ``4000``, ``32k``, ``512k``, ``1.5M``."""
+    n = float(n)
+    if n >= 1e6:
+        return f"{n / 1e6:g}M"
+    return f"{n / 1e3:g}k" if n >= 1e4 else f"{n:g}"
+
+
+def loglog_axes(ax, ns=None) -> None:
+    """Log-log axes against n: the x ticks at the design's sample sizes ``ns`` (labelled
+    ``250``, ``32k``; a log axis alone labelled one decade of 250..4000), the y ticks at 1, 2
+    and 5 per decade (labelled as numbers), no minor tick labels."""
 
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    if ns is not None:
+        ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator([float(n) for n in ns]))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(n_label))
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    else:
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:g}"))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.tick_params(labelsize=TICK_PT)
     ax.set_xlabel("n")
+
+
+def outside_legend(ax) -> None:
+    """The panel's legend below its axes, outside the data, at :data:`LEGEND_PT`."""
+    ax.legend(fontsize=LEGEND_PT, loc="upper center", bbox_to_anchor=(0.5, -0.16),
+              frameon=False, borderaxespad=0.0)  # fmt: skip
 
 
 def draw_rate_panel(ax, r: MetricResult) -> None:
@@ -97,7 +133,10 @@ def draw_rate_panel(ax, r: MetricResult) -> None:
                 ax.plot(ns, getattr(c.arms[arm], r.metric), fmt, color=color, ms=4,
                         label=f"{arm} ({ARM_SHORT[arm]}){slope}")  # fmt: skip
     band = y0 * (grid / x0) ** t.band[0], y0 * (grid / x0) ** t.band[1]
-    ax.plot(grid, band[0], "C3--", label=f"predicted {t.predicted:.3f}")
+    ax.plot(grid, band[0], "C3--", label=f"predicted e = {t.predicted:.3f}")
+    # the too-slow alternative the verdicts are told apart from (e/2 ctl, the power)
+    ax.plot(grid, y0 * (grid / x0) ** (t.predicted / 2), "C7:",
+            label=f"half the rate, e/2 = {t.predicted / 2:.3f}")  # fmt: skip
     ax.fill_between(
         grid,
         np.minimum(*band),
@@ -106,10 +145,11 @@ def draw_rate_panel(ax, r: MetricResult) -> None:
         alpha=0.12,
         label="theorem band (log factor)",
     )
-    loglog_axes(ax)
+    loglog_axes(ax, ns)
     att = a.verdict if a else "n/a"
-    ax.set_title(f"{r.metric}: theorem {t.verdict}, attainment {att}", fontsize=8)
-    ax.legend(fontsize=5 if r.starts else 6)
+    ax.set_title(f"{METRIC_WORDS.get(r.metric, r.metric)}: theorem {t.verdict},"
+                 f" attainment {att}", fontsize=9)  # fmt: skip
+    outside_legend(ax)
 
 
 def draw_width_panel(ax, r: MetricResult) -> None:
@@ -129,7 +169,7 @@ def draw_width_panel(ax, r: MetricResult) -> None:
         g = r.p / (2 * r.alpha + r.p)
         j = len(ns) // 2
         ax.plot(ns, med[j] * (ns / ns[j]) ** g, "C3--", label=f"n^{g:.2f} (predicted growth)")
-    loglog_axes(ax)
+    loglog_axes(ax, ns)
     ax.set_ylabel("width")
-    ax.set_title("selected width", fontsize=8)
-    ax.legend(fontsize=6)
+    ax.set_title("selected width", fontsize=9)
+    outside_legend(ax)

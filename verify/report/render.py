@@ -353,8 +353,9 @@ def plot_results(results: list[MetricResult], out_dir: str, note: str | None = N
         widths = rows[0].asvi is not None
         gap = next((r for r in rows if r.starts and r.primary), None)
         extra = widths + (gap is not None)
+        # the legends sit below the axes, outside the data (panels.outside_legend)
         fig, axes = plt.subplots(
-            1, len(rows) + extra, figsize=(4.4 * (len(rows) + extra), 3.8), squeeze=False
+            1, len(rows) + extra, figsize=(4.6 * (len(rows) + extra), 6.2), squeeze=False
         )
         axes = axes[0]
         for ax, r in zip(axes[: len(rows)], rows, strict=True):
@@ -367,7 +368,7 @@ def plot_results(results: list[MetricResult], out_dir: str, note: str | None = N
         fig.tight_layout()
         path = os.path.join(out_dir, f"{key}.png")
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=110, format="png")
+            fig.savefig(tmp, dpi=110, format="png", bbox_inches="tight")
         plt.close(fig)
         paths.append(path)
     return paths

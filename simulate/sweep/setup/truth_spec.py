@@ -18,6 +18,17 @@ __all__ = ["HOLDER_N_REF", "TRUTH_HELP", "TruthSpec", "f0_describe", "stable_see
 # function a replicate draws does not depend on the tier.
 HOLDER_N_REF = 2**20
 TRUTH_HELP = "Truths: --truth holder --alpha A --p P | --truth teacher --p P (repeatable)."
+# the truth groups in a usage line (they are read before argparse: simulate.sweep.cli.parse_truths)
+TRUTH_USAGE = "[--truth {holder,teacher} [--alpha A] --p P [--truth-seed S] ...]"
+
+
+def with_truth_usage(ap):
+    """``ap`` (an argparse parser whose argv has had its ``--truth`` groups taken out first)
+    with those groups in its usage line, after the program's name: ``--help`` and every
+    error's usage show them (argparse, which never sees them, left them out)."""
+    usage = ap.format_usage().removeprefix("usage: ").strip()
+    ap.usage = usage.replace(ap.prog, f"{ap.prog} {TRUTH_USAGE}", 1)
+    return ap
 
 
 def stable_seed(*parts) -> int:
