@@ -135,6 +135,7 @@ from verify.report.status import (
     EXIT_PASS,
     exit_status,
 )
+from verify.report.tidy import csv_text, tidy_rows
 from verify.results import results_document
 
 __all__ = ["main"]
@@ -281,6 +282,8 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
         print_error(exc)
         return EXIT_BAD_INPUT
     notes = capped_notes(records, control_records, bool(control_records), _confirmatory(args))
+    if args.csv:  # the tidy table: the records' cells, as the verdicts read them
+        write_atomic(args.csv, csv_text(tidy_rows(records, control_records, proto.tag)))
     return _report(args, results, read, proto, t0, notes)
 
 

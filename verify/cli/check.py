@@ -37,6 +37,7 @@ from verify.rates import EXIT_WORDS, checked_plan, execute
 from verify.reading.analysis import analyse
 from verify.report.render import format_results, plot_results
 from verify.report.status import exit_status
+from verify.report.tidy import COLUMNS, tidy_rows
 from verify.results import results_document
 
 __all__ = ["RateCheck", "RunOptions", "check_rate", "estimator_spec", "run_spec"]
@@ -55,6 +56,7 @@ class RateCheck:
     protocol: str
     records: str
     spec: RunSpec
+    rows: tuple = ()  # the tidy table's rows (verify.report.tidy): one per cell and estimator
 
     def __repr__(self) -> str:
         ests = sorted({r.estimator for r in self.results})
@@ -91,6 +93,23 @@ class RateCheck:
             lines.append(line)
         lines.append(f"status {self.status}: {_words(self.status)}")
         return "\n".join(lines)
+
+    def to_rows(self) -> list[dict]:
+        """The tidy table (``verify.report.tidy``): one dict per cell and estimator, every
+        metric, the selected width, seeds, timings and the protocols."""
+        return [dict(r) for r in self.rows]
+
+    def to_frame(self):
+        """:meth:`to_rows` as a pandas DataFrame, its columns in ``verify.report.tidy.COLUMNS``'
+        order (pandas: ``pip install 'asvi-rates[frame]'``)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError(
+                "RateCheck.to_frame needs pandas: pip install 'asvi-rates[frame]' (or use"
+                " to_rows(), a list of dicts)"
+            ) from None
+        return pd.DataFrame(self.to_rows(), columns=list(COLUMNS))
 
     def tables(self, explain: bool = True) -> str:
         """The command's tables, per truth and estimator
@@ -268,4 +287,5 @@ def check_rate(estimator=None, *, truths=None, ns=None, replicates=None, protoco
         say(note)
     records, controls = execute(spec, plan, cmd.proto, cmd.workers, [], plan.source, say)
     results = analyse(records, cmd.truths or None, controls, cmd.proto)
-    return RateCheck(tuple(results), exit_status(results), cmd.proto.tag, plan.source, spec)
+    rows = tuple(tidy_rows(records, controls, cmd.proto.tag))
+    return RateCheck(tuple(results), exit_status(results), cmd.proto.tag, plan.source, spec, rows)

@@ -159,8 +159,9 @@ RULES = (
 )
 
 # the options that act only on the run itself, which a dry run does not make
-DRY_RUN_IDLE = ("json", "markdown", "figures", "explain", "quiet", "new_file", "accept_code_change",
-                "scheduler_timeout", "worker_timeout", "control_from_start")  # fmt: skip
+DRY_RUN_IDLE = ("json", "markdown", "csv", "figures", "explain", "quiet", "new_file",
+                "accept_code_change", "scheduler_timeout", "worker_timeout",
+                "control_from_start")  # fmt: skip
 
 
 def context(tier: dict, confirmatory: bool) -> dict:

@@ -231,6 +231,13 @@ def _outputs(g) -> None:
         help="write the report's tables and findings as Markdown",
     )
     g.add_argument(
+        "--csv",
+        type=path_arg,
+        metavar="PATH",
+        help="write the results as a tidy table: one row per cell and estimator, every metric,"
+        " the selected width, seeds, timings and the protocol (verify.report.tidy)",
+    )
+    g.add_argument(
         "--figures",
         type=path_arg,
         metavar="DIR",

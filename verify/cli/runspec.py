@@ -71,6 +71,7 @@ class RunSpec:
     # the outputs
     json: str | None = None
     markdown: str | None = None
+    csv: str | None = None
     figures: str | None = None
     quiet: bool = False
     explain: bool = False
