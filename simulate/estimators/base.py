@@ -34,7 +34,6 @@ from simulate.core.posterior import (
 from simulate.core.stopping import STOP_DEFAULTS, StopRule
 from simulate.core.training import train_models
 from simulate.estimators.inputs import (
-    _SEED_MAX,
     EPOCH_COUNT,
     MIN_NOISE_POINTS,
     Y_SCALE_RANGE,
@@ -49,6 +48,7 @@ from simulate.estimators.inputs import (
     check_noise_points,
     check_predict_sizes,
     resolve_device,
+    seed_of,
     validate_numeric,
 )
 from simulate.estimators.policy import (
@@ -64,10 +64,6 @@ from simulate.references.constructive import encode, spline_starts
 # the estimators' parameters that are Hyper's fields under the same names, copied into
 # the fit's Hyper as they are (``_Base._hyper``; the others are derived there)
 ESTIMATOR_HYPER = ("sigma_0", "slab", "lam", "mc_samples", "lr", "optimizer", "l3", "sampling")
-
-
-# the former name of ``random_state``, read for one more release (``_Base._seed``)
-SEED_DEPRECATED = "deprecated"
 
 
 class _Base(FitSummaryMixin, BaseEstimator):
@@ -153,25 +149,9 @@ class _Base(FitSummaryMixin, BaseEstimator):
         return np.sort(perm[k:]), np.sort(perm[:k])
 
     def _seed(self) -> int:
-        """The fit's seed: ``random_state`` (scikit-learn's name: an integer in [0, 2^63),
-        a ``numpy.random.RandomState`` or ``Generator`` drawn from once, or None: one drawn
-        from numpy's global generator, as scikit-learn's ``check_random_state`` reads None);
-        ``seed``, its former name, is read for one more release with a ``FutureWarning``."""
-        rs = self.random_state
-        if not (isinstance(self.seed, str) and self.seed == SEED_DEPRECATED):
-            warnings.warn(
-                f"{type(self).__name__}: 'seed' was renamed 'random_state' (scikit-learn's"
-                " name) and will be removed in the next release; give random_state instead",
-                FutureWarning, stacklevel=3,
-            )  # fmt: skip
-            rs = self.seed
-        if rs is None:  # numpy's global RandomState, as scikit-learn's
-            return int(np.random.randint(0, 2**31 - 1))
-        if isinstance(rs, np.random.RandomState):
-            return int(rs.randint(0, 2**31 - 1))
-        if isinstance(rs, np.random.Generator):
-            return int(rs.integers(0, 2**31 - 1))
-        return _integer("random_state", rs, lo=0, hi=_SEED_MAX)
+        """The fit's seed (``simulate.estimators.inputs.seed_of``: ``random_state``, or the
+        former ``seed`` with a ``FutureWarning``)."""
+        return seed_of(type(self).__name__, self.random_state, self.seed)
 
     def _checked_params(self):
         """The parameters a fit reads before any work, checked: ``(widths, depth, seed,

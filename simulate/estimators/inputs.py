@@ -332,3 +332,30 @@ def check_noise_points(name: str, n: int, stacklevel: int = 3) -> None:
             SmallSampleWarning,
             stacklevel=stacklevel,
         )
+
+
+# the former name of ``random_state``, read for one more release (:func:`seed_of`)
+SEED_DEPRECATED = "deprecated"
+
+
+def seed_of(name: str, random_state, seed=SEED_DEPRECATED) -> int:
+    """An estimator's (``name``'s) fit seed: ``random_state`` (scikit-learn's name: an
+    integer in [0, 2^63), a ``numpy.random.RandomState`` or ``Generator`` drawn from once, or
+    None: one drawn from numpy's global generator, as scikit-learn's ``check_random_state``
+    reads None); ``seed``, its former name, is read for one more release with a
+    ``FutureWarning``."""
+    rs = random_state
+    if not (isinstance(seed, str) and seed == SEED_DEPRECATED):
+        warnings.warn(
+            f"{name}: 'seed' was renamed 'random_state' (scikit-learn's name) and will be"
+            " removed in the next release; give random_state instead",
+            FutureWarning, stacklevel=5,
+        )  # fmt: skip
+        rs = seed
+    if rs is None:  # numpy's global RandomState, as scikit-learn's
+        return int(np.random.randint(0, 2**31 - 1))
+    if isinstance(rs, np.random.RandomState):
+        return int(rs.randint(0, 2**31 - 1))
+    if isinstance(rs, np.random.Generator):
+        return int(rs.integers(0, 2**31 - 1))
+    return _integer("random_state", rs, lo=0, hi=_SEED_MAX)

@@ -19,7 +19,8 @@ from simulate.core.posterior import (
     ELBO_DRAWS,
     PREDICT_DRAWS,
 )
-from simulate.estimators.base import SEED_DEPRECATED, _Classifier, _Regressor
+from simulate.estimators.base import _Classifier, _Regressor
+from simulate.estimators.inputs import SEED_DEPRECATED
 from simulate.sweep.setup.recipes import DEFAULT_RECIPE, RECIPE_DEFAULTS, recipe_settings
 
 _COMMON_DOC = """
