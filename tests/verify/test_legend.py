@@ -55,3 +55,34 @@ def test_the_key_is_behind_explain_and_fits_the_screen():
     assert sum(line.startswith("  a-pow = ") for line in lines) == 1
     short = format_results([], explain=False)
     assert "a-pow" not in short and "--explain" in short
+
+
+def test_another_estimators_table_names_its_difference_in_its_own_words():
+    """The attainment table's difference column is ``ASVI-ref`` for ASVI only; a control's
+    or a named regressor's reads ``est-ref``."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    from verify.reading.analysis import analyse
+    from verify.report.tables import _attain_table_lines
+
+    ref = Path(__file__).resolve().parents[2] / "figures" / "reference"
+    with gzip.open(ref / "records-confirm4-gp.jsonl.gz", "rt", encoding="utf-8") as fh:
+        recs = [json.loads(line) for line in fh]
+    gp = [r for r in analyse(recs) if r.attainment is not None]
+    assert gp and all(not r.estimator.startswith("asvi") for r in gp)
+    header = _attain_table_lines(gp[:1])[0]
+    assert "est-ref" in header and "ASVI-ref" not in header
+    asvi = [r for r in analyse(_quick()) if r.estimator == "asvi"]
+    assert "ASVI-ref" in _attain_table_lines(asvi[:1])[0]
+
+
+def _quick():
+    import gzip
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "figures" / "reference" / "records-quick.jsonl.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]

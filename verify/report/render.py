@@ -117,7 +117,11 @@ LEGEND = (
         " beyond its CI; stated, never deciding)",
     ),
     ("ref", "class-matched reference (linear spline, mesh by CV) slope"),
-    ("ASVI-ref", "paired slope difference over the whole design, against the log^c allowance"),
+    (
+        "ASVI-ref",
+        "paired slope difference over the whole design, against the log^c allowance"
+        " (est-ref for another estimator: a control or a named regressor)",
+    ),
     ("c_hat", "the log power it amounts to"),
     (
         "a-pow",

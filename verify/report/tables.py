@@ -152,9 +152,11 @@ def _slope_table_lines(rows: list[MetricResult]) -> list[str]:
 
 def _attain_table_lines(rows: list[MetricResult]) -> list[str]:
     """Per metric: the reference, the attainment test with its allowance and c_hat, its
-    negative control, the budget control's slope shift and the oracle-width columns."""
+    negative control, the budget control's slope shift and the oracle-width columns (the
+    difference's column ``ASVI-ref`` for ASVI, ``est-ref`` for another estimator)."""
+    diff = "ASVI-ref" if rows and is_asvi(rows[0].estimator) else "est-ref"
     lines = [
-        f"{'metric':>6s} {'ref':>7s} {'ASVI-ref':>8s} {'95% CI':>17s} {'allow':>6s}"
+        f"{'metric':>6s} {'ref':>7s} {diff:>8s} {'95% CI':>17s} {'allow':>6s}"
         f" {'c_hat':>6s} {'c_hat 95% CI':>17s} {'a-pow':>5s} {'attain':>12s} {'w-min ctl':>9s}"
         f" {'dbl shift':>9s} {'95% CI':>17s} {'budget':>12s}  {'oracle':>7s} {'ratio':>6s}"
     ]

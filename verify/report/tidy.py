@@ -1,19 +1,20 @@
-"""The results as a tidy table (issue 77, item 4): one row per cell and estimator, for
-pandas, R or a spreadsheet (``verify.rates --csv FILE``, ``RateCheck.to_rows()`` and
+"""The results as a tidy table (issue 77, item 4): one row per cell and estimator, for pandas,
+R or a spreadsheet (``verify.rates --csv FILE``, ``RateCheck.to_rows()`` and
 ``RateCheck.to_frame()``).
 
 A row is one estimator's numbers in one cell (truth, n, replicate) of one run: ``run`` is
 ``sweep`` or ``budget-control`` (the budget-doubling control's records); ``role`` is
-``estimator`` (ASVI's selected candidate, or a named regressor), ``arm`` (a
-constructive-start arm, ``asvi-W`` and so on), ``member`` (a known-answer control's member,
-``gp-matern-NU``, ``knn-matched``), ``reference`` (the class-matched linear spline, its mesh in
-``reference_k``) or ``oracle`` (the piecewise-polynomial oracle); every metric (d2, d, l2sq;
-empty where the cell failed), the selected width and the candidate widths (ASVI's), the
-sweep's ``seed`` (``config.seed``: each cell's data, test and model seeds derive from it and
-the cell's key, ``simulate.sweep.setup.truth_spec.stable_seed``), the depth and lambda_s, the job's training and evaluation seconds (every record
-of a job holds its job's), the protocol the records were written under and the one they
-are decided under.  Read from the records' cells (``verify.reading.records.Cell``), never
-re-derived."""
+``estimator`` (ASVI's selected candidate, or a named regressor), ``arm`` (a constructive-
+start arm, ``asvi-constructive``, ``plain-adam`` and so on), ``member`` (a known-answer
+control's member, ``gp-matern-NU``, ``knn-matched``), ``reference`` (the class-matched
+linear spline, its mesh in ``reference_k``) or ``oracle`` (the piecewise-polynomial oracle);
+every metric (d2, d, l2sq; empty where the cell failed), the selected width and the
+candidate widths (ASVI's), the sweep's ``seed`` (``config.seed``: each cell's data, test and
+model seeds derive from it and the cell's key,
+``simulate.sweep.setup.truth_spec.stable_seed``), the depth and lambda_s, the job's training
+and evaluation seconds (every record of a job holds its job's), the protocol the records
+were written under and the one they are decided under. Read from the records' cells
+(``verify.reading.records.Cell``), never re-derived."""
 
 from __future__ import annotations
 
