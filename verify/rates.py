@@ -306,11 +306,11 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
     # check (its processes import while this one derives the exponents)
     with shared_pool(None if args.scheduler else workers or None, warm=warm_worker):
         for run in plan.runs:
-            cfg, own = run.cfg, f" {run.name}" if run.name else ""
+            cfg, own = run.sweep.config, f" {run.name}" if run.name else ""
             ccfg = run.control and run.control.config
             say(power_lines(design_power(cfg, proto), cfg))
             t1 = time.perf_counter()
-            link = _budget_link(args, cfg, run.path, ccfg, say)
+            link = _budget_link(args, cfg, run.sweep.out, ccfg, say)
             recs = sweep(run.sweep, link and link[0])
             records += recs
             say(f"sweep{own}: {time.perf_counter() - t1:.0f} s")

@@ -314,7 +314,7 @@ def test_the_step_flags_reach_a_confirmatory_tiers_sweeps(tmp_path):
         proto = rates_args.protocol_of(args)
         plan = plan_mod.planned_sweep(args, None, rates_args.tier_of(args, proto),
                                     rates_args.checked_overrides(args), proto)  # fmt: skip
-        cfgs = [r.cfg for r in plan.runs]
+        cfgs = [r.sweep.config for r in plan.runs]
         assert cfgs and all(c.mlp == mlp and c.compile == compiled for c in cfgs), flags
         assert all(c.protocol == proto.tag for c in cfgs)
 

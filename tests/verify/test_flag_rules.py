@@ -167,7 +167,7 @@ def test_the_step_flags_move_a_confirmatory_design_and_say_so(tmp_path):
     plan = planned_sweep(args, [], tier, checked_overrides(args), proto)
     assert plan.runs
     for run in plan.runs:
-        assert (run.cfg.mlp, run.cfg.compile) == ("native-step", False)
+        assert (run.sweep.config.mlp, run.sweep.config.compile) == ("native-step", False)
         assert (run.control.config.mlp, run.control.config.compile) == ("native-step", False)
     r = run_main("verify.rates", *argv, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -104,6 +104,6 @@ def test_planning_opens_no_records_file_and_resolving_does(tmp_path):
     out.write_text("not a record\n")
     cmd = read_command(["--tier", "tiny", "--out", str(out)])
     plan = plan_mod.planned_sweep(cmd.spec, cmd.truths, cmd.tier, cmd.overrides, cmd.proto)
-    assert plan.runs[0].path == str(out)  # (on the code before: RecordsError here)
+    assert plan.runs[0].sweep.out == str(out)  # (on the code before: RecordsError here)
     with pytest.raises(RecordsError, match="r.jsonl"):
         plan_mod.resolved(plan)

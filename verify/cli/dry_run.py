@@ -23,7 +23,7 @@ def dry_run(args, plan: Plan, proto) -> int:
     if note:
         print(note)
     print(f"protocol {proto.tag} ({proto.kind})")
-    sweeps = [(r.label, r.cfg, r.path) for r in plan.runs]
+    sweeps = [(r.label, r.sweep.config, r.sweep.out) for r in plan.runs]
     if plan.gp:
         sweeps.append(("known-answer control", plan.gp.config, plan.gp.out))
     for name, cfg, path in sweeps:
@@ -72,7 +72,7 @@ def _cost_lines(args, plan: Plan) -> str:
     priced at all, said so (the table holds no estimator but ASVI and the GP), and no total
     given where nothing is priced."""
     workers = args.workers or plan.workers or 1  # a cluster's: not known here
-    sweeps = [(r.label, r.cfg) for r in plan.runs]
+    sweeps = [(r.label, r.sweep.config) for r in plan.runs]
     sweeps += [(f"control{' of ' + r.name if r.name else ''}", r.control.config)
                for r in plan.runs if r.control]  # fmt: skip
     if plan.gp:

@@ -13,10 +13,6 @@ import os
 from simulate.core.steppath import BATCHED, path_of
 from simulate.sweep.run.runner import (
     SweepRunOptions,
-    check_compile,
-    check_kind_run,
-    check_memory,
-    check_native,
 )
 from simulate.sweep.run.spec import SweepSpec
 from simulate.sweep.setup.config import SweepConfig
@@ -51,14 +47,6 @@ class SweepRun:
     def label(self) -> str:
         return self.name or "sweep"
 
-    @property
-    def cfg(self) -> SweepConfig:
-        return self.sweep.config
-
-    @property
-    def path(self) -> str:
-        return self.sweep.out
-
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
@@ -77,12 +65,12 @@ class Plan:
     notes: tuple[str, ...] = ()
 
     def truth_keys(self) -> set[str]:
-        keys = {t.key for r in self.runs for t in r.cfg.truths}
+        keys = {t.key for r in self.runs for t in r.sweep.config.truths}
         return keys | ({t.key for t in self.gp.config.truths} if self.gp else set())
 
     def inputs(self) -> list[tuple[str, str]]:
         """The records files it writes, named as the options that set them."""
-        ins = [("--out", r.path) for r in self.runs]
+        ins = [("--out", r.sweep.out) for r in self.runs]
         ins += [("--control-records", r.control.out) for r in self.runs if r.control]
         if self.gp is not None:
             ins.append(("the known-answer control's records", self.gp.out))
@@ -213,27 +201,24 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
         cpath = args.control_records if name is None and args.control_records else (
             control_records_path(path)
         )  # fmt: skip
-        check_memory(cfg, at_once)
         if name is None and "mlp" not in overrides:
             cfg, note = c_step_or_fallback(cfg)
             notes += [note] if note else []
-        check_kind_run(cfg)  # the user's class, imported by the run that trains it
-        check_native(cfg)
-        check_compile(cfg, args.scheduler)
+        # memory, the user's class (imported by the run that trains it), the C step, compile
+        sweep = spec(cfg, path).checked(at_once)
         ccfg = None
         if not no_control:
             check_output_file(cpath, "--control-records")
             ccfg = control_config(cfg, crep, every_n=every_n)
-        runs.append(SweepRun(name, spec(cfg, path), ccfg and spec(ccfg, cpath)))
+        runs.append(SweepRun(name, sweep, ccfg and spec(ccfg, cpath)))
     gp = None
     if tier.get("gp"):
         gcfg = SweepConfig(truths=tier["gp"]["truths"], **tier["gp"]["sweep"])
         gpath = f"{root}-gp{ext}"
         check_output_file(gpath, "--out")
-        check_memory(gcfg, at_once)
-        gp = spec(gcfg, gpath)
+        gp = spec(gcfg, gpath).checked(at_once)
     return Plan(
-        runs=tuple(runs), gp=gp, source=runs[0].path if len(runs) == 1 else source,
+        runs=tuple(runs), gp=gp, source=runs[0].sweep.out if len(runs) == 1 else source,
         workers=at_once, notes=tuple(notes),
     )  # fmt: skip
 
@@ -248,7 +233,7 @@ def resolved(plan: Plan) -> Plan:
         for r in plan.runs
     )
     gp = plan.gp and plan.gp.resolved()
-    source = runs[0].path if len(runs) == 1 else plan.source
+    source = runs[0].sweep.out if len(runs) == 1 else plan.source
     return dataclasses.replace(plan, runs=runs, gp=gp, source=source)
 
 

@@ -69,7 +69,7 @@ def check_plan(proto, plan) -> None:
     before anything is trained: ValueError naming the truth where it is refused."""
     if proto.stated_rate is None:
         return
-    cfgs = [r.cfg for r in plan.runs] + ([plan.gp.config] if plan.gp is not None else [])
+    cfgs = [r.sweep.config for r in plan.runs] + ([plan.gp.config] if plan.gp is not None else [])
     for cfg in cfgs:
         for t in cfg.truths:
             try:
