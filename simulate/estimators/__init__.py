@@ -39,7 +39,8 @@ As a practitioner meets them (the paper's own settings are one argument away):
   holds (``simulate.core.stopping.StopRule``: its windowed objective and KL quiet for two
   windows; with ``validation_fraction``, also the posterior mean's validation MSE, the
   held-out criterion that stands in for the sweep's risk against a truth), with
-  ``max_epochs`` as a cap; ``n_iter_`` (steps) and ``converged_`` per candidate, and a
+  ``max_epochs`` as a cap (default "auto": the paper's 7000 epochs, at least 40,000 steps,
+  ``inputs.cap_steps``); ``n_iter_`` (steps) and ``converged_`` per candidate, and a
   ``ConvergenceWarning`` when the cap binds.  ``race="halving"`` (the default, ASVI's
   candidates under the rule): successive halving by the penalised ELBO stops candidates
   far behind the leader (:class:`Halving`; ``retired_``), so the widest, slowest

@@ -21,6 +21,7 @@ from simulate.core import Hyper, Layout
 from simulate.core.constraints import POSITIVE, Interval, check
 from simulate.core.hyper import (
     LAMBDA_S_A,
+    PAPER_EPOCHS,
     inclusion_rate,
     lambda_s_at,
 )
@@ -42,6 +43,7 @@ from simulate.estimators.inputs import (
     _dtype,
     _integer,
     _standardise,
+    cap_steps,
     check_c_depth,
     check_depth_bound,
     check_fit_sizes,
@@ -123,13 +125,14 @@ class _Base(FitSummaryMixin, BaseEstimator):
 
     def _budget(self, n: int, batch: int):
         """``(steps, rule)``: a fixed number of steps (``epochs`` given) or the stopping
-        rule capped at ``max_epochs`` (``epochs=None``), its window a twentieth of the cap
-        between 50 steps (a shorter window's mean is too noisy for the rule's tolerance: with
-        windows of 1 step a model "converged" after 5) and 500 (the sweeps')."""
+        rule capped at ``max_epochs`` (``epochs=None``; "auto": ``inputs.cap_steps``), its
+        window a twentieth of the cap between 50 steps (a shorter window's mean is too noisy
+        for the rule's tolerance: with windows of 1 step a model "converged" after 5) and 500
+        (the sweeps')."""
         per_epoch = n / batch  # epochs and max_epochs: whole numbers (EPOCH_COUNT, in fit)
         if self.epochs is not None:
             return max(1, math.ceil(float(int(self.epochs)) * per_epoch)), None
-        cap = max(1, math.ceil(float(int(self.max_epochs)) * per_epoch))
+        cap = cap_steps(self.max_epochs, per_epoch, PAPER_EPOCHS)
         window = min(STOP_DEFAULTS["window"], max(50, cap // 20))
         return None, StopRule(max_steps=cap, window=window, lr_decays=self.lr_decays)
 
@@ -165,7 +168,7 @@ class _Base(FitSummaryMixin, BaseEstimator):
         seed = self._seed()
         dtype = _dtype(self.dtype)
         check("epochs", self.epochs, EPOCH_COUNT, None)  # before any work (MAX_EPOCHS)
-        check("max_epochs", self.max_epochs, EPOCH_COUNT)
+        cap_steps(self.max_epochs, 1.0, PAPER_EPOCHS)  # "auto" or a whole number of epochs
         return widths, depth, seed, dtype
 
     def fit(self, X, y):
@@ -295,7 +298,7 @@ class _Base(FitSummaryMixin, BaseEstimator):
             capped = ~self.converged_ & ~self.failed_ & ~self.retired_
             if capped.any():
                 warnings.warn(
-                    f"{type(self).__name__}: max_epochs={self.max_epochs} stopped widths "
+                    f"{type(self).__name__}: max_epochs={self.max_epochs!r} stopped widths "
                     f"{[w for w, c in zip(widths, capped, strict=True) if c]} before the "
                     "stopping rule held; raise max_epochs (or set epochs for a fixed budget)",
                     ConvergenceWarning,

@@ -10,7 +10,6 @@ import inspect
 from simulate.core.hyper import (
     DEPTH,
     HYPER_DEFAULTS,
-    PAPER_EPOCHS,
     PAPER_MNIST,
     PAPER_MNIST_WIDTHS,
     PAPER_WIDTHS,
@@ -38,7 +37,9 @@ _COMMON_DOC = """
     ``lr_inclusion``, ``simulate.core.hyper.inclusion_rate``; ``lr_decays``: plateaus of
     the stopping rule that lower the learning rate tenfold before one stops a candidate,
     ``simulate.core.stopping.StopRule``);
-    ``epochs`` of n/m steps (None: to convergence) and ``max_epochs`` its cap; ``race``
+    ``epochs`` of n/m steps (None: to convergence) and ``max_epochs`` its cap ("auto", the
+    regressors' default: the larger of the paper's 7000 epochs and 40,000 steps,
+    ``simulate.estimators.inputs.cap_steps``); ``race``
     ("halving" or None: the candidates' race under the rule, :class:`Halving`);
     ``validation_fraction`` (None, or the fraction held out for the stopping rule's
     validation criterion); ``slab`` "gaussian" or "uniform"; ``l3`` "paper" (eq. (loss3)
@@ -110,7 +111,7 @@ _REGRESSION = dict(
     depth=DEPTH, sigma="auto", standardize_y=True, sigma_0=_H["sigma_0"], lambda_s="auto",
     lam=_H["lam"], batch_size=_H["batch_size"], mc_samples=_H["mc_samples"],
     **recipe_params(DEFAULT_RECIPE), optimizer=_H["optimizer"],
-    epochs=None, max_epochs=PAPER_EPOCHS,
+    epochs=None, max_epochs="auto",
     validation_fraction=None, slab=_H["slab"], l3=_H["l3"], sampling=_H["sampling"],
     elbo_draws=ELBO_DRAWS, init_from="random", predict_draws=PREDICT_DRAWS, random_state=0,
     seed=SEED_DEPRECATED, device="cpu",

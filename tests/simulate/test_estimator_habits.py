@@ -5,6 +5,7 @@ with the valid ones, ``summary()`` consistent with itself, intervals through a
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -14,6 +15,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from simulate.estimators import ASVIRegressor, SVIClassifier, SVIRegressor
+from simulate.estimators.inputs import AUTO_CAP_STEPS, cap_steps
 
 FAST = dict(epochs=2, batch_size=100, progress=False)
 
@@ -81,3 +83,32 @@ def test_the_summary_says_why_a_capped_width_ran_fewer_steps_than_the_cap():
     text = " ".join(m.summary().split())
     assert f"after {m.n_iter_[k]} steps of the cap's {cap}" in text
     assert "warm-up and its EM phase share the cap" in text
+
+
+def test_the_default_cap_is_the_papers_epochs_with_a_floor_in_steps():
+    """``max_epochs="auto"``: 7000 epochs of n / batch steps, at least 40,000 steps (at n
+    below the batch an epoch is one step: 7000 of them stopped the diabetes fits' candidates
+    at the cap); a number is taken as given; anything else refused."""
+    assert cap_steps("auto", 1.0, 7000) == AUTO_CAP_STEPS == 40_000
+    assert cap_steps("auto", 10_000 / 1024, 7000) == math.ceil(7000 * 10_000 / 1024)
+    assert cap_steps(300, 2.0, 7000) == 600
+    for bad in ("Auto", 0, 1.5, None):
+        with pytest.raises(ValueError, match="max_epochs"):
+            cap_steps(bad, 1.0, 7000)
+    with pytest.raises(ValueError, match="max_epochs"):
+        ASVIRegressor(max_epochs="long", progress=False).fit(*_data(40))
+
+
+def test_default_fit_on_the_diabetes_data_raises_and_warns_nothing():
+    """The issue's ordinary problem: scikit-learn's bundled diabetes data (442 rows, 10
+    features) fitted with every default but the seed.  Under the former cap (7000 steps)
+    every fit warned; now every candidate converges or is retired by the race."""
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = ASVIRegressor(random_state=0, progress=False).fit(X, y)
+    assert (m.converged_ | m.retired_).all()
+    assert m.converged_[m.selected_index_]
+    assert m.summary().count("capped") == 0
