@@ -120,6 +120,7 @@ from verify.decided import CURRENT, decision_block
 from verify.reading import stated_rate
 from verify.reading.analysis import analyse
 from verify.reading.design import design_power
+from verify.reading.pilot import check_pilot_of, pilot_cvs, read_pilot
 from verify.reading.records import cells_of, records_protocol
 from verify.report.render import (
     format_results,
@@ -204,6 +205,7 @@ def checked_plan(cmd) -> Plan:
     spec = cmd.spec
     plan = planned_sweep(spec, cmd.truths, cmd.tier, cmd.overrides, cmd.proto)
     stated_rate.check_plan(cmd.proto, plan)  # a refused --rate: before any training
+    given_pilot(spec)  # a --pilot file that gives no cvs: before any training
     if not spec.dry_run:
         plan = resolved(plan)
     check_paths(cmd.spec, plan, plan.truth_keys())
@@ -275,9 +277,14 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
     t0 = time.perf_counter()
     if not args.records:
         say = (lambda line: None) if args.quiet else print
-        records, control_records = execute(args, plan, proto, workers, writing, source, say)
+        records, control_records, pilots = execute(args, plan, proto, workers, writing,
+                                                   source, say)  # fmt: skip
     try:
-        results = analyse(records, truths or None, control_records, proto)
+        if args.records:
+            pilots = given_pilot(args)
+        if args.pilot:
+            check_pilot_of(read_pilot(args.pilot), records, args.pilot)
+        results = analyse(records, truths or None, control_records, proto, pilots)
     except ValueError as exc:
         print_error(exc)
         return EXIT_BAD_INPUT
@@ -287,12 +294,20 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
     return _report(args, results, read, proto, t0, notes)
 
 
+def given_pilot(args) -> dict:
+    """The pilot cvs of ``--pilot RECORDS`` (``verify.reading.pilot``; empty without it)."""
+    return pilot_cvs(read_pilot(args.pilot), args.pilot) if args.pilot else {}
+
+
 def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, say=print):
-    """Run the plan's sweeps, each followed by its budget control, then the known-answer
-    run, on one pool of workers; returns ``(records, control_records)``.  ``say``: where
-    its lines go (the power check, the timings, the notes; ``verify.check_rate`` gives a
-    no-op when quiet; the progress bar, on stderr, is the sweep's own)."""
+    """Run the plan's sweeps, each after its pilot block (a named regressor's, where asked)
+    and followed by its budget control, then the known-answer run, on one pool of workers;
+    returns ``(records, control_records, pilots)``, ``pilots`` the entries' own pilot cvs
+    (``verify.reading.pilot``: the pilot blocks' or ``--pilot``'s).  ``say``: where its lines
+    go (the power check, the timings, the notes; ``verify.check_rate`` gives a no-op when
+    quiet; the progress bar, on stderr, is the sweep's own)."""
     control_records: list[dict] = []
+    pilots = given_pilot(args)
     tune_malloc()
     say(f"protocol {proto.tag} ({proto.kind})")
     os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
@@ -308,7 +323,13 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
         for run in plan.runs:
             cfg, own = run.sweep.config, f" {run.name}" if run.name else ""
             ccfg = run.control and run.control.config
-            say(power_lines(design_power(cfg, proto), cfg))
+            if run.pilot is not None:
+                t1 = time.perf_counter()
+                say(f"pilot block ({run.pilot.config.replicates} replicates, data seeds of its"
+                    f" own, records {run.pilot.out}):")  # fmt: skip
+                pilots.update(pilot_cvs(sweep(run.pilot), run.pilot.out))
+                say(f"pilot{own}: {time.perf_counter() - t1:.0f} s")
+            say(power_lines(design_power(cfg, proto, pilots), cfg))
             t1 = time.perf_counter()
             link = _budget_link(args, cfg, run.sweep.out, ccfg, say)
             recs = sweep(run.sweep, link and link[0])
@@ -336,7 +357,7 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
             t1 = time.perf_counter()
             records += sweep(plan.gp)
             say(f"known-answer control: {time.perf_counter() - t1:.0f} s")
-    return records, control_records
+    return records, control_records, pilots
 
 
 # the tiers that are smoke tests of the pipeline (seconds to minutes), not evidence

@@ -43,7 +43,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from simulate.sweep.setup.kinds import is_asvi
 from theory.plumbing.cli import Parser, print_error
 from theory.plumbing.paths import path_arg
 from verify import protocol as protocols
@@ -218,11 +217,12 @@ def main(argv=None) -> int:
             return 2
         recs, ctrl = read_with_control(path, "give a records file of one configuration")
         for r in analyse(recs, control=ctrl, protocol=proto):
-            if r.metric != PRIMARY_METRIC or not is_asvi(r.estimator):
+            if r.metric != PRIMARY_METRIC or r.role == "arm":  # any estimator's entry
                 continue
             q = realised(r)
             print(
-                f"{q.truth} ({os.path.basename(path)}): R = {q.replicates}, n = {list(q.ns)};"
+                f"{q.truth} {r.estimator} ({os.path.basename(path)}): R = {q.replicates},"
+                f" n = {list(q.ns)};"
                 f" realised cv {q.cv:.2f}"
                 + (f", of the difference {q.cv_diff:.2f}" if q.cv_diff is not None else "")
                 + (f", of the control's change {q.cv_control:.2f} (R = {q.control_replicates},"

@@ -32,6 +32,7 @@ IGNORED = {
     ("records", "recipe"): ["--records", QUICK, "--recipe", "baseline"],
     ("records", "control_every_n"): ["--records", QUICK, "--control-every-n"],
     ("records", "control_from_start"): ["--records", QUICK, "--control-from-start"],
+    ("records", "pilot_replicates"): ["--records", QUICK, "--pilot-replicates", "3"],
     ("no-records", "partial"): [*DRY, "--partial"],
     ("no-scheduler", "scheduler_timeout"): [*DRY, "--scheduler-timeout", "5"],
     ("no-scheduler", "worker_timeout"): [*DRY, "--worker-timeout", "5"],

@@ -35,6 +35,7 @@ from verify.cli.rates_args import command_of
 from verify.cli.runspec import RunSpec, param_text
 from verify.rates import EXIT_WORDS, checked_plan, execute
 from verify.reading.analysis import analyse
+from verify.reading.pilot import check_pilot_of, read_pilot
 from verify.report.render import format_results, plot_results
 from verify.report.status import exit_status
 from verify.report.tidy import COLUMNS, tidy_rows
@@ -219,7 +220,7 @@ class RunOptions:
 def run_spec(estimator, design: Mapping, run: RunOptions = RunOptions()) -> RunSpec:
     """The :class:`~verify.cli.runspec.RunSpec` :func:`check_rate` runs (module docstring):
     ``design`` holds its keyword arguments (``truths``, ``ns``, ``replicates``,
-    ``protocol``, ``params``, ``rate``; None: the tier's or the command's default); each
+    ``protocol``, ``params``, ``rate``, ``pilot``; None: the tier's or the command's default); each
     value checked for its type here, the rest as the command checks it
     (``verify.cli.rates_args.command_of``)."""
     fields: dict = {"tier": run.tier, "out": run.out, "workers": run.workers}
@@ -245,6 +246,13 @@ def run_spec(estimator, design: Mapping, run: RunOptions = RunOptions()) -> RunS
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{name} must be a string, got {value!r}"[:200])
         fields[name] = value
+    pilot = design.get("pilot")
+    if isinstance(pilot, numbers.Integral) and not isinstance(pilot, bool):
+        fields["pilot_replicates"] = int(pilot)
+    elif isinstance(pilot, (str, os.PathLike)):
+        fields["pilot"] = os.fspath(pilot)
+    elif pilot is not None:
+        raise ValueError(f"pilot must be a replicate count or a records file, got {pilot!r}"[:200])
     if run.out is not None and not isinstance(run.out, (str, os.PathLike)):
         raise ValueError(f"out must be a path, got {run.out!r}"[:200])
     fields["out"] = None if run.out is None else os.fspath(run.out)
@@ -264,7 +272,7 @@ def _integers(name: str, values) -> list[int]:
 
 
 def check_rate(estimator=None, *, truths=None, ns=None, replicates=None, protocol=None,
-               params: Mapping | None = None, rate: str | None = None,
+               params: Mapping | None = None, rate: str | None = None, pilot=None,
                run: RunOptions = RunOptions()) -> RateCheck:  # fmt: skip
     """Train ``estimator`` on every cell of a tier's design (``run.tier``: its truths, n
     and replicates unless given) and decide its rate as ``python -m verify.rates`` does (module
@@ -275,17 +283,22 @@ def check_rate(estimator=None, *, truths=None, ns=None, replicates=None, protoco
     value`` (a number, a string, an object such as a kernel) or ``NAME -> "EXPR"`` in n, p
     and alpha (``--estimator-param``); ``truths``: ``TruthSpec`` s; ``protocol``: a
     protocol's name (default the toolkit's); ``rate``: a stated rate (``--rate``, a sympy
-    expression in n, p and alpha); ``run``: :class:`RunOptions`.  Raises ``ValueError``
-    (one line) where the command refuses."""
+    expression in n, p and alpha); ``pilot``: a named regressor's own pilot, whose spread
+    its power is computed from (``verify.reading.pilot``): an integer K (K replicates
+    trained first on data seeds of their own, ``--pilot-replicates``) or a records file's
+    path (``--pilot``); without one its power is unknown; ``run``: :class:`RunOptions`.
+    Raises ``ValueError`` (one line) where the command refuses."""
     design = dict(truths=truths, ns=ns, replicates=replicates, protocol=protocol,
-                  params=params, rate=rate)  # fmt: skip
+                  params=params, rate=rate, pilot=pilot)  # fmt: skip
     spec = run_spec(estimator, design, run)
     cmd = command_of(spec)
     plan = checked_plan(cmd)
     say = (lambda line: None) if run.quiet else print
     for note in plan.notes:
         say(note)
-    records, controls = execute(spec, plan, cmd.proto, cmd.workers, [], plan.source, say)
-    results = analyse(records, cmd.truths or None, controls, cmd.proto)
+    records, controls, pilots = execute(spec, plan, cmd.proto, cmd.workers, [], plan.source, say)
+    if spec.pilot:
+        check_pilot_of(read_pilot(spec.pilot), records, spec.pilot)
+    results = analyse(records, cmd.truths or None, controls, cmd.proto, pilots)
     rows = tuple(tidy_rows(records, controls, cmd.proto.tag))
     return RateCheck(tuple(results), exit_status(results), cmd.proto.tag, plan.source, spec, rows)

@@ -58,6 +58,8 @@ TAKES_EFFECT = {
     "estimator": "trains the named regressor in ASVI's place (refused with --records and under"
     " a confirmatory protocol: verify.cli.rates_args.estimator_overrides)",
     "estimator_param": "a parameter of --estimator (refused without it: estimator_overrides)",
+    "pilot": "the named regressor's pilot records, its power's spread (refused without"
+    " --estimator or --records: verify.cli.rates_args.check_pilot_flags)",
     "rate": "the band the verdicts hold the rate to (an exploratory copy, NAME+rate=EXPR;"
     " refused under a confirmatory protocol: verify.reading.stated_rate)",
     "log_power": "the verdicts' allowance (an exploratory copy of the protocol)",
@@ -144,6 +146,7 @@ RULES = (
             "recipe",
             "control_every_n",
             "control_from_start",
+            "pilot_replicates",
         ),
         _records,
     ),  # fmt: skip

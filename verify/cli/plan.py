@@ -18,6 +18,7 @@ from simulate.sweep.run.spec import SweepSpec
 from simulate.sweep.setup.config import SweepConfig
 from simulate.sweep.setup.kinds import KINDS
 from simulate.sweep.setup.recipes import recipe_settings
+from simulate.sweep.setup.truth_spec import stable_seed
 from simulate.sweep.store.schema import one_configuration, read_records
 from simulate.sweep.train.foreign import regressor_name
 from theory.plumbing.jsonl import being_written
@@ -42,6 +43,9 @@ class SweepRun:
     name: str | None
     sweep: SweepSpec
     control: SweepSpec | None
+    # a named regressor's pilot block, trained first (--pilot-replicates): its records give
+    # the sweep's power (verify.reading.pilot); None: none
+    pilot: SweepSpec | None = None
 
     @property
     def label(self) -> str:
@@ -72,6 +76,7 @@ class Plan:
         """The records files it writes, named as the options that set them."""
         ins = [("--out", r.sweep.out) for r in self.runs]
         ins += [("--control-records", r.control.out) for r in self.runs if r.control]
+        ins += [("the pilot's records", r.pilot.out) for r in self.runs if r.pilot]
         if self.gp is not None:
             ins.append(("the known-answer control's records", self.gp.out))
         return ins
@@ -210,7 +215,11 @@ def planned_sweep(args, truths, tier: dict, overrides: dict, proto) -> Plan:
         if not no_control:
             check_output_file(cpath, "--control-records")
             ccfg = control_config(cfg, crep, every_n=every_n)
-        runs.append(SweepRun(name, sweep, ccfg and spec(ccfg, cpath)))
+        pilot = None
+        if args.pilot_replicates and name is None:
+            pilot = spec(pilot_config(cfg, args.pilot_replicates), f"{root}-pilot{ext}")
+            check_output_file(pilot.out, "--out")
+        runs.append(SweepRun(name, sweep, ccfg and spec(ccfg, cpath), pilot))
     gp = None
     if tier.get("gp"):
         gcfg = SweepConfig(truths=tier["gp"]["truths"], **tier["gp"]["sweep"])
@@ -229,12 +238,23 @@ def resolved(plan: Plan) -> Plan:
     any training (``RecordsError``), or with ``--new-file`` is left alone and
     ``OUT-FINGERPRINT.jsonl`` written beside it; a foreign or corrupt file stops it too."""
     runs = tuple(
-        dataclasses.replace(r, sweep=r.sweep.resolved(), control=r.control and r.control.resolved())
+        dataclasses.replace(r, sweep=r.sweep.resolved(), control=r.control and r.control.resolved(),
+                            pilot=r.pilot and r.pilot.resolved())
         for r in plan.runs
-    )
+    )  # fmt: skip
     gp = plan.gp and plan.gp.resolved()
     source = runs[0].sweep.out if len(runs) == 1 else plan.source
     return dataclasses.replace(plan, runs=runs, gp=gp, source=source)
+
+
+def pilot_config(cfg: SweepConfig, replicates: int) -> SweepConfig:
+    """The pilot block of a named regressor's sweep (``--pilot-replicates``): the same
+    configuration with ``replicates`` replicates and a seed of its own
+    (``stable_seed(seed, "pilot")``), so that its data are not the replicates the verdicts
+    are decided on (a pilot read off the decided data would be post-hoc power)."""
+    return dataclasses.replace(
+        cfg, replicates=int(replicates), seed=stable_seed(cfg.seed, "pilot") % 2**62
+    )
 
 
 def c_step_or_fallback(cfg: SweepConfig) -> tuple[SweepConfig, str | None]:

@@ -44,6 +44,10 @@ class RunSpec:
     # the estimator trained in ASVI's place (exploratory): MODULE:CLASS and its parameters
     estimator: str | None = None
     estimator_params: Mapping[str, str] | None = None
+    # its own pilot, whose spread its power is computed from (verify.reading.pilot): a block of
+    # replicates trained first, or a records file given
+    pilot_replicates: int | None = None
+    pilot: str | None = None
     # the records files and the budget-doubling control
     out: str | None = None
     control_records: str | None = None

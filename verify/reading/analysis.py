@@ -14,6 +14,7 @@ records are read into typed cells once, by ``verify.reading.records``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +42,7 @@ from verify.reading.entry_records import (
     replicated,
     theorem_result,
 )
+from verify.reading.pilot import PilotCv
 from verify.reading.records import (
     ESTIMATOR_ARMS,
     Cell,
@@ -66,6 +68,7 @@ def analyse(
     truths: list[TruthSpec] | None = None,
     control: list[dict] | None = None,
     protocol: protocols.Protocol | str | None = None,
+    pilots: Mapping | None = None,
 ) -> list[MetricResult]:
     """Fit and test every (estimator, truth, metric) of the records under ``protocol`` (a
     :class:`verify.protocol.Protocol` or its name; default: the shipped protocol the
@@ -74,7 +77,9 @@ def analyse(
     returns a list of :class:`verify.results.MetricResult`.  ``control``: the
     budget-doubling records (``verify.reading.controls``), if any.  The FAILs that set the exit
     status are Holm-adjusted over the run's family of tests (``verify.report.status``).  The
-    records are read into cells here, once (``verify.reading.records``)."""
+    records are read into cells here, once (``verify.reading.records``).  ``pilots``: the
+    pilot cvs of the entries whose power comes from their own pilot (a named regressor's:
+    ``verify.reading.pilot.pilot_cvs``); without one such an entry's power is unknown."""
     cells = cells_of(records)
     proto = (
         protocol
@@ -100,14 +105,15 @@ def analyse(
         if wanted is None or key in wanted:
             own = [d for d in doubled if d.source == source]
             tc = truth_cells(key, by_truth[key, source])
-            results += _truth_results(tc, own, proto, written)
+            results += _truth_results(tc, own, proto, written, pilots or {})
     results = compare_input_dimensions(results)
     return [dataclasses.replace(r, finding=finding(r)) for r in familywise(results, proto)]
 
 
 def _truth_results(
-    tc: TruthCells, doubled: list[Cell], proto, records_protocol: str | None
-) -> list[MetricResult]:
+    tc: TruthCells, doubled: list[Cell], proto, records_protocol: str | None,
+    pilots: Mapping,
+) -> list[MetricResult]:  # fmt: skip
     """Every estimator and metric of one truth; the constructive-start comparison on the
     random start's entries when the records hold both starts.  ``records_protocol``: the
     protocol the records were written under (``verify.reading.records.records_protocol``)."""
@@ -127,9 +133,10 @@ def _truth_results(
             ]  # fmt: skip
         else:
             per_est[est] = [
-                metric_result(tc, m, ctrl.get(m), est, proto, records_protocol=records_protocol)
+                metric_result(tc, m, ctrl.get(m), est, proto, records_protocol=records_protocol,
+                              pilot=pilots.get((est, tc.key, m)))
                 for m in METRICS
-            ]
+            ]  # fmt: skip
     if {"asvi", "asvi-constructive", "constructive-start"} <= set(per_est):
         for i, metric in enumerate(METRICS):
             cmp = compare_starts(
@@ -157,7 +164,7 @@ class Naming:
 def metric_result(
     tc: TruthCells, metric: str, ctrl: BudgetControl | None, estimator: str,
     proto: protocols.Protocol, naming: Naming | None = None,
-    records_protocol: str | None = None,
+    records_protocol: str | None = None, pilot: PilotCv | None = None,
 ) -> MetricResult:  # fmt: skip
     """The result of one estimator, truth and metric: the slope fit with the prospective
     power check and the one-sided theorem test
@@ -172,13 +179,15 @@ def metric_result(
     constructive-start arms); ``naming``: its name in the results (default ``estimator``),
     with ``arm`` and ``role`` for the arms (:class:`Naming`).  The decision names the
     protocol it is made under (``proto``) and the one the records were written under
-    (``records_protocol``)."""
+    (``records_protocol``).  ``pilot``: the entry's own pilot cvs, where its power comes
+    from its own pilot (``verify.reading.design.prospective``)."""
     ns, spec = tc.ns, tc.spec
     name, arm, role = (naming.name, naming.arm, naming.role) if naming else (None, None, None)
     asvi = is_asvi(estimator)
     V = _values(tc, estimator, metric)
     R = V.shape[0]
-    pro = prospective(TruthDesign(spec, tc.key, ns, tc.edges, R), estimator, metric, proto)
+    pro = prospective(TruthDesign(spec, tc.key, ns, tc.edges, R), estimator, metric, proto,
+                      pilot=pilot)  # fmt: skip
     fit = fit_slope(ns, V, log_power=pro.band_log_power, level=proto.level)
     curv = curvature(ns, V, level=proto.level)
     refused, att_refused = refusal(spec)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +35,7 @@ from theory import log_factor_power, teacher_log_power
 from verify import protocol as protocols
 from verify.reading import stated_rate
 from verify.reading.known_answer import control_family, is_control
+from verify.reading.pilot import PilotCv, own_pilot
 from verify.stats.attainment import AttainmentPower, attainment_power
 from verify.stats.power import Power, confirm_power, pass_probability, power_check
 from verify.stats.slopes import expected_slope_se, log_allowance
@@ -179,7 +180,7 @@ class Prospective:
 
     predicted: float
     band_log_power: float
-    pilot_cv: float
+    pilot_cv: float | None  # None: an entry with no pilot of its own (power unknown)
     slope_se: float
     theorem_power: Power
     allowance_log_power: float
@@ -214,7 +215,7 @@ class TruthDesign:
 
 def prospective(
     design: TruthDesign, estimator: str, metric: str, proto: protocols.Protocol,
-    cv_kind: str | None = None,
+    cv_kind: str | None = None, pilot: PilotCv | None = None,
 ) -> Prospective:  # fmt: skip
     """:class:`Prospective` of one entry (the analysis and :func:`design_power` alike) on
     one truth's ``design``:
@@ -225,7 +226,11 @@ def prospective(
     (a control family's, ``"gp"`` or ``"knn"``: a control entry held to the class band).
     A protocol with a stated rate
     (``verify.reading.stated_rate``) has its exponent and log power in place of the paper's band,
-    for every entry but a known-answer control's own."""
+    for every entry but a known-answer control's own.  An entry whose power comes from its
+    own pilot (a named regressor: ``verify.reading.pilot``) takes its cvs from ``pilot``;
+    without one its power is unknown: ``pilot_cv`` None, the slope SE and half-widths NaN,
+    and both tests counted as powered (a non-rejection INCONCLUSIVE, not labelled
+    UNDECIDABLE by power), the report saying ``verify.reading.pilot.NO_PILOT``."""
     spec, key, ns, edges = design.spec, design.key, design.ns, design.edges
     replicates = design.replicates
     ns = list(ns)
@@ -235,13 +240,19 @@ def prospective(
         pred = predicted(spec, estimator, metric)
     else:  # the protocol's stated rate replaces the paper's band (verify.reading.stated_rate)
         pred, lp = stated
-    cv, cv_diff = _pilot_cvs(proto, key, spec, estimator, metric, cv_kind)
+    unknown = False
+    if cv_kind is None and own_pilot(estimator):  # never the protocol's (ASVI's) cvs
+        unknown = pilot is None
+        cv, cv_diff = (math.nan, math.nan) if unknown else (pilot.cv, pilot.cv_diff)
+        cv_diff = math.nan if cv_diff is None else cv_diff
+    else:
+        cv, cv_diff = _pilot_cvs(proto, key, spec, estimator, metric, cv_kind)
     se = expected_slope_se(ns, replicates, cv)
     if proto.theorem_rule == "confirm":
         power = confirm_power(ns, pred, lp, se, replicates, proto.level, proto.power_floor)
     else:
         power = power_check(ns, pred, lp, se, replicates, proto.level)
-    power = dataclasses.replace(power, pilot_cv=cv)
+    power = dataclasses.replace(power, pilot_cv=None if unknown else cv)
     c = (
         proto.attainment_log_power
         * log_factor_power(metric, 1)
@@ -251,10 +262,15 @@ def prospective(
     a_power = dataclasses.replace(
         attainment_power(ns, spec.predicted(metric), allowance,
                          expected_slope_se(ns, replicates, cv_diff), replicates, proto.level),
-        pilot_cv_diff=cv_diff,
+        pilot_cv_diff=None if unknown else cv_diff,
     )  # fmt: skip
+    if unknown:  # unlabelled by power: no pilot (docstring)
+        power = dataclasses.replace(power, separable=True, half_width=math.nan, probability=None,
+                                    replicates_needed=None, n_needed=None)  # fmt: skip
+        a_power = dataclasses.replace(a_power, separable=True, half_width=math.nan)
     return Prospective(
-        predicted=pred, band_log_power=lp, pilot_cv=cv, slope_se=se, theorem_power=power,
+        predicted=pred, band_log_power=lp, pilot_cv=None if unknown else cv, slope_se=se,
+        theorem_power=power,
         allowance_log_power=c, allowance=allowance, attainment_power=a_power,
         expected_attainment=expected_attainment(spec, estimator, metric, allowance, a_power),
     )  # fmt: skip
@@ -271,7 +287,7 @@ class DesignPower:
     attainment_refused: str | None
     predicted: float
     band_log_power: float
-    pilot_cv: float
+    pilot_cv: float | None
     slope_se: float
     theorem_power: Power
     attainment_power: AttainmentPower | None
@@ -287,14 +303,18 @@ class DesignPower:
     attainment_probability: float | None = None
 
 
-def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPower]:
+def design_power(
+    cfg: SweepConfig, proto: protocols.Protocol, pilots: Mapping | None = None
+) -> list[DesignPower]:
     """The prospective power of a sweep's design before any training, per truth and
     estimator (d^2): the band's log power, the pilot cv and the slope SE it implies
     (``verify.stats.slopes.expected_slope_se``), the theorem test's power against e/2
     (``power_check``), the attainment test's against half the reference's rate
     (``attainment_power``) and, for the known-answer control, the answer the design
     implies (:func:`expected_attainment`); a refusal where the verdicts do not apply.
-    The teacher's s0 is the median of the design's replicate teachers' edge counts."""
+    The teacher's s0 is the median of the design's replicate teachers' edge counts.
+    ``pilots``: an entry's own pilot cvs (``verify.reading.pilot.pilot_cvs``) where its power
+    comes from its own pilot; without them its power is unknown."""
     ests = cfg.kind.members(cfg)
     m, R, ns = PRIMARY_METRIC, cfg.replicates, list(cfg.ns)
     rows = []
@@ -302,15 +322,18 @@ def design_power(cfg: SweepConfig, proto: protocols.Protocol) -> list[DesignPowe
         edges = [t.build(q).n_edges for q in range(R)] if t.kind == "teacher" else []
         refused, att_refused = refusal(t)
         for est in ests:
-            pro = prospective(TruthDesign(t, t.key, ns, edges, R), est, m, proto)
+            pro = prospective(TruthDesign(t, t.key, ns, edges, R), est, m, proto,
+                              pilot=(pilots or {}).get((est, t.key, m)))  # fmt: skip
             attains = t.kind == "holder" and att_refused is None
             a_prob = None
             if attains:
-                ap = pro.attainment_power
-                se = expected_slope_se(ns, R, ap.pilot_cv_diff)
+                ap, cvd = pro.attainment_power, pro.attainment_power.pilot_cv_diff
                 # a PASS stands only where the gap is positive, and a non-rejection is
-                # UNDECIDABLE without separation: 0 then (as verify.sizing.size)
-                a_prob = (pass_probability(pro.allowance, se, R, proto.level)
+                # UNDECIDABLE without separation: 0 then (as verify.sizing.size); None: no
+                # pilot of its own (unknown)
+                a_prob = (None if cvd is None
+                          else pass_probability(pro.allowance, expected_slope_se(ns, R, cvd), R,
+                                                proto.level)
                           if ap.gap > 0 and ap.separable else 0.0)  # fmt: skip
             cls = known = None
             if is_control(est) and proto.theorem_rule == "confirm" and not refused:

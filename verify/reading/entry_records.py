@@ -299,6 +299,8 @@ def entry_readings(tc: TruthCells, metric: str, fit: SlopeFit, pro: Prospective,
     ns, R = list(tc.ns), fit.replicates
 
     def powered(c: float) -> bool:
+        if pro.pilot_cv is None:  # no pilot of its own: unlabelled by power (design.prospective)
+            return True
         if proto.theorem_rule == "confirm":
             return confirm_power(ns, pro.predicted, c, pro.slope_se, R, proto.level,
                                  proto.power_floor).separable  # fmt: skip

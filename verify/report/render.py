@@ -18,6 +18,7 @@ import numpy as np
 from simulate.sweep.setup.kinds import is_asvi
 from theory.plumbing.paths import atomic_path
 from verify.reading.design import is_control
+from verify.reading.pilot import NO_PILOT, PILOT_REMEDY, own_pilot
 from verify.report.findings import readings_lines, replication_text, verdict_text
 from verify.report.panels import draw_elbo_gap_panel, draw_rate_panel, draw_width_panel
 from verify.report.tables import (
@@ -161,7 +162,9 @@ def _power_note(rows: list[MetricResult]) -> list[str]:
     out = []
     for r in rows:
         t = r.theorem
-        if r.primary and not t.power.separable and t.verdict == "UNDECIDABLE":
+        if r.primary and t.power.pilot_cv is None:  # an entry with no pilot of its own
+            out.append(f"  {NO_PILOT} (power ? in the tables; {PILOT_REMEDY})")
+        elif r.primary and not t.power.separable and t.verdict == "UNDECIDABLE":
             out.append("  " + _power_sentence(t.power))
     return out
 
@@ -294,12 +297,22 @@ def power_lines(rows: list, cfg) -> str:
     sweep ``cfg``): per truth and estimator, d^2's band, the pilot cv and the slope SE it
     implies, whether the theorem test can separate e from e/2 and the attainment test
     the allowance from half the reference's rate, and a control's known answer."""
+    own = [r for r in rows if own_pilot(r.estimator)]
+    whose = (
+        "the protocol's pilot cv" if not own
+        else "its own pilot's cv" if all(r.pilot_cv is not None for r in own)
+        else "its own pilot's cv where one is given"
+    )  # fmt: skip
     lines = [
         f"power check before training (d^2; n = {list(cfg.ns)}, {cfg.replicates} replicates;"
-        " prospective, from the protocol's pilot cv):"
+        f" prospective, from {whose}):"
     ]
     for r in rows:
         tp, ap = r.theorem_power, r.attainment_power
+        if r.pilot_cv is None:  # an entry that takes its power from its own pilot, with none
+            lines.append(f"  {r.truth} {r.estimator}: e = {r.predicted:.3f}, band log^"
+                         f"{r.band_log_power:.2f} n; {NO_PILOT} ({PILOT_REMEDY})")  # fmt: skip
+            continue
         s = (
             f"  {r.truth} {r.estimator}: e = {r.predicted:.3f}, band log^"
             f"{r.band_log_power:.2f} n, pilot cv {r.pilot_cv:.2g}, slope SE"

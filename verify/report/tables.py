@@ -142,7 +142,7 @@ def _slope_table_lines(rows: list[MetricResult]) -> list[str]:
             f"{_ci(t.ci_low, t.ci_high)} {_ci(*t.band)} "
             f"{t.band_log_power:6.2f} {_f(t.c_flip, '6.2f')} "
             f"{('rej' if t.control_slow_rejected else 'NOT'):>7s} "
-            f"{('yes' if t.power.separable else 'no'):>5s}"
+            f"{_yes(t.power):>5s}"
             f" {verdict_text(t.verdict, t.replication):>12s}   "
             f"{c.top_half_slope:8.3f} {_ci(*c.top_half_ci)} "
             f"{('yes' if c.bending else 'no'):>4s}  {replication_text(t.replication)}"
@@ -181,7 +181,12 @@ def _attain_table_lines(rows: list[MetricResult]) -> list[str]:
 
 
 def _yes(power) -> str:
-    return "n/a" if power is None else ("yes" if power.separable else "no")
+    """A power column: yes / no, ``?`` where it is unknown (an entry with no pilot of its
+    own, ``verify.reading.pilot``), n/a where the test is not made."""
+    if power is None:
+        return "n/a"
+    cv = power.pilot_cv if hasattr(power, "pilot_cv") else power.pilot_cv_diff
+    return "?" if cv is None else ("yes" if power.separable else "no")
 
 
 def _budget_lines(rows: list[MetricResult]) -> list[str]:

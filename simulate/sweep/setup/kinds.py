@@ -74,6 +74,9 @@ class EstimatorKind:
     label: str = "sweep"
     # the kind's rate is proven (a known-answer control: its verdicts have known answers)
     known_answer: bool = False
+    # its prospective power is computed from the protocol's pilot cvs (ASVI's, a known-answer
+    # family's); False: from its own pilot's records (verify.reading.pilot)
+    pilot_from_protocol: bool = True
     # it trains the ASVI network (candidate widths, a step path, a step cap, the budget
     # control's continuation)
     trains_network: bool = False
@@ -266,6 +269,7 @@ class _Regressor(EstimatorKind):
 
     name = "regressor"
     priced = False
+    pilot_from_protocol = False
     own = {"regressor": "a regressor is named (regressor) with estimator = 'regressor' alone"}
 
     def check(self, cfg) -> None:
