@@ -28,6 +28,7 @@ from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.paths import read_text_bounded, write_atomic
 from verify.reading.analysis import analyse
 from verify.reading.controls import read_with_control
+from verify.report.findings import equivalence_words
 
 __all__ = [
     "CURRENT", "RECORDS", "WIDTH", "Decided", "decided_of", "decision_block", "load", "main",
@@ -210,7 +211,9 @@ def decision_block(results, opening: str, closing: str, current=None) -> list[st
     for r, d in _decided_entries(results, every_estimator=True):
         proto = r.decision.protocol.partition("@")[0]
         who = "" if ASVI.is_primary(r.estimator) else f"{r.estimator}, "
-        lines += wrapped(f"{d.truth} ({who}{_range(d)}, protocol {proto}): {d.words()}.")
+        eq = r.theorem.equivalence
+        also = "" if eq is None else f"; {equivalence_words(eq)}"
+        lines += wrapped(f"{d.truth} ({who}{_range(d)}, protocol {proto}): {d.words()}{also}.")
         if ASVI.is_primary(r.estimator):
             other = theirs.get(d.cls)
             beside = (f"decided on this class ({_range(other)}): {other.words()}." if other

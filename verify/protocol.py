@@ -91,6 +91,10 @@ class Protocol:
     # a stated rate in place of the paper's band (verify.reading.stated_rate: ``--rate EXPR`` makes
     # an exploratory copy holding it); None: the paper's band
     stated_rate: str | None = None
+    # the equivalence reading's margin, a fraction of |e| (verify.stats.equivalence): None,
+    # the toolkit's default where the reading is made by default (a stated rate with no log
+    # factor); a number (--equivalence-margin, an exploratory copy) reads it for every entry
+    equivalence_margin: float | None = None
 
     @property
     def tag(self) -> str:

@@ -55,6 +55,7 @@ from verify.reading.records import Replicates
 from verify.report.typedjson import _schema_of, from_json, to_json
 from verify.starts import Starts
 from verify.stats.attainment import AttainmentPower, Flip, LogPower
+from verify.stats.equivalence import Equivalence
 from verify.stats.logfactor import LogOrPower
 from verify.stats.power import Power
 from verify.stats.readings import Readings
@@ -84,8 +85,8 @@ __all__ = [
 # 4: nested records, the document names its schema; 5: the confirming theorem rule, each
 # verdict's replication, a known-answer control's test against the class band; 6: the
 # theorem test's readings (verify.stats.readings) and the log-factor-or-power test
-# (verify.stats.logfactor)
-SCHEMA_ID = "asvi-rates/metric-result/6"
+# (verify.stats.logfactor); 7: the theorem test's equivalence reading (verify.stats.equivalence)
+SCHEMA_ID = "asvi-rates/metric-result/7"
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,10 @@ class TheoremTest:
     # the sharp reading's, delta_flip / delta_pass and the proved bound's (verify.stats.readings;
     # None for a known-answer control, a refused truth or a stated rate)
     readings: Readings | None = None
+    # the equivalence reading (verify.stats.equivalence: TOST within +- m of e), beside the
+    # test, never deciding; None where it is not read (a stated rate with a log factor, the
+    # paper's band without --equivalence-margin, a known-answer control)
+    equivalence: Equivalence | None = None
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ def test_the_written_report_fits_the_schema_by_an_independent_validator(quick_re
     under ``jsonschema``; it names its schema; the reader gives typed results back."""
     doc = json.loads(quick_report.read_text())
     validate(doc)
-    assert doc["schema"] == SCHEMA_ID == "asvi-rates/metric-result/6"
+    assert doc["schema"] == SCHEMA_ID == "asvi-rates/metric-result/7"
     back = read_results(str(quick_report))
     assert len(back) == len(doc["results"]) == 6
     assert all(isinstance(r.theorem.verdict, Verdict) for r in back)
@@ -119,7 +119,7 @@ def test_a_report_of_another_schema_is_refused_naming_both_versions(results, tmp
     msg = str(got.value)
     assert "asvi-rates/metric-result/3" in msg and SCHEMA_ID in msg and "\n" not in msg
     other = {"schema": "asvi-rates/metric-result/5", "results": []}
-    with pytest.raises(ValueError, match="metric-result/5.*metric-result/6"):
+    with pytest.raises(ValueError, match="metric-result/5.*metric-result/7"):
         load_results(other)
 
 

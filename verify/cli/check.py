@@ -36,6 +36,7 @@ from verify.cli.runspec import RunSpec, param_text
 from verify.rates import EXIT_WORDS, checked_plan, execute
 from verify.reading.analysis import analyse
 from verify.reading.pilot import check_pilot_of, read_pilot
+from verify.report.findings import equivalence_words
 from verify.report.render import format_results, plot_results
 from verify.report.status import exit_status
 from verify.report.tidy import COLUMNS, tidy_rows
@@ -82,6 +83,8 @@ class RateCheck:
                 f" {t.ci_high:+.3f}] against {t.predicted:+.3f}"
                 f" (band log^{t.band_log_power:.2f} n): theorem {t.verdict}"
             )
+            if t.equivalence is not None:
+                line += f"; {equivalence_words(t.equivalence)}"
             if r.attainment is not None:
                 a = r.attainment
                 line += f"; reference {a.reference.slope:+.3f}, attainment {a.verdict}"

@@ -63,6 +63,8 @@ TAKES_EFFECT = {
     "rate": "the band the verdicts hold the rate to (an exploratory copy, NAME+rate=EXPR;"
     " refused under a confirmatory protocol: verify.reading.stated_rate)",
     "log_power": "the verdicts' allowance (an exploratory copy of the protocol)",
+    "equivalence_margin": "the equivalence reading's margin, read for every entry (an"
+    " exploratory copy of the protocol; verify.stats.equivalence)",
 }
 
 _TRAINS = (

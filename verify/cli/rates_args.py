@@ -220,6 +220,15 @@ def _verdicts(g) -> None:
         " exploratory (refused for a confirmatory protocol)",
     )
     g.add_argument(
+        "--equivalence-margin",
+        type=float,
+        metavar="F",
+        help="read the equivalence test (the slope within +- F |e| of e: two one-sided tests,"
+        " beside the theorem test, never deciding; verify.stats.equivalence) for every entry;"
+        " a stated --rate with no log factor has it by default at F = 0.25 (exploratory;"
+        " refused for a confirmatory protocol)",
+    )
+    g.add_argument(
         "--log-power",
         type=float,
         help="override the protocol's attainment allowance log power c (allowance: log^c"
@@ -315,6 +324,13 @@ def protocol_of(args) -> protocols.Protocol:
         if not (np.isfinite(args.log_power) and args.log_power >= 0):
             raise ValueError(f"--log-power must be a finite number >= 0, got {args.log_power}")
         changes["attainment_log_power"] = float(args.log_power)
+    if args.equivalence_margin is not None:
+        if not 0 < args.equivalence_margin < 0.5:
+            raise ValueError(
+                f"--equivalence-margin is a fraction of |e| in (0, 0.5), got"
+                f" {args.equivalence_margin}"
+            )
+        changes["equivalence_margin"] = float(args.equivalence_margin)
     if args.rate is not None:
         proto = stated_rate.with_rate(proto, args.rate)
     if args.estimator is not None and proto.kind == "confirmatory":

@@ -72,6 +72,7 @@ class RunSpec:
     delta: float | None = None
     log_power: float | None = None
     rate: str | None = None
+    equivalence_margin: float | None = None
     # the outputs
     json: str | None = None
     markdown: str | None = None

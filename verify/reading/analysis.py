@@ -57,6 +57,7 @@ from verify.report.findings import finding
 from verify.report.status import familywise
 from verify.results import Decision, InputDimension, MetricResult
 from verify.starts import compare_starts
+from verify.stats.equivalence import DEFAULT_RELATIVE_MARGIN, Equivalence, equivalence_test
 from verify.stats.slopes import curvature, fit_slope
 from verify.stats.verdict import Verdict
 
@@ -216,6 +217,8 @@ def metric_result(
     readable = not (is_control(estimator) or refused or proto.stated_rate)
     # verify.stats.readings, .logfactor
     theorem, lop = beside(m, fit, pro, proto, theorem, readable)
+    equivalent = equivalence_reading(theorem, pro, proto, estimator, refused)
+    theorem = dataclasses.replace(theorem, equivalence=equivalent)
     return MetricResult(
         estimator=name or estimator,
         truth=tc.key,
@@ -243,6 +246,21 @@ def metric_result(
         class_theorem=class_theorem,
         log_or_power=lop,
     )
+
+
+def equivalence_reading(theorem, pro, proto, estimator: str, refused) -> Equivalence | None:
+    """The equivalence reading of an entry's slope (``verify.stats.equivalence``): read where
+    it is held to a stated rate with no log factor (its band of width 0, where the one-sided
+    test cannot PASS an estimator at the rate) at the protocol's margin or the toolkit's
+    default, and for every entry where the run names a margin (``--equivalence-margin``);
+    never for a known-answer control (its own proven rate is its test) or a refused truth."""
+    if is_control(estimator) or refused:
+        return None
+    exact = proto.stated_rate is not None and abs(pro.band_log_power) < 1e-12
+    if not exact and proto.equivalence_margin is None:
+        return None
+    relative = proto.equivalence_margin or DEFAULT_RELATIVE_MARGIN
+    return equivalence_test(theorem.predicted, theorem.ci_low, theorem.ci_high, relative)
 
 
 def _expected_theorem(spec, estimator: str, metric: str, class_theorem):

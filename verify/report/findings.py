@@ -12,7 +12,7 @@ from verify.stats.verdict import Verdict
 if TYPE_CHECKING:  # the results module imports nothing from here; typing only
     from verify.results import MetricResult
 
-__all__ = ["finding", "readings_lines", "verdict_text", "replication_text"]
+__all__ = ["equivalence_words", "finding", "readings_lines", "verdict_text", "replication_text"]
 
 
 def _range(ns) -> str:
@@ -207,3 +207,13 @@ def replication_text(rep) -> str:
         return "-"
     margin = f"{rep.margin_se:+.2f} SE" if math.isfinite(rep.margin_se) else "no margin"
     return f"{100 * rep.share:.0f}%, {rep.loo_flips}/{rep.loo_sets} LOO, {margin}"
+
+
+def equivalence_words(eq) -> str:
+    """The equivalence reading in a phrase (``verify.stats.equivalence``): its verdict, the
+    bounds and the interval it read."""
+    lo, hi = eq.bounds
+    return (
+        f"equivalence (slope within {lo:+.3f}..{hi:+.3f}, +-{eq.relative:g}|e|; beside, not"
+        f" deciding) {eq.verdict}: interval [{eq.ci[0]:+.3f}, {eq.ci[1]:+.3f}]"
+    )

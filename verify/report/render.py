@@ -19,7 +19,12 @@ from simulate.sweep.setup.kinds import is_asvi
 from theory.plumbing.paths import atomic_path
 from verify.reading.design import is_control
 from verify.reading.pilot import NO_PILOT, PILOT_REMEDY, own_pilot
-from verify.report.findings import readings_lines, replication_text, verdict_text
+from verify.report.findings import (
+    equivalence_words,
+    readings_lines,
+    replication_text,
+    verdict_text,
+)
 from verify.report.panels import draw_elbo_gap_panel, draw_rate_panel, draw_width_panel
 from verify.report.tables import (
     _attain_table_lines,
@@ -63,6 +68,8 @@ def format_results(results: list[MetricResult], explain: bool = True) -> str:
             lines += _attain_table_lines(er)
             lines += [f"  {r.metric}{' (decides)' if r.primary else ''}: {r.finding}" for r in er]
             lines += [f"  {r.metric}: {w}" for r in er if r.primary for w in readings_lines(r)]
+            lines += [f"  {r.metric}: {equivalence_words(r.theorem.equivalence)}"
+                      for r in er if r.theorem.equivalence is not None]  # fmt: skip
             lines += _power_note(er)
             lines += _budget_lines(er)
         lines += _starts_lines(rows)
