@@ -86,6 +86,7 @@ __all__ = [
 # verdict's replication, a known-answer control's test against the class band; 6: the
 # theorem test's readings (verify.stats.readings) and the log-factor-or-power test
 # (verify.stats.logfactor); 7: the theorem test's equivalence reading (verify.stats.equivalence)
+# and the curve's per-replicate values
 SCHEMA_ID = "asvi-rates/metric-result/7"
 
 
@@ -145,6 +146,9 @@ class Curve:
     bend: float
     bend_ci: tuple[float, float]
     bending: bool
+    # the per-replicate values the fit read, [replicate][n], the replicates in the order of
+    # ``MetricResult.replicates.used`` (a statistician's own analysis starts here)
+    values: tuple[tuple[float, ...], ...] = ()
 
 
 @dataclass(frozen=True)

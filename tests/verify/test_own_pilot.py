@@ -156,3 +156,16 @@ def test_sizing_reads_a_named_regressors_records(runs):
                         "--top", "4096"], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr[-1500:]
     assert "KNeighborsRegressor" in r.stdout and "realised cv" in r.stdout
+
+
+def test_the_results_hold_the_per_replicate_values(runs):
+    """Issue 77, item 4: each curve carries the values its fit read, ``[replicate][n]``,
+    the replicates in ``replicates.used``'s order; their mean is the curve's mean, and the
+    JSON report holds them."""
+    _, none, _ = runs
+    for r in none.results:
+        V = np.asarray(r.curve.values)
+        assert V.shape == (len(r.replicates.used), len(r.curve.ns))
+        np.testing.assert_allclose(V.mean(0), r.curve.mean, rtol=1e-12)
+    doc = json.loads(json.dumps(none.to_json()))
+    assert len(doc["results"][0]["curve"]["values"]) == len(none.results[0].replicates.used)

@@ -230,7 +230,7 @@ def metric_result(
         arm=arm,
         role=role,
         theorem=theorem,
-        curve=curve_result(fit, curv),
+        curve=curve_result(fit, curv, V),
         replicates=tc.replicates,
         asvi=asvi_summary(tc, metric, V, F) if asvi else None,
         attainment=attainment,

@@ -195,9 +195,11 @@ def class_theorem_result(
     return replicated(Measured(tc, metric, V, None), pro, proto, fit, t, None)[0]
 
 
-def curve_result(fit: SlopeFit, curv: Curvature) -> Curve:
-    """The fitted curve per n and its curvature (``verify.stats.slopes.curvature``)."""
+def curve_result(fit: SlopeFit, curv: Curvature, values: np.ndarray | None = None) -> Curve:
+    """The fitted curve per n and its curvature (``verify.stats.slopes.curvature``), with
+    the per-replicate ``values`` it was fitted on (``[replicate][n]``)."""
     return Curve(
+        values=() if values is None else tuple(tuple(map(float, row)) for row in values),
         ns=tuple(int(n) for n in fit.ns),
         mean=tuple(fit.mean.tolist()),
         se=tuple(fit.se.tolist()),
