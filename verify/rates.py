@@ -120,7 +120,7 @@ from verify.decided import CURRENT, decision_block
 from verify.reading import stated_rate
 from verify.reading.analysis import analyse
 from verify.reading.design import design_power
-from verify.reading.pilot import check_pilot_of, pilot_cvs, read_pilot
+from verify.reading.pilot import NO_PILOT, given_pilot, pilot_cvs, pilot_line
 from verify.reading.records import cells_of, records_protocol
 from verify.report.render import (
     format_results,
@@ -156,7 +156,7 @@ def main(argv=None) -> int:
         plan = records = None
         if args.records:
             records, control_records, source, partial = existing_records(args, overrides)
-            exploring = (args.delta, args.log_power, args.rate)
+            exploring = (args.delta, args.log_power, args.rate, args.equivalence_margin)
             if args.protocol is None and all(v is None for v in exploring):
                 # records are decided by the rules they were written under, where shipped
                 proto = protocols.of_records(records_protocol(cells_of(records))) or proto
@@ -205,7 +205,9 @@ def checked_plan(cmd) -> Plan:
     spec = cmd.spec
     plan = planned_sweep(spec, cmd.truths, cmd.tier, cmd.overrides, cmd.proto)
     stated_rate.check_plan(cmd.proto, plan)  # a refused --rate: before any training
-    given_pilot(spec)  # a --pilot file that gives no cvs: before any training
+    if spec.pilot:  # a pilot of another configuration, or with no cvs: before any training
+        cfg = plan.runs[0].sweep.config
+        given_pilot(spec, cfg.kind.cell_config(cfg, cfg.ns[0]), {t.key for t in cfg.truths})
     if not spec.dry_run:
         plan = resolved(plan)
     check_paths(cmd.spec, plan, plan.truth_keys())
@@ -280,10 +282,8 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
         records, control_records, pilots = execute(args, plan, proto, workers, writing,
                                                    source, say)  # fmt: skip
     try:
-        if args.records:
-            pilots = given_pilot(args)
-        if args.pilot:
-            check_pilot_of(read_pilot(args.pilot), records, args.pilot)
+        if args.records:  # a pilot of the records' own configuration, on data of its own
+            pilots = given_pilot(args, records[0]["config"], {r["cell"]["truth"] for r in records})
         results = analyse(records, truths or None, control_records, proto, pilots)
     except ValueError as exc:
         print_error(exc)
@@ -294,9 +294,22 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
     return _report(args, results, read, proto, t0, notes)
 
 
-def given_pilot(args) -> dict:
-    """The pilot cvs of ``--pilot RECORDS`` (``verify.reading.pilot``; empty without it)."""
-    return pilot_cvs(read_pilot(args.pilot), args.pilot) if args.pilot else {}
+def _pilot_block(run, sweep, say) -> dict:
+    """Train a sweep's pilot block (``--pilot-replicates``) and read its cvs; a pilot that
+    gives none (fewer than 2 complete replicates, a cv of 0) leaves the power unknown, said
+    in a note: a property of the data, not a crash."""
+    t1 = time.perf_counter()
+    say(f"pilot block ({run.pilot.config.replicates} replicates, data seeds of its own,"
+        f" records {run.pilot.out}):")  # fmt: skip
+    recs = sweep(run.pilot)
+    say(f"pilot: {time.perf_counter() - t1:.0f} s")
+    try:
+        cvs = pilot_cvs(recs, run.pilot.out)
+    except ValueError as exc:
+        say(f"note: {exc}; {NO_PILOT}")
+        return {}
+    say(pilot_line(cvs))
+    return cvs
 
 
 def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, say=print):
@@ -307,7 +320,9 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
     go (the power check, the timings, the notes; ``verify.check_rate`` gives a no-op when
     quiet; the progress bar, on stderr, is the sweep's own)."""
     control_records: list[dict] = []
-    pilots = given_pilot(args)
+    pilots = given_pilot(args)  # checked against the plan before (checked_plan)
+    if pilots:
+        say(pilot_line(pilots))
     tune_malloc()
     say(f"protocol {proto.tag} ({proto.kind})")
     os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
@@ -324,11 +339,7 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
             cfg, own = run.sweep.config, f" {run.name}" if run.name else ""
             ccfg = run.control and run.control.config
             if run.pilot is not None:
-                t1 = time.perf_counter()
-                say(f"pilot block ({run.pilot.config.replicates} replicates, data seeds of its"
-                    f" own, records {run.pilot.out}):")  # fmt: skip
-                pilots.update(pilot_cvs(sweep(run.pilot), run.pilot.out))
-                say(f"pilot{own}: {time.perf_counter() - t1:.0f} s")
+                pilots.update(_pilot_block(run, sweep, say))
             say(power_lines(design_power(cfg, proto, pilots), cfg))
             t1 = time.perf_counter()
             link = _budget_link(args, cfg, run.sweep.out, ccfg, say)

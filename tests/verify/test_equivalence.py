@@ -89,6 +89,8 @@ def test_the_known_answers(knn):
     not (variance-bound, slope near 0): FAIL.  d is read at its own exponent, -0.25."""
     t = _eq(knn["matched"])
     assert t.band_log_power == pytest.approx(0.0, abs=1e-12)
+    # it reads the theorem test's own interval (the protocol's level), not another
+    assert t.equivalence.ci == (t.ci_low, t.ci_high) and t.level == 0.95
     assert t.equivalence.verdict == Verdict.PASS, t.equivalence
     assert _eq(knn["fixed"]).equivalence.verdict == Verdict.FAIL
     d = _eq(knn["matched"], "d").equivalence
@@ -114,6 +116,19 @@ def test_read_on_request_only_under_the_papers_band(knn, tmp_path):
     assert '"equivalence": null' in doc and '"equivalence": {' not in doc
     doc = read("b", "--equivalence-margin", "0.2")
     assert '"equivalence": {' in doc and '"relative": 0.2' in doc
+    # never deciding: the exit status is the same with the reading as without it (fixed k:
+    # its equivalence FAILs, its status is the theorem test's and the attainment test's)
+    fixed = str(knn["folder"] / "fixed.jsonl")
+    argv = ["--records", fixed, "--figures", str(tmp_path / "f"), "--quiet"]
+    assert verify.rates.main(argv) == verify.rates.main([*argv, "--equivalence-margin", "0.2"])
+    # and records written under a protocol keep a margin given for them (an exploratory copy)
+    from tests.shipped_verdicts import REFERENCE
+
+    shipped = f"{REFERENCE}/records-confirm4-holder-a05.jsonl.gz"
+    js = tmp_path / "d.json"
+    verify.rates.main(["--records", shipped, "--figures", str(tmp_path / "f"), "--quiet",
+                       "--equivalence-margin", "0.2", "--json", str(js)])  # fmt: skip
+    assert '"equivalence": {' in js.read_text()
     assert '"equivalence": {' not in read("c", "--rate", "n**(-1/2)*log(n)")
 
 

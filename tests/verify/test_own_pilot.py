@@ -17,6 +17,7 @@ from simulate.sweep.setup.truth_spec import TruthSpec
 from simulate.sweep.store.schema import read_records
 from verify import protocol as protocols
 from verify.cli.rates_args import read_command
+from verify.reading import stated_rate
 from verify.reading.analysis import analyse
 from verify.reading.design import TruthDesign, prospective
 from verify.reading.pilot import NO_PILOT, check_pilot_of, pilot_cvs
@@ -106,11 +107,23 @@ def test_a_given_pilot_is_read_and_checked(runs, tmp_path):
     assert d2["theorem"]["power"]["pilot_cv"] == pytest.approx(
         _primary(block).theorem.power.pilot_cv
     )
+    run = read_records(str(tmp / "block.jsonl"))
+    cfg, keys = run[0]["config"], {H15.key}
+    check_pilot_of(read_records(pilot), cfg, keys, "pilot")  # its own data seed: accepted
     # a pilot of another configuration (other parameters) is refused
     other = [dict(r, config={**r["config"], "regressor_params": {"n_neighbors": "5"}})
              for r in read_records(pilot)]  # fmt: skip
     with pytest.raises(ValueError, match="regressor_params"):
-        check_pilot_of(other, read_records(str(tmp / "block.jsonl")), "other")
+        check_pilot_of(other, cfg, keys, "other")
+    # the run's own records as its pilot: the decided data (post-hoc power), refused, and
+    # the command exits 2 before reading anything further
+    with pytest.raises(ValueError, match="own data seed"):
+        check_pilot_of(run, cfg, keys, "self")
+    argv = ["--records", str(tmp / "block.jsonl"), "--figures", str(tmp_path / "f"), "--quiet"]
+    assert verify.rates.main([*argv, "--pilot", str(tmp / "block.jsonl")]) == 2
+    # the pilot is an input: no output may overwrite it
+    assert verify.rates.main([*argv, "--pilot", pilot, "--json", pilot]) == 2
+    assert read_records(pilot)
     # a pilot of ASVI's records gives no cv: ASVI's power is the protocol's
     from tests.shipped_verdicts import REFERENCE, shipped_records
 
@@ -169,3 +182,34 @@ def test_the_results_hold_the_per_replicate_values(runs):
         np.testing.assert_allclose(V.mean(0), r.curve.mean, rtol=1e-12)
     doc = json.loads(json.dumps(none.to_json()))
     assert len(doc["results"][0]["curve"]["values"]) == len(none.results[0].replicates.used)
+
+
+def test_a_pilot_of_another_configuration_is_refused_before_training(runs, tmp_path):
+    """``--pilot`` is checked against the plan's configuration before any cell trains."""
+    tmp, _, _ = runs
+    out = tmp_path / "k5.jsonl"
+    with pytest.raises(ValueError, match="regressor_params"):
+        _run(tmp_path, "k5", str(tmp / "block-pilot.jsonl"), params={"n_neighbors": 5})
+    assert not out.exists()
+
+
+def test_the_dry_run_names_the_pilot(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = ["--tier", "tiny", "--n", "128", "256", "512", "--estimator", KNN, "--dry-run",
+            "--estimator-param", "n_neighbors=5"]  # fmt: skip
+    assert verify.rates.main([*argv, "--pilot-replicates", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "pilot block of sweep: 3 replicates" in out and NO_PILOT in out
+
+
+def test_an_exact_stated_rate_without_a_pilot_stays_undecidable(runs, tmp_path):
+    """Power unknown labels nothing only where a design could decide: a stated rate with no
+    log factor has no margin to PASS an estimator at e under the confirming rule, at any
+    spread, so its non-rejection is UNDECIDABLE with or without a pilot."""
+    tmp, _, _ = runs
+    recs = read_records(str(tmp / "none.jsonl"))
+    proto = stated_rate.with_rate(protocols.load("exploratory-v3"), "n**(-3/4)")
+    (r,) = [x for x in analyse(recs, protocol=proto) if x.primary]
+    assert r.theorem.power.pilot_cv is None and not r.theorem.power.separable
+    if r.theorem.verdict != "FAIL":
+        assert r.theorem.verdict == "UNDECIDABLE"

@@ -35,7 +35,6 @@ from verify.cli.rates_args import command_of
 from verify.cli.runspec import RunSpec, param_text
 from verify.rates import EXIT_WORDS, checked_plan, execute
 from verify.reading.analysis import analyse
-from verify.reading.pilot import check_pilot_of, read_pilot
 from verify.report.findings import equivalence_words
 from verify.report.render import format_results, plot_results
 from verify.report.status import exit_status
@@ -300,8 +299,6 @@ def check_rate(estimator=None, *, truths=None, ns=None, replicates=None, protoco
     for note in plan.notes:
         say(note)
     records, controls, pilots = execute(spec, plan, cmd.proto, cmd.workers, [], plan.source, say)
-    if spec.pilot:
-        check_pilot_of(read_pilot(spec.pilot), records, spec.pilot)
     results = analyse(records, cmd.truths or None, controls, cmd.proto, pilots)
     rows = tuple(tidy_rows(records, controls, cmd.proto.tag))
     return RateCheck(tuple(results), exit_status(results), cmd.proto.tag, plan.source, spec, rows)

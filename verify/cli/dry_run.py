@@ -8,6 +8,7 @@ from verify.cli.flag_rules import dry_run_note
 from verify.cli.plan import Plan
 from verify.cli.runspec import spec_defaults
 from verify.reading.design import design_power
+from verify.reading.pilot import given_pilot, pilot_line
 from verify.report.render import power_lines
 from verify.sizing import control_probability
 from verify.stats.slopes import expected_slope_se
@@ -23,6 +24,15 @@ def dry_run(args, plan: Plan, proto) -> int:
     if note:
         print(note)
     print(f"protocol {proto.tag} ({proto.kind})")
+    pilots = given_pilot(args)  # checked against the plan (verify.rates.checked_plan)
+    if pilots:
+        print(pilot_line(pilots))
+    for r in plan.runs:
+        if r.pilot is not None:
+            p = r.pilot.config
+            print(f"pilot block of {r.label}: {p.replicates} replicates at n = {list(p.ns)},"
+                  f" data seed {p.seed} (its own), trained first; its cv gives the power"
+                  f" below once it has run; records {r.pilot.out}")  # fmt: skip
     sweeps = [(r.label, r.sweep.config, r.sweep.out) for r in plan.runs]
     if plan.gp:
         sweeps.append(("known-answer control", plan.gp.config, plan.gp.out))
@@ -33,7 +43,7 @@ def dry_run(args, plan: Plan, proto) -> int:
             + cfg.kind.words(cfg)
             + f"; records {path}"
         )
-        print(power_lines(design_power(cfg, proto), cfg))
+        print(power_lines(design_power(cfg, proto, pilots), cfg))
     for r in plan.runs:
         c = r.control and r.control.config
         if c is not None:

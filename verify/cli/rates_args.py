@@ -424,6 +424,8 @@ def check_paths(args, plan, truth_keys) -> None:
             ins.append(("the control records", control_records_path(args.records)))
     else:
         ins = plan.inputs()
+    if args.pilot:
+        ins.append(("--pilot", args.pilot))
     figs = [("a figure", os.path.join(figures_dir(args), f"{k}.png")) for k in sorted(truth_keys)]
     check_distinct([("--json", args.json), ("--markdown", args.markdown), *figs], ins)
     protect_inputs(*(p for _, p in ins))

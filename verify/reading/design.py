@@ -229,8 +229,14 @@ def prospective(
     for every entry but a known-answer control's own.  An entry whose power comes from its
     own pilot (a named regressor: ``verify.reading.pilot``) takes its cvs from ``pilot``;
     without one its power is unknown: ``pilot_cv`` None, the slope SE and half-widths NaN,
-    and both tests counted as powered (a non-rejection INCONCLUSIVE, not labelled
-    UNDECIDABLE by power), the report saying ``verify.reading.pilot.NO_PILOT``."""
+    the report saying ``verify.reading.pilot.NO_PILOT``, and each test counted as powered
+    wherever its design could decide at some spread (a non-rejection INCONCLUSIVE, not
+    labelled UNDECIDABLE for want of a pilot) -- but not where the design cannot decide at
+    any spread (``gap <= 0``: the band has no margin to PASS an estimator at e, as a stated
+    rate with no log factor under the confirming rule, or the allowance eats half the
+    rate), which stays UNDECIDABLE as it would with a pilot.  A pilot without a paired
+    difference (``cv_diff`` None: cells without a reference) leaves the attainment test's
+    power unknown the same way."""
     spec, key, ns, edges = design.spec, design.key, design.ns, design.edges
     replicates = design.replicates
     ns = list(ns)
@@ -240,10 +246,11 @@ def prospective(
         pred = predicted(spec, estimator, metric)
     else:  # the protocol's stated rate replaces the paper's band (verify.reading.stated_rate)
         pred, lp = stated
-    unknown = False
+    unknown = unknown_diff = False
     if cv_kind is None and own_pilot(estimator):  # never the protocol's (ASVI's) cvs
         unknown = pilot is None
         cv, cv_diff = (math.nan, math.nan) if unknown else (pilot.cv, pilot.cv_diff)
+        unknown_diff = unknown or cv_diff is None
         cv_diff = math.nan if cv_diff is None else cv_diff
     else:
         cv, cv_diff = _pilot_cvs(proto, key, spec, estimator, metric, cv_kind)
@@ -262,12 +269,15 @@ def prospective(
     a_power = dataclasses.replace(
         attainment_power(ns, spec.predicted(metric), allowance,
                          expected_slope_se(ns, replicates, cv_diff), replicates, proto.level),
-        pilot_cv_diff=None if unknown else cv_diff,
+        pilot_cv_diff=None if unknown_diff else cv_diff,
     )  # fmt: skip
-    if unknown:  # unlabelled by power: no pilot (docstring)
-        power = dataclasses.replace(power, separable=True, half_width=math.nan, probability=None,
-                                    replicates_needed=None, n_needed=None)  # fmt: skip
-        a_power = dataclasses.replace(a_power, separable=True, half_width=math.nan)
+    if unknown:  # no pilot: unlabelled by power where the design could decide (docstring)
+        power = dataclasses.replace(power, separable=bool(power.gap > 0), half_width=math.nan,
+                                    probability=None, replicates_needed=None,
+                                    n_needed=None)  # fmt: skip
+    if unknown_diff:
+        a_power = dataclasses.replace(a_power, separable=bool(a_power.gap > 0),
+                                      half_width=math.nan)  # fmt: skip
     return Prospective(
         predicted=pred, band_log_power=lp, pilot_cv=None if unknown else cv, slope_se=se,
         theorem_power=power,

@@ -25,6 +25,7 @@ needs at least 2 replicates complete at 3 or more n (the fits' own minimum).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,8 +41,10 @@ __all__ = [
     "PILOT_REMEDY",
     "PilotCv",
     "check_pilot_of",
+    "given_pilot",
     "own_pilot",
     "pilot_cvs",
+    "pilot_line",
     "read_pilot",
     "realised_cv",
 ]
@@ -124,20 +127,53 @@ def read_pilot(path: str) -> list[dict]:
     return one_configuration(read_records(path), None, path, "give the pilot of one configuration")
 
 
-def check_pilot_of(pilot: list[dict], records: list[dict], source: str) -> None:
+def check_pilot_of(pilot: list[dict], config: dict, truths, source: str) -> None:
     """A pilot powers a run only if it is of the same estimator, with the same settings
-    (:data:`PILOT_SHARED`), on truths of the run: ValueError (one line) naming the first
-    difference."""
-    if not pilot or not records:
-        return
-    a, b = pilot[0]["config"], records[0]["config"]
+    (:data:`PILOT_SHARED`), on truths of the run (``truths``: their keys), and on data of its
+    own: a pilot with the run's data seed (``config["seed"]``: the same replicates' data, as
+    a pilot read off the run's own records would be) is post-hoc power and refused.
+    ``config``: a cell configuration of the run (a record's ``config``, or
+    ``kind.cell_config`` of the sweep about to train); ValueError (one line) naming the
+    first difference."""
+    if not pilot:
+        raise ValueError(f"pilot {source} holds no records")
+    a = pilot[0]["config"]
     for k in PILOT_SHARED:
-        if a.get(k) != b.get(k):
+        if a.get(k) != config.get(k):
             raise ValueError(
                 f"pilot {source} is of another configuration: {k} {a.get(k)!r} against the"
-                f" run's {b.get(k)!r}"
+                f" run's {config.get(k)!r}"
             )
-    theirs = {r["cell"]["truth"] for r in pilot}
-    ours = {r["cell"]["truth"] for r in records}
-    if not ours & theirs:
+    if a.get("seed") == config.get("seed"):
+        raise ValueError(
+            f"pilot {source} has the run's own data seed ({a.get('seed')}): its replicates'"
+            " data are the run's, and a power read off the decided data is post-hoc; give a"
+            " pilot of data seeds of its own (--pilot-replicates K trains one)"
+        )
+    ours = set(truths)
+    if not ours & {r["cell"]["truth"] for r in pilot}:
         raise ValueError(f"pilot {source} holds none of the run's truths ({sorted(ours)})")
+
+
+def pilot_line(cvs: dict) -> str:
+    """What a run's power is computed from, one line: each entry's own pilot (d^2's cv, its
+    replicates and n, the file)."""
+    parts = [
+        f"{est} on {key}: cv {p.cv:.2g} (R = {p.replicates}, n = {p.ns[0]}..{p.ns[-1]},"
+        f" {os.path.basename(p.source)})"
+        for (est, key, metric), p in sorted(cvs.items())
+        if metric == "d2"
+    ]
+    return "own pilot (realised cv of d^2): " + "; ".join(parts)
+
+
+def given_pilot(args, config: dict | None = None, truths=()) -> dict:
+    """The pilot cvs of a run's ``--pilot RECORDS`` (``args.pilot``; empty without it),
+    checked against the run's cell ``config`` and ``truths`` where given
+    (:func:`check_pilot_of`: the same estimator and settings, data of its own)."""
+    if not args.pilot:
+        return {}
+    pilot = read_pilot(args.pilot)
+    if config is not None:
+        check_pilot_of(pilot, config, truths, args.pilot)
+    return pilot_cvs(pilot, args.pilot)

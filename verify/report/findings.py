@@ -82,6 +82,12 @@ def _theorem_words(r: MetricResult) -> str:
             f"slower than {rate} over {_range(ns)} (a FAIL for every band log power"
             f" below {t.c_flip:.2f})"
         )
+    elif t.verdict == Verdict.UNDECIDABLE and t.power.pilot_cv is None:  # no pilot
+        parts.append(
+            "theorem test undecidable with this design at any spread (its gap"
+            f" {t.power.gap:.3f} is not positive: the band has no margin to PASS an estimator"
+            " at the exponent, or the log allowance eats the gap to e/2)"
+        )
     elif t.verdict == Verdict.UNDECIDABLE and t.rule == "confirm":
         parts.append(
             "theorem test undecidable with this design (the probability of a PASS at the"

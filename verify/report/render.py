@@ -165,12 +165,20 @@ ARM_LABELS = {
 }
 
 
+# what a design that cannot decide at any spread is, whatever its pilot (gap <= 0)
+NO_MARGIN = (
+    "and the theorem test cannot decide at any spread here (the band has no margin to PASS"
+    " an estimator at e, or the log allowance eats the gap to e/2): UNDECIDABLE"
+)
+
+
 def _power_note(rows: list[MetricResult]) -> list[str]:
     out = []
     for r in rows:
         t = r.theorem
         if r.primary and t.power.pilot_cv is None:  # an entry with no pilot of its own
-            out.append(f"  {NO_PILOT} (power ? in the tables; {PILOT_REMEDY})")
+            out.append(f"  {NO_PILOT} (power ? in the tables; {PILOT_REMEDY})"
+                       + ("" if t.power.separable else f"; {NO_MARGIN}"))  # fmt: skip
         elif r.primary and not t.power.separable and t.verdict == "UNDECIDABLE":
             out.append("  " + _power_sentence(t.power))
     return out
@@ -318,7 +326,8 @@ def power_lines(rows: list, cfg) -> str:
         tp, ap = r.theorem_power, r.attainment_power
         if r.pilot_cv is None:  # an entry that takes its power from its own pilot, with none
             lines.append(f"  {r.truth} {r.estimator}: e = {r.predicted:.3f}, band log^"
-                         f"{r.band_log_power:.2f} n; {NO_PILOT} ({PILOT_REMEDY})")  # fmt: skip
+                         f"{r.band_log_power:.2f} n; {NO_PILOT} ({PILOT_REMEDY})"
+                         + ("" if tp.separable else f"; {NO_MARGIN}"))  # fmt: skip
             continue
         s = (
             f"  {r.truth} {r.estimator}: e = {r.predicted:.3f}, band log^"
