@@ -25,6 +25,11 @@ excludes the too-slow alternative by as wide a gap as it allows around e.  At e 
 is 0.125: the k-NN matched to the class (slope -0.5 within its interval) passes it on a
 design whose interval half-width is below it, and k-NN with a fixed k (slope near 0) fails.
 
+**What it reads**: the slope against ``e +- m``, the exponent alone.  Asked for under a band
+with a log factor (``--equivalence-margin`` with the paper's band), an estimator at the rate
+*with* its log factor has a slope near ``e + c ell`` over the design and can fail it: the
+reading then says whether the measured exponent is e, not whether the band holds.
+
 **Where it is read** (``verify.reading.analysis``): by default for every entry held to a
 stated rate with no log factor (``verify.reading.stated_rate``); on request
 (``--equivalence-margin``) for every entry but a known-answer control's.  It is reported
