@@ -31,8 +31,8 @@ from verify.reading.controls import read_with_control
 from verify.report.findings import equivalence_words
 
 __all__ = [
-    "CURRENT", "RECORDS", "WIDTH", "Decided", "decided_of", "decision_block", "load", "main",
-    "wrapped",
+    "CURRENT", "RECORDS", "SMOKE_TIERS", "WIDTH", "Decided", "decided_of", "decision_block",
+    "load", "main", "opening_line", "wrapped",
 ]  # fmt: skip
 
 CURRENT = "confirm-v4"  # RESULTS.md's current decision (its opening section)
@@ -270,6 +270,27 @@ def main(argv=None) -> int:
 def file_text(decided: list[Decided]) -> str:
     """The file :data:`PATH` holds for ``decided`` (sorted keys, one space indents)."""
     return json.dumps(document(decided), indent=1, sort_keys=True) + "\n"
+
+
+# the tiers that are smoke tests of the pipeline (seconds to minutes), not evidence
+SMOKE_TIERS = ("tiny", "quick")
+
+
+def opening_line(args, results, proto) -> str:
+    """What this run is, the decision block's first sentence: re-read records, a smoke
+    test, an exploratory or a confirmatory tier, and where the confirmatory evidence is."""
+    ns = [n for r in results for n in r.curve.ns]
+    upto = f"n <= {max(ns):,}" if ns else "no n"
+    evidence = f"the confirmatory evidence is {CURRENT} (RESULTS.md), beside each truth below"
+    if args.records:
+        return (f"Records {os.path.basename(args.records)} ({upto}), decided under protocol"
+                f" {proto.tag} ({proto.kind}); {evidence}.")  # fmt: skip
+    if proto.kind == "confirmatory":
+        return (f"Tier {args.tier}: confirmatory, pre-registered as protocol {proto.tag}"
+                f" ({upto}).")  # fmt: skip
+    if args.tier in SMOKE_TIERS:
+        return f"Tier {args.tier}: a smoke test ({upto}), not evidence; {evidence}."
+    return f"Tier {args.tier}: exploratory ({upto}, protocol {proto.tag}); {evidence}."
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ from verify.cli.rates_args import (
     figures_dir,
     read_command,
 )
-from verify.decided import CURRENT, decision_block
+from verify.decided import decision_block, opening_line
 from verify.reading import stated_rate
 from verify.reading.analysis import analyse
 from verify.reading.design import design_power
@@ -126,6 +126,7 @@ from verify.report.render import (
     format_results,
     markdown_results,
     plot_results,
+    power_brief,
     power_lines,
 )
 from verify.report.status import (
@@ -279,8 +280,8 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
     t0 = time.perf_counter()
     if not args.records:
         say = (lambda line: None) if args.quiet else print
-        records, control_records, pilots = execute(args, plan, proto, workers, writing,
-                                                   source, say)  # fmt: skip
+        records, control_records, pilots, power = execute(args, plan, proto, workers, writing,
+                                                          source, say)  # fmt: skip
     try:
         if args.records:  # a pilot of the records' own configuration, on data of its own
             pilots = given_pilot(args, records[0]["config"], {r["cell"]["truth"] for r in records})
@@ -289,6 +290,7 @@ def _run(args, truths, workers, plan: Plan | None, read, proto, writing: list[st
         print_error(exc)
         return EXIT_BAD_INPUT
     notes = capped_notes(records, control_records, bool(control_records), _confirmatory(args))
+    notes = [*([] if args.records else power), *notes]
     if args.csv:  # the tidy table: the records' cells, as the verdicts read them
         write_atomic(args.csv, csv_text(tidy_rows(records, control_records, proto.tag)))
     return _report(args, results, read, proto, t0, notes)
@@ -315,11 +317,14 @@ def _pilot_block(run, sweep, say) -> dict:
 def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, say=print):
     """Run the plan's sweeps, each after its pilot block (a named regressor's, where asked)
     and followed by its budget control, then the known-answer run, on one pool of workers;
-    returns ``(records, control_records, pilots)``, ``pilots`` the entries' own pilot cvs
-    (``verify.reading.pilot``: the pilot blocks' or ``--pilot``'s).  ``say``: where its lines
+    returns ``(records, control_records, pilots, power)``, ``pilots`` the entries' own pilot
+    cvs (``verify.reading.pilot``: the pilot blocks' or ``--pilot``'s), ``power`` each sweep's
+    power check (one line of it is said before the sweep trains; the report prints it
+    whole after the decision block).  ``say``: where its lines
     go (the power check, the timings, the notes; ``verify.check_rate`` gives a no-op when
     quiet; the progress bar, on stderr, is the sweep's own)."""
     control_records: list[dict] = []
+    power: list[str] = []  # each sweep's power check, printed in full after the decision block
     pilots = given_pilot(args)  # checked against the plan before (checked_plan)
     if pilots:
         say(pilot_line(pilots))
@@ -340,7 +345,9 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
             ccfg = run.control and run.control.config
             if run.pilot is not None:
                 pilots.update(_pilot_block(run, sweep, say))
-            say(power_lines(design_power(cfg, proto, pilots), cfg))
+            rows = design_power(cfg, proto, pilots)
+            power.append(power_lines(rows, cfg))
+            say(power_brief(rows))
             t1 = time.perf_counter()
             link = _budget_link(args, cfg, run.sweep.out, ccfg, say)
             recs = sweep(run.sweep, link and link[0])
@@ -364,32 +371,13 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
             if link:  # a cache: the control's records are written
                 link[0].clear(cfg)
         if plan.gp is not None:
-            say(power_lines(design_power(plan.gp.config, proto), plan.gp.config))
+            rows = design_power(plan.gp.config, proto)
+            power.append(power_lines(rows, plan.gp.config))
+            say(power_brief(rows))
             t1 = time.perf_counter()
             records += sweep(plan.gp)
             say(f"known-answer control: {time.perf_counter() - t1:.0f} s")
-    return records, control_records, pilots
-
-
-# the tiers that are smoke tests of the pipeline (seconds to minutes), not evidence
-SMOKE_TIERS = ("tiny", "quick")
-
-
-def opening_line(args, results, proto) -> str:
-    """What this run is, the decision block's first sentence: re-read records, a smoke
-    test, an exploratory or a confirmatory tier, and where the confirmatory evidence is."""
-    ns = [n for r in results for n in r.curve.ns]
-    upto = f"n <= {max(ns):,}" if ns else "no n"
-    evidence = f"the confirmatory evidence is {CURRENT} (RESULTS.md), beside each truth below"
-    if args.records:
-        return (f"Records {os.path.basename(args.records)} ({upto}), decided under protocol"
-                f" {proto.tag} ({proto.kind}); {evidence}.")  # fmt: skip
-    if proto.kind == "confirmatory":
-        return (f"Tier {args.tier}: confirmatory, pre-registered as protocol {proto.tag}"
-                f" ({upto}).")  # fmt: skip
-    if args.tier in SMOKE_TIERS:
-        return f"Tier {args.tier}: a smoke test ({upto}), not evidence; {evidence}."
-    return f"Tier {args.tier}: exploratory ({upto}, protocol {proto.tag}); {evidence}."
+    return records, control_records, pilots, power
 
 
 def _report(args, results, read, proto, t0: float, notes=()) -> int:

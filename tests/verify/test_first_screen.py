@@ -32,3 +32,21 @@ def test_quiet_prints_the_decision_block_alone_and_explain_the_key(tmp_path):
     explained = _rates(tmp_path, "--explain")
     assert "  a-pow = computed before the data" in explained.stdout
     assert (tmp_path / "f" / "holder-a0.5-p1-s0.png").exists()  # quiet still draws
+
+
+def test_a_training_run_says_its_power_in_one_line_and_in_full_after_the_block(tmp_path):
+    """Before training one line of the power check; its full text follows the decision
+    block (the answer comes first)."""
+    r = run_main(
+        "verify.rates", "--tier", "tiny", "--n", "128", "256", "512", "--replicates", "2",
+        "--estimator", "sklearn.neighbors:KNeighborsRegressor", "--estimator-param",
+        "n_neighbors=5", "--out", str(tmp_path / "k.jsonl"), "--figures", str(tmp_path / "f"),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode in (0, 1, 3), r.stderr[-2000:]
+    before, block, after = r.stdout.split(RULE)[:3]
+    assert "power check before training (d^2): " in before and "in full after" in before
+    long = [x for x in before.splitlines() if len(x) > 100 and str(tmp_path) not in x]
+    assert long == []  # a line naming a records file is as long as its path
+    assert "power check before training (d^2; n = [128, 256, 512]" in after
+    assert "Exit status" in block

@@ -31,9 +31,10 @@ NS = [128, 256, 512, 1024]
 
 
 def _run(tmp, name, pilot, replicates=3, params=PARAMS):
-    run = verify.RunOptions(tier="tiny", out=str(tmp / f"{name}.jsonl"), workers=0, quiet=True)
+    run = verify.RunOptions(tier="tiny", out=str(tmp / f"{name}.jsonl"), workers=0, quiet=True,
+                            pilot=pilot)  # fmt: skip
     return verify.check_rate(KNN, truths=[H15], ns=NS, replicates=replicates, params=params,
-                             pilot=pilot, run=run)  # fmt: skip
+                             run=run)  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -210,13 +210,18 @@ class RunOptions:
     """How :func:`check_rate` runs, beside the estimator and what is given of the design:
     the ``tier`` whose design and settings supply the rest (the command's ``--tier``,
     default quick), the records file (``out``, default the command's), the local workers
-    (default the tier's; 0: in this process) and ``quiet`` (the command's printed lines --
-    power check, timings -- withheld; the progress bar, on stderr, stays)."""
+    (default the tier's; 0: in this process), ``quiet`` (the command's printed lines --
+    power check, timings -- withheld; the progress bar, on stderr, stays) and a named
+    regressor's own ``pilot``, whose spread its power is computed from
+    (``verify.reading.pilot``): an integer K (K replicates trained first on data seeds of
+    their own, ``--pilot-replicates``) or a records file's path (``--pilot``); None: its power
+    is unknown."""
 
     tier: str = "quick"
     out: str | None = None
     workers: int | None = None
     quiet: bool = False
+    pilot: int | str | os.PathLike | None = None
 
 
 def run_spec(estimator, design: Mapping, run: RunOptions = RunOptions()) -> RunSpec:
@@ -274,7 +279,7 @@ def _integers(name: str, values) -> list[int]:
 
 
 def check_rate(estimator=None, *, truths=None, ns=None, replicates=None, protocol=None,
-               params: Mapping | None = None, rate: str | None = None, pilot=None,
+               params: Mapping | None = None, rate: str | None = None,
                run: RunOptions = RunOptions()) -> RateCheck:  # fmt: skip
     """Train ``estimator`` on every cell of a tier's design (``run.tier``: its truths, n
     and replicates unless given) and decide its rate as ``python -m verify.rates`` does (module
@@ -285,20 +290,21 @@ def check_rate(estimator=None, *, truths=None, ns=None, replicates=None, protoco
     value`` (a number, a string, an object such as a kernel) or ``NAME -> "EXPR"`` in n, p
     and alpha (``--estimator-param``); ``truths``: ``TruthSpec`` s; ``protocol``: a
     protocol's name (default the toolkit's); ``rate``: a stated rate (``--rate``, a sympy
-    expression in n, p and alpha); ``pilot``: a named regressor's own pilot, whose spread
-    its power is computed from (``verify.reading.pilot``): an integer K (K replicates
-    trained first on data seeds of their own, ``--pilot-replicates``) or a records file's
-    path (``--pilot``); without one its power is unknown; ``run``: :class:`RunOptions`.
+    expression in n, p and alpha); ``run``: :class:`RunOptions` (its ``pilot``: the named
+    regressor's own pilot).
     Raises ``ValueError`` (one line) where the command refuses."""
     design = dict(truths=truths, ns=ns, replicates=replicates, protocol=protocol,
-                  params=params, rate=rate, pilot=pilot)  # fmt: skip
+                  params=params, rate=rate, pilot=run.pilot)  # fmt: skip
     spec = run_spec(estimator, design, run)
     cmd = command_of(spec)
     plan = checked_plan(cmd)
     say = (lambda line: None) if run.quiet else print
     for note in plan.notes:
         say(note)
-    records, controls, pilots = execute(spec, plan, cmd.proto, cmd.workers, [], plan.source, say)
+    records, controls, pilots, power = execute(spec, plan, cmd.proto, cmd.workers, [],
+                                               plan.source, say)  # fmt: skip
+    for text in power:  # the design's power check in full, once the run is over
+        say(text)
     results = analyse(records, cmd.truths or None, controls, cmd.proto, pilots)
     rows = tuple(tidy_rows(records, controls, cmd.proto.tag))
     return RateCheck(tuple(results), exit_status(results), cmd.proto.tag, plan.source, spec, rows)

@@ -37,12 +37,20 @@ act in the dry run (:func:`dry_run_note`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import NamedTuple
 
 from simulate.sweep.setup.kinds import KINDS
 
-__all__ = ["DRY_RUN_IDLE", "RULES", "TAKES_EFFECT", "dry_run_note", "refuse_ignored"]
+__all__ = [
+    "DRY_RUN_IDLE",
+    "RULES",
+    "TAKES_EFFECT",
+    "check_pilot_flags",
+    "dry_run_note",
+    "refuse_ignored",
+]
 
 # option (argparse destination) -> why it acts wherever it is accepted
 TAKES_EFFECT = {
@@ -226,3 +234,26 @@ def _flag(dest: str, value) -> str:
     if value is False:  # a boolean option's negative form (--no-compile)
         return "--no-" + name[2:]
     return name
+
+
+def check_pilot_flags(args) -> None:
+    """``--pilot-replicates K`` trains a pilot of ``--estimator`` (K >= 2, not with
+    ``--pilot``); ``--pilot RECORDS`` is read for a run of ``--estimator`` or a read of
+    ``--records``: ValueError (one line) otherwise.  ASVI's and the known-answer controls'
+    power is the protocol's (``verify.reading.pilot``)."""
+    k, path = args.pilot_replicates, args.pilot
+    if k is not None:
+        if args.estimator is None:
+            raise ValueError(
+                "--pilot-replicates trains a pilot of --estimator (a named regressor's power"
+                " comes from its own pilot, ASVI's from the protocol's): give --estimator"
+            )
+        if path is not None:
+            raise ValueError("give one pilot: --pilot-replicates K or --pilot RECORDS")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+            raise ValueError(f"--pilot-replicates must be an integer >= 2, got {k!r}")
+    if path is not None:
+        if args.estimator is None and not args.records:
+            raise ValueError("--pilot powers a named regressor: give --estimator or --records")
+        if not os.path.isfile(path):
+            raise ValueError(f"no pilot records file {path}")

@@ -26,7 +26,7 @@ from theory.plumbing.paths import (
     protect_inputs,
 )
 from verify import protocol as protocols
-from verify.cli.flag_rules import refuse_ignored
+from verify.cli.flag_rules import check_pilot_flags, refuse_ignored
 from verify.cli.runspec import RunSpec, spec_defaults
 from verify.reading import stated_rate
 from verify.reading.controls import control_records_path
@@ -108,21 +108,13 @@ def _estimator(g) -> None:
         " 'n_neighbors=ceil(n**(2*alpha/(2*alpha+p)))'; rounded to int where the"
         " parameter's default is an int)",
     )
-    g.add_argument(
-        "--pilot-replicates",
-        type=int,
-        metavar="K",
-        help="before the run, train K replicates of --estimator on data seeds of their own"
-        " (records OUT-pilot.jsonl) and compute its power from their spread, not ASVI's"
-        " (verify.reading.pilot); without a pilot its power is unknown",
-    )
-    g.add_argument(
-        "--pilot",
-        type=path_arg,
-        metavar="RECORDS",
-        help="records of a pilot of the same regressor (same settings, the run's truths):"
-        " its power is computed from their spread (verify.reading.pilot)",
-    )
+    g.add_argument("--pilot-replicates", type=int, metavar="K", help="before the run, train K"
+                   " replicates of --estimator on data seeds of their own (OUT-pilot.jsonl):"
+                   " its power from their spread, not ASVI's (verify.reading.pilot); without a"
+                   " pilot its power is unknown")  # fmt: skip
+    g.add_argument("--pilot", type=path_arg, metavar="RECORDS", help="records of a pilot of the"
+                   " same regressor (same settings, the run's truths, data of its own): its"
+                   " power from their spread (verify.reading.pilot)")  # fmt: skip
 
 
 def estimator_overrides(args) -> dict:
@@ -324,13 +316,10 @@ def protocol_of(args) -> protocols.Protocol:
         if not (np.isfinite(args.log_power) and args.log_power >= 0):
             raise ValueError(f"--log-power must be a finite number >= 0, got {args.log_power}")
         changes["attainment_log_power"] = float(args.log_power)
-    if args.equivalence_margin is not None:
-        if not 0 < args.equivalence_margin < 0.5:
-            raise ValueError(
-                f"--equivalence-margin is a fraction of |e| in (0, 0.5), got"
-                f" {args.equivalence_margin}"
-            )
-        changes["equivalence_margin"] = float(args.equivalence_margin)
+    if (m := args.equivalence_margin) is not None:
+        if not 0 < m < 0.5:
+            raise ValueError(f"--equivalence-margin is a fraction of |e| in (0, 0.5), got {m}")
+        changes["equivalence_margin"] = float(m)
     if args.rate is not None:
         proto = stated_rate.with_rate(proto, args.rate)
     if args.estimator is not None and proto.kind == "confirmatory":
@@ -382,35 +371,12 @@ def checked_overrides(args) -> dict:
     check_output_dir(figures_dir(args), "--figures")
     if args.fingerprint and not args.records:
         raise ValueError("--fingerprint chooses among the records of --records")
-    check_pilot_flags(args)
+    check_pilot_flags(args)  # verify.cli.flag_rules
     overrides = {**overrides_from_args(args), **estimator_overrides(args)}
     if overrides.get("compile") and "mlp" not in overrides:
         # torch.compile compiles the torch step (the C step has none)
         overrides["mlp"] = BATCHED.name
     return overrides
-
-
-def check_pilot_flags(args) -> None:
-    """``--pilot-replicates K`` trains a pilot of ``--estimator`` (K >= 2, not with
-    ``--pilot``); ``--pilot RECORDS`` is read for a run of ``--estimator`` or a read of
-    ``--records``: ValueError (one line) otherwise.  ASVI's and the known-answer controls'
-    power is the protocol's (``verify.reading.pilot``)."""
-    k, path = args.pilot_replicates, args.pilot
-    if k is not None:
-        if args.estimator is None:
-            raise ValueError(
-                "--pilot-replicates trains a pilot of --estimator (a named regressor's power"
-                " comes from its own pilot, ASVI's from the protocol's): give --estimator"
-            )
-        if path is not None:
-            raise ValueError("give one pilot: --pilot-replicates K or --pilot RECORDS")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-            raise ValueError(f"--pilot-replicates must be an integer >= 2, got {k!r}")
-    if path is not None:
-        if args.estimator is None and not args.records:
-            raise ValueError("--pilot powers a named regressor: give --estimator or --records")
-        if not os.path.isfile(path):
-            raise ValueError(f"no pilot records file {path}")
 
 
 def check_paths(args, plan, truth_keys) -> None:

@@ -184,11 +184,9 @@ def metric_result(
     from its own pilot (``verify.reading.design.prospective``)."""
     ns, spec = tc.ns, tc.spec
     name, arm, role = (naming.name, naming.arm, naming.role) if naming else (None, None, None)
-    asvi = is_asvi(estimator)
-    V = _values(tc, estimator, metric)
-    R = V.shape[0]
-    pro = prospective(TruthDesign(spec, tc.key, ns, tc.edges, R), estimator, metric, proto,
-                      pilot=pilot)  # fmt: skip
+    asvi, V = is_asvi(estimator), _values(tc, estimator, metric)
+    design = TruthDesign(spec, tc.key, ns, tc.edges, V.shape[0])
+    pro = prospective(design, estimator, metric, proto, pilot=pilot)
     fit = fit_slope(ns, V, log_power=pro.band_log_power, level=proto.level)
     curv = curvature(ns, V, level=proto.level)
     refused, att_refused = refusal(spec)
@@ -198,11 +196,8 @@ def metric_result(
     control = budget_shift(ctrl, proto.budget_margin) if asvi else None
     theorem = theorem_result(fit, pro, proto.theorem_rule)
     attainment = attainment_result(tc, V, F, metric, curv, pro, proto.level) if has_ref else None
-    class_theorem = (
-        class_theorem_result(tc, V, metric, proto, estimator)
-        if is_control(estimator) and not refused
-        else None
-    )  # fmt: skip
+    class_theorem = (class_theorem_result(tc, V, metric, proto, estimator)
+                     if is_control(estimator) and not refused else None)  # fmt: skip
     override = (
         Verdict.UNDECIDABLE if refused  # the verdicts do not apply to this truth
         else Verdict.INCONCLUSIVE if control is not None and control.state == "limited"
@@ -217,7 +212,7 @@ def metric_result(
     readable = not (is_control(estimator) or refused or proto.stated_rate)
     # verify.stats.readings, .logfactor
     theorem, lop = beside(m, fit, pro, proto, theorem, readable)
-    equivalent = equivalence_reading(theorem, pro, proto, estimator, refused)
+    equivalent = equivalence_reading(theorem, pro, proto, estimator, refused)  # never decides
     theorem = dataclasses.replace(theorem, equivalence=equivalent)
     return MetricResult(
         estimator=name or estimator,

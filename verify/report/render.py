@@ -40,7 +40,7 @@ from verify.report.tables import (
 if TYPE_CHECKING:  # the results module imports nothing from here; typing only
     from verify.results import MetricResult
 
-__all__ = ["format_results", "plot_results", "power_lines", "markdown_results"]
+__all__ = ["format_results", "plot_results", "power_brief", "power_lines", "markdown_results"]
 
 
 def format_results(results: list[MetricResult], explain: bool = True) -> str:
@@ -305,6 +305,25 @@ def _curve_words(r) -> str:
         x, y = np.log(np.asarray(c.ns, dtype=float)), np.log(np.asarray(ref, dtype=float))
         out += "; the reference's " + ", ".join(f"{s:+.3f}" for s in np.diff(y) / np.diff(x))
     return out
+
+
+def power_brief(rows: list) -> str:
+    """The power check in one line, said before a sweep trains (:func:`power_lines` is
+    printed whole after the decision block): how many entries, how many a non-rejection
+    would leave UNDECIDABLE for want of power, how many have no pilot of their own."""
+    short = sum(
+        not r.theorem_power.separable
+        or (r.attainment_power is not None and not r.attainment_power.separable)
+        for r in rows
+        if r.pilot_cv is not None
+    )
+    unknown = sum(r.pilot_cv is None for r in rows)
+    text = (
+        f"power check before training (d^2): {len(rows)} entries, {short} short of power"
+        + (f", {unknown} without a pilot (power unknown)" if unknown else "")
+        + "; in full after the decision block"
+    )
+    return "\n".join(textwrap.wrap(text, 100, subsequent_indent="  "))
 
 
 def power_lines(rows: list, cfg) -> str:
