@@ -28,7 +28,7 @@ from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.paths import read_text_bounded, write_atomic
 from verify.reading.analysis import analyse
 from verify.reading.controls import read_with_control
-from verify.report.findings import equivalence_words
+from verify.report.findings import SCREEN_WIDTH, equivalence_words
 
 __all__ = [
     "CURRENT", "RECORDS", "SMOKE_TIERS", "WIDTH", "Decided", "decided_of", "decision_block",
@@ -188,7 +188,7 @@ def _range(d: Decided) -> str:
 
 
 # the first screen's width (characters): every line of the decision block fits it
-WIDTH = 100
+WIDTH = SCREEN_WIDTH
 
 
 def wrapped(text: str, indent: str = "") -> list[str]:
@@ -219,7 +219,10 @@ def decision_block(results, opening: str, closing: str, current=None) -> list[st
             beside = (f"decided on this class ({_range(other)}): {other.words()}." if other
                       else "has no truth of this class.")  # fmt: skip
             lines += wrapped(f"{CURRENT} {beside}", "  ")
-    return lines + wrapped(closing)
+    head, sep, words = closing.partition(": ")  # the status's words kept on one line
+    if len(closing) <= WIDTH or not sep:
+        return lines + wrapped(closing)
+    return lines + [head + ":"] + wrapped(words, "  ")
 
 
 def derive(records=RECORDS) -> list[Decided]:

@@ -116,7 +116,7 @@ from verify.cli.rates_args import (
     figures_dir,
     read_command,
 )
-from verify.decided import decision_block, opening_line
+from verify.decided import WIDTH, decision_block, opening_line
 from verify.reading import stated_rate
 from verify.reading.analysis import analyse
 from verify.reading.design import design_power
@@ -403,7 +403,7 @@ def _report(args, results, read, proto, t0: float, notes=()) -> int:
     if partial:
         opening += f" WARNING: {PARTIAL_NOTE}: {source} was still being written when read."
     block = decision_block(results, opening, f"Exit status {status}: {EXIT_WORDS[status]}.")
-    rule = "=" * 100
+    rule = "=" * WIDTH
     say = (lambda line="": None) if args.quiet else print
     say("\n".join([rule, *block, rule]))
     say(f"verify.rates: {what}, records {source}, {time.perf_counter() - t0:.0f} s")

@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.factories import run_main
+from verify.decided import WIDTH
 
 QUICK = Path(__file__).resolve().parents[2] / "figures" / "reference" / "records-quick.jsonl.gz"
-RULE = "=" * 100
+RULE = "=" * WIDTH
 
 
 def _rates(tmp_path, *flags):
@@ -24,10 +25,10 @@ def test_quiet_prints_the_decision_block_alone_and_explain_the_key(tmp_path):
     assert quiet.returncode == full.returncode == 3
     block = full.stdout.split(RULE)[1].strip("\n")
     assert quiet.stdout.strip("\n") == block  # the same block, and nothing else
-    assert all(len(line) <= 100 for line in quiet.stdout.splitlines())
+    assert all(len(line) <= WIDTH == 80 for line in quiet.stdout.splitlines())
     assert block.startswith("Records records-quick.jsonl.gz (n <= 4,000), decided under")
     assert "holder-a0.5-p1-s0 (n = 250..4000" in block and "holder-a1.5-p1-s0" in block
-    assert block.splitlines()[-1].startswith("Exit status 3: ")
+    assert block.splitlines()[-2] == "Exit status 3:"  # its words on the next line
     assert "a-pow = " not in full.stdout and "--explain" in full.stdout
     explained = _rates(tmp_path, "--explain")
     assert "  a-pow = computed before the data" in explained.stdout
@@ -46,7 +47,7 @@ def test_a_training_run_says_its_power_in_one_line_and_in_full_after_the_block(t
     assert r.returncode in (0, 1, 3), r.stderr[-2000:]
     before, block, after = r.stdout.split(RULE)[:3]
     assert "power check before training (d^2): " in before and "in full after" in before
-    long = [x for x in before.splitlines() if len(x) > 100 and str(tmp_path) not in x]
+    long = [x for x in before.splitlines() if len(x) > WIDTH and str(tmp_path) not in x]
     assert long == []  # a line naming a records file is as long as its path
     assert "power check before training (d^2; n = [128, 256, 512]" in after
     assert "Exit status" in block

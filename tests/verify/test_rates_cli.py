@@ -46,11 +46,11 @@ def test_verify_rates_end_to_end_tiny_tier(tmp_path):
     # the first screen, before the tables, and the last: what the tier is, the truth's
     # sentence, the current decision on its class under it, the exit status, lines of at
     # most 100 characters; a fresh run's own records get no note about protocol tags
-    rule = "=" * 100
+    rule = "=" * decided.WIDTH
     head, tail = r.stdout.split("\n== ")[0], r.stdout.rstrip().split(f"\n{rule}\n")[-1]
     first = head.split(rule)[1]
     assert first.strip() + "\n" + rule == tail.strip()  # the run ends with the same block
-    assert all(len(line) <= 100 for line in first.splitlines())
+    assert all(len(line) <= decided.WIDTH == 80 for line in first.splitlines())
     flat = " ".join(line.strip() for line in first.strip().splitlines())
     assert flat.startswith("Tier tiny: a smoke test (n <= 512), not evidence; the confirmatory")
     assert "holder-a0.5-p1-s0 (n = 128..512, protocol " in flat

@@ -12,7 +12,19 @@ from verify.stats.verdict import Verdict
 if TYPE_CHECKING:  # the results module imports nothing from here; typing only
     from verify.results import MetricResult
 
-__all__ = ["equivalence_words", "finding", "readings_lines", "verdict_text", "replication_text"]
+__all__ = [
+    "SCREEN_WIDTH",
+    "equivalence_words",
+    "finding",
+    "readings_lines",
+    "verdict_text",
+    "replication_text",
+]
+
+
+# the first screen's width (characters): the decision block and the lines said before
+# training fit it -- a terminal's default 80 columns, so the answer reads unwrapped
+SCREEN_WIDTH = 80
 
 
 def _range(ns) -> str:

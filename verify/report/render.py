@@ -20,6 +20,7 @@ from theory.plumbing.paths import atomic_path
 from verify.reading.design import is_control
 from verify.reading.pilot import NO_PILOT, PILOT_REMEDY, own_pilot
 from verify.report.findings import (
+    SCREEN_WIDTH,
     equivalence_words,
     readings_lines,
     replication_text,
@@ -323,7 +324,7 @@ def power_brief(rows: list) -> str:
         + (f", {unknown} without a pilot (power unknown)" if unknown else "")
         + "; in full after the decision block"
     )
-    return "\n".join(textwrap.wrap(text, 100, subsequent_indent="  "))
+    return "\n".join(textwrap.wrap(text, SCREEN_WIDTH, subsequent_indent="  "))
 
 
 def power_lines(rows: list, cfg) -> str:
