@@ -122,6 +122,7 @@ from verify.reading.analysis import analyse
 from verify.reading.design import design_power
 from verify.reading.pilot import NO_PILOT, given_pilot, pilot_cvs, pilot_line
 from verify.reading.records import cells_of, records_protocol
+from verify.report.findings import on_screen
 from verify.report.render import (
     format_results,
     markdown_results,
@@ -354,20 +355,20 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
             records += recs
             say(f"sweep{own}: {time.perf_counter() - t1:.0f} s")
             for note in capped_notes(recs, [], ccfg is not None, _confirmatory(args)):
-                say(note)
+                say(on_screen(note))
             if ccfg is None:
                 continue
             say(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
             if link:
-                say(f"  {link[0].kept(cfg)} candidates' states kept by the sweep (at its"
+                say(on_screen(f"  {link[0].kept(cfg)} candidates' states kept by the sweep (at its"
                       " cap with no plateau, or at their first plateau): the control"
-                      " continues its own from there")  # fmt: skip
+                      " continues its own from there"))  # fmt: skip
             t1 = time.perf_counter()
             crecs = sweep(run.control, link and link[1])
             control_records += crecs
             say(f"control{own}: {time.perf_counter() - t1:.0f} s")
             for note in capped_notes([], crecs, True, _confirmatory(args)):
-                say(note)
+                say(on_screen(note))
             if link:  # a cache: the control's records are written
                 link[0].clear(cfg)
         if plan.gp is not None:

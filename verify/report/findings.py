@@ -5,6 +5,7 @@ verdict's replication (:func:`verdict_text`, :func:`replication_text`); they rea
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import TYPE_CHECKING
 
 from verify.stats.verdict import Verdict
@@ -14,6 +15,7 @@ if TYPE_CHECKING:  # the results module imports nothing from here; typing only
 
 __all__ = [
     "SCREEN_WIDTH",
+    "on_screen",
     "equivalence_words",
     "finding",
     "readings_lines",
@@ -25,6 +27,13 @@ __all__ = [
 # the first screen's width (characters): the decision block and the lines said before
 # training fit it -- a terminal's default 80 columns, so the answer reads unwrapped
 SCREEN_WIDTH = 80
+
+
+def on_screen(text: str) -> str:
+    """``text`` wrapped to :data:`SCREEN_WIDTH` (a line said while a run trains)."""
+    lead = text[: len(text) - len(text.lstrip())]
+    return "\n".join(textwrap.wrap(text, SCREEN_WIDTH, initial_indent="",
+                                    subsequent_indent=lead + "  ")) or text  # fmt: skip
 
 
 def _range(ns) -> str:
