@@ -311,7 +311,7 @@ def _pilot_block(run, sweep, say) -> dict:
     except ValueError as exc:
         say(f"note: {exc}; {NO_PILOT}")
         return {}
-    say(pilot_line(cvs))
+    say(on_screen(pilot_line(cvs)))
     return cvs
 
 
@@ -328,7 +328,7 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
     power: list[str] = []  # each sweep's power check, printed in full after the decision block
     pilots = given_pilot(args)  # checked against the plan before (checked_plan)
     if pilots:
-        say(pilot_line(pilots))
+        say(on_screen(pilot_line(pilots)))
     tune_malloc()
     say(f"protocol {proto.tag} ({proto.kind})")
     os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
@@ -353,22 +353,16 @@ def execute(args, plan: Plan, proto, workers, writing: list[str], source: str, s
             link = _budget_link(args, cfg, run.sweep.out, ccfg, say)
             recs = sweep(run.sweep, link and link[0])
             records += recs
-            say(f"sweep{own}: {time.perf_counter() - t1:.0f} s")
-            for note in capped_notes(recs, [], ccfg is not None, _confirmatory(args)):
-                say(on_screen(note))
+            say(f"sweep{own}: {time.perf_counter() - t1:.0f} s")  # its notes: after the answer
             if ccfg is None:
                 continue
             say(f"budget-doubling control (n = {ccfg.ns}, 2x cap, tolerance / 2):")
-            if link:
-                say(on_screen(f"  {link[0].kept(cfg)} candidates' states kept by the sweep (at its"
-                      " cap with no plateau, or at their first plateau): the control"
-                      " continues its own from there"))  # fmt: skip
+            if link:  # kept: at the sweep's cap with no plateau, or at their first plateau
+                say(f"  it continues {link[0].kept(cfg)} candidates' states kept by the sweep")
             t1 = time.perf_counter()
             crecs = sweep(run.control, link and link[1])
             control_records += crecs
             say(f"control{own}: {time.perf_counter() - t1:.0f} s")
-            for note in capped_notes([], crecs, True, _confirmatory(args)):
-                say(on_screen(note))
             if link:  # a cache: the control's records are written
                 link[0].clear(cfg)
         if plan.gp is not None:

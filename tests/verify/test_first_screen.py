@@ -46,7 +46,7 @@ def test_a_training_run_says_its_power_in_one_line_and_in_full_after_the_block(t
     )  # fmt: skip
     assert r.returncode in (0, 1, 3), r.stderr[-2000:]
     before, block, after = r.stdout.split(RULE)[:3]
-    assert "power check before training (d^2): " in before and "in full after" in before
+    assert "power check (d^2): " in before and "in full after the answer" in before
     long = [x for x in before.splitlines() if len(x) > WIDTH and str(tmp_path) not in x]
     assert long == []  # a line naming a records file is as long as its path
     assert "power check before training (d^2; n = [128, 256, 512]" in after

@@ -33,7 +33,8 @@ from simulate.sweep.cli import parse_truths
 from simulate.sweep.setup.truth_spec import TruthSpec
 from verify.cli.rates_args import command_of
 from verify.cli.runspec import RunSpec, param_text
-from verify.rates import EXIT_WORDS, checked_plan, execute
+from verify.protocol import CONFIRM_TIERS
+from verify.rates import EXIT_WORDS, capped_notes, checked_plan, execute
 from verify.reading.analysis import analyse
 from verify.report.findings import equivalence_words
 from verify.report.render import format_results, plot_results
@@ -303,7 +304,8 @@ def check_rate(estimator=None, *, truths=None, ns=None, replicates=None, protoco
         say(note)
     records, controls, pilots, power = execute(spec, plan, cmd.proto, cmd.workers, [],
                                                plan.source, say)  # fmt: skip
-    for text in power:  # the design's power check in full, once the run is over
+    notes = capped_notes(records, controls, bool(controls), cmd.spec.tier in CONFIRM_TIERS)
+    for text in [*power, *notes]:  # the power check in full and the step cap's notes, at the end
         say(text)
     results = analyse(records, cmd.truths or None, controls, cmd.proto, pilots)
     rows = tuple(tidy_rows(records, controls, cmd.proto.tag))

@@ -320,9 +320,9 @@ def power_brief(rows: list) -> str:
     )
     unknown = sum(r.pilot_cv is None for r in rows)
     text = (
-        f"power check before training (d^2): {len(rows)} entries, {short} short of power"
+        f"power check (d^2): {len(rows)} entries, {short} short of power"
         + (f", {unknown} without a pilot (power unknown)" if unknown else "")
-        + "; in full after the decision block"
+        + "; in full after the answer"
     )
     return "\n".join(textwrap.wrap(text, SCREEN_WIDTH, subsequent_indent="  "))
 
