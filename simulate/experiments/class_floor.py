@@ -56,10 +56,14 @@ from simulate.references.classical import fit_linear_spline, metrics_of
 from simulate.references.constructive import net_theta, spline_network
 from simulate.sweep.setup.truth_spec import TruthSpec, stable_seed
 from theory.plumbing.cli import Parser, print_error, run_main
+from theory.plumbing.jsonl import append_jsonl, read_jsonl
 
 __all__ = ["SCHEMA", "FloorSettings", "binding_n", "floor_rows", "floors", "main"]
 
 SCHEMA = "asvi-rates/class-floor/1"
+# what every row holds (read_rows checks them)
+FIELDS = ("truth", "replicate", "depth", "width", "start", "settings", "settings_digest",
+          "l2sq", "d2", "train_mse", "seconds")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -167,19 +171,10 @@ def _key(row: dict) -> tuple:
 
 
 def read_rows(path: str) -> list[dict]:
-    """A floor records file's rows (none where there is no file); ValueError naming a row
-    of another schema."""
-    if not os.path.isfile(path):
-        return []
-    rows = []
-    with open(path) as fh:
-        for i, line in enumerate(fh, 1):
-            if line.strip():
-                row = json.loads(line)
-                if row.get("schema") != SCHEMA:
-                    raise ValueError(f"{path}:{i}: not a class-floor row (schema {SCHEMA})")
-                rows.append(row)
-    return rows
+    """A floor records file's rows (none where there is no file; a ``.gz`` copy reads too),
+    each parsed within bounds and checked for :data:`SCHEMA` and its fields
+    (``theory.plumbing.jsonl.read_jsonl``: ``RecordsError``, a ValueError, naming the line)."""
+    return read_jsonl(path, SCHEMA, required=FIELDS)
 
 
 def floors(rows: list[dict]) -> dict[tuple, dict]:
@@ -256,8 +251,7 @@ def main(argv=None) -> int:
         if any(_key({**probe, "start": s}) in have for s in ("constructive", "random-0")):
             continue  # this class's rows are recorded: resumed
         new = floor_rows(spec, args.replicate, args.depth, w, settings)
-        with open(out, "a") as fh:
-            fh.writelines(json.dumps(r) + "\n" for r in new)
+        append_jsonl(out, new)  # whole lines, fsynced: a run stopped here resumes
         rows += new
         print(f"width {w}: " + ", ".join(f"{r['start']} l2sq {r['l2sq']:.3g}" for r in new)
               + f" ({sum(r['seconds'] for r in new):.0f} s)", flush=True)  # fmt: skip

@@ -52,7 +52,7 @@ def test_a_curve_resumes_from_its_records(tmp_path, capsys):
     assert len(out.read_text().splitlines()) == 12
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"schema": "other"}) + "\n")
-    assert cf.main([*argv[:-1], str(bad)]) == 2
+    assert cf.main([*argv[:-1], str(bad)]) == 2  # another schema: one line, exit 2
 
 
 def test_where_a_floor_binds_against_the_reference():
