@@ -55,8 +55,10 @@ from simulate.core.state import init_state
 from simulate.references.classical import fit_linear_spline, metrics_of
 from simulate.references.constructive import net_theta, spline_network
 from simulate.sweep.setup.truth_spec import TruthSpec, stable_seed
+from simulate.sweep.store.schema import read_records
 from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.jsonl import append_jsonl, read_jsonl
+from theory.plumbing.paths import check_output_file, path_arg
 
 __all__ = ["SCHEMA", "FloorSettings", "binding_n", "floor_rows", "floors", "main"]
 
@@ -203,8 +205,6 @@ def binding_n(reference: dict[int, float], floor_d2: float) -> float | None:
 def reference_curve(path: str, truth: str) -> dict[int, float]:
     """The class-matched reference's mean d^2 per n over a sweep records file's replicates
     of ``truth`` (``simulate.sweep.store.schema.read_records``)."""
-    from simulate.sweep.store.schema import read_records  # noqa: PLC0415 (only with --reference)
-
     by_n: dict[int, list[float]] = {}
     for r in read_records(path):
         if r["cell"]["truth"] == truth and r.get("reference"):
@@ -227,10 +227,10 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=FloorSettings.steps)
     ap.add_argument("--n-design", type=int, default=FloorSettings.n_design)
     ap.add_argument("--sigma", type=float, default=FloorSettings.sigma)
-    ap.add_argument(
-        "--out", default=None, help="records file (default results/class-floor-TRUTH.jsonl)"
-    )
-    ap.add_argument("--reference", default=None, help="a sweep's records of the same truth")
+    ap.add_argument("--out", type=path_arg, metavar="FILE", default=None,
+                    help="records file (default results/class-floor-TRUTH.jsonl)")  # fmt: skip
+    ap.add_argument("--reference", type=path_arg, metavar="RECORDS", default=None,
+                    help="a sweep's records file of the same truth")  # fmt: skip
     args = ap.parse_args(argv)
     try:
         spec = TruthSpec("holder", p=args.p, alpha=args.alpha, seed=args.truth_seed)
@@ -238,6 +238,9 @@ def main(argv=None) -> int:
         if min(args.widths) < 1 or args.depth < 1 or args.steps < 1:
             raise ValueError("widths, depth and steps must be >= 1")
         out = args.out or os.path.join("results", f"class-floor-{spec.key}.jsonl")
+        check_output_file(out, "--out")
+        if args.reference and not os.path.isfile(args.reference):
+            raise ValueError(f"no records file {args.reference}")
         rows = read_rows(out)
         ref = reference_curve(args.reference, spec.key) if args.reference else None
     except ValueError as exc:
