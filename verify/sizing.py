@@ -49,6 +49,7 @@ from verify import protocol as protocols
 from verify.reading.analysis import analyse
 from verify.reading.controls import read_with_control
 from verify.reading.design import PRIMARY_METRIC
+from verify.reading.pilot import realised_cv
 from verify.results import MetricResult
 from verify.stats.attainment import attainment_power
 from verify.stats.power import pass_probability
@@ -78,16 +79,15 @@ class Realised:
 def realised(r: MetricResult) -> Realised:
     """The realised cvs of one result (module docstring)."""
     R, ns = len(r.replicates.used), r.curve.ns
-    unit = expected_slope_se(ns, R, 1.0)  # the SE a cv of 1 gives: cv = SE / unit
     t = r.theorem
     se = (t.ci_high - t.ci_low) / (2 * _t_quantile(t.level, R - 1))
-    cv_diff = None if r.attainment is None else r.attainment.diff.se / unit
+    cv_diff = None if r.attainment is None else realised_cv(r.attainment.diff.se, ns, R)
     cv_c = c_ns = c_R = None
     if r.control is not None and r.control.shift is not None:
         sh = r.control.shift
         c_ns, c_R = tuple(int(n) for n in sh.ns), len(sh.replicates)
         cv_c = sh.diff.se / expected_slope_se(c_ns, c_R, 1.0)
-    return Realised(r.truth, tuple(ns), R, se / unit, cv_diff, cv_c, c_ns, c_R)
+    return Realised(r.truth, tuple(ns), R, realised_cv(se, ns, R), cv_diff, cv_c, c_ns, c_R)
 
 
 @dataclass(frozen=True)
