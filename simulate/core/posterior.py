@@ -17,6 +17,7 @@ import torch
 from scipy.special import ndtr
 
 from simulate.core import rng
+from simulate.core.compact import draw_pass
 from simulate.core.hyper import Hyper
 from simulate.core.layout import Layout, neg_log_lik
 from simulate.core.likelihoods import likelihood_of
@@ -108,8 +109,8 @@ class Posterior:
         x = self._x(X)
         with torch.no_grad():
             xa, scratch = self.layout.augment(x), {}  # once for every draw (Layout.forward)
-            fw = self.layout.forward
-            return torch.stack([fw(self.draw(t), x, xa, scratch) for t in range(draws)])
+            lay = self.layout
+            return torch.stack([draw_pass(lay, self.draw(t))(x, xa, scratch) for t in range(draws)])
 
     def predict_mean(self, X, draws: int = PREDICT_DRAWS) -> torch.Tensor:
         """The paper's posterior-mean predictor ``(1/30) sum_t f_{theta_t}(x)``, ``[E, m]``
@@ -173,7 +174,7 @@ class Posterior:
         with torch.no_grad():
             xa, scratch = self.layout.augment(x), {}  # once for every draw (Layout.forward)
             for t in range(draws):
-                f = self.layout.forward(self.draw(t), x, xa, scratch)
+                f = draw_pass(self.layout, self.draw(t))(x, xa, scratch)  # live units only
                 outs.append(f)
                 diff = f[:, 0, :].cpu().numpy() - truth
                 ok = np.isfinite(diff).all(-1)
@@ -230,7 +231,7 @@ class Posterior:
             # the draws kept while they are small (else drawn again for each chunk: the same
             # numbers, counter-based)
             keep = draws * self.E * self.layout.P * 8 <= KEEP_DRAWS_BYTES
-            thetas = [self.draw(t) for t in range(draws)] if keep else None
+            passes = [draw_pass(self.layout, self.draw(t)) for t in range(draws)] if keep else None
             chunks = range(0, n, chunk)
             parts = [[None] * len(chunks) for _ in range(draws)]
             scratch = {}
@@ -238,8 +239,8 @@ class Posterior:
                 xb, yb = X[d, a : a + chunk], y[d, a : a + chunk]
                 xa = self.layout.augment(xb)
                 for t in range(draws):
-                    theta = thetas[t] if keep else self.draw(t)
-                    out = self.layout.forward(theta, xb, xa, scratch)
+                    fw = passes[t] if keep else draw_pass(self.layout, self.draw(t))
+                    out = fw(xb, xa, scratch)  # the draw's live units (simulate.core.compact)
                     nll = neg_log_lik(out, yb, self.hyper, self.noise_sd).sum(-1)
                     sq = ((yb - out[:, 0, :]) ** 2).sum(-1) if gaussian else None
                     parts[t][c] = (nll, sq)
