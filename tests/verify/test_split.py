@@ -1,0 +1,117 @@
+"""The risk split (``verify.split``) on the shipped constructive-start pilot (confirm-v4's
+alpha = 0.5 truth, 8 replicates, n = 2,000..128,000) with floors written here: the terms add
+up to ASVI's risk in every cell, the optimum is the highest-ELBO point known at the
+selected width, a floor at the optimum's risk leaves no objective term, and a missing floor
+is one line naming the command that computes it."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from simulate.sweep.store.schema import read_records
+from tests.factories import run_main
+from verify.split import CONSTRUCTIVE, cell_split, optimum_arm, risk_split, truth_grids
+
+PILOT = os.path.join(
+    os.path.dirname(__file__), "..", "..", "figures", "reference",
+    "records-starts-a05-s20261203.jsonl.gz",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def grid():
+    grids = truth_grids(read_records(PILOT))
+    assert list(grids) == ["holder-a0.5-p1-s20261203"]
+    return grids["holder-a0.5-p1-s20261203"]
+
+
+def _floors(grid, value):
+    """A floor for every (truth, replicate, depth, width) of the grid: ``value(cell, w)``."""
+    out = {}
+    for row in grid:
+        for c in row:
+            for w in c.widths:
+                out[(c.truth, c.replicate, c.depth, w)] = {"d2": value(c, w), "l2sq": value(c, w)}
+    return out
+
+
+def test_the_terms_add_up_to_the_random_starts_risk(grid):
+    floors = _floors(grid, lambda c, w: 1e-3 * w**-0.5)
+    sp = risk_split(grid, floors)
+    assert sp.replicates == 8 and sp.ns == (2000, 8000, 32000, 128000)
+    for s in sp.cells:
+        assert sum(s.terms.values()) == pytest.approx(s.random, rel=1e-12)
+    R = np.array([[c.selected("d2") for c in row] for row in grid]).mean(0)
+    total = np.sum([sp.term_mean[t] for t in ("class", "objective", "optimiser")], axis=0)
+    np.testing.assert_allclose(total, R, rtol=1e-12)
+    np.testing.assert_allclose(np.sum([sp.term_share[t] for t in sp.term_share], 0), 1, 1e-12)
+    assert sum(sp.optimum_arms.values()) == 32
+
+
+def test_the_optimum_is_the_highest_elbo_known_at_the_width(grid):
+    seen = set()
+    for row in grid:
+        for c in row:
+            w = c.selected_width
+            a = optimum_arm(c, w)
+            seen.add(a)
+            best = c.at_width("elbo", w) if a == "R" else c.arms[a].at_width("elbo", w)
+            for other in CONSTRUCTIVE:
+                assert best >= c.arms[other].at_width("elbo", w)
+            assert best >= c.at_width("elbo", w)
+            s = cell_split(c, _floors(grid, lambda c, w: 0.0))
+            assert (s.elbo_gain == 0) == (a == "R") and s.elbo_gain >= 0
+    assert len(seen) >= 2  # the pilot has cells of each kind: not a constant choice
+
+
+def test_a_floor_at_the_optimums_risk_leaves_no_objective_term(grid):
+    for row in grid:
+        for c in row:  # a floor per cell (a real floor is one per replicate, for every n)
+            w = c.selected_width
+            a = optimum_arm(c, w)
+            risk = (c if a == "R" else c.arms[a]).at_width("d2", w)
+            s = cell_split(c, {(c.truth, c.replicate, c.depth, w): {"d2": risk}})
+            assert s.terms["objective"] == 0 and s.terms["class"] == risk
+    # negative control: a zero floor moves all of it to the objective
+    zero = risk_split(grid, _floors(grid, lambda c, w: 0.0))
+    assert np.all(np.array(zero.term_mean["objective"]) > 0)
+    assert np.allclose(zero.term_mean["class"], 0)
+
+
+def test_the_per_width_gaps_are_the_paired_differences(grid):
+    sp = risk_split(grid, _floors(grid, lambda c, w: 1e-4))
+    g = next(x for x in sp.width_gaps if x["n"] == 128000 and x["width"] == 64)
+    e_R = np.array([row[-1].at_width("elbo", 64) for row in grid])
+    e_C = np.array([max(row[-1].arms[a].at_width("elbo", 64) for a in CONSTRUCTIVE)
+                    for row in grid])  # fmt: skip
+    assert g["elbo_gap"] == pytest.approx(float(np.mean(e_C - e_R)), rel=1e-12)
+    assert g["constructive_higher"] == int(np.sum(e_C > e_R))
+    lo, hi = g["elbo_ci"]
+    assert lo < g["elbo_gap"] < hi
+
+
+def test_the_command_prints_the_split_and_refuses_a_missing_floor(grid, tmp_path):
+    rows = []
+    for (truth, rep, depth, w), v in _floors(grid, lambda c, w: 2e-3 / w).items():
+        rows.append({"schema": "asvi-rates/class-floor/1", "truth": truth, "replicate": rep,
+                     "depth": depth, "width": w, "start": "constructive", "settings": {},
+                     "settings_digest": "x", "l2sq": v["l2sq"], "d2": v["d2"],
+                     "train_mse": 0.0, "seconds": 0.0})  # fmt: skip
+    path = tmp_path / "floors.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "split.json"
+    res = run_main("verify.split", PILOT, "--floors", str(path), "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "class" in res.stdout and "optimiser" in res.stdout and "bend" in res.stdout
+    data = json.loads(out.read_text())
+    assert data[0]["truth"] == "holder-a0.5-p1-s20261203" and len(data[0]["cells"]) == 32
+    short = tmp_path / "short.jsonl"
+    short.write_text("".join(json.dumps(r) + "\n" for r in rows if r["replicate"] != 3))
+    res = run_main("verify.split", PILOT, "--floors", str(short))
+    assert res.returncode == 2
+    assert "replicate 3" in res.stderr and "python -m simulate.experiments.class_floor" in (
+        res.stderr
+    )
+    assert len(res.stderr.strip().splitlines()) == 1

@@ -1,0 +1,314 @@
+"""``python -m verify.split RECORDS --floors FILE [FILE ...]``: ASVI's risk in every cell split
+into the class's floor, the objective's share and the optimiser's, with their intervals and
+slopes over n -- which term makes a curve flatten.
+
+In a cell (one truth, n and replicate) of a sweep run with ``start="both"``
+(``verify.starts``), ASVI's random start R selects a width w by its penalised ELBO.  At that
+width three risks are known (``metric``: d^2 at the cell's sigma, or the squared L2 error):
+
+* the **floor** F(w): the smallest risk a network of that depth and width reaches on the
+  replicate's f0 itself, noiseless (``simulate.experiments.class_floor``'s records: least
+  squares from the constructive and random starts, the best kept);
+* the **optimum's** risk O(w): the risk of the best point of the objective known at width w,
+  the candidate of width w of highest ELBO among R and the constructive posteriors (W0s,
+  the spline's network with its slab sds fitted; W0f, its sds and inclusions trained with
+  the locations held; W, trained from it by the same step) -- the ELBO decides which, as
+  it decides everything in training; R itself where no constructive point is higher;
+* R's own risk.
+
+ASVI's risk = F + (O - F) + (R - O): the **class** term F, the **objective** term O - F (what
+the objective's best known point at the class gives up against the class's best network:
+its per-edge price, the posterior's spread), the **optimiser** term R - O (what the random
+start's training gives up against a better point of its own objective; 0 where R is the
+best known point).  O is a lower bound on the objective's value only as far as the
+constructive points reach: the objective term can hold some optimiser shortfall that no
+start found, never the reverse.  Each term's mean over replicates with its t interval per
+n, its share of R's mean risk, and each level's (F, O, R) log-log slope, top-half slope
+and bend (``verify.stats.slopes.curvature``) are reported: a term whose level bends where R
+bends is the flattening's candidate cause.  Read, not decided: a decision on it is a
+protocol's (confirm-v5).  Per width (item "the objective's optimum against the
+optimiser"): the best constructive candidate's ELBO gap to R's candidate of the same width
+and their log risk ratio, paired over replicates with intervals.
+
+The floor is at the records' depth, at the selected width, for each replicate's own truth;
+a missing floor is an error naming the command that computes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from simulate.experiments.class_floor import floors as floor_table
+from simulate.experiments.class_floor import read_rows
+from simulate.sweep.store.schema import read_records
+from theory.plumbing.cli import Parser, print_error, run_main
+from theory.plumbing.jsonl import RecordsError
+from theory.plumbing.paths import atomic_path, check_distinct, check_output_file, path_arg
+from verify.reading.records import cells_of
+from verify.stats.slopes import curvature, fit_slope, paired_mean_diff
+
+__all__ = ["CellSplit", "Split", "cell_split", "optimum_arm", "risk_split", "width_gaps"]
+
+METRICS = ("d2", "l2sq")  # the floor records hold these two
+CONSTRUCTIVE = ("W0s", "W0f", "W")  # the constructive points the optimum is sought among
+TERMS = ("class", "objective", "optimiser")
+LEVELS = ("floor", "optimum", "random")
+
+
+@dataclass(frozen=True)
+class CellSplit:
+    """One cell's split: R's selected ``width``, the three risks (``floor``, ``optimum``,
+    ``random``), which arm is the optimum (``optimum_arm``: "R" or a constructive letter) and
+    its ELBO above R's at that width (``elbo_gain``, 0 for R)."""
+
+    n: int
+    replicate: int
+    width: int
+    floor: float
+    optimum: float
+    random: float
+    optimum_arm: str
+    elbo_gain: float
+
+    @property
+    def terms(self) -> dict[str, float]:
+        return {
+            "class": self.floor,
+            "objective": self.optimum - self.floor,
+            "optimiser": self.random - self.optimum,
+        }
+
+
+def optimum_arm(cell, width: int) -> str:
+    """The arm ("R" or one of :data:`CONSTRUCTIVE`) whose candidate of ``width`` has the
+    highest finite ELBO (failed candidates excluded): the best point of the objective known
+    at that width."""
+    best, best_elbo = "R", float(cell.at_width("elbo", width))
+    for a in CONSTRUCTIVE:
+        arm = cell.arms.get(a)
+        if arm is None or bool(arm.at_width("failed", width)):
+            continue
+        e = float(arm.at_width("elbo", width))
+        if np.isfinite(e) and e > best_elbo:
+            best, best_elbo = a, e
+    return best
+
+
+def cell_split(cell, floors: dict, metric: str = "d2") -> CellSplit:
+    """:class:`CellSplit` of one cell (a ``verify.reading.records.Cell`` with its arms)
+    against ``floors`` (``simulate.experiments.class_floor.floors``).  Raises KeyError naming
+    the floor it lacks."""
+    w = int(cell.selected_width)
+    key = (cell.truth, cell.replicate, cell.depth, w)
+    if key not in floors:
+        raise KeyError(key)
+    a = optimum_arm(cell, w)
+    O = cell if a == "R" else cell.arms[a]
+    return CellSplit(
+        n=cell.n, replicate=cell.replicate, width=w, floor=float(floors[key][metric]),
+        optimum=float(O.at_width(metric, w)), random=float(cell.selected(metric)),
+        optimum_arm=a,
+        elbo_gain=float(O.at_width("elbo", w)) - float(cell.at_width("elbo", w)),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Split:
+    """One truth's split over its n: per term and n the mean, its interval and its share of
+    R's mean risk; per level its slope (interval), top-half slope (interval) and bend
+    (interval); how often each arm was the optimum; the cells; the per-width gaps."""
+
+    truth: str
+    metric: str
+    ns: tuple[int, ...]
+    replicates: int
+    term_mean: dict
+    term_ci: dict
+    term_share: dict
+    level_slope: dict
+    optimum_arms: dict
+    cells: tuple[CellSplit, ...]
+    width_gaps: tuple[dict, ...]
+
+
+def _level_fit(ns, V) -> dict | None:
+    """A level's slope, top-half slope and bend; None where a value is not positive (no
+    log-log fit: a floor of 0, a term's level can be no lower)."""
+    if not np.all(np.isfinite(V)) or np.any(V <= 0):
+        return None
+    fit, bend = fit_slope(ns, V), curvature(ns, V)
+    return {
+        "slope": fit.slope, "ci": (fit.ci_low, fit.ci_high),
+        "top_half_slope": bend.top_half_slope, "top_half_ci": bend.top_half_ci,
+        "bend": bend.bend, "bend_ci": bend.bend_ci,
+    }  # fmt: skip
+
+
+def risk_split(cells, floors: dict, metric: str = "d2") -> Split:
+    """:class:`Split` of one truth's cells (``cells[replicate][n]``, every replicate at
+    every n, ascending n)."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    S = [[cell_split(c, floors, metric) for c in row] for row in cells]
+    ns = tuple(c.n for c in S[0])
+    V = {lv: np.array([[getattr(s, lv) for s in row] for row in S]) for lv in LEVELS}
+    T = {t: np.array([[s.terms[t] for s in row] for row in S]) for t in TERMS}
+    zero = np.zeros_like(V["random"])
+    mean, ci, share = {}, {}, {}
+    for t in TERMS:
+        d = paired_mean_diff(T[t], zero)
+        mean[t], ci[t] = d.diff, d.cis
+        share[t] = tuple((T[t].mean(0) / V["random"].mean(0)).tolist())
+    arms: dict = {}
+    for s in (s for row in S for s in row):
+        arms[s.optimum_arm] = arms.get(s.optimum_arm, 0) + 1
+    return Split(
+        truth=cells[0][0].truth, metric=metric, ns=ns, replicates=len(S), term_mean=mean,
+        term_ci=ci, term_share=share, level_slope={lv: _level_fit(ns, V[lv]) for lv in LEVELS},
+        optimum_arms=arms, cells=tuple(s for row in S for s in row),
+        width_gaps=width_gaps(cells, metric),
+    )  # fmt: skip
+
+
+def width_gaps(cells, metric: str = "d2") -> tuple[dict, ...]:
+    """Per n and candidate width: the best constructive candidate's (highest ELBO of
+    :data:`CONSTRUCTIVE` at that width, per replicate) ELBO minus R's and log risk ratio
+    to R's, paired over replicates with t intervals (``n``, ``width``, ``elbo_gap``,
+    ``elbo_ci``, ``log_risk_ratio``, ``risk_ci``, ``constructive_higher``: the replicates
+    whose constructive candidate has the higher ELBO)."""
+    out = []
+    for j, c0 in enumerate(cells[0]):
+        for w in c0.widths:
+            e_R, r_R, e_C, r_C = [], [], [], []
+            for row in cells:
+                c = row[j]
+                best = max(
+                    (a for a in CONSTRUCTIVE if a in c.arms),
+                    key=lambda a, c=c: _finite(c.arms[a].at_width("elbo", w)),
+                )  # fmt: skip
+                e_R.append(c.at_width("elbo", w))
+                r_R.append(c.at_width(metric, w))
+                e_C.append(c.arms[best].at_width("elbo", w))
+                r_C.append(c.arms[best].at_width(metric, w))
+            de = paired_mean_diff(np.array(e_C)[:, None], np.array(e_R)[:, None])
+            dr = paired_mean_diff(np.log(r_C)[:, None], np.log(r_R)[:, None])
+            out.append({
+                "n": c0.n, "width": int(w), "elbo_gap": de.diff[0], "elbo_ci": de.cis[0],
+                "log_risk_ratio": dr.diff[0], "risk_ci": dr.cis[0],
+                "constructive_higher": int(np.sum(np.array(e_C) > np.array(e_R))),
+            })  # fmt: skip
+    return tuple(out)
+
+
+def _finite(x) -> float:
+    x = float(x)
+    return x if np.isfinite(x) else -np.inf
+
+
+def truth_grids(records: list[dict]) -> dict[str, list]:
+    """The records' cells per truth as ``cells[replicate][n]``: the replicates present at
+    every n (ascending), sorted; a truth without constructive arms is an error."""
+    by: dict = {}
+    for c in cells_of(records):
+        if c.source != "asvi" or c.failed:
+            continue
+        if not c.arms:
+            raise ValueError(f"{c.truth}: records without constructive arms (run start='both')")
+        by.setdefault(c.truth, {}).setdefault(c.replicate, {})[c.n] = c
+    out = {}
+    for truth, reps in sorted(by.items()):
+        ns = sorted(set.intersection(*(set(v) for v in reps.values())))
+        out[truth] = [[reps[r][n] for n in ns] for r in sorted(reps)]
+    return out
+
+
+def _fmt_ci(ci) -> str:
+    return f"[{ci[0]:+.3g}, {ci[1]:+.3g}]"
+
+
+def render(sp: Split) -> str:
+    """The split's table: per n the terms' means (intervals) and shares, then the levels'
+    slopes, the optimum's arms and the per-width gaps at the largest n."""
+    lines = [f"{sp.truth}: {sp.metric} split over {sp.replicates} replicates (exploratory)"]
+    lines.append(f"{'n':>8s}  " + "  ".join(f"{t:>34s}" for t in TERMS) + f"  {'ASVI':>9s}")
+    for j, n in enumerate(sp.ns):
+        cols = [
+            f"{sp.term_mean[t][j]:9.3g} {_fmt_ci(sp.term_ci[t][j]):>19s} {sp.term_share[t][j]:4.0%}"
+            for t in TERMS
+        ]
+        total = sum(sp.term_mean[t][j] for t in TERMS)
+        lines.append(f"{n:8,d}  " + "  ".join(f"{c:>34s}" for c in cols) + f"  {total:9.3g}")
+    lines.append("levels: log-log slope [interval]; top-half slope [interval]; bend [interval]")
+    for lv in LEVELS:
+        f = sp.level_slope[lv]
+        if f is None:
+            lines.append(f"  {lv:>8s}: not fitted (a value is not positive)")
+            continue
+        lines.append(
+            f"  {lv:>8s}: {f['slope']:+.3f} {_fmt_ci(f['ci'])}; {f['top_half_slope']:+.3f}"
+            f" {_fmt_ci(f['top_half_ci'])}; bend {f['bend']:+.3f} {_fmt_ci(f['bend_ci'])}"
+        )
+    arms = ", ".join(f"{a} {k}" for a, k in sorted(sp.optimum_arms.items()))
+    lines.append(f"the optimum's arm over the cells: {arms}")
+    top = [g for g in sp.width_gaps if g["n"] == sp.ns[-1]]
+    lines.append(f"per width at n = {sp.ns[-1]:,}: best constructive minus R")
+    for g in top:
+        lines.append(
+            f"  width {g['width']:4d}: ELBO {g['elbo_gap']:+10.1f} {_fmt_ci(g['elbo_ci'])},"
+            f" log risk ratio {g['log_risk_ratio']:+.3f} {_fmt_ci(g['risk_ci'])},"
+            f" constructive higher in {g['constructive_higher']}/{sp.replicates}"
+        )
+    return "\n".join(lines)
+
+
+def _missing_floor_error(key, records: str) -> str:
+    truth, rep, depth, w = key
+    alpha = truth.split("-a")[1].split("-")[0] if "-a" in truth else "A"
+    seed = truth.rsplit("-s", 1)[-1]
+    return (
+        f"no class floor of {truth}, replicate {rep}, depth {depth}, width {w} in the floors"
+        f" given; compute it: python -m simulate.experiments.class_floor --alpha {alpha}"
+        f" --truth-seed {seed} --replicate {rep} --depth {depth} --widths {w} --out FILE"
+        f" (the records: {records})"
+    )
+
+
+def main(argv=None) -> int:
+    ap = Parser(prog="python -m verify.split", description=__doc__.split("\n\n")[0])
+    ap.add_argument("records", type=path_arg, help="a sweep's records with start='both'")
+    ap.add_argument("--floors", type=path_arg, nargs="+", required=True, metavar="FILE",
+                    help="class-floor records (simulate.experiments.class_floor)")  # fmt: skip
+    ap.add_argument("--metric", choices=METRICS, default="d2")
+    ap.add_argument("--json", type=path_arg, metavar="PATH", default=None,
+                    help="write every truth's split as JSON")  # fmt: skip
+    args = ap.parse_args(argv)
+    try:
+        for p in [args.records, *args.floors]:
+            if not os.path.isfile(p):
+                raise ValueError(f"no file {p}")
+        if args.json:
+            check_output_file(args.json, "--json")
+            ins = [("RECORDS", args.records)] + [("--floors", f) for f in args.floors]
+            check_distinct([("--json", args.json)], ins)
+        floors = floor_table([r for f in args.floors for r in read_rows(f)])
+        grids = truth_grids(read_records(args.records))
+        splits = [risk_split(g, floors, args.metric) for g in grids.values()]
+    except KeyError as exc:
+        print_error(_missing_floor_error(exc.args[0], args.records))
+        return 2
+    except (ValueError, OSError, RecordsError) as exc:
+        print_error(exc)
+        return 2
+    print("\n\n".join(render(sp) for sp in splits))
+    if args.json:
+        with atomic_path(args.json) as tmp, open(tmp, "w") as fh:
+            json.dump([asdict(sp) for sp in splits], fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
