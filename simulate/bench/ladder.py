@@ -10,9 +10,10 @@ thread).  Each group is
   whatever its minibatch: the per-slot work -- sampling, the KL, the optimiser -- against
   the network's products), times its steps: the most any of its widths took in ``--records``
   at this n (the shipped records of a 2..256 cell), else ``--steps``;
-* trained for ``--train-steps`` steps on a smooth truth plus noise (a posterior as sparse as
-  that many steps make it: fewer edges drop than by the end of a run, so the evaluation
-  below is timed on draws denser than a trained cell's), then evaluated as a cell is: the
+* trained at ``--posterior-n`` points of confirm-v4's alpha = 0.5 truth under that
+  protocol's training settings (:data:`DESIGN`) until the ELBO's rule stops it (training
+  at n itself would cost the cell; the trained widths keep 60-150 edges at every n in the
+  shipped 2..256 records), then evaluated at n as a cell is: the
   full-data ELBO (``--elbo-draws``) and the test metrics (20,000 points, 30 draws), on the
   dense pass and on the live units (``simulate.core.compact``).
 
@@ -26,12 +27,15 @@ import gzip
 import json
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 import torch
 
-from simulate.core import Hyper, StepOptions, compact
-from simulate.core.training import build_trainer
+from simulate.core import compact
+from simulate.core.training import build_trainer, train_models
+from simulate.sweep.setup.config import SweepConfig
+from simulate.sweep.setup.truth_spec import TruthSpec
 from simulate.sweep.setup.widths import group_widths
 from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.paths import path_arg
@@ -77,24 +81,45 @@ def _eval_s(post, X, y, di, elbo_draws: int, pays: float) -> float:
         compact.PAYS_BELOW = keep
 
 
-def group_costs(group, n: int, R: int, train_steps: int, timed: int, elbo_draws: int) -> dict:
-    """One group's step times (batch 128 and 1, ms), its posterior's edges after
-    ``train_steps`` steps and its evaluation seconds, dense and compact."""
-    rng = np.random.default_rng(0)
-    X = torch.tensor(rng.uniform(-1, 1, (R, n, 1)), dtype=torch.float32)
-    y = torch.sin(4 * X[..., 0]).abs().sqrt() + torch.tensor(rng.normal(0, 1, (R, n)))
-    y = y.to(torch.float32)
+# confirm-v4's [design.common] (its training settings, the default recipe, the C step):
+# the posteriors evaluated here are trained as that protocol's cells were
+DESIGN = dict(
+    batch_size=128, max_steps=20_000, max_epochs=160, stop_window=500, stop_tol=0.005,
+    stop_patience=2, stop_kl_abs=2.0, lr_inclusion=0.1, lr_inclusion_ramp=1000,
+    stop_lr_decays=2, stop_lr_factor=0.1, mlp="native-step", compile=False,
+)  # fmt: skip
+
+
+def _data(spec, n: int, R: int, seed: int):
+    """``R`` replicates' ``(X [R, n, 1], y [R, n])`` of replicate 0's truth, sigma 1."""
+    f0 = spec.build(0)
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (R, n, 1))
+    y = f0(X.reshape(-1, 1)).reshape(R, n) + rng.normal(0, 1, (R, n))
+    return torch.tensor(X, dtype=torch.float32), torch.tensor(y, dtype=torch.float32)
+
+
+def group_costs(group, n: int, R: int, n_post: int, timed: int, elbo_draws: int) -> dict:
+    """One group's step times (batch 128 and 1, ms) at n; its posterior trained at
+    ``n_post`` points under :data:`DESIGN` until the ELBO's rule stops it (confirm-v4's
+    alpha = 0.5 truth), its edges, and its evaluation at n (seconds, dense and compact)."""
+    spec = TruthSpec("holder", p=1, alpha=0.5, seed=20261203)
+    cfg = SweepConfig(truths=[spec], ns=[n_post], **DESIGN)
     widths = [w for w in group for _ in range(R)]
     di = [d for _ in group for d in range(R)]
-    opts = StepOptions(compile=False, mlp="native-step")
+    seeds = list(range(len(widths)))
+    X, y = _data(spec, n, R, 0)
     out = {}
     for bs in (128, 1):
-        tr = build_trainer(Hyper(batch_size=bs), widths, list(range(len(widths))), X, y, di,
-                           depth=2, options=opts)  # fmt: skip
+        tr = build_trainer(replace(cfg.hyper_at(n), batch_size=bs), widths, seeds, X, y, di,
+                           depth=2, options=cfg.step_options())  # fmt: skip
         out[f"step_ms_b{bs}"] = _ms_per_step(tr, timed)
-    tr.fit(train_steps)
-    post = tr.posterior()
+    Xp, yp = _data(spec, n_post, R, 1)
+    trained = train_models(cfg.hyper_at(n_post), widths, seeds, Xp, yp, di, depth=2,
+                           rule=cfg.stop_rule_at(n_post), options=cfg.step_options())  # fmt: skip
+    post = trained.posterior
     out["edges"] = [round(float(v)) for v in post.edges()["sum_nu"]]
+    out["post_steps"] = [int(s) for s in trained.convergence["steps"]]
     X64, y64 = X.to(torch.float64), y.to(torch.float64)
     out["eval_dense_s"] = _eval_s(post, X64, y64, di, elbo_draws, -1.0)
     out["eval_compact_s"] = _eval_s(post, X64, y64, di, elbo_draws, compact.PAYS_BELOW)
@@ -110,12 +135,13 @@ def main(argv=None) -> int:
         help="a sweep's records with the wide ladder (each width's steps at n)",
     )  # fmt: skip
     ap.add_argument("--steps", type=int, default=40_000, help="steps where no record says")
-    ap.add_argument("--train-steps", type=int, default=6000)
+    ap.add_argument("--posterior-n", type=int, default=32_000,
+                    help="the n the evaluated posteriors are trained at")  # fmt: skip
     ap.add_argument("--timed-steps", type=int, default=300)
     ap.add_argument("--elbo-draws", type=int, default=10)
     args = ap.parse_args(argv)
-    if min(args.n, args.replicates, args.train_steps, args.timed_steps, args.elbo_draws) < 1:
-        print_error("--n, --replicates, --train-steps, --timed-steps, --elbo-draws: >= 1")
+    if min(args.n, args.replicates, args.posterior_n, args.timed_steps, args.elbo_draws) < 1:
+        print_error("--n, --replicates, --posterior-n, --timed-steps, --elbo-draws: >= 1")
         return 2
     torch.set_num_threads(1)
     steps = recorded_steps(args.records, args.n) if args.records else {}
@@ -123,7 +149,7 @@ def main(argv=None) -> int:
     for g in group_widths(LADDERS["wide"]) + group_widths(LADDERS["narrow"]):
         if tuple(g) in cost:
             continue
-        c = group_costs(g, args.n, args.replicates, args.train_steps, args.timed_steps,
+        c = group_costs(g, args.n, args.replicates, args.posterior_n, args.timed_steps,
                         args.elbo_draws)  # fmt: skip
         c["steps"] = max(steps.get(w, args.steps) for w in g)
         cost[tuple(g)] = c

@@ -19,7 +19,8 @@ A live unit is on and needed.  Every term the pass drops is an exact zero (``0 *
 the order in which the matrix product adds the remaining terms: float rounding (tested
 against :meth:`Layout.forward` to 1e-12 relative in float64).  A draw with a non-finite entry
 (a diverged model) takes the dense pass, so it is NaN where the dense pass is.  The compact
-pass is taken only where it pays (:data:`PAYS_BELOW`); else the dense one, bit for bit."""
+pass is taken only where it pays (:data:`PAYS_BELOW`, :data:`MIN_WIDTH`); else the dense one,
+bit for bit."""
 
 from __future__ import annotations
 
@@ -27,12 +28,17 @@ import torch
 
 from simulate.core.layout import Layout
 
-__all__ = ["PAYS_BELOW", "draw_pass", "live_units"]
+__all__ = ["MIN_WIDTH", "PAYS_BELOW", "draw_pass", "live_units"]
 
 # the compact pass is taken when its multiply-adds are below this fraction of the dense
 # pass's: one small product per model and layer costs tens of microseconds of Python and
 # dispatch where the dense pass makes one batched product per layer
 PAYS_BELOW = 0.25
+# ... and only where the padded width is at least this: below it the dense pass is cheap and
+# the per-model products' overhead dominates (measured at n = 512,000: a [4, 2] group's
+# evaluation 0.3 s dense against 0.7 s compact; [16, 8] 0.7 against 0.6 s;
+# python -m simulate.bench.ladder)
+MIN_WIDTH = 16
 
 
 def live_units(layout: Layout, theta_e: torch.Tensor) -> list[torch.Tensor]:
@@ -99,13 +105,16 @@ class _Compact:
 def draw_pass(layout: Layout, theta: torch.Tensor):
     """The network pass of the drawn networks ``theta [B, P]``: a callable ``(x, x_aug,
     scratch) -> [B, out_dim, m]`` as :meth:`Layout.forward` is called, on the live units
-    (:func:`live_units`) where every entry is finite and the live work is below
-    :data:`PAYS_BELOW` of the padded pass's, else :meth:`Layout.forward` itself."""
+    (:func:`live_units`) where every entry is finite, the padded width is at least
+    :data:`MIN_WIDTH` and the live work is below :data:`PAYS_BELOW` of the padded pass's,
+    else :meth:`Layout.forward` itself."""
 
     def dense(x, x_aug=None, scratch=None):
         return layout.forward(theta, x, x_aug, scratch)
 
-    if layout.node_scales or not bool(torch.isfinite(theta[:, : layout.P_net]).all()):
+    if layout.node_scales or layout.Wmax < MIN_WIDTH:
+        return dense
+    if not bool(torch.isfinite(theta[:, : layout.P_net]).all()):
         return dense
     nets, work = [], 0
     for e in range(theta.shape[0]):

@@ -248,6 +248,13 @@ class PerN:
         1.0, POSITIVE, help="the widest candidate: the first power of two >= scale sqrt(n)"
     )
     width_max: int = setting(256, INT_POSITIVE, help="the widest candidate width at any n")
+    width_edge_max: int | None = setting(
+        None, INT_POSITIVE, None,
+        help="grow each replicate's ladder at its edge: while its penalised ELBO selects its"
+        " widest candidate, the next power of two is trained for it, up to this width (None:"
+        " the ladder candidate_widths gives; simulate.sweep.train.asvi_job)", flag=_INT,
+        fingerprint="later", record="unless-default",
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

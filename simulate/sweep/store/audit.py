@@ -83,7 +83,25 @@ def _recompute_provenance(rec: dict, spec: TruthSpec, ff: dict) -> None:
         )
     n = rec["cell"]["n"]
     want = _cell_config(blob, spec, n)
+    cap = _configuration(blob, spec)[0].width_edge_max
+    if cap is not None:  # the ladder grown at its edge (simulate.sweep.train.edge)
+        want = {**want, "widths": _grown(rec["config"].get("widths"), want["widths"], cap)}
     _same_config("config", rec["config"], want)
+
+
+def _grown(got, ladder: list, cap: int) -> list:
+    """A grown ladder's widths: the configuration's ladder, then each next power of two
+    (doubling its widest), none past ``cap``; else the ladder (the record then fails the
+    comparison, naming its widths)."""
+    if not isinstance(got, list) or got[: len(ladder)] != ladder:
+        return ladder
+    w, out = ladder[-1], list(ladder)
+    for x in got[len(ladder) :]:
+        w *= 2
+        if x != w or w > cap:
+            return ladder
+        out.append(w)
+    return out
 
 
 @functools.lru_cache(maxsize=64)

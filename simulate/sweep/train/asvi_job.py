@@ -38,6 +38,7 @@ from simulate.sweep.setup.widths import cell_selection, group_widths, plain_sele
 from simulate.sweep.store.records import code_digest, versions
 from simulate.sweep.store.schema import SCHEMA
 from simulate.sweep.train.cells import f0_describe, job_data, reference
+from simulate.sweep.train.edge import grow_at_edge, model_seed, own_columns
 from simulate.sweep.train.groups import ARMS, JobInputs, train_group
 from simulate.sweep.train.jobs import Job
 
@@ -97,11 +98,7 @@ def run_asvi_job(job: Job) -> list[dict]:
     X_all, y_all, data_seeds = job_data(job, cfg, f0s)
     n_train = cfg.n_train_at(job.n)
     hyper = cfg.hyper_at(n_train)
-    model_seeds = [
-        stable_seed(cfg.seed, job.truth.key, job.n, r, "model", w)
-        for r in job.replicates
-        for w in W
-    ]
+    model_seeds = [model_seed(cfg, job, r, w) for r in job.replicates for w in W]
     full, batch, val = _batches(job, X_all, y_all, n_train)
     test_seed = stable_seed(cfg.seed, job.truth.key, "test")
     Xt = np.random.default_rng(test_seed).uniform(-1, 1, size=(cfg.n_test, job.truth.p))
@@ -126,14 +123,23 @@ def run_asvi_job(job: Job) -> list[dict]:
         js = [W.index(w) for w in g]
         s, out = train_group(inp, js, grown if cfg.continuation else None)
         train_s, grown = train_s + s, out
+    W_all, own, models = W, [list(W) for _ in range(R)], R * len(W)
+    if cfg.width_edge_max is not None:  # each replicate's ladder grown at its edge
+        arms, W_all, own, s, extra = grow_at_edge(
+            job, inp, arms, _per_width,
+            lambda i, w: _starts(job, cfg, f0s[i], X_all[i], y_all[i], [w])[0],
+        )  # fmt: skip
+        train_s, models = train_s + s, models + extra
     refs = _references(job, X_all, y_all, Xt, f0t)
     eval_s = time.perf_counter() - t0 - train_s
     records = []
-    for i in range(R):
-        sl = slice(i * len(W), (i + 1) * len(W))
-        seeds = {"data": data_seeds[i], "models": model_seeds[sl], "test": test_seed}
-        timing = {"job_train_s": train_s, "job_eval_s": eval_s, "job_models": R * len(W)}
-        records.append(_record(job, W, arms, i, f0s[i], seeds, refs[i], timing))
+    for i, r in enumerate(job.replicates):
+        Wi = own[i]  # the ladder, and the rungs grown for this replicate
+        models_i = [model_seed(cfg, job, r, w) for w in Wi]
+        seeds = {"data": data_seeds[i], "models": models_i, "test": test_seed}
+        timing = {"job_train_s": train_s, "job_eval_s": eval_s, "job_models": models}
+        cols = arms if Wi == W_all else own_columns(arms, W_all, Wi)
+        records.append(_record(job, Wi, cols, i, f0s[i], seeds, refs[i], timing))
     return records
 
 

@@ -93,11 +93,13 @@ class _Group:
     n: int
 
 
-def _group(inp: JobInputs, js) -> _Group:
-    """The models of the candidates ``js`` (positions in ``inp.W``) of every replicate."""
+def _group(inp: JobInputs, js, reps=None) -> _Group:
+    """The models of the candidates ``js`` (positions in ``inp.W``) of every replicate, or
+    of the replicates ``reps`` (positions in the job's block)."""
     cfg, batch, W, val = inp.cfg, inp.batch, inp.W, inp.val
     R, n = batch.X.shape[0], batch.X.shape[1]  # n: the training points
-    order = [(i, j) for j in js for i in range(R)]  # model = (replicate i, width j)
+    reps = range(R) if reps is None else reps
+    order = [(i, j) for j in js for i in reps]  # model = (replicate i, width j)
     di = [i for i, _ in order]
     widths = [W[j] for _, j in order]
     seeds = [inp.model_seeds[i * len(W) + j] for i, j in order]
@@ -110,7 +112,7 @@ def _group(inp: JobInputs, js) -> _Group:
     return _Group(order, di, widths, seeds, risk, truth, train, n)
 
 
-def train_group(inp: JobInputs, js, grow=None):
+def train_group(inp: JobInputs, js, grow=None, reps=None):
     """Train the candidates ``js`` (positions in ``inp.W``) of every replicate in one padded
     program on the training points ``inp.batch`` until the stopping rule holds for each,
     evaluate them against their replicate's truth, and fill each arm's columns
@@ -118,8 +120,9 @@ def train_group(inp: JobInputs, js, grow=None):
     ``(layout, params)`` of the narrower candidates trained just before, which R starts
     from (``simulate.core.state.widen``); None: R's random start.  Returns the training
     seconds and ``(layout, params)`` of R's trained candidates (what the next width grows
-    from)."""
-    g = _group(inp, js)
+    from).  ``reps``: the replicates (positions in the job's block) whose candidates train
+    (None: every one); the other rows of the arms' columns are left as they are."""
+    g = _group(inp, js, reps)
     train_s, grown = 0.0, None
     if "R" in inp.arms:
         train_s, grown = _train_random(inp, g, grow)
