@@ -36,6 +36,7 @@ a missing floor is an error naming the command that computes it."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from dataclasses import asdict, dataclass
@@ -49,7 +50,13 @@ from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import atomic_path, check_distinct, check_output_file, path_arg
 from verify.reading.records import cells_of
-from verify.stats.slopes import curvature, fit_slope, paired_mean_diff
+from verify.stats.slopes import (
+    curvature,
+    fit_slope,
+    paired_mean_diff,
+    paired_slope_diff,
+    top_half,
+)
 
 __all__ = ["CellSplit", "Split", "cell_split", "optimum_arm", "risk_split", "width_gaps"]
 
@@ -73,6 +80,7 @@ class CellSplit:
     random: float
     optimum_arm: str
     elbo_gain: float
+    reference: float | None = None  # the class-matched reference's risk in the cell
 
     @property
     def terms(self) -> dict[str, float]:
@@ -113,6 +121,7 @@ def cell_split(cell, floors: dict, metric: str = "d2") -> CellSplit:
         optimum=float(O.at_width(metric, w)), random=float(cell.selected(metric)),
         optimum_arm=a,
         elbo_gain=float(O.at_width("elbo", w)) - float(cell.at_width("elbo", w)),
+        reference=None if cell.reference is None else cell.reference.metrics.get(metric),
     )  # fmt: skip
 
 
@@ -133,6 +142,7 @@ class Split:
     optimum_arms: dict
     cells: tuple[CellSplit, ...]
     width_gaps: tuple[dict, ...]
+    flattening: dict  # term -> its test (flattening_tests), or {} without a reference
 
 
 def _level_fit(ns, V) -> dict | None:
@@ -148,9 +158,9 @@ def _level_fit(ns, V) -> dict | None:
     }  # fmt: skip
 
 
-def risk_split(cells, floors: dict, metric: str = "d2") -> Split:
+def risk_split(cells, floors: dict, metric: str = "d2", level: float = 0.95) -> Split:
     """:class:`Split` of one truth's cells (``cells[replicate][n]``, every replicate at
-    every n, ascending n)."""
+    every n, ascending n); ``level``: the flattening tests' family-wise level."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     S = [[cell_split(c, floors, metric) for c in row] for row in cells]
@@ -170,8 +180,47 @@ def risk_split(cells, floors: dict, metric: str = "d2") -> Split:
         truth=cells[0][0].truth, metric=metric, ns=ns, replicates=len(S), term_mean=mean,
         term_ci=ci, term_share=share, level_slope={lv: _level_fit(ns, V[lv]) for lv in LEVELS},
         optimum_arms=arms, cells=tuple(s for row in S for s in row),
-        width_gaps=width_gaps(cells, metric),
+        width_gaps=width_gaps(cells, metric), flattening=flattening_tests(ns, V, S, level),
     )  # fmt: skip
+
+
+def flattening_tests(ns, V: dict, S, level: float = 0.95) -> dict:
+    """Which term makes a flattening (module docstring): over the top half of the n
+    (``verify.stats.slopes.top_half``), three paired slope differences, each with its
+    interval at family-wise ``level`` (Bonferroni over the three, two-sided):
+
+    * ``class``: the floor's slope minus the reference's -- the class cannot keep pace;
+    * ``objective``: the optimum's slope minus the floor's -- the objective's best point
+      falls behind what its class holds;
+    * ``optimiser``: R's slope minus the optimum's -- training falls behind its objective.
+
+    A term *flattens* where its interval lies wholly above 0 (its level falls more slowly
+    than the one below it), *keeps pace* where it lies wholly at or below 0, and is
+    undetermined otherwise.  Each test's ``cv`` (``SE sqrt(R Sxx)`` over the top half, the
+    inverse of ``verify.stats.slopes.expected_slope_se``: what sizes a design) is given.
+    Empty where a cell has no reference (the class test needs it); a term is None where a
+    level is not positive."""
+    refs = np.array([[s.reference for s in row] for row in S], dtype=float)
+    if not np.all(np.isfinite(refs)) or np.any(refs <= 0):
+        return {}
+    top = top_half(ns)
+    x = np.log(np.asarray(ns, dtype=float)[top])
+    sxx = float(((x - x.mean()) ** 2).sum())
+    R = refs.shape[0]
+    lv = 1 - (1 - level) / 3
+    pairs = {"class": ("floor", refs), "objective": ("optimum", V["floor"]),
+             "optimiser": ("random", V["optimum"])}  # fmt: skip
+    out = {}
+    for term, (upper, lower) in pairs.items():
+        A, B = V[upper][:, top], np.asarray(lower)[:, top]
+        if np.any(A <= 0) or np.any(B <= 0):
+            out[term] = None
+            continue
+        d = paired_slope_diff(np.asarray(ns, dtype=float)[top], A, B, level=lv)
+        verdict = "flattens" if d.ci_low > 0 else "keeps_pace" if d.ci_high <= 0 else "undetermined"
+        out[term] = {"diff": d.diff, "ci": d.ci, "se": d.se, "level": lv,
+                     "cv": d.se * math.sqrt(R * sxx), "verdict": verdict}  # fmt: skip
+    return out
 
 
 def width_gaps(cells, metric: str = "d2") -> tuple[dict, ...]:
@@ -252,6 +301,23 @@ def render(sp: Split) -> str:
             f"  {lv:>8s}: {f['slope']:+.3f} {_fmt_ci(f['ci'])}; {f['top_half_slope']:+.3f}"
             f" {_fmt_ci(f['top_half_ci'])}; bend {f['bend']:+.3f} {_fmt_ci(f['bend_ci'])}"
         )
+    if sp.flattening:
+        top = [sp.ns[i] for i in top_half(sp.ns)]
+        lines.append(
+            f"which term flattens over the top half (n = {top[0]:,}..{top[-1]:,}; slope"
+            " differences, Bonferroni over three):"
+        )
+        below = {"class": "reference", "objective": "floor", "optimiser": "optimum"}
+        upper = {"class": "floor", "objective": "optimum", "optimiser": "random"}
+        for term, t in sp.flattening.items():
+            if t is None:
+                lines.append(f"  {term:>9s}: not tested (a level is not positive)")
+                continue
+            lines.append(
+                f"  {term:>9s}: slope({upper[term]}) - slope({below[term]}) {t['diff']:+.3f}"
+                f" {_fmt_ci(t['ci'])} at {t['level']:.4f}: {t['verdict'].replace('_', ' ')}"
+                f" (cv {t['cv']:.2f})"
+            )
     arms = ", ".join(f"{a} {k}" for a, k in sorted(sp.optimum_arms.items()))
     lines.append(f"the optimum's arm over the cells: {arms}")
     top = [g for g in sp.width_gaps if g["n"] == sp.ns[-1]]

@@ -214,16 +214,37 @@ def reference_curve(path: str, truth: str) -> dict[int, float]:
     return {n: float(np.mean(v)) for n, v in sorted(by_n.items())}
 
 
-def main(argv=None) -> int:
+def classes_of(path: str) -> list[tuple]:
+    """Every ``(TruthSpec, replicate, depth, width)`` a sweep's records select: each ASVI
+    cell's (random start's) selected width at its depth, for the Hoelder truths (the floors
+    the risk split reads, ``verify.split``), sorted."""
+    out = set()
+    for r in read_records(path):
+        t, cfg = r["truth"], r.get("config", {})
+        if r.get("failed") or t.get("kind") != "holder" or r.get("selected_width") is None:
+            continue
+        spec = TruthSpec("holder", p=int(t["p"]), alpha=t["alpha"], seed=int(t["seed"]))
+        out.add((spec, int(r["cell"]["replicate"]), int(cfg["depth"]), int(r["selected_width"])))
+    return sorted(out, key=lambda c: (c[0].key, c[1], c[2], c[3]))
+
+
+def _parser() -> Parser:
     ap = Parser(
         prog="python -m simulate.experiments.class_floor", description=__doc__.split("\n\n")[1]
     )
-    ap.add_argument("--alpha", type=float, required=True)
+    ap.add_argument("--alpha", type=float, default=None, help="the truth (or --records)")
     ap.add_argument("--p", type=int, default=1)
     ap.add_argument("--truth-seed", type=int, default=0)
     ap.add_argument("--replicate", type=int, default=0)
     ap.add_argument("--depth", type=int, default=DEPTH)
     ap.add_argument("--widths", type=int, nargs="+", default=[8, 16, 32, 64, 128, 256, 512])
+    ap.add_argument("--records", type=path_arg, metavar="SWEEP", default=None,
+                    help="a sweep's records: the floor of every replicate's selected class in"
+                    " them (each Hoelder truth, replicate, depth and selected width), in place"
+                    " of --alpha/--replicate/--depth/--widths")  # fmt: skip
+    ap.add_argument("--shard", default="1/1", metavar="I/M",
+                    help="with --records: the I-th of M equal shares of the classes (to run"
+                    " M processes, each with its own --out)")  # fmt: skip
     ap.add_argument("--steps", type=int, default=FloorSettings.steps)
     ap.add_argument("--n-design", type=int, default=FloorSettings.n_design)
     ap.add_argument("--sigma", type=float, default=FloorSettings.sigma)
@@ -231,37 +252,67 @@ def main(argv=None) -> int:
                     help="records file (default results/class-floor-TRUTH.jsonl)")  # fmt: skip
     ap.add_argument("--reference", type=path_arg, metavar="RECORDS", default=None,
                     help="a sweep's records file of the same truth")  # fmt: skip
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _work(args) -> list[tuple]:
+    """The classes to compute: ``(spec, replicate, depth, width)``."""
+    if args.records is not None:
+        if not os.path.isfile(args.records):
+            raise ValueError(f"no records file {args.records}")
+        i, _, m = args.shard.partition("/")
+        if not (i.isdigit() and m.isdigit() and 1 <= int(i) <= int(m)):
+            raise ValueError(f"--shard must be I/M with 1 <= I <= M, got {args.shard!r}")
+        work = classes_of(args.records)
+        return work[int(i) - 1 :: int(m)]
+    if args.alpha is None:
+        raise ValueError("give --alpha (the truth) or --records (a sweep's selected classes)")
+    spec = TruthSpec("holder", p=args.p, alpha=args.alpha, seed=args.truth_seed)
+    if min(args.widths) < 1 or args.depth < 1:
+        raise ValueError("widths and depth must be >= 1")
+    return [(spec, args.replicate, args.depth, w) for w in args.widths]
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     try:
-        spec = TruthSpec("holder", p=args.p, alpha=args.alpha, seed=args.truth_seed)
+        work = _work(args)
         settings = FloorSettings(n_design=args.n_design, steps=args.steps, sigma=args.sigma)
-        if min(args.widths) < 1 or args.depth < 1 or args.steps < 1:
-            raise ValueError("widths, depth and steps must be >= 1")
-        out = args.out or os.path.join("results", f"class-floor-{spec.key}.jsonl")
+        if args.steps < 1:
+            raise ValueError("steps must be >= 1")
+        stem = work[0][0].key if work and args.records is None else "records"
+        out = args.out or os.path.join("results", f"class-floor-{stem}.jsonl")
         check_output_file(out, "--out")
         if args.reference and not os.path.isfile(args.reference):
             raise ValueError(f"no records file {args.reference}")
         rows = read_rows(out)
-        ref = reference_curve(args.reference, spec.key) if args.reference else None
+        ref = None
+        if args.reference and args.records is None:
+            ref = reference_curve(args.reference, work[0][0].key)
     except ValueError as exc:
         print_error(exc)
         return 2
     have = {_key(r) for r in rows}
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    for w in args.widths:
-        probe = {"truth": spec.key, "replicate": args.replicate, "depth": args.depth,
-                 "width": w, "settings_digest": settings.digest()}  # fmt: skip
+    for spec, rep, depth, w in work:
+        probe = {"truth": spec.key, "replicate": rep, "depth": depth, "width": w,
+                 "settings_digest": settings.digest()}  # fmt: skip
         if any(_key({**probe, "start": s}) in have for s in ("constructive", "random-0")):
             continue  # this class's rows are recorded: resumed
-        new = floor_rows(spec, args.replicate, args.depth, w, settings)
+        new = floor_rows(spec, rep, depth, w, settings)
         append_jsonl(out, new)  # whole lines, fsynced: a run stopped here resumes
         rows += new
-        print(f"width {w}: " + ", ".join(f"{r['start']} l2sq {r['l2sq']:.3g}" for r in new)
+        print(f"{spec.key} replicate {rep} depth {depth} width {w}: "
+              + ", ".join(f"{r['start']} l2sq {r['l2sq']:.3g}" for r in new)
               + f" ({sum(r['seconds'] for r in new):.0f} s)", flush=True)  # fmt: skip
-    print(f"class floor of {spec.key}, replicate {args.replicate}, depth {args.depth}"
+    if args.records is not None:
+        print(f"class floors of {len(work)} selected classes in {out}")
+        return 0
+    spec, rep, depth = work[0][0], args.replicate, args.depth
+    print(f"class floor of {spec.key}, replicate {rep}, depth {depth}"
           f" (sigma {settings.sigma:g}; {out}):")  # fmt: skip
-    for (truth, rep, depth, w), r in sorted(floors(rows).items()):
-        if (truth, rep, depth) != (spec.key, args.replicate, args.depth):
+    for (truth, r_, d_, w), r in sorted(floors(rows).items()):
+        if (truth, r_, d_) != (spec.key, rep, depth):
             continue
         line = f"  width {w:4d}: d2 {r['d2']:.4g}, l2sq {r['l2sq']:.4g} ({r['start']})"
         if ref is not None:

@@ -4,6 +4,7 @@ smallest; resumed from its records; where it binds against the reference's curve
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -75,3 +76,30 @@ def test_no_sweep_imports_the_floor():
         names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         assert not any("class_floor" in m for m in names), path
+
+
+PILOT = (
+    Path(__file__).resolve().parents[2]
+    / "figures"
+    / "reference"
+    / ("records-starts-a05-s20261203.jsonl.gz")
+)
+
+
+def test_a_sweeps_selected_classes_are_its_floors_work(tmp_path, capsys):
+    classes = cf.classes_of(str(PILOT))
+    # the shipped pilot: 8 replicates, each its selected widths over 4 n (23 classes)
+    assert len(classes) == 23
+    assert {(c[1], c[3]) for c in classes} >= {(0, 8), (0, 64), (5, 64)}
+    assert all(c[0].key == "holder-a0.5-p1-s20261203" and c[2] == 2 for c in classes)
+    out = tmp_path / "floors.jsonl"
+    args = ["--records", str(PILOT), "--shard", "1/23", "--steps", "20", "--n-design", "256",
+            "--out", str(out)]  # fmt: skip
+    assert cf.main(args) == 0
+    rows = cf.read_rows(str(out))
+    assert {(r["replicate"], r["width"]) for r in rows} == {(classes[0][1], classes[0][3])}
+    assert cf.main(args) == 0  # resumed: nothing recomputed
+    assert len(cf.read_rows(str(out))) == len(rows)
+    assert cf.main(["--records", str(PILOT), "--shard", "24/23", "--out", str(out)]) == 2
+    assert cf.main(["--out", str(out)]) == 2  # neither a truth nor records
+    assert "--records" in capsys.readouterr().err
