@@ -42,6 +42,7 @@ import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from scipy import stats
 
 from simulate.experiments.class_floor import floors as floor_table
 from simulate.experiments.class_floor import read_rows
@@ -49,16 +50,21 @@ from simulate.sweep.store.schema import read_records
 from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import atomic_path, check_distinct, check_output_file, path_arg
-from verify.reading.records import cells_of
+from verify import protocol as protocols
+from verify.reading.records import cells_of, records_protocol
 from verify.stats.slopes import (
     curvature,
+    expected_slope_se,
     fit_slope,
     paired_mean_diff,
     paired_slope_diff,
     top_half,
 )
 
-__all__ = ["CellSplit", "Split", "cell_split", "optimum_arm", "risk_split", "width_gaps"]
+__all__ = [
+    "CellSplit", "Split", "cell_split", "flattening_tests", "optimum_arm", "replicates_for",
+    "risk_split", "width_gaps",
+]  # fmt: skip
 
 METRICS = ("d2", "l2sq")  # the floor records hold these two
 CONSTRUCTIVE = ("W0s", "W0f", "W")  # the constructive points the optimum is sought among
@@ -223,6 +229,22 @@ def flattening_tests(ns, V: dict, S, level: float = 0.95) -> dict:
     return out
 
 
+def replicates_for(cv: float, ns, effect: float, level: float = 1 - 0.05 / 3,
+                   power: float = 0.9, limit: int = 10_000) -> int | None:  # fmt: skip
+    """The fewest replicates at which a flattening test over the top half of ``ns`` says
+    "flattens" with probability at least ``power`` when a term's slope difference is
+    ``effect`` (> 0): ``Phi(effect / SE - t_{R-1}) >= power`` with ``SE = cv / sqrt(R Sxx)``
+    over the top half (``verify.stats.slopes.expected_slope_se``) and ``t`` the two-sided
+    ``level``'s quantile; None past ``limit``."""
+    top = np.asarray(ns, dtype=float)[top_half(ns)]
+    for R in range(2, limit + 1):
+        se = expected_slope_se(top, R, cv)
+        t = float(stats.t.ppf(1 - (1 - level) / 2, R - 1))
+        if stats.norm.cdf(effect / se - t) >= power:
+            return R
+    return None
+
+
 def width_gaps(cells, metric: str = "d2") -> tuple[dict, ...]:
     """Per n and candidate width: the best constructive candidate's (highest ELBO of
     :data:`CONSTRUCTIVE` at that width, per replicate) ELBO minus R's and log risk ratio
@@ -331,6 +353,37 @@ def render(sp: Split) -> str:
     return "\n".join(lines)
 
 
+def _rules(args) -> tuple[str, float]:
+    """The split's metric and level: the protocol's ``[split]`` (a metric given beside it
+    must agree), else the flag's (d2) and 0.95."""
+    if args.protocol is None:
+        return args.metric or "d2", 0.95
+    p = protocols.load(args.protocol)
+    if not p.split:
+        raise ValueError(f"protocol {p.name} has no [split]")
+    metric = str(p.split.get("metric", "d2"))
+    if args.metric is not None and args.metric != metric:
+        raise ValueError(f"protocol {p.name} splits {metric}, not --metric {args.metric}")
+    return metric, float(p.split.get("level", 0.95))
+
+
+def decision(sp: Split, protocol: str | None, own: bool = False) -> str:
+    """The split's decision (the protocol's ``[split]`` rule on records written under it,
+    ``own``; else the same rule read exploratorily): the terms that flatten, or that none
+    is located."""
+    what = "read (exploratory, not decided)"
+    if protocol and own:
+        what = f"protocol {protocol}'s decision"
+    elif protocol:
+        what = f"read under protocol {protocol}'s rule (exploratory: records not of it)"
+    if not sp.flattening:
+        return f"{what}: no reference in the cells, no flattening test"
+    flat = [t for t, v in sp.flattening.items() if v is not None and v["verdict"] == "flattens"]
+    if flat:
+        return f"{what}: the flattening's cause: {', '.join(flat)}"
+    return f"{what}: no term is shown to flatten at this design"
+
+
 def _missing_floor_error(key, records: str) -> str:
     truth, rep, depth, w = key
     alpha = truth.split("-a")[1].split("-")[0] if "-a" in truth else "A"
@@ -348,7 +401,11 @@ def main(argv=None) -> int:
     ap.add_argument("records", type=path_arg, help="a sweep's records with start='both'")
     ap.add_argument("--floors", type=path_arg, nargs="+", required=True, metavar="FILE",
                     help="class-floor records (simulate.experiments.class_floor)")  # fmt: skip
-    ap.add_argument("--metric", choices=METRICS, default="d2")
+    ap.add_argument("--metric", choices=METRICS, default=None,
+                    help="the risk split (d2 unless a --protocol names it)")  # fmt: skip
+    ap.add_argument("--protocol", default=None, metavar="NAME",
+                    help="a protocol with a [split] (confirm-v5): its metric, level and"
+                    " decision")  # fmt: skip
     ap.add_argument("--json", type=path_arg, metavar="PATH", default=None,
                     help="write every truth's split as JSON")  # fmt: skip
     args = ap.parse_args(argv)
@@ -360,16 +417,19 @@ def main(argv=None) -> int:
             check_output_file(args.json, "--json")
             ins = [("RECORDS", args.records)] + [("--floors", f) for f in args.floors]
             check_distinct([("--json", args.json)], ins)
+        metric, level = _rules(args)
         floors = floor_table([r for f in args.floors for r in read_rows(f)])
         grids = truth_grids(read_records(args.records))
-        splits = [risk_split(g, floors, args.metric) for g in grids.values()]
+        splits = [risk_split(g, floors, metric, level) for g in grids.values()]
     except KeyError as exc:
         print_error(_missing_floor_error(exc.args[0], args.records))
         return 2
     except (ValueError, OSError, RecordsError) as exc:
         print_error(exc)
         return 2
-    print("\n\n".join(render(sp) for sp in splits))
+    tag = records_protocol(cells_of(read_records(args.records)))
+    own = args.protocol is not None and tag == protocols.load(args.protocol).tag
+    print("\n\n".join(render(sp) + "\n" + decision(sp, args.protocol, own) for sp in splits))
     if args.json:
         with atomic_path(args.json) as tmp, open(tmp, "w") as fh:
             json.dump([asdict(sp) for sp in splits], fh, indent=1)
