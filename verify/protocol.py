@@ -95,6 +95,9 @@ class Protocol:
     # the toolkit's default where the reading is made by default (a stated rate with no log
     # factor); a number (--equivalence-margin, an exploratory copy) reads it for every entry
     equivalence_margin: float | None = None
+    # [split] (optional; verify.split): the risk split's metric, its flattening tests'
+    # family-wise level and the class floors' settings (simulate.experiments.class_floor)
+    split: dict = field(default_factory=dict)
 
     @property
     def tag(self) -> str:
@@ -178,6 +181,7 @@ def load(name: str = DEFAULT) -> Protocol:
         power_floor=None if "power_floor" not in rules else float(rules["power_floor"]),
         replication={**REPLICATION_DEFAULTS, **data.get("replication", {})},
         replication_from="protocol" if "replication" in data else "toolkit",
+        split=dict(data.get("split", {})),
     )
     _check(p)
     return p
