@@ -15,6 +15,9 @@ Regenerates every figure and table from records, training only what is missing:
 * ``mnist1d-controls`` -- why ASVI's MNIST-1D accuracy falls while it prunes: SVI at one
   width with one setting changed at a time (lambda_s, optimiser, lr, initial slab sd) and
   Dense-BNN, accuracy and edges kept against epoch, the ELBO's parts, the edge budget;
+* ``split``   -- the risk split (``verify.split``) of the shipped constructive-start pilot:
+  the class floor's, the objective's and the optimiser's shares of ASVI's d^2 against n and
+  the levels (exploratory), figure and CSV;
 * ``results`` -- the generated blocks (every table of measured numbers) of the results files,
   ``RESULTS.md``, its pages ``docs/results/*.md`` and ``HISTORY.md`` (``RESULTS_FILES``),
   rewritten from the records they name (``figures.results_md``; a block whose records are
@@ -44,12 +47,15 @@ from figures.realdata_figures import (
     uci_table,
 )
 from figures.results_md import regenerate
+from figures.split_figure import split_figure
 from figures.teacher_figures import figure_1b, table1
 from figures.tradeoff import tradeoff_figure
 from simulate.alloc import tune_malloc
 from simulate.core.options import DEFAULT_OPTIONS
 from simulate.core.sizes import check_workers
 from simulate.core.steppath import BATCHED, NATIVE
+from simulate.experiments.class_floor import floors as floor_table
+from simulate.experiments.class_floor import read_rows
 from simulate.experiments.mnist import run_mnist1d, run_mnist1d_controls
 from simulate.experiments.table1 import TeacherVariant, run_teacher
 from simulate.experiments.uci import run_uci
@@ -67,8 +73,16 @@ from theory.plumbing.paths import (
     protect_inputs,
     read_text_bounded,
 )
+from verify.split import risk_split, truth_grids
 
-NAMES = ("table1", "fig1b", "rates", "tradeoff", "uci", "mnist1d", "mnist1d-controls", "results")
+NAMES = ("table1", "fig1b", "rates", "tradeoff", "uci", "mnist1d", "mnist1d-controls", "results",
+         "split")  # fmt: skip
+# the risk split's shipped inputs (figures/reference): the constructive-start pilot on
+# confirm-v4's alpha = 0.5 truth (n = 2,000..128,000, and 500 and 512,000 where shipped) and
+# the class floors of its replicates' selected classes
+SPLIT_RECORDS = ("records-starts-a05-s20261203.jsonl.gz",
+                 "records-starts-a05-s20261203-ends.jsonl.gz")  # fmt: skip
+SPLIT_FLOORS = ("class-floor-holder-a05.jsonl.gz", "class-floor-holder-a05-reps.jsonl.gz")
 # the files whose generated blocks ``--only results`` rewrites (figures.results_md), paths
 # from the repository root: RESULTS.md (the summary, required) first, then its pages, one per
 # section, in its contents' order, and the history (a page added to docs/results/ is added
@@ -168,6 +182,20 @@ def _rates(args, names) -> None:
                 for n, v in res["measured"].items()
             )
         )
+
+
+def _split(args) -> None:
+    """The risk split of the shipped constructive-start pilot (exploratory)."""
+    ref = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference")
+    records = [r for f in SPLIT_RECORDS if os.path.isfile(os.path.join(ref, f))
+               for r in read_records(os.path.join(ref, f))]  # fmt: skip
+    floors = floor_table([r for f in SPLIT_FLOORS for r in read_rows(os.path.join(ref, f))])
+    for grid in truth_grids(records).values():
+        sp = risk_split(grid, floors)
+        res = split_figure(sp, args.out, "pilot")
+        last = {t: f"{sp.term_share[t][-1]:.0%}" for t in sp.term_share}
+        print(f"split {sp.truth} (exploratory): n = {sp.ns[0]:,}..{sp.ns[-1]:,}, shares at the"
+              f" largest n {last}; {res['csv']}")  # fmt: skip
 
 
 def _uci(args) -> None:
@@ -307,6 +335,8 @@ def main(argv=None) -> int:
         if "results" in names:
             for doc in args.results_md:
                 regenerate(doc)
+        if "split" in names:
+            _split(args)
     except (RecordsError, ValueError, OSError) as exc:  # a full disk or a file-size limit too
         print_error(exc)
         return 2

@@ -289,7 +289,10 @@ def truth_grids(records: list[dict]) -> dict[str, list]:
             continue
         if not c.arms:
             raise ValueError(f"{c.truth}: records without constructive arms (run start='both')")
-        by.setdefault(c.truth, {}).setdefault(c.replicate, {})[c.n] = c
+        cell = by.setdefault(c.truth, {}).setdefault(c.replicate, {})
+        if c.n in cell:
+            raise ValueError(f"{c.truth}: n = {c.n}, replicate {c.replicate} recorded twice")
+        cell[c.n] = c
     out = {}
     for truth, reps in sorted(by.items()):
         ns = sorted(set.intersection(*(set(v) for v in reps.values())))
@@ -398,7 +401,9 @@ def _missing_floor_error(key, records: str) -> str:
 
 def main(argv=None) -> int:
     ap = Parser(prog="python -m verify.split", description=__doc__.split("\n\n")[0])
-    ap.add_argument("records", type=path_arg, help="a sweep's records with start='both'")
+    ap.add_argument("records", type=path_arg, nargs="+",
+                    help="a sweep's records with start='both' (several: their cells together,"
+                    " each (truth, n, replicate) once)")  # fmt: skip
     ap.add_argument("--floors", type=path_arg, nargs="+", required=True, metavar="FILE",
                     help="class-floor records (simulate.experiments.class_floor)")  # fmt: skip
     ap.add_argument("--metric", choices=METRICS, default=None,
@@ -410,24 +415,25 @@ def main(argv=None) -> int:
                     help="write every truth's split as JSON")  # fmt: skip
     args = ap.parse_args(argv)
     try:
-        for p in [args.records, *args.floors]:
+        for p in [*args.records, *args.floors]:
             if not os.path.isfile(p):
                 raise ValueError(f"no file {p}")
         if args.json:
             check_output_file(args.json, "--json")
-            ins = [("RECORDS", args.records)] + [("--floors", f) for f in args.floors]
+            ins = [("RECORDS", r) for r in args.records] + [("--floors", f) for f in args.floors]
             check_distinct([("--json", args.json)], ins)
         metric, level = _rules(args)
         floors = floor_table([r for f in args.floors for r in read_rows(f)])
-        grids = truth_grids(read_records(args.records))
+        records = [r for path in args.records for r in read_records(path)]
+        grids = truth_grids(records)
         splits = [risk_split(g, floors, metric, level) for g in grids.values()]
     except KeyError as exc:
-        print_error(_missing_floor_error(exc.args[0], args.records))
+        print_error(_missing_floor_error(exc.args[0], " ".join(args.records)))
         return 2
     except (ValueError, OSError, RecordsError) as exc:
         print_error(exc)
         return 2
-    tag = records_protocol(cells_of(read_records(args.records)))
+    tag = records_protocol(cells_of(records))
     own = args.protocol is not None and tag == protocols.load(args.protocol).tag
     print("\n\n".join(render(sp) + "\n" + decision(sp, args.protocol, own) for sp in splits))
     if args.json:
