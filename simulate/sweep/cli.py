@@ -165,7 +165,8 @@ def parse_truths(argv: list[str]):
 
 # the settings this command line sets by flag (any other: --config or --recipe)
 SWEEP_FLAGS = ("ns", "replicates", "widths", "max_steps", "n_test", "max_epochs", "stop_tol",
-               "batch_size", "lambda_s", "seed", "start", "compile", "mlp", "width_edge_max")  # fmt: skip
+               "batch_size", "lambda_s", "seed", "start", "plain_arm", "compile", "mlp",
+               "width_edge_max")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -90,6 +90,10 @@ class SweepConfig(Provenance, Estimator, Step, PerN, Training, Stopping, Design)
                 check("every width (widths)", w, INT_POSITIVE)
         if self.width_min < 1 or self.width_max < self.width_min:
             raise ValueError("need 1 <= width_min <= width_max")
+        if not self.plain_arm and self.start == "random":
+            raise ValueError(
+                "plain_arm=False is for a constructive start (start both or constructive)"
+            )
         if self.width_edge_max is not None and self.continuation:
             raise ValueError("width_edge_max and width continuation are not combined")
         for n in ns:

@@ -113,6 +113,14 @@ class Design:
         " arms on the same cells)",
         flag=Flag(str, choices=STARTS), fingerprint="later", record="always",
     )  # fmt: skip
+    plain_arm: bool = setting(
+        True,
+        help="with a constructive start: train the plain-network control P beside the"
+        " constructive arms (plain Adam on squared error from the start, on all n points, its"
+        " full-data ELBO evaluated: at n = 512,000 most of a cell's cost); False: the"
+        " arms W0, W0s, W0f and W only (the risk split, verify.split, reads no P)",
+        flag=Flag(boolean=True), fingerprint="later", record="unless-default",
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

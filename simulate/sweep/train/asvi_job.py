@@ -105,7 +105,8 @@ def run_asvi_job(job: Job) -> list[dict]:
     # Widths are trained in groups (``group_widths``): one batched program per group, its
     # models padded to the group's widest, each model stopped by the rule on its own.
     f0t = np.stack([f(Xt) for f in f0s])  # [R, m]: for evaluation only
-    names = {"random": ["R"], "constructive": list(ARMS), "both": ["R", *ARMS]}[cfg.start]
+    own = [a for a in ARMS if a != "P" or cfg.plain_arm]  # the plain arm: a setting
+    names = {"random": ["R"], "constructive": own, "both": ["R", *own]}[cfg.start]
     arms = {a: {k: np.empty((R, len(W))) for k in _COLUMNS} for a in names}
     starts = None
     if cfg.start != "random":
@@ -190,7 +191,8 @@ def _record(job: Job, W, arms: dict, i: int, f0, seeds: dict, ref, timing: dict)
     sel = cell_selection(pw, W, cfg.lam)
     extra = {}
     if cfg.start != "random":
-        extra["arms"] = {a: _arm_record(arms[a], i, W, cfg) for a in ARMS if a != main}
+        extra["arms"] = {a: _arm_record(arms[a], i, W, cfg) for a in ARMS
+                         if a != main and a in arms}  # fmt: skip
     return {
         "schema": SCHEMA,
         "failed": sel["failed"],

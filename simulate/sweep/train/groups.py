@@ -209,6 +209,8 @@ def _train_constructive(inp: JobInputs, g: _Group, train_s: float) -> float:
     train_s += time.perf_counter() - t0
     _fill(arms["W"], order, *_measured(cfg, trained.posterior, batch, di, truth, Xt),
           {**_state_columns(trained.trainer.state, trained.convergence), **st_cols})  # fmt: skip
+    if "P" not in arms:  # the plain arm not asked (SweepConfig.plain_arm)
+        return train_s
     t0 = time.perf_counter()
     full = starts[2]
     res = train_plain(

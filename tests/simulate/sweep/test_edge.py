@@ -71,3 +71,23 @@ def test_without_the_setting_the_ladder_and_fingerprint_are_unchanged():
         SweepConfig(truths=[TRUTH], width_edge_max=16, continuation=True, **TINY)
     with pytest.raises(ValueError):
         SweepConfig(truths=[TRUTH], width_edge_max=0, **TINY)
+
+
+def test_grown_rungs_carry_the_constructive_arms_and_the_plain_arm_is_a_setting():
+    """With both starts and ``plain_arm=False``: the arms W0, W0s, W0f and W (no P) in every
+    record, each filled at every candidate the replicate owns, grown rungs included; the
+    records read back as data (``simulate.sweep.store.validate``)."""
+    import math
+
+    cfg = SweepConfig(truths=[TRUTH], width_edge_max=8, start="both", plain_arm=False,
+                      **{**TINY, "replicates": 2, "replicate_block": 2})  # fmt: skip
+    recs = run_job(jobs_for(cfg)[0])
+    assert any(len(r["config"]["widths"]) > 1 for r in recs)
+    for r in recs:
+        assert set(r["arms"]) == {"W0", "W0s", "W0f", "W"}
+        assert r["config"]["plain_arm"] is False
+        for arm in r["arms"].values():
+            assert len(arm["per_width"]["elbo"]) == len(r["config"]["widths"])
+            assert all(math.isfinite(x) for x in arm["per_width"]["elbo"])
+    with pytest.raises(ValueError, match="constructive start"):
+        SweepConfig(truths=[TRUTH], plain_arm=False, **TINY)
