@@ -114,7 +114,7 @@ class Design:
         flag=Flag(str, choices=STARTS), fingerprint="later", record="always",
     )  # fmt: skip
     plain_arm: bool = setting(
-        True,
+        True, BOOL,
         help="with a constructive start: train the plain-network control P beside the"
         " constructive arms (plain Adam on squared error from the start, on all n points, its"
         " full-data ELBO evaluated: at n = 512,000 most of a cell's cost); False: the"

@@ -514,7 +514,11 @@ def test_one_rule_drops_what_the_twelve_branches_dropped(later):
     # regressor, simulate.sweep.train.foreign; the k-NN control's members,
     # simulate.sweep.train.knn) are
     # the rule's alone: at their defaults, left out
-    after = ("regressor", "regressor_params", "knn_ks")
-    assert all(d[k] is None for k in after)
+    # simulate.sweep.train.knn; the ladder grown at its edge and the plain arm,
+    # simulate.sweep.train.edge and .groups) are the rule's alone: at their defaults, left out
+    defaults = {"regressor": None, "regressor_params": None, "knn_ks": None,
+                "width_edge_max": None, "plain_arm": True}  # fmt: skip
+    after = tuple(defaults)
+    assert all(d[k] == v for k, v in defaults.items())
     assert _without_later_defaults(d) == _twelve_branches({k: v for k, v in d.items()
                                                            if k not in after})  # fmt: skip
