@@ -52,6 +52,7 @@ from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import atomic_path, check_distinct, check_output_file, path_arg
 from verify import protocol as protocols
 from verify.reading.records import cells_of, records_protocol
+from verify.report.split_render import decision, render
 from verify.stats.slopes import (
     curvature,
     expected_slope_se,
@@ -300,91 +301,20 @@ def truth_grids(records: list[dict]) -> dict[str, list]:
     return out
 
 
-def _fmt_ci(ci) -> str:
-    return f"[{ci[0]:+.3g}, {ci[1]:+.3g}]"
-
-
-def render(sp: Split) -> str:
-    """The split's table: per n the terms' means (intervals) and shares, then the levels'
-    slopes, the optimum's arms and the per-width gaps at the largest n."""
-    lines = [f"{sp.truth}: {sp.metric} split over {sp.replicates} replicates (exploratory)"]
-    lines.append(f"{'n':>8s}  " + "  ".join(f"{t:>34s}" for t in TERMS) + f"  {'ASVI':>9s}")
-    for j, n in enumerate(sp.ns):
-        cols = [
-            f"{sp.term_mean[t][j]:9.3g} {_fmt_ci(sp.term_ci[t][j]):>19s} {sp.term_share[t][j]:4.0%}"
-            for t in TERMS
-        ]
-        total = sum(sp.term_mean[t][j] for t in TERMS)
-        lines.append(f"{n:8,d}  " + "  ".join(f"{c:>34s}" for c in cols) + f"  {total:9.3g}")
-    lines.append("levels: log-log slope [interval]; top-half slope [interval]; bend [interval]")
-    for lv in LEVELS:
-        f = sp.level_slope[lv]
-        if f is None:
-            lines.append(f"  {lv:>8s}: not fitted (a value is not positive)")
-            continue
-        lines.append(
-            f"  {lv:>8s}: {f['slope']:+.3f} {_fmt_ci(f['ci'])}; {f['top_half_slope']:+.3f}"
-            f" {_fmt_ci(f['top_half_ci'])}; bend {f['bend']:+.3f} {_fmt_ci(f['bend_ci'])}"
-        )
-    if sp.flattening:
-        top = [sp.ns[i] for i in top_half(sp.ns)]
-        lines.append(
-            f"which term flattens over the top half (n = {top[0]:,}..{top[-1]:,}; slope"
-            " differences, Bonferroni over three):"
-        )
-        below = {"class": "reference", "objective": "floor", "optimiser": "optimum"}
-        upper = {"class": "floor", "objective": "optimum", "optimiser": "random"}
-        for term, t in sp.flattening.items():
-            if t is None:
-                lines.append(f"  {term:>9s}: not tested (a level is not positive)")
-                continue
-            lines.append(
-                f"  {term:>9s}: slope({upper[term]}) - slope({below[term]}) {t['diff']:+.3f}"
-                f" {_fmt_ci(t['ci'])} at {t['level']:.4f}: {t['verdict'].replace('_', ' ')}"
-                f" (cv {t['cv']:.2f})"
-            )
-    arms = ", ".join(f"{a} {k}" for a, k in sorted(sp.optimum_arms.items()))
-    lines.append(f"the optimum's arm over the cells: {arms}")
-    top = [g for g in sp.width_gaps if g["n"] == sp.ns[-1]]
-    lines.append(f"per width at n = {sp.ns[-1]:,}: best constructive minus R")
-    for g in top:
-        lines.append(
-            f"  width {g['width']:4d}: ELBO {g['elbo_gap']:+10.1f} {_fmt_ci(g['elbo_ci'])},"
-            f" log risk ratio {g['log_risk_ratio']:+.3f} {_fmt_ci(g['risk_ci'])},"
-            f" constructive higher in {g['constructive_higher']}/{sp.replicates}"
-        )
-    return "\n".join(lines)
-
-
 def _rules(args) -> tuple[str, float]:
-    """The split's metric and level: the protocol's ``[split]`` (a metric given beside it
-    must agree), else the flag's (d2) and 0.95."""
+    """The split's metric, level and the floors' settings: the protocol's ``[split]`` (a
+    metric given beside it must agree; only floor rows of its ``[split.floor]`` settings
+    are read), else the flag's (d2), 0.95 and any."""
     if args.protocol is None:
-        return args.metric or "d2", 0.95
+        return args.metric or "d2", 0.95, None
     p = protocols.load(args.protocol)
     if not p.split:
         raise ValueError(f"protocol {p.name} has no [split]")
     metric = str(p.split.get("metric", "d2"))
     if args.metric is not None and args.metric != metric:
         raise ValueError(f"protocol {p.name} splits {metric}, not --metric {args.metric}")
-    return metric, float(p.split.get("level", 0.95))
-
-
-def decision(sp: Split, protocol: str | None, own: bool = False) -> str:
-    """The split's decision (the protocol's ``[split]`` rule on records written under it,
-    ``own``; else the same rule read exploratorily): the terms that flatten, or that none
-    is located."""
-    what = "read (exploratory, not decided)"
-    if protocol and own:
-        what = f"protocol {protocol}'s decision"
-    elif protocol:
-        what = f"read under protocol {protocol}'s rule (exploratory: records not of it)"
-    if not sp.flattening:
-        return f"{what}: no reference in the cells, no flattening test"
-    flat = [t for t, v in sp.flattening.items() if v is not None and v["verdict"] == "flattens"]
-    if flat:
-        return f"{what}: the flattening's cause: {', '.join(flat)}"
-    return f"{what}: no term is shown to flatten at this design"
+    floor = {k: v for k, v in p.split.get("floor", {}).items() if k != "depth"}
+    return metric, float(p.split.get("level", 0.95)), floor or None
 
 
 def _missing_floor_error(key, records: str) -> str:
@@ -422,8 +352,9 @@ def main(argv=None) -> int:
             check_output_file(args.json, "--json")
             ins = [("RECORDS", r) for r in args.records] + [("--floors", f) for f in args.floors]
             check_distinct([("--json", args.json)], ins)
-        metric, level = _rules(args)
-        floors = floor_table([r for f in args.floors for r in read_rows(f)])
+        metric, level, floor_settings = _rules(args)
+        rows = [r for f in args.floors for r in read_rows(f)]
+        floors = floor_table([r for r in rows if floor_settings in (None, r["settings"])])
         records = [r for path in args.records for r in read_records(path)]
         grids = truth_grids(records)
         splits = [risk_split(g, floors, metric, level) for g in grids.values()]

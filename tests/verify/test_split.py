@@ -4,6 +4,7 @@ up to ASVI's risk in every cell, the optimum is the highest-ELBO point known at 
 selected width, a floor at the optimum's risk leaves no objective term, and a missing floor
 is one line naming the command that computes it."""
 
+import dataclasses
 import json
 import os
 
@@ -115,3 +116,29 @@ def test_the_command_prints_the_split_and_refuses_a_missing_floor(grid, tmp_path
         res.stderr
     )
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_protocols_rule_is_read_and_labelled_exploratory_on_records_not_of_it(grid, tmp_path):
+    from simulate.experiments.class_floor import FloorSettings
+
+    settings = dataclasses.asdict(FloorSettings())  # the protocol's [split.floor]
+    rows = [{"schema": "asvi-rates/class-floor/1", "truth": t, "replicate": r, "depth": d,
+             "width": w, "start": "constructive", "settings": settings,
+             "settings_digest": "x", "l2sq": 1e-3, "d2": 1e-4, "train_mse": 0.0,
+             "seconds": 0.0} for (t, r, d, w) in _floors(grid, lambda c, w: 0.0)]  # fmt: skip
+    path = tmp_path / "floors.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = run_main("verify.split", PILOT, "--floors", str(path), "--protocol", "confirm-v5")
+    assert res.returncode == 0, res.stderr
+    assert "read under protocol confirm-v5's rule (exploratory: records not of it)" in res.stdout
+    # floors of other settings are not the protocol's: none is read
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({**r, "settings": {**settings, "steps": 10}}) + "\n"
+                             for r in rows))  # fmt: skip
+    res = run_main("verify.split", PILOT, "--floors", str(other), "--protocol", "confirm-v5")
+    assert res.returncode == 2 and "no class floor" in res.stderr
+    res = run_main("verify.split", PILOT, "--floors", str(path), "--protocol", "confirm-v4")
+    assert res.returncode == 2 and "has no [split]" in res.stderr
+    res = run_main("verify.split", PILOT, "--floors", str(path), "--protocol", "confirm-v5",
+                   "--metric", "l2sq")  # fmt: skip
+    assert res.returncode == 2 and "splits d2" in res.stderr
