@@ -90,6 +90,7 @@ SPLIT_FLOORS = ("class-floor-holder-a05.jsonl.gz", "class-floor-holder-a05-reps.
 RESULTS_FILES = (
     "RESULTS.md",
     "docs/results/confirm-v4.md",
+    "docs/results/rough-end.md",
     "docs/results/confirm-v3.md",
     "docs/results/confirm-v2.md",
     "docs/results/confirm-v1.md",
