@@ -251,7 +251,7 @@ def _check(p: Protocol) -> None:
 # the confirmatory tiers of ``verify.rates --tier``: each runs its protocol's [design]
 CONFIRM_TIERS = {
     "confirm": "confirm-v1", "confirm2": "confirm-v2", "confirm3": "confirm-v3",
-    "confirm4": "confirm-v4",
+    "confirm4": "confirm-v4", "confirm5": "confirm-v5",
 }  # fmt: skip
 
 

@@ -266,6 +266,23 @@ def test_a_protocol_names_its_recipe_and_writes_its_settings():
 
 
 # ------------------------------------------------------------------ confirm-v4
+def _fresh_confirmatory(name: str):
+    """A confirmatory protocol under the confirming rule, and its truth seed: the data
+    seed too, and used by no tier and no other protocol."""
+    from simulate.sweep.setup import tiers
+
+    p = protocols.load(name)
+    assert p.kind == "confirmatory" and p.theorem_rule == "confirm" and p.power_floor == 0.9
+    seed = p.design["truth_seed"]
+    used = {t.seed for tr in tiers.RATES.values() for t in tr["truths"]}
+    for other in protocols.names():
+        q = protocols.load(other)
+        if q.design and other != name:
+            used |= {q.design["truth_seed"], q.design["data_seed"]}
+    assert seed == p.design["data_seed"] and seed not in used
+    return p, seed
+
+
 def test_confirm_v4_is_powered_where_it_says_and_on_a_fresh_seed():
     """confirm-v4's design, before training: a truth seed no tier and no earlier protocol
     uses; the Hoelder sweeps' own n grid (to 512,000) over the teachers' common one; every
@@ -273,20 +290,11 @@ def test_confirm_v4_is_powered_where_it_says_and_on_a_fresh_seed():
     floor, the gap to half the reference's rate separable); every budget control able to
     say converged with probability >= 0.9 but the teacher p = 200's, whose protocol says it
     is not sized; the GP control's known answers those its comment derives."""
-    from simulate.sweep.setup import tiers
     from verify.sizing import control_probability
     from verify.stats.slopes import expected_slope_se
 
-    p = protocols.load("confirm-v4")
-    assert p.kind == "confirmatory" and p.theorem_rule == "confirm" and p.power_floor == 0.9
+    p, seed = _fresh_confirmatory("confirm-v4")
     tier = protocols.design_tier(p)
-    seed = p.design["truth_seed"]
-    used = {t.seed for tr in tiers.RATES.values() for t in tr["truths"]}
-    for name in protocols.names():
-        q = protocols.load(name)
-        if q.design and name != "confirm-v4":
-            used |= {q.design["truth_seed"], q.design["data_seed"]}
-    assert seed == p.design["data_seed"] and seed not in used
     powered_controls = set()
     for s in tier["sweeps"]:
         cfg = SweepConfig(truths=s["truths"], **s["sweep"])
@@ -312,6 +320,42 @@ def test_confirm_v4_is_powered_where_it_says_and_on_a_fresh_seed():
     assert got[("holder-a0.5-p1", "gp-matern-2.5")] == ("FAIL", "FAIL")
     assert got[("holder-a1.5-p1", "gp-matern-1.5")] == ("PASS", "PASS")
     assert got[("holder-a1.5-p1", "gp-matern-0.5")] == (None, None)
+
+
+# ------------------------------------------------------------------ confirm-v5
+def test_confirm_v5_is_powered_where_it_says_and_on_a_fresh_seed():
+    """confirm-v5's design, before training: a truth seed no tier and no earlier protocol
+    uses; both sweeps grow the class at the edge to 512 with the constructive arms in every
+    cell; the theorem, attainment and budget-control tests powered at the cvs written; the
+    split's three tests powered at the cvs its comment states (|e|/2 said "flattens" with
+    probability 0.9); its [split] the rule verify.split reads."""
+    from verify.sizing import control_probability
+    from verify.split import replicates_for
+    from verify.stats.slopes import expected_slope_se
+
+    p, seed = _fresh_confirmatory("confirm-v5")
+    assert protocols.CONFIRM_TIERS["confirm5"] == "confirm-v5"
+    tier = protocols.design_tier(p)
+    split_cv = {"holder-a0.5-p1": 0.43, "holder-a1.5-p1": 0.43 * 0.46 / 0.21}
+    for s in tier["sweeps"]:
+        cfg = SweepConfig(truths=s["truths"], **s["sweep"])
+        t = cfg.truths[0]
+        assert (cfg.start, cfg.plain_arm, cfg.width_edge_max) == ("both", False, 512)
+        assert cfg.elbo_draws == 30
+        assert cfg.ns == [500, 2000, 8000, 32000, 128000, 512000] and t.seed == seed
+        (row,) = design_power(cfg, p)
+        assert row.theorem_power.probability >= 0.9, s["name"]
+        assert row.attainment_power.separable and row.attainment_probability >= 0.9
+        cv = p.cv_for(t.key, t.kind, control=True)
+        R = s["control_replicates"]
+        se = expected_slope_se([cfg.ns[0], cfg.ns[-1]], R, cv)
+        assert control_probability(p.budget_margin, se, R, p.level) >= 0.9
+        e = abs(t.predicted("d2"))
+        need = replicates_for(split_cv[t.key.rsplit("-s", 1)[0]], cfg.ns, e / 2)
+        assert need is not None and cfg.replicates >= need, (s["name"], need)
+        assert cfg.replicates % cfg.replicate_block == 0
+    assert p.split["metric"] == "d2" and p.split["level"] == 0.95
+    assert p.split["floor"]["depth"] == 2
 
 
 def test_a_sweeps_own_settings_and_the_control_pilot_cv():
