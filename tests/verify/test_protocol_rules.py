@@ -415,3 +415,18 @@ def test_confirm4_dry_run_prints_every_tests_power_and_the_cost():
     assert out.count("P(converged | no change)") == 6
     assert "P(PASS at the reference's rate)" in out and "known answer: FAIL" in out
     assert "in all:" in out and not os.path.exists("/nonexistent-dir")
+
+
+def test_every_confirmatory_design_plans_with_its_controls():
+    """Each confirmatory tier's plan is made (its sweeps, its budget controls and its
+    known-answer control configured and checked, nothing trained): confirm-v5's controls
+    re-train the random start alone, with no constructive arm."""
+    for tier in protocols.CONFIRM_TIERS:
+        res = run_main("verify.rates", "--tier", tier, "--dry-run")
+        assert res.returncode == 0, (tier, res.stderr)
+    from verify.reading.controls import control_config
+
+    p = protocols.load("confirm-v5")
+    for s in protocols.design_tier(p)["sweeps"]:
+        ccfg = control_config(SweepConfig(truths=s["truths"], **s["sweep"]), 8)
+        assert (ccfg.start, ccfg.plain_arm) == ("random", True)

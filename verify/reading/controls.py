@@ -271,7 +271,9 @@ def control_config(cfg: SweepConfig, replicates: int, every_n: bool = False) -> 
     return dataclasses.replace(
         cfg,
         # the control re-trains the record's own ASVI run: with both starts, the random one
+        # (and so no constructive arm, the plain one included)
         start="random" if cfg.start == "both" else cfg.start,
+        plain_arm=True if cfg.start == "both" else cfg.plain_arm,
         ns=list(cfg.ns) if every_n else [min(cfg.ns), max(cfg.ns)],
         replicates=min(replicates, cfg.replicates),
         max_steps=rule.max_steps,
