@@ -86,7 +86,7 @@ def realised(r: MetricResult) -> Realised:
     if r.control is not None and r.control.shift is not None:
         sh = r.control.shift
         c_ns, c_R = tuple(int(n) for n in sh.ns), len(sh.replicates)
-        cv_c = sh.diff.se / expected_slope_se(c_ns, c_R, 1.0)
+        cv_c = realised_cv(sh.diff.se, c_ns, c_R)
     return Realised(r.truth, tuple(ns), R, realised_cv(se, ns, R), cv_diff, cv_c, c_ns, c_R)
 
 

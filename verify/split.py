@@ -36,13 +36,12 @@ a missing floor is an error naming the command that computes it."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
+from scipy.special import ndtr
 
 from simulate.experiments.class_floor import floors as floor_table
 from simulate.experiments.class_floor import read_rows
@@ -51,9 +50,11 @@ from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import atomic_path, check_distinct, check_output_file, path_arg
 from verify import protocol as protocols
+from verify.reading.pilot import realised_cv
 from verify.reading.records import cells_of, records_protocol
 from verify.report.split_render import decision, render
 from verify.stats.slopes import (
+    _t_quantile,
     curvature,
     expected_slope_se,
     fit_slope,
@@ -63,8 +64,8 @@ from verify.stats.slopes import (
 )
 
 __all__ = [
-    "CellSplit", "Split", "cell_split", "flattening_tests", "optimum_arm", "replicates_for",
-    "risk_split", "width_gaps",
+    "CellSplit", "Split", "best_constructive", "cell_split", "flattening_tests", "optimum_arm",
+    "replicates_for", "risk_split", "width_gaps",
 ]  # fmt: skip
 
 METRICS = ("d2", "l2sq")  # the floor records hold these two
@@ -98,11 +99,11 @@ class CellSplit:
         }
 
 
-def optimum_arm(cell, width: int) -> str:
-    """The arm ("R" or one of :data:`CONSTRUCTIVE`) whose candidate of ``width`` has the
-    highest finite ELBO (failed candidates excluded): the best point of the objective known
-    at that width."""
-    best, best_elbo = "R", float(cell.at_width("elbo", width))
+def best_constructive(cell, width: int) -> str | None:
+    """The constructive arm (one of :data:`CONSTRUCTIVE` the cell has) whose candidate of
+    ``width`` has the highest finite ELBO, failed candidates excluded; None if there is
+    none."""
+    best, best_elbo = None, -np.inf
     for a in CONSTRUCTIVE:
         arm = cell.arms.get(a)
         if arm is None or bool(arm.at_width("failed", width)):
@@ -111,6 +112,16 @@ def optimum_arm(cell, width: int) -> str:
         if np.isfinite(e) and e > best_elbo:
             best, best_elbo = a, e
     return best
+
+
+def optimum_arm(cell, width: int) -> str:
+    """The arm ("R" or one of :data:`CONSTRUCTIVE`) whose candidate of ``width`` has the
+    highest finite ELBO (failed candidates excluded): the best point of the objective known
+    at that width."""
+    a = best_constructive(cell, width)
+    if a is None or not cell.arms[a].at_width("elbo", width) > cell.at_width("elbo", width):
+        return "R"
+    return a
 
 
 def cell_split(cell, floors: dict, metric: str = "d2") -> CellSplit:
@@ -211,8 +222,6 @@ def flattening_tests(ns, V: dict, S, level: float = 0.95) -> dict:
     if not np.all(np.isfinite(refs)) or np.any(refs <= 0):
         return {}
     top = top_half(ns)
-    x = np.log(np.asarray(ns, dtype=float)[top])
-    sxx = float(((x - x.mean()) ** 2).sum())
     R = refs.shape[0]
     lv = 1 - (1 - level) / 3
     pairs = {"class": ("floor", refs), "objective": ("optimum", V["floor"]),
@@ -226,7 +235,8 @@ def flattening_tests(ns, V: dict, S, level: float = 0.95) -> dict:
         d = paired_slope_diff(np.asarray(ns, dtype=float)[top], A, B, level=lv)
         verdict = "flattens" if d.ci_low > 0 else "keeps_pace" if d.ci_high <= 0 else "undetermined"
         out[term] = {"diff": d.diff, "ci": d.ci, "se": d.se, "level": lv,
-                     "cv": d.se * math.sqrt(R * sxx), "verdict": verdict}  # fmt: skip
+                     "cv": realised_cv(d.se, np.asarray(ns)[top], R),
+                     "verdict": verdict}  # fmt: skip
     return out
 
 
@@ -240,8 +250,7 @@ def replicates_for(cv: float, ns, effect: float, level: float = 1 - 0.05 / 3,
     top = np.asarray(ns, dtype=float)[top_half(ns)]
     for R in range(2, limit + 1):
         se = expected_slope_se(top, R, cv)
-        t = float(stats.t.ppf(1 - (1 - level) / 2, R - 1))
-        if stats.norm.cdf(effect / se - t) >= power:
+        if ndtr(effect / se - _t_quantile(level, R - 1)) >= power:
             return R
     return None
 
@@ -258,14 +267,15 @@ def width_gaps(cells, metric: str = "d2") -> tuple[dict, ...]:
             e_R, r_R, e_C, r_C = [], [], [], []
             for row in cells:
                 c = row[j]
-                best = max(
-                    (a for a in CONSTRUCTIVE if a in c.arms),
-                    key=lambda a, c=c: _finite(c.arms[a].at_width("elbo", w)),
-                )  # fmt: skip
+                best = best_constructive(c, w)
+                if best is None:  # no constructive candidate of this width: not compared
+                    break
                 e_R.append(c.at_width("elbo", w))
                 r_R.append(c.at_width(metric, w))
                 e_C.append(c.arms[best].at_width("elbo", w))
                 r_C.append(c.arms[best].at_width(metric, w))
+            if len(e_C) < len(cells):
+                continue
             de = paired_mean_diff(np.array(e_C)[:, None], np.array(e_R)[:, None])
             dr = paired_mean_diff(np.log(r_C)[:, None], np.log(r_R)[:, None])
             out.append({
@@ -274,11 +284,6 @@ def width_gaps(cells, metric: str = "d2") -> tuple[dict, ...]:
                 "constructive_higher": int(np.sum(np.array(e_C) > np.array(e_R))),
             })  # fmt: skip
     return tuple(out)
-
-
-def _finite(x) -> float:
-    x = float(x)
-    return x if np.isfinite(x) else -np.inf
 
 
 def truth_grids(records: list[dict]) -> dict[str, list]:
