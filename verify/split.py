@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy.special import ndtr
@@ -51,7 +51,7 @@ from theory.plumbing.jsonl import RecordsError
 from theory.plumbing.paths import atomic_path, check_distinct, check_output_file, path_arg
 from verify import protocol as protocols
 from verify.reading.pilot import realised_cv
-from verify.reading.records import cells_of, records_protocol
+from verify.reading.records import TruthCells, cells_of, records_protocol, truth_cells
 from verify.report.split_render import decision, render
 from verify.stats.slopes import (
     _t_quantile,
@@ -161,6 +161,9 @@ class Split:
     cells: tuple[CellSplit, ...]
     width_gaps: tuple[dict, ...]
     flattening: dict  # term -> its test (flattening_tests), or {} without a reference
+    # the replicates the split leaves out (verify.reading.records.Replicates): "incomplete"
+    # (not recorded at every n), "failed" (a failed cell: (n, replicate) pairs)
+    left_out: dict = field(default_factory=dict)
 
 
 def _level_fit(ns, V) -> dict | None:
@@ -176,9 +179,17 @@ def _level_fit(ns, V) -> dict | None:
     }  # fmt: skip
 
 
-def risk_split(cells, floors: dict, metric: str = "d2", level: float = 0.95) -> Split:
+def risk_split(cells, floors: dict, metric: str = "d2", level: float = 0.95,
+               replicates=None) -> Split:  # fmt: skip
     """:class:`Split` of one truth's cells (``cells[replicate][n]``, every replicate at
-    every n, ascending n); ``level``: the flattening tests' family-wise level."""
+    every n, ascending n, or a :class:`verify.reading.records.TruthCells`, whose left-out
+    replicates the split then carries); ``level``: the flattening tests' family-wise
+    level."""
+    if isinstance(cells, TruthCells):
+        cells, replicates = cells.cells, cells.replicates
+    left = {} if replicates is None else {
+        "incomplete": list(replicates.dropped), "failed": [list(k) for k in replicates.failed_cells]
+    }  # fmt: skip
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     S = [[cell_split(c, floors, metric) for c in row] for row in cells]
@@ -199,6 +210,7 @@ def risk_split(cells, floors: dict, metric: str = "d2", level: float = 0.95) -> 
         term_ci=ci, term_share=share, level_slope={lv: _level_fit(ns, V[lv]) for lv in LEVELS},
         optimum_arms=arms, cells=tuple(s for row in S for s in row),
         width_gaps=width_gaps(cells, metric), flattening=flattening_tests(ns, V, S, level),
+        left_out={k: v for k, v in left.items() if v},
     )  # fmt: skip
 
 
@@ -286,40 +298,71 @@ def width_gaps(cells, metric: str = "d2") -> tuple[dict, ...]:
     return tuple(out)
 
 
-def truth_grids(records: list[dict]) -> dict[str, list]:
-    """The records' cells per truth as ``cells[replicate][n]``: the replicates present at
-    every n (ascending), sorted; a truth without constructive arms is an error."""
+def truth_grids(records: list[dict]) -> dict[str, TruthCells]:
+    """The records' ASVI cells per truth as ``verify.reading.records.truth_cells`` reads them
+    for every verdict: the replicates recorded at every n the truth has, less any replicate
+    with a failed cell; who is left out, and why, is kept (``.replicates``) and printed.  An
+    incomplete replicate never drops an n (the top half the tests read stays the design's).
+    A truth without constructive arms is an error."""
     by: dict = {}
     for c in cells_of(records):
-        if c.source != "asvi" or c.failed:
+        if c.source != "asvi":
             continue
-        if not c.arms:
+        if not c.failed and not c.arms:
             raise ValueError(f"{c.truth}: records without constructive arms (run start='both')")
-        cell = by.setdefault(c.truth, {}).setdefault(c.replicate, {})
-        if c.n in cell:
-            raise ValueError(f"{c.truth}: n = {c.n}, replicate {c.replicate} recorded twice")
-        cell[c.n] = c
-    out = {}
-    for truth, reps in sorted(by.items()):
-        ns = sorted(set.intersection(*(set(v) for v in reps.values())))
-        out[truth] = [[reps[r][n] for n in ns] for r in sorted(reps)]
-    return out
+        by.setdefault(c.truth, []).append(c)
+    return {truth: truth_cells(truth, cells) for truth, cells in sorted(by.items())}
 
 
-def _rules(args) -> tuple[str, float]:
-    """The split's metric, level and the floors' settings: the protocol's ``[split]`` (a
-    metric given beside it must agree; only floor rows of its ``[split.floor]`` settings
-    are read), else the flag's (d2), 0.95 and any."""
+def short_of(truth: str, recorded, p) -> str | None:
+    """What one truth's records lack of protocol ``p``'s design (its sweeps' n and
+    replicates, ``verify.protocol.design_tier``): None where every (n, replicate) of the
+    design is recorded (a failed cell is recorded: its replicate is left out, as every
+    verdict leaves it out, and said), else what is missing -- the split on such records is
+    read under the rule, never the protocol's decision.  ``recorded``: the (n, replicate)
+    pairs of the truth's records."""
+    want = {
+        t.key: (tuple(int(n) for n in s["sweep"]["ns"]), int(s["sweep"]["replicates"]))
+        for s in protocols.design_tier(p)["sweeps"]
+        for t in s["truths"]
+    }
+    if truth not in want:
+        return f"{truth} is not a truth of protocol {p.name}"
+    ns, R = want[truth]
+    missing = {(n, r) for n in ns for r in range(R)} - set(recorded)
+    if not missing:
+        return None
+    by_n = sorted({n for n, _ in missing})
+    return f"{len(missing)} of its {len(ns) * R} cells unrecorded (at n = {by_n})"
+
+
+SPLIT_KEYS = ("metric", "level", "terms", "floor")  # what a protocol's [split] may hold
+
+
+def _rules(args) -> tuple[str, float, dict | None, int | None]:
+    """The split's metric, level, floors' settings and floors' depth: the protocol's
+    ``[split]`` (a metric given beside it must agree; only floor rows of its
+    ``[split.floor]`` settings are read, and the records' depth must be its ``depth``),
+    else the flag's (d2), 0.95, any and the records'.  A key the split does not read, or
+    terms other than :data:`TERMS`, is an error: nothing a protocol states is passed over."""
     if args.protocol is None:
-        return args.metric or "d2", 0.95, None
+        return args.metric or "d2", 0.95, None, None
     p = protocols.load(args.protocol)
     if not p.split:
         raise ValueError(f"protocol {p.name} has no [split]")
+    unknown = sorted(set(p.split) - set(SPLIT_KEYS))
+    if unknown:
+        raise ValueError(f"protocol {p.name}: [split] holds {unknown}, which the split does"
+                         f" not read (it reads {list(SPLIT_KEYS)})")  # fmt: skip
+    if tuple(p.split.get("terms", TERMS)) != TERMS:
+        raise ValueError(f"protocol {p.name}: [split] terms {p.split['terms']}; the split"
+                         f" tests {list(TERMS)}")  # fmt: skip
     metric = str(p.split.get("metric", "d2"))
     if args.metric is not None and args.metric != metric:
         raise ValueError(f"protocol {p.name} splits {metric}, not --metric {args.metric}")
-    floor = {k: v for k, v in p.split.get("floor", {}).items() if k != "depth"}
-    return metric, float(p.split.get("level", 0.95)), floor or None
+    floor = dict(p.split.get("floor", {}))
+    depth = floor.pop("depth", None)
+    return metric, float(p.split.get("level", 0.95)), floor or None, depth
 
 
 def _missing_floor_error(key, records: str) -> str:
@@ -332,6 +375,15 @@ def _missing_floor_error(key, records: str) -> str:
         f" --truth-seed {seed} --replicate {rep} --depth {depth} --widths {w} --out FILE"
         f" (the records: {records})"
     )
+
+
+def _short(protocol: str | None, truth: str, records: list[dict]) -> str | None:
+    """:func:`short_of` the protocol for ``truth``'s cells of ``records`` (None without a
+    protocol)."""
+    if protocol is None:
+        return None
+    got = {(c.n, c.replicate) for c in cells_of(records) if c.truth == truth}
+    return short_of(truth, got, protocols.load(protocol))
 
 
 def main(argv=None) -> int:
@@ -357,24 +409,30 @@ def main(argv=None) -> int:
             check_output_file(args.json, "--json")
             ins = [("RECORDS", r) for r in args.records] + [("--floors", f) for f in args.floors]
             check_distinct([("--json", args.json)], ins)
-        metric, level, floor_settings = _rules(args)
+        metric, level, floor_settings, depth = _rules(args)
         rows = [r for f in args.floors for r in read_rows(f)]
         floors = floor_table([r for r in rows if floor_settings in (None, r["settings"])])
         records = [r for path in args.records for r in read_records(path)]
         grids = truth_grids(records)
+        if depth is not None and any(c.depth != depth for g in grids.values()
+                                     for c in g.cells_used):  # fmt: skip
+            raise ValueError(f"the records' depth is not the protocol's floors' ({depth})")
         splits = [risk_split(g, floors, metric, level) for g in grids.values()]
+        tag = records_protocol(cells_of(records))
+        own = args.protocol is not None and tag == protocols.load(args.protocol).tag
+        shorts = [_short(args.protocol, sp.truth, records) if own else None for sp in splits]
     except KeyError as exc:
         print_error(_missing_floor_error(exc.args[0], " ".join(args.records)))
         return 2
     except (ValueError, OSError, RecordsError) as exc:
         print_error(exc)
         return 2
-    tag = records_protocol(cells_of(records))
-    own = args.protocol is not None and tag == protocols.load(args.protocol).tag
-    print("\n\n".join(render(sp) + "\n" + decision(sp, args.protocol, own) for sp in splits))
+    said = [decision(sp, args.protocol, own, s) for sp, s in zip(splits, shorts, strict=True)]
+    print("\n\n".join(render(sp) + "\n" + d for sp, d in zip(splits, said, strict=True)))
     if args.json:
+        out = [{**asdict(sp), "decision": d} for sp, d in zip(splits, said, strict=True)]
         with atomic_path(args.json) as tmp, open(tmp, "w") as fh:
-            json.dump([asdict(sp) for sp in splits], fh, indent=1)
+            json.dump(out, fh, indent=1)
     return 0
 
 

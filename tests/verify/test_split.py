@@ -25,7 +25,7 @@ PILOT = os.path.join(
 def grid():
     grids = truth_grids(read_records(PILOT))
     assert list(grids) == ["holder-a0.5-p1-s20261203"]
-    return grids["holder-a0.5-p1-s20261203"]
+    return grids["holder-a0.5-p1-s20261203"].cells
 
 
 def _floors(grid, value):
@@ -142,3 +142,85 @@ def test_a_protocols_rule_is_read_and_labelled_exploratory_on_records_not_of_it(
     res = run_main("verify.split", PILOT, "--floors", str(path), "--protocol", "confirm-v5",
                    "--metric", "l2sq")  # fmt: skip
     assert res.returncode == 2 and "splits d2" in res.stderr
+
+
+def test_a_replicate_short_of_an_n_or_failed_is_left_out_and_said_never_an_n():
+    """Records missing one replicate's cell at the largest n, and with another replicate's
+    cell failed, keep every n (the top half the tests read stays the design's) and leave
+    those two replicates out, printed: as every verdict reads a truth's cells."""
+    from verify.report.split_render import render
+
+    recs = read_records(PILOT)
+    top = max(r["cell"]["n"] for r in recs)
+    kept = [r for r in recs if not (r["cell"]["replicate"] == 2 and r["cell"]["n"] == top)]
+    kept = [{**r, "failed": True} if (r["cell"]["replicate"], r["cell"]["n"]) == (5, 8000)
+            else r for r in kept]  # fmt: skip
+    tc = truth_grids(kept)["holder-a0.5-p1-s20261203"]
+    assert tc.ns == (2000, 8000, 32000, 128000)
+    assert tc.replicates.dropped == (2,) and tc.replicates.excluded == (5,)
+    sp = risk_split(tc, _floors(tc.cells, lambda c, w: 1e-4))
+    assert sp.replicates == 6 and sp.ns == tc.ns
+    assert sp.left_out == {"incomplete": [2], "failed": [[8000, 5]]}
+    text = render(sp)
+    assert "replicates [2]" in text and "n = 8,000 replicate 5" in text
+    # negative control: the whole records leave nobody out and say nothing of it
+    every = truth_grids(recs)["holder-a0.5-p1-s20261203"]
+    whole = risk_split(every, _floors(every.cells, lambda c, w: 1e-4))
+    assert whole.replicates == 8 and whole.left_out == {} and "left out" not in render(whole)
+
+
+def test_the_protocols_decision_needs_every_cell_of_its_design():
+    """On records of the protocol, the split is its decision only when every (n,
+    replicate) of the protocol's design for the truth is recorded; short of that it is a
+    partial read, and says what is missing.  An untested term is named."""
+    from verify import protocol as protocols
+    from verify.report.split_render import decision
+    from verify.split import short_of
+
+    p = protocols.load("confirm-v5")
+    ns = (500, 2000, 8000, 32000, 128000, 512000)
+    truth = "holder-a0.5-p1-s20261206"
+    every = {(n, r) for n in ns for r in range(24)}
+    assert short_of(truth, every, p) is None
+    assert short_of(truth, every - {(512000, 23)}, p) == (
+        "1 of its 144 cells unrecorded (at n = [512000])"
+    )
+    assert short_of("holder-a1.5-p1-s20261206", every, p).startswith("24 of its 168")
+    assert "not a truth of protocol confirm-v5" in short_of("holder-a0.5-p1-s1", every, p)
+
+    class Sp:  # the fields decision reads
+        flattening = {"class": {"verdict": "flattens"}, "objective": None,
+                      "optimiser": {"verdict": "keeps_pace"}}  # fmt: skip
+
+    whole = decision(Sp, "confirm-v5", own=True)
+    assert whole == (
+        "protocol confirm-v5's decision: the flattening's cause: class (not tested: objective)"
+    )
+    part = decision(Sp, "confirm-v5", own=True, short="1 of its 144 cells unrecorded")
+    assert part.startswith("read under protocol confirm-v5's rule (partial: 1 of its 144")
+    assert "not its decision" in part and "protocol confirm-v5's decision" not in part
+    Sp.flattening = {"class": {"verdict": "undetermined"}, "objective": None,
+                     "optimiser": {"verdict": "keeps_pace"}}  # fmt: skip
+    assert decision(Sp, None).endswith("no term is shown to flatten at this design"
+                                       " (not tested: objective)")  # fmt: skip
+
+
+def test_a_split_key_the_split_does_not_read_is_refused(monkeypatch):
+    """Every key of a protocol's [split] is read or refused: a misspelt key never leaves
+    a default in its place."""
+    import argparse
+
+    from verify import protocol as protocols
+    from verify import split
+
+    real = protocols.load("confirm-v5")
+    floor = {k: v for k, v in real.split["floor"].items() if k != "depth"}
+    assert split._rules(argparse.Namespace(protocol="confirm-v5", metric=None)) == (
+        "d2", 0.95, floor, 2
+    )  # fmt: skip
+    for bad, why in [({"levle": 0.9}, "which the split does not read"),
+                     ({"terms": ["class"]}, "the split tests")]:  # fmt: skip
+        fake = dataclasses.replace(real, split={**real.split, **bad})
+        monkeypatch.setattr(protocols, "load", lambda name, fake=fake: fake)
+        with pytest.raises(ValueError, match=why):
+            split._rules(argparse.Namespace(protocol="confirm-v5", metric=None))

@@ -16,7 +16,13 @@ def _fmt_ci(ci) -> str:
 def render(sp) -> str:
     """The split's table: per n the terms' means (intervals) and shares, then the levels'
     slopes, the optimum's arms and the per-width gaps at the largest n."""
-    lines = [f"{sp.truth}: {sp.metric} split over {sp.replicates} replicates (exploratory)"]
+    lines = [f"{sp.truth}: {sp.metric} split over {sp.replicates} replicates"]
+    left = sp.left_out
+    if left.get("incomplete"):
+        lines.append(f"  left out, not recorded at every n: replicates {left['incomplete']}")
+    if left.get("failed"):
+        cells = ", ".join(f"n = {n:,} replicate {r}" for n, r in left["failed"])
+        lines.append(f"  left out, a failed cell (every candidate diverged): {cells}")
     lines.append(f"{'n':>8s}  " + "  ".join(f"{t:>34s}" for t in sp.term_mean) + f"  {'ASVI':>9s}")
     for j, n in enumerate(sp.ns):
         cols = [
@@ -65,18 +71,23 @@ def render(sp) -> str:
     return "\n".join(lines)
 
 
-def decision(sp, protocol: str | None, own: bool = False) -> str:
+def decision(sp, protocol: str | None, own: bool = False, short: str | None = None) -> str:
     """The split's decision (the protocol's ``[split]`` rule on records written under it,
-    ``own``; else the same rule read exploratorily): the terms that flatten, or that none
-    is located."""
+    ``own``, with every cell of its design recorded; ``short``: what they lack, which makes
+    it a partial read, never the decision; else the same rule read exploratorily): the
+    terms that flatten, or that none is located, and any term left untested."""
     what = "read (exploratory, not decided)"
-    if protocol and own:
+    if protocol and own and short:
+        what = f"read under protocol {protocol}'s rule (partial: {short}; not its decision)"
+    elif protocol and own:
         what = f"protocol {protocol}'s decision"
     elif protocol:
         what = f"read under protocol {protocol}'s rule (exploratory: records not of it)"
     if not sp.flattening:
         return f"{what}: no reference in the cells, no flattening test"
     flat = [t for t, v in sp.flattening.items() if v is not None and v["verdict"] == "flattens"]
+    untested = [t for t, v in sp.flattening.items() if v is None]
+    tail = f" (not tested: {', '.join(untested)})" if untested else ""
     if flat:
-        return f"{what}: the flattening's cause: {', '.join(flat)}"
-    return f"{what}: no term is shown to flatten at this design"
+        return f"{what}: the flattening's cause: {', '.join(flat)}{tail}"
+    return f"{what}: no term is shown to flatten at this design{tail}"
