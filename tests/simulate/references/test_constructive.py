@@ -9,6 +9,8 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulate.core import Batch, Hyper, Layout, Trainer
 from simulate.core.posterior import Posterior
@@ -144,6 +146,33 @@ def test_gauss_newton_scales_match_the_per_sample_gradients():
         got = torch.nn.functional.softplus(out[1, e])
         torch.testing.assert_close(got[kept[e]], sd[kept[e]])
         torch.testing.assert_close(out[1, e][~kept[e]], params[1, e][~kept[e]])
+
+
+@settings(max_examples=30, deadline=None)
+@given(depth=st.integers(1, 3), p=st.integers(1, 2), w=st.integers(1, 6),
+       m=st.integers(1, 40), chunk=st.integers(1, 50), seed=st.integers(0, 10**6))  # fmt: skip
+def test_the_closed_form_curvature_is_the_per_input_autograd_sum(depth, p, w, m, chunk, seed):
+    """``curvature_diagonal`` (one product per layer) equals the sum over inputs of the
+    squared autograd gradient of f, one input at a time, on random networks of any depth,
+    input size, padded width and chunking; negative control: the sum of the gradients
+    squared (not of the squares) differs."""
+    from simulate.references.constructive import curvature_diagonal
+
+    g = torch.Generator().manual_seed(seed)
+    layout = Layout(p, depth, [max(1, w - 1), w])  # model 0 padded to model 1's width
+    theta = torch.randn(layout.E, layout.P, generator=g, dtype=torch.float64)
+    X = torch.rand(m, p, generator=g, dtype=torch.float64) * 2 - 1
+    for e in range(layout.E):
+        want, total = torch.zeros(layout.P, dtype=torch.float64), 0
+        for x in X:
+            t = theta[e].clone().requires_grad_(True)
+            layout.forward(t[None], x[None, None])[0, 0, 0].backward()
+            want += t.grad**2
+            total = total + t.grad
+        got = curvature_diagonal(layout, theta[e], X, chunk)
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+        if m > 1:  # the output bias alone: m^2 against m
+            assert not torch.allclose(total**2, want, rtol=1e-6)
 
 
 def test_trainer_starts_from_init_from():
