@@ -339,15 +339,15 @@ def short_of(truth: str, recorded, p) -> str | None:
 SPLIT_KEYS = ("metric", "level", "terms", "floor")  # what a protocol's [split] may hold
 
 
-def _rules(args) -> tuple[str, float, dict | None, int | None]:
+def _rules(args, p) -> tuple[str, float, dict | None, int | None]:
     """The split's metric, level, floors' settings and floors' depth: the protocol's
     ``[split]`` (a metric given beside it must agree; only floor rows of its
     ``[split.floor]`` settings are read, and the records' depth must be its ``depth``),
     else the flag's (d2), 0.95, any and the records'.  A key the split does not read, or
-    terms other than :data:`TERMS`, is an error: nothing a protocol states is passed over."""
-    if args.protocol is None:
+    terms other than :data:`TERMS`, is an error: nothing a protocol states is passed over.
+    ``p`` is the loaded protocol (None without ``--protocol``)."""
+    if p is None:
         return args.metric or "d2", 0.95, None, None
-    p = protocols.load(args.protocol)
     if not p.split:
         raise ValueError(f"protocol {p.name} has no [split]")
     unknown = sorted(set(p.split) - set(SPLIT_KEYS))
@@ -377,13 +377,13 @@ def _missing_floor_error(key, records: str) -> str:
     )
 
 
-def _short(protocol: str | None, truth: str, records: list[dict]) -> str | None:
-    """:func:`short_of` the protocol for ``truth``'s cells of ``records`` (None without a
-    protocol)."""
+def _short(protocol, truth: str, records: list[dict]) -> str | None:
+    """:func:`short_of` the loaded ``protocol`` for ``truth``'s cells of ``records`` (None
+    without a protocol)."""
     if protocol is None:
         return None
     got = {(c.n, c.replicate) for c in cells_of(records) if c.truth == truth}
-    return short_of(truth, got, protocols.load(protocol))
+    return short_of(truth, got, protocol)
 
 
 def main(argv=None) -> int:
@@ -409,7 +409,8 @@ def main(argv=None) -> int:
             check_output_file(args.json, "--json")
             ins = [("RECORDS", r) for r in args.records] + [("--floors", f) for f in args.floors]
             check_distinct([("--json", args.json)], ins)
-        metric, level, floor_settings, depth = _rules(args)
+        proto = None if args.protocol is None else protocols.load(args.protocol)
+        metric, level, floor_settings, depth = _rules(args, proto)
         rows = [r for f in args.floors for r in read_rows(f)]
         floors = floor_table([r for r in rows if floor_settings in (None, r["settings"])])
         records = [r for path in args.records for r in read_records(path)]
@@ -419,8 +420,8 @@ def main(argv=None) -> int:
             raise ValueError(f"the records' depth is not the protocol's floors' ({depth})")
         splits = [risk_split(g, floors, metric, level) for g in grids.values()]
         tag = records_protocol(cells_of(records))
-        own = args.protocol is not None and tag == protocols.load(args.protocol).tag
-        shorts = [_short(args.protocol, sp.truth, records) if own else None for sp in splits]
+        own = proto is not None and tag == proto.tag
+        shorts = [_short(proto, sp.truth, records) if own else None for sp in splits]
     except KeyError as exc:
         print_error(_missing_floor_error(exc.args[0], " ".join(args.records)))
         return 2

@@ -205,7 +205,7 @@ def test_the_protocols_decision_needs_every_cell_of_its_design():
                                        " (not tested: objective)")  # fmt: skip
 
 
-def test_a_split_key_the_split_does_not_read_is_refused(monkeypatch):
+def test_a_split_key_the_split_does_not_read_is_refused():
     """Every key of a protocol's [split] is read or refused: a misspelt key never leaves
     a default in its place."""
     import argparse
@@ -214,13 +214,11 @@ def test_a_split_key_the_split_does_not_read_is_refused(monkeypatch):
     from verify import split
 
     real = protocols.load("confirm-v5")
+    args = argparse.Namespace(protocol="confirm-v5", metric=None)
     floor = {k: v for k, v in real.split["floor"].items() if k != "depth"}
-    assert split._rules(argparse.Namespace(protocol="confirm-v5", metric=None)) == (
-        "d2", 0.95, floor, 2
-    )  # fmt: skip
+    assert split._rules(args, real) == ("d2", 0.95, floor, 2)
     for bad, why in [({"levle": 0.9}, "which the split does not read"),
                      ({"terms": ["class"]}, "the split tests")]:  # fmt: skip
         fake = dataclasses.replace(real, split={**real.split, **bad})
-        monkeypatch.setattr(protocols, "load", lambda name, fake=fake: fake)
         with pytest.raises(ValueError, match=why):
-            split._rules(argparse.Namespace(protocol="confirm-v5", metric=None))
+            split._rules(args, fake)
