@@ -303,11 +303,18 @@ def truth_grids(records: list[dict]) -> dict[str, TruthCells]:
     for every verdict: the replicates recorded at every n the truth has, less any replicate
     with a failed cell; who is left out, and why, is kept (``.replicates``) and printed.  An
     incomplete replicate never drops an n (the top half the tests read stays the design's).
-    A truth without constructive arms is an error."""
+    A truth without constructive arms, or not a Hoelder truth, is an error: the class
+    floor (``simulate.experiments.class_floor``) is fitted for Hoelder truths only, and for
+    a teacher the constructive start embeds the teacher network itself, so its optimum O
+    would be seeded by the truth."""
     by: dict = {}
     for c in cells_of(records):
         if c.source != "asvi":
             continue
+        if c.spec.kind != "holder":
+            raise ValueError(f"{c.truth}: the split reads Hoelder truths only (a {c.spec.kind}"
+                             " truth has no class floor, and a teacher's constructive start"
+                             " embeds the truth)")  # fmt: skip
         if not c.failed and not c.arms:
             raise ValueError(f"{c.truth}: records without constructive arms (run start='both')")
         by.setdefault(c.truth, []).append(c)

@@ -169,6 +169,16 @@ def test_a_replicate_short_of_an_n_or_failed_is_left_out_and_said_never_an_n():
     assert whole.replicates == 8 and whole.left_out == {} and "left out" not in render(whole)
 
 
+def test_a_truth_other_than_hoelder_is_refused():
+    """The split reads Hoelder truths only: a teacher has no class floor and its constructive
+    start embeds the truth.  Negative control: the same records as Hoelder are read."""
+    recs = read_records(PILOT)
+    teacher = [{**r, "truth": {**r["truth"], "kind": "teacher", "alpha": None}} for r in recs]
+    with pytest.raises(ValueError, match="Hoelder truths only"):
+        truth_grids(teacher)
+    assert list(truth_grids(recs)) == ["holder-a0.5-p1-s20261203"]
+
+
 def test_the_protocols_decision_needs_every_cell_of_its_design():
     """On records of the protocol, the split is its decision only when every (n,
     replicate) of the protocol's design for the truth is recorded; short of that it is a
