@@ -270,15 +270,19 @@ def replicates_for(cv: float, ns, effect: float, level: float = 1 - 0.05 / 3,
 def width_gaps(cells, metric: str = "d2") -> tuple[dict, ...]:
     """Per n and candidate width: the best constructive candidate's (highest ELBO of
     :data:`CONSTRUCTIVE` at that width, per replicate) ELBO minus R's and log risk ratio
-    to R's, paired over replicates with t intervals (``n``, ``width``, ``elbo_gap``,
-    ``elbo_ci``, ``log_risk_ratio``, ``risk_ci``, ``constructive_higher``: the replicates
-    whose constructive candidate has the higher ELBO)."""
+    to R's, paired over the replicates that hold the width with t intervals (``n``,
+    ``width``, ``replicates``: how many hold it, ``elbo_gap``, ``elbo_ci``,
+    ``log_risk_ratio``, ``risk_ci``, ``constructive_higher``: the replicates whose
+    constructive candidate has the higher ELBO).  Where the class grows at its edge a
+    width past the ladder is held by the replicates whose ELBO grew it, not by all: its
+    row is over those (at least 2) and says how many.  A width where some holder has no
+    constructive candidate is not compared."""
     out = []
     for j, c0 in enumerate(cells[0]):
-        for w in c0.widths:
+        for w in sorted(set().union(*(row[j].widths for row in cells))):
             e_R, r_R, e_C, r_C = [], [], [], []
-            for row in cells:
-                c = row[j]
+            holders = [row[j] for row in cells if w in row[j].widths]
+            for c in holders:
                 best = best_constructive(c, w)
                 if best is None:  # no constructive candidate of this width: not compared
                     break
@@ -286,12 +290,13 @@ def width_gaps(cells, metric: str = "d2") -> tuple[dict, ...]:
                 r_R.append(c.at_width(metric, w))
                 e_C.append(c.arms[best].at_width("elbo", w))
                 r_C.append(c.arms[best].at_width(metric, w))
-            if len(e_C) < len(cells):
+            if len(e_C) < max(len(holders), 2):
                 continue
             de = paired_mean_diff(np.array(e_C)[:, None], np.array(e_R)[:, None])
             dr = paired_mean_diff(np.log(r_C)[:, None], np.log(r_R)[:, None])
             out.append({
-                "n": c0.n, "width": int(w), "elbo_gap": de.diff[0], "elbo_ci": de.cis[0],
+                "n": c0.n, "width": int(w), "replicates": len(holders),
+                "elbo_gap": de.diff[0], "elbo_ci": de.cis[0],
                 "log_risk_ratio": dr.diff[0], "risk_ci": dr.cis[0],
                 "constructive_higher": int(np.sum(np.array(e_C) > np.array(e_R))),
             })  # fmt: skip

@@ -236,9 +236,16 @@ def objective_evidence(cells, metric: str, arms) -> tuple[Evidence, ...]:
     width) whose risk is below R's selected posterior while its ELBO is also below it, both
     paired over replicates with intervals at family-wise level :data:`EVIDENCE_LEVEL`
     (Bonferroni over every (arm, width) pair examined): posteriors the objective ranks
-    below the worse fit it selects.  Returns one :class:`Evidence` per such candidate."""
+    below the worse fit it selects.  Returns one :class:`Evidence` per such candidate.
+
+    The widths examined are those every replicate holds at the largest n.  Where the class
+    grows at its edge (``simulate.sweep.train.edge``) a replicate's own candidates run past
+    the ladder only while its ELBO selects its widest, so a grown width is held by a
+    subset chosen by R's own selection: pairing over it would not be the replicates' mean,
+    and it is left out here (``verify.split.width_gaps`` reports each width with the
+    replicates that hold it)."""
     last = [row[-1] for row in cells]
-    widths = last[0].widths
+    widths = sorted(set.intersection(*(set(c.widths) for c in last)))
     pairs = [(a, w) for a in ("W0s", "W") if a in arms for w in widths]
     if not pairs:
         return ()

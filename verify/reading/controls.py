@@ -211,8 +211,9 @@ def control_fields(fields: dict) -> dict:
         out["stop_risk_tol"] = rule.risk_tol
     if out.get("max_epochs") is not None:
         out["max_epochs"] = 2 * out["max_epochs"]
-    if out.get("start") == "both":  # the control re-trains the random start's run
-        out.pop("start")
+    if out.get("start") == "both":  # the control re-trains the random start's run, with
+        out.pop("start")  # plain_arm at its default (control_config), which the fields omit
+        out.pop("plain_arm", None)
     return out
 
 

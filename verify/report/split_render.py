@@ -66,7 +66,8 @@ def render(sp) -> str:
         lines.append(
             f"  width {g['width']:4d}: ELBO {g['elbo_gap']:+10.1f} {_fmt_ci(g['elbo_ci'])},"
             f" log risk ratio {g['log_risk_ratio']:+.3f} {_fmt_ci(g['risk_ci'])},"
-            f" constructive higher in {g['constructive_higher']}/{sp.replicates}"
+            f" constructive higher in {g['constructive_higher']}/{g['replicates']}"
+            + (" (the replicates grown to it)" if g["replicates"] < sp.replicates else "")
         )
     return "\n".join(lines)
 

@@ -230,7 +230,14 @@ def test_a_record_without_its_fingerprints_fields_is_refused_naming_them(
 # ------------------------------------------------------------------ the control file
 @pytest.mark.parametrize(
     "change",
-    [{}, {"max_epochs": 30}, {"stop_risk_tol": 0.1}, {"start": "both"}, {"lambda_s_a": 5.0}],
+    [
+        {},
+        {"max_epochs": 30},
+        {"stop_risk_tol": 0.1},
+        {"start": "both"},
+        {"start": "both", "plain_arm": False},  # confirm-v5's
+        {"lambda_s_a": 5.0},
+    ],
 )
 def test_control_fields_are_the_control_configurations_fields(change):
     from simulate.sweep.store.fingerprint import fingerprint_fields
