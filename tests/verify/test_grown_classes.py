@@ -38,12 +38,13 @@ def _grow(rec: dict, width: int, shift: float) -> dict:
 
 @pytest.fixture(scope="module")
 def grown():
-    """The pilot with replicates 0-2 at its largest n grown to width 128."""
+    """The pilot with replicates 5-7 at its largest n grown to width 128 (replicate 0,
+    whose cells stand for the configuration, not)."""
     recs = read_records(PILOT)
     top = max(r["cell"]["n"] for r in recs)
     return [
         _grow(r, 128, -10.0 * (1 + r["cell"]["replicate"]))
-        if r["cell"]["n"] == top and r["cell"]["replicate"] < 3 else r
+        if r["cell"]["n"] == top and r["cell"]["replicate"] >= 5 else r
         for r in recs
     ]  # fmt: skip
 
@@ -67,7 +68,7 @@ def test_a_width_held_by_some_replicates_is_paired_over_them(grown):
     rows = {g["width"]: g for g in width_gaps(cells) if g["n"] == top}
     assert rows[128]["replicates"] == 3 and rows[64]["replicates"] == 8
     want = np.mean([row[-1].arms[_best(row[-1], 128)].at_width("elbo", 128)
-                    - row[-1].at_width("elbo", 128) for row in cells[:3]])  # fmt: skip
+                    - row[-1].at_width("elbo", 128) for row in cells[5:]])  # fmt: skip
     assert rows[128]["elbo_gap"] == pytest.approx(want)
     plain = truth_grids(read_records(PILOT))[TRUTH].cells
     after = [g for g in width_gaps(cells) if g["width"] != 128]
@@ -90,4 +91,10 @@ def test_the_analysis_reads_grown_records_whole(grown):
     proto = protocols.load("confirm-v5")
     proto = dataclasses.replace(proto, replication={**proto.replication, "resamples": 50})
     results = analyse(grown, None, None, proto, {})
-    assert any(r.estimator == "asvi" for r in results)
+    asvi = [r for r in results if r.estimator == "asvi"]
+    assert asvi
+    for r in asvi:  # the candidates any replicate held, not the first replicate's alone
+        assert r.asvi.candidate_widths[-1] == (2, 4, 8, 16, 32, 64, 128)
+        assert r.asvi.candidate_widths[0] == (2, 4, 8, 16, 32)  # n = 2,000: its ladder
+    premises = [r.theorem.readings.premises for r in asvi if r.metric == "d2"]
+    assert premises and all("widths up to 128" in p for p in premises)

@@ -229,7 +229,7 @@ def asvi_summary(tc: TruthCells, metric: str, V: np.ndarray, F: np.ndarray) -> A
         fixed_slope=fit_slope(ns, F).slope,
         selected_widths=tuple(tuple(c.selected_width for c in row) for row in cells),
         selected_at_top=tuple(sum(c.selected_at_top for c in col) for col in by_n),
-        candidate_widths=tuple(c.widths for c in tc.first),
+        candidate_widths=tuple(tc.widths_at(j) for j in range(len(ns))),
         steps_max=tuple(max(max(c.per_width["steps"]) for c in col) for col in by_n),
         lambda_s=tuple(c.lambda_s for c in tc.first),
         converged_fraction=float(np.mean(conv)),

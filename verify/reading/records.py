@@ -230,6 +230,12 @@ class TruthCells:
     cells: tuple[tuple[Cell, ...], ...]
     w_fixed: int | None
 
+    def widths_at(self, j: int) -> tuple[int, ...]:
+        """The candidate widths any kept replicate held at the ``j``-th n (sorted): the
+        ladder, and past it the rungs a class grown at its edge added for some replicates
+        (``simulate.sweep.train.edge``), which the first cell alone would not show."""
+        return tuple(sorted(set().union(*(row[j].widths for row in self.cells))))
+
     def through(self, estimator: str) -> TruthCells:
         """Every cell seen through ``estimator``'s arm (:meth:`Cell.arm`)."""
         return TruthCells(

@@ -92,8 +92,16 @@ def _wrap(text: str, indent: str) -> list[str]:
 # (tests/verify/test_legend.py holds the sentences that state a rule against the rule)
 LEGEND = (
     ("steps", "most steps any candidate used"),
-    ("cands", "candidate widths"),
-    ("top", "selections at the largest candidate"),
+    (
+        "cands",
+        "candidate widths (any replicate's: a class grown at its edge adds rungs past"
+        " the ladder for some replicates)",
+    ),
+    (
+        "top",
+        "selections at the replicate's own largest candidate (of a class grown at its"
+        " edge: at its cap)",
+    ),
     (
         "band",
         "[e, e + c ell] (c: c_band, the log power of the result covering the truth at"

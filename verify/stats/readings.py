@@ -217,6 +217,6 @@ def readings(tc, metric: str, fit, predicted: float, powered, rule: str, delta: 
         delta_pass=((fit.ci_high - predicted) / ell - c0) / k,
         proved_source=source,
         proved_verdict=proved_verdict(fit.ci_low, fit.ci_high, low, high),
-        premises=_premises_words(spec, max(ns), last.depth, last.widths or None),
+        premises=_premises_words(spec, max(ns), last.depth, tc.widths_at(len(ns) - 1) or None),
         **proved,
     )
