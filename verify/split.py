@@ -43,8 +43,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy.special import ndtr
 
-from simulate.experiments.class_floor import floors as floor_table
-from simulate.experiments.class_floor import read_rows
+from simulate.experiments import class_floor
 from simulate.sweep.store.schema import read_records
 from theory.plumbing.cli import Parser, print_error, run_main
 from theory.plumbing.jsonl import RecordsError
@@ -390,8 +389,7 @@ def _missing_floor_error(key, records: str) -> str:
 
 
 def _short(protocol, truth: str, records: list[dict]) -> str | None:
-    """:func:`short_of` the loaded ``protocol`` for ``truth``'s cells of ``records`` (None
-    without a protocol)."""
+    """:func:`short_of` the ``protocol`` for ``truth``'s cells of ``records`` (None if none)."""
     if protocol is None:
         return None
     got = {(c.n, c.replicate) for c in cells_of(records) if c.truth == truth}
@@ -414,17 +412,16 @@ def main(argv=None) -> int:
                     help="write every truth's split as JSON")  # fmt: skip
     args = ap.parse_args(argv)
     try:
-        for p in [*args.records, *args.floors]:
-            if not os.path.isfile(p):
-                raise ValueError(f"no file {p}")
+        if missing := [p for p in [*args.records, *args.floors] if not os.path.isfile(p)]:
+            raise ValueError(f"no file {missing[0]}")
         if args.json:
             check_output_file(args.json, "--json")
             ins = [("RECORDS", r) for r in args.records] + [("--floors", f) for f in args.floors]
             check_distinct([("--json", args.json)], ins)
         proto = None if args.protocol is None else protocols.load(args.protocol)
         metric, level, floor_settings, depth = _rules(args, proto)
-        rows = [r for f in args.floors for r in read_rows(f)]
-        floors = floor_table([r for r in rows if floor_settings in (None, r["settings"])])
+        rows = [r for f in args.floors for r in class_floor.read_rows(f)]
+        floors = class_floor.floors([r for r in rows if floor_settings in (None, r["settings"])])
         records = [r for path in args.records for r in read_records(path)]
         grids = truth_grids(records)
         if depth is not None and any(c.depth != depth for g in grids.values()
