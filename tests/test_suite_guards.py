@@ -40,7 +40,9 @@ def test_environment_threads_and_signal_handlers_are_compared(monkeypatch):
     monkeypatch.setenv("ASVI_RATES_GUARD_PROBE", "1")
     threads = torch.get_num_threads()
     torch.set_num_threads(threads + 1)
-    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # a handler other than the one in place: under nohup SIGHUP is already ignored
+    probe = signal.SIG_DFL if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN else signal.SIG_IGN
+    old = signal.signal(signal.SIGHUP, probe)
     try:
         changed = sg.differences(before, sg.snapshot())
     finally:
