@@ -232,3 +232,25 @@ def test_a_split_key_the_split_does_not_read_is_refused():
         fake = dataclasses.replace(real, split={**real.split, **bad})
         with pytest.raises(ValueError, match=why):
             split._rules(args, fake)
+
+
+REFERENCE = os.path.join(os.path.dirname(__file__), "..", "..", "figures", "reference")
+
+
+@pytest.mark.parametrize(
+    "alpha, cause",
+    [("a05", "class, optimiser"), pytest.param("a15", "objective", marks=pytest.mark.slow)],
+)
+def test_confirm5s_shipped_printout_is_what_its_shipped_records_and_floors_print(alpha, cause):
+    """The confirm-v5 split printouts the results pages quote are recomputed, not trusted:
+    ``verify.split`` on the shipped records and floors prints them byte for byte, and the
+    protocol's decision line names the cause reported."""
+    res = run_main(
+        "verify.split", os.path.join(REFERENCE, f"records-confirm5-holder-{alpha}.jsonl.gz"),
+        "--floors", os.path.join(REFERENCE, f"class-floor-confirm5-{alpha}.jsonl.gz"),
+        "--protocol", "confirm-v5",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    with open(os.path.join(REFERENCE, f"split-confirm5-{alpha}.txt")) as fh:
+        assert res.stdout == fh.read()
+    assert res.stdout.rstrip().endswith(f"the flattening's cause: {cause}")
